@@ -1,0 +1,1 @@
+"""The standard pod filters: Cluster Autoscaler's drainability rules."""
