@@ -1,0 +1,133 @@
+"""The AWS cloud-config file (`--cloud-config`), in the INI form Kubernetes' AWS config uses.
+
+```ini
+[Global]
+Zone = eu-west-1a          ; the region is the zone without its last letter
+; Region = eu-west-1       ; or give the region directly
+
+[ServiceOverride "1"]
+Service = autoscaling      ; autoscaling | ec2 | eks
+Region = eu-west-1
+URL = https://autoscaling.eu-west-1.amazonaws.com
+SigningRegion = eu-west-1
+```
+
+The region comes from, in order: `AWS_REGION`, `AWS_DEFAULT_REGION`, `[Global] Region`,
+`[Global] Zone`. Endpoints not overridden here follow boto3's own resolution, which honours
+`AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_<SERVICE>`.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from clusterscaler.cloudprovider import ConfigurationError
+
+SERVICES = ("autoscaling", "ec2", "eks")
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceOverride:
+    """An endpoint override for one service in one region."""
+
+    service: str
+    region: str
+    url: str
+    signing_region: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CloudConfig:
+    region: str = ""
+    zone: str = ""
+    overrides: tuple[ServiceOverride, ...] = field(default_factory=tuple)
+
+    def endpoint_for(self, service: str, region: str) -> ServiceOverride | None:
+        for override in self.overrides:
+            if override.service == service and override.region == region:
+                return override
+        return None
+
+
+def parse_cloud_config(text: str, source: str = "cloud-config") -> CloudConfig:
+    """Parse the INI text of a cloud-config. `source` names the file in errors."""
+    parser = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), strict=True)
+    # Keys are case-insensitive in the Kubernetes format (gcfg), as configparser's default.
+    try:
+        parser.read_string(text, source=source)
+    except configparser.Error as exc:
+        raise ConfigurationError(f"{source}: not a valid INI cloud-config: {exc}") from exc
+    region = ""
+    zone = ""
+    overrides: list[ServiceOverride] = []
+    for section in parser.sections():
+        values = parser[section]
+        if section.lower() == "global":
+            region = values.get("region", "").strip()
+            zone = values.get("zone", "").strip()
+            continue
+        if section.lower().startswith("serviceoverride"):
+            overrides.append(_parse_override(source, section, values))
+    return CloudConfig(region=region, zone=zone, overrides=tuple(overrides))
+
+
+def _parse_override(source: str, section: str, values: Mapping[str, str]) -> ServiceOverride:
+    missing = [key for key in ("service", "region", "url") if not values.get(key, "").strip()]
+    if missing:
+        raise ConfigurationError(
+            f"{source}: section [{section}] lacks {', '.join(sorted(missing))}; expected "
+            "Service, Region and URL (and optionally SigningRegion)"
+        )
+    service = values["service"].strip().lower()
+    if service not in SERVICES:
+        raise ConfigurationError(
+            f"{source}: section [{section}] field Service={values['service']!r}; expected one "
+            f"of {', '.join(SERVICES)}"
+        )
+    return ServiceOverride(
+        service=service,
+        region=values["region"].strip(),
+        url=values["url"].strip(),
+        signing_region=values.get("signingregion", "").strip(),
+    )
+
+
+def load_cloud_config(path: str) -> CloudConfig:
+    """Read `--cloud-config`; an empty path means no file."""
+    if not path:
+        return CloudConfig()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ConfigurationError(f"--cloud-config={path!r}: cannot be read: {exc}") from exc
+    return parse_cloud_config(text, source=path)
+
+
+def resolve_region(config: CloudConfig, environ: Mapping[str, str] | None = None) -> str:
+    """The AWS region to use, or a `ConfigurationError` saying where to set it."""
+    env = os.environ if environ is None else environ
+    for candidate in (
+        env.get("AWS_REGION", ""),
+        env.get("AWS_DEFAULT_REGION", ""),
+        config.region,
+        zone_to_region(config.zone) if config.zone else "",
+    ):
+        if candidate.strip():
+            return candidate.strip()
+    raise ConfigurationError(
+        "aws provider: no region; set AWS_REGION (or AWS_DEFAULT_REGION), or Region or Zone "
+        "in the [Global] section of --cloud-config"
+    )
+
+
+def zone_to_region(zone: str) -> str:
+    """`us-east-1a` -> `us-east-1` (availability zones are the region plus one letter)."""
+    if len(zone) < 2 or not zone[-1].isalpha():
+        raise ConfigurationError(
+            f"availability zone {zone!r}: expected a region followed by a letter, e.g. us-east-1a"
+        )
+    return zone[:-1]

@@ -1,0 +1,90 @@
+"""The clusterscaler plugin of `clusterscaler-aws`: the `aws` cloud provider and its flag."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from clusterscaler import hookimpl
+from clusterscaler.cloudprovider import ConfigurationError, ProviderContext
+
+from clusterscaler_aws.asg_cache import AsgCache
+from clusterscaler_aws.cloud_config import load_cloud_config, resolve_region
+from clusterscaler_aws.instance_types import InstanceTypeCatalogue
+from clusterscaler_aws.provider import PROVIDER_NAME, AwsCloudProvider
+from clusterscaler_aws.service import AwsService
+from clusterscaler_aws.specs import parse_discovery_specs, parse_node_group_specs
+
+if TYPE_CHECKING:
+    from clusterscaler.pluginmanager import Registry
+
+log = structlog.get_logger()
+
+STATIC_LIST_FLAG = "--aws-use-static-instance-list"
+STATIC_LIST_DEST = "aws_use_static_instance_list"
+
+
+@hookimpl
+def clusterscaler_add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        STATIC_LIST_FLAG,
+        dest=STATIC_LIST_DEST,
+        nargs="?",
+        const=True,
+        default=False,
+        type=_parse_bool,
+        metavar="true|false",
+        help="Should CA fetch instance types in runtime or use a static list. AWS only "
+        "(default false: ask DescribeInstanceTypes, with the bundled list as fallback).",
+    )
+
+
+def _parse_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "t", "true"):
+        return True
+    if lowered in ("0", "f", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"{STATIC_LIST_FLAG}={value!r}: expected true or false")
+
+
+@hookimpl
+def clusterscaler_register_cloud_providers(registry: Registry) -> None:
+    registry.add_cloud_provider(
+        PROVIDER_NAME,
+        build_provider,
+        description="AWS Auto Scaling groups (--nodes, --node-group-auto-discovery=asg:tag=...)",
+    )
+
+
+def build_provider(context: ProviderContext) -> AwsCloudProvider:
+    """The factory registered as `aws`: parses the flags and discovers the ASGs once."""
+    options = context.options
+    explicit = parse_node_group_specs(options.nodes)
+    discovery = parse_discovery_specs(options.node_group_auto_discovery)
+    if not explicit and not discovery:
+        raise ConfigurationError(
+            "aws provider: no node groups; give --nodes=<min>:<max>:<asg-name> or "
+            "--node-group-auto-discovery=asg:tag=<key>[=<value>],..."
+        )
+    cloud_config = load_cloud_config(options.cloud_config)
+    region = resolve_region(cloud_config)
+    static_only = bool(_extra(options).get(STATIC_LIST_DEST, False))
+    service = AwsService(region, cloud_config)
+    catalogue = InstanceTypeCatalogue(service.describe_instance_types, static_only=static_only)
+    cache = AsgCache(service, explicit, discovery)
+    provider = AwsCloudProvider(service, cache, catalogue)
+    cache.refresh(force=True)
+    log.info(
+        "aws_provider_ready",
+        region=region,
+        node_groups=[g.id for g in provider.node_groups()],
+        static_instance_list=static_only,
+    )
+    return provider
+
+
+def _extra(options: Any) -> dict[str, Any]:
+    extra = getattr(options, "extra", None)
+    return extra if isinstance(extra, dict) else {}

@@ -1,0 +1,359 @@
+"""The `aws` cloud provider: Auto Scaling groups as node groups.
+
+Scaling goes through SetDesiredCapacity (HonorCooldown=false) and
+TerminateInstanceInAutoScalingGroup (ShouldDecrementDesiredCapacity=true). The limits are
+enforced here before any call: AWS rejects a desired capacity outside the ASG's own limits,
+but the limits that matter for `--nodes` groups are the flag's, and test doubles enforce none.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+from clusterscaler.cloudprovider import (
+    CloudProviderError,
+    ConfigurationError,
+    Instance,
+    NodeGroupNotFoundError,
+    NodeGroupOptions,
+    PricingModel,
+    ResourceLimiter,
+)
+
+from clusterscaler_aws.asg_cache import (
+    AsgCache,
+    AsgRecord,
+    instance_id_of,
+    is_placeholder,
+    is_terminating,
+)
+from clusterscaler_aws.cloud_config import zone_to_region
+from clusterscaler_aws.instance_types import InstanceTypeCatalogue, InstanceTypeInfo
+from clusterscaler_aws.service import AsgDescription, AwsService, ManagedNodegroup
+from clusterscaler_aws.template import TemplateInput, build_template_node_info
+
+if TYPE_CHECKING:
+    from clusterscaler.model import Node, NodeInfo
+
+log = structlog.get_logger()
+
+PROVIDER_NAME = "aws"
+GPU_LABEL = "k8s.amazonaws.com/accelerator"
+PROVIDER_ID_PREFIX = "aws://"
+# How long answers that can change under us (launch template `$Latest`, EKS node group
+# labels, "does this instance exist") are reused.
+LOOKUP_TTL = 600.0
+
+
+@dataclass
+class _Cached:
+    value: object
+    at: float
+
+
+class _TtlCache:
+    """A small thread-safe map whose entries expire."""
+
+    def __init__(self, ttl: float, clock: Callable[[], float]) -> None:
+        self._ttl = ttl
+        self._clock = clock
+        self._entries: dict[object, _Cached] = {}
+        self._lock = threading.Lock()
+
+    def get_or(self, key: object, compute: Callable[[], object]) -> object:
+        now = self._clock()
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and now - entry.at < self._ttl:
+                return entry.value
+        value = compute()
+        with self._lock:
+            self._entries[key] = _Cached(value=value, at=now)
+        return value
+
+
+class AwsNodeGroup:
+    """One ASG. Reads go through the provider's cache; writes call AWS and update it."""
+
+    def __init__(self, provider: AwsCloudProvider, name: str) -> None:
+        self._provider = provider
+        self._name = name
+
+    def _record(self) -> AsgRecord:
+        record = self._provider.cache.get(self._name)
+        if record is None:
+            raise NodeGroupNotFoundError(f"ASG {self._name!r} is no longer managed or no longer exists")
+        return record
+
+    @property
+    def id(self) -> str:
+        return self._name
+
+    @property
+    def min_size(self) -> int:
+        return self._record().min_size
+
+    @property
+    def max_size(self) -> int:
+        return self._record().max_size
+
+    def target_size(self) -> int:
+        return self._record().desired
+
+    def increase_size(self, delta: int) -> None:
+        if delta <= 0:
+            raise ValueError(f"ASG {self._name!r}: increase_size delta must be positive, got {delta}")
+        record = self._record()
+        new_size = record.desired + delta
+        if new_size > record.max_size:
+            raise CloudProviderError(
+                f"ASG {self._name!r}: size increase too large: desired {new_size} "
+                f"({record.desired} + {delta}) exceeds max {record.max_size}"
+            )
+        self._provider.service.set_desired_capacity(self._name, new_size)
+        self._provider.cache.set_desired(self._name, new_size)
+        log.info("aws_scale_up", node_group=self._name, delta=delta, desired=new_size)
+
+    def delete_nodes(self, nodes: Sequence[Node]) -> None:
+        record = self._record()
+        desc = record.description
+        by_id = {inst.instance_id: inst for inst in desc.instances}
+        real: list[str] = []
+        placeholders: list[str] = []
+        for node in nodes:
+            instance_id = instance_id_of(node.provider_id) if node.provider_id else ""
+            if is_placeholder(instance_id) and instance_id.startswith(f"i-placeholder-{self._name}-"):
+                placeholders.append(instance_id)
+                continue
+            if instance_id not in by_id:
+                raise CloudProviderError(
+                    f"ASG {self._name!r}: node {node.name!r} (providerID {node.provider_id!r}) "
+                    "does not belong to this ASG"
+                )
+            if not is_terminating(by_id[instance_id].lifecycle_state):
+                real.append(instance_id)
+        desired = record.desired
+        if placeholders:
+            # Instances that never launched: shrink the desired capacity to what exists,
+            # never below min.
+            desired = max(len(desc.instances), record.min_size)
+        if desired - len(real) < record.min_size:
+            raise CloudProviderError(
+                f"ASG {self._name!r}: deleting {len(real)} node(s) would bring the size to "
+                f"{desired - len(real)}, below min {record.min_size}"
+            )
+        if desired != record.desired:
+            self._provider.service.set_desired_capacity(self._name, desired)
+            self._provider.cache.set_desired(self._name, desired)
+        for instance_id in real:
+            self._provider.service.terminate_instance(self._name, instance_id)
+            desired -= 1
+            self._provider.cache.mark_terminating(self._name, instance_id, desired)
+            log.info("aws_instance_terminated", node_group=self._name, instance=instance_id, desired=desired)
+        # The next loop must see the instances as AWS now reports them.
+        self._provider.cache.invalidate()
+
+    def decrease_target_size(self, delta: int) -> None:
+        if delta >= 0:
+            raise ValueError(f"ASG {self._name!r}: decrease_target_size delta must be negative, got {delta}")
+        record = self._record()
+        new_size = record.desired + delta
+        existing = record.real_instance_count()
+        if new_size < existing:
+            raise CloudProviderError(
+                f"ASG {self._name!r}: cannot decrease the target to {new_size}: "
+                f"{existing} instance(s) exist and only requested capacity can be cancelled "
+                f"({record.desired - existing} placeholder(s))"
+            )
+        if new_size < record.min_size:
+            raise CloudProviderError(
+                f"ASG {self._name!r}: cannot decrease the target to {new_size}, below min {record.min_size}"
+            )
+        self._provider.service.set_desired_capacity(self._name, new_size)
+        self._provider.cache.set_desired(self._name, new_size)
+        log.info("aws_decrease_target_size", node_group=self._name, delta=delta, desired=new_size)
+
+    def nodes(self) -> Sequence[Instance]:
+        return self._record().instances
+
+    def template_node_info(self) -> NodeInfo:
+        record = self._record()
+        desc = record.description
+        instance_type = self._provider.instance_type_for(desc)
+        zone = desc.zones[0]
+        mng = self._provider.managed_nodegroup_for(record)
+        data = TemplateInput(
+            asg=self._name,
+            instance_type=instance_type,
+            zone=zone,
+            region=zone_to_region(zone),
+            tags=record.template_tags,
+            managed_nodegroup=mng,
+        )
+        if record.template_tags.errors:
+            # Bad tags would give a wrong template; refusing makes the autoscaler skip this
+            # ASG for scale-from-zero instead of launching nodes pods cannot use.
+            raise ConfigurationError("; ".join(str(e) for e in record.template_tags.errors))
+        return build_template_node_info(data)
+
+    def exist(self) -> bool:
+        return self._provider.cache.get(self._name) is not None
+
+    def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
+        overrides = self._record().options
+        if overrides is None:
+            return None
+        merged = {
+            name: getattr(overrides, name)
+            if getattr(overrides, name) is not None
+            else getattr(defaults, name)
+            for name in NodeGroupOptions.__dataclass_fields__
+        }
+        return NodeGroupOptions(**merged)
+
+    def debug(self) -> str:
+        record = self._provider.cache.get(self._name)
+        if record is None:
+            return f"{self._name} (gone)"
+        return f"{self._name} ({record.min_size}:{record.max_size}, target {record.desired})"
+
+    def __repr__(self) -> str:
+        return f"AwsNodeGroup({self._name!r})"
+
+
+class AwsCloudProvider:
+    """Auto Scaling groups found by `--nodes` and `--node-group-auto-discovery=asg:tag=`."""
+
+    def __init__(
+        self,
+        service: AwsService,
+        cache: AsgCache,
+        catalogue: InstanceTypeCatalogue,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.service = service
+        self.cache = cache
+        self.catalogue = catalogue
+        self._launch_types = _TtlCache(LOOKUP_TTL, clock)
+        self._nodegroups = _TtlCache(LOOKUP_TTL, clock)
+        self._instances = _TtlCache(LOOKUP_TTL, clock)
+        self._groups: dict[str, AwsNodeGroup] = {}
+
+    @property
+    def name(self) -> str:
+        return PROVIDER_NAME
+
+    def node_groups(self) -> Sequence[AwsNodeGroup]:
+        return [self._group(record.name) for record in self.cache.records()]
+
+    def _group(self, name: str) -> AwsNodeGroup:
+        group = self._groups.get(name)
+        if group is None:
+            group = self._groups[name] = AwsNodeGroup(self, name)
+        return group
+
+    def node_group_for_node(self, node: Node) -> AwsNodeGroup | None:
+        if not node.provider_id.startswith(PROVIDER_ID_PREFIX):
+            return None
+        name = self.cache.asg_for_instance(node.provider_id)
+        return None if name is None else self._group(name)
+
+    def has_instance(self, node: Node) -> bool:
+        if not node.provider_id.startswith(PROVIDER_ID_PREFIX):
+            # Not an EC2 instance (e.g. Fargate, or no providerID yet): never claim it is gone.
+            return True
+        if self.cache.asg_for_instance(node.provider_id) is not None:
+            return True
+        instance_id = instance_id_of(node.provider_id)
+        if is_placeholder(instance_id):
+            return False
+        return bool(
+            self._instances.get_or(instance_id, lambda: self.service.instance_exists(instance_id))
+        )
+
+    def pricing(self) -> PricingModel | None:
+        return None
+
+    def resource_limiter(self) -> ResourceLimiter | None:
+        return None
+
+    def gpu_label(self) -> str:
+        return GPU_LABEL
+
+    def refresh(self) -> None:
+        self.cache.refresh()
+
+    def cleanup(self) -> None:
+        self._groups.clear()
+
+    def errors(self) -> dict[str, tuple[str, ...]]:
+        """Problems per ASG found at the last refresh (bad tags, missing ASGs, ...)."""
+        return dict(self.cache.errors())
+
+    # --- template inputs -------------------------------------------------------------------
+
+    def instance_type_name(self, desc: AsgDescription) -> str:
+        """The instance type new instances of `desc` get."""
+        if desc.mixed_instance_types:
+            return desc.mixed_instance_types[0]
+        if desc.mixed_launch_template is not None:
+            ref = desc.mixed_launch_template
+            return str(
+                self._launch_types.get_or(
+                    ("lt", ref.id, ref.name, ref.version),
+                    lambda: self.service.launch_template_instance_type(ref),
+                )
+            )
+        if desc.launch_configuration:
+            name = desc.launch_configuration
+            return str(
+                self._launch_types.get_or(
+                    ("lc", name), lambda: self.service.launch_configuration_instance_type(name)
+                )
+            )
+        if desc.launch_template is not None:
+            ref = desc.launch_template
+            return str(
+                self._launch_types.get_or(
+                    ("lt", ref.id, ref.name, ref.version),
+                    lambda: self.service.launch_template_instance_type(ref),
+                )
+            )
+        raise ConfigurationError(
+            f"ASG {desc.name!r} has neither a launch configuration, a launch template nor a "
+            "mixed instances policy"
+        )
+
+    def instance_type_for(self, desc: AsgDescription) -> InstanceTypeInfo:
+        name = self.instance_type_name(desc)
+        if not name:
+            raise ConfigurationError(
+                f"ASG {desc.name!r}: its launch configuration or template sets no instance type; "
+                "expected InstanceType (or a mixed instances policy override)"
+            )
+        info = self.catalogue.get(name)
+        if info is None:
+            raise CloudProviderError(f"ASG {desc.name!r} uses the unknown EC2 instance type {name!r}")
+        return info
+
+    def managed_nodegroup_for(self, record: AsgRecord) -> ManagedNodegroup | None:
+        tags = record.template_tags
+        if not tags.eks_cluster or not tags.eks_nodegroup:
+            return None
+        key = (tags.eks_cluster, tags.eks_nodegroup)
+        try:
+            value = self._nodegroups.get_or(
+                key, lambda: self.service.describe_nodegroup(tags.eks_cluster, tags.eks_nodegroup)
+            )
+        except CloudProviderError as exc:
+            # The ASG's own tags still describe the nodes; EKS labels are a refinement.
+            log.warning("aws_eks_nodegroup_unavailable", node_group=record.name, error=str(exc))
+            return None
+        assert isinstance(value, ManagedNodegroup)
+        return value

@@ -1,0 +1,203 @@
+"""ASG tags that shape the template node and per-group options.
+
+```
+k8s.io/cluster-autoscaler/node-template/label/<key>               = <value>
+k8s.io/cluster-autoscaler/node-template/taint/<key>               = <value>:<Effect>
+k8s.io/cluster-autoscaler/node-template/resources/<name>          = <quantity>
+k8s.io/cluster-autoscaler/node-template/autoscaling-options/<opt> = <value>
+```
+
+Parsing never raises: every bad tag becomes a `TagError` naming the ASG, the tag and the
+expected form, so that one badly tagged ASG is reported while the others keep scaling.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from clusterscaler.cloudprovider import NodeGroupOptions
+from clusterscaler.durations import parse_duration
+
+TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
+LABEL_PREFIX = TEMPLATE_PREFIX + "label/"
+TAINT_PREFIX = TEMPLATE_PREFIX + "taint/"
+RESOURCES_PREFIX = TEMPLATE_PREFIX + "resources/"
+OPTIONS_PREFIX = TEMPLATE_PREFIX + "autoscaling-options/"
+# Tags EKS puts on the ASGs of managed node groups.
+EKS_CLUSTER_TAG = "eks:cluster-name"
+EKS_NODEGROUP_TAG = "eks:nodegroup-name"
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+# Kubernetes qualified names (label keys, taint keys): optional DNS-subdomain prefix and a
+# name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric.
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_QUALIFIED_NAME = re.compile(rf"^({_PREFIX}/)?{_NAME}$")
+_LABEL_VALUE = re.compile(rf"^({_NAME})?$")
+
+
+@dataclass(frozen=True, slots=True)
+class TagError:
+    """A tag whose key or value is not of the expected form."""
+
+    asg: str
+    tag: str
+    value: str
+    expected: str
+
+    def __str__(self) -> str:
+        return f"ASG {self.asg!r}: tag {self.tag!r}={self.value!r}: expected {self.expected}"
+
+
+@dataclass(frozen=True, slots=True)
+class TaintSpec:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateTags:
+    """What an ASG's tags say about its nodes and options."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[TaintSpec, ...] = ()
+    # Raw quantities by resource name; turned into numbers when the template is built.
+    resources: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, str] = field(default_factory=dict)
+    eks_cluster: str = ""
+    eks_nodegroup: str = ""
+    errors: tuple[TagError, ...] = ()
+
+
+def is_qualified_name(value: str) -> bool:
+    if len(value) > 316:  # 253 prefix + '/' + 63 name
+        return False
+    prefix, _, _ = value.rpartition("/")
+    return len(prefix) <= 253 and bool(_QUALIFIED_NAME.match(value))
+
+
+def is_label_value(value: str) -> bool:
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+
+
+def parse_template_tags(asg: str, tags: Mapping[str, str]) -> TemplateTags:
+    """Split an ASG's tags into labels, taints, resources and options, collecting errors."""
+    labels: dict[str, str] = {}
+    taints: dict[str, TaintSpec] = {}
+    resources: dict[str, str] = {}
+    options: dict[str, str] = {}
+    errors: list[TagError] = []
+    for key in sorted(tags):
+        value = tags[key]
+        if key.startswith(LABEL_PREFIX):
+            name = key[len(LABEL_PREFIX) :]
+            if not is_qualified_name(name):
+                errors.append(TagError(asg, key, value, "a label key such as example.com/role after "
+                                       f"{LABEL_PREFIX}"))
+            elif not is_label_value(value):
+                errors.append(TagError(asg, key, value, "a label value of at most 63 alphanumerics, "
+                                       "'-', '_' or '.', starting and ending alphanumeric"))
+            else:
+                labels[name] = value
+        elif key.startswith(TAINT_PREFIX):
+            name = key[len(TAINT_PREFIX) :]
+            taint_value, sep, effect = value.rpartition(":")
+            if not is_qualified_name(name):
+                errors.append(TagError(asg, key, value, "a taint key such as dedicated after "
+                                       f"{TAINT_PREFIX}"))
+            elif not sep or effect not in TAINT_EFFECTS:
+                errors.append(TagError(asg, key, value, "<value>:<effect> with effect one of "
+                                       f"{', '.join(TAINT_EFFECTS)}, e.g. gpu:NoSchedule"))
+            elif not is_label_value(taint_value):
+                errors.append(TagError(asg, key, value, "a taint value of at most 63 alphanumerics, "
+                                       "'-', '_' or '.' before ':<effect>'"))
+            else:
+                taints[name] = TaintSpec(key=name, value=taint_value, effect=effect)
+        elif key.startswith(RESOURCES_PREFIX):
+            name = key[len(RESOURCES_PREFIX) :]
+            if not is_qualified_name(name):
+                errors.append(TagError(asg, key, value, "a resource name such as "
+                                       f"ephemeral-storage or nvidia.com/gpu after {RESOURCES_PREFIX}"))
+            else:
+                resources[name] = value.strip()
+        elif key.startswith(OPTIONS_PREFIX):
+            name = key[len(OPTIONS_PREFIX) :]
+            if name:
+                options[name] = value.strip()
+    eks_cluster = tags.get(EKS_CLUSTER_TAG, "")
+    eks_nodegroup = tags.get(EKS_NODEGROUP_TAG, "")
+    return TemplateTags(
+        labels=labels,
+        taints=tuple(taints[k] for k in sorted(taints)),
+        resources=resources,
+        options=options,
+        eks_cluster=eks_cluster,
+        eks_nodegroup=eks_nodegroup,
+        errors=tuple(errors),
+    )
+
+
+_FLOAT_OPTIONS = {
+    "scaledownutilizationthreshold": "scale_down_utilization_threshold",
+    "scaledowngpuutilizationthreshold": "scale_down_gpu_utilization_threshold",
+}
+_DURATION_OPTIONS = {
+    "scaledownunneededtime": "scale_down_unneeded_time",
+    "scaledownunreadytime": "scale_down_unready_time",
+    "maxnodeprovisiontime": "max_node_provision_time",
+}
+_BOOL_OPTIONS = {
+    "ignoredaemonsetsutilization": "ignore_daemonsets_utilization",
+    "zeroormaxnodescaling": "zero_or_max_node_scaling",
+}
+KNOWN_OPTIONS = tuple(sorted({*_FLOAT_OPTIONS, *_DURATION_OPTIONS, *_BOOL_OPTIONS}))
+_TRUE = {"1", "t", "true"}
+_FALSE = {"0", "f", "false"}
+
+
+def parse_node_group_options(
+    asg: str, options: Mapping[str, str]
+) -> tuple[NodeGroupOptions | None, tuple[TagError, ...]]:
+    """Per-group overrides from `autoscaling-options/<opt>` tags.
+
+    Returns `None` when no option is set. An unparsable or unknown option is reported and
+    ignored, the others still apply.
+    """
+    values: dict[str, Any] = {}
+    errors: list[TagError] = []
+    for name in sorted(options):
+        raw = options[name]
+        tag = OPTIONS_PREFIX + name
+        key = name.lower()
+        if key in _FLOAT_OPTIONS:
+            try:
+                number = float(raw)
+            except ValueError:
+                number = -1.0
+            if not 0.0 <= number <= 1.0:
+                errors.append(TagError(asg, tag, raw, "a number between 0 and 1, e.g. 0.5"))
+                continue
+            values[_FLOAT_OPTIONS[key]] = number
+        elif key in _DURATION_OPTIONS:
+            try:
+                duration: timedelta = parse_duration(raw)
+            except ValueError:
+                errors.append(TagError(asg, tag, raw, "a duration such as 10m, 1h30m or 45s"))
+                continue
+            values[_DURATION_OPTIONS[key]] = duration
+        elif key in _BOOL_OPTIONS:
+            lowered = raw.lower()
+            if lowered not in _TRUE | _FALSE:
+                errors.append(TagError(asg, tag, raw, "true or false"))
+                continue
+            values[_BOOL_OPTIONS[key]] = lowered in _TRUE
+        else:
+            errors.append(TagError(asg, tag, raw, "an option name among " + ", ".join(KNOWN_OPTIONS)))
+            continue
+    return (NodeGroupOptions(**values) if values else None), tuple(errors)
