@@ -1,0 +1,517 @@
+"""Scheduler filter predicates, answering in kube-scheduler's words.
+
+Each predicate takes `(pod, node_info, snapshot)` and returns `None` when the pod fits or
+the reason it does not, worded as kube-scheduler words it in events
+(`Insufficient cpu`, `node(s) had untolerated taint {dedicated: gpu}`, ...).
+
+`check_predicates` runs them in the scheduler's filter order and returns the first reason.
+Predicates that need to look at other pods (inter-pod affinity, topology spread) compute
+their per-pod state once per snapshot generation and cache it on the snapshot; a pod
+without such terms never looks at other pods, except pods that declare required
+anti-affinity (which the scheduler also checks symmetrically).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from clusterscaler.model import (
+    LEGACY_REGION_LABEL,
+    LEGACY_ZONE_LABEL,
+    REGION_LABEL,
+    ZONE_LABEL,
+    Node,
+    Pod,
+    PodAffinityTerm,
+    Taint,
+    TopologySpreadConstraint,
+    node_selector_matches,
+)
+from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
+
+__all__ = [
+    "PREDICATES",
+    "REASON_AFFINITY",
+    "REASON_ANTI_AFFINITY",
+    "REASON_EXISTING_ANTI_AFFINITY",
+    "REASON_NODE_AFFINITY",
+    "REASON_NODE_NAME",
+    "REASON_PORTS",
+    "REASON_SPREAD",
+    "REASON_SPREAD_MISSING_LABEL",
+    "REASON_TOO_MANY_PODS",
+    "REASON_UNSCHEDULABLE",
+    "REASON_VOLUME_BIND",
+    "REASON_VOLUME_LIMIT",
+    "REASON_VOLUME_NODE_AFFINITY",
+    "REASON_VOLUME_UNBOUND_IMMEDIATE",
+    "REASON_VOLUME_ZONE",
+    "Predicate",
+    "check_host_ports",
+    "check_inter_pod_affinity",
+    "check_node_affinity",
+    "check_node_name",
+    "check_predicates",
+    "check_resources",
+    "check_taints",
+    "check_topology_spread",
+    "check_unschedulable",
+    "check_volume_limits",
+    "check_volumes",
+    "pod_matches_node_affinity",
+    "tolerates_taints",
+]
+
+Predicate = Callable[[Pod, SimNodeInfo, ClusterSnapshot], "str | None"]
+
+REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+REASON_NODE_NAME = "node(s) didn't match the requested node name"
+REASON_NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+REASON_PORTS = "node(s) didn't have free ports for the requested pod ports"
+REASON_TOO_MANY_PODS = "Too many pods"
+REASON_VOLUME_ZONE = "node(s) had no available volume zone"
+REASON_VOLUME_NODE_AFFINITY = "node(s) had volume node affinity conflict"
+REASON_VOLUME_BIND = "node(s) didn't find available persistent volumes to bind"
+REASON_VOLUME_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+REASON_VOLUME_LIMIT = "node(s) exceed max volume count"
+REASON_AFFINITY = "node(s) didn't match pod affinity rules"
+REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+REASON_SPREAD = "node(s) didn't match pod topology spread constraints"
+REASON_SPREAD_MISSING_LABEL = (
+    "node(s) didn't match pod topology spread constraints (missing required label)"
+)
+
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+def tolerates_taints(pod: Pod, taints: Iterable[Taint]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint `pod` does not tolerate, or `None`."""
+    tolerations = pod.tolerations
+    for taint in taints:
+        if taint.effect == "PreferNoSchedule":
+            continue
+        if not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+def pod_matches_node_affinity(pod: Pod, node: Node) -> bool:
+    """nodeSelector and required node affinity (terms ORed, requirements ANDed)."""
+    if pod.node_selector:
+        labels = node.labels
+        for k, v in pod.node_selector.items():
+            if labels.get(k) != v:
+                return False
+    a = pod.affinity
+    if a is not None and a.node is not None and a.node.required is not None:
+        return node_selector_matches(a.node.required, node.name, node.labels)
+    return True
+
+
+# --------------------------------------------------------------------------- simple filters
+
+
+def check_unschedulable(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    if not ni.node.unschedulable:
+        return None
+    if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+        return None
+    return REASON_UNSCHEDULABLE
+
+
+def check_node_name(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    if pod.node_name and pod.node_name != ni.node.name:
+        return REASON_NODE_NAME
+    return None
+
+
+def check_taints(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    if not ni.node.taints:
+        return None
+    taint = tolerates_taints(pod, ni.node.taints)
+    if taint is None:
+        return None
+    return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+
+
+def check_node_affinity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    return None if pod_matches_node_affinity(pod, ni.node) else REASON_NODE_AFFINITY
+
+
+def check_host_ports(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    if not pod.host_ports or not ni.ports:
+        return None
+    for wanted in pod.host_ports:
+        for used in ni.ports:
+            if wanted.conflicts(used):
+                return REASON_PORTS
+    return None
+
+
+def check_resources(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    r = pod.requests
+    alloc = ni.node.allocatable
+    if ni.req_pods + r.pods > alloc.pods:
+        return REASON_TOO_MANY_PODS
+    missing: list[str] = []
+    if r.cpu and ni.req_cpu + r.cpu > alloc.cpu:
+        missing.append("cpu")
+    if r.memory and ni.req_memory + r.memory > alloc.memory:
+        missing.append("memory")
+    if r.ephemeral_storage and ni.req_eph + r.ephemeral_storage > alloc.ephemeral_storage:
+        missing.append("ephemeral-storage")
+    if r.extended:
+        ext = ni.req_ext
+        aext = alloc.extended
+        for k in sorted(r.extended):
+            if ext.get(k, 0) + r.extended[k] > aext.get(k, 0):
+                missing.append(k)
+    if missing:
+        return ", ".join(f"Insufficient {m}" for m in missing)
+    return None
+
+
+# --------------------------------------------------------------------------- volumes
+
+_ZONE_LABELS = (ZONE_LABEL, REGION_LABEL, LEGACY_ZONE_LABEL, LEGACY_REGION_LABEL)
+
+
+def check_volumes(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    """Volume zone and volume binding for the pod's claims.
+
+    A claim the snapshot does not know is not checked: snapshots built without storage
+    objects must not make every stateful pod unschedulable.
+    """
+    if not pod.volumes:
+        return None
+    node = ni.node
+    for v in pod.volumes:
+        if v.kind == "persistentVolumeClaim":
+            claim = v.claim_name
+        elif v.kind == "ephemeral":
+            claim = f"{pod.name}-{v.name}"
+        else:
+            continue
+        pvc = snapshot.pvcs.get(f"{pod.namespace}/{claim}")
+        if pvc is None:
+            continue
+        if pvc.volume_name:
+            pv = snapshot.pvs.get(pvc.volume_name)
+            if pv is None:
+                continue
+            for label in _ZONE_LABELS:
+                wanted = pv.labels.get(label)
+                if wanted is None:
+                    continue
+                have = node.labels.get(label)
+                # A PV may span zones, written `zone-a__zone-b`.
+                if have is None or have not in wanted.split("__"):
+                    return REASON_VOLUME_ZONE
+            if pv.node_affinity is not None and not node_selector_matches(
+                pv.node_affinity, node.name, node.labels
+            ):
+                return REASON_VOLUME_NODE_AFFINITY
+        else:
+            sc = snapshot.storage_classes.get(pvc.storage_class)
+            if sc is None or sc.volume_binding_mode != "WaitForFirstConsumer":
+                return REASON_VOLUME_UNBOUND_IMMEDIATE
+            if sc.allowed_topologies and not node_selector_matches(
+                sc.allowed_topologies, node.name, node.labels
+            ):
+                return REASON_VOLUME_BIND
+    return None
+
+
+def check_volume_limits(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    """CSI attach limits, where the node's CSINode declares them."""
+    if not pod.volumes:
+        return None
+    csinode = snapshot.csinodes.get(ni.node.name)
+    if csinode is None:
+        return None
+    wanted: dict[str, set[str]] = {}
+    for driver, vid in snapshot.csi_volumes_of(pod):
+        wanted.setdefault(driver, set()).add(vid)
+    for driver, vids in wanted.items():
+        limit = csinode.drivers.get(driver)
+        if limit is None:
+            continue
+        used = ni.csi_volumes.get(driver, {})
+        new = sum(1 for vid in vids if vid not in used)
+        if new and len(used) + new > limit:
+            return REASON_VOLUME_LIMIT
+    return None
+
+
+# --------------------------------------------------------------------------- inter-pod affinity
+
+
+def _term_candidates(
+    term: PodAffinityTerm, owner_namespace: str, snapshot: ClusterSnapshot
+) -> Iterable[tuple[Pod, str]]:
+    """Pods that may match `term`: those in the namespaces the term selects."""
+    if term.namespace_selector is not None:
+        labels = snapshot.namespace_labels
+        for ns in list(snapshot.namespaces()):
+            if ns in term.namespaces or term.namespace_selector.matches(labels.get(ns, {})):
+                yield from snapshot.pods_in_namespace(ns)
+        return
+    for ns in term.namespaces:
+        yield from snapshot.pods_in_namespace(ns)
+
+
+@dataclass(slots=True)
+class _AffinityState:
+    affinity_counts: dict[tuple[str, str], int]
+    anti_counts: dict[tuple[str, str], int]
+    existing_anti: dict[tuple[str, str], int]
+    matches_own_terms: bool
+
+
+def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
+    key = ("affinity", id(pod))
+    cached = snapshot.cache.get(key)
+    if cached is not None and cached[0] is pod and cached[1] == snapshot.generation:
+        state: _AffinityState = cached[2]
+        return state
+    nsl = snapshot.namespace_labels
+    affinity_counts: dict[tuple[str, str], int] = {}
+    anti_counts: dict[tuple[str, str], int] = {}
+    existing_anti: dict[tuple[str, str], int] = {}
+    terms = pod.affinity.pod if pod.affinity is not None else None
+    own_key = pod.namespace + "/" + pod.name
+    if terms is not None and terms.affinity:
+        first = terms.affinity[0]
+        for other, node_name in _term_candidates(first, pod.namespace, snapshot):
+            if other.namespace + "/" + other.name == own_key:
+                continue
+            if all(t.matches_pod(other, nsl) for t in terms.affinity):
+                labels = snapshot.get(node_name).node.labels
+                for t in terms.affinity:
+                    value = labels.get(t.topology_key)
+                    if value is not None:
+                        pair = (t.topology_key, value)
+                        affinity_counts[pair] = affinity_counts.get(pair, 0) + 1
+    if terms is not None and terms.anti_affinity:
+        for t in terms.anti_affinity:
+            for other, node_name in _term_candidates(t, pod.namespace, snapshot):
+                if other.namespace + "/" + other.name == own_key:
+                    continue
+                if t.matches_pod(other, nsl):
+                    value = snapshot.get(node_name).node.labels.get(t.topology_key)
+                    if value is not None:
+                        pair = (t.topology_key, value)
+                        anti_counts[pair] = anti_counts.get(pair, 0) + 1
+    for other, node_name in snapshot.anti_affinity_pods():
+        if other.namespace + "/" + other.name == own_key:
+            continue
+        assert other.affinity is not None and other.affinity.pod is not None
+        for t in other.affinity.pod.anti_affinity:
+            if t.matches_pod(pod, nsl):
+                value = snapshot.get(node_name).node.labels.get(t.topology_key)
+                if value is not None:
+                    pair = (t.topology_key, value)
+                    existing_anti[pair] = existing_anti.get(pair, 0) + 1
+    matches_own = terms is not None and all(t.matches_pod(pod, nsl) for t in terms.affinity)
+    state = _AffinityState(affinity_counts, anti_counts, existing_anti, matches_own)
+    snapshot.cache[key] = (pod, snapshot.generation, state)
+    return state
+
+
+def check_inter_pod_affinity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    """Required pod affinity, anti-affinity, and existing pods' anti-affinity (symmetry)."""
+    terms = pod.affinity.pod if pod.affinity is not None else None
+    if terms is None and not snapshot.has_anti_affinity_pods:
+        return None
+    state = _affinity_state(pod, snapshot)
+    labels = ni.node.labels
+    if terms is not None and terms.affinity:
+        pods_exist = True
+        for t in terms.affinity:
+            value = labels.get(t.topology_key)
+            if value is None:
+                return REASON_AFFINITY
+            if state.affinity_counts.get((t.topology_key, value), 0) <= 0:
+                pods_exist = False
+        # The first pod of a group that selects itself may go anywhere the terms allow.
+        if not pods_exist and not (not state.affinity_counts and state.matches_own_terms):
+            return REASON_AFFINITY
+    if terms is not None and terms.anti_affinity:
+        for t in terms.anti_affinity:
+            value = labels.get(t.topology_key)
+            if value is not None and state.anti_counts.get((t.topology_key, value), 0) > 0:
+                return REASON_ANTI_AFFINITY
+    if state.existing_anti:
+        for k, v in labels.items():
+            if state.existing_anti.get((k, v), 0) > 0:
+                return REASON_EXISTING_ANTI_AFFINITY
+    return None
+
+
+# --------------------------------------------------------------------------- topology spread
+
+
+@dataclass(slots=True)
+class _SpreadState:
+    constraints: tuple[TopologySpreadConstraint, ...]
+    # per constraint: (key, value) -> matching pods, and the minimum over eligible domains
+    counts: list[dict[str, int]]
+    minimum: list[int]
+    self_match: list[int]
+
+
+def _spread_state(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadState:
+    key = ("spread", id(pod))
+    cached = snapshot.cache.get(key)
+    if cached is not None and cached[0] is pod and cached[1] == snapshot.generation:
+        state: _SpreadState = cached[2]
+        return state
+    constraints = tuple(c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule")
+    all_keys = [c.topology_key for c in constraints]
+    counts: list[dict[str, int]] = [{} for _ in constraints]
+    affinity_ok: dict[str, bool] = {}
+    taints_ok: dict[str, bool] = {}
+
+    def eligible(c: TopologySpreadConstraint, node: Node) -> bool:
+        labels = node.labels
+        if any(k not in labels for k in all_keys):
+            return False
+        if c.node_affinity_policy == "Honor":
+            ok = affinity_ok.get(node.name)
+            if ok is None:
+                ok = affinity_ok[node.name] = pod_matches_node_affinity(pod, node)
+            if not ok:
+                return False
+        if c.node_taints_policy == "Honor":
+            ok = taints_ok.get(node.name)
+            if ok is None:
+                ok = taints_ok[node.name] = tolerates_taints(pod, node.taints) is None
+            if not ok:
+                return False
+        return True
+
+    # Domains of eligible nodes exist even with no matching pod: they drive the minimum.
+    for ni in snapshot.node_infos():
+        for i, c in enumerate(constraints):
+            if eligible(c, ni.node):
+                counts[i].setdefault(ni.node.labels[c.topology_key], 0)
+    own_key = pod.namespace + "/" + pod.name
+    for other, node_name in snapshot.pods_in_namespace(pod.namespace):
+        if other.deletion_time is not None or other.namespace + "/" + other.name == own_key:
+            continue
+        node = snapshot.get(node_name).node
+        for i, c in enumerate(constraints):
+            if c.label_selector is None or not c.label_selector.matches(other.labels):
+                continue
+            if eligible(c, node):
+                value = node.labels[c.topology_key]
+                counts[i][value] = counts[i].get(value, 0) + 1
+    minimum = []
+    self_match = []
+    for i, c in enumerate(constraints):
+        domain_counts = counts[i]
+        low = min(domain_counts.values()) if domain_counts else 0
+        if c.min_domains is not None and len(domain_counts) < c.min_domains:
+            # Fewer domains than required: the missing ones count as empty.
+            low = 0
+        minimum.append(low)
+        self_match.append(
+            1 if c.label_selector is not None and c.label_selector.matches(pod.labels) else 0
+        )
+    state = _SpreadState(constraints, counts, minimum, self_match)
+    snapshot.cache[key] = (pod, snapshot.generation, state)
+    return state
+
+
+def check_topology_spread(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    """Topology spread constraints with whenUnsatisfiable=DoNotSchedule."""
+    if not pod.topology_spread:
+        return None
+    state = _spread_state(pod, snapshot)
+    labels = ni.node.labels
+    for i, c in enumerate(state.constraints):
+        value = labels.get(c.topology_key)
+        if value is None:
+            return REASON_SPREAD_MISSING_LABEL
+        skew = state.counts[i].get(value, 0) + state.self_match[i] - state.minimum[i]
+        if skew > c.max_skew:
+            return REASON_SPREAD
+    return None
+
+
+# --------------------------------------------------------------------------- all together
+
+PREDICATES: tuple[tuple[str, Predicate], ...] = (
+    ("NodeUnschedulable", check_unschedulable),
+    ("NodeName", check_node_name),
+    ("TaintToleration", check_taints),
+    ("NodeAffinity", check_node_affinity),
+    ("NodePorts", check_host_ports),
+    ("NodeResourcesFit", check_resources),
+    ("NodeVolumeLimits", check_volume_limits),
+    ("VolumeBinding", check_volumes),
+    ("PodTopologySpread", check_topology_spread),
+    ("InterPodAffinity", check_inter_pod_affinity),
+)
+
+
+def check_predicates(pod: Pod, node_info: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    """`None` when `pod` fits `node_info`, else the first failing filter's reason."""
+    node = node_info.node
+    # Inline the checks every pod needs; call out only for what the pod or node uses.
+    if node.unschedulable and check_unschedulable(pod, node_info, snapshot):
+        return REASON_UNSCHEDULABLE
+    if pod.node_name and pod.node_name != node.name:
+        return REASON_NODE_NAME
+    if node.taints:
+        reason = check_taints(pod, node_info, snapshot)
+        if reason:
+            return reason
+    if (pod.node_selector or pod.affinity is not None) and not pod_matches_node_affinity(pod, node):
+        return REASON_NODE_AFFINITY
+    if pod.host_ports and node_info.ports and check_host_ports(pod, node_info, snapshot):
+        return REASON_PORTS
+    r = pod.requests
+    alloc = node.allocatable
+    if (
+        node_info.req_cpu + r.cpu > alloc.cpu
+        or node_info.req_memory + r.memory > alloc.memory
+        or node_info.req_pods + r.pods > alloc.pods
+        or (
+            r.ephemeral_storage
+            and node_info.req_eph + r.ephemeral_storage > alloc.ephemeral_storage
+        )
+        or r.extended
+    ):
+        reason = check_resources(pod, node_info, snapshot)
+        if reason:
+            return reason
+    if pod.volumes:
+        reason = check_volume_limits(pod, node_info, snapshot) or check_volumes(
+            pod, node_info, snapshot
+        )
+        if reason:
+            return reason
+    if pod.topology_spread:
+        reason = check_topology_spread(pod, node_info, snapshot)
+        if reason:
+            return reason
+    if pod.affinity is not None or snapshot.has_anti_affinity_pods:
+        reason = check_inter_pod_affinity(pod, node_info, snapshot)
+        if reason:
+            return reason
+    return None
+
+
+def failing_predicates(
+    pod: Pod, node_info: SimNodeInfo, snapshot: ClusterSnapshot
+) -> Mapping[str, str]:
+    """Every failing filter by name with its reason, for explanations."""
+    out: dict[str, str] = {}
+    for name, predicate in PREDICATES:
+        reason = predicate(pod, node_info, snapshot)
+        if reason:
+            out[name] = reason
+    return out

@@ -1,0 +1,150 @@
+"""Placing pods on a snapshot as kube-scheduler would (filters only, first fit).
+
+`find_fitting_node` answers "where could this pod go?". `HintingSimulator` places many pods,
+remembering where each pod went last time (hints survive between loops, which makes
+repeated scale-down simulations cheap) and resuming the node scan where the previous
+placement succeeded, so packing many similar pods does not rescan full nodes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from clusterscaler.model import Pod
+from clusterscaler.simulator.predicates import check_predicates
+from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
+
+__all__ = [
+    "HintingSimulator",
+    "NodeFilter",
+    "Placement",
+    "SchedulingResult",
+    "find_fitting_node",
+    "format_unschedulable",
+    "unschedulable_reasons",
+]
+
+NodeFilter = Callable[[SimNodeInfo], bool]
+
+
+def find_fitting_node(
+    pod: Pod,
+    snapshot: ClusterSnapshot,
+    hint: str | None = None,
+    node_filter: NodeFilter | None = None,
+) -> str | None:
+    """The name of the first node `pod` fits on (trying `hint` first), or `None`."""
+    if hint is not None:
+        ni = snapshot.node_info(hint)
+        if (
+            ni is not None
+            and (node_filter is None or node_filter(ni))
+            and check_predicates(pod, ni, snapshot) is None
+        ):
+            return hint
+    for ni in snapshot.node_infos():
+        if node_filter is not None and not node_filter(ni):
+            continue
+        if check_predicates(pod, ni, snapshot) is None:
+            return ni.node.name
+    return None
+
+
+def unschedulable_reasons(
+    pod: Pod, snapshot: ClusterSnapshot, node_filter: NodeFilter | None = None
+) -> Counter[str]:
+    """How many nodes reject `pod` for each reason (empty when some node fits)."""
+    reasons: Counter[str] = Counter()
+    for ni in snapshot.node_infos():
+        if node_filter is not None and not node_filter(ni):
+            continue
+        reason = check_predicates(pod, ni, snapshot)
+        if reason is None:
+            return Counter()
+        reasons[reason] += 1
+    return reasons
+
+
+def format_unschedulable(reasons: Counter[str], total_nodes: int) -> str:
+    """The scheduler's summary line: `0/5 nodes are available: 3 Insufficient cpu, ...`."""
+    parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda x: (-x[1], x[0])))
+    return (
+        f"0/{total_nodes} nodes are available: {parts}."
+        if parts
+        else f"0/{total_nodes} nodes are available."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    pod: Pod
+    node_name: str
+
+
+@dataclass(slots=True)
+class SchedulingResult:
+    scheduled: list[Placement] = field(default_factory=list)
+    unschedulable: list[Pod] = field(default_factory=list)
+
+
+class HintingSimulator:
+    """Places pods one by one on the first fitting node, using hints.
+
+    Placed pods are added to the snapshot (the same `Pod` objects; their `node_name` field
+    is not rewritten — `snapshot.pod_node(key)` says where they are).
+    """
+
+    def __init__(self) -> None:
+        self.hints: dict[str, str] = {}
+
+    def drop_old_hints(self, keep: Iterable[str]) -> None:
+        """Forget hints of pods not in `keep` (call once per loop)."""
+        wanted = set(keep)
+        self.hints = {k: v for k, v in self.hints.items() if k in wanted}
+
+    def try_schedule_pods(
+        self,
+        snapshot: ClusterSnapshot,
+        pods: Sequence[Pod],
+        *,
+        node_filter: NodeFilter | None = None,
+        break_on_failure: bool = False,
+    ) -> SchedulingResult:
+        result = SchedulingResult()
+        names = snapshot.node_names()
+        count = len(names)
+        last = 0
+        hints = self.hints
+        for pod in pods:
+            key = pod.namespace + "/" + pod.name
+            placed: str | None = None
+            hint = hints.get(key)
+            if hint is not None:
+                ni = snapshot.node_info(hint)
+                if (
+                    ni is not None
+                    and (node_filter is None or node_filter(ni))
+                    and check_predicates(pod, ni, snapshot) is None
+                ):
+                    placed = hint
+            if placed is None:
+                for step in range(count):
+                    index = (last + step) % count
+                    ni = snapshot.node_info(names[index])
+                    if ni is None or (node_filter is not None and not node_filter(ni)):
+                        continue
+                    if check_predicates(pod, ni, snapshot) is None:
+                        placed = ni.node.name
+                        last = index
+                        break
+            if placed is None:
+                result.unschedulable.append(pod)
+                if break_on_failure:
+                    break
+                continue
+            snapshot.add_pod(pod, placed)
+            hints[key] = placed
+            result.scheduled.append(Placement(pod, placed))
+        return result

@@ -1,0 +1,382 @@
+"""The cluster snapshot the scheduler simulation runs on.
+
+A `ClusterSnapshot` holds one `SimNodeInfo` per node (the node, its pods, the resources they
+request, the host ports and CSI volumes they use) plus the cluster-wide objects predicates
+consult (PVs, PVCs, storage classes, CSINodes, namespace labels).
+
+Changes are cheap to try and undo: `fork()` starts recording an undo journal, `revert()`
+undoes everything since the matching `fork()`, `commit()` keeps it. Forks nest. Nothing is
+ever deep-copied: a mutation records its inverse, so the cost of a fork is proportional to
+what changes inside it, not to the size of the cluster.
+
+Node infos returned by the snapshot are live views; call `SimNodeInfo.to_node_info()` for an
+immutable copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from clusterscaler.model import (
+    ClusterObjects,
+    CSINode,
+    HostPort,
+    Node,
+    NodeInfo,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    Resources,
+    StorageClass,
+)
+
+__all__ = ["ClusterSnapshot", "SimNodeInfo", "SnapshotError"]
+
+
+class SnapshotError(ValueError):
+    """An impossible snapshot change (unknown node, duplicate pod, revert without fork)."""
+
+
+class SimNodeInfo:
+    """A node in the snapshot with the pods on it and what they use.
+
+    Requested resources are kept as plain integers because they change on every simulated
+    placement.
+    """
+
+    __slots__ = (
+        "csi_volumes",
+        "node",
+        "pods",
+        "ports",
+        "req_cpu",
+        "req_eph",
+        "req_ext",
+        "req_memory",
+        "req_pods",
+    )
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.pods: dict[str, Pod] = {}
+        self.req_cpu = 0
+        self.req_memory = 0
+        self.req_pods = 0
+        self.req_eph = 0
+        self.req_ext: dict[str, int] = {}
+        self.ports: list[HostPort] = []
+        # driver -> volume id -> number of pods on this node using it
+        self.csi_volumes: dict[str, dict[str, int]] = {}
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def requested(self) -> Resources:
+        return Resources(self.req_cpu, self.req_memory, self.req_pods, self.req_eph, self.req_ext)
+
+    def free(self) -> Resources:
+        return self.node.allocatable - self.requested()
+
+    def to_node_info(self) -> NodeInfo:
+        return NodeInfo(self.node, tuple(self.pods.values()))
+
+    def __repr__(self) -> str:
+        return f"SimNodeInfo({self.node.name}, pods={len(self.pods)})"
+
+    def _account(self, pod: Pod, sign: int, csi: list[tuple[str, str]]) -> None:
+        r = pod.requests
+        self.req_cpu += sign * r.cpu
+        self.req_memory += sign * r.memory
+        self.req_pods += sign * r.pods
+        self.req_eph += sign * r.ephemeral_storage
+        if r.extended:
+            ext = self.req_ext
+            for k, v in r.extended.items():
+                n = ext.get(k, 0) + sign * v
+                if n:
+                    ext[k] = n
+                else:
+                    ext.pop(k, None)
+        if pod.host_ports:
+            if sign > 0:
+                self.ports.extend(pod.host_ports)
+            else:
+                for hp in pod.host_ports:
+                    self.ports.remove(hp)
+        for driver, vid in csi:
+            vols = self.csi_volumes.setdefault(driver, {})
+            n = vols.get(vid, 0) + sign
+            if n > 0:
+                vols[vid] = n
+            else:
+                vols.pop(vid, None)
+                if not vols:
+                    del self.csi_volumes[driver]
+
+
+_ADD_NODE = 0
+_REMOVE_NODE = 1
+_ADD_POD = 2
+_REMOVE_POD = 3
+
+
+class ClusterSnapshot:
+    """Node infos by name, with fork/revert/commit and indexes for the predicates."""
+
+    def __init__(
+        self,
+        *,
+        pvs: Iterable[PersistentVolume] = (),
+        pvcs: Iterable[PersistentVolumeClaim] = (),
+        storage_classes: Iterable[StorageClass] = (),
+        csinodes: Iterable[CSINode] = (),
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        self._nodes: dict[str, SimNodeInfo] = {}
+        # Every pod by namespace, so that affinity and spread only look at the namespaces
+        # their terms name, and pods without such terms never look at other pods at all.
+        self._by_namespace: dict[str, dict[str, tuple[Pod, str]]] = {}
+        # Pods with required anti-affinity: the incoming pod must respect them (symmetry).
+        self._anti_affinity: dict[str, tuple[Pod, str]] = {}
+        self._pod_node: dict[str, str] = {}
+        self._journals: list[list[tuple[int, Any, Any]]] = []
+        self.generation = 0
+        self.pvs: dict[str, PersistentVolume] = {pv.name: pv for pv in pvs}
+        self.pvcs: dict[str, PersistentVolumeClaim] = {pvc.key: pvc for pvc in pvcs}
+        self.storage_classes: dict[str, StorageClass] = {sc.name: sc for sc in storage_classes}
+        self.csinodes: dict[str, CSINode] = {c.name: c for c in csinodes}
+        self.namespace_labels: dict[str, Mapping[str, str]] = dict(namespace_labels or {})
+        # Predicates keep per-pod precomputed state here, valid for one generation.
+        self.cache: dict[Any, Any] = {}
+        self._csi_cache: dict[int, tuple[Pod, list[tuple[str, str]]]] = {}
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_objects(cls, objects: ClusterObjects) -> ClusterSnapshot:
+        """A snapshot of every node with its bound, non-terminal pods."""
+        snap = cls(
+            pvs=objects.pvs,
+            pvcs=objects.pvcs,
+            storage_classes=objects.storage_classes,
+            csinodes=objects.csinodes,
+            namespace_labels=objects.namespace_labels(),
+        )
+        for node in objects.nodes:
+            snap.add_node(node)
+        for pod in objects.pods:
+            if pod.node_name and not pod.is_terminal and pod.node_name in snap._nodes:
+                snap.add_pod(pod, pod.node_name)
+        return snap
+
+    @classmethod
+    def from_node_infos(cls, node_infos: Iterable[NodeInfo], **kwargs: Any) -> ClusterSnapshot:
+        snap = cls(**kwargs)
+        for ni in node_infos:
+            snap.add_node(ni.node, ni.pods)
+        return snap
+
+    # ------------------------------------------------------------------ queries
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, node_name: object) -> bool:
+        return node_name in self._nodes
+
+    def node_info(self, name: str) -> SimNodeInfo | None:
+        return self._nodes.get(name)
+
+    def get(self, name: str) -> SimNodeInfo:
+        ni = self._nodes.get(name)
+        if ni is None:
+            raise SnapshotError(f"node {name!r} is not in the snapshot")
+        return ni
+
+    def node_infos(self) -> list[SimNodeInfo]:
+        return list(self._nodes.values())
+
+    def node_names(self) -> list[str]:
+        return list(self._nodes)
+
+    def __iter__(self) -> Iterator[SimNodeInfo]:
+        return iter(list(self._nodes.values()))
+
+    def pod_node(self, pod_key: str) -> str | None:
+        """The node a pod (`namespace/name`) is on in the snapshot."""
+        return self._pod_node.get(pod_key)
+
+    def pods(self) -> Iterator[tuple[Pod, str]]:
+        """Every pod with the name of its node."""
+        for ns_pods in self._by_namespace.values():
+            yield from ns_pods.values()
+
+    def pods_in_namespace(self, namespace: str) -> Iterable[tuple[Pod, str]]:
+        ns_pods = self._by_namespace.get(namespace)
+        return ns_pods.values() if ns_pods else ()
+
+    def namespaces(self) -> Iterable[str]:
+        return self._by_namespace.keys()
+
+    @property
+    def has_anti_affinity_pods(self) -> bool:
+        """Whether any pod in the snapshot declares required anti-affinity."""
+        return bool(self._anti_affinity)
+
+    def anti_affinity_pods(self) -> Iterable[tuple[Pod, str]]:
+        return self._anti_affinity.values()
+
+    def csi_volumes_of(self, pod: Pod) -> list[tuple[str, str]]:
+        """(driver, volume id) of the CSI volumes a pod uses, for volume limits."""
+        if not pod.volumes:
+            return []
+        cached = self._csi_cache.get(id(pod))
+        if cached is not None and cached[0] is pod:
+            return cached[1]
+        out: list[tuple[str, str]] = []
+        for v in pod.volumes:
+            if v.kind == "persistentVolumeClaim" or v.kind == "ephemeral":
+                claim = (
+                    v.claim_name if v.kind == "persistentVolumeClaim" else f"{pod.name}-{v.name}"
+                )
+                pvc = self.pvcs.get(f"{pod.namespace}/{claim}")
+                if pvc is None:
+                    continue
+                if pvc.volume_name:
+                    pv = self.pvs.get(pvc.volume_name)
+                    if pv is not None and pv.csi_driver:
+                        out.append((pv.csi_driver, pv.name))
+                else:
+                    sc = self.storage_classes.get(pvc.storage_class)
+                    if sc is not None and sc.provisioner:
+                        out.append((sc.provisioner, pvc.key))
+            elif v.kind == "csi" and v.driver:
+                out.append((v.driver, f"{pod.namespace}/{pod.name}/{v.name}"))
+        if len(self._csi_cache) > 200_000:
+            self._csi_cache.clear()
+        self._csi_cache[id(pod)] = (pod, out)
+        return out
+
+    # ------------------------------------------------------------------ mutation
+
+    def add_node(self, node: Node, pods: Iterable[Pod] = ()) -> SimNodeInfo:
+        """Add a node (and pods already on it). The name must be new."""
+        if node.name in self._nodes:
+            raise SnapshotError(f"node {node.name!r} is already in the snapshot")
+        ni = SimNodeInfo(node)
+        self._nodes[node.name] = ni
+        self.generation += 1
+        if self._journals:
+            self._journals[-1].append((_ADD_NODE, node.name, None))
+        for pod in pods:
+            self.add_pod(pod, node.name)
+        return ni
+
+    def remove_node(self, name: str) -> None:
+        """Remove a node with its pods."""
+        ni = self.get(name)
+        for key in list(ni.pods):
+            self.remove_pod(key)
+        del self._nodes[name]
+        self.generation += 1
+        if self._journals:
+            self._journals[-1].append((_REMOVE_NODE, ni, None))
+
+    def add_pod(self, pod: Pod, node_name: str) -> None:
+        """Place `pod` on `node_name` without checking predicates."""
+        ni = self._nodes.get(node_name)
+        if ni is None:
+            raise SnapshotError(
+                f"cannot place pod {pod.key}: node {node_name!r} is not in the snapshot"
+            )
+        key = pod.namespace + "/" + pod.name
+        if key in self._pod_node:
+            raise SnapshotError(
+                f"pod {key} is already on node {self._pod_node[key]!r} in the snapshot"
+            )
+        self._insert_pod(ni, key, pod)
+        if self._journals:
+            self._journals[-1].append((_ADD_POD, key, None))
+
+    def remove_pod(self, pod_key: str) -> Pod:
+        """Remove a pod (`namespace/name`) from its node; returns it."""
+        node_name = self._pod_node.get(pod_key)
+        if node_name is None:
+            raise SnapshotError(f"pod {pod_key} is not in the snapshot")
+        ni = self._nodes[node_name]
+        pod = self._delete_pod(ni, pod_key)
+        if self._journals:
+            self._journals[-1].append((_REMOVE_POD, pod, node_name))
+        return pod
+
+    def _insert_pod(self, ni: SimNodeInfo, key: str, pod: Pod) -> None:
+        ni.pods[key] = pod
+        ni._account(pod, 1, self.csi_volumes_of(pod) if pod.volumes else _NONE)
+        node_name = ni.node.name
+        self._pod_node[key] = node_name
+        ns = self._by_namespace.get(pod.namespace)
+        if ns is None:
+            ns = self._by_namespace[pod.namespace] = {}
+        ns[key] = (pod, node_name)
+        if (
+            pod.affinity is not None
+            and pod.affinity.pod is not None
+            and pod.affinity.pod.anti_affinity
+        ):
+            self._anti_affinity[key] = (pod, node_name)
+        self.generation += 1
+
+    def _delete_pod(self, ni: SimNodeInfo, key: str) -> Pod:
+        pod = ni.pods.pop(key)
+        ni._account(pod, -1, self.csi_volumes_of(pod) if pod.volumes else _NONE)
+        del self._pod_node[key]
+        ns = self._by_namespace[pod.namespace]
+        del ns[key]
+        if not ns:
+            del self._by_namespace[pod.namespace]
+        self._anti_affinity.pop(key, None)
+        self.generation += 1
+        return pod
+
+    # ------------------------------------------------------------------ fork / revert
+
+    @property
+    def depth(self) -> int:
+        """How many forks are open."""
+        return len(self._journals)
+
+    def fork(self) -> None:
+        """Start a change set that `revert()` can undo."""
+        self._journals.append([])
+
+    def commit(self) -> None:
+        """Keep the changes since the last `fork()` (they join the enclosing fork, if any)."""
+        if not self._journals:
+            raise SnapshotError("commit() without a matching fork()")
+        journal = self._journals.pop()
+        if self._journals:
+            self._journals[-1].extend(journal)
+
+    def revert(self) -> None:
+        """Undo every change since the last `fork()`."""
+        if not self._journals:
+            raise SnapshotError("revert() without a matching fork()")
+        journal = self._journals.pop()
+        for op, a, b in reversed(journal):
+            if op == _ADD_POD:
+                node_name = self._pod_node[a]
+                self._delete_pod(self._nodes[node_name], a)
+            elif op == _REMOVE_POD:
+                pod: Pod = a
+                self._insert_pod(self._nodes[b], pod.namespace + "/" + pod.name, pod)
+            elif op == _ADD_NODE:
+                del self._nodes[a]
+            else:
+                ni: SimNodeInfo = a
+                self._nodes[ni.node.name] = ni
+        self.generation += 1
+
+
+_NONE: list[tuple[str, str]] = []
