@@ -1,0 +1,335 @@
+"""One poll of the cluster-proportional-autoscaler against the Kubernetes API.
+
+Each poll lists the nodes, reads the parameters ConfigMap (creating it from
+`--default-params` when it does not exist, never overwriting one), computes the replica
+count and writes it through the Scale subresource of every target whose replicas differ.
+Invalid parameters fail the poll and leave every target untouched.
+
+Reads ask for raw JSON (`_preload_content=False`): the generated models are slow on big
+node lists and we only need a few fields.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from clusterscaler.proportional.calculator import ClusterSize, Decision, compute_replicas
+from clusterscaler.proportional.cluster import count_cluster, label_selector
+from clusterscaler.proportional.params import Params, ParamsError, parse_configmap_data
+from clusterscaler.proportional.targets import Target
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+log = structlog.get_logger()
+
+NODE_PAGE_SIZE = 500
+REQUEST_TIMEOUT_SECONDS = 15.0
+
+
+class PollError(Exception):
+    """A poll that could not complete; targets it did not reach are unchanged."""
+
+
+@dataclass(frozen=True)
+class TargetUpdate:
+    """What a poll did to one target: `previous` replicas, `desired`, whether it wrote."""
+
+    target: Target
+    previous: int | None
+    desired: int
+    changed: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """The outcome of one successful poll."""
+
+    size: ClusterSize
+    decision: Decision
+    updates: tuple[TargetUpdate, ...]
+    configmap_created: bool = False
+
+
+def build_api_client(kubeconfig: str | None = None, host: str | None = None) -> k8s.ApiClient:
+    """An API client: `kubeconfig` if given, in-cluster config inside a pod, else the
+    default kubeconfig; `host` (`--kubernetes`) overrides the server URL."""
+    configuration = k8s.Configuration()
+    if kubeconfig:
+        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    elif not host:
+        k8s_config.load_kube_config(client_configuration=configuration)
+    if host:
+        configuration.host = host
+    return k8s.ApiClient(configuration)
+
+
+def _json(response: Any) -> Any:
+    return json.loads(response.data)
+
+
+def _api_error(exc: ApiException) -> str:
+    reason = exc.reason or ""
+    try:
+        message = json.loads(exc.body or "{}").get("message") or reason
+    except (ValueError, AttributeError):
+        message = reason
+    return f"{exc.status} {message}".strip()
+
+
+@dataclass
+class _ParamsCache:
+    resource_version: str | None = None
+    params: Params | None = None
+    error: ParamsError | None = None
+
+
+@dataclass
+class Controller:
+    """Polls the cluster and scales the targets; holds only the parsed-parameters cache."""
+
+    api_client: k8s.ApiClient
+    namespace: str
+    configmap: str
+    targets: tuple[Target, ...]
+    default_params: Mapping[str, str] | None = None
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    request_timeout: float = REQUEST_TIMEOUT_SECONDS
+    _cache: _ParamsCache = field(default_factory=_ParamsCache, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._core = k8s.CoreV1Api(self.api_client)
+        self._apps = k8s.AppsV1Api(self.api_client)
+
+    # -- observe ------------------------------------------------------------------
+
+    def _list_nodes(self) -> Iterator[Mapping[str, Any]]:
+        selector = label_selector(self.node_labels)
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "limit": NODE_PAGE_SIZE,
+                "_preload_content": False,
+                "_request_timeout": self.request_timeout,
+            }
+            if selector:
+                kwargs["label_selector"] = selector
+            if token:
+                kwargs["_continue"] = token
+            page = _json(self._core.list_node(**kwargs))
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+
+    def cluster_size(self) -> ClusterSize:
+        """Count the (label-matching) nodes and their cores."""
+        try:
+            return count_cluster(self._list_nodes(), self.node_labels)
+        except ApiException as exc:
+            raise PollError(f"listing nodes: {_api_error(exc)}") from exc
+
+    # -- parameters ---------------------------------------------------------------
+
+    def _configmap_name(self) -> str:
+        return f"{self.namespace}/{self.configmap}"
+
+    def _read_configmap(self) -> Mapping[str, Any] | None:
+        try:
+            return dict(
+                _json(
+                    self._core.read_namespaced_config_map(
+                        self.configmap,
+                        self.namespace,
+                        _preload_content=False,
+                        _request_timeout=self.request_timeout,
+                    )
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise PollError(
+                f"reading ConfigMap {self._configmap_name()}: {_api_error(exc)}"
+            ) from exc
+
+    def _create_configmap(self, data: Mapping[str, str]) -> Mapping[str, Any] | None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": self.configmap, "namespace": self.namespace},
+            "data": dict(data),
+        }
+        try:
+            created = _json(
+                self._core.create_namespaced_config_map(
+                    self.namespace,
+                    body,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            )
+        except ApiException as exc:
+            if exc.status == 409:  # created by someone else meanwhile: theirs wins
+                return None
+            raise PollError(
+                f"creating ConfigMap {self._configmap_name()}: {_api_error(exc)}"
+            ) from exc
+        log.info(
+            "proportional_configmap_created",
+            configmap=self._configmap_name(),
+            mode=",".join(sorted(data)),
+        )
+        return dict(created)
+
+    def fetch_configmap(self) -> tuple[Mapping[str, Any], bool]:
+        """The parameters ConfigMap and whether this poll created it from the defaults."""
+        configmap = self._read_configmap()
+        if configmap is not None:
+            return configmap, False
+        if self.default_params is None:
+            raise PollError(
+                f"ConfigMap {self._configmap_name()} not found and --default-params is not set"
+            )
+        created = self._create_configmap(self.default_params)
+        if created is not None:
+            return created, True
+        configmap = self._read_configmap()
+        if configmap is None:
+            raise PollError(f"ConfigMap {self._configmap_name()} vanished while being created")
+        return configmap, False
+
+    def params_from(self, configmap: Mapping[str, Any]) -> Params:
+        """Parse the ConfigMap's data, once per resourceVersion."""
+        version = str((configmap.get("metadata") or {}).get("resourceVersion") or "")
+        cache = self._cache
+        if not version or version != cache.resource_version:
+            previous_mode = cache.params.mode if cache.params else None
+            try:
+                params = parse_configmap_data(configmap.get("data"))
+            except ParamsError as exc:
+                self._cache = _ParamsCache(version or None, None, exc)
+            else:
+                self._cache = _ParamsCache(version or None, params, None)
+                log.info(
+                    "proportional_params_loaded",
+                    configmap=self._configmap_name(),
+                    resource_version=version,
+                    mode=params.mode,
+                    previous_mode=previous_mode,
+                )
+                if params.ignored_keys:
+                    log.warning(
+                        "proportional_params_unknown_keys",
+                        configmap=self._configmap_name(),
+                        mode=params.mode,
+                        keys=",".join(params.ignored_keys),
+                    )
+        if self._cache.error is not None:
+            raise PollError(
+                f"ConfigMap {self._configmap_name()}: invalid parameters: {self._cache.error}"
+            ) from self._cache.error
+        assert self._cache.params is not None
+        return self._cache.params
+
+    # -- act ----------------------------------------------------------------------
+
+    def _scale_calls(self, target: Target) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        if target.resource == "deployments":
+            return (
+                self._apps.read_namespaced_deployment_scale,
+                self._apps.replace_namespaced_deployment_scale,
+            )
+        if target.resource == "replicasets":
+            return (
+                self._apps.read_namespaced_replica_set_scale,
+                self._apps.replace_namespaced_replica_set_scale,
+            )
+        if target.resource == "statefulsets":
+            return (
+                self._apps.read_namespaced_stateful_set_scale,
+                self._apps.replace_namespaced_stateful_set_scale,
+            )
+        return (
+            self._core.read_namespaced_replication_controller_scale,
+            self._core.replace_namespaced_replication_controller_scale,
+        )
+
+    def scale_target(self, target: Target, desired: int) -> TargetUpdate:
+        """Set `desired` replicas on `target` through its Scale, only if they differ.
+
+        The Scale is written back with the resourceVersion it was read at, so a
+        concurrent change makes this poll fail (409) instead of being overwritten blindly.
+        """
+        read, replace = self._scale_calls(target)
+        opts = {"_preload_content": False, "_request_timeout": self.request_timeout}
+        try:
+            scale = dict(_json(read(target.name, self.namespace, **opts)))
+        except ApiException as exc:
+            return TargetUpdate(target, None, desired, False, f"reading scale: {_api_error(exc)}")
+        previous = int((scale.get("spec") or {}).get("replicas") or 0)
+        if previous == desired:
+            return TargetUpdate(target, previous, desired, False)
+        scale["spec"] = {**(scale.get("spec") or {}), "replicas": desired}
+        scale.pop("status", None)
+        try:
+            replace(target.name, self.namespace, scale, **opts)
+        except ApiException as exc:
+            return TargetUpdate(
+                target, previous, desired, False, f"updating scale: {_api_error(exc)}"
+            )
+        return TargetUpdate(target, previous, desired, True)
+
+    # -- the poll -----------------------------------------------------------------
+
+    def poll(self) -> PollResult:
+        """Run one poll; raises `PollError` when any step or any target failed."""
+        size = self.cluster_size()
+        configmap, created = self.fetch_configmap()
+        params = self.params_from(configmap)
+        decision = compute_replicas(params, size)
+        log.debug(
+            "proportional_poll",
+            nodes=size.nodes,
+            cores=size.cores,
+            schedulable_nodes=size.schedulable_nodes,
+            schedulable_cores=size.schedulable_cores,
+            mode=decision.mode,
+            replicas=decision.replicas,
+        )
+        updates = tuple(self.scale_target(t, decision.replicas) for t in self.targets)
+        for update in updates:
+            if update.changed:
+                log.info(
+                    "proportional_scale",
+                    target=str(update.target),
+                    namespace=self.namespace,
+                    previous=update.previous,
+                    replicas=update.desired,
+                    mode=decision.mode,
+                    nodes=decision.nodes,
+                    cores=decision.cores,
+                    replicas_from_nodes=decision.replicas_from_nodes,
+                    replicas_from_cores=decision.replicas_from_cores,
+                )
+        failed = [u for u in updates if u.error]
+        if failed:
+            raise PollError("; ".join(f"{u.target} in {self.namespace}: {u.error}" for u in failed))
+        return PollResult(size, decision, updates, created)
+
+    def poll_safely(self) -> Exception | None:
+        """Run one poll, log its failure and return it instead of raising."""
+        try:
+            self.poll()
+        except Exception as exc:  # the loop must outlive API outages and bad ConfigMaps
+            log.error("proportional_poll_failed", error=str(exc), error_type=type(exc).__name__)
+            return exc
+        return None
