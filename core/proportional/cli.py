@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, NoReturn, TextIO
+from typing import IO, Any, NoReturn
 
 import structlog
 from clusterscaler import __version__
+from clusterscaler.logs import configure_logging
 from clusterscaler.proportional.calculator import ClusterSize, compute_replicas
 from clusterscaler.proportional.cluster import LABELS_FORM, parse_node_labels
 from clusterscaler.proportional.params import (
@@ -203,6 +203,7 @@ class ControllerConfig:
     kubernetes: str | None
     address: str
     verbosity: int
+    logging_format: str = "text"
 
 
 def build_controller_parser() -> argparse.ArgumentParser:
@@ -263,6 +264,9 @@ def build_controller_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--v", type=_int_at_least(0), default=0, help="log verbosity")
+    parser.add_argument(
+        "--logging-format", choices=("text", "json"), default="text", help="log format"
+    )
     # glog flags the upstream image accepts; kept so existing manifests run unchanged.
     for flag in ("--logtostderr", "--alsologtostderr"):
         parser.add_argument(flag, type=_bool, nargs="?", const=True, default=True)
@@ -298,21 +302,7 @@ def parse_controller_args(argv: Sequence[str], environ: dict[str, str]) -> Contr
         kubernetes=args.kubernetes,
         address=args.address,
         verbosity=args.v,
-    )
-
-
-def configure_logging(verbosity: int, stream: TextIO) -> None:
-    """Structured logs on `stream`; `--v=4` and above include debug events."""
-    level = logging.DEBUG if verbosity >= 4 else logging.INFO
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"]),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(stream),
-        cache_logger_on_first_use=False,
+        logging_format=args.logging_format,
     )
 
 
@@ -393,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
-    configure_logging(config.verbosity, sys.stderr)
+    configure_logging(config.verbosity, config.logging_format, sys.stderr)
     try:
         return run_controller(config)
     except KeyboardInterrupt:

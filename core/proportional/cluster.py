@@ -8,50 +8,13 @@ upstream rounds the summed quantity.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from clusterscaler.proportional.calculator import ClusterSize
+from clusterscaler.quantity import parse_cpu_millis
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
-_DECIMAL_SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
-_BINARY_SUFFIX = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-QUANTITY_FORM = "a Kubernetes quantity such as 4, 3920m or 0.5"
 LABELS_FORM = "a comma separated list of key=value pairs, e.g. pool=dns,zone=a"
-
-
-def parse_cpu_millis(text: str) -> int:
-    """Milli-CPUs in a quantity, rounded up (`"3920m"` -> 3920, `"2"` -> 2000)."""
-    match = _QUANTITY.match(text.strip()) if isinstance(text, str) else None
-    if match is None:
-        raise ValueError(f"expected {QUANTITY_FORM}, got {text!r}")
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        value = Decimal(number)
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
-        raise ValueError(f"expected {QUANTITY_FORM}, got {text!r}") from exc
-    if suffix in _BINARY_SUFFIX:
-        value *= Decimal(1024) ** _BINARY_SUFFIX[suffix]
-    elif suffix in _DECIMAL_SUFFIX:
-        value *= _DECIMAL_SUFFIX[suffix]
-    elif suffix:
-        value *= Decimal(10) ** int(suffix[1:])
-    if value < 0:
-        raise ValueError(f"expected a non-negative quantity, got {text!r}")
-    millis = (value * 1000).to_integral_value(rounding="ROUND_CEILING")
-    return int(millis)
 
 
 def parse_node_labels(text: str) -> dict[str, str]:
@@ -101,10 +64,7 @@ def node_cpu_millis(node: Mapping[str, Any]) -> int:
     raw = allocatable.get("cpu")
     if raw is None:
         return 0
-    try:
-        return parse_cpu_millis(str(raw))
-    except ValueError as exc:
-        raise ValueError(f"node {_name(node)}: status.allocatable.cpu: {exc}") from exc
+    return parse_cpu_millis(raw, obj=f"node {_name(node)}", field="status.allocatable.cpu")
 
 
 def _whole_cores(millis: int) -> int:
