@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import pytest
+from clusterscaler.model import ClusterObjects, Resources
+from clusterscaler.simulator import ClusterSnapshot, SnapshotError
+from clusterscaler.simulator.builders import make_node, make_pod
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+def state(snap: ClusterSnapshot):
+    """Everything observable about a snapshot, for comparing before/after."""
+    return {
+        ni.name: (sorted(ni.pods), ni.requested(), sorted((p.port, p.protocol) for p in ni.ports))
+        for ni in snap.node_infos()
+    }, sorted(p.key for p, _ in snap.pods())
+
+
+def small_snapshot() -> ClusterSnapshot:
+    snap = ClusterSnapshot()
+    snap.add_node(make_node("n1", "2", "4Gi"), [make_pod("a", "500m", "1Gi", host_ports=[80])])
+    snap.add_node(make_node("n2", "2", "4Gi"))
+    return snap
+
+
+def test_requested_resources_follow_pods():
+    snap = small_snapshot()
+    ni = snap.get("n1")
+    assert ni.requested() == Resources(500, 1 << 30, 1)
+    assert ni.free() == Resources(1500, 3 << 30, 109)
+    snap.add_pod(make_pod("b", "1", "1Gi"), "n1")
+    assert ni.requested() == Resources(1500, 2 << 30, 2)
+    snap.remove_pod("default/b")
+    assert ni.requested() == Resources(500, 1 << 30, 1)
+    assert snap.pod_node("default/a") == "n1"
+
+
+def test_revert_undoes_everything_since_fork():
+    snap = small_snapshot()
+    before = state(snap)
+    snap.fork()
+    snap.add_pod(make_pod("b", "1"), "n2")
+    snap.remove_pod("default/a")
+    snap.add_node(make_node("n3"), [make_pod("c", "1")])
+    snap.remove_node("n1")
+    assert "n1" not in snap and "n3" in snap
+    snap.revert()
+    assert state(snap) == before
+    assert snap.depth == 0
+
+
+def test_commit_keeps_changes_and_nested_forks():
+    snap = small_snapshot()
+    before = state(snap)
+    snap.fork()
+    snap.add_pod(make_pod("b", "1"), "n2")
+    snap.fork()
+    snap.add_pod(make_pod("c", "1"), "n2")
+    snap.commit()  # c joins the outer fork
+    after_inner = state(snap)
+    snap.fork()
+    snap.add_node(make_node("n3"))
+    snap.revert()
+    assert state(snap) == after_inner
+    snap.revert()  # undoes b and c
+    assert state(snap) == before
+
+
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        (lambda s: s.add_node(make_node("n1")), "already in the snapshot"),
+        (lambda s: s.add_pod(make_pod("x"), "nope"), "node 'nope' is not in the snapshot"),
+        (lambda s: s.add_pod(make_pod("a"), "n2"), "already on node 'n1'"),
+        (lambda s: s.remove_pod("default/zzz"), "not in the snapshot"),
+        (lambda s: s.revert(), "without a matching fork"),
+        (lambda s: s.commit(), "without a matching fork"),
+    ],
+    ids=["duplicate node", "unknown node", "duplicate pod", "unknown pod", "revert", "commit"],
+)
+def test_impossible_changes_are_errors(action, message):
+    with pytest.raises(SnapshotError, match=message):
+        action(small_snapshot())
+
+
+def test_from_objects_binds_non_terminal_pods():
+    objs = ClusterObjects(
+        nodes=[make_node("n1")],
+        pods=[
+            make_pod("run", "1", node_name="n1"),
+            make_pod("done", "1", node_name="n1", phase="Succeeded"),
+            make_pod("pending", "1"),
+            make_pod("elsewhere", "1", node_name="gone"),
+        ],
+    )
+    snap = ClusterSnapshot.from_objects(objs)
+    assert list(snap.get("n1").pods) == ["default/run"]
+
+
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["add_pod", "remove_pod", "add_node", "remove_node", "fork", "commit"]),
+        st.integers(0, 5),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops)
+def test_any_change_sequence_reverts_to_the_original(operations):
+    snap = small_snapshot()
+    before = state(snap)
+    snap.fork()
+    for counter, (op, n) in enumerate(operations):
+        names = snap.node_names()
+        if op == "add_pod" and names:
+            snap.add_pod(make_pod(f"p{counter}", "100m"), names[n % len(names)])
+        elif op == "remove_pod":
+            pods = [p.key for p, _ in snap.pods()]
+            if pods:
+                snap.remove_pod(pods[n % len(pods)])
+        elif op == "add_node":
+            snap.add_node(make_node(f"x{counter}"), [make_pod(f"q{counter}", "1", host_ports=[n])])
+        elif op == "remove_node" and names:
+            snap.remove_node(names[n % len(names)])
+        elif op == "fork":
+            snap.fork()
+        elif op == "commit" and snap.depth > 1:
+            snap.commit()
+    while snap.depth:
+        snap.revert()
+    assert state(snap) == before
