@@ -1,1 +1,0 @@
-"""The `sim` cloud provider: node groups from a YAML cloud-config, nodes as Node objects."""

@@ -1,0 +1,248 @@
+"""The `sim` provider's cloud-config: node groups declared in YAML.
+
+```yaml
+nodeGroups:
+  - name: general
+    minSize: 1
+    maxSize: 10
+    price: 0.192            # per node-hour, optional
+    provisionDelay: 60s     # how long a new node takes to become ready (default 60s)
+    template:               # a Node object: labels, taints, capacity, allocatable
+      metadata:
+        labels: {topology.kubernetes.io/zone: zone-a}
+      spec:
+        taints: [{key: dedicated, value: batch, effect: NoSchedule}]
+      status:
+        capacity: {cpu: "4", memory: 16Gi, pods: "110"}
+        allocatable: {cpu: 3920m, memory: 15Gi, pods: "110"}
+```
+
+Errors name the group and the field (`nodeGroups[1] (general): maxSize: expected ...`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from clusterscaler.cloudprovider import ConfigurationError
+from clusterscaler.durations import DURATION_FORM, parse_duration
+from clusterscaler.model import (
+    HOSTNAME_LABEL,
+    ModelError,
+    Node,
+    parse_node,
+)
+
+NODE_GROUP_LABEL = "clusterscaler.io/node-group"
+DEFAULT_PROVISION_DELAY = timedelta(seconds=60)
+_GROUP_KEYS = frozenset(
+    {"name", "minSize", "maxSize", "price", "template", "provisionDelay"}
+)
+# Kubernetes label values: at most 63 characters of [A-Za-z0-9-_.], alphanumeric at both ends.
+_NAME_FORM = "a non-empty name of letters, digits, '-', '_' or '.' (at most 63 characters)"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroupSpec:
+    """One node group of the cloud-config."""
+
+    name: str
+    min_size: int
+    max_size: int
+    template: Node
+    price: float | None = None
+    provision_delay: timedelta = DEFAULT_PROVISION_DELAY
+
+
+@dataclass(frozen=True, slots=True)
+class SimCloudConfig:
+    """The parsed cloud-config: node groups in declaration order."""
+
+    node_groups: tuple[NodeGroupSpec, ...]
+
+    def group(self, name: str) -> NodeGroupSpec | None:
+        for spec in self.node_groups:
+            if spec.name == name:
+                return spec
+        return None
+
+
+def _valid_name(name: object) -> bool:
+    if not isinstance(name, str) or not name or len(name) > 63:
+        return False
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        return False
+    return all(c.isalnum() or c in "-_." for c in name)
+
+
+def _int_field(value: Any, where: str, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(f"{where}: {field}: expected a non-negative integer, got {value!r}")
+    return value
+
+
+def _parse_template(raw: Any, where: str, name: str) -> Node:
+    if not isinstance(raw, Mapping):
+        raise ConfigurationError(
+            f"{where}: template: expected a Node object with metadata.labels, spec.taints "
+            f"and status.capacity, got {raw!r}"
+        )
+    doc: dict[str, Any] = dict(raw)
+    meta = doc.get("metadata")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, Mapping):
+        raise ConfigurationError(f"{where}: template.metadata: expected an object, got {meta!r}")
+    # Templates describe nodes that do not exist yet: they have no name of their own.
+    doc["metadata"] = {**meta, "name": f"template-{name}"}
+    status = doc.get("status")
+    if not isinstance(status, Mapping) or not status.get("capacity"):
+        raise ConfigurationError(
+            f"{where}: template.status.capacity: expected a resource list such as "
+            f"{{cpu: '4', memory: 16Gi, pods: '110'}}, got {None if not isinstance(status, Mapping) else status.get('capacity')!r}"
+        )
+    try:
+        node = parse_node(doc)
+    except ModelError as exc:
+        raise ConfigurationError(f"{where}: template.{exc.field}: expected {exc.expected}") from None
+    capacity = node.capacity
+    if capacity.cpu <= 0 or capacity.memory <= 0:
+        raise ConfigurationError(
+            f"{where}: template.status.capacity: expected positive cpu and memory, "
+            f"got {capacity.to_k8s()}"
+        )
+    if not capacity.pods:
+        # A kubelet's default --max-pods.
+        capacity = capacity.with_(pods=110)
+    allocatable = node.allocatable if node.allocatable.pods else node.allocatable.with_(pods=capacity.pods)
+    if not allocatable.fits(capacity):
+        raise ConfigurationError(
+            f"{where}: template.status.allocatable: expected at most the capacity "
+            f"{capacity.to_k8s()}, got {allocatable.to_k8s()}"
+        )
+    labels = dict(node.labels)
+    group_label = labels.get(NODE_GROUP_LABEL)
+    if group_label is not None and group_label != name:
+        raise ConfigurationError(
+            f"{where}: template.metadata.labels.{NODE_GROUP_LABEL}: expected {name!r} "
+            f"(the group's name) or no value, got {group_label!r}"
+        )
+    labels[NODE_GROUP_LABEL] = name
+    labels.setdefault("kubernetes.io/os", "linux")
+    labels.setdefault("kubernetes.io/arch", "amd64")
+    labels.pop(HOSTNAME_LABEL, None)
+    return node.with_(labels=labels, capacity=capacity, allocatable=allocatable, ready=True)
+
+
+def _parse_group(raw: Any, index: int) -> NodeGroupSpec:
+    where = f"nodeGroups[{index}]"
+    if not isinstance(raw, Mapping):
+        raise ConfigurationError(
+            f"{where}: expected an object with name, minSize, maxSize and template, got {raw!r}"
+        )
+    name = raw.get("name")
+    if not _valid_name(name):
+        raise ConfigurationError(f"{where}: name: expected {_NAME_FORM}, got {name!r}")
+    assert isinstance(name, str)
+    where = f"{where} ({name})"
+    unknown = sorted(str(k) for k in raw if k not in _GROUP_KEYS)
+    if unknown:
+        raise ConfigurationError(
+            f"{where}: {unknown[0]}: unknown field; expected one of "
+            f"{', '.join(sorted(_GROUP_KEYS))}"
+        )
+    for required in ("minSize", "maxSize", "template"):
+        if required not in raw:
+            raise ConfigurationError(f"{where}: {required}: required field is missing")
+    min_size = _int_field(raw["minSize"], where, "minSize")
+    max_size = _int_field(raw["maxSize"], where, "maxSize")
+    if max_size < min_size:
+        raise ConfigurationError(
+            f"{where}: maxSize: expected an integer >= minSize ({min_size}), got {max_size}"
+        )
+    price_raw = raw.get("price")
+    price: float | None = None
+    if price_raw is not None:
+        if isinstance(price_raw, bool) or not isinstance(price_raw, int | float):
+            raise ConfigurationError(
+                f"{where}: price: expected a non-negative number (price per node-hour), got {price_raw!r}"
+            )
+        price = float(price_raw)
+        if price < 0 or not math.isfinite(price):
+            raise ConfigurationError(
+                f"{where}: price: expected a non-negative number (price per node-hour), got {price_raw!r}"
+            )
+    delay = DEFAULT_PROVISION_DELAY
+    delay_raw = raw.get("provisionDelay")
+    if delay_raw is not None:
+        bad = ConfigurationError(
+            f"{where}: provisionDelay: expected {DURATION_FORM}, got {delay_raw!r}"
+        )
+        if not isinstance(delay_raw, str):
+            raise bad
+        try:
+            delay = parse_duration(delay_raw)
+        except ValueError:
+            raise bad from None
+    template = _parse_template(raw["template"], where, name)
+    return NodeGroupSpec(
+        name=name,
+        min_size=min_size,
+        max_size=max_size,
+        template=template,
+        price=price,
+        provision_delay=delay,
+    )
+
+
+def parse_cloud_config(doc: Any, source: str = "cloud-config") -> SimCloudConfig:
+    """Parse a loaded YAML document. Raises `ConfigurationError` naming group and field."""
+    if not isinstance(doc, Mapping):
+        raise ConfigurationError(
+            f"{source}: expected an object with a nodeGroups list, got {type(doc).__name__}"
+        )
+    unknown = sorted(str(k) for k in doc if k != "nodeGroups")
+    if unknown:
+        raise ConfigurationError(f"{source}: {unknown[0]}: unknown field; expected nodeGroups")
+    groups_raw = doc.get("nodeGroups")
+    if not isinstance(groups_raw, list):
+        raise ConfigurationError(
+            f"{source}: nodeGroups: expected a list of node groups, got {groups_raw!r}"
+        )
+    groups: list[NodeGroupSpec] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(groups_raw):
+        try:
+            spec = _parse_group(raw, i)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{source}: {exc}") from None
+        if spec.name in seen:
+            raise ConfigurationError(
+                f"{source}: nodeGroups[{i}] ({spec.name}): name: expected a unique name, "
+                f"already used by nodeGroups[{seen[spec.name]}]"
+            )
+        seen[spec.name] = i
+        groups.append(spec)
+    return SimCloudConfig(tuple(groups))
+
+
+def load_cloud_config(path: str | Path) -> SimCloudConfig:
+    """Read and parse a cloud-config file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(
+            f"--cloud-config {str(p)!r}: cannot read the file: {exc.strerror or exc}"
+        ) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(f"{p}: expected YAML: {exc}") from None
+    return parse_cloud_config(doc, source=str(p))

@@ -1,0 +1,104 @@
+"""The `sim` provider's backend for a real API server: Node objects without machines.
+
+Like Cluster Autoscaler's kwok provider, growing a group creates Node objects through the
+API and shrinking it deletes them. Something else (kwok, or nothing at all for a dry
+experiment) plays the kubelet. Nodes are created at once and marked Ready; the group's
+provisionDelay only applies to the in-memory cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import structlog
+from clusterscaler.cloudprovider import CloudProviderError, InstanceErrorInfo
+from clusterscaler.model import ModelError, Node, parse_node
+from clusterscaler.plugins.sim.config import NODE_GROUP_LABEL
+
+log = structlog.get_logger()
+
+
+class KubeNodeBackend:
+    """Nodes of the `sim` groups as objects of a real API server. Satisfies `NodeBackend`."""
+
+    def __init__(self, api_client: Any) -> None:
+        from kubernetes import client
+
+        self._core = client.CoreV1Api(api_client)
+        self._cache: list[Node] | None = None
+
+    def refresh(self) -> None:
+        self._cache = None
+
+    def list_nodes(self) -> Sequence[Node]:
+        if self._cache is None:
+            self._cache = self._list()
+        return self._cache
+
+    def _list(self) -> list[Node]:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            resp = self._core.list_node(label_selector=NODE_GROUP_LABEL, _preload_content=False)
+            doc = json.loads(resp.data)
+        except ApiException as exc:
+            raise CloudProviderError(
+                f"sim provider: listing nodes with label {NODE_GROUP_LABEL} failed: "
+                f"{exc.status} {exc.reason}"
+            ) from None
+        nodes: list[Node] = []
+        for item in doc.get("items") or []:
+            item = {**item, "kind": "Node"}
+            try:
+                nodes.append(parse_node(item))
+            except ModelError as exc:
+                # One malformed node must not hide the others from the autoscaler.
+                log.warning("sim_node_unparsable", error=str(exc))
+        return nodes
+
+    def list_pending_nodes(self) -> Sequence[Node]:
+        return ()
+
+    def create_node(self, node: Node, ready_after: timedelta) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        body = node.with_(creation_time=None).to_k8s()
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body["status"]["conditions"] = [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "created by the clusterscaler sim provider",
+                "lastTransitionTime": now,
+                "lastHeartbeatTime": now,
+            }
+        ]
+        try:
+            self._core.create_node(body=body)
+        except ApiException as exc:
+            raise CloudProviderError(
+                f"sim provider: creating node {node.name} failed: {exc.status} {exc.reason}"
+            ) from None
+        self._cache = None
+
+    def delete_node(self, name: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self._core.delete_node(name=name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise CloudProviderError(
+                    f"sim provider: deleting node {name} failed: {exc.status} {exc.reason}"
+                ) from None
+        self._cache = None
+
+    def cancel_pending_node(self, name: str) -> bool:
+        return False
+
+    def provisioning_error(self, group: str) -> InstanceErrorInfo | None:
+        return None

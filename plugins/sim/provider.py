@@ -1,0 +1,340 @@
+"""The `sim` cloud provider: node groups whose instances are Node objects.
+
+The provider keeps no machines. Growing a group creates Node objects from the group's
+template (fresh names, the group label, `sim://<group>/<node>` provider IDs); shrinking it
+deletes them. Where the Node objects live is the backend's business: the in-memory cluster
+of `clusterscaler simulate` (`ProviderContext.cluster`), or a real API server
+(`ProviderContext.kube_api`), like Cluster Autoscaler's kwok provider.
+
+Sizes are derived from the backend on every call (registered nodes + nodes still
+provisioning + instances that failed to provision), so the provider never drifts from the
+cluster it manages.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Protocol, runtime_checkable
+
+import structlog
+from clusterscaler.cloudprovider import (
+    CloudProviderError,
+    ConfigurationError,
+    Instance,
+    InstanceErrorInfo,
+    InstanceState,
+    NodeGroupOptions,
+    ProviderContext,
+    ResourceLimiter,
+)
+from clusterscaler.model import HOSTNAME_LABEL, Node, NodeInfo
+from clusterscaler.plugins.sim.config import (
+    NODE_GROUP_LABEL,
+    NodeGroupSpec,
+    SimCloudConfig,
+    load_cloud_config,
+    parse_cloud_config,
+)
+from clusterscaler.plugins.sim.pricing import SimPricing
+
+log = structlog.get_logger()
+
+PROVIDER_NAME = "sim"
+PROVIDER_ID_PREFIX = "sim://"
+GPU_LABEL = "clusterscaler.io/accelerator"
+EMBEDDED_CONFIG_KEY = "sim_cloud_config"
+
+
+@runtime_checkable
+class NodeBackend(Protocol):
+    """Where the `sim` provider's Node objects live."""
+
+    def list_nodes(self) -> Sequence[Node]:
+        """Every registered node (the provider filters by the group label)."""
+        ...
+
+    def list_pending_nodes(self) -> Sequence[Node]:
+        """Nodes requested with `create_node` that have not registered yet."""
+        ...
+
+    def create_node(self, node: Node, ready_after: timedelta) -> None:
+        """Create `node`; it may take `ready_after` to register and become ready."""
+        ...
+
+    def delete_node(self, name: str) -> None:
+        """Delete a registered node (a missing node counts as deleted)."""
+        ...
+
+    def cancel_pending_node(self, name: str) -> bool:
+        """Forget a node that has not registered yet; whether there was one."""
+        ...
+
+    def provisioning_error(self, group: str) -> InstanceErrorInfo | None:
+        """The error new instances of `group` fail with right now, or `None`."""
+        ...
+
+
+def provider_id(group: str, node_name: str) -> str:
+    return f"{PROVIDER_ID_PREFIX}{group}/{node_name}"
+
+
+def group_of_provider_id(pid: str) -> str | None:
+    if not pid.startswith(PROVIDER_ID_PREFIX):
+        return None
+    rest = pid[len(PROVIDER_ID_PREFIX) :]
+    group, sep, _ = rest.partition("/")
+    return group if sep and group else None
+
+
+@dataclass
+class _FailedInstance:
+    name: str
+    error: InstanceErrorInfo
+
+
+@dataclass
+class SimNodeGroup:
+    """One node group of the cloud-config. Satisfies `NodeGroup`."""
+
+    spec: NodeGroupSpec
+    backend: NodeBackend
+    _names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _failed: list[_FailedInstance] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.spec.name
+
+    @property
+    def min_size(self) -> int:
+        return self.spec.min_size
+
+    @property
+    def max_size(self) -> int:
+        return self.spec.max_size
+
+    def _own(self, nodes: Sequence[Node]) -> list[Node]:
+        return [n for n in nodes if n.labels.get(NODE_GROUP_LABEL) == self.spec.name]
+
+    def registered_nodes(self) -> list[Node]:
+        return self._own(self.backend.list_nodes())
+
+    def pending_nodes(self) -> list[Node]:
+        return self._own(self.backend.list_pending_nodes())
+
+    def target_size(self) -> int:
+        registered = [n for n in self.registered_nodes() if n.deletion_time is None]
+        return len(registered) + len(self.pending_nodes()) + len(self._failed)
+
+    def _new_name(self, taken: set[str]) -> str:
+        while True:
+            name = f"{self.spec.name}-{next(self._names):05d}"
+            if name not in taken:
+                return name
+
+    def new_node(self, name: str) -> Node:
+        """A node of this group as `increase_size` creates it."""
+        labels = dict(self.spec.template.labels)
+        labels[HOSTNAME_LABEL] = name
+        labels[NODE_GROUP_LABEL] = self.spec.name
+        return self.spec.template.with_(
+            name=name, labels=labels, provider_id=provider_id(self.spec.name, name), ready=True
+        )
+
+    def increase_size(self, delta: int) -> None:
+        if delta <= 0:
+            raise CloudProviderError(
+                f"node group {self.id}: increase_size: expected a positive delta, got {delta}"
+            )
+        target = self.target_size()
+        if target + delta > self.max_size:
+            raise CloudProviderError(
+                f"node group {self.id}: increase_size: size increase too large, desired "
+                f"{target + delta} > max {self.max_size}"
+            )
+        error = self.backend.provisioning_error(self.id)
+        taken = {n.name for n in self.backend.list_nodes()}
+        taken.update(n.name for n in self.backend.list_pending_nodes())
+        taken.update(f.name for f in self._failed)
+        for _ in range(delta):
+            name = self._new_name(taken)
+            taken.add(name)
+            if error is not None:
+                self._failed.append(_FailedInstance(name, error))
+            else:
+                self.backend.create_node(self.new_node(name), self.spec.provision_delay)
+        log.info(
+            "sim_increase_size",
+            node_group=self.id,
+            delta=delta,
+            target=target + delta,
+            error=None if error is None else error.error_code,
+        )
+
+    def delete_nodes(self, nodes: Sequence[Node]) -> None:
+        for node in nodes:
+            group = node.labels.get(NODE_GROUP_LABEL) or group_of_provider_id(node.provider_id)
+            if group != self.id:
+                raise CloudProviderError(
+                    f"node group {self.id}: delete_nodes: node {node.name} belongs to "
+                    f"{group or 'no node group'}"
+                )
+        target = self.target_size()
+        if target - len(nodes) < self.min_size:
+            raise CloudProviderError(
+                f"node group {self.id}: delete_nodes: min size reached, deleting "
+                f"{len(nodes)} of {target} nodes would go below min {self.min_size}"
+            )
+        for node in nodes:
+            failed = next((f for f in self._failed if f.name == node.name), None)
+            if failed is not None:
+                self._failed.remove(failed)
+            elif not self.backend.cancel_pending_node(node.name):
+                self.backend.delete_node(node.name)
+        log.info("sim_delete_nodes", node_group=self.id, nodes=[n.name for n in nodes])
+
+    def decrease_target_size(self, delta: int) -> None:
+        if delta >= 0:
+            raise CloudProviderError(
+                f"node group {self.id}: decrease_target_size: expected a negative delta, got {delta}"
+            )
+        pending = self.pending_nodes()
+        if -delta > len(pending) + len(self._failed):
+            raise CloudProviderError(
+                f"node group {self.id}: decrease_target_size: attempt to delete existing "
+                f"nodes, only {len(pending) + len(self._failed)} requested nodes have not "
+                f"registered (delta {delta})"
+            )
+        remaining = -delta
+        # Failed requests go first: they would never have become nodes anyway.
+        while remaining and self._failed:
+            self._failed.pop()
+            remaining -= 1
+        for node in reversed(pending):
+            if not remaining:
+                break
+            if self.backend.cancel_pending_node(node.name):
+                remaining -= 1
+
+    def nodes(self) -> Sequence[Instance]:
+        out = [
+            Instance(
+                id=n.provider_id or provider_id(self.id, n.name),
+                state=InstanceState.DELETING if n.deletion_time is not None else InstanceState.RUNNING,
+            )
+            for n in self.registered_nodes()
+        ]
+        out.extend(
+            Instance(id=provider_id(self.id, n.name), state=InstanceState.CREATING)
+            for n in self.pending_nodes()
+        )
+        out.extend(
+            Instance(id=provider_id(self.id, f.name), state=InstanceState.CREATING, error=f.error)
+            for f in self._failed
+        )
+        return out
+
+    def template_node_info(self) -> NodeInfo:
+        name = f"template-node-for-{self.id}"
+        return NodeInfo(self.new_node(name).with_(provider_id=""))
+
+    def exist(self) -> bool:
+        return True
+
+    def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
+        return None
+
+    def debug(self) -> str:
+        return (
+            f"{self.id} (min: {self.min_size}, max: {self.max_size}, "
+            f"target: {self.target_size()})"
+        )
+
+
+class SimCloudProvider:
+    """The `sim` cloud provider. Satisfies `CloudProvider`."""
+
+    def __init__(self, config: SimCloudConfig, backend: NodeBackend) -> None:
+        self.config = config
+        self.backend = backend
+        self._groups = [SimNodeGroup(spec, backend) for spec in config.node_groups]
+        self._by_name = {g.id: g for g in self._groups}
+        self._pricing = SimPricing(
+            {s.name: s.price for s in config.node_groups if s.price is not None}
+        )
+
+    @property
+    def name(self) -> str:
+        return PROVIDER_NAME
+
+    def node_groups(self) -> Sequence[SimNodeGroup]:
+        return list(self._groups)
+
+    def node_group(self, name: str) -> SimNodeGroup | None:
+        return self._by_name.get(name)
+
+    def node_group_for_node(self, node: Node) -> SimNodeGroup | None:
+        group = node.labels.get(NODE_GROUP_LABEL) or group_of_provider_id(node.provider_id)
+        return self._by_name.get(group) if group else None
+
+    def has_instance(self, node: Node) -> bool:
+        # The Node object is the instance: while it is listed, the instance exists.
+        return True
+
+    def pricing(self) -> SimPricing:
+        return self._pricing
+
+    def resource_limiter(self) -> ResourceLimiter | None:
+        return None
+
+    def gpu_label(self) -> str:
+        return GPU_LABEL
+
+    def refresh(self) -> None:
+        refresh = getattr(self.backend, "refresh", None)
+        if callable(refresh):
+            refresh()
+
+    def cleanup(self) -> None:
+        return None
+
+
+def build_provider(context: ProviderContext) -> SimCloudProvider:
+    """The factory registered as `sim`: the in-memory cluster offline, else the API server.
+
+    The node groups come from `--cloud-config`, or from an already loaded document in
+    `options.extra["sim_cloud_config"]` (scenario files embed their cloud-config).
+    """
+    embedded = context.options.extra.get(EMBEDDED_CONFIG_KEY)
+    path = context.options.cloud_config
+    if embedded is not None:
+        config = parse_cloud_config(embedded, source="scenario cloudConfig")
+    elif path:
+        config = load_cloud_config(path)
+    else:
+        raise ConfigurationError(
+            "--cloud-config: the sim provider needs a cloud-config file declaring nodeGroups "
+            "(see examples/cloud-configs/); got none"
+        )
+    backend: NodeBackend
+    if context.cluster is not None:
+        if not isinstance(context.cluster, NodeBackend):
+            raise ConfigurationError(
+                f"sim provider: the in-memory cluster {type(context.cluster).__name__} does not "
+                "offer list_nodes, list_pending_nodes, create_node, delete_node, "
+                "cancel_pending_node and provisioning_error"
+            )
+        backend = context.cluster
+    elif context.kube_api is not None:
+        from clusterscaler.plugins.sim.kube import KubeNodeBackend
+
+        backend = KubeNodeBackend(context.kube_api)
+    else:
+        raise ConfigurationError(
+            "sim provider: neither an in-memory cluster nor a Kubernetes API client was given; "
+            "use `clusterscaler simulate` offline or --kubeconfig for a real API server"
+        )
+    return SimCloudProvider(config, backend)
