@@ -1,0 +1,256 @@
+"""The two narrow interfaces the autoscaling loop uses to see and change a cluster.
+
+`ClusterSource.snapshot()` returns every modelled object at one moment;
+`ClusterActions` taints, cordons and evicts. The Kubernetes implementations live in
+`clusterscaler.kube`; `InMemoryCluster` implements both over plain objects for tests and
+for `clusterscaler simulate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+
+from clusterscaler.model import (
+    ClusterObjects,
+    Controller,
+    DaemonSet,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    Taint,
+)
+
+__all__ = [
+    "Clock",
+    "ClusterActions",
+    "ClusterSource",
+    "EvictionError",
+    "InMemoryCluster",
+    "NodeNotFoundError",
+    "SystemClock",
+]
+
+
+class NodeNotFoundError(LookupError):
+    """The named node does not exist (any more)."""
+
+
+class EvictionError(Exception):
+    """An eviction was refused.
+
+    `retryable` is true when trying again later may succeed (a PDB has no disruption left,
+    HTTP 429), false when it never will (the pod is protected, a server error).
+    """
+
+    def __init__(self, pod: str, message: str, *, retryable: bool) -> None:
+        super().__init__(f"evicting pod {pod}: {message}")
+        self.pod = pod
+        self.retryable = retryable
+
+
+@runtime_checkable
+class ClusterSource(Protocol):
+    """Where the loop reads the cluster from."""
+
+    def snapshot(self) -> ClusterObjects:
+        """Every node, pod, PDB, DaemonSet and controller as they are now.
+
+        The returned object is the caller's: the source must not change it afterwards.
+        """
+        ...
+
+
+@runtime_checkable
+class ClusterActions(Protocol):
+    """The changes the loop makes to Kubernetes objects (never to the cloud)."""
+
+    def add_taint(self, node_name: str, taint: Taint) -> None:
+        """Add `taint` to the node, replacing one with the same key and effect.
+
+        Raises `NodeNotFoundError` when the node is gone.
+        """
+        ...
+
+    def remove_taint(self, node_name: str, key: str) -> bool:
+        """Remove every taint with `key`; returns whether the node had one."""
+        ...
+
+    def set_unschedulable(self, node_name: str, unschedulable: bool) -> None:
+        """Cordon (`True`) or uncordon (`False`) the node."""
+        ...
+
+    def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        """Evict the pod through the Eviction API (which honours PDBs).
+
+        A pod that no longer exists counts as evicted. Raises `EvictionError`.
+        """
+        ...
+
+    def pod_exists(self, pod: Pod) -> bool:
+        """Whether the pod (same namespace, name and uid) still exists."""
+        ...
+
+
+class Clock(Protocol):
+    """Time for the actuator's retries and waits; the simulator passes a virtual one."""
+
+    def now(self) -> datetime: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """Wall-clock time."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class InMemoryCluster:
+    """A cluster held in memory: a `ClusterSource` and `ClusterActions` at once.
+
+    Evictions honour PDBs the way the API server does: a pod covered by a PDB with no
+    disruption left is refused with a retryable error, otherwise the PDB's allowance drops
+    by one. With `recreate_evicted`, an evicted pod owned by a controller comes back as an
+    unschedulable pending pod, as its ReplicaSet or StatefulSet would recreate it.
+    """
+
+    def __init__(
+        self,
+        nodes: Iterable[Node] = (),
+        pods: Iterable[Pod] = (),
+        *,
+        pdbs: Iterable[PodDisruptionBudget] = (),
+        daemonsets: Iterable[DaemonSet] = (),
+        controllers: Iterable[Controller] = (),
+        recreate_evicted: bool = False,
+    ) -> None:
+        self._lock = threading.Lock()
+        self.nodes: dict[str, Node] = {n.name: n for n in nodes}
+        self.pods: dict[str, Pod] = {p.key: p for p in pods}
+        self.pdbs: dict[str, PodDisruptionBudget] = {p.key: p for p in pdbs}
+        self.daemonsets: list[DaemonSet] = list(daemonsets)
+        self.controllers: list[Controller] = list(controllers)
+        self.recreate_evicted = recreate_evicted
+        self.evicted: list[str] = []
+        self._recreated = 0
+
+    @classmethod
+    def from_objects(cls, objects: ClusterObjects, **kwargs: bool) -> InMemoryCluster:
+        return cls(
+            objects.nodes,
+            objects.pods,
+            pdbs=objects.pdbs,
+            daemonsets=objects.daemonsets,
+            controllers=objects.controllers,
+            **kwargs,
+        )
+
+    # ------------------------------------------------------------------ source
+
+    def snapshot(self) -> ClusterObjects:
+        with self._lock:
+            return ClusterObjects(
+                nodes=list(self.nodes.values()),
+                pods=list(self.pods.values()),
+                pdbs=list(self.pdbs.values()),
+                daemonsets=list(self.daemonsets),
+                controllers=list(self.controllers),
+            )
+
+    # ------------------------------------------------------------------ edits used by
+    # providers and simulations
+
+    def add_node(self, node: Node) -> None:
+        with self._lock:
+            self.nodes[node.name] = node
+
+    def remove_node(self, name: str) -> None:
+        """Delete a node and the pods bound to it (as the cloud and the GC would)."""
+        with self._lock:
+            self.nodes.pop(name, None)
+            for key in [k for k, p in self.pods.items() if p.node_name == name]:
+                del self.pods[key]
+
+    def add_pod(self, pod: Pod) -> None:
+        with self._lock:
+            self.pods[pod.key] = pod
+
+    def bind(self, pod_key: str, node_name: str) -> None:
+        with self._lock:
+            pod = self.pods[pod_key]
+            self.pods[pod_key] = dataclasses.replace(
+                pod, node_name=node_name, phase="Running", unschedulable=False
+            )
+
+    # ------------------------------------------------------------------ actions
+
+    def _node(self, name: str) -> Node:
+        node = self.nodes.get(name)
+        if node is None:
+            raise NodeNotFoundError(f"node {name} not found")
+        return node
+
+    def add_taint(self, node_name: str, taint: Taint) -> None:
+        with self._lock:
+            self.nodes[node_name] = self._node(node_name).with_taint(taint)
+
+    def remove_taint(self, node_name: str, key: str) -> bool:
+        with self._lock:
+            node = self._node(node_name)
+            kept = tuple(t for t in node.taints if t.key != key)
+            if len(kept) == len(node.taints):
+                return False
+            self.nodes[node_name] = dataclasses.replace(node, taints=kept)
+            return True
+
+    def set_unschedulable(self, node_name: str, unschedulable: bool) -> None:
+        with self._lock:
+            node = self._node(node_name)
+            self.nodes[node_name] = dataclasses.replace(node, unschedulable=unschedulable)
+
+    def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        with self._lock:
+            current = self.pods.get(pod.key)
+            if current is None or (pod.uid and current.uid and current.uid != pod.uid):
+                return
+            covering = [b for b in self.pdbs.values() if b.matches(current)]
+            for pdb in covering:
+                if pdb.disruptions_allowed < 1:
+                    raise EvictionError(
+                        pod.key,
+                        f"cannot evict pod as it would violate the pod's disruption budget "
+                        f"{pdb.key}",
+                        retryable=True,
+                    )
+            for pdb in covering:
+                self.pdbs[pdb.key] = dataclasses.replace(
+                    pdb, disruptions_allowed=pdb.disruptions_allowed - 1
+                )
+            del self.pods[pod.key]
+            self.evicted.append(pod.key)
+            if self.recreate_evicted and current.owner is not None and not current.is_daemonset:
+                self._recreated += 1
+                name = f"{current.name}-r{self._recreated}"
+                self.pods[f"{current.namespace}/{name}"] = dataclasses.replace(
+                    current,
+                    name=name,
+                    uid=f"{current.uid}-r{self._recreated}" if current.uid else "",
+                    node_name="",
+                    phase="Pending",
+                    unschedulable=True,
+                    nominated_node_name="",
+                )
+
+    def pod_exists(self, pod: Pod) -> bool:
+        with self._lock:
+            current = self.pods.get(pod.key)
+            return current is not None and (not pod.uid or current.uid == pod.uid)
