@@ -115,9 +115,7 @@ def make_pod(
 ) -> Pod:
     """A pod with the given effective requests (a pod slot is added)."""
     req = resources(cpu, memory, 0, ephemeral_storage, extended, obj=f"Pod {namespace}/{name}")
-    node_aff = (
-        NodeAffinity(tuple(required_node_terms)) if required_node_terms is not None else None
-    )
+    node_aff = NodeAffinity(tuple(required_node_terms)) if required_node_terms is not None else None
     aff_terms = tuple(affinity)
     anti_terms = tuple(anti_affinity)
     pod_aff = PodAffinity(aff_terms, anti_terms) if aff_terms or anti_terms else None

@@ -1,0 +1,86 @@
+"""Pod equivalence groups: pods the scheduler would treat identically, simulated as one.
+
+Pods of one controller (same controller UID) with equal labels and an equal
+scheduling-relevant spec form a group. A controller contributes at most
+`MAX_GROUPS_PER_CONTROLLER` groups; further variants become singletons, as do pods without
+a controller and DaemonSet pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from clusterscaler.model import Pod
+
+__all__ = ["MAX_GROUPS_PER_CONTROLLER", "PodGroup", "flatten", "group_pods", "scheduling_key"]
+
+MAX_GROUPS_PER_CONTROLLER = 10
+
+
+def scheduling_key(pod: Pod) -> Hashable:
+    """Everything about a pod that can change where it schedules, except its identity."""
+    return (
+        frozenset(pod.labels.items()),
+        pod.requests,
+        pod.tolerations,
+        frozenset(pod.node_selector.items()),
+        pod.affinity,
+        pod.topology_spread,
+        pod.host_ports,
+        pod.volumes,
+        pod.scheduler_name,
+        pod.priority,
+        pod.node_name,
+    )
+
+
+@dataclass(slots=True)
+class PodGroup:
+    """Equivalent pods; `pods[0]` represents the group in simulations."""
+
+    pods: list[Pod] = field(default_factory=list)
+
+    @property
+    def representative(self) -> Pod:
+        return self.pods[0]
+
+    @property
+    def controller_uid(self) -> str:
+        owner = self.pods[0].owner
+        return owner.uid if owner is not None else ""
+
+    def __len__(self) -> int:
+        return len(self.pods)
+
+    def __iter__(self) -> Iterator[Pod]:
+        return iter(self.pods)
+
+
+def group_pods(
+    pods: Iterable[Pod], max_groups_per_controller: int = MAX_GROUPS_PER_CONTROLLER
+) -> list[PodGroup]:
+    """Group pods in order of first appearance."""
+    groups: list[PodGroup] = []
+    by_controller: dict[str, dict[Hashable, PodGroup]] = {}
+    for pod in pods:
+        owner = pod.owner
+        if owner is None or owner.kind == "DaemonSet" or not owner.uid:
+            groups.append(PodGroup([pod]))
+            continue
+        known = by_controller.setdefault(owner.uid, {})
+        key = scheduling_key(pod)
+        group = known.get(key)
+        if group is not None:
+            group.pods.append(pod)
+        elif len(known) < max_groups_per_controller:
+            group = PodGroup([pod])
+            known[key] = group
+            groups.append(group)
+        else:
+            groups.append(PodGroup([pod]))
+    return groups
+
+
+def flatten(groups: Sequence[PodGroup]) -> list[Pod]:
+    return [p for g in groups for p in g.pods]

@@ -1,0 +1,332 @@
+"""The `binpacking` estimator: first-fit decreasing onto copies of a node group's template.
+
+Groups are ordered by the representative pod's request relative to the template's
+allocatable (cpu share + memory share, largest first). For each group, pods first go onto
+nodes already added in this estimation (stopping at the first pod that fits none), then
+onto the last added node, then onto a fresh template copy; when a pod does not fit even a
+fresh copy (or the last added node is still empty), more nodes would not help and the group
+stops. The limiter is asked before every node is added.
+
+A group of identical pods that only needs resources (no affinity, spread, host ports or
+volumes) is packed arithmetically: one predicate check per node, then as many pods as the
+node's free resources allow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+from clusterscaler.equivalence import PodGroup
+from clusterscaler.estimator import Estimate, EstimationLimiter
+from clusterscaler.model import NodeInfo, Pod
+from clusterscaler.simulator.predicates import check_predicates
+from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
+from clusterscaler.simulator.templates import sanitize_template
+
+if TYPE_CHECKING:
+    from clusterscaler.options import AutoscalingOptions
+
+__all__ = ["BinpackingEstimator", "order_groups"]
+
+log = structlog.get_logger()
+
+
+def _share(request: int, allocatable: int) -> float:
+    return request / allocatable if allocatable > 0 else 0.0
+
+
+def order_groups(groups: Sequence[PodGroup], template: NodeInfo) -> list[PodGroup]:
+    """Largest first by cpu share + memory share of the template's allocatable (stable)."""
+    alloc = template.node.allocatable
+
+    def score(group: PodGroup) -> float:
+        r = group.representative.requests
+        return _share(r.cpu, alloc.cpu) + _share(r.memory, alloc.memory)
+
+    return sorted((g for g in groups if g.pods), key=score, reverse=True)
+
+
+def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot) -> bool:
+    """Whether every pod is identical to the first for scheduling, and only resources and
+    static node properties (taints, selectors, node affinity) decide where it fits."""
+    rep = pods[0]
+    if (
+        rep.topology_spread
+        or rep.host_ports
+        or rep.volumes
+        or (rep.affinity is not None and rep.affinity.pod is not None)
+        or snapshot.has_anti_affinity_pods
+    ):
+        return False
+    for p in pods:
+        if p is rep:
+            continue
+        if (
+            p.requests != rep.requests
+            or p.tolerations != rep.tolerations
+            or p.node_selector != rep.node_selector
+            or p.affinity != rep.affinity
+            or p.node_name != rep.node_name
+            or p.topology_spread
+            or p.host_ports
+            or p.volumes
+        ):
+            return False
+    return True
+
+
+def _capacity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> int:
+    """How many copies of a resource-only `pod` still fit on `ni`."""
+    if check_predicates(pod, ni, snapshot) is not None:
+        return 0
+    r = pod.requests
+    alloc = ni.node.allocatable
+    fits: list[int] = []
+    for want, used, have in (
+        (r.cpu, ni.req_cpu, alloc.cpu),
+        (r.memory, ni.req_memory, alloc.memory),
+        (r.pods, ni.req_pods, alloc.pods),
+        (r.ephemeral_storage, ni.req_eph, alloc.ephemeral_storage),
+    ):
+        if want > 0:
+            fits.append((have - used) // want)
+    for k, want in r.extended.items():
+        if want > 0:
+            fits.append((alloc.extended.get(k, 0) - ni.req_ext.get(k, 0)) // want)
+    # A pod requesting nothing at all (not even a pod slot) fits without bound; the pod
+    # slot every parsed pod carries keeps this finite in practice.
+    return max(1, min(fits)) if fits else 1 << 30
+
+
+@dataclass
+class _State:
+    node_group_id: str
+    template: NodeInfo
+    ignored_taints: frozenset[str]
+    ignored_prefixes: tuple[str, ...]
+    new_nodes: list[str] = field(default_factory=list)
+    with_pods: set[str] = field(default_factory=set)
+    scheduled: list[Pod] = field(default_factory=list)
+    unscheduled: list[Pod] = field(default_factory=list)
+    limited_by: str | None = None
+    last_index: int = 0
+    counter: int = 0
+
+    @property
+    def last_node(self) -> str | None:
+        return self.new_nodes[-1] if self.new_nodes else None
+
+
+class BinpackingEstimator:
+    """First-fit decreasing estimation, as the upstream Cluster Autoscaler does it."""
+
+    name = "binpacking"
+
+    def __init__(self, options: AutoscalingOptions | None = None) -> None:
+        ignored: set[str] = set()
+        prefixes: tuple[str, ...] = ()
+        if options is not None:
+            for taint in (*options.ignore_taint, *options.startup_taint, *options.status_taint):
+                # Flags may carry `key`, `key=value` or `key=value:Effect`; the key decides.
+                ignored.add(taint.split("=", 1)[0].split(":", 1)[0])
+            prefixes = tuple(options.startup_taint_prefix)
+        self.ignored_taints = frozenset(ignored)
+        self.ignored_prefixes = prefixes
+
+    def estimate(
+        self,
+        groups: Sequence[PodGroup],
+        template: NodeInfo,
+        snapshot: ClusterSnapshot,
+        limiter: EstimationLimiter,
+        *,
+        node_group_id: str = "",
+    ) -> Estimate:
+        all_pods = [p for g in groups for p in g.pods]
+        limiter.start_estimation(all_pods, node_group_id)
+        state = _State(
+            node_group_id or template.node.name,
+            template,
+            self.ignored_taints,
+            self.ignored_prefixes,
+        )
+        snapshot.fork()
+        try:
+            for group in order_groups(groups, template):
+                pods = group.pods
+                simple = _is_resource_only(pods, snapshot)
+                if simple:
+                    remaining = self._existing_arithmetic(state, pods, snapshot)
+                    if remaining:
+                        self._new_arithmetic(state, remaining, snapshot, limiter)
+                else:
+                    remaining = self._existing(state, pods, snapshot)
+                    if remaining:
+                        self._new(state, remaining, snapshot, limiter)
+            new_nodes = tuple(
+                snapshot.get(name).to_node_info()
+                for name in state.new_nodes
+                if name in state.with_pods
+            )
+        finally:
+            snapshot.revert()
+            limiter.end_estimation()
+        result = Estimate(
+            node_count=len(state.with_pods),
+            scheduled_pods=tuple(state.scheduled),
+            new_nodes=new_nodes,
+            limited_by=state.limited_by,
+            unscheduled_pods=tuple(state.unscheduled),
+        )
+        log.debug(
+            "estimate",
+            node_group=node_group_id,
+            pods=len(all_pods),
+            node_count=result.node_count,
+            scheduled=len(result.scheduled_pods),
+            limited_by=result.limited_by,
+        )
+        return result
+
+    # ------------------------------------------------------------------ nodes
+
+    def _add_node(self, state: _State, snapshot: ClusterSnapshot) -> SimNodeInfo:
+        while True:
+            state.counter += 1
+            name = f"template-node-for-{state.node_group_id}-{state.counter}"
+            if name not in snapshot:
+                break
+        node, pods = sanitize_template(
+            state.template, name, state.ignored_taints, state.ignored_prefixes
+        )
+        ni = snapshot.add_node(node, pods)
+        state.new_nodes.append(name)
+        return ni
+
+    def _place(self, state: _State, snapshot: ClusterSnapshot, pod: Pod, node: str) -> None:
+        snapshot.add_pod(pod, node)
+        state.with_pods.add(node)
+        state.scheduled.append(pod)
+
+    # ------------------------------------------------------------------ pod by pod
+
+    def _existing(
+        self, state: _State, pods: Sequence[Pod], snapshot: ClusterSnapshot
+    ) -> Sequence[Pod]:
+        """Place pods on nodes added so far; return the pods from the first that fits none."""
+        names = state.new_nodes
+        count = len(names)
+        if not count:
+            return pods
+        for i, pod in enumerate(pods):
+            placed = False
+            for step in range(count):
+                index = (state.last_index + step) % count
+                ni = snapshot.get(names[index])
+                if check_predicates(pod, ni, snapshot) is None:
+                    self._place(state, snapshot, pod, ni.node.name)
+                    state.last_index = index
+                    placed = True
+                    break
+            if not placed:
+                return pods[i:]
+        return ()
+
+    def _new(
+        self,
+        state: _State,
+        pods: Sequence[Pod],
+        snapshot: ClusterSnapshot,
+        limiter: EstimationLimiter,
+    ) -> None:
+        for i, pod in enumerate(pods):
+            last = state.last_node
+            if last is not None and check_predicates(pod, snapshot.get(last), snapshot) is None:
+                self._place(state, snapshot, pod, last)
+                continue
+            if last is not None and last not in state.with_pods:
+                # The last node is still empty: a fresh copy would not take the pod either.
+                state.unscheduled.extend(pods[i:])
+                return
+            reason = limiter.permission_to_add_node()
+            if reason is not None:
+                state.limited_by = reason
+                state.unscheduled.extend(pods[i:])
+                return
+            ni = self._add_node(state, snapshot)
+            if check_predicates(pod, ni, snapshot) is not None:
+                state.unscheduled.extend(pods[i:])
+                return
+            self._place(state, snapshot, pod, ni.node.name)
+
+    # ------------------------------------------------------------------ arithmetic
+
+    def _fill(
+        self,
+        state: _State,
+        snapshot: ClusterSnapshot,
+        pods: Sequence[Pod],
+        start: int,
+        node: str,
+        n: int,
+    ) -> int:
+        for pod in pods[start : start + n]:
+            snapshot.add_pod(pod, node)
+        state.scheduled.extend(pods[start : start + n])
+        if n:
+            state.with_pods.add(node)
+        return start + n
+
+    def _existing_arithmetic(
+        self, state: _State, pods: Sequence[Pod], snapshot: ClusterSnapshot
+    ) -> Sequence[Pod]:
+        names = state.new_nodes
+        count = len(names)
+        if not count:
+            return pods
+        rep = pods[0]
+        done = 0
+        for step in range(count):
+            if done == len(pods):
+                break
+            index = (state.last_index + step) % count
+            ni = snapshot.get(names[index])
+            k = _capacity(rep, ni, snapshot)
+            if k:
+                done = self._fill(
+                    state, snapshot, pods, done, ni.node.name, min(k, len(pods) - done)
+                )
+                state.last_index = index
+        return pods[done:]
+
+    def _new_arithmetic(
+        self,
+        state: _State,
+        pods: Sequence[Pod],
+        snapshot: ClusterSnapshot,
+        limiter: EstimationLimiter,
+    ) -> None:
+        rep = pods[0]
+        done = 0
+        total = len(pods)
+        last = state.last_node
+        if last is not None:
+            k = _capacity(rep, snapshot.get(last), snapshot)
+            done = self._fill(state, snapshot, pods, done, last, min(k, total))
+        while done < total:
+            last = state.last_node
+            if last is not None and last not in state.with_pods:
+                break
+            reason = limiter.permission_to_add_node()
+            if reason is not None:
+                state.limited_by = reason
+                break
+            ni = self._add_node(state, snapshot)
+            k = _capacity(rep, ni, snapshot)
+            if not k:
+                break
+            done = self._fill(state, snapshot, pods, done, ni.node.name, min(k, total - done))
+        state.unscheduled.extend(pods[done:])
