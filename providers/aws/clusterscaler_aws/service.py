@@ -145,6 +145,7 @@ class AwsService:
         region: str,
         cloud_config: CloudConfig | None = None,
         session: boto3.session.Session | None = None,
+        page_size: int = MAX_RECORDS,
     ) -> None:
         config = cloud_config or CloudConfig()
         session = session or boto3.session.Session(region_name=region)
@@ -154,6 +155,7 @@ class AwsService:
             user_agent_extra="clusterscaler-aws",
         )
         self.region = region
+        self.page_size = page_size
         self._clients: dict[str, Any] = {}
         for service in ("autoscaling", "ec2", "eks"):
             override = config.endpoint_for(service, region)
@@ -194,7 +196,7 @@ class AwsService:
         paginator = self.autoscaling.get_paginator("describe_auto_scaling_groups")
         result: list[AsgDescription] = []
         try:
-            for page in paginator.paginate(**params, PaginationConfig={"PageSize": MAX_RECORDS}):
+            for page in paginator.paginate(**params, PaginationConfig={"PageSize": self.page_size}):
                 for raw in page.get("AutoScalingGroups", []):
                     result.append(asg_from_api(raw))
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
