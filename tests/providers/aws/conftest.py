@@ -22,12 +22,11 @@ from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
-
-from clusterscaler.options import AutoscalingOptions
 from clusterscaler.cloudprovider import ProviderContext
+from clusterscaler.options import AutoscalingOptions
 from clusterscaler_aws.plugin import build_provider
 from clusterscaler_aws.provider import AwsCloudProvider
+from moto.server import ThreadedMotoServer
 
 REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b")

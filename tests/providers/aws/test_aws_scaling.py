@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from clusterscaler.cloudprovider import CloudProviderError, InstanceErrorClass, InstanceState
 from clusterscaler.model import Node
 
