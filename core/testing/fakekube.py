@@ -1485,47 +1485,10 @@ class _Handler(BaseHTTPRequestHandler):
         watch = method == "GET" and _truthy(query.get("watch"))
         content_type = self.headers.get("Content-Type", "")
         raw = self._read_body()
-        status = 500
         verb, group, resource, subresource, namespace, name = self._attributes(method, path, query)
-        try:
-            self.fake._apply_fault(method, path, watch)
-            if method == "GET":
-                discovery = self.fake._discovery(path)
-                if discovery is not None:
-                    status = 200
-                    self._send_json(200, discovery)
-                    return
-            body: Any = None
-            if raw:
-                try:
-                    if content_type.startswith("application/apply-patch+yaml"):
-                        body = yaml.safe_load(raw)
-                    else:
-                        body = json.loads(raw)
-                except (ValueError, yaml.YAMLError) as exc:
-                    raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
-            if watch:
-                route = self.fake._route(path)
-                if route.name or route.subresource:
-                    raise ApiError(405, "watch is only supported on collections")
-                status = 200
-                self.fake._watch_events(self, route, query)
-                return
-            status, payload = self.fake._handle(method, path, query, body, content_type)
-            self._send_json(status, payload)
-        except SelectorError as exc:
-            status = 400
-            self._send_json(400, ApiError(400, str(exc)).status())
-        except ApiError as exc:
-            status = exc.code
-            self._send_json(exc.code, exc.status(), exc.headers)
-        except OSError:
-            self.close_connection = True
-        except Exception as exc:  # a bug in the fake must reach the test as a 500, not a hang
-            status = 500
-            log.exception("fake_kube_internal_error", method=method, path=path)
-            self._send_json(500, ApiError(500, f"fake API server error: {exc!r}").status())
-        finally:
+
+        def record(status: int) -> None:
+            # Recorded before the answer is sent, so a test sees it as soon as its call returns.
             self.fake.requests.append(
                 RecordedRequest(
                     method,
@@ -1541,6 +1504,46 @@ class _Handler(BaseHTTPRequestHandler):
                     content_type,
                 )
             )
+
+        try:
+            self.fake._apply_fault(method, path, watch)
+            if method == "GET":
+                discovery = self.fake._discovery(path)
+                if discovery is not None:
+                    record(200)
+                    self._send_json(200, discovery)
+                    return
+            body: Any = None
+            if raw:
+                try:
+                    if content_type.startswith("application/apply-patch+yaml"):
+                        body = yaml.safe_load(raw)
+                    else:
+                        body = json.loads(raw)
+                except (ValueError, yaml.YAMLError) as exc:
+                    raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
+            if watch:
+                route = self.fake._route(path)
+                if route.name or route.subresource:
+                    raise ApiError(405, "watch is only supported on collections")
+                record(200)
+                self.fake._watch_events(self, route, query)
+                return
+            status, payload = self.fake._handle(method, path, query, body, content_type)
+            record(status)
+            self._send_json(status, payload)
+        except SelectorError as exc:
+            record(400)
+            self._send_json(400, ApiError(400, str(exc)).status())
+        except ApiError as exc:
+            record(exc.code)
+            self._send_json(exc.code, exc.status(), exc.headers)
+        except OSError:
+            self.close_connection = True
+        except Exception as exc:  # a bug in the fake must reach the test as a 500, not a hang
+            log.exception("fake_kube_internal_error", method=method, path=path)
+            record(500)
+            self._send_json(500, ApiError(500, f"fake API server error: {exc!r}").status())
 
     def _attributes(
         self, method: str, path: str, query: dict[str, str]
