@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from clusterscaler.proportional.params import (
     parse_params_document,
 )
 from clusterscaler.proportional.targets import TARGET_FORM, Target, parse_targets
+from kubernetes.config.config_exception import ConfigException
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -213,12 +215,16 @@ def build_controller_parser() -> argparse.ArgumentParser:
             "Scale Deployments, ReplicaSets, StatefulSets or ReplicationControllers with the "
             "number of nodes and cores of the cluster, with the flags and ConfigMap formats "
             "of the cluster-proportional-autoscaler. "
-            "`clusterscaler proportional calc --help` evaluates parameters offline."
+            "`clusterscaler proportional calc --help` evaluates parameters offline. "
+            "glog's flags (--logtostderr, --alsologtostderr, --log-dir, --log-file, "
+            "--vmodule, --log-backtrace-at, --stderrthreshold) are accepted for "
+            "compatibility; logs always go to stderr."
         ),
     )
     parser.add_argument(
         "--target",
         type=_targets,
+        metavar="KIND/NAME[,KIND/NAME...]",
         help=f"targets to scale: {TARGET_FORM}, comma separated (not case sensitive)",
     )
     parser.add_argument(
@@ -260,6 +266,7 @@ def build_controller_parser() -> argparse.ArgumentParser:
         "--address",
         type=_address,
         default=":8080",
+        metavar="[HOST]:PORT",
         help="[host]:port serving /healthz and /last-poll (default :8080)",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -268,11 +275,13 @@ def build_controller_parser() -> argparse.ArgumentParser:
         "--logging-format", choices=("text", "json"), default="text", help="log format"
     )
     # glog flags the upstream image accepts; kept so existing manifests run unchanged.
+    # Logs always go to stderr, so these only need to parse.
     for flag in ("--logtostderr", "--alsologtostderr"):
-        parser.add_argument(flag, type=_bool, nargs="?", const=True, default=True)
-    for flag in ("--log-dir", "--vmodule", "--log-backtrace-at", "--log-file"):
-        parser.add_argument(flag, default="")
-    parser.add_argument("--stderrthreshold", default="2")
+        parser.add_argument(
+            flag, type=_bool, nargs="?", const=True, default=True, help=argparse.SUPPRESS
+        )
+    for flag in ("--log-dir", "--vmodule", "--log-backtrace-at", "--log-file", "--stderrthreshold"):
+        parser.add_argument(flag, default="", help=argparse.SUPPRESS)
     return parser
 
 
@@ -384,7 +393,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     configure_logging(config.verbosity, config.logging_format, sys.stderr)
+    stop = threading.Event()
+    # Kubernetes stops pods with SIGTERM: finish the current poll and exit cleanly.
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) if in_main_thread else None
     try:
-        return run_controller(config)
+        return run_controller(config, stop=stop)
     except KeyboardInterrupt:
         return EXIT_OK
+    except (OSError, ConfigException) as exc:
+        # Startup failures only (no kubeconfig, port taken): polls catch their own errors.
+        structlog.get_logger().error(
+            "proportional_start_failed", error=str(exc), error_type=type(exc).__name__
+        )
+        return EXIT_FAILED
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
