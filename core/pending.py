@@ -1,0 +1,109 @@
+"""Which pending pods call for a scale-up.
+
+A pod is considered when the scheduler marked it unschedulable (PodScheduled=False,
+reason Unschedulable) — or, for schedulers in --bypassed-scheduler-names, as soon as it is
+pending. Expendable pods (priority below --expendable-pods-priority-cutoff), pods waiting
+for preemption (nominatedNodeName set) and pods younger than --new-pod-scale-up-delay (or
+their `pod-scale-up-delay` annotation) are left out, and so are pods that fit on existing or
+upcoming capacity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import structlog
+from clusterscaler.durations import parse_duration
+from clusterscaler.equivalence import group_pods
+from clusterscaler.model import DEFAULT_SCHEDULER, Pod
+from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
+
+if TYPE_CHECKING:
+    from clusterscaler.options import AutoscalingOptions
+
+log = structlog.get_logger()
+
+SCALE_UP_DELAY_ANNOTATION = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
+
+
+@dataclass
+class PendingPods:
+    """Pending pods sorted by what the loop does with them."""
+
+    # Pods a scale-up should help.
+    unschedulable: list[Pod] = field(default_factory=list)
+    expendable: list[Pod] = field(default_factory=list)
+    too_young: list[Pod] = field(default_factory=list)
+    awaiting_preemption: list[Pod] = field(default_factory=list)
+    # Pods that fit on existing or upcoming nodes (filled by `drop_schedulable`).
+    fit_existing: list[Pod] = field(default_factory=list)
+    # Bad annotations, as "<pod>: <problem>".
+    errors: list[str] = field(default_factory=list)
+
+
+def scale_up_delay(pod: Pod, default: timedelta) -> tuple[timedelta, str]:
+    """The pod's scale-up delay and an error message when its annotation is malformed.
+
+    The annotation can only lengthen the delay: a shorter value keeps the flag's.
+    """
+    raw = pod.annotations.get(SCALE_UP_DELAY_ANNOTATION)
+    if raw is None:
+        return default, ""
+    try:
+        value = parse_duration(raw)
+    except ValueError:
+        return default, (
+            f"Pod {pod.key}: annotation {SCALE_UP_DELAY_ANNOTATION}: expected a Go duration "
+            f"such as 30s or 5m, got {raw!r}"
+        )
+    return max(value, default), ""
+
+
+def classify_pending(
+    pods: Iterable[Pod], options: AutoscalingOptions, now: datetime
+) -> PendingPods:
+    out = PendingPods()
+    allowed = {DEFAULT_SCHEDULER, *options.allowed_scheduler_names}
+    bypassed = set(options.bypassed_scheduler_names)
+    cutoff = options.expendable_pods_priority_cutoff
+    for pod in pods:
+        if pod.node_name or pod.is_terminal or pod.deletion_time is not None:
+            continue
+        if pod.scheduler_name in bypassed:
+            pass
+        elif pod.scheduler_name not in allowed or not pod.unschedulable:
+            continue
+        if pod.priority is not None and pod.priority < cutoff:
+            out.expendable.append(pod)
+            continue
+        if pod.nominated_node_name:
+            out.awaiting_preemption.append(pod)
+            continue
+        delay, error = scale_up_delay(pod, options.new_pod_scale_up_delay)
+        if error:
+            out.errors.append(error)
+            log.warning("bad_pod_annotation", pod=pod.key, error=error)
+        if delay and pod.creation_time is not None and now - pod.creation_time < delay:
+            out.too_young.append(pod)
+            continue
+        out.unschedulable.append(pod)
+    return out
+
+
+def drop_schedulable(
+    pending: PendingPods, snapshot: ClusterSnapshot, simulator: HintingSimulator
+) -> None:
+    """Place what fits on the snapshot (existing and upcoming nodes) and keep the rest.
+
+    Placed pods stay in the snapshot, so capacity they take is not offered twice.
+    """
+    remaining: list[Pod] = []
+    for group in group_pods(pending.unschedulable):
+        result = simulator.try_schedule_pods(snapshot, group.pods, break_on_failure=True)
+        pending.fit_existing.extend(p.pod for p in result.scheduled)
+        # Equivalent pods fail alike: once one does not fit, the others will not either.
+        remaining.extend(group.pods[len(result.scheduled) :])
+    pending.unschedulable = remaining
