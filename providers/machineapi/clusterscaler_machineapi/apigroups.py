@@ -1,0 +1,114 @@
+"""The API groups the provider works with and the annotation names each one uses.
+
+Cluster API serves `cluster.x-k8s.io` (overridable with the `CAPI_GROUP` environment
+variable, as upstream); OpenShift's Machine API serves `machine.openshift.io`. Every
+annotation the autoscaler reads or writes on MachineSets, MachineDeployments, Machines and
+Nodes is prefixed by the group of the resource it belongs to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CAPI_GROUP = "cluster.x-k8s.io"
+OPENSHIFT_GROUP = "machine.openshift.io"
+CAPI_GROUP_ENV = "CAPI_GROUP"
+CAPI_VERSION_ENV = "CAPI_VERSION"
+OPENSHIFT_NAMESPACE = "openshift-machine-api"
+
+MACHINE_SET = "MachineSet"
+MACHINE_DEPLOYMENT = "MachineDeployment"
+MACHINE = "Machine"
+PLURALS = {
+    MACHINE_SET: "machinesets",
+    MACHINE_DEPLOYMENT: "machinedeployments",
+    MACHINE: "machines",
+}
+
+# The capacity annotations upstream reads for scale from zero, whatever the API group.
+CAPACITY_PREFIX = "capacity.cluster-autoscaler.kubernetes.io/"
+CAPACITY_CPU = CAPACITY_PREFIX + "cpu"
+CAPACITY_MEMORY = CAPACITY_PREFIX + "memory"
+CAPACITY_EPHEMERAL_DISK = CAPACITY_PREFIX + "ephemeral-disk"
+CAPACITY_MAX_PODS = CAPACITY_PREFIX + "maxPods"
+CAPACITY_GPU_TYPE = CAPACITY_PREFIX + "gpu-type"
+CAPACITY_GPU_COUNT = CAPACITY_PREFIX + "gpu-count"
+CAPACITY_LABELS = CAPACITY_PREFIX + "labels"
+CAPACITY_TAINTS = CAPACITY_PREFIX + "taints"
+
+# OpenShift's older keys, set by the machine-api providers on MachineSets.
+OPENSHIFT_VCPU = OPENSHIFT_GROUP + "/vCPU"
+OPENSHIFT_MEMORY_MB = OPENSHIFT_GROUP + "/memoryMb"
+OPENSHIFT_GPU = OPENSHIFT_GROUP + "/GPU"
+OPENSHIFT_MAX_PODS = OPENSHIFT_GROUP + "/maxPods"
+
+DEFAULT_GPU_TYPE = "nvidia.com/gpu"
+# OpenShift's kubelet configuration allows 250 pods per node; upstream kubelet 110.
+OPENSHIFT_DEFAULT_MAX_PODS = 250
+DEFAULT_MAX_PODS = 110
+
+OPTION_SCALE_DOWN_UTILIZATION_THRESHOLD = "scaledownutilizationthreshold"
+OPTION_SCALE_DOWN_GPU_UTILIZATION_THRESHOLD = "scaledowngpuutilizationthreshold"
+OPTION_SCALE_DOWN_UNNEEDED_TIME = "scaledownunneededtime"
+OPTION_SCALE_DOWN_UNREADY_TIME = "scaledownunreadytime"
+OPTION_MAX_NODE_PROVISION_TIME = "maxnodeprovisiontime"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiGroup:
+    """One served Machine API group at one version, with its annotation names."""
+
+    group: str
+    version: str
+
+    @property
+    def openshift(self) -> bool:
+        return self.group == OPENSHIFT_GROUP
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def scalable_kinds(self) -> tuple[str, ...]:
+        """Kinds that can be node groups. OpenShift's Machine API has no MachineDeployments."""
+        if self.openshift:
+            return (MACHINE_SET,)
+        return (MACHINE_DEPLOYMENT, MACHINE_SET)
+
+    @property
+    def min_size_key(self) -> str:
+        return f"{self.group}/cluster-api-autoscaler-node-group-min-size"
+
+    @property
+    def max_size_key(self) -> str:
+        return f"{self.group}/cluster-api-autoscaler-node-group-max-size"
+
+    @property
+    def delete_machine_keys(self) -> tuple[str, ...]:
+        """Annotations that make the MachineSet controller pick a machine on scale-down.
+
+        OpenShift's controller has honoured two names over time; both are set so that any
+        release of it deletes the chosen machine.
+        """
+        if self.openshift:
+            return (f"{OPENSHIFT_GROUP}/delete-machine", f"{OPENSHIFT_GROUP}/cluster-api-delete-machine")
+        return (f"{self.group}/delete-machine",)
+
+    @property
+    def node_machine_key(self) -> str:
+        """Annotation on a Node naming its Machine as `<namespace>/<name>`."""
+        return f"{self.group}/machine"
+
+    @property
+    def cluster_name_label(self) -> str:
+        if self.openshift:
+            return f"{OPENSHIFT_GROUP}/cluster-api-cluster"
+        return f"{self.group}/cluster-name"
+
+    @property
+    def default_max_pods(self) -> int:
+        return OPENSHIFT_DEFAULT_MAX_PODS if self.openshift else DEFAULT_MAX_PODS
+
+    def option_key(self, option: str) -> str:
+        return f"{self.group}/autoscaling-options-{option}"

@@ -1,0 +1,114 @@
+"""The clusterscaler plugin of `clusterscaler-machineapi`: the `machineapi` cloud provider."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import structlog
+from clusterscaler import hookimpl
+from clusterscaler.cloudprovider import CloudProviderError, ConfigurationError, ProviderContext
+
+from clusterscaler_machineapi import PROVIDER_ALIASES, PROVIDER_NAME
+from clusterscaler_machineapi.apigroups import (
+    CAPI_GROUP,
+    CAPI_GROUP_ENV,
+    CAPI_VERSION_ENV,
+    MACHINE_DEPLOYMENT,
+    OPENSHIFT_GROUP,
+    PLURALS,
+    ApiGroup,
+)
+from clusterscaler_machineapi.discovery import parse_discovery_specs
+from clusterscaler_machineapi.kubeapi import KubeApi
+from clusterscaler_machineapi.provider import MachineApiCloudProvider
+
+if TYPE_CHECKING:
+    from clusterscaler.pluginmanager import Registry
+
+log = structlog.get_logger()
+
+
+@hookimpl
+def clusterscaler_register_cloud_providers(registry: Registry) -> None:
+    registry.add_cloud_provider(
+        PROVIDER_NAME,
+        build_provider,
+        aliases=list(PROVIDER_ALIASES),
+        description="OpenShift MachineSets and Cluster API MachineSets/MachineDeployments "
+        "(--node-group-auto-discovery=clusterapi:namespace=...,clusterName=...)",
+    )
+
+
+def resolve_api_groups(api: KubeApi, environ: Mapping[str, str] | None = None) -> list[ApiGroup]:
+    """The Machine API groups served by the cluster, each at its version.
+
+    `CAPI_GROUP` names the one group to use; otherwise every served group among
+    `cluster.x-k8s.io` and `machine.openshift.io` is used. `CAPI_VERSION` overrides the
+    version discovery prefers.
+    """
+    env = os.environ if environ is None else environ
+    override = env.get(CAPI_GROUP_ENV, "").strip()
+    wanted = [override] if override else [CAPI_GROUP, OPENSHIFT_GROUP]
+    version_override = env.get(CAPI_VERSION_ENV, "").strip()
+    out = []
+    for group in wanted:
+        version = api.preferred_version(group)
+        if version is None:
+            continue
+        if version_override:
+            version = version_override
+        served = api.served_resources(group, version)
+        needed = [PLURALS["Machine"], PLURALS["MachineSet"], f"{PLURALS['MachineSet']}/scale"]
+        missing = [name for name in needed if name not in served]
+        if missing:
+            raise ConfigurationError(
+                f"machineapi provider: API group {group}/{version} does not serve "
+                f"{', '.join(missing)}; set {CAPI_VERSION_ENV} to a version that does"
+            )
+        if group != OPENSHIFT_GROUP and f"{PLURALS[MACHINE_DEPLOYMENT]}/scale" not in served:
+            log.warning("machineapi_no_machinedeployments", api_version=f"{group}/{version}")
+        out.append(ApiGroup(group=group, version=version))
+    if not out:
+        raise ConfigurationError(
+            "machineapi provider: the API server serves none of the API groups "
+            f"{', '.join(wanted)}; install Cluster API or the OpenShift Machine API, or set "
+            f"{CAPI_GROUP_ENV} to the group that serves MachineSets"
+        )
+    return out
+
+
+def build_provider(
+    context: ProviderContext, environ: Mapping[str, str] | None = None
+) -> MachineApiCloudProvider:
+    """The factory registered as `machineapi`: finds the API groups and lists node groups once."""
+    if context.kube_api is None:
+        raise ConfigurationError(
+            "machineapi provider: needs a Kubernetes API connection (--kubeconfig or "
+            "in-cluster configuration); it cannot run offline"
+        )
+    options = context.options
+    if options.nodes:
+        log.warning(
+            "machineapi_nodes_flag_ignored",
+            nodes=list(options.nodes),
+            reason="node groups come from the min/max size annotations",
+        )
+    specs = parse_discovery_specs(options.node_group_auto_discovery)
+    api = KubeApi(context.kube_api)
+    try:
+        apis = resolve_api_groups(api, environ)
+    except ConfigurationError:
+        raise
+    except CloudProviderError as exc:
+        raise CloudProviderError(f"machineapi provider: API discovery failed: {exc}") from exc
+    provider = MachineApiCloudProvider(api, apis, specs)
+    provider.refresh()
+    log.info(
+        "machineapi_provider_ready",
+        api_versions=[a.api_version for a in apis],
+        node_groups=[g.id for g in provider.node_groups()],
+        discovery=list(options.node_group_auto_discovery),
+    )
+    return provider

@@ -1,0 +1,433 @@
+"""The `machineapi` cloud provider: MachineSets and MachineDeployments as node groups.
+
+Sizes are read and written through the scale subresource. Scale-down marks the chosen
+Machine with the delete-machine annotation before lowering replicas, so that the
+MachineSet controller removes exactly that machine; the mark is taken back if the resize
+fails. Nothing else about a Machine is ever changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from clusterscaler.cloudprovider import (
+    CloudProviderError,
+    Instance,
+    InstanceErrorClass,
+    InstanceErrorInfo,
+    InstanceState,
+    NodeGroupOptions,
+    PricingModel,
+    ResourceLimiter,
+)
+
+from clusterscaler_machineapi import PROVIDER_NAME
+from clusterscaler_machineapi.apigroups import OPENSHIFT_NAMESPACE, PLURALS, ApiGroup
+from clusterscaler_machineapi.discovery import DiscoverySpec, namespaces_to_watch
+from clusterscaler_machineapi.kubeapi import KubeApi
+from clusterscaler_machineapi.objects import Machine, ScalableResource
+from clusterscaler_machineapi.settings import group_options
+from clusterscaler_machineapi.snapshot import (
+    GroupRecord,
+    Listing,
+    Problem,
+    Snapshot,
+    build_snapshot,
+    instance_id,
+)
+from clusterscaler_machineapi.template import build_template_node_info
+
+if TYPE_CHECKING:
+    from clusterscaler.model import Node, NodeInfo
+
+log = structlog.get_logger()
+
+GPU_LABEL = "cluster-api/accelerator"
+PROVISIONING_FAILED = "ProvisioningFailed"
+
+
+class MachineApiNodeGroup:
+    """One MachineSet or MachineDeployment, as seen at the last refresh."""
+
+    def __init__(self, provider: MachineApiCloudProvider, record: GroupRecord) -> None:
+        self._provider = provider
+        self._record = record
+        self._target: int | None = None
+
+    @property
+    def resource(self) -> ScalableResource:
+        return self._record.resource
+
+    @property
+    def id(self) -> str:
+        return self._record.resource.id
+
+    @property
+    def min_size(self) -> int:
+        return self._record.limits.min_size
+
+    @property
+    def max_size(self) -> int:
+        return self._record.limits.max_size
+
+    # ------------------------------------------------------------------ sizes
+
+    def _api_args(self) -> tuple[str, str, str, str, str]:
+        r = self.resource
+        return (r.api.group, r.api.version, PLURALS[r.kind], r.namespace, r.name)
+
+    def _read_replicas(self) -> int:
+        try:
+            replicas = self._provider.api.get_scale(*self._api_args())
+        except CloudProviderError as exc:
+            raise CloudProviderError(f"{self.id}: reading the scale subresource failed: {exc}") from exc
+        self._target = replicas
+        return replicas
+
+    def _write_replicas(self, replicas: int) -> int:
+        try:
+            written = self._provider.api.set_scale(*self._api_args(), replicas)
+        except CloudProviderError as exc:
+            self._target = None
+            raise CloudProviderError(
+                f"{self.id}: setting replicas to {replicas} through the scale subresource "
+                f"failed: {exc}"
+            ) from exc
+        self._target = written
+        return written
+
+    def target_size(self) -> int:
+        """Replicas from the scale subresource, read once per refresh and after each write."""
+        if self._target is None:
+            return self._read_replicas()
+        return self._target
+
+    def increase_size(self, delta: int) -> None:
+        if delta <= 0:
+            raise CloudProviderError(f"{self.id}: size increase must be positive, got {delta}")
+        current = self._read_replicas()
+        wanted = current + delta
+        if wanted > self.max_size:
+            raise CloudProviderError(
+                f"{self.id}: size increase too large: {current} + {delta} = {wanted} is above "
+                f"the max size {self.max_size}"
+            )
+        self._write_replicas(wanted)
+        log.info("scale_up", node_group=self.id, delta=delta, replicas=wanted)
+
+    # ------------------------------------------------------------------ marking machines
+
+    def _mark(self, machine: Machine) -> None:
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._patch_machine(machine, dict.fromkeys(machine.api.delete_machine_keys, stamp))
+
+    def _unmark(self, machine: Machine) -> None:
+        try:
+            self._patch_machine(machine, dict.fromkeys(machine.api.delete_machine_keys))
+        except CloudProviderError as exc:
+            # The resize failed and so did taking the mark back: the next scale-down of
+            # this group (by anyone) would remove this machine first. Say so loudly.
+            log.error(
+                "machineapi_unmark_failed",
+                node_group=self.id,
+                machine=machine.key,
+                error=str(exc),
+            )
+
+    def _patch_machine(self, machine: Machine, annotations: dict[str, str | None]) -> None:
+        api = machine.api
+        try:
+            self._provider.api.patch_annotations(
+                api.group, api.version, PLURALS["Machine"], machine.namespace, machine.name, annotations
+            )
+        except CloudProviderError as exc:
+            raise CloudProviderError(
+                f"{self.id}: annotating {machine.ref} failed: {exc}"
+            ) from exc
+
+    def _machines_to_delete(self, nodes: Sequence[Node]) -> list[Machine]:
+        snapshot = self._provider.snapshot
+        out: dict[str, Machine] = {}
+        for node in nodes:
+            machine = snapshot.machine_for_node(node)
+            if machine is None:
+                raise CloudProviderError(
+                    f"{self.id}: node {node.name} (providerID {node.provider_id!r}) has no "
+                    "Machine; nothing was deleted"
+                )
+            owner = snapshot.group_id_of(machine)
+            if owner != self.id:
+                raise CloudProviderError(
+                    f"{self.id}: node {node.name} ({machine.ref}) belongs to "
+                    f"{owner or 'no node group'}; nothing was deleted"
+                )
+            out[machine.key] = machine
+        return list(out.values())
+
+    def delete_nodes(self, nodes: Sequence[Node]) -> None:
+        if not nodes:
+            return
+        machines = self._machines_to_delete(nodes)
+        to_delete = [m for m in machines if not m.deleting]
+        for machine in machines:
+            if machine.deleting:
+                log.info("machineapi_already_deleting", node_group=self.id, machine=machine.key)
+        if not to_delete:
+            return
+        replicas = self._read_replicas()
+        if replicas - len(to_delete) < self.min_size:
+            raise CloudProviderError(
+                f"{self.id}: deleting {len(to_delete)} node(s) would take replicas from "
+                f"{replicas} below the min size {self.min_size}; nothing was deleted"
+            )
+        for machine in to_delete:
+            self._mark(machine)
+            try:
+                current = self._read_replicas()
+                if current - 1 < self.min_size:
+                    raise CloudProviderError(
+                        f"{self.id}: replicas changed to {current} meanwhile; deleting "
+                        f"{machine.ref} would go below the min size {self.min_size}"
+                    )
+                self._write_replicas(current - 1)
+            except CloudProviderError:
+                self._unmark(machine)
+                raise
+            log.info(
+                "scale_down",
+                node_group=self.id,
+                machine=machine.key,
+                node=machine.node_name,
+                replicas=current - 1,
+            )
+
+    def decrease_target_size(self, delta: int) -> None:
+        """Cancel `-delta` machines that never became nodes.
+
+        The chosen machines are marked for deletion first, failed ones before pending
+        ones, so the controller cannot pick a machine that already runs a node instead.
+        """
+        if delta >= 0:
+            raise CloudProviderError(f"{self.id}: size decrease must be negative, got {delta}")
+        replicas = self._read_replicas()
+        machines = self._provider.list_group_machines(self)
+        with_nodes = [m for m in machines if m.node_name and not m.deleting]
+        if replicas + delta < len(with_nodes):
+            raise CloudProviderError(
+                f"{self.id}: decreasing the target size by {-delta} would delete existing "
+                f"nodes (target {replicas}, nodes {len(with_nodes)})"
+            )
+        nodeless = [m for m in machines if not m.node_name and not m.deleting]
+        nodeless.sort(key=lambda m: (not m.failed, m.name))
+        chosen = nodeless[:-delta]
+        marked: list[Machine] = []
+        try:
+            for machine in chosen:
+                self._mark(machine)
+                marked.append(machine)
+            self._write_replicas(replicas + delta)
+        except CloudProviderError:
+            for machine in marked:
+                self._unmark(machine)
+            raise
+        log.info(
+            "decrease_target_size",
+            node_group=self.id,
+            delta=delta,
+            replicas=replicas + delta,
+            machines=[m.key for m in chosen],
+        )
+
+    # ------------------------------------------------------------------ instances
+
+    def nodes(self) -> Sequence[Instance]:
+        out = []
+        for machine in self._record.machines:
+            if machine.deleting:
+                out.append(Instance(instance_id(machine), InstanceState.DELETING))
+            elif machine.failed:
+                detail = machine.failure_message or machine.failure_reason or "phase Failed"
+                out.append(
+                    Instance(
+                        instance_id(machine),
+                        InstanceState.CREATING,
+                        InstanceErrorInfo(
+                            error_class=InstanceErrorClass.OTHER,
+                            error_code=PROVISIONING_FAILED,
+                            error_message=f"{machine.ref} failed: {detail}",
+                        ),
+                    )
+                )
+            elif machine.provider_id and machine.node_name:
+                out.append(Instance(machine.provider_id, InstanceState.RUNNING))
+            else:
+                out.append(Instance(instance_id(machine), InstanceState.CREATING))
+        return out
+
+    def template_node_info(self) -> NodeInfo:
+        return build_template_node_info(self.resource)
+
+    def exist(self) -> bool:
+        return self.id in self._provider.snapshot.groups
+
+    def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
+        return group_options(self.resource, defaults)
+
+    def debug(self) -> str:
+        return (
+            f"{self.id} (min: {self.min_size}, max: {self.max_size}, "
+            f"replicas: {self.resource.replicas}, machines: {len(self._record.machines)})"
+        )
+
+    def __repr__(self) -> str:
+        return f"MachineApiNodeGroup({self.id!r})"
+
+
+class MachineApiCloudProvider:
+    """Node groups from the Machine API objects of one cluster."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        apis: Sequence[ApiGroup],
+        specs: Sequence[DiscoverySpec] = (),
+        *,
+        on_problem: Callable[[Problem], None] | None = None,
+    ) -> None:
+        if not apis:
+            raise CloudProviderError("machineapi provider: no Machine API group to watch")
+        self.api = api
+        self.apis = tuple(apis)
+        self.specs = tuple(specs)
+        self.snapshot = Snapshot(apis=self.apis)
+        self._groups: dict[str, MachineApiNodeGroup] = {}
+        self._reported: dict[tuple[str, str], str] = {}
+        self._on_problem = on_problem
+
+    @property
+    def name(self) -> str:
+        return PROVIDER_NAME
+
+    # ------------------------------------------------------------------ refresh
+
+    def _namespaces(self, api: ApiGroup) -> list[str] | None:
+        return namespaces_to_watch(self.specs, OPENSHIFT_NAMESPACE if api.openshift else None)
+
+    def _list(
+        self, api: ApiGroup, kind: str, namespaces: list[str] | None
+    ) -> list[Mapping[str, Any]]:
+        plural = PLURALS[kind]
+        if namespaces is None:
+            return list(self.api.list(api.group, api.version, plural))
+        items: list[Mapping[str, Any]] = []
+        for namespace in namespaces:
+            items.extend(self.api.list(api.group, api.version, plural, namespace))
+        return items
+
+    def refresh(self) -> None:
+        listings = []
+        for api in self.apis:
+            namespaces = self._namespaces(api)
+            try:
+                scalable = {kind: self._list(api, kind, namespaces) for kind in api.scalable_kinds}
+                machines = self._list(api, "Machine", namespaces)
+            except CloudProviderError as exc:
+                raise CloudProviderError(
+                    f"machineapi provider: listing {api.api_version} objects failed: {exc}"
+                ) from exc
+            listings.append(Listing(api=api, scalable=scalable, machines=machines))
+        snapshot = build_snapshot(listings, self.specs)
+        self.snapshot = snapshot
+        self._groups = {
+            rid: MachineApiNodeGroup(self, record) for rid, record in snapshot.groups.items()
+        }
+        self._report(snapshot.problems)
+        log.debug(
+            "machineapi_refreshed",
+            node_groups=list(self._groups),
+            machines=len(snapshot.machines),
+            problems=len(snapshot.problems),
+        )
+
+    def _report(self, problems: Sequence[Problem]) -> None:
+        current = {(p.node_group, p.reason): p.message for p in problems}
+        for problem in problems:
+            key = (problem.node_group, problem.reason)
+            # Log a problem when it appears or changes, not on every loop.
+            if self._reported.get(key) != problem.message:
+                log.error(
+                    "machineapi_node_group_problem",
+                    node_group=problem.node_group,
+                    reason=problem.reason,
+                    message=problem.message,
+                )
+                if self._on_problem is not None:
+                    self._on_problem(problem)
+        for key in set(self._reported) - set(current):
+            log.info("machineapi_node_group_problem_resolved", node_group=key[0], reason=key[1])
+        self._reported = current
+
+    def problems(self) -> list[Problem]:
+        """What is wrong with individual resources at the last refresh (status, `explain`)."""
+        return list(self.snapshot.problems)
+
+    def list_group_machines(self, group: MachineApiNodeGroup) -> list[Machine]:
+        """The group's Machines as they are now (not as of the last refresh)."""
+        resource = group.resource
+        api = resource.api
+        try:
+            listing = Listing(
+                api=api,
+                scalable={
+                    kind: self._list(api, kind, [resource.namespace]) for kind in api.scalable_kinds
+                },
+                machines=self._list(api, "Machine", [resource.namespace]),
+            )
+        except CloudProviderError as exc:
+            raise CloudProviderError(f"{group.id}: listing Machines failed: {exc}") from exc
+        record = build_snapshot([listing], self.specs).groups.get(group.id)
+        if record is None:
+            raise CloudProviderError(
+                f"{group.id}: no longer a node group (deleted, or its size annotations were "
+                "removed or became invalid)"
+            )
+        return list(record.machines)
+
+    # ------------------------------------------------------------------ CloudProvider
+
+    def node_groups(self) -> Sequence[MachineApiNodeGroup]:
+        return list(self._groups.values())
+
+    def node_group_for_node(self, node: Node) -> MachineApiNodeGroup | None:
+        machine = self.snapshot.machine_for_node(node)
+        if machine is None:
+            return None
+        group_id = self.snapshot.group_id_of(machine)
+        return self._groups.get(group_id) if group_id else None
+
+    def has_instance(self, node: Node) -> bool:
+        """False only when the node names a Machine that is gone.
+
+        A node this provider cannot place (no Machine matches its providerID and it names
+        none) may be a control-plane or hand-made node: it is assumed to exist, since
+        "gone" would let the autoscaler treat it as deleted.
+        """
+        if self.snapshot.machine_for_node(node) is not None:
+            return True
+        return not self.snapshot.names_missing_machine(node)
+
+    def pricing(self) -> PricingModel | None:
+        return None
+
+    def resource_limiter(self) -> ResourceLimiter | None:
+        return None
+
+    def gpu_label(self) -> str:
+        return GPU_LABEL
+
+    def cleanup(self) -> None:
+        log.debug("machineapi_cleanup")
+

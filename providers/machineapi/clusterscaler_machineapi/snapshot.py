@@ -1,0 +1,213 @@
+"""One consistent view of the Machine API objects, built once per refresh.
+
+`build_snapshot` is a pure function of the listed objects: it decides which scalable
+resources are node groups, maps Machines to them through controller owner references
+(uids checked) and indexes Machines for node lookups. Problems with one resource are
+recorded as `Problem`s and never stop the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterscaler.cloudprovider import ConfigurationError
+from clusterscaler.model import Node
+
+from clusterscaler_machineapi.apigroups import MACHINE_DEPLOYMENT, MACHINE_SET, ApiGroup
+from clusterscaler_machineapi.discovery import DiscoverySpec, allowed
+from clusterscaler_machineapi.objects import (
+    Machine,
+    ScalableResource,
+    normalize_provider_id,
+    parse_machine,
+    parse_scalable,
+)
+from clusterscaler_machineapi.settings import SizeLimits, size_limits
+from clusterscaler_machineapi.template import CannotScaleFromZeroError, read_capacity
+
+PLACEHOLDER_SCHEME = "clusterapi://"
+
+REASON_INVALID_OBJECT = "InvalidObject"
+REASON_INVALID_SIZE = "InvalidSizeAnnotations"
+REASON_CANNOT_SCALE_FROM_ZERO = "CannotScaleFromZero"
+REASON_INVALID_CAPACITY = "InvalidCapacityAnnotations"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something wrong with one resource, for logs, the status ConfigMap and `explain`.
+
+    `node_group` is the resource id (`MachineSet/<ns>/<name>`) even when the problem keeps
+    it from being a node group.
+    """
+
+    node_group: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    resource: ScalableResource
+    limits: SizeLimits
+    machines: tuple[Machine, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """Raw objects of one API group as listed from the API server."""
+
+    api: ApiGroup
+    scalable: Mapping[str, Sequence[Mapping[str, Any]]]  # kind -> raw objects
+    machines: Sequence[Mapping[str, Any]] = ()
+
+
+@dataclass
+class Snapshot:
+    groups: dict[str, GroupRecord] = field(default_factory=dict)
+    machines: dict[tuple[str, str], Machine] = field(default_factory=dict)  # (group, ns/name)
+    group_of_machine: dict[tuple[str, str], str] = field(default_factory=dict)
+    by_provider_id: dict[str, Machine] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    apis: tuple[ApiGroup, ...] = ()
+
+    def machine_for_node(self, node: Node) -> Machine | None:
+        """The Machine behind `node`: by normalised providerID, else the machine annotation."""
+        if node.provider_id:
+            machine = self.by_provider_id.get(normalize_provider_id(node.provider_id))
+            if machine is not None:
+                return machine
+        for api in self.apis:
+            ref = node.annotations.get(api.node_machine_key)
+            if ref:
+                machine = self.machines.get((api.group, ref.strip()))
+                if machine is not None:
+                    return machine
+        return None
+
+    def names_missing_machine(self, node: Node) -> bool:
+        """Whether `node` names (by annotation) a Machine that no longer exists."""
+        for api in self.apis:
+            ref = node.annotations.get(api.node_machine_key)
+            if ref and (api.group, ref.strip()) not in self.machines:
+                return True
+        return False
+
+    def group_id_of(self, machine: Machine) -> str | None:
+        return self.group_of_machine.get((machine.api.group, machine.key))
+
+
+def placeholder_id(machine: Machine) -> str:
+    """The instance id of a Machine without a providerID yet (pending or failed early)."""
+    return f"{PLACEHOLDER_SCHEME}{machine.api.group}/{machine.namespace}/{machine.name}"
+
+
+def instance_id(machine: Machine) -> str:
+    return machine.provider_id or placeholder_id(machine)
+
+
+def _owner_of(
+    owner_kind: str,
+    resource_owner: Any,
+    index: Mapping[tuple[str, str, str], ScalableResource],
+    namespace: str,
+) -> ScalableResource | None:
+    """The controller owner of the given kind, if it exists with the referenced uid."""
+    if resource_owner is None or resource_owner.kind != owner_kind:
+        return None
+    owner = index.get((owner_kind, namespace, resource_owner.name))
+    if owner is None:
+        return None
+    # A recreated owner with the same name is a different object: its uid differs.
+    if resource_owner.uid and owner.uid and resource_owner.uid != owner.uid:
+        return None
+    return owner
+
+
+def build_snapshot(listings: Iterable[Listing], specs: Sequence[DiscoverySpec]) -> Snapshot:
+    snap = Snapshot()
+    apis: list[ApiGroup] = []
+    for listing in listings:
+        apis.append(listing.api)
+        _add_listing(snap, listing, specs)
+    snap.apis = tuple(apis)
+    snap.groups = dict(sorted(snap.groups.items()))
+    return snap
+
+
+def _add_listing(snap: Snapshot, listing: Listing, specs: Sequence[DiscoverySpec]) -> None:
+    api = listing.api
+    index: dict[tuple[str, str, str], ScalableResource] = {}
+    for kind, raws in listing.scalable.items():
+        for raw in raws:
+            try:
+                resource = parse_scalable(raw, api, kind)
+            except ConfigurationError as exc:
+                meta = raw.get("metadata") or {}
+                rid = f"{kind}/{meta.get('namespace', '')}/{meta.get('name', '')}"
+                snap.problems.append(Problem(rid, REASON_INVALID_OBJECT, str(exc)))
+                continue
+            index[(kind, resource.namespace, resource.name)] = resource
+
+    candidates: dict[str, tuple[ScalableResource, SizeLimits]] = {}
+    for (kind, namespace, _name), resource in index.items():
+        # A MachineSet run by a MachineDeployment is scaled through its deployment.
+        if kind == MACHINE_SET and _owner_of(MACHINE_DEPLOYMENT, resource.owner, index, namespace):
+            continue
+        if not allowed(specs, resource):
+            continue
+        try:
+            limits = size_limits(resource)
+        except ConfigurationError as exc:
+            snap.problems.append(Problem(resource.id, REASON_INVALID_SIZE, str(exc)))
+            continue
+        if limits is None:
+            continue
+        candidates[resource.id] = (resource, limits)
+        _check_capacity(snap, resource, limits)
+
+    members: dict[str, list[Machine]] = {rid: [] for rid in candidates}
+    for raw in listing.machines:
+        try:
+            machine = parse_machine(raw, api)
+        except ConfigurationError as exc:
+            meta = raw.get("metadata") or {}
+            rid = f"Machine/{meta.get('namespace', '')}/{meta.get('name', '')}"
+            snap.problems.append(Problem(rid, REASON_INVALID_OBJECT, str(exc)))
+            continue
+        snap.machines[(api.group, machine.key)] = machine
+        if machine.provider_id:
+            snap.by_provider_id[normalize_provider_id(machine.provider_id)] = machine
+        snap.by_provider_id[normalize_provider_id(placeholder_id(machine))] = machine
+        machine_set = _owner_of(MACHINE_SET, machine.owner, index, machine.namespace)
+        if machine_set is None:
+            continue
+        owner: ScalableResource = machine_set
+        deployment = _owner_of(MACHINE_DEPLOYMENT, machine_set.owner, index, machine.namespace)
+        if deployment is not None:
+            owner = deployment
+        if owner.id in members:
+            members[owner.id].append(machine)
+            snap.group_of_machine[(api.group, machine.key)] = owner.id
+
+    for rid, (resource, limits) in candidates.items():
+        snap.groups[rid] = GroupRecord(
+            resource=resource,
+            limits=limits,
+            machines=tuple(sorted(members[rid], key=lambda m: m.name)),
+        )
+
+
+def _check_capacity(snap: Snapshot, resource: ScalableResource, limits: SizeLimits) -> None:
+    """Record groups that could not scale up from zero once they are at zero."""
+    try:
+        read_capacity(resource)
+    except CannotScaleFromZeroError as exc:
+        # Only a problem when the group is, or may go, at zero: otherwise live nodes serve
+        # as the template.
+        if resource.replicas == 0 or limits.min_size == 0:
+            snap.problems.append(Problem(resource.id, REASON_CANNOT_SCALE_FROM_ZERO, str(exc)))
+    except ConfigurationError as exc:
+        snap.problems.append(Problem(resource.id, REASON_INVALID_CAPACITY, str(exc)))

@@ -1,0 +1,261 @@
+"""Template nodes for scale from zero, built from a MachineSet's annotations.
+
+Capacity comes first from `capacity.cluster-autoscaler.kubernetes.io/*` (upstream Cluster
+API), then from OpenShift's `machine.openshift.io/{vCPU,memoryMb,GPU,maxPods}`. CPU and
+memory are required: without them the group cannot describe a new node and is skipped for
+scale-up from zero. Labels and taints come from the machine template plus the
+`.../labels` and `.../taints` annotations; well-known labels are set as kubelet would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterscaler.cloudprovider import ConfigurationError
+from clusterscaler.model import Node, NodeInfo, Resources, Taint
+from clusterscaler.quantity import QuantityError, parse_cpu_millis, parse_int_quantity
+
+from clusterscaler_machineapi.apigroups import (
+    CAPACITY_CPU,
+    CAPACITY_EPHEMERAL_DISK,
+    CAPACITY_GPU_COUNT,
+    CAPACITY_GPU_TYPE,
+    CAPACITY_LABELS,
+    CAPACITY_MAX_PODS,
+    CAPACITY_MEMORY,
+    CAPACITY_TAINTS,
+    DEFAULT_GPU_TYPE,
+    OPENSHIFT_GPU,
+    OPENSHIFT_MAX_PODS,
+    OPENSHIFT_MEMORY_MB,
+    OPENSHIFT_VCPU,
+)
+from clusterscaler_machineapi.objects import ScalableResource
+
+MIB = 1024 * 1024
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+LABEL_OS = "kubernetes.io/os"
+LABEL_ARCH = "kubernetes.io/arch"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_REGION = "topology.kubernetes.io/region"
+LABEL_BETA_OS = "beta.kubernetes.io/os"
+LABEL_BETA_ARCH = "beta.kubernetes.io/arch"
+LABEL_BETA_INSTANCE_TYPE = "beta.kubernetes.io/instance-type"
+LABEL_LEGACY_ZONE = "failure-domain.beta.kubernetes.io/zone"
+LABEL_LEGACY_REGION = "failure-domain.beta.kubernetes.io/region"
+
+# Where OpenShift's provider specs keep the instance type, zone and region, per cloud
+# (AWS, Azure, GCP, vSphere/OpenStack flavours), first match wins.
+_INSTANCE_TYPE_PATHS = (("instanceType",), ("vmSize",), ("machineType",), ("flavor",))
+_ZONE_PATHS = (("placement", "availabilityZone"), ("zone",), ("availabilityZone",))
+_REGION_PATHS = (("placement", "region"), ("region",), ("location",))
+
+
+class CannotScaleFromZeroError(ConfigurationError):
+    """The group lacks the annotations needed to describe a node it does not have yet."""
+
+    def __init__(self, resource: ScalableResource, missing: list[str]) -> None:
+        self.resource = resource
+        self.missing = missing
+        super().__init__(
+            f"{resource.ref} cannot scale from zero: missing capacity annotation(s) "
+            f"{'; '.join(missing)} (set them on the {resource.kind}, e.g. "
+            f"{CAPACITY_CPU}: \"4\" and {CAPACITY_MEMORY}: \"16G\")"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What the annotations say one new node of the group has."""
+
+    resources: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+
+
+def _annotation_error(resource: ScalableResource, key: str, expected: str, raw: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{resource.ref}: annotation {key}: expected {expected}, got {raw!r}"
+    )
+
+
+def _count(resource: ScalableResource, key: str) -> int | None:
+    raw = resource.annotations.get(key)
+    if raw is None:
+        return None
+    text = raw.strip()
+    if not text.isascii() or not text.isdigit():
+        raise _annotation_error(resource, key, "a non-negative integer", raw)
+    return int(text)
+
+
+def _quantity(resource: ScalableResource, key: str, *, cpu: bool = False) -> int | None:
+    raw = resource.annotations.get(key)
+    if raw is None:
+        return None
+    try:
+        if cpu:
+            return parse_cpu_millis(raw.strip(), obj=resource.ref, field=f"annotation {key}")
+        return parse_int_quantity(raw.strip(), obj=resource.ref, field=f"annotation {key}")
+    except QuantityError as exc:
+        raise _annotation_error(resource, key, "a Kubernetes quantity such as 4, 500m or 16Gi", raw) from exc
+
+
+def parse_label_list(resource: ScalableResource, key: str) -> dict[str, str]:
+    """`key=value,key2=value2` from an annotation."""
+    raw = resource.annotations.get(key)
+    if not raw:
+        return {}
+    out: dict[str, str] = {}
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise _annotation_error(resource, key, "a list of key=value separated by commas", raw)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def parse_taint_list(resource: ScalableResource, key: str) -> tuple[Taint, ...]:
+    """`key=value:Effect,key2:Effect` from an annotation."""
+    raw = resource.annotations.get(key)
+    if not raw:
+        return ()
+    out: list[Taint] = []
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        head, colon, effect = item.rpartition(":")
+        k, _, v = head.partition("=")
+        if not colon or not k.strip() or effect.strip() not in _EFFECTS:
+            raise _annotation_error(
+                resource,
+                key,
+                "a list of key=value:Effect separated by commas, Effect one of "
+                + ", ".join(_EFFECTS),
+                raw,
+            )
+        out.append(Taint(k.strip(), v.strip(), effect.strip()))
+    return tuple(out)
+
+
+def read_capacity(resource: ScalableResource) -> Capacity:
+    """The capacity annotations of `resource`.
+
+    Raises `CannotScaleFromZeroError` (listing the missing annotations) without CPU or
+    memory, and `ConfigurationError` for a malformed value.
+    """
+    cpu = _quantity(resource, CAPACITY_CPU, cpu=True)
+    if cpu is None:
+        vcpus = _count(resource, OPENSHIFT_VCPU)
+        cpu = None if vcpus is None else vcpus * 1000
+    memory = _quantity(resource, CAPACITY_MEMORY)
+    if memory is None:
+        mib = _count(resource, OPENSHIFT_MEMORY_MB)
+        memory = None if mib is None else mib * MIB
+    missing = []
+    if cpu is None:
+        missing.append(f"{CAPACITY_CPU} (or {OPENSHIFT_VCPU})")
+    if memory is None:
+        missing.append(f"{CAPACITY_MEMORY} (or {OPENSHIFT_MEMORY_MB})")
+    if cpu is None or memory is None:
+        raise CannotScaleFromZeroError(resource, missing)
+
+    pods = _count(resource, CAPACITY_MAX_PODS)
+    if pods is None:
+        pods = _count(resource, OPENSHIFT_MAX_PODS)
+    if pods is None:
+        pods = resource.api.default_max_pods
+    ephemeral = _quantity(resource, CAPACITY_EPHEMERAL_DISK) or 0
+
+    extended: dict[str, int] = {}
+    gpus = _count(resource, CAPACITY_GPU_COUNT)
+    if gpus is None:
+        gpus = _count(resource, OPENSHIFT_GPU)
+    if gpus:
+        gpu_type = (resource.annotations.get(CAPACITY_GPU_TYPE) or "").strip() or DEFAULT_GPU_TYPE
+        extended[gpu_type] = gpus
+
+    return Capacity(
+        resources=Resources(
+            cpu=cpu, memory=memory, pods=pods, ephemeral_storage=ephemeral, extended=extended
+        ),
+        labels=parse_label_list(resource, CAPACITY_LABELS),
+        taints=parse_taint_list(resource, CAPACITY_TAINTS),
+    )
+
+
+def _lookup(spec: Mapping[str, Any], paths: tuple[tuple[str, ...], ...]) -> str:
+    for path in paths:
+        node: Any = spec
+        for part in path:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, str) and node:
+            return node
+    return ""
+
+
+def template_node_name(resource: ScalableResource) -> str:
+    return f"template-node-for-{resource.kind.lower()}-{resource.namespace}-{resource.name}"
+
+
+def well_known_labels(resource: ScalableResource, node_name: str) -> dict[str, str]:
+    """The labels kubelet and the cloud node manager would set on a new node."""
+    labels = {
+        LABEL_OS: "linux",
+        LABEL_BETA_OS: "linux",
+        LABEL_ARCH: "amd64",
+        LABEL_BETA_ARCH: "amd64",
+        LABEL_HOSTNAME: node_name,
+    }
+    instance_type = _lookup(resource.provider_spec, _INSTANCE_TYPE_PATHS)
+    if instance_type:
+        labels[LABEL_INSTANCE_TYPE] = instance_type
+        labels[LABEL_BETA_INSTANCE_TYPE] = instance_type
+    zone = _lookup(resource.provider_spec, _ZONE_PATHS) or resource.failure_domain
+    if zone:
+        labels[LABEL_ZONE] = zone
+        labels[LABEL_LEGACY_ZONE] = zone
+    region = _lookup(resource.provider_spec, _REGION_PATHS)
+    if region:
+        labels[LABEL_REGION] = region
+        labels[LABEL_LEGACY_REGION] = region
+    return labels
+
+
+def _merge_taints(*groups: tuple[Taint, ...]) -> tuple[Taint, ...]:
+    # A later taint with the same key and effect replaces an earlier one, as on a Node.
+    merged: dict[tuple[str, str], Taint] = {}
+    for group in groups:
+        for taint in group:
+            merged[(taint.key, taint.effect)] = taint
+    return tuple(merged.values())
+
+
+def build_template_node_info(resource: ScalableResource) -> NodeInfo:
+    """A node as a new machine of `resource` would register, without pods."""
+    capacity = read_capacity(resource)
+    name = template_node_name(resource)
+    labels = well_known_labels(resource, name)
+    labels.update(resource.template_labels)
+    labels.update(capacity.labels)
+    # Keep the beta labels in step when the template or annotations override os/arch.
+    labels[LABEL_BETA_OS] = labels[LABEL_OS]
+    labels[LABEL_BETA_ARCH] = labels[LABEL_ARCH]
+    node = Node(
+        name=name,
+        labels=labels,
+        taints=_merge_taints(resource.template_taints, capacity.taints),
+        capacity=capacity.resources,
+        allocatable=capacity.resources,
+        ready=True,
+    )
+    return NodeInfo(node=node)
