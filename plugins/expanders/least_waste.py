@@ -1,0 +1,48 @@
+"""`least-waste`: the options leaving the least idle CPU and memory on the new nodes.
+
+score = (available cpu - requested cpu) / available cpu
+      + (available memory - requested memory) / available memory
+where "available" is the template node's capacity times the node count and "requested" the
+sum of the option's pod requests. Lowest wins; ties are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+from clusterscaler.expander import ExpanderContext, Option, options_by_score
+
+log = structlog.get_logger()
+
+
+def waste_score(option: Option) -> float | None:
+    """The option's wasted share of cpu plus memory, or `None` without a usable template."""
+    if option.template is None or option.node_count <= 0:
+        return None
+    capacity = option.template.node.capacity
+    avail_cpu = capacity.cpu * option.node_count
+    avail_mem = capacity.memory * option.node_count
+    if avail_cpu <= 0 or avail_mem <= 0:
+        return None
+    req_cpu = sum(p.requests.cpu for p in option.pods)
+    req_mem = sum(p.requests.memory for p in option.pods)
+    return (avail_cpu - req_cpu) / avail_cpu + (avail_mem - req_mem) / avail_mem
+
+
+class LeastWasteExpander:
+    name = "least-waste"
+
+    def __init__(self, options: Any = None) -> None:
+        pass
+
+    def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:
+        for option in options:
+            if waste_score(option) is None:
+                log.info(
+                    "least_waste_skipped",
+                    node_group=option.node_group.id,
+                    reason="no template capacity",
+                )
+        return options_by_score(options, waste_score)

@@ -1,0 +1,18 @@
+"""`most-pods`: the options that schedule the most pods (ties kept)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from clusterscaler.expander import ExpanderContext, Option, options_by_score
+
+
+class MostPodsExpander:
+    name = "most-pods"
+
+    def __init__(self, options: Any = None) -> None:
+        pass
+
+    def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:
+        return options_by_score(options, lambda o: float(len(o.pods)), lowest=False)

@@ -1,0 +1,20 @@
+"""`random`: pick one option at random (the final tie-break of every chain)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from clusterscaler.expander import ExpanderContext, Option
+
+
+class RandomExpander:
+    name = "random"
+
+    def __init__(self, options: Any = None) -> None:
+        pass
+
+    def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:
+        if not options:
+            return []
+        return [context.rng.choice(list(options))]
