@@ -104,10 +104,15 @@ class Controller:
     node_labels: Mapping[str, str] = field(default_factory=dict)
     request_timeout: float = REQUEST_TIMEOUT_SECONDS
     _cache: _ParamsCache = field(default_factory=_ParamsCache, init=False, repr=False)
+    _resolved: dict[Target, tuple[str, str, str]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         self._core = k8s.CoreV1Api(self.api_client)
         self._apps = k8s.AppsV1Api(self.api_client)
+        self._apis = k8s.ApisApi(self.api_client)
+        self._custom = k8s.CustomObjectsApi(self.api_client)
 
     # -- observe ------------------------------------------------------------------
 
@@ -242,7 +247,70 @@ class Controller:
 
     # -- act ----------------------------------------------------------------------
 
+    def _preferred_version(self, group: str) -> str:
+        groups = (
+            _json(
+                self._apis.get_api_versions(
+                    _preload_content=False, _request_timeout=self.request_timeout
+                )
+            ).get("groups")
+            or []
+        )
+        for entry in groups:
+            if entry.get("name") == group:
+                return str((entry.get("preferredVersion") or {}).get("version") or "")
+        raise LookupError(f"API group {group!r} is not served")
+
+    def _resolve_custom(self, target: Target) -> tuple[str, str, str]:
+        """(group, version, plural) of a custom target, found through discovery once."""
+        cached = self._resolved.get(target)
+        if cached is not None:
+            return cached
+        assert target.group is not None
+        version = target.version or self._preferred_version(target.group)
+        resources = (
+            _json(
+                self._custom.get_api_resources(
+                    target.group,
+                    version,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            ).get("resources")
+            or []
+        )
+        names = {r.get("name", ""): r for r in resources}
+        for name, resource in names.items():
+            aliases = (
+                name,
+                resource.get("singularName"),
+                str(resource.get("kind") or "").lower(),
+                *(resource.get("shortNames") or []),
+            )
+            if "/" not in name and target.resource in aliases:
+                break
+        else:
+            raise LookupError(f"{target.group}/{version} serves no resource {target.resource!r}")
+        if f"{name}/scale" not in names:
+            raise LookupError(f"{name}.{target.group} has no scale subresource")
+        if not resource.get("namespaced", True):
+            raise LookupError(f"{name}.{target.group} is not namespaced")
+        self._resolved[target] = (target.group, version, name)
+        return self._resolved[target]
+
     def _scale_calls(self, target: Target) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        if target.custom:
+            group, version, plural = self._resolve_custom(target)
+            get = self._custom.get_namespaced_custom_object_scale
+            put = self._custom.replace_namespaced_custom_object_scale
+
+            def read(name: str, namespace: str, **kw: Any) -> Any:
+                return get(group, version, namespace, plural, name, **kw)
+
+            def replace(name: str, namespace: str, body: Any, **kw: Any) -> Any:
+                return put(group, version, namespace, plural, name, body, **kw)
+
+            return read, replace
         if target.resource == "deployments":
             return (
                 self._apps.read_namespaced_deployment_scale,
@@ -269,8 +337,13 @@ class Controller:
         The Scale is written back with the resourceVersion it was read at, so a
         concurrent change makes this poll fail (409) instead of being overwritten blindly.
         """
-        read, replace = self._scale_calls(target)
         opts = {"_preload_content": False, "_request_timeout": self.request_timeout}
+        try:
+            read, replace = self._scale_calls(target)
+        except ApiException as exc:
+            return TargetUpdate(target, None, desired, False, f"discovery: {_api_error(exc)}")
+        except LookupError as exc:
+            return TargetUpdate(target, None, desired, False, f"discovery: {exc}")
         try:
             scale = dict(_json(read(target.name, self.namespace, **opts)))
         except ApiException as exc:

@@ -1,7 +1,14 @@
-"""Scale targets named by `--target` (`deployment/coredns,replicaset/foo`)."""
+"""Scale targets named by `--target` (`deployment/coredns,replicaset/foo`).
+
+Besides the four built-in kinds, any resource with a Scale subresource can be named as
+`<resource>.<group>/<name>` or `<resource>.<version>.<group>/<name>` (for example
+`machinedeployments.cluster.x-k8s.io/workers`); its version, when not given, and its
+plural name are found through API discovery.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # kind as users write it (singular or plural, any case) -> the resource the Scale
@@ -24,32 +31,59 @@ _KINDS = {
 }
 TARGET_FORM = (
     "<kind>/<name> with kind deployment, replicaset, statefulset or replicationcontroller "
-    "(e.g. deployment/coredns)"
+    "(e.g. deployment/coredns), or <resource>.<group>/<name> for a custom resource with a "
+    "scale subresource"
 )
+_VERSION = re.compile(r"^v\d+((alpha|beta)\d+)?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
 class Target:
     """One workload scaled through its Scale subresource."""
 
-    resource: str  # plural resource: deployments, replicasets, ...
+    resource: str  # built-in: the plural (deployments, ...); custom: as the user wrote it
     name: str
+    group: str | None = None  # None for the built-in kinds
+    version: str | None = None  # custom resources only; None: the group's preferred one
+
+    @property
+    def custom(self) -> bool:
+        return self.group is not None
 
     @property
     def kind(self) -> str:
-        return _KINDS[self.resource]
+        if self.group is None:
+            return _KINDS[self.resource]
+        version = f".{self.version}" if self.version else ""
+        return f"{self.resource}{version}.{self.group}"
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.name}"
 
 
+def _custom(kind: str) -> tuple[str, str, str | None] | None:
+    parts = kind.split(".")
+    if len(parts) < 2 or not all(_DNS_LABEL.match(p) for p in parts):
+        return None
+    if len(parts) >= 3 and _VERSION.match(parts[1]):
+        return parts[0], ".".join(parts[2:]), parts[1]
+    return parts[0], ".".join(parts[1:]), None
+
+
 def parse_target(text: str) -> Target:
     """Parse one `kind/name`; the kind is case-insensitive, the name is kept as given."""
     kind, sep, name = text.strip().partition("/")
-    resource = _RESOURCES.get(kind.lower())
-    if not sep or resource is None or not name or "/" in name:
+    if not sep or not name or "/" in name:
         raise ValueError(f"expected {TARGET_FORM}, got {text!r}")
-    return Target(resource=resource, name=name)
+    resource = _RESOURCES.get(kind.lower())
+    if resource is not None:
+        return Target(resource=resource, name=name)
+    custom = _custom(kind.lower())
+    if custom is None:
+        raise ValueError(f"expected {TARGET_FORM}, got {text!r}")
+    resource, group, version = custom
+    return Target(resource=resource, name=name, group=group, version=version)
 
 
 def parse_targets(text: str) -> tuple[Target, ...]:

@@ -127,6 +127,21 @@ TARGETS = [
             Target("replicationcontrollers", "c"),
         ),
     ),
+    (
+        "custom-resource-group",
+        "MachineDeployments.cluster.x-k8s.io/workers",
+        (Target("machinedeployments", "workers", group="cluster.x-k8s.io"),),
+    ),
+    (
+        "custom-resource-version-group",
+        "machinesets.v1beta1.machine.openshift.io/infra",
+        (Target("machinesets", "infra", group="machine.openshift.io", version="v1beta1"),),
+    ),
+    (
+        "builtin-through-group",
+        "deployments.apps/coredns",
+        (Target("deployments", "coredns", group="apps"),),
+    ),
 ]
 
 
@@ -139,8 +154,26 @@ def test_parse_targets(text, expected):
 
 @pytest.mark.parametrize(
     "text",
-    ["coredns", "pod/coredns", "deployment/", "deployment/a/b", "deployment/a,,deployment/b", ""],
-    ids=["no-kind", "bad-kind", "no-name", "extra-slash", "empty-item", "empty"],
+    [
+        "coredns",
+        "pod/coredns",
+        "deployment/",
+        "deployment/a/b",
+        "deployment/a,,deployment/b",
+        "",
+        "machinesets..example.com/x",
+        "machine_sets.example.com/x",
+    ],
+    ids=[
+        "no-kind",
+        "bad-kind",
+        "no-name",
+        "extra-slash",
+        "empty-item",
+        "empty",
+        "empty-group-label",
+        "bad-resource-chars",
+    ],
 )
 def test_parse_targets_rejects(text):
     with pytest.raises(ValueError, match="expected <kind>/<name>"):
@@ -149,3 +182,5 @@ def test_parse_targets_rejects(text):
 
 def test_target_renders_as_kind_slash_name():
     assert str(parse_targets("StatefulSets/web")[0]) == "statefulset/web"
+    text = "machinesets.v1beta1.machine.openshift.io/infra"
+    assert str(parse_targets(text)[0]) == text

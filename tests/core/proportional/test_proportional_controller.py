@@ -11,7 +11,11 @@ from clusterscaler.proportional import controller as controller_module
 from clusterscaler.proportional.cli import ControllerConfig, run_controller
 from clusterscaler.proportional.controller import Controller, PollError
 from clusterscaler.proportional.targets import parse_targets
-from clusterscaler.testing.fakekube import FakeKubeServer
+from clusterscaler.testing.fakekube import (
+    FakeKubeServer,
+    cluster_api_resources,
+    openshift_machine_api_resources,
+)
 
 NS = "kube-system"
 CM = "dns-autoscaler"
@@ -401,3 +405,70 @@ def test_zero_max_sync_failures_keeps_polling_until_stopped(kube):
         stop.set()
         thread.join(timeout=10)
     assert outcome == [0]
+
+
+def machine_set(kind: str, api_version: str, name: str, replicas: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"set": name}}},
+    }
+
+
+def test_custom_resources_are_scaled_through_discovery():
+    resources = [*cluster_api_resources(), *openshift_machine_api_resources()]
+    with FakeKubeServer(resources=resources) as kube:
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        for i in range(3):
+            kube.create(node(f"n{i}"))
+        kube.create(configmap("linear", {"nodesPerReplica": 1}))
+        kube.create(machine_set("MachineDeployment", "cluster.x-k8s.io/v1beta1", "workers"))
+        kube.create(machine_set("MachineSet", "cluster.x-k8s.io/v1beta1", "by-singular"))
+        kube.create(machine_set("MachineSet", "machine.openshift.io/v1beta1", "openshift"))
+        kube.create(workload("Deployment", "coredns"))
+        ctl = make_controller(
+            kube,
+            "machinedeployments.cluster.x-k8s.io/workers,"
+            "machineset.cluster.x-k8s.io/by-singular,"
+            "machinesets.v1beta1.machine.openshift.io/openshift,"
+            "deployments.apps/coredns",
+        )
+        ctl.poll()
+        assert replicas(kube, "machinedeployments.cluster.x-k8s.io", "workers") == 3
+        assert replicas(kube, "machinesets.cluster.x-k8s.io", "by-singular") == 3
+        assert replicas(kube, "machinesets.machine.openshift.io", "openshift") == 3
+        assert replicas(kube, "deployments", "coredns") == 3
+        # Discovery is asked once per target, not every poll.
+        discovery = len([r for r in settled_requests(kube) if r.resource == ""])
+        assert discovery >= 3
+        kube.create(node("n3"))
+        ctl.poll()
+        assert replicas(kube, "machinedeployments.cluster.x-k8s.io", "workers") == 4
+        assert len([r for r in settled_requests(kube) if r.resource == ""]) == discovery
+
+
+CUSTOM_ERRORS = [
+    ("unknown-group", "machinesets.example.com/x", "API group 'example.com' is not served"),
+    ("unknown-resource", "widgets.cluster.x-k8s.io/x", "serves no resource 'widgets'"),
+    (
+        "no-scale",
+        "machines.cluster.x-k8s.io/x",
+        "machines.cluster.x-k8s.io has no scale subresource",
+    ),
+    ("missing-object", "machinedeployments.cluster.x-k8s.io/absent", "reading scale: 404"),
+]
+
+
+@pytest.mark.parametrize(
+    ("target", "message"), [c[1:] for c in CUSTOM_ERRORS], ids=[c[0] for c in CUSTOM_ERRORS]
+)
+def test_custom_target_errors_name_the_target(target, message):
+    with FakeKubeServer(resources=cluster_api_resources()) as kube:
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        kube.create(node("n0"))
+        kube.create(configmap("linear", {"nodesPerReplica": 1}))
+        with pytest.raises(PollError) as info:
+            make_controller(kube, target).poll()
+        assert str(info.value).startswith(f"{target} in {NS}: ")
+        assert message in str(info.value)
