@@ -36,6 +36,7 @@ import yaml
 from clusterscaler.durations import DURATION_FORM, parse_duration
 from clusterscaler.model import ClusterObjects, ModelError, Pod
 from clusterscaler.options import flag_specs
+from clusterscaler.simulation.cluster import controller_key
 from clusterscaler.simulation.loader import InputError, load_snapshot, merge, parse_snapshot_doc
 
 WORKLOAD_KINDS = ("ReplicaSet", "StatefulSet", "Job")
@@ -144,6 +145,8 @@ class Scenario:
     # Flag name (without dashes) -> value as written in the file.
     flags: dict[str, Any] = field(default_factory=dict)
     events: list[ScenarioEvent] = field(default_factory=list)
+    # Pod templates of the declared workloads, by `controller_key` (for scaling from zero).
+    templates: dict[str, Pod] = field(default_factory=dict)
 
 
 def _fail(source: str, where: str, expected: str, value: Any = ...) -> InputError:
@@ -227,7 +230,8 @@ def _pod_doc(
     }
 
 
-def _workload_docs(raw: Any, index: int, source: str) -> list[dict[str, Any]]:
+def _workload_docs(raw: Any, index: int, source: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The workload's controller, pods and PDB, and its pod template as a Pod object."""
     where = f"workloads[{index}]"
     spec = _mapping(raw, source, where, "an object with name, replicas, cpu and memory")
     _check_keys(spec, _WORKLOAD_KEYS, source, where)
@@ -262,6 +266,7 @@ def _workload_docs(raw: Any, index: int, source: str) -> list[dict[str, Any]]:
         "controller": True,
     }
     pod_spec = {**spec, "labels": labels}
+    template = _pod_doc(pod_spec, name=f"{name}-template", namespace=namespace, owner=owner)
     docs = [controller]
     for i in range(replicas):
         pod_name = f"{name}-{i}" if kind == "StatefulSet" else f"{name}-{i:05d}"
@@ -278,7 +283,7 @@ def _workload_docs(raw: Any, index: int, source: str) -> list[dict[str, Any]]:
                 "spec": {"selector": {"matchLabels": labels}, **pdb},
             }
         )
-    return docs
+    return docs, template
 
 
 def _parse_objects(docs: Sequence[Any], source: str, where: str) -> ClusterObjects:
@@ -428,10 +433,16 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
     if not isinstance(workloads, list):
         raise _fail(source, "workloads", "a list of workloads", workloads)
     docs: list[dict[str, Any]] = []
+    template_docs: list[dict[str, Any]] = []
     for i, raw in enumerate(workloads):
-        docs.extend(_workload_docs(raw, i, source))
+        workload_docs, template = _workload_docs(raw, i, source)
+        docs.extend(workload_docs)
+        template_docs.append(template)
     if docs:
         objects = merge(objects, _parse_objects(docs, source, "workloads"))
+        for pod in _parse_objects(template_docs, source, "workloads").pods:
+            assert pod.owner is not None
+            scenario.templates[controller_key(pod.owner.kind, pod.namespace, pod.owner.name)] = pod
     scenario.objects = objects
     initial = spec.get("initialNodes") or {}
     body = _mapping(initial, source, "initialNodes", "a map of node group name to node count")
