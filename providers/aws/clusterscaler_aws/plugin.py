@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from clusterscaler import hookimpl
 from clusterscaler.cloudprovider import ConfigurationError, ProviderContext
+from clusterscaler.options import BOOL
 
 from clusterscaler_aws.asg_cache import AsgCache
 from clusterscaler_aws.cloud_config import load_cloud_config, resolve_region
@@ -34,7 +35,8 @@ def clusterscaler_add_options(parser: argparse.ArgumentParser) -> None:
         const=True,
         default=False,
         type=_parse_bool,
-        metavar="true|false",
+        # Go-style boolean, so that `--flag false` (space form) works as for core flags.
+        metavar=BOOL,
         help="Should CA fetch instance types in runtime or use a static list. AWS only "
         "(default false: ask DescribeInstanceTypes, with the bundled list as fallback).",
     )

@@ -46,8 +46,11 @@ PROVIDER_NAME = "aws"
 GPU_LABEL = "k8s.amazonaws.com/accelerator"
 PROVIDER_ID_PREFIX = "aws://"
 # How long answers that can change under us (launch template `$Latest`, EKS node group
-# labels, "does this instance exist") are reused.
+# labels) are reused.
 LOOKUP_TTL = 600.0
+# "Does this instance still exist" is reused for less long: a stale yes delays the removal
+# of a node whose instance is gone.
+INSTANCE_TTL = 60.0
 
 
 @dataclass
@@ -150,13 +153,21 @@ class AwsNodeGroup:
         if desired != record.desired:
             self._provider.service.set_desired_capacity(self._name, desired)
             self._provider.cache.set_desired(self._name, desired)
-        for instance_id in real:
-            self._provider.service.terminate_instance(self._name, instance_id)
-            desired -= 1
-            self._provider.cache.mark_terminating(self._name, instance_id, desired)
-            log.info("aws_instance_terminated", node_group=self._name, instance=instance_id, desired=desired)
-        # The next loop must see the instances as AWS now reports them.
-        self._provider.cache.invalidate()
+        try:
+            for instance_id in real:
+                self._provider.service.terminate_instance(self._name, instance_id)
+                desired -= 1
+                self._provider.cache.mark_terminating(self._name, instance_id, desired)
+                log.info(
+                    "aws_instance_terminated",
+                    node_group=self._name,
+                    instance=instance_id,
+                    desired=desired,
+                )
+        finally:
+            # The next loop must see the instances as AWS now reports them, also after a
+            # failure part-way.
+            self._provider.cache.invalidate()
 
     def decrease_target_size(self, delta: int) -> None:
         if delta >= 0:
@@ -242,7 +253,7 @@ class AwsCloudProvider:
         self.catalogue = catalogue
         self._launch_types = _TtlCache(LOOKUP_TTL, clock)
         self._nodegroups = _TtlCache(LOOKUP_TTL, clock)
-        self._instances = _TtlCache(LOOKUP_TTL, clock)
+        self._instances = _TtlCache(INSTANCE_TTL, clock)
         self._groups: dict[str, AwsNodeGroup] = {}
 
     @property

@@ -7,6 +7,7 @@ from datetime import timedelta
 from importlib.metadata import entry_points
 
 import pytest
+from clusterscaler.cli import parse_autoscaler_args
 from clusterscaler.cloudprovider import CloudProvider, NodeGroup, NodeGroupOptions
 from clusterscaler_aws import plugin
 from clusterscaler_aws.tags import TaintSpec, parse_node_group_options, parse_template_tags
@@ -40,6 +41,24 @@ def test_static_instance_list_flag(argv, expected):
     parser = argparse.ArgumentParser()
     plugin.clusterscaler_add_options(parser=parser)
     assert parser.parse_args(argv).aws_use_static_instance_list is expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--aws-use-static-instance-list"], True),
+        (["--aws-use-static-instance-list", "false"], False),
+        ([], False),
+    ],
+    ids=["bare", "space-form", "absent"],
+)
+def test_flag_reaches_options_extra_through_the_cli(installed_plugins, argv, expected):
+    host, registry = installed_plugins
+    options, _ = parse_autoscaler_args(
+        ["--cloud-provider=aws", "--nodes=1:3:workers", *argv], host, registry
+    )
+    assert options.extra["aws_use_static_instance_list"] is expected
+    assert options.nodes == ["1:3:workers"]
 
 
 def test_static_instance_list_flag_rejects_other_values():
