@@ -126,10 +126,10 @@ class ExpanderChain:
     def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:
         remaining = list(options)
         for name, expander in zip(self.names, self.expanders, strict=True):
-            if len(remaining) <= 1:
-                break
             remaining = expander.best_options(remaining, context)
             log.debug("expander_filtered", expander=name, options=len(remaining))
+            if len(remaining) <= 1:
+                break
         return remaining
 
     def best_option(self, options: Sequence[Option], context: ExpanderContext) -> Option | None:
