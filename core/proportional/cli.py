@@ -96,12 +96,11 @@ def _targets(text: str) -> str:
 
 
 def _address(text: str) -> str:
-    host, sep, port = text.rpartition(":")
+    _, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(
             f"expected [host]:port such as :8080 or 127.0.0.1:8080, got {text!r}"
         )
-    del host
     return text
 
 
@@ -134,6 +133,12 @@ def build_calc_parser() -> argparse.ArgumentParser:
         "--schedulable-cores",
         type=_int_at_least(0),
         help="cores of the schedulable nodes; defaults to --cores",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="also print how the count was reached: the mode, the nodes and cores the "
+        "parameters looked at, and the replicas each of them asks for",
     )
     return parser
 
@@ -175,7 +180,17 @@ def calc_main(argv: Sequence[str], stdout: IO[str], stderr: IO[str]) -> int:
         return EXIT_USAGE
     _warn_ignored(params, stderr)
     decision = compute_replicas(params, size)
-    print(json.dumps({"replicas": decision.replicas}), file=stdout)
+    result: dict[str, Any] = {"replicas": decision.replicas}
+    if args.explain:
+        result.update(
+            mode=decision.mode,
+            nodes=decision.nodes,
+            cores=decision.cores,
+            includeUnschedulableNodes=decision.include_unschedulable_nodes,
+            replicasFromNodes=decision.replicas_from_nodes,
+            replicasFromCores=decision.replicas_from_cores,
+        )
+    print(json.dumps(result), file=stdout)
     return EXIT_OK
 
 

@@ -157,3 +157,29 @@ def test_calc_as_a_process():
     )
     assert bad.returncode == 2
     assert "linear" in bad.stderr
+
+
+def test_calc_explain_shows_each_dimension():
+    code, out, _ = run_calc(
+        "--params",
+        '{"linear": {"coresPerReplica": 2, "nodesPerReplica": 1, "max": 5}}',
+        "--nodes",
+        "10",
+        "--cores",
+        "40",
+        "--schedulable-nodes",
+        "4",
+        "--schedulable-cores",
+        "13",
+        "--explain",
+    )
+    assert code == 0
+    assert json.loads(out) == {
+        "replicas": 5,
+        "mode": "linear",
+        "nodes": 4,
+        "cores": 13,
+        "includeUnschedulableNodes": False,
+        "replicasFromNodes": 4,
+        "replicasFromCores": 5,
+    }

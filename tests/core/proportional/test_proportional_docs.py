@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 from clusterscaler.proportional import params as params_module
-from clusterscaler.proportional.cli import build_calc_parser, build_controller_parser
+from clusterscaler.proportional.cli import build_calc_parser, build_controller_parser, main
 from clusterscaler.proportional.params import ParamsError, parse_configmap_data
 
-DOC = (Path(__file__).resolve().parents[3] / "docs" / "proportional.md").read_text()
+DOC_DIR = Path(__file__).resolve().parents[3] / "docs"
+DOC = (DOC_DIR / "proportional.md").read_text()
 
 
 def visible_flags(parser: argparse.ArgumentParser) -> list[str]:
@@ -54,3 +56,31 @@ def test_documented_errors_are_the_real_messages():
         with pytest.raises(ParamsError) as info:
             parse_configmap_data(data)
         assert str(info.value) == documented
+
+
+def documented_calc_runs() -> list[tuple[str, list[str], str]]:
+    """Every `$ clusterscaler proportional calc ...` example with the output shown under it."""
+    runs = []
+    docs = ("proportional.md", "overprovisioning.md")
+    for doc in docs:
+        text = (DOC_DIR / doc).read_text()
+        for block in re.findall(r"```sh\n(\$ clusterscaler proportional calc.*?)\n```", text, re.S):
+            command, _, output = block.rpartition("\n")
+            argv = shlex.split(command.removeprefix("$ ").replace("\\\n", " "))
+            runs.append((doc, argv[2:], output))
+    return runs
+
+
+RUNS = documented_calc_runs()
+
+
+def test_there_are_documented_runs():
+    assert {doc for doc, _, _ in RUNS} == {"proportional.md", "overprovisioning.md"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "output"), [r[1:] for r in RUNS], ids=[f"{r[0]}-{i}" for i, r in enumerate(RUNS)]
+)
+def test_documented_calc_output_is_real(capsys, argv, output):
+    assert main(argv) == 0
+    assert capsys.readouterr().out.strip() == output
