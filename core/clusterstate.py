@@ -67,9 +67,7 @@ def effective_options(group: NodeGroup, options: AutoscalingOptions) -> NodeGrou
 
 
 def is_being_deleted(node: Node) -> bool:
-    return node.deletion_time is not None or any(
-        t.key == TO_BE_DELETED_TAINT for t in node.taints
-    )
+    return node.deletion_time is not None or any(t.key == TO_BE_DELETED_TAINT for t in node.taints)
 
 
 def fake_node(instance: Instance, reason: str) -> Node:
@@ -265,9 +263,7 @@ class ClusterStateRegistry:
 
     # ------------------------------------------------------------------ per-loop update
 
-    def update(
-        self, now: datetime, nodes: Sequence[Node], provider: CloudProvider
-    ) -> ClusterState:
+    def update(self, now: datetime, nodes: Sequence[Node], provider: CloudProvider) -> ClusterState:
         opts = self.options
         groups: dict[str, GroupState] = {}
         for g in provider.node_groups():
@@ -446,4 +442,3 @@ def create_error_nodes(state: ClusterState) -> Iterable[tuple[GroupState, list[N
     for g in state.groups.values():
         if g.create_errors:
             yield g, [fake_node(i, FAKE_NODE_CREATE_ERROR) for i in g.create_errors]
-

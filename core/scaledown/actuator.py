@@ -1,0 +1,255 @@
+"""Carrying out scale-down: taint, cordon, evict, delete, and undo on failure.
+
+A node chosen for deletion first gets the `ToBeDeletedByClusterAutoscaler` NoSchedule taint
+(value: unix time) and, with --cordon-node-before-terminating, is cordoned. An empty node is
+then deleted through its node group at once (its DaemonSet pods evicted first with
+--daemonset-eviction-for-empty-nodes). A node to drain has its pods evicted through the
+Eviction API, each retried every 10s while its PDB refuses, until --max-pod-eviction-time;
+then the actuator waits for them to terminate (their grace period, capped by
+--max-graceful-termination-sec, plus 30s) before deleting the node. Drains run in parallel.
+Any failure removes the taint, uncordons, and is reported in the `NodeDeletion`.
+
+Unneeded nodes get the soft `DeletionCandidateOfClusterAutoscaler` PreferNoSchedule taint
+(at most --max-bulk-soft-taint-count changes per loop), removed once they are needed again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import structlog
+from clusterscaler.cloudprovider import CloudProviderError, NodeGroup
+from clusterscaler.cluster import Clock, ClusterActions, EvictionError, NodeNotFoundError
+from clusterscaler.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
+from clusterscaler.decisions import DeletionKind, NodeDeletion
+from clusterscaler.model import Node, Pod, Taint
+from clusterscaler.scaledown.budgets import RemovableNode
+
+if TYPE_CHECKING:
+    from clusterscaler.options import AutoscalingOptions
+
+log = structlog.get_logger()
+
+EVICTION_RETRY_SECONDS = 10.0
+TERMINATION_POLL_SECONDS = 5.0
+TERMINATION_EXTRA_SECONDS = 30
+DEFAULT_GRACE_SECONDS = 30
+
+
+class DeletionFailed(Exception):
+    """One step of deleting a node failed; the message names the node and the step."""
+
+
+def to_be_deleted_taint(now: datetime) -> Taint:
+    return Taint(TO_BE_DELETED_TAINT, str(int(now.timestamp())), "NoSchedule")
+
+
+def deletion_candidate_taint(now: datetime) -> Taint:
+    return Taint(DELETION_CANDIDATE_TAINT, str(int(now.timestamp())), "PreferNoSchedule")
+
+
+def has_taint(node: Node, key: str) -> bool:
+    return any(t.key == key for t in node.taints)
+
+
+class Actuator:
+    """Executes deletions chosen by the planner."""
+
+    def __init__(self, actions: ClusterActions, options: AutoscalingOptions, clock: Clock) -> None:
+        self.actions = actions
+        self.options = options
+        self.clock = clock
+        self._provider_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ taints
+
+    def clean_stale_taints(self, nodes: Iterable[Node]) -> list[str]:
+        """Remove autoscaler taints left by an earlier run (e.g. after a crash)."""
+        cleaned = []
+        for node in nodes:
+            for key in (TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT):
+                if has_taint(node, key):
+                    try:
+                        self.actions.remove_taint(node.name, key)
+                    except NodeNotFoundError:
+                        continue
+                    cleaned.append(node.name)
+                    if key == TO_BE_DELETED_TAINT and node.unschedulable:
+                        # We cordoned it before the crash; give it back to the scheduler.
+                        self.actions.set_unschedulable(node.name, False)
+                    log.info("stale_taint_removed", node=node.name, taint=key)
+        return sorted(set(cleaned))
+
+    def update_soft_taints(
+        self, nodes: Sequence[Node], unneeded: Iterable[str], now: datetime
+    ) -> tuple[list[str], list[str]]:
+        """Soft-taint unneeded nodes and untaint the others, within the bulk limit.
+
+        Returns the nodes tainted and untainted.
+        """
+        budget = self.options.max_bulk_soft_taint_count
+        if budget <= 0 or self.options.dry_run:
+            return [], []
+        wanted = set(unneeded)
+        tainted: list[str] = []
+        untainted: list[str] = []
+        for node in sorted(nodes, key=lambda n: n.name):
+            if budget <= 0:
+                break
+            present = has_taint(node, DELETION_CANDIDATE_TAINT)
+            try:
+                if node.name in wanted and not present:
+                    self.actions.add_taint(node.name, deletion_candidate_taint(now))
+                    tainted.append(node.name)
+                    budget -= 1
+                elif node.name not in wanted and present:
+                    self.actions.remove_taint(node.name, DELETION_CANDIDATE_TAINT)
+                    untainted.append(node.name)
+                    budget -= 1
+            except NodeNotFoundError:
+                continue
+        return tainted, untainted
+
+    # ------------------------------------------------------------------ deletion
+
+    def delete(
+        self,
+        empty: Sequence[RemovableNode],
+        drain: Sequence[RemovableNode],
+        groups: dict[str, NodeGroup],
+        now: datetime,
+    ) -> list[NodeDeletion]:
+        """Delete empty nodes, then drain and delete the others in parallel."""
+        if self.options.dry_run:
+            return [
+                NodeDeletion(
+                    r.node.name, r.node_group, DeletionKind.EMPTY if r.empty else DeletionKind.DRAIN
+                )
+                for r in (*empty, *drain)
+            ]
+        results: list[NodeDeletion] = []
+        for r in empty:
+            results.append(self._run(r, groups[r.node_group], now, drain=False))
+        if len(drain) == 1:
+            results.append(self._run(drain[0], groups[drain[0].node_group], now, drain=True))
+        elif drain:
+            with ThreadPoolExecutor(max_workers=len(drain), thread_name_prefix="drain") as pool:
+                futures = [
+                    pool.submit(self._run, r, groups[r.node_group], now, drain=True) for r in drain
+                ]
+                results.extend(f.result() for f in futures)
+        return results
+
+    def _run(
+        self, r: RemovableNode, group: NodeGroup, now: datetime, *, drain: bool
+    ) -> NodeDeletion:
+        name = r.node.name
+        kind = DeletionKind.DRAIN if drain else DeletionKind.EMPTY
+        if not r.ready:
+            kind = DeletionKind.UNREADY
+        evicted: list[str] = []
+        tainted = False
+        cordoned = False
+        try:
+            try:
+                self.actions.add_taint(name, to_be_deleted_taint(now))
+                tainted = True
+                if self.options.cordon_node_before_terminating:
+                    self.actions.set_unschedulable(name, True)
+                    cordoned = True
+            except NodeNotFoundError as exc:
+                raise DeletionFailed(f"node {name}: tainting failed: {exc}") from exc
+            evict_ds = (
+                self.options.daemonset_eviction_for_occupied_nodes
+                if drain
+                else self.options.daemonset_eviction_for_empty_nodes
+            )
+            if drain:
+                evicted.extend(self._evict_all(name, r.plan.to_move, required=True))
+            if evict_ds and r.plan.daemonset:
+                # DaemonSet pods are evicted best-effort: they do not hold the node back.
+                evicted.extend(self._evict_all(name, r.plan.daemonset, required=False))
+            with self._provider_lock:
+                try:
+                    group.delete_nodes([r.node])
+                except CloudProviderError as exc:
+                    raise DeletionFailed(
+                        f"node {name}: node group {group.id}: delete_nodes failed: {exc}"
+                    ) from exc
+        except DeletionFailed as exc:
+            self._rollback(name, tainted, cordoned)
+            log.error("scale_down_failed", node=name, node_group=r.node_group, error=str(exc))
+            return NodeDeletion(name, r.node_group, kind, tuple(evicted), str(exc))
+        log.info(
+            "scale_down",
+            node=name,
+            node_group=r.node_group,
+            kind=kind.value,
+            evicted=len(evicted),
+        )
+        return NodeDeletion(name, r.node_group, kind, tuple(evicted))
+
+    def _rollback(self, name: str, tainted: bool, cordoned: bool) -> None:
+        try:
+            if tainted:
+                self.actions.remove_taint(name, TO_BE_DELETED_TAINT)
+            if cordoned:
+                self.actions.set_unschedulable(name, False)
+        except NodeNotFoundError:
+            pass
+
+    def _grace(self, pod: Pod) -> int:
+        grace = pod.termination_grace_seconds
+        grace = DEFAULT_GRACE_SECONDS if grace is None else grace
+        return min(grace, self.options.max_graceful_termination_sec)
+
+    def _evict_all(self, node: str, pods: Sequence[Pod], *, required: bool) -> list[str]:
+        """Evict `pods`, retrying refusals until --max-pod-eviction-time; with `required`,
+        then wait for them to terminate. Raises `DeletionFailed` when a required pod stays."""
+        clock = self.clock
+        deadline = clock.now() + self.options.max_pod_eviction_time
+        pending = list(pods)
+        evicted: list[str] = []
+        while pending:
+            retry: list[Pod] = []
+            last_error = ""
+            for pod in pending:
+                try:
+                    self.actions.evict(pod, self._grace(pod))
+                    evicted.append(pod.key)
+                except EvictionError as exc:
+                    last_error = str(exc)
+                    if not exc.retryable:
+                        if required:
+                            raise DeletionFailed(f"node {node}: {exc}") from exc
+                        continue
+                    retry.append(pod)
+            pending = retry
+            if not pending:
+                break
+            if clock.now() + timedelta(seconds=EVICTION_RETRY_SECONDS) > deadline:
+                if required:
+                    raise DeletionFailed(
+                        f"node {node}: failed to evict {len(pending)} pods within "
+                        f"--max-pod-eviction-time: {last_error}"
+                    )
+                break
+            clock.sleep(EVICTION_RETRY_SECONDS)
+        if required and pods:
+            wait = max(self._grace(p) for p in pods) + TERMINATION_EXTRA_SECONDS
+            end = clock.now() + timedelta(seconds=wait)
+            while True:
+                remaining = [p for p in pods if self.actions.pod_exists(p)]
+                if not remaining:
+                    break
+                if clock.now() >= end:
+                    raise DeletionFailed(
+                        f"node {node}: {len(remaining)} pods still running {wait}s after "
+                        f"eviction, e.g. {remaining[0].key}"
+                    )
+                clock.sleep(TERMINATION_POLL_SECONDS)
+        return evicted

@@ -1,0 +1,51 @@
+"""Unneeded-since timers and the recheck delay of unremovable nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+
+class UnneededTimers:
+    """When each node became unneeded; a node that stops being unneeded starts over."""
+
+    def __init__(self) -> None:
+        self.since: dict[str, datetime] = {}
+
+    def update(self, unneeded: Iterable[str], now: datetime) -> None:
+        current = set(unneeded)
+        self.since = {n: t for n, t in self.since.items() if n in current}
+        for n in current:
+            self.since.setdefault(n, now)
+
+    def unneeded_for(self, node: str, now: datetime) -> timedelta:
+        since = self.since.get(node)
+        return timedelta(0) if since is None else now - since
+
+    def drop(self, node: str) -> None:
+        self.since.pop(node, None)
+
+
+class UnremovableCache:
+    """Nodes found unremovable are not simulated again until
+    --unremovable-node-recheck-timeout has passed."""
+
+    def __init__(self, recheck: timedelta) -> None:
+        self.recheck = recheck
+        self.until: dict[str, datetime] = {}
+
+    def add(self, node: str, now: datetime) -> None:
+        self.until[node] = now + self.recheck
+
+    def recently_unremovable(self, node: str, now: datetime) -> bool:
+        until = self.until.get(node)
+        if until is None:
+            return False
+        if now >= until:
+            del self.until[node]
+            return False
+        return True
+
+    def forget_missing(self, present: Iterable[str]) -> None:
+        keep = set(present)
+        self.until = {n: t for n, t in self.until.items() if n in keep}

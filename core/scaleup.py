@@ -1,0 +1,337 @@
+"""Scale-up: which node group grows, by how much, for which pending pods.
+
+For every node group that can grow (it exists, is not backed off, is healthy, is below its
+max size, has a template node), the estimator says how many template nodes the pending pods
+need; the count is capped by the group's headroom, --max-nodes-total, --max-nodes-per-scaleup
+and the cluster's cores, memory and GPU limits. The expander chain picks one option;
+--balance-similar-node-groups spreads its nodes over similar groups. The result is a value;
+`execute_scale_up` makes the provider calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import structlog
+from clusterscaler.balancing import GroupSize, balance, find_similar
+from clusterscaler.cloudprovider import CloudProviderError, InstanceErrorClass
+from clusterscaler.clusterstate import ClusterState, ClusterStateRegistry, GroupState
+from clusterscaler.decisions import (
+    GroupRejection,
+    NoScaleUpReason,
+    ScaleUpDecision,
+    ScaleUpOption,
+    ScaleUpResult,
+    ScaleUpStatus,
+)
+from clusterscaler.equivalence import PodGroup, group_pods
+from clusterscaler.estimator import Estimator, ThresholdLimiter, limits_from_options
+from clusterscaler.limits import CPU, MEMORY, NODES, Limits, Totals, node_totals
+from clusterscaler.model import NodeInfo, Pod
+from clusterscaler.simulator import ClusterSnapshot, check_predicates
+from clusterscaler.templates import Template, instantiate
+
+if TYPE_CHECKING:
+    from clusterscaler.options import AutoscalingOptions
+
+log = structlog.get_logger()
+
+# Picks the option to execute among several (the expander chain).
+Chooser = Callable[[Sequence[ScaleUpOption], Mapping[str, NodeInfo]], ScaleUpOption | None]
+
+_LIMIT_REASONS = {
+    CPU: NoScaleUpReason.CPU_LIMIT_REACHED,
+    MEMORY: NoScaleUpReason.MEMORY_LIMIT_REACHED,
+    NODES: NoScaleUpReason.MAX_NODES_TOTAL_REACHED,
+}
+
+
+@dataclass
+class ScaleUpPlan:
+    """A decided scale-up before it is executed."""
+
+    result: ScaleUpResult
+    increases: dict[str, int] = field(default_factory=dict)
+
+
+def current_totals(
+    state: ClusterState, templates: Mapping[str, Template], gpu_label: str, base: Totals
+) -> Totals:
+    """`base` (the registered nodes) plus upcoming nodes counted as their templates."""
+    out = base
+    for gid, g in state.groups.items():
+        tpl = templates.get(gid)
+        if g.upcoming and tpl is not None and tpl.node_info is not None:
+            out = out.plus(node_totals(tpl.node_info.node, gpu_label), g.upcoming)
+    return out
+
+
+def _group_rejection(
+    g: GroupState,
+    tpl: Template | None,
+    now: datetime,
+    ready_nodes: int,
+    options: AutoscalingOptions,
+) -> GroupRejection | None:
+    try:
+        exists = g.group.exist()
+    except CloudProviderError as exc:
+        return GroupRejection(g.id, NoScaleUpReason.NOT_EXIST, str(exc))
+    if not exists:
+        return GroupRejection(g.id, NoScaleUpReason.NOT_EXIST)
+    if g.backoff is not None and g.backoff.until > now:
+        return GroupRejection(
+            g.id,
+            NoScaleUpReason.BACKED_OFF,
+            f"{g.backoff.error_class}/{g.backoff.error_code} until {g.backoff.until.isoformat()}",
+        )
+    if not g.healthy:
+        return GroupRejection(g.id, NoScaleUpReason.UNHEALTHY)
+    if g.target >= g.group.max_size:
+        return GroupRejection(
+            g.id, NoScaleUpReason.MAX_SIZE_REACHED, f"target {g.target} >= max {g.group.max_size}"
+        )
+    if tpl is None or tpl.node_info is None:
+        return GroupRejection(
+            g.id, NoScaleUpReason.NO_TEMPLATE, tpl.error if tpl is not None else ""
+        )
+    return None
+
+
+def _not_schedulable_detail(pod: Pod, template: NodeInfo, snapshot: ClusterSnapshot) -> str:
+    """Why `pod` does not fit an empty node of the group (the failing predicate)."""
+    node = instantiate(template, f"{template.node.name}-probe")
+    snapshot.fork()
+    try:
+        ni = snapshot.add_node(node.node, node.pods)
+        return check_predicates(pod, ni, snapshot) or ""
+    finally:
+        snapshot.revert()
+
+
+def plan_scale_up(
+    *,
+    now: datetime,
+    pods: Sequence[Pod],
+    state: ClusterState,
+    templates: Mapping[str, Template],
+    snapshot: ClusterSnapshot,
+    estimator: Estimator,
+    choose: Chooser,
+    limits: Limits,
+    totals: Totals,
+    options: AutoscalingOptions,
+    gpu_label: str = "",
+) -> ScaleUpPlan:
+    """Decide a scale-up for `pods` (already filtered: none fits existing or upcoming
+    capacity). `totals` covers registered and upcoming nodes. The snapshot is left as given."""
+    if not pods:
+        return ScaleUpPlan(ScaleUpResult(status=ScaleUpStatus.NOT_NEEDED))
+    if not options.scale_up_from_zero and not state.ready:
+        reason = GroupRejection("", NoScaleUpReason.SCALE_UP_FROM_ZERO_DISABLED)
+        return ScaleUpPlan(
+            ScaleUpResult(
+                status=ScaleUpStatus.NOT_TRIED,
+                pods_remaining={p.key: (reason,) for p in pods},
+            )
+        )
+    pod_groups = group_pods(pods)
+    rejections: dict[str, list[GroupRejection]] = {p.key: [] for p in pods}
+
+    def reject_all(r: GroupRejection, which: Sequence[Pod] = pods) -> None:
+        for p in which:
+            rejections[p.key].append(r)
+
+    cluster_nodes = totals.nodes
+    eligible: dict[str, GroupState] = {}
+    for gid in sorted(state.groups):
+        g = state.groups[gid]
+        rejection = _group_rejection(g, templates.get(gid), now, len(state.ready), options)
+        if rejection is not None:
+            reject_all(rejection)
+            continue
+        eligible[gid] = g
+
+    options_out: list[ScaleUpOption] = []
+    for gid, g in eligible.items():
+        tpl = templates[gid].node_info
+        assert tpl is not None
+        room, which = limits.max_new_nodes(totals, node_totals(tpl.node, gpu_label))
+        if room <= 0:
+            reject_all(
+                GroupRejection(
+                    gid,
+                    _LIMIT_REASONS.get(which, NoScaleUpReason.GPU_LIMIT_REACHED),
+                    f"limit on {which}",
+                )
+            )
+            continue
+        headroom = min(g.group.max_size - g.target, room)
+        if options.balance_similar_node_groups:
+            for other in find_similar(gid, _infos(templates), options, eligible):
+                og = eligible[other]
+                headroom += og.group.max_size - og.target
+            headroom = min(headroom, room)
+        limiter = ThresholdLimiter(
+            limits_from_options(
+                options, node_group_headroom=headroom, cluster_node_count=cluster_nodes
+            )
+        )
+        estimate = estimator.estimate(pod_groups, tpl, snapshot, limiter, node_group_id=gid)
+        scheduled = {p.key for p in estimate.scheduled_pods}
+        for pg in pod_groups:
+            missing = [p for p in pg.pods if p.key not in scheduled]
+            if not missing:
+                continue
+            if len(missing) < len(pg.pods) and estimate.limited_by:
+                reason = GroupRejection(gid, NoScaleUpReason.MAX_SIZE_REACHED, estimate.limited_by)
+            else:
+                detail = _not_schedulable_detail(pg.representative, tpl, snapshot)
+                if detail:
+                    reason = GroupRejection(gid, NoScaleUpReason.NOT_SCHEDULABLE, detail)
+                else:
+                    reason = GroupRejection(
+                        gid, NoScaleUpReason.MAX_SIZE_REACHED, estimate.limited_by or ""
+                    )
+            reject_all(reason, missing)
+        if estimate.node_count > 0:
+            options_out.append(
+                ScaleUpOption(
+                    node_group=gid,
+                    node_count=estimate.node_count,
+                    pods=tuple(p.key for p in estimate.scheduled_pods),
+                    debug=f"estimate limited by {estimate.limited_by}"
+                    if estimate.limited_by
+                    else "",
+                )
+            )
+
+    helped = {k for o in options_out for k in o.pods}
+    remaining = {k: tuple(v) for k, v in rejections.items() if k not in helped}
+    if not options_out:
+        return ScaleUpPlan(
+            ScaleUpResult(status=ScaleUpStatus.NO_OPTIONS_AVAILABLE, pods_remaining=remaining)
+        )
+    best = choose(options_out, _infos(templates))
+    if best is None:
+        return ScaleUpPlan(
+            ScaleUpResult(
+                status=ScaleUpStatus.NO_OPTIONS_AVAILABLE,
+                options=tuple(options_out),
+                pods_remaining=remaining,
+            )
+        )
+    increases = {best.node_group: best.node_count}
+    if options.balance_similar_node_groups:
+        similar = find_similar(best.node_group, _infos(templates), options, eligible)
+        if similar:
+            best = ScaleUpOption(
+                best.node_group, best.node_count, best.pods, tuple(similar), best.debug
+            )
+            sizes = [
+                GroupSize(gid, eligible[gid].target, eligible[gid].group.max_size)
+                for gid in (best.node_group, *similar)
+            ]
+            increases = balance(sizes, best.node_count)
+    decisions = tuple(
+        ScaleUpDecision(
+            node_group=gid,
+            delta=delta,
+            target_before=state.groups[gid].target,
+            pods=best.pods,
+        )
+        for gid, delta in sorted(increases.items())
+        if delta > 0
+    )
+    return ScaleUpPlan(
+        ScaleUpResult(
+            status=ScaleUpStatus.SUCCESSFUL,
+            decisions=decisions,
+            triggered_pods=best.pods,
+            pods_remaining=remaining,
+            options=tuple(options_out),
+        ),
+        increases,
+    )
+
+
+def _infos(templates: Mapping[str, Template]) -> dict[str, NodeInfo]:
+    return {gid: t.node_info for gid, t in templates.items() if t.node_info is not None}
+
+
+def plan_min_size_enforcement(state: ClusterState, now: datetime) -> list[ScaleUpDecision]:
+    """--enforce-node-group-min-size: grow groups whose target is below their min size."""
+    out = []
+    for gid in sorted(state.groups):
+        g = state.groups[gid]
+        if g.backoff is not None and g.backoff.until > now:
+            continue
+        if g.target < g.group.min_size:
+            out.append(
+                ScaleUpDecision(
+                    node_group=gid,
+                    delta=g.group.min_size - g.target,
+                    target_before=g.target,
+                    reason="node group below its minimum size",
+                )
+            )
+    return out
+
+
+def execute_scale_up(
+    decisions: Sequence[ScaleUpDecision],
+    state: ClusterState,
+    registry: ClusterStateRegistry,
+    now: datetime,
+    *,
+    dry_run: bool = False,
+) -> tuple[list[ScaleUpDecision], list[str]]:
+    """Call `increase_size` for each decision. Returns what succeeded and error messages;
+    a failing group is backed off."""
+    done: list[ScaleUpDecision] = []
+    errors: list[str] = []
+    for d in decisions:
+        g = state.groups[d.node_group]
+        if dry_run:
+            log.info("scale_up", node_group=d.node_group, delta=d.delta, dry_run=True)
+            done.append(d)
+            continue
+        try:
+            g.group.increase_size(d.delta)
+        except CloudProviderError as exc:
+            message = f"node group {d.node_group}: increase_size({d.delta}) failed: {exc}"
+            log.error("scale_up_failed", node_group=d.node_group, delta=d.delta, error=str(exc))
+            registry.register_failed_scale_up(
+                d.node_group,
+                now,
+                error_class=InstanceErrorClass.OTHER.value,
+                error_code="cloudProviderError",
+                message=str(exc),
+            )
+            errors.append(message)
+            continue
+        registry.register_scale_up(g.group, d.delta, now)
+        log.info(
+            "scale_up",
+            node_group=d.node_group,
+            delta=d.delta,
+            target=d.target_before + d.delta,
+            pods=len(d.pods),
+            reason=d.reason,
+        )
+        done.append(d)
+    return done, errors
+
+
+__all__ = [
+    "Chooser",
+    "PodGroup",
+    "ScaleUpPlan",
+    "current_totals",
+    "execute_scale_up",
+    "plan_min_size_enforcement",
+    "plan_scale_up",
+]
