@@ -34,7 +34,14 @@ from clusterscaler_aws.asg_cache import (
 )
 from clusterscaler_aws.cloud_config import zone_to_region
 from clusterscaler_aws.instance_types import InstanceTypeCatalogue, InstanceTypeInfo
-from clusterscaler_aws.service import AsgDescription, AwsService, ManagedNodegroup
+from clusterscaler_aws.service import (
+    AsgDescription,
+    AwsService,
+    InstanceRequirements,
+    LaunchTemplateData,
+    LaunchTemplateRef,
+    ManagedNodegroup,
+)
 from clusterscaler_aws.template import TemplateInput, build_template_node_info
 
 if TYPE_CHECKING:
@@ -309,18 +316,14 @@ class AwsCloudProvider:
 
     # --- template inputs -------------------------------------------------------------------
 
-    def instance_type_name(self, desc: AsgDescription) -> str:
-        """The instance type new instances of `desc` get."""
+    def instance_source(self, desc: AsgDescription) -> str | InstanceRequirements:
+        """The instance type new instances of `desc` get, or the requirements they meet."""
         if desc.mixed_instance_types:
             return desc.mixed_instance_types[0]
+        if desc.mixed_requirements is not None:
+            return desc.mixed_requirements
         if desc.mixed_launch_template is not None:
-            ref = desc.mixed_launch_template
-            return str(
-                self._launch_types.get_or(
-                    ("lt", ref.id, ref.name, ref.version),
-                    lambda: self.service.launch_template_instance_type(ref),
-                )
-            )
+            return self._from_launch_template(desc.mixed_launch_template)
         if desc.launch_configuration:
             name = desc.launch_configuration
             return str(
@@ -329,28 +332,46 @@ class AwsCloudProvider:
                 )
             )
         if desc.launch_template is not None:
-            ref = desc.launch_template
-            return str(
-                self._launch_types.get_or(
-                    ("lt", ref.id, ref.name, ref.version),
-                    lambda: self.service.launch_template_instance_type(ref),
-                )
-            )
+            return self._from_launch_template(desc.launch_template)
         raise ConfigurationError(
             f"ASG {desc.name!r} has neither a launch configuration, a launch template nor a "
             "mixed instances policy"
         )
 
+    def _from_launch_template(self, ref: LaunchTemplateRef) -> str | InstanceRequirements:
+        data = self._launch_types.get_or(
+            ("lt", ref.id, ref.name, ref.version), lambda: self.service.launch_template_data(ref)
+        )
+        assert isinstance(data, LaunchTemplateData)
+        if not data.instance_type and data.requirements is not None:
+            return data.requirements
+        return data.instance_type
+
     def instance_type_for(self, desc: AsgDescription) -> InstanceTypeInfo:
-        name = self.instance_type_name(desc)
-        if not name:
+        source = self.instance_source(desc)
+        if isinstance(source, InstanceRequirements):
+            if source.vcpu_min <= 0 or source.memory_mib_min <= 0:
+                raise ConfigurationError(
+                    f"ASG {desc.name!r}: instance requirements without minimums; expected "
+                    "VCpuCount.Min and MemoryMiB.Min above 0"
+                )
+            # Any matching type has at least the minimums; the architecture comes from the
+            # AMI, not the requirements, so amd64 is assumed unless a label tag says otherwise.
+            return InstanceTypeInfo(
+                name="",
+                vcpu=source.vcpu_min,
+                memory_mib=source.memory_mib_min,
+                gpu=source.nvidia_gpu_min,
+                architecture="amd64",
+            )
+        if not source:
             raise ConfigurationError(
                 f"ASG {desc.name!r}: its launch configuration or template sets no instance type; "
                 "expected InstanceType (or a mixed instances policy override)"
             )
-        info = self.catalogue.get(name)
+        info = self.catalogue.get(source)
         if info is None:
-            raise CloudProviderError(f"ASG {desc.name!r} uses the unknown EC2 instance type {name!r}")
+            raise CloudProviderError(f"ASG {desc.name!r} uses the unknown EC2 instance type {source!r}")
         return info
 
     def managed_nodegroup_for(self, record: AsgRecord) -> ManagedNodegroup | None:

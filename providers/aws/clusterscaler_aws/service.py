@@ -39,6 +39,38 @@ class LaunchTemplateRef:
 
 
 @dataclass(frozen=True, slots=True)
+class InstanceRequirements:
+    """Attribute-based instance type selection: the minimums are what a new node gets at least."""
+
+    vcpu_min: int
+    memory_mib_min: int
+    nvidia_gpu_min: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchTemplateData:
+    """The parts of a launch template version that decide the instance shape."""
+
+    instance_type: str = ""
+    requirements: InstanceRequirements | None = None
+
+
+def requirements_from_api(raw: Mapping[str, Any] | None) -> InstanceRequirements | None:
+    if not raw:
+        return None
+    gpu = 0
+    manufacturers = [str(m).lower() for m in raw.get("AcceleratorManufacturers") or []]
+    types = [str(t).lower() for t in raw.get("AcceleratorTypes") or []]
+    if "nvidia" in manufacturers and "gpu" in types:
+        gpu = int((raw.get("AcceleratorCount") or {}).get("Min", 0))
+    return InstanceRequirements(
+        vcpu_min=int((raw.get("VCpuCount") or {}).get("Min", 0)),
+        memory_mib_min=int((raw.get("MemoryMiB") or {}).get("Min", 0)),
+        nvidia_gpu_min=gpu,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class AsgInstance:
     instance_id: str
     zone: str
@@ -65,6 +97,7 @@ class AsgDescription:
     launch_template: LaunchTemplateRef | None = None
     mixed_launch_template: LaunchTemplateRef | None = None
     mixed_instance_types: tuple[str, ...] = ()
+    mixed_requirements: InstanceRequirements | None = None
     instances: tuple[AsgInstance, ...] = ()
     # "Delete in progress" while the ASG is being deleted.
     status: str = ""
@@ -107,6 +140,14 @@ def asg_from_api(raw: Mapping[str, Any]) -> AsgDescription:
     overrides = tuple(
         str(o["InstanceType"]) for o in mixed_lt.get("Overrides", []) if o.get("InstanceType")
     )
+    requirements = next(
+        (
+            requirements_from_api(o["InstanceRequirements"])
+            for o in mixed_lt.get("Overrides", [])
+            if o.get("InstanceRequirements")
+        ),
+        None,
+    )
     return AsgDescription(
         name=str(raw["AutoScalingGroupName"]),
         min_size=int(raw.get("MinSize", 0)),
@@ -118,6 +159,7 @@ def asg_from_api(raw: Mapping[str, Any]) -> AsgDescription:
         launch_template=_launch_template(raw.get("LaunchTemplate")),
         mixed_launch_template=_launch_template(mixed_lt.get("LaunchTemplateSpecification")),
         mixed_instance_types=overrides,
+        mixed_requirements=requirements,
         instances=tuple(
             AsgInstance(
                 instance_id=str(i["InstanceId"]),
@@ -258,7 +300,7 @@ class AwsService:
             raise CloudProviderError(f"launch configuration {name!r} does not exist")
         return str(configs[0].get("InstanceType", ""))
 
-    def launch_template_instance_type(self, ref: LaunchTemplateRef) -> str:
+    def launch_template_data(self, ref: LaunchTemplateRef) -> LaunchTemplateData:
         params: dict[str, Any] = {"Versions": [ref.version or "$Default"]}
         if ref.id:
             params["LaunchTemplateId"] = ref.id
@@ -273,7 +315,11 @@ class AwsService:
         versions = reply.get("LaunchTemplateVersions", [])
         if not versions:
             raise CloudProviderError(f"launch template {ref.describe()} has no such version")
-        return str(versions[0].get("LaunchTemplateData", {}).get("InstanceType", ""))
+        data = versions[0].get("LaunchTemplateData", {})
+        return LaunchTemplateData(
+            instance_type=str(data.get("InstanceType", "")),
+            requirements=requirements_from_api(data.get("InstanceRequirements")),
+        )
 
     def describe_instance_types(self, names: Sequence[str]) -> list[dict[str, Any]]:
         paginator = self.ec2.get_paginator("describe_instance_types")

@@ -50,7 +50,7 @@ def template_node_name(asg: str) -> str:
 
 def generic_labels(data: TemplateInput, node_name: str) -> dict[str, str]:
     """The well-known labels kubelet and the AWS cloud controller put on every node."""
-    return {
+    labels = {
         "kubernetes.io/arch": data.instance_type.architecture,
         "kubernetes.io/os": "linux",
         "node.kubernetes.io/instance-type": data.instance_type.name,
@@ -59,6 +59,10 @@ def generic_labels(data: TemplateInput, node_name: str) -> dict[str, str]:
         EBS_CSI_ZONE_LABEL: data.zone,
         "kubernetes.io/hostname": node_name,
     }
+    if not data.instance_type.name:
+        # Attribute-based selection: the type is AWS's choice, unknown in advance.
+        del labels["node.kubernetes.io/instance-type"]
+    return labels
 
 
 def capacity(data: TemplateInput) -> Resources:

@@ -240,6 +240,7 @@ class AwsFixtures:
         instance_type: str = "m5.large",
         launch_configuration: str | None = None,
         mixed_instance_types: list[str] | None = None,
+        mixed_overrides: list[dict[str, Any]] | None = None,
         zones: tuple[str, ...] = ZONES,
     ) -> str:
         params: dict[str, Any] = {
@@ -256,12 +257,13 @@ class AwsFixtures:
         }
         if launch_configuration is not None:
             params["LaunchConfigurationName"] = launch_configuration
-        elif mixed_instance_types is not None:
+        elif mixed_instance_types is not None or mixed_overrides is not None:
             lt = self.launch_template(f"{name}-lt", instance_type)
             params["MixedInstancesPolicy"] = {
                 "LaunchTemplate": {
                     "LaunchTemplateSpecification": {"LaunchTemplateName": lt, "Version": "$Latest"},
-                    "Overrides": [{"InstanceType": t} for t in mixed_instance_types],
+                    "Overrides": mixed_overrides
+                    or [{"InstanceType": t} for t in mixed_instance_types or []],
                 }
             }
         else:

@@ -59,6 +59,24 @@ def test_instance_type_sources(aws, make_provider, setup, cpu, memory_mib, arch,
     assert node.capacity.extended.get("nvidia.com/gpu", 0) == gpu
 
 
+def test_instance_requirements_give_their_minimums(aws, make_provider):
+    requirements = {
+        "VCpuCount": {"Min": 8, "Max": 16},
+        "MemoryMiB": {"Min": 32768},
+        "AcceleratorCount": {"Min": 1},
+        "AcceleratorManufacturers": ["nvidia"],
+        "AcceleratorTypes": ["gpu"],
+    }
+    aws.asg("flex", mixed_overrides=[{"InstanceRequirements": requirements}])
+
+    node = _template(make_provider, nodes=["0:5:flex"])
+
+    assert (node.capacity.cpu, node.capacity.memory) == (8000, 32768 * MIB)
+    assert node.capacity.extended["nvidia.com/gpu"] == 1
+    # AWS picks the type at launch: no instance-type label is promised.
+    assert "node.kubernetes.io/instance-type" not in node.labels
+
+
 def test_label_taint_and_resource_tags_shape_the_template(aws, make_provider):
     aws.asg(
         "workers",
