@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-
 from clusterscaler.pluginmanager import (
     PluginHost,
     PluginSource,

@@ -1,0 +1,206 @@
+"""``KubeClusterActions``: taints, cordons, evictions and pod deletions on a real cluster.
+
+Node changes are read-modify-write with the node's resourceVersion (an update, as CA does),
+retried on 409 Conflict, so a concurrent kubelet or controller update is never lost.
+Evictions go through the policy/v1 Eviction subresource, which enforces
+PodDisruptionBudgets; pods are deleted directly only where CA would force it (the caller
+decides). With ``dry_run`` nothing is written: each skipped write is logged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from clusterscaler.cluster import EvictionError, NodeNotFoundError
+from clusterscaler.model import Pod, Taint
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+__all__ = ["ConflictRetriesExhaustedError", "KubeClusterActions"]
+
+log = structlog.get_logger()
+
+# Answers after which an eviction may succeed later: the PDB has no disruption left (429),
+# or the API server is temporarily unable to answer.
+_RETRYABLE_EVICTION = frozenset({429, 503, 504})
+
+
+class ConflictRetriesExhaustedError(RuntimeError):
+    """A node kept changing under us: every update attempt conflicted."""
+
+
+def _body(response: Any) -> dict[str, Any]:
+    try:
+        data = response.data if hasattr(response, "data") else response.read()
+        result: dict[str, Any] = json.loads(data)
+        return result
+    finally:
+        release = getattr(response, "release_conn", None)
+        if release is not None:
+            release()
+
+
+class KubeClusterActions:
+    """The ``ClusterActions`` of the loop, against the Kubernetes API."""
+
+    def __init__(
+        self, api_client: Any, *, dry_run: bool = False, conflict_retries: int = 5
+    ) -> None:
+        self.core = k8s.CoreV1Api(api_client)
+        self.dry_run = dry_run
+        self.conflict_retries = conflict_retries
+
+    # ------------------------------------------------------------------ nodes
+
+    def _update_node(
+        self, node_name: str, change: Callable[[dict[str, Any]], bool], action: str
+    ) -> bool:
+        """Apply ``change`` to the node and write it back; return what ``change`` returned.
+
+        ``change`` edits the raw node in place and returns whether it changed anything; an
+        unchanged node is not written.
+        """
+        for attempt in range(1, self.conflict_retries + 1):
+            try:
+                raw = _body(self.core.read_node(node_name, _preload_content=False))
+            except ApiException as exc:
+                if exc.status == 404:
+                    raise NodeNotFoundError(f"node {node_name} not found") from exc
+                raise
+            if not change(raw):
+                return False
+            if self.dry_run:
+                log.info("dry_run_skip", action=action, node=node_name)
+                return True
+            try:
+                self.core.replace_node(node_name, raw, _preload_content=False).release_conn()
+                log.info("node_updated", action=action, node=node_name, attempt=attempt)
+                return True
+            except ApiException as exc:
+                if exc.status == 404:
+                    raise NodeNotFoundError(f"node {node_name} not found") from exc
+                if exc.status != 409:
+                    raise
+                log.debug("node_update_conflict", action=action, node=node_name, attempt=attempt)
+        raise ConflictRetriesExhaustedError(
+            f"node {node_name}: {action} conflicted {self.conflict_retries} times; the node is "
+            "being updated concurrently"
+        )
+
+    def add_taint(self, node_name: str, taint: Taint) -> None:
+        def change(raw: dict[str, Any]) -> bool:
+            spec = raw.setdefault("spec", {})
+            taints = [
+                t
+                for t in spec.get("taints") or []
+                if not (t.get("key") == taint.key and t.get("effect") == taint.effect)
+            ]
+            new = taint.to_k8s()
+            if new in (spec.get("taints") or []):
+                return False
+            spec["taints"] = [*taints, new]
+            return True
+
+        self._update_node(node_name, change, f"add_taint:{taint.key}")
+
+    def remove_taint(self, node_name: str, key: str) -> bool:
+        def change(raw: dict[str, Any]) -> bool:
+            spec = raw.setdefault("spec", {})
+            current = spec.get("taints") or []
+            kept = [t for t in current if t.get("key") != key]
+            if len(kept) == len(current):
+                return False
+            spec["taints"] = kept
+            return True
+
+        return self._update_node(node_name, change, f"remove_taint:{key}")
+
+    def set_unschedulable(self, node_name: str, unschedulable: bool) -> None:
+        def change(raw: dict[str, Any]) -> bool:
+            spec = raw.setdefault("spec", {})
+            if bool(spec.get("unschedulable", False)) == unschedulable:
+                return False
+            if unschedulable:
+                spec["unschedulable"] = True
+            else:
+                spec.pop("unschedulable", None)
+            return True
+
+        self._update_node(node_name, change, "cordon" if unschedulable else "uncordon")
+
+    # ------------------------------------------------------------------ pods
+
+    def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        delete_options: dict[str, Any] = {}
+        if grace_period_seconds is not None:
+            delete_options["gracePeriodSeconds"] = grace_period_seconds
+        if pod.uid:
+            delete_options["preconditions"] = {"uid": pod.uid}
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+        }
+        if delete_options:
+            body["deleteOptions"] = delete_options
+        if self.dry_run:
+            log.info("dry_run_skip", action="evict", pod=pod.key)
+            return
+        try:
+            self.core.create_namespaced_pod_eviction(
+                pod.name, pod.namespace, body, _preload_content=False
+            ).release_conn()
+        except ApiException as exc:
+            if exc.status == 404:
+                return  # already gone
+            if exc.status == 409 and pod.uid:
+                return  # the uid precondition failed: this pod is gone, a namesake replaced it
+            message = _status_message(exc)
+            raise EvictionError(
+                pod.key,
+                f"HTTP {exc.status}: {message}",
+                retryable=exc.status in _RETRYABLE_EVICTION,
+            ) from exc
+        log.info("pod_evicted", pod=pod.key, node=pod.node_name)
+
+    def delete_pod(self, pod: Pod, grace_period_seconds: int | None = None) -> None:
+        """Delete the pod directly (no PDB check); a pod already gone counts as deleted."""
+        if self.dry_run:
+            log.info("dry_run_skip", action="delete_pod", pod=pod.key)
+            return
+        body: dict[str, Any] = {}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if pod.uid:
+            body["preconditions"] = {"uid": pod.uid}
+        try:
+            self.core.delete_namespaced_pod(
+                pod.name, pod.namespace, body=body, _preload_content=False
+            ).release_conn()
+        except ApiException as exc:
+            if exc.status == 404 or (exc.status == 409 and pod.uid):
+                return
+            raise
+        log.info("pod_deleted", pod=pod.key, node=pod.node_name)
+
+    def pod_exists(self, pod: Pod) -> bool:
+        try:
+            raw = _body(
+                self.core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return not pod.uid or (raw.get("metadata") or {}).get("uid") == pod.uid
+
+
+def _status_message(exc: ApiException) -> str:
+    try:
+        status = json.loads(exc.body or "{}")
+    except ValueError:
+        return str(exc.reason)
+    return str(status.get("message") or exc.reason)

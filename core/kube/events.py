@@ -1,0 +1,83 @@
+"""Writes events as core/v1 Event objects, as Cluster Autoscaler's event recorder does."""
+
+from __future__ import annotations
+
+import socket
+import time
+from datetime import datetime
+from typing import Any
+
+import structlog
+import urllib3
+from clusterscaler.events import Event
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+__all__ = ["COMPONENT", "KubeEventSink"]
+
+log = structlog.get_logger()
+
+COMPONENT = "cluster-autoscaler"
+
+
+def _timestamp(value: datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class KubeEventSink:
+    """An ``EventSink`` creating core/v1 Events; failures are logged, never raised.
+
+    Events about cluster-scoped objects (nodes) go to the ``default`` namespace, as the
+    Kubernetes event recorder puts them.
+    """
+
+    def __init__(self, api_client: Any, *, component: str = COMPONENT, instance: str = "") -> None:
+        self.core = k8s.CoreV1Api(api_client)
+        self.component = component
+        self.instance = instance or socket.gethostname()
+        self.failures = 0
+
+    def body(self, event: Event, timestamp: datetime) -> dict[str, Any]:
+        ref = event.involved
+        namespace = ref.namespace or "default"
+        involved: dict[str, Any] = {
+            "kind": ref.kind,
+            "name": ref.name,
+            "apiVersion": ref.api_version,
+        }
+        if ref.namespace:
+            involved["namespace"] = ref.namespace
+        if ref.uid:
+            involved["uid"] = ref.uid
+        stamp = _timestamp(timestamp)
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{ref.name}.{time.time_ns():x}", "namespace": namespace},
+            "involvedObject": involved,
+            "reason": event.reason,
+            "message": event.message,
+            "type": event.type,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+
+    def write(self, event: Event, timestamp: datetime) -> None:
+        body = self.body(event, timestamp)
+        try:
+            self.core.create_namespaced_event(
+                body["metadata"]["namespace"], body, _preload_content=False
+            ).release_conn()
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            # Events are informational: losing one must never stop the loop.
+            self.failures += 1
+            log.warning(
+                "event_write_failed",
+                object=str(event.involved),
+                reason=event.reason,
+                error=str(exc),
+            )

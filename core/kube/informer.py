@@ -1,0 +1,330 @@
+"""List+watch caches that read raw JSON and keep parsed model objects.
+
+An ``Informer`` lists a resource page by page (``_preload_content=False``, so the client's
+generated models are never built: they are far too slow for 100,000 pods), then watches
+from the list's resourceVersion with bookmarks. A watch that ends is resumed from the last
+resourceVersion seen; a 410 Gone (too old resourceVersion, expired continue token) relists;
+other errors back off exponentially. ``has_synced`` is false until the first complete list,
+and the cache is replaced atomically on relists, so readers never see a partial cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import structlog
+import urllib3
+from kubernetes.client.rest import ApiException
+
+__all__ = ["Backoff", "Informer", "ListerSpec", "WatchExpiredError"]
+
+log = structlog.get_logger()
+
+T = TypeVar("T")
+
+Lister = Callable[..., Any]
+
+
+class WatchExpiredError(Exception):
+    """The resourceVersion the cache holds is too old: the resource must be relisted."""
+
+
+@dataclass(frozen=True)
+class ListerSpec(Generic[T]):
+    """One cached resource: how to list it and how to parse its items.
+
+    ``list_function`` is a typed client method (``CoreV1Api(...).list_node``) called with
+    ``_preload_content=False``; ``kind`` is put on items, since the API server leaves it
+    out of list items; ``parse`` turns a raw object into a model object.
+    """
+
+    resource: str
+    kind: str
+    list_function: Lister
+    parse: Callable[[Mapping[str, Any]], T]
+    kwargs: Mapping[str, Any] | None = None
+
+
+class Backoff:
+    """Exponential backoff with jitter: ``initial`` doubling up to ``maximum`` seconds."""
+
+    def __init__(self, initial: float = 0.8, maximum: float = 30.0, jitter: float = 0.2) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.jitter = jitter
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        delay = min(self.maximum, self.initial * (2**self.failures))
+        self.failures += 1
+        return float(delay * (1 + random.uniform(0, self.jitter)))
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+def _read_all(response: Any) -> bytes:
+    try:
+        data = response.data if hasattr(response, "data") else response.read()
+        return bytes(data)
+    finally:
+        _release(response)
+
+
+def _release(response: Any) -> None:
+    for method in ("release_conn", "close"):
+        fn = getattr(response, method, None)
+        if fn is not None:
+            # Releasing a broken connection must not mask the real error.
+            with contextlib.suppress(Exception):
+                fn()
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        buffer += chunk if isinstance(chunk, bytes) else str(chunk).encode()
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buffer.strip():
+        yield buffer
+
+
+class Informer(Generic[T]):
+    """A list+watch cache of one resource, run by a background thread."""
+
+    def __init__(
+        self,
+        spec: ListerSpec[T],
+        *,
+        page_size: int = 500,
+        watch_timeout_seconds: int = 300,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.spec = spec
+        self.page_size = page_size
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.backoff = backoff or Backoff()
+        self._items: dict[str, T] = {}
+        self._lock = threading.Lock()
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: Any = None
+        self.resource_version = ""
+        self.relists = 0
+        self.watch_restarts = 0
+        self.parse_errors = 0
+        self.last_error: str = ""
+
+    # ------------------------------------------------------------------ readers
+
+    @property
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    def items(self) -> list[T]:
+        """The cached objects (a new list; the objects themselves are immutable)."""
+        with self._lock:
+            return list(self._items.values())
+
+    def get(self, key: str) -> T | None:
+        """The cached object ``namespace/name`` (or ``name`` for cluster-scoped kinds)."""
+        with self._lock:
+            return self._items.get(key)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self.run, name=f"informer-{self.spec.resource}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        response = self._response
+        if response is not None:
+            # Unblock a watch waiting for the next event.
+            shutdown = getattr(response, "shutdown", None)
+            try:
+                if shutdown is not None:
+                    shutdown()
+                else:
+                    response.close()
+            except Exception:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def run(self) -> None:
+        """List, then watch, until stopped; recover from every error."""
+        need_list = True
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self.list_once()
+                    need_list = False
+                self.watch_once()
+                self.backoff.reset()
+            except WatchExpiredError:
+                log.info("informer_relist", resource=self.spec.resource, reason="expired")
+                need_list = True
+            except ApiException as exc:
+                if exc.status == 410:
+                    need_list = True
+                    continue
+                self._failed(f"HTTP {exc.status} {exc.reason}")
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                if self._stop.is_set():
+                    break
+                self._failed(f"{type(exc).__name__}: {exc}")
+
+    def _failed(self, error: str) -> None:
+        self.last_error = error
+        delay = self.backoff.next_delay()
+        log.warning(
+            "informer_error",
+            resource=self.spec.resource,
+            error=error,
+            retry_in_seconds=round(delay, 2),
+        )
+        self._stop.wait(delay)
+
+    # ------------------------------------------------------------------ list and watch
+
+    def _call(self, **kwargs: Any) -> Any:
+        merged = {**(self.spec.kwargs or {}), **kwargs}
+        return self.spec.list_function(_preload_content=False, **merged)
+
+    def _key(self, raw: Mapping[str, Any]) -> str:
+        meta = raw.get("metadata") or {}
+        namespace = meta.get("namespace")
+        return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+    def _parse(self, raw: dict[str, Any]) -> T | None:
+        raw.setdefault("kind", self.spec.kind)
+        try:
+            return self.spec.parse(raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            # One malformed object must not hide the rest of the cluster.
+            self.parse_errors += 1
+            log.warning(
+                "informer_parse_error",
+                resource=self.spec.resource,
+                object=self._key(raw),
+                error=str(exc),
+            )
+            return None
+
+    def list_once(self) -> None:
+        """Read every page, then swap the cache in at once."""
+        items: dict[str, T] = {}
+        continue_token = ""
+        while True:
+            kwargs: dict[str, Any] = {"limit": self.page_size}
+            if continue_token:
+                kwargs["_continue"] = continue_token
+            try:
+                document = json.loads(_read_all(self._call(**kwargs)))
+            except ApiException as exc:
+                if exc.status == 410 and continue_token:
+                    # The continue token expired mid-list: start over.
+                    continue_token = ""
+                    items.clear()
+                    continue
+                raise
+            for raw in document.get("items") or []:
+                parsed = self._parse(raw)
+                if parsed is not None:
+                    items[self._key(raw)] = parsed
+            meta = document.get("metadata") or {}
+            continue_token = meta.get("continue") or ""
+            if not continue_token:
+                resource_version = str(meta.get("resourceVersion") or "")
+                break
+        with self._lock:
+            self._items = items
+            self.resource_version = resource_version
+        self.relists += 1
+        self._synced.set()
+        log.debug(
+            "informer_listed",
+            resource=self.spec.resource,
+            items=len(items),
+            resource_version=resource_version,
+        )
+
+    def watch_once(self) -> None:
+        """Watch from the cached resourceVersion until the server ends the stream."""
+        timeout = self.watch_timeout_seconds
+        response = self._call(
+            watch=True,
+            resource_version=self.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout,
+            _request_timeout=(10, timeout + 30),
+        )
+        self._response = response
+        try:
+            for line in _lines(response):
+                if self._stop.is_set():
+                    return
+                self._apply(json.loads(line))
+        finally:
+            self._response = None
+            _release(response)
+        self.watch_restarts += 1
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        meta = obj.get("metadata") or {}
+        if kind == "ERROR":
+            code = obj.get("code")
+            if code == 410:
+                raise WatchExpiredError(str(obj.get("message", "")))
+            raise ApiException(status=int(code or 500), reason=str(obj.get("message", "")))
+        resource_version = str(meta.get("resourceVersion") or "")
+        if kind == "BOOKMARK":
+            if resource_version:
+                self.resource_version = resource_version
+            return
+        key = self._key(obj)
+        if kind in ("ADDED", "MODIFIED"):
+            parsed = self._parse(dict(obj))
+            with self._lock:
+                if parsed is None:
+                    self._items.pop(key, None)
+                else:
+                    self._items[key] = parsed
+        elif kind == "DELETED":
+            with self._lock:
+                self._items.pop(key, None)
+        if resource_version:
+            self.resource_version = resource_version
+
+
+def wait_all(informers: list[Informer[Any]], timeout: float) -> bool:
+    """Wait until every informer has synced, or the timeout passes."""
+    deadline = time.monotonic() + timeout
+    for informer in informers:
+        if not informer.wait_for_sync(max(0.0, deadline - time.monotonic())):
+            return False
+    return True

@@ -1,0 +1,161 @@
+"""``KubeClusterSource``: the cluster as the loop sees it, from list+watch caches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from clusterscaler.model import (
+    ClusterObjects,
+    parse_config_map,
+    parse_controller,
+    parse_csinode,
+    parse_daemonset,
+    parse_namespace,
+    parse_node,
+    parse_pdb,
+    parse_pod,
+    parse_pv,
+    parse_pvc,
+    parse_storage_class,
+)
+from kubernetes import client as k8s
+
+from .informer import Informer, ListerSpec, wait_all
+
+__all__ = ["CacheNotSyncedError", "KubeClusterSource", "lister_specs"]
+
+log = structlog.get_logger()
+
+
+class CacheNotSyncedError(RuntimeError):
+    """A snapshot was asked for before every cache completed its first list."""
+
+
+def lister_specs(api_client: Any, namespace: str) -> list[ListerSpec[Any]]:
+    """The resources the autoscaler reads: cluster-wide, plus ConfigMaps in ``namespace``."""
+    core = k8s.CoreV1Api(api_client)
+    apps = k8s.AppsV1Api(api_client)
+    batch = k8s.BatchV1Api(api_client)
+    policy = k8s.PolicyV1Api(api_client)
+    storage = k8s.StorageV1Api(api_client)
+    return [
+        ListerSpec("nodes", "Node", core.list_node, parse_node),
+        ListerSpec("pods", "Pod", core.list_pod_for_all_namespaces, parse_pod),
+        ListerSpec(
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            policy.list_pod_disruption_budget_for_all_namespaces,
+            parse_pdb,
+        ),
+        ListerSpec(
+            "daemonsets", "DaemonSet", apps.list_daemon_set_for_all_namespaces, parse_daemonset
+        ),
+        ListerSpec(
+            "replicasets", "ReplicaSet", apps.list_replica_set_for_all_namespaces, parse_controller
+        ),
+        ListerSpec(
+            "replicationcontrollers",
+            "ReplicationController",
+            core.list_replication_controller_for_all_namespaces,
+            parse_controller,
+        ),
+        ListerSpec(
+            "statefulsets",
+            "StatefulSet",
+            apps.list_stateful_set_for_all_namespaces,
+            parse_controller,
+        ),
+        ListerSpec("jobs", "Job", batch.list_job_for_all_namespaces, parse_controller),
+        ListerSpec("persistentvolumes", "PersistentVolume", core.list_persistent_volume, parse_pv),
+        ListerSpec(
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            core.list_persistent_volume_claim_for_all_namespaces,
+            parse_pvc,
+        ),
+        ListerSpec(
+            "storageclasses", "StorageClass", storage.list_storage_class, parse_storage_class
+        ),
+        ListerSpec("csinodes", "CSINode", storage.list_csi_node, parse_csinode),
+        ListerSpec(
+            "configmaps",
+            "ConfigMap",
+            core.list_namespaced_config_map,
+            parse_config_map,
+            {"namespace": namespace},
+        ),
+        ListerSpec("namespaces", "Namespace", core.list_namespace, parse_namespace),
+    ]
+
+
+class KubeClusterSource:
+    """A ``ClusterSource`` backed by one informer per resource.
+
+    ``snapshot()`` raises ``CacheNotSyncedError`` until every informer has listed once, so
+    the loop never decides on a partial view of the cluster.
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        namespace: str = "kube-system",
+        page_size: int = 500,
+        watch_timeout_seconds: int = 300,
+    ) -> None:
+        self.informers: dict[str, Informer[Any]] = {
+            spec.resource: Informer(
+                spec, page_size=page_size, watch_timeout_seconds=watch_timeout_seconds
+            )
+            for spec in lister_specs(api_client, namespace)
+        }
+
+    def start(self) -> None:
+        for informer in self.informers.values():
+            informer.start()
+
+    def stop(self) -> None:
+        for informer in self.informers.values():
+            informer.stop()
+
+    def __enter__(self) -> KubeClusterSource:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def has_synced(self) -> bool:
+        return all(i.has_synced for i in self.informers.values())
+
+    def wait_for_sync(self, timeout: float) -> bool:
+        """Block until every cache has synced; False if ``timeout`` seconds passed first."""
+        return wait_all(list(self.informers.values()), timeout)
+
+    def snapshot(self) -> ClusterObjects:
+        missing = [name for name, i in self.informers.items() if not i.has_synced]
+        if missing:
+            raise CacheNotSyncedError(
+                "Kubernetes caches have not synced yet: " + ", ".join(sorted(missing))
+            )
+        get = self.informers
+        return ClusterObjects(
+            nodes=get["nodes"].items(),
+            pods=get["pods"].items(),
+            pdbs=get["poddisruptionbudgets"].items(),
+            daemonsets=get["daemonsets"].items(),
+            controllers=[
+                *get["replicasets"].items(),
+                *get["replicationcontrollers"].items(),
+                *get["statefulsets"].items(),
+                *get["jobs"].items(),
+            ],
+            pvs=get["persistentvolumes"].items(),
+            pvcs=get["persistentvolumeclaims"].items(),
+            storage_classes=get["storageclasses"].items(),
+            csinodes=get["csinodes"].items(),
+            config_maps=get["configmaps"].items(),
+            namespaces=get["namespaces"].items(),
+        )

@@ -1,0 +1,369 @@
+"""Prometheus metrics with Cluster Autoscaler's names, the health check, and their HTTP server.
+
+Every metric lives in the ``Metrics`` object's own ``CollectorRegistry`` (never the global
+one), so several autoscalers, or tests, can run in one process. Names, labels and meanings
+follow CA's pkg/metrics; two CA counters whose names do not end in ``_total``
+(``old_unregistered_nodes_removed_count``, ``skipped_scale_events_count``) are exposed as
+gauges that only go up, to keep CA's exact series names.
+
+``HealthCheck`` implements ``/health-check`` as CA does: healthy until monitoring starts
+(the first loop), then unhealthy when no activity was recorded for ``--max-inactivity`` or
+no loop succeeded for ``--max-failing-time``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import structlog
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+__all__ = [
+    "FUNCTION_DURATION_BUCKETS",
+    "NAMESPACE",
+    "HealthCheck",
+    "Metrics",
+    "OperationsServer",
+    "parse_address",
+]
+
+log = structlog.get_logger()
+
+NAMESPACE = "cluster_autoscaler"
+
+FUNCTION_DURATION_BUCKETS = (
+    0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 7.5, 10.0, 12.5, 15.0, 17.5, 20.0, 22.5, 25.0,
+    27.5, 30.0, 50.0, 75.0, 100.0, 1000.0,
+)  # fmt: skip
+
+# Activities for last_activity{activity}, as CA names them.
+ACTIVITIES = ("autoscaling", "main", "scaleUp", "scaleDown", "reconfigure")
+
+
+class Metrics:
+    """All autoscaler metrics, registered in ``self.registry``.
+
+    ``emit_per_nodegroup_metrics`` (``--emit-per-nodegroup-metrics``) enables the
+    ``node_group_min_count`` / ``_max_count`` / ``_target_count`` series.
+    """
+
+    def __init__(
+        self,
+        *,
+        emit_per_nodegroup_metrics: bool = False,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.emit_per_nodegroup_metrics = emit_per_nodegroup_metrics
+        r = self.registry
+
+        def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(name, doc, labels, namespace=NAMESPACE, registry=r)
+
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, labels, namespace=NAMESPACE, registry=r)
+
+        self.cluster_safe_to_autoscale = gauge(
+            "cluster_safe_to_autoscale",
+            "Whether or not cluster is healthy enough for autoscaling. 1 if it is, 0 otherwise.",
+        )
+        self.nodes_count = gauge("nodes_count", "Number of nodes in cluster.", ("state",))
+        self.node_groups_count = gauge(
+            "node_groups_count", "Number of node groups managed by CA.", ("node_group_type",)
+        )
+        self.unschedulable_pods_count = gauge(
+            "unschedulable_pods_count", "Number of unschedulable pods in the cluster.", ("type",)
+        )
+        self.max_nodes_count = gauge(
+            "max_nodes_count", "Maximum number of nodes in all node groups"
+        )
+        self.cluster_cpu_current_cores = gauge(
+            "cluster_cpu_current_cores",
+            "Current number of cores in the cluster, minus deleting nodes.",
+        )
+        self.cpu_limits_cores = gauge(
+            "cpu_limits_cores",
+            "Minimum and maximum number of cores in the cluster.",
+            ("direction",),
+        )
+        self.cluster_memory_current_bytes = gauge(
+            "cluster_memory_current_bytes",
+            "Current number of bytes of memory in the cluster, minus deleting nodes.",
+        )
+        self.memory_limits_bytes = gauge(
+            "memory_limits_bytes",
+            "Minimum and maximum number of bytes of memory in cluster.",
+            ("direction",),
+        )
+        self.node_group_min_count = gauge(
+            "node_group_min_count", "Minimum number of nodes in the node group", ("node_group",)
+        )
+        self.node_group_max_count = gauge(
+            "node_group_max_count", "Maximum number of nodes in the node group", ("node_group",)
+        )
+        self.node_group_target_count = gauge(
+            "node_group_target_count",
+            "Target number of nodes in the node group by CA.",
+            ("node_group",),
+        )
+        self.node_group_healthiness = gauge(
+            "node_group_healthiness",
+            "Whether or not node group is healthy enough for autoscaling. 1 if it is, 0 otherwise.",
+            ("node_group",),
+        )
+        self.node_group_backoff_status = gauge(
+            "node_group_backoff_status",
+            "Whether or not node group is backoff for not autoscaling. 1 if it is, 0 otherwise.",
+            ("node_group", "reason"),
+        )
+        self.last_activity = gauge(
+            "last_activity", "Last time certain part of CA logic executed.", ("activity",)
+        )
+        self.function_duration_seconds = Histogram(
+            "function_duration_seconds",
+            "Time taken by various parts of CA main loop.",
+            ("function",),
+            namespace=NAMESPACE,
+            registry=r,
+            buckets=FUNCTION_DURATION_BUCKETS,
+        )
+        self.pending_node_deletions = gauge(
+            "pending_node_deletions",
+            "Number of nodes that haven't been removed or aborted after finished scale-down phase.",
+        )
+        self.errors_total = counter(
+            "errors_total", "The number of CA loops failed due to an error.", ("type",)
+        )
+        self.scaled_up_nodes_total = counter(
+            "scaled_up_nodes_total", "Number of nodes added by CA."
+        )
+        self.scaled_up_gpu_nodes_total = counter(
+            "scaled_up_gpu_nodes_total",
+            "Number of GPU nodes added by CA, by GPU name.",
+            ("gpu_resource_name", "gpu_name"),
+        )
+        self.failed_scale_ups_total = counter(
+            "failed_scale_ups_total", "Number of times scale-up operation has failed.", ("reason",)
+        )
+        self.scaled_down_nodes_total = counter(
+            "scaled_down_nodes_total", "Number of nodes removed by CA.", ("reason",)
+        )
+        self.scaled_down_gpu_nodes_total = counter(
+            "scaled_down_gpu_nodes_total",
+            "Number of GPU nodes removed by CA, by reason and GPU name.",
+            ("reason", "gpu_resource_name", "gpu_name"),
+        )
+        self.evicted_pods_total = counter(
+            "evicted_pods_total", "Number of pods evicted by CA", ("eviction_result",)
+        )
+        self.unneeded_nodes_count = gauge(
+            "unneeded_nodes_count", "Number of nodes currently considered unneeded by CA."
+        )
+        self.unremovable_nodes_count = gauge(
+            "unremovable_nodes_count",
+            "Number of nodes currently considered unremovable by CA.",
+            ("reason",),
+        )
+        self.scale_down_in_cooldown = gauge(
+            "scale_down_in_cooldown",
+            "Whether or not the scale down is in cooldown. 1 if its, 0 otherwise.",
+        )
+        self.old_unregistered_nodes_removed_count = gauge(
+            "old_unregistered_nodes_removed_count", "Number of unregistered nodes removed by CA."
+        )
+        self.skipped_scale_events_count = gauge(
+            "skipped_scale_events_count",
+            "Count of scaling events that the CA has chosen to skip.",
+            ("direction", "reason"),
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def update_last_activity(self, activity: str, now: float | None = None) -> None:
+        self.last_activity.labels(activity=activity).set(time.time() if now is None else now)
+
+    @contextmanager
+    def time_function(self, function: str) -> Iterator[None]:
+        """Observe the duration of a block into ``function_duration_seconds{function}``."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.function_duration_seconds.labels(function=function).observe(
+                time.perf_counter() - started
+            )
+
+    def register_error(self, error_type: str) -> None:
+        self.errors_total.labels(type=error_type).inc()
+
+    def update_node_group(self, name: str, *, min_size: int, max_size: int, target: int) -> None:
+        """Per node group sizes; a no-op without ``--emit-per-nodegroup-metrics``."""
+        if not self.emit_per_nodegroup_metrics:
+            return
+        self.node_group_min_count.labels(node_group=name).set(min_size)
+        self.node_group_max_count.labels(node_group=name).set(max_size)
+        self.node_group_target_count.labels(node_group=name).set(target)
+
+    def update_nodes_count(
+        self,
+        *,
+        ready: int,
+        unready: int,
+        not_started: int,
+        long_unregistered: int,
+        unregistered: int,
+    ) -> None:
+        for state, value in (
+            ("ready", ready),
+            ("unready", unready),
+            ("notStarted", not_started),
+            ("longUnregistered", long_unregistered),
+            ("unregistered", unregistered),
+        ):
+            self.nodes_count.labels(state=state).set(value)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+
+class HealthCheck:
+    """``/health-check``: fails after ``max_inactivity`` without activity or
+    ``max_failing_time`` without a successful loop, once monitoring has started."""
+
+    def __init__(
+        self,
+        max_inactivity: timedelta,
+        max_failing_time: timedelta,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_inactivity = max_inactivity.total_seconds()
+        self.max_failing_time = max_failing_time.total_seconds()
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._monitoring = False
+        self._last_activity = clock()
+        self._last_success = clock()
+
+    def start_monitoring(self) -> None:
+        with self._lock:
+            now = self.clock()
+            self._monitoring = True
+            self._last_activity = now
+            self._last_success = now
+
+    def update_last_activity(self) -> None:
+        with self._lock:
+            self._last_activity = self.clock()
+
+    def update_last_successful_run(self) -> None:
+        """A loop completed: that is activity too."""
+        with self._lock:
+            now = self.clock()
+            self._last_success = now
+            self._last_activity = now
+
+    def check(self) -> tuple[bool, str]:
+        """(healthy, message)."""
+        with self._lock:
+            if not self._monitoring:
+                return True, "OK"
+            now = self.clock()
+            inactive = now - self._last_activity
+            failing = now - self._last_success
+        if inactive > self.max_inactivity:
+            return False, (
+                f"Error: last activity more than {inactive:.0f}s ago "
+                f"(--max-inactivity {self.max_inactivity:.0f}s)"
+            )
+        if failing > self.max_failing_time:
+            return False, (
+                f"Error: last successful run more than {failing:.0f}s ago "
+                f"(--max-failing-time {self.max_failing_time:.0f}s)"
+            )
+        return True, "OK"
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``--address`` (``:8085``, ``0.0.0.0:8085``, ``[::1]:8085``) as (host, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"--address {address!r}: expected [host]:port such as :8085")
+    return host.strip("[]"), int(port)
+
+
+class OperationsServer:
+    """Serves ``/metrics`` and ``/health-check`` (and ``/healthz``) in a background thread."""
+
+    def __init__(self, address: str, metrics: Metrics, health: HealthCheck) -> None:
+        self.host, self.port = parse_address(address)
+        self.metrics = metrics
+        self.health = health
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    body = owner.metrics.render()
+                    self._send(200, body, CONTENT_TYPE_LATEST)
+                elif path in ("/health-check", "/healthz"):
+                    ok, message = owner.health.check()
+                    self._send(200 if ok else 500, message.encode(), "text/plain; charset=utf-8")
+                else:
+                    self._send(404, b"not found\n", "text/plain; charset=utf-8")
+
+            def _send(self, status: int, body: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # scrapes every few seconds would drown the autoscaler's own logs
+
+        httpd = ThreadingHTTPServer((self.host, self.port), Handler)
+        httpd.daemon_threads = True
+        self._httpd = httpd
+        self.port = int(httpd.server_address[1])
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, name="operations-server", daemon=True
+        )
+        self._thread.start()
+        log.info("operations_server_started", host=self.host or "0.0.0.0", port=self.port)
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> OperationsServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
