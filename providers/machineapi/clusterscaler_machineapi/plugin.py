@@ -21,7 +21,7 @@ from clusterscaler_machineapi.apigroups import (
     ApiGroup,
 )
 from clusterscaler_machineapi.discovery import parse_discovery_specs
-from clusterscaler_machineapi.kubeapi import KubeApi
+from clusterscaler_machineapi.kubeapi import KubeApi, KubeApiError
 from clusterscaler_machineapi.provider import MachineApiCloudProvider
 
 if TYPE_CHECKING:
@@ -59,7 +59,12 @@ def resolve_api_groups(api: KubeApi, environ: Mapping[str, str] | None = None) -
             continue
         if version_override:
             version = version_override
-        served = api.served_resources(group, version)
+        try:
+            served = api.served_resources(group, version)
+        except KubeApiError as exc:
+            if exc.status != 404:
+                raise
+            served = set()
         needed = [PLURALS["Machine"], PLURALS["MachineSet"], f"{PLURALS['MachineSet']}/scale"]
         missing = [name for name in needed if name not in served]
         if missing:

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from clusterscaler.cloudprovider import ProviderContext
+from clusterscaler.options import AutoscalingOptions
+from clusterscaler.testing.fakekube import (
+    FakeKubeServer,
+    cluster_api_resources,
+    openshift_machine_api_resources,
+)
+from clusterscaler_machineapi.plugin import build_provider
+from clusterscaler_machineapi.provider import MachineApiCloudProvider
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKubeServer]:
+    """A fake API server serving both the OpenShift Machine API and Cluster API."""
+    resources = [*openshift_machine_api_resources(), *cluster_api_resources()]
+    with FakeKubeServer(resources=resources) as server:
+        yield server
+
+
+@pytest.fixture
+def api_client(kube: FakeKubeServer) -> Iterator[Any]:
+    client = kube.api_client()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+ProviderFactory = Callable[..., MachineApiCloudProvider]
+
+
+@pytest.fixture
+def make_provider(api_client: Any) -> ProviderFactory:
+    """Build the provider as `--cloud-provider=machineapi` does, with the given flags."""
+
+    def make(
+        discovery: list[str] | None = None, environ: dict[str, str] | None = None
+    ) -> MachineApiCloudProvider:
+        options = dataclasses.replace(
+            AutoscalingOptions(), node_group_auto_discovery=list(discovery or [])
+        )
+        return build_provider(
+            ProviderContext(options=options, kube_api=api_client), environ=environ or {}
+        )
+
+    return make
