@@ -35,6 +35,8 @@ from kubernetes.config.config_exception import ConfigException
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+# What the API server's audit log shows for our requests, as for the upstream image.
+USER_AGENT = "cluster-proportional-autoscaler"
 
 
 class UsageError(Exception):
@@ -92,6 +94,20 @@ def _targets(text: str) -> str:
         parse_targets(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+    return text
+
+
+def _api_url(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(
+            f"expected an API server URL such as https://10.0.0.1:6443, got {text!r}"
+        )
+    return text
+
+
+def _existing_file(text: str) -> str:
+    if not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"expected a kubeconfig file, got {text!r} (not found)")
     return text
 
 
@@ -273,9 +289,19 @@ def build_controller_parser() -> argparse.ArgumentParser:
         default=0,
         help="consecutive failed polls before exiting; 0 retries forever (default 0)",
     )
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster)")
     parser.add_argument(
-        "--kubernetes", "--master", dest="kubernetes", default=None, help="API server URL"
+        "--kubeconfig",
+        type=_existing_file,
+        default=None,
+        help="kubeconfig file (default: in-cluster)",
+    )
+    parser.add_argument(
+        "--kubernetes",
+        "--master",
+        dest="kubernetes",
+        type=_api_url,
+        default=None,
+        help="API server URL",
     )
     parser.add_argument(
         "--address",
@@ -336,7 +362,8 @@ def run_controller(
     stop: threading.Event | None = None,
 ) -> int:
     """Poll until `stop` is set or `--max-sync-failures` consecutive polls fail."""
-    from clusterscaler.proportional.controller import Controller, build_api_client
+    from clusterscaler.kube.client import ClientSettings, build_api_client
+    from clusterscaler.proportional.controller import Controller
     from clusterscaler.proportional.server import HealthServer, PollHealth
 
     log = structlog.get_logger()
@@ -344,7 +371,13 @@ def run_controller(
     client = (
         api_client
         if api_client is not None
-        else build_api_client(kubeconfig=config.kubeconfig, host=config.kubernetes)
+        else build_api_client(
+            ClientSettings(
+                kubeconfig=config.kubeconfig or "",
+                kubernetes=config.kubernetes or "",
+                user_agent=USER_AGENT,
+            )
+        )
     )
     controller = Controller(
         client,
@@ -416,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_controller(config, stop=stop)
     except KeyboardInterrupt:
         return EXIT_OK
-    except (OSError, ConfigException) as exc:
+    except (OSError, ValueError, ConfigException) as exc:
         # Startup failures only (no kubeconfig, port taken): polls catch their own errors.
         structlog.get_logger().error(
             "proportional_start_failed", error=str(exc), error_type=type(exc).__name__

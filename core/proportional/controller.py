@@ -12,7 +12,6 @@ node lists and we only need a few fields.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +22,6 @@ from clusterscaler.proportional.cluster import count_cluster, label_selector
 from clusterscaler.proportional.params import Params, ParamsError, parse_configmap_data
 from clusterscaler.proportional.targets import Target
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 log = structlog.get_logger()
@@ -55,21 +53,6 @@ class PollResult:
     decision: Decision
     updates: tuple[TargetUpdate, ...]
     configmap_created: bool = False
-
-
-def build_api_client(kubeconfig: str | None = None, host: str | None = None) -> k8s.ApiClient:
-    """An API client: `kubeconfig` if given, in-cluster config inside a pod, else the
-    default kubeconfig; `host` (`--kubernetes`) overrides the server URL."""
-    configuration = k8s.Configuration()
-    if kubeconfig:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=configuration)
-    elif not host:
-        k8s_config.load_kube_config(client_configuration=configuration)
-    if host:
-        configuration.host = host
-    return k8s.ApiClient(configuration)
 
 
 def _json(response: Any) -> Any:

@@ -70,21 +70,10 @@ def replicas(kube: FakeKubeServer, resource: str, name: str) -> int:
     return int(obj["spec"]["replicas"])
 
 
-def settled_requests(kube: FakeKubeServer) -> list[Any]:
-    # The fake server records a request just after answering it: wait until the record
-    # of the last answered request has landed.
-    deadline = time.monotonic() + 2
-    count = -1
-    while count != len(kube.requests) and time.monotonic() < deadline:
-        count = len(kube.requests)
-        time.sleep(0.05)
-    return list(kube.requests)
-
-
 def scale_writes(kube: FakeKubeServer) -> list[str]:
     return [
         f"{r.resource}/{r.name}"
-        for r in settled_requests(kube)
+        for r in kube.requests
         if r.subresource == "scale" and r.method in ("PUT", "PATCH")
     ]
 
@@ -173,7 +162,7 @@ def test_nodelabels_restrict_the_count(kube):
     result = make_controller(kube, node_labels={"pool": "dns"}).poll()
     assert result.size.nodes == 2
     assert replicas(kube, "deployments", "coredns") == 2
-    node_lists = [r for r in settled_requests(kube) if r.resource == "nodes" and r.verb == "list"]
+    node_lists = [r for r in kube.requests if r.resource == "nodes" and r.verb == "list"]
     assert node_lists and all(r.query.get("labelSelector") == "pool=dns" for r in node_lists)
 
 
@@ -184,9 +173,7 @@ def test_node_list_is_paginated(kube, monkeypatch):
     kube.create(workload("Deployment", "coredns"))
     kube.create(configmap("linear", {"nodesPerReplica": 1}))
     assert make_controller(kube).poll().size.nodes == 5
-    assert (
-        len([r for r in settled_requests(kube) if r.resource == "nodes" and r.verb == "list"]) == 3
-    )
+    assert len([r for r in kube.requests if r.resource == "nodes" and r.verb == "list"]) == 3
 
 
 def test_configmap_created_from_default_params(kube):
@@ -214,7 +201,7 @@ def test_existing_configmap_is_never_overwritten_by_defaults(kube):
     stored = kube.get("configmaps", CM, NS)
     assert stored is not None and list(stored["data"]) == ["linear"]
     assert replicas(kube, "deployments", "coredns") == 3
-    assert not [r for r in settled_requests(kube) if r.resource == "configmaps" and r.verb != "get"]
+    assert not [r for r in kube.requests if r.resource == "configmaps" and r.verb != "get"]
 
 
 def test_missing_configmap_without_defaults_fails_and_leaves_target(kube):
@@ -314,7 +301,7 @@ def test_every_target_kind_is_scaled(kube):
         ]
     ] == [3, 3, 3, 3]
     # Only the scale subresource is written, never the workloads themselves.
-    writes = [r for r in settled_requests(kube) if r.method in ("PUT", "PATCH", "POST")]
+    writes = [r for r in kube.requests if r.method in ("PUT", "PATCH", "POST")]
     assert writes and all(r.subresource == "scale" for r in writes)
 
 
@@ -376,7 +363,7 @@ def test_max_sync_failures_exits_after_consecutive_failures(kube):
     assert code == 1
     # Two polls, one period apart.
     assert 0.9 <= time.monotonic() - started < 10
-    assert len([r for r in settled_requests(kube) if r.resource == "configmaps"]) == 2
+    assert len([r for r in kube.requests if r.resource == "configmaps"]) == 2
 
 
 def test_zero_max_sync_failures_keeps_polling_until_stopped(kube):
@@ -440,12 +427,12 @@ def test_custom_resources_are_scaled_through_discovery():
         assert replicas(kube, "machinesets.machine.openshift.io", "openshift") == 3
         assert replicas(kube, "deployments", "coredns") == 3
         # Discovery is asked once per target, not every poll.
-        discovery = len([r for r in settled_requests(kube) if r.resource == ""])
+        discovery = len([r for r in kube.requests if r.resource == ""])
         assert discovery >= 3
         kube.create(node("n3"))
         ctl.poll()
         assert replicas(kube, "machinedeployments.cluster.x-k8s.io", "workers") == 4
-        assert len([r for r in settled_requests(kube) if r.resource == ""]) == discovery
+        assert len([r for r in kube.requests if r.resource == ""]) == discovery
 
 
 CUSTOM_ERRORS = [

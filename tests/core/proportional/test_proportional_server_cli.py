@@ -117,6 +117,16 @@ BAD_FLAGS = [
         "argument --logtostderr: expected true or false",
     ),
     ("unknown", [*REQUIRED, "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (
+        "kubeconfig-missing",
+        [*REQUIRED, "--kubeconfig=/nonexistent/kubeconfig"],
+        "argument --kubeconfig: expected a kubeconfig file, got '/nonexistent/kubeconfig'",
+    ),
+    (
+        "kubernetes-url",
+        [*REQUIRED, "--kubernetes=10.0.0.1:6443"],
+        "argument --kubernetes/--master: expected an API server URL",
+    ),
 ]
 
 
