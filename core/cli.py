@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 import structlog
-
 from clusterscaler import __version__
 from clusterscaler.logs import configure_logging
 from clusterscaler.options import (

@@ -17,7 +17,6 @@ from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 import pluggy
-
 from clusterscaler import ENTRY_POINT_GROUP, PROJECT_NAME, hookspecs
 
 DISABLE_ENV = "CLUSTERSCALER_DISABLE_PLUGINS"

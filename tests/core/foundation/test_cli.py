@@ -5,7 +5,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 from clusterscaler import hookimpl
 from clusterscaler.cli import main, normalize_bool_flags, parse_autoscaler_args
 from clusterscaler.options import GpuLimit, MinMax
@@ -43,7 +42,7 @@ def cli_env(plugin_host: PluginHost, register_plugin: Any) -> tuple[PluginHost, 
 def parse(cli_env: tuple[PluginHost, Registry], *argv: str) -> Any:
     host, registry = cli_env
     options, _ = parse_autoscaler_args(
-        list(argv) + ["--cloud-provider=fakecloud"], host, registry
+        [*argv, "--cloud-provider=fakecloud"], host, registry
     )
     return options
 

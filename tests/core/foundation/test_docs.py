@@ -6,7 +6,6 @@ import inspect
 from pathlib import Path
 
 import pytest
-
 from clusterscaler import hookspecs
 from clusterscaler.flagdocs import render_flags_markdown
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from clusterscaler.durations import format_duration, parse_duration
 from clusterscaler.options import (
     AutoscalingOptions,

@@ -5,7 +5,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
 from clusterscaler import hookimpl
 from clusterscaler.pluginmanager import (
     DuplicateNameError,
