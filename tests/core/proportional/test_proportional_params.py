@@ -14,6 +14,8 @@ from clusterscaler.proportional.params import (
     parse_linear,
     parse_params_document,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 LINEAR_OK = [
     ("cores-only", {"coresPerReplica": 2}, LinearParams(cores_per_replica=2.0)),
@@ -233,3 +235,46 @@ def test_default_params_render_as_configmap_data_that_parses_back():
 def test_default_params_invalid_is_rejected():
     with pytest.raises(ParamsError, match=r"linear\.max"):
         configmap_data_from_document('{"linear": {"nodesPerReplica": 1, "min": 3, "max": 2}}')
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5000)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "coresPerReplica",
+                    "nodesPerReplica",
+                    "min",
+                    "max",
+                    "preventSinglePointFailure",
+                    "includeUnschedulableNodes",
+                    "coresToReplicas",
+                    "nodesToReplicas",
+                    "other",
+                ]
+            ),
+            children,
+            max_size=5,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@given(mode=st.sampled_from(["linear", "ladder", "cubic"]), value=json_values)
+def test_any_json_is_either_params_or_a_params_error(mode, value):
+    # Whatever a user puts in the ConfigMap, the controller gets a result or an error that
+    # names a key, never a crash.
+    for text in (json.dumps({mode: value}), json.dumps({mode: json.dumps(value)})):
+        try:
+            params = parse_params_document(text)
+        except ParamsError as exc:
+            assert exc.key.split(".")[0].split("[")[0] in ("params", mode)
+        else:
+            assert params.mode == mode
