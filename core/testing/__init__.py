@@ -9,6 +9,8 @@ are available in any test suite of a venv where clusterscaler is installed:
   an instance with `@hookimpl` methods) into `plugin_host` for one test and returns the
   freshly collected `Registry`.
 - `installed_plugins`: the manager with every installed entry point loaded, as the CLI sees it.
+- `fake_kube`, `fake_kube_client`: a fake Kubernetes API server on 127.0.0.1 and an official
+  client talking to it (see `clusterscaler.testing.fakekube`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from clusterscaler.pluginmanager import (
     build_plugin_manager,
     collect_registry,
 )
+
+# Re-exported so that pytest registers them as fixtures of this plugin.
+from clusterscaler.testing.fakekube_fixtures import fake_kube, fake_kube_client
+
+__all__ = ["fake_kube", "fake_kube_client", "installed_plugins", "plugin_host", "register_plugin"]
 
 RegisterPlugin = Callable[..., Registry]
 
