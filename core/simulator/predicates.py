@@ -498,7 +498,7 @@ def check_predicates(pod: Pod, node_info: SimNodeInfo, snapshot: ClusterSnapshot
         reason = check_topology_spread(pod, node_info, snapshot)
         if reason:
             return reason
-    if pod.affinity is not None or snapshot.has_anti_affinity_pods:
+    if pod.affinity is not None or snapshot._anti_affinity:
         reason = check_inter_pod_affinity(pod, node_info, snapshot)
         if reason:
             return reason

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from clusterscaler.model import Pod
 from clusterscaler.simulator.predicates import check_predicates
-from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
+from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo, SnapshotError
 
 __all__ = [
     "HintingSimulator",
@@ -77,8 +78,9 @@ def format_unschedulable(reasons: Counter[str], total_nodes: int) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(NamedTuple):
+    """A pod and the node the simulation put it on."""
+
     pod: Pod
     node_name: str
 
@@ -113,38 +115,50 @@ class HintingSimulator:
         break_on_failure: bool = False,
     ) -> SchedulingResult:
         result = SchedulingResult()
+        scheduled = result.scheduled
         names = snapshot.node_names()
         count = len(names)
         last = 0
         hints = self.hints
+        node_info = snapshot.node_info
+        where = snapshot._pod_node
         for pod in pods:
             key = pod.namespace + "/" + pod.name
-            placed: str | None = None
+            if key in where:
+                raise SnapshotError(f"pod {key} is already on node {where[key]!r} in the snapshot")
+            target: SimNodeInfo | None = None
             hint = hints.get(key)
             if hint is not None:
-                ni = snapshot.node_info(hint)
+                ni = node_info(hint)
                 if (
                     ni is not None
                     and (node_filter is None or node_filter(ni))
                     and check_predicates(pod, ni, snapshot) is None
                 ):
-                    placed = hint
-            if placed is None:
-                for step in range(count):
-                    index = (last + step) % count
-                    ni = snapshot.node_info(names[index])
-                    if ni is None or (node_filter is not None and not node_filter(ni)):
-                        continue
-                    if check_predicates(pod, ni, snapshot) is None:
-                        placed = ni.node.name
+                    target = ni
+            if target is None:
+                # Resume where the previous pod fitted: nodes before it are likely full.
+                index = last
+                for _ in range(count):
+                    ni = node_info(names[index])
+                    if (
+                        ni is not None
+                        and (node_filter is None or node_filter(ni))
+                        and check_predicates(pod, ni, snapshot) is None
+                    ):
+                        target = ni
                         last = index
                         break
-            if placed is None:
+                    index += 1
+                    if index == count:
+                        index = 0
+            if target is None:
                 result.unschedulable.append(pod)
                 if break_on_failure:
                     break
                 continue
-            snapshot.add_pod(pod, placed)
-            hints[key] = placed
-            result.scheduled.append(Placement(pod, placed))
+            snapshot._place(target, key, pod)
+            node_name = target.node.name
+            hints[key] = node_name
+            scheduled.append(Placement(pod, node_name))
         return result

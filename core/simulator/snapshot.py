@@ -85,12 +85,9 @@ class SimNodeInfo:
     def __repr__(self) -> str:
         return f"SimNodeInfo({self.node.name}, pods={len(self.pods)})"
 
-    def _account(self, pod: Pod, sign: int, csi: list[tuple[str, str]]) -> None:
+    def _account_extra(self, pod: Pod, sign: int, csi: list[tuple[str, str]]) -> None:
+        """Extended resources, host ports and CSI volumes of a pod joining (+1) or leaving."""
         r = pod.requests
-        self.req_cpu += sign * r.cpu
-        self.req_memory += sign * r.memory
-        self.req_pods += sign * r.pods
-        self.req_eph += sign * r.ephemeral_storage
         if r.extended:
             ext = self.req_ext
             for k, v in r.extended.items():
@@ -137,7 +134,7 @@ class ClusterSnapshot:
         self._nodes: dict[str, SimNodeInfo] = {}
         # Every pod by namespace, so that affinity and spread only look at the namespaces
         # their terms name, and pods without such terms never look at other pods at all.
-        self._by_namespace: dict[str, dict[str, tuple[Pod, str]]] = {}
+        self._by_namespace: dict[str, dict[str, Pod]] = {}
         # Pods with required anti-affinity: the incoming pod must respect them (symmetry).
         self._anti_affinity: dict[str, tuple[Pod, str]] = {}
         self._pod_node: dict[str, str] = {}
@@ -210,12 +207,19 @@ class ClusterSnapshot:
 
     def pods(self) -> Iterator[tuple[Pod, str]]:
         """Every pod with the name of its node."""
+        where = self._pod_node
         for ns_pods in self._by_namespace.values():
-            yield from ns_pods.values()
+            for key, pod in ns_pods.items():
+                yield pod, where[key]
 
-    def pods_in_namespace(self, namespace: str) -> Iterable[tuple[Pod, str]]:
+    def pods_in_namespace(self, namespace: str) -> Iterator[tuple[Pod, str]]:
+        """The pods of one namespace with the names of their nodes."""
         ns_pods = self._by_namespace.get(namespace)
-        return ns_pods.values() if ns_pods else ()
+        if not ns_pods:
+            return
+        where = self._pod_node
+        for key, pod in ns_pods.items():
+            yield pod, where[key]
 
     def namespaces(self) -> Iterable[str]:
         return self._by_namespace.keys()
@@ -300,6 +304,12 @@ class ClusterSnapshot:
         if self._journals:
             self._journals[-1].append((_ADD_POD, key, None))
 
+    def _place(self, ni: SimNodeInfo, key: str, pod: Pod) -> None:
+        """`add_pod` for callers in this package that already checked node and key."""
+        self._insert_pod(ni, key, pod)
+        if self._journals:
+            self._journals[-1].append((_ADD_POD, key, None))
+
     def remove_pod(self, pod_key: str) -> Pod:
         """Remove a pod (`namespace/name`) from its node; returns it."""
         node_name = self._pod_node.get(pod_key)
@@ -313,24 +323,34 @@ class ClusterSnapshot:
 
     def _insert_pod(self, ni: SimNodeInfo, key: str, pod: Pod) -> None:
         ni.pods[key] = pod
-        ni._account(pod, 1, self.csi_volumes_of(pod) if pod.volumes else _NONE)
+        r = pod.requests
+        # Inline accounting for the common case; the general path handles the rest.
+        ni.req_cpu += r.cpu
+        ni.req_memory += r.memory
+        ni.req_pods += r.pods
+        ni.req_eph += r.ephemeral_storage
+        if r.extended or pod.host_ports or pod.volumes:
+            ni._account_extra(pod, 1, self.csi_volumes_of(pod) if pod.volumes else _NONE)
         node_name = ni.node.name
         self._pod_node[key] = node_name
         ns = self._by_namespace.get(pod.namespace)
         if ns is None:
             ns = self._by_namespace[pod.namespace] = {}
-        ns[key] = (pod, node_name)
-        if (
-            pod.affinity is not None
-            and pod.affinity.pod is not None
-            and pod.affinity.pod.anti_affinity
-        ):
+        ns[key] = pod
+        affinity = pod.affinity
+        if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
             self._anti_affinity[key] = (pod, node_name)
         self.generation += 1
 
     def _delete_pod(self, ni: SimNodeInfo, key: str) -> Pod:
         pod = ni.pods.pop(key)
-        ni._account(pod, -1, self.csi_volumes_of(pod) if pod.volumes else _NONE)
+        r = pod.requests
+        ni.req_cpu -= r.cpu
+        ni.req_memory -= r.memory
+        ni.req_pods -= r.pods
+        ni.req_eph -= r.ephemeral_storage
+        if r.extended or pod.host_ports or pod.volumes:
+            ni._account_extra(pod, -1, self.csi_volumes_of(pod) if pod.volumes else _NONE)
         del self._pod_node[key]
         ns = self._by_namespace[pod.namespace]
         del ns[key]
