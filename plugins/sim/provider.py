@@ -166,7 +166,7 @@ class SimNodeGroup:
                 self._failed.append(_FailedInstance(name, error))
             else:
                 self.backend.create_node(self.new_node(name), self.spec.provision_delay)
-        log.info(
+        log.debug(
             "sim_increase_size",
             node_group=self.id,
             delta=delta,
@@ -194,7 +194,7 @@ class SimNodeGroup:
                 self._failed.remove(failed)
             elif not self.backend.cancel_pending_node(node.name):
                 self.backend.delete_node(node.name)
-        log.info("sim_delete_nodes", node_group=self.id, nodes=[n.name for n in nodes])
+        log.debug("sim_delete_nodes", node_group=self.id, nodes=[n.name for n in nodes])
 
     def decrease_target_size(self, delta: int) -> None:
         if delta >= 0:

@@ -1,0 +1,341 @@
+"""`clusterscaler explain`: per pending pod and per node, what the autoscaler would do and why.
+
+It runs one loop in dry-run mode (nothing is changed: not the cluster, not the cloud) and
+reads its `LoopResult`: for each pending pod, per node group, whether a new node would help
+and if not why (predicate reason, max size reached, backoff, resource limit, ...), plus the
+pods the loop leaves out (expendable, too young, waiting for preemption); for each node,
+whether it is removable and if not why (reason and blocking pod). This is Cluster
+Autoscaler's troubleshooting FAQ turned into a command.
+
+Offline it reads `--snapshot` and `--cloud-config` (the `sim` provider stands in for the
+cloud); live it reads the cluster of `--kubeconfig` with the provider of `--cloud-provider`.
+`--json` prints the keys of `simulate --once --json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from clusterscaler.cloudprovider import CloudProviderError, ConfigurationError
+from clusterscaler.decisions import BlockingPod, LoopResult, NoScaleUpReason
+from clusterscaler.durations import format_duration
+from clusterscaler.model import ClusterObjects, Pod
+from clusterscaler.options import AutoscalingOptions
+from clusterscaler.pending import classify_pending, scale_up_delay
+from clusterscaler.simulation import output
+
+if TYPE_CHECKING:
+    from clusterscaler.cli import CommandContext
+
+log = structlog.get_logger()
+
+OK, RUNTIME_ERROR, USAGE_ERROR = 0, 1, 2
+ALL_GROUPS = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVerdict:
+    """Whether a new node of `node_group` would help a pod, and why (not)."""
+
+    node_group: str
+    helps: bool
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodReport:
+    pod: str
+    verdicts: tuple[GroupVerdict, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    node: str
+    node_group: str
+    removable: bool
+    reason: str
+    blocking_pod: BlockingPod | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    time: datetime
+    pods: tuple[PodReport, ...] = ()
+    nodes: tuple[NodeReport, ...] = ()
+    halted: str = ""
+    errors: tuple[str, ...] = ()
+    result: LoopResult | None = field(default=None, compare=False)
+
+
+def _age(pod: Pod, now: datetime) -> timedelta:
+    return now - pod.creation_time if pod.creation_time is not None else timedelta(0)
+
+
+def _short(value: timedelta) -> str:
+    return format_duration(timedelta(seconds=round(value.total_seconds())))
+
+
+def _left_out(pods: Sequence[Pod], options: AutoscalingOptions, now: datetime) -> dict[str, str]:
+    """Pending pods the loop does not try to help, with why (same for every group)."""
+    pending = classify_pending(pods, options, now)
+    why: dict[str, str] = {}
+    cutoff = options.expendable_pods_priority_cutoff
+    for pod in pending.expendable:
+        why[pod.key] = (
+            f"expendable: priority {pod.priority} is below "
+            f"--expendable-pods-priority-cutoff={cutoff}"
+        )
+    for pod in pending.too_young:
+        delay, _ = scale_up_delay(pod, options.new_pod_scale_up_delay)
+        why[pod.key] = (
+            f"too young: pending for {_short(_age(pod, now))}, scale-up waits {_short(delay)} "
+            "(--new-pod-scale-up-delay or the pod-scale-up-delay annotation)"
+        )
+    for pod in pending.awaiting_preemption:
+        why[pod.key] = f"waiting for preemption on node {pod.nominated_node_name}"
+    return why
+
+
+def explain(
+    result: LoopResult, objects: ClusterObjects, options: AutoscalingOptions, now: datetime
+) -> Report:
+    """Combine one loop's decisions with the cluster it looked at into per-pod and
+    per-node answers."""
+    groups = [g.name for g in result.node_groups]
+    left_out = _left_out(objects.pods, options, now)
+    verdicts: dict[str, list[GroupVerdict]] = {}
+    for decision in result.scale_up.decisions:
+        text = (
+            f"scale-up {decision.target_before} -> {decision.target_before + decision.delta}"
+        )
+        for pod in decision.pods:
+            verdicts.setdefault(pod, []).append(GroupVerdict(decision.node_group, True, text))
+    chosen = {d.node_group for d in result.scale_up.decisions}
+    for option in result.scale_up.options:
+        if option.node_group in chosen:
+            continue
+        for pod in option.pods:
+            verdicts.setdefault(pod, []).append(
+                GroupVerdict(option.node_group, True, NoScaleUpReason.NOT_SELECTED.value)
+            )
+    for pod, rejections in result.scale_up.pods_remaining.items():
+        verdicts.setdefault(pod, []).extend(
+            GroupVerdict(r.node_group, False, output.rejection_text(r)) for r in rejections
+        )
+    for pod, why in left_out.items():
+        verdicts.setdefault(pod, []).extend(GroupVerdict(g, False, why) for g in groups or [ALL_GROUPS])
+    for waiting in objects.pods:
+        if waiting.node_name or waiting.is_terminal or waiting.key in verdicts:
+            continue
+        why = (
+            "fits on an existing or upcoming node: no new node needed"
+            if waiting.unschedulable
+            else "not marked unschedulable by the scheduler (yet): the autoscaler waits"
+        )
+        verdicts[waiting.key] = [GroupVerdict(ALL_GROUPS, False, why)]
+    pod_reports = tuple(
+        PodReport(pod, tuple(sorted(v, key=lambda x: (not x.helps, x.node_group))))
+        for pod, v in sorted(verdicts.items())
+    )
+    return Report(
+        time=now,
+        pods=pod_reports,
+        nodes=_node_reports(result, objects, options),
+        halted=result.halted,
+        errors=result.errors,
+        result=result,
+    )
+
+
+def _node_reports(
+    result: LoopResult, objects: ClusterObjects, options: AutoscalingOptions
+) -> tuple[NodeReport, ...]:
+    down = result.scale_down
+    unneeded = {u.node: u for u in down.unneeded}
+    unremovable = {u.node: u for u in down.unremovable}
+    deleting = {d.node: d for d in down.deletions}
+    reports = []
+    for node in sorted(objects.nodes, key=lambda n: n.name):
+        group = node.labels.get("clusterscaler.io/node-group", "")
+        if node.name in deleting:
+            d = deleting[node.name]
+            reports.append(
+                NodeReport(node.name, d.node_group, True, f"being deleted ({d.kind.value})", detail=d.error)
+            )
+        elif node.name in unneeded:
+            u = unneeded[node.name]
+            waited = result.time - u.since
+            left = options.scale_down_unneeded_time - waited
+            when = "now" if left <= timedelta(0) else f"after {_short(left)} more unneeded"
+            kind = "empty" if u.empty else f"drain {len(u.destinations)} pods"
+            reports.append(
+                NodeReport(
+                    node.name,
+                    u.node_group,
+                    True,
+                    f"unneeded ({kind}, utilization {u.utilization:.0%}): removable {when}",
+                )
+            )
+        elif node.name in unremovable:
+            u2 = unremovable[node.name]
+            reports.append(
+                NodeReport(node.name, group, False, u2.reason.value, u2.blocking_pod, u2.detail)
+            )
+        else:
+            why = down.cooldown_reason or f"scale-down {down.status.value}"
+            reports.append(NodeReport(node.name, group, False, f"not evaluated: {why}"))
+    return tuple(reports)
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The keys of `simulate --once --json`; every removable node is listed."""
+    assert report.result is not None
+    doc = output.decision_json(report.result, timedelta(0))
+    listed = {entry["pod"] for entry in doc["unschedulable"]}
+    for pod in report.pods:
+        if pod.pod in listed or any(v.helps for v in pod.verdicts):
+            continue
+        doc["unschedulable"].append(
+            {"pod": pod.pod, "reasons": {v.node_group: v.why for v in pod.verdicts}}
+        )
+    doc["unschedulable"].sort(key=lambda e: e["pod"])
+    return doc
+
+
+def render(report: Report) -> str:
+    lines: list[str] = []
+    if report.halted:
+        lines += [f"The loop stopped early: {report.halted}", ""]
+    lines.append("Pending pods")
+    if report.pods:
+        rows = []
+        for pod in report.pods:
+            for i, v in enumerate(pod.verdicts):
+                rows.append(
+                    (pod.pod if i == 0 else "", v.node_group, "yes" if v.helps else "no", v.why)
+                )
+        lines.append(output.render_table(("POD", "NODE GROUP", "NEW NODE HELPS", "WHY"), rows))
+    else:
+        lines.append("(none)")
+    lines += ["", "Nodes"]
+    if report.nodes:
+        node_rows = [
+            (
+                n.node,
+                n.node_group or "-",
+                "yes" if n.removable else "no",
+                n.reason,
+                f"{n.blocking_pod.pod} ({n.blocking_pod.reason.value})" if n.blocking_pod else "",
+            )
+            for n in report.nodes
+        ]
+        lines.append(
+            output.render_table(("NODE", "NODE GROUP", "REMOVABLE", "REASON", "BLOCKING POD"), node_rows)
+        )
+    else:
+        lines.append("(none)")
+    if report.errors:
+        lines += ["", "Errors"] + [f"  {e}" for e in report.errors]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- command
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("explain flags")
+    group.add_argument(
+        "--snapshot",
+        default="",
+        metavar="FILE",
+        help="Explain this snapshot (a Kubernetes List in JSON or YAML) with --cloud-config, "
+        "instead of the live cluster of --kubeconfig.",
+    )
+    group.add_argument("--json", action="store_true", help="Print JSON (the keys of simulate --once --json).")
+
+
+def _offline(ctx: CommandContext) -> tuple[LoopResult, ClusterObjects, AutoscalingOptions, datetime]:
+    from clusterscaler.simulation.loader import load_snapshot
+    from clusterscaler.simulation.setup import (
+        SIM_PROVIDER,
+        build_cluster,
+        build_loop,
+        build_provider,
+    )
+
+    options = dataclasses.replace(ctx.options, dry_run=True)
+    if options.cloud_provider != SIM_PROVIDER:
+        raise ConfigurationError(
+            f"--cloud-provider: explaining a snapshot needs the {SIM_PROVIDER} provider and a "
+            f"cloud-config describing the node groups, got {options.cloud_provider!r}"
+        )
+    if not options.cloud_config:
+        raise ConfigurationError(
+            "--cloud-config: expected a sim cloud-config declaring the node groups of the snapshot"
+        )
+    objects = load_snapshot(ctx.args.snapshot)
+    cluster, clock = build_cluster(objects)
+    # The snapshot is a moment of a real cluster: its clock starts at its newest object.
+    stamps = [n.creation_time for n in objects.nodes if n.creation_time]
+    stamps += [p.creation_time for p in objects.pods if p.creation_time]
+    if stamps:
+        clock.advance_to(max(stamps))
+    provider = build_provider(ctx.registry, options, cluster=cluster, clock=clock)
+    loop = build_loop(ctx.registry, options, provider, cluster, clock)
+    now = clock.now()
+    return loop.run_once(now), cluster.snapshot(), options, now
+
+
+def _live(ctx: CommandContext) -> tuple[LoopResult, ClusterObjects, AutoscalingOptions, datetime]:
+    from clusterscaler.kube.client import ClientSettings, build_api_client
+    from clusterscaler.kube.source import KubeClusterSource
+    from clusterscaler.simulation.setup import build_cluster, build_loop, build_provider
+
+    options = dataclasses.replace(ctx.options, dry_run=True)
+    api = build_api_client(ClientSettings.from_options(options))
+    with KubeClusterSource(api, namespace=options.namespace) as source:
+        if not source.wait_for_sync(60):
+            raise CloudProviderError("explain: the Kubernetes caches did not sync within 60s")
+        objects = source.snapshot()
+    # Decisions are made against a copy in memory: explain never changes the cluster.
+    cluster, clock = build_cluster(objects)
+    from datetime import UTC
+
+    clock.advance_to(datetime.now(UTC))
+    provider = build_provider(ctx.registry, options, kube_api=api, clock=clock)
+    loop = build_loop(ctx.registry, options, provider, cluster, clock)
+    now = clock.now()
+    return loop.run_once(now), objects, options, now
+
+
+def run(ctx: CommandContext) -> int:
+    from clusterscaler.simulation.cluster import SimulationError
+    from clusterscaler.simulation.command import quiet_logs
+    from clusterscaler.simulation.loader import InputError
+
+    quiet_logs(ctx.options)
+    try:
+        if ctx.args.snapshot:
+            result, objects, options, now = _offline(ctx)
+        else:
+            result, objects, options, now = _live(ctx)
+    except (InputError, ConfigurationError, SimulationError) as exc:
+        print(f"clusterscaler explain: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except (CloudProviderError, OSError) as exc:
+        print(f"clusterscaler explain: error: {exc}", file=sys.stderr)
+        return RUNTIME_ERROR
+    report = explain(result, objects, options, now)
+    if ctx.args.json:
+        output.write_json_line(sys.stdout, report_json(report))
+    else:
+        print(render(report))
+    return OK
