@@ -14,7 +14,7 @@ SigningRegion = eu-west-1
 
 The region comes from, in order: `AWS_REGION`, `AWS_DEFAULT_REGION`, `[Global] Region`,
 `[Global] Zone`. Endpoints not overridden here follow boto3's own resolution, which honours
-`AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_<SERVICE>`.
+`AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_<SERVICE>` (e.g. `AWS_ENDPOINT_URL_AUTO_SCALING`).
 """
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ def proxy(
         state.fail_actions.clear()
     for var in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(var, raising=False)
-    for var in ("AWS_ENDPOINT_URL_AUTOSCALING", "AWS_ENDPOINT_URL_EC2", "AWS_ENDPOINT_URL_EKS"):
+    for var in ("AWS_ENDPOINT_URL_AUTO_SCALING", "AWS_ENDPOINT_URL_EC2", "AWS_ENDPOINT_URL_EKS"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL", url)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
