@@ -137,8 +137,19 @@ class AsgCache:
             return self._records.get(name)
 
     def asg_for_instance(self, provider_id: str) -> str | None:
+        """The managed ASG listing this instance (placeholders included), if any."""
+        instance_id = instance_id_of(provider_id)
         with self._lock:
-            return self._by_instance.get(instance_id_of(provider_id))
+            found = self._by_instance.get(instance_id)
+            if found is not None or not is_placeholder(instance_id):
+                return found
+            # i-placeholder-<asg>-<n>: ASG names may contain '-', so strip both ends.
+            name = instance_id[len(PLACEHOLDER_PREFIX) + 1 :].rpartition("-")[0]
+            record = self._records.get(name)
+            if record is None:
+                return None
+            listed = any(instance_id_of(i.id) == instance_id for i in record.instances)
+            return name if listed else None
 
     def errors(self) -> Mapping[str, tuple[str, ...]]:
         """Problems found per ASG at the last regeneration."""

@@ -290,6 +290,7 @@ class AwsCloudProvider:
             return True
         instance_id = instance_id_of(node.provider_id)
         if is_placeholder(instance_id):
+            # A placeholder no longer listed: its requested capacity was cancelled.
             return False
         return bool(
             self._instances.get_or(instance_id, lambda: self.service.instance_exists(instance_id))

@@ -136,6 +136,11 @@ def test_stockout_gives_placeholders_with_out_of_resources_errors(aws, make_prov
         assert placeholder.error is not None
         assert placeholder.error.error_class is InstanceErrorClass.OUT_OF_RESOURCES
         assert placeholder.error.error_code == "InsufficientInstanceCapacity"
+        # Fake nodes made for placeholders map back to their group, as real nodes do.
+        fake = Node(name="fake", provider_id=placeholder.id)
+        owner = provider.node_group_for_node(fake)
+        assert owner is not None and owner.id == "workers"
+        assert provider.has_instance(fake)
 
 
 @pytest.mark.parametrize(
@@ -209,3 +214,5 @@ def test_deleting_placeholders_shrinks_to_existing_instances(aws, make_provider)
 
     assert aws.desired("workers") == 1
     assert group.target_size() == 1
+    assert provider.node_group_for_node(placeholder_nodes[0]) is None
+    assert not provider.has_instance(placeholder_nodes[0])
