@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from clusterscaler.expander import ExpanderWarning
+
 
 class UnremovableReason(enum.Enum):
     """Why a node cannot be removed (CA's `simulator.UnremovableReason`)."""
@@ -147,6 +149,8 @@ class ScaleUpResult:
     pods_remaining: dict[str, tuple[GroupRejection, ...]] = field(default_factory=dict)
     options: tuple[ScaleUpOption, ...] = ()
     error: str = ""
+    # Warnings expanders raised while choosing (e.g. priority ConfigMap problems).
+    expander_warnings: tuple[ExpanderWarning, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.balancing import GroupSize, balance, find_similar
-from clusterscaler.cloudprovider import CloudProviderError, InstanceErrorClass
+from clusterscaler.cloudprovider import CloudProviderError, InstanceErrorClass, NodeGroup
 from clusterscaler.clusterstate import ClusterState, ClusterStateRegistry, GroupState
 from clusterscaler.decisions import (
     GroupRejection,
@@ -27,8 +27,9 @@ from clusterscaler.decisions import (
     ScaleUpResult,
     ScaleUpStatus,
 )
-from clusterscaler.equivalence import PodGroup, group_pods
+from clusterscaler.equivalence import group_pods
 from clusterscaler.estimator import Estimator, ThresholdLimiter, limits_from_options
+from clusterscaler.expander import Option
 from clusterscaler.limits import CPU, MEMORY, NODES, Limits, Totals, node_totals
 from clusterscaler.model import NodeInfo, Pod
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
@@ -39,8 +40,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-# Picks the option to execute among several (the expander chain).
-Chooser = Callable[[Sequence[ScaleUpOption], Mapping[str, NodeInfo]], ScaleUpOption | None]
+# Picks the option to execute among several: the expander chain with this loop's context.
+Chooser = Callable[[Sequence[Option]], Option | None]
 
 _LIMIT_REASONS = {
     CPU: NoScaleUpReason.CPU_LIMIT_REACHED,
@@ -155,7 +156,7 @@ def plan_scale_up(
             continue
         eligible[gid] = g
 
-    options_out: list[ScaleUpOption] = []
+    options_out: list[Option] = []
     for gid, g in eligible.items():
         tpl = templates[gid].node_info
         assert tpl is not None
@@ -198,42 +199,50 @@ def plan_scale_up(
                     )
             reject_all(reason, missing)
         if estimate.node_count > 0:
+            similar_groups: tuple[NodeGroup, ...] = ()
+            if options.balance_similar_node_groups:
+                similar_groups = tuple(
+                    eligible[o].group
+                    for o in find_similar(gid, _infos(templates), options, eligible)
+                )
             options_out.append(
-                ScaleUpOption(
-                    node_group=gid,
+                Option(
+                    node_group=g.group,
                     node_count=estimate.node_count,
-                    pods=tuple(p.key for p in estimate.scheduled_pods),
+                    pods=tuple(estimate.scheduled_pods),
+                    similar_node_groups=similar_groups,
+                    template=tpl,
                     debug=f"estimate limited by {estimate.limited_by}"
                     if estimate.limited_by
                     else "",
                 )
             )
 
-    helped = {k for o in options_out for k in o.pods}
+    helped = {p.key for o in options_out for p in o.pods}
     remaining = {k: tuple(v) for k, v in rejections.items() if k not in helped}
     if not options_out:
         return ScaleUpPlan(
             ScaleUpResult(status=ScaleUpStatus.NO_OPTIONS_AVAILABLE, pods_remaining=remaining)
         )
-    best = choose(options_out, _infos(templates))
+    values = tuple(_option_value(o) for o in options_out)
+    best = choose(options_out)
     if best is None:
         return ScaleUpPlan(
             ScaleUpResult(
                 status=ScaleUpStatus.NO_OPTIONS_AVAILABLE,
-                options=tuple(options_out),
+                options=values,
                 pods_remaining=remaining,
             )
         )
-    increases = {best.node_group: best.node_count}
+    best_id = best.node_group.id
+    best_pods = tuple(p.key for p in best.pods)
+    increases = {best_id: best.node_count}
     if options.balance_similar_node_groups:
-        similar = find_similar(best.node_group, _infos(templates), options, eligible)
+        similar = [g.id for g in best.similar_node_groups if g.id in eligible]
         if similar:
-            best = ScaleUpOption(
-                best.node_group, best.node_count, best.pods, tuple(similar), best.debug
-            )
             sizes = [
                 GroupSize(gid, eligible[gid].target, eligible[gid].group.max_size)
-                for gid in (best.node_group, *similar)
+                for gid in (best_id, *similar)
             ]
             increases = balance(sizes, best.node_count)
     decisions = tuple(
@@ -241,7 +250,7 @@ def plan_scale_up(
             node_group=gid,
             delta=delta,
             target_before=state.groups[gid].target,
-            pods=best.pods,
+            pods=best_pods,
         )
         for gid, delta in sorted(increases.items())
         if delta > 0
@@ -250,11 +259,21 @@ def plan_scale_up(
         ScaleUpResult(
             status=ScaleUpStatus.SUCCESSFUL,
             decisions=decisions,
-            triggered_pods=best.pods,
+            triggered_pods=best_pods,
             pods_remaining=remaining,
-            options=tuple(options_out),
+            options=values,
         ),
         increases,
+    )
+
+
+def _option_value(o: Option) -> ScaleUpOption:
+    return ScaleUpOption(
+        node_group=o.node_group.id,
+        node_count=o.node_count,
+        pods=tuple(p.key for p in o.pods),
+        similar_node_groups=tuple(g.id for g in o.similar_node_groups),
+        debug=o.debug,
     )
 
 
@@ -328,7 +347,6 @@ def execute_scale_up(
 
 __all__ = [
     "Chooser",
-    "PodGroup",
     "ScaleUpPlan",
     "current_totals",
     "execute_scale_up",

@@ -1,0 +1,505 @@
+"""The autoscaling loop.
+
+`Autoscaler.run_once(now)` observes the cluster through a `ClusterSource`, the cloud
+through a `CloudProvider`, decides scale-up and scale-down with Cluster Autoscaler's
+semantics, acts through `ClusterActions` and the provider, and returns a `LoopResult` that
+events, the status ConfigMap, metrics, logs, `explain` and `simulate --once --json` read.
+
+Decisions depend only on the inputs and `now` (the simulator drives the loop on a virtual
+clock); only the scale-down simulation timeout and the actuator's waits use a clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+from clusterscaler.cloudprovider import CloudProvider, CloudProviderError, NodeGroup
+from clusterscaler.cluster import Clock, ClusterActions, ClusterSource, SystemClock
+from clusterscaler.clusterstate import (
+    ClusterState,
+    ClusterStateRegistry,
+    create_error_nodes,
+    long_unregistered_nodes,
+)
+from clusterscaler.decisions import (
+    ClusterHealth,
+    DeletionKind,
+    LoopResult,
+    NodeCounts,
+    NodeDeletion,
+    NodeGroupStatus,
+    ScaleDownResult,
+    ScaleDownStatus,
+    ScaleUpDecision,
+    ScaleUpResult,
+    ScaleUpStatus,
+)
+from clusterscaler.drain import PodFilter, build_pod_filters
+from clusterscaler.estimator import Estimator
+from clusterscaler.expander import ExpanderContext, Option, build_expander_chain
+from clusterscaler.limits import Limits, sum_totals
+from clusterscaler.model import ClusterObjects, Pod
+from clusterscaler.pending import PendingPods, classify_pending, drop_schedulable
+from clusterscaler.scaledown.actuator import Actuator
+from clusterscaler.scaledown.budgets import InProgress
+from clusterscaler.scaledown.planner import ScaleDownInputs, ScaleDownPlanner
+from clusterscaler.scaleup import (
+    current_totals,
+    execute_scale_up,
+    plan_min_size_enforcement,
+    plan_scale_up,
+)
+from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
+from clusterscaler.templates import TemplateCache, instantiate
+
+if TYPE_CHECKING:
+    from clusterscaler.options import AutoscalingOptions
+    from clusterscaler.pluginmanager import Registry
+
+log = structlog.get_logger()
+
+
+class AutoscalerError(Exception):
+    """The autoscaler cannot be built from its options and plugins."""
+
+
+def build_estimator(registry: Registry, options: AutoscalingOptions) -> Estimator:
+    entry = registry.estimators.get(options.estimator)
+    if entry is None:
+        raise AutoscalerError(
+            f"--estimator={options.estimator}: expected one of "
+            f"{', '.join(sorted(registry.estimators)) or '(none installed)'}"
+        )
+    estimator: Estimator = entry.factory(options)
+    return estimator
+
+
+class BestOption(Protocol):
+    """What the loop needs of the expander chain (`clusterscaler.expander.ExpanderChain`)."""
+
+    def best_option(self, options: Sequence[Option], context: ExpanderContext) -> Option | None: ...
+
+
+def build_expander(
+    registry: Registry, options: AutoscalingOptions, provider: CloudProvider
+) -> BestOption:
+    """The expander chain of --expander."""
+    return build_expander_chain(
+        options.expander, registry, options, pricing_available=provider.pricing() is not None
+    )
+
+
+def _statuses_after(
+    state: ClusterState, scale_up: ScaleUpResult, scale_down: ScaleDownResult
+) -> tuple[NodeGroupStatus, ...]:
+    """Node group statuses with the targets this loop's actions changed."""
+    delta: dict[str, int] = {}
+    for d in scale_up.decisions:
+        delta[d.node_group] = delta.get(d.node_group, 0) + d.delta
+    for x in scale_down.deletions:
+        if x.ok:
+            delta[x.node_group] = delta.get(x.node_group, 0) - 1
+    return tuple(
+        dataclasses.replace(
+            s,
+            target_size=s.target_size + delta.get(s.name, 0),
+            upcoming=max(0, s.upcoming + max(0, delta.get(s.name, 0))),
+            scale_up_in_progress=s.scale_up_in_progress or delta.get(s.name, 0) > 0,
+        )
+        for s in state.statuses()
+    )
+
+
+def _pods_by_node(pods: Sequence[Pod]) -> dict[str, list[Pod]]:
+    out: dict[str, list[Pod]] = {}
+    for p in pods:
+        if p.node_name:
+            out.setdefault(p.node_name, []).append(p)
+    return out
+
+
+class Autoscaler:
+    """The loop and the state it keeps between iterations."""
+
+    def __init__(
+        self,
+        *,
+        options: AutoscalingOptions,
+        provider: CloudProvider,
+        source: ClusterSource,
+        actions: ClusterActions,
+        estimator: Estimator,
+        expander: BestOption,
+        pod_filters: Sequence[PodFilter],
+        clock: Clock | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.options = options
+        self.provider = provider
+        self.source = source
+        self.actions = actions
+        self.estimator = estimator
+        self.expander = expander
+        self.clock: Clock = clock or SystemClock()
+        self.monotonic = monotonic
+        self.registry = ClusterStateRegistry(options)
+        self.templates = TemplateCache(options)
+        self.planner = ScaleDownPlanner(options, pod_filters, clock=monotonic)
+        self.actuator = Actuator(actions, options, self.clock)
+        self.pending_hints = HintingSimulator()
+        self.last_scale_up: datetime | None = None
+        self.last_scale_down_delete: datetime | None = None
+        self.last_scale_down_failure: datetime | None = None
+        self._started = False
+
+    @classmethod
+    def from_registry(
+        cls,
+        registry: Registry,
+        *,
+        options: AutoscalingOptions,
+        provider: CloudProvider,
+        source: ClusterSource,
+        actions: ClusterActions,
+        clock: Clock | None = None,
+    ) -> Autoscaler:
+        """Build the estimator, expander chain and pod filters from installed plugins."""
+        return cls(
+            options=options,
+            provider=provider,
+            source=source,
+            actions=actions,
+            estimator=build_estimator(registry, options),
+            expander=build_expander(registry, options, provider),
+            pod_filters=build_pod_filters(registry, options),
+            clock=clock,
+        )
+
+    # ------------------------------------------------------------------ the loop
+
+    def run_once(self, now: datetime) -> LoopResult:
+        started = self.monotonic()
+        result = self._run(now)
+        return dataclasses.replace(result, duration=timedelta(seconds=self.monotonic() - started))
+
+    def _run(self, now: datetime) -> LoopResult:
+        options = self.options
+        try:
+            self.provider.refresh()
+        except CloudProviderError as exc:
+            log.error("cloud_provider_refresh_failed", error=str(exc))
+            return LoopResult(
+                time=now,
+                health=ClusterHealth(False, NodeCounts(), "cloud provider refresh failed"),
+                halted=f"cloud provider refresh failed: {exc}",
+                errors=(str(exc),),
+            )
+        objects = self.source.snapshot()
+        if not self._started:
+            self._started = True
+            if not options.dry_run:
+                cleaned = self.actuator.clean_stale_taints(objects.nodes)
+                if cleaned:
+                    objects = self.source.snapshot()
+        state = self.registry.update(now, objects.nodes, self.provider)
+        errors: list[str] = []
+        cleanups = self._clean_up_instances(state, now, errors)
+        if not state.health.healthy:
+            log.warning("cluster_unhealthy", message=state.health.message)
+            return LoopResult(
+                time=now,
+                health=state.health,
+                node_groups=state.statuses(),
+                halted=f"cluster is unhealthy: {state.health.message}",
+                cleanups=tuple(cleanups),
+                errors=tuple(errors),
+            )
+
+        pods_by_node = _pods_by_node(objects.pods)
+        snapshot = ClusterSnapshot.from_objects(objects)
+        gpu_label = self.provider.gpu_label()
+        limits = Limits.from_options(options, self.provider.resource_limiter())
+        base_totals = sum_totals(objects.nodes, gpu_label)
+
+        scale_up, pending = self._scale_up(
+            now, objects, state, pods_by_node, snapshot, limits, base_totals, gpu_label, errors
+        )
+        scaled_up = any(d.delta > 0 for d in scale_up.decisions)
+        if scaled_up:
+            self.last_scale_up = now
+
+        scale_down = self._scale_down(
+            now, objects, state, pods_by_node, snapshot, limits, base_totals, gpu_label, scaled_up
+        )
+        return LoopResult(
+            time=now,
+            health=state.health,
+            node_groups=_statuses_after(state, scale_up, scale_down),
+            scale_up=scale_up,
+            scale_down=scale_down,
+            pending_pods=tuple(p.key for p in pending.unschedulable),
+            cleanups=tuple(cleanups),
+            errors=tuple(errors),
+        )
+
+    # ------------------------------------------------------------------ cluster upkeep
+
+    def _clean_up_instances(
+        self, state: ClusterState, now: datetime, errors: list[str]
+    ) -> list[NodeDeletion]:
+        """Remove instances that never registered in time or failed to be created, and
+        cancel requested capacity of scale-ups that timed out."""
+        out: list[NodeDeletion] = []
+        if self.options.dry_run:
+            return out
+        for g, fakes in long_unregistered_nodes(state):
+            allowed = len(fakes)
+            if not self.options.force_delete_unregistered_nodes:
+                allowed = max(0, min(allowed, g.target - g.group.min_size))
+            if allowed <= 0:
+                continue
+            out.extend(
+                self._delete_instances(g.group, fakes[:allowed], DeletionKind.UNREGISTERED, errors)
+            )
+        for g, fakes in create_error_nodes(state):
+            out.extend(self._delete_instances(g.group, fakes, DeletionKind.CREATE_ERROR, errors))
+        for req in state.timed_out:
+            timed = state.groups.get(req.node_group)
+            if timed is None:
+                continue
+            g = timed
+            # Capacity requested but never turned into instances has nothing to delete.
+            never_created = (
+                g.target
+                - g.counts.total
+                - len(g.unregistered)
+                - len(g.long_unregistered)
+                - len(g.create_errors)
+            )
+            if never_created > 0:
+                try:
+                    g.group.decrease_target_size(-never_created)
+                    log.info(
+                        "scale_up_cancelled",
+                        node_group=g.id,
+                        delta=-never_created,
+                        reason="timeout",
+                    )
+                except CloudProviderError as exc:
+                    errors.append(f"node group {g.id}: decrease_target_size failed: {exc}")
+        return out
+
+    def _delete_instances(
+        self, group: NodeGroup, fakes: list[Any], kind: DeletionKind, errors: list[str]
+    ) -> list[NodeDeletion]:
+        try:
+            group.delete_nodes(fakes)
+        except CloudProviderError as exc:
+            message = f"node group {group.id}: deleting {kind.value} instances failed: {exc}"
+            errors.append(message)
+            log.error(
+                "instance_cleanup_failed", node_group=group.id, kind=kind.value, error=str(exc)
+            )
+            return [NodeDeletion(f.name, group.id, kind, error=str(exc)) for f in fakes]
+        log.info("instances_removed", node_group=group.id, kind=kind.value, count=len(fakes))
+        return [NodeDeletion(f.name, group.id, kind) for f in fakes]
+
+    # ------------------------------------------------------------------ scale-up
+
+    def _scale_up(
+        self,
+        now: datetime,
+        objects: ClusterObjects,
+        state: ClusterState,
+        pods_by_node: Mapping[str, Sequence[Pod]],
+        snapshot: ClusterSnapshot,
+        limits: Limits,
+        base_totals: Any,
+        gpu_label: str,
+        errors: list[str],
+    ) -> tuple[ScaleUpResult, PendingPods]:
+        options = self.options
+        templates = self.templates.build(state, pods_by_node, objects.daemonsets)
+        pending = classify_pending(objects.pods, options, now)
+        errors.extend(pending.errors)
+        decisions: list[ScaleUpDecision] = []
+        if options.enforce_node_group_min_size:
+            decisions.extend(plan_min_size_enforcement(state, now))
+        context = ExpanderContext(
+            pricing=self.provider.pricing(),
+            cluster_node_count=len(objects.nodes),
+            config_maps={c.key: c for c in objects.config_maps},
+            namespace=options.namespace,
+            now=now,
+            gpu_label=gpu_label,
+            # Seeded by the loop time so that a replayed loop makes the same random choice.
+            rng=random.Random(int(now.timestamp())),
+        )
+
+        def choose(candidates: Sequence[Option]) -> Option | None:
+            return self.expander.best_option(candidates, context)
+
+        snapshot.fork()
+        try:
+            for gid, g in sorted(state.groups.items()):
+                tpl = templates.get(gid)
+                if not g.upcoming or tpl is None or tpl.node_info is None:
+                    continue
+                for i in range(g.upcoming):
+                    info = instantiate(tpl.node_info, f"{tpl.node_info.node.name}-upcoming-{i}")
+                    snapshot.add_node(info.node, info.pods)
+            drop_schedulable(pending, snapshot, self.pending_hints)
+            totals = current_totals(state, templates, gpu_label, base_totals)
+            plan = plan_scale_up(
+                now=now,
+                pods=pending.unschedulable,
+                state=state,
+                templates=templates,
+                snapshot=snapshot,
+                estimator=self.estimator,
+                choose=choose,
+                limits=limits,
+                totals=totals,
+                options=options,
+                gpu_label=gpu_label,
+            )
+        finally:
+            snapshot.revert()
+        if context.warnings:
+            plan.result = dataclasses.replace(
+                plan.result, expander_warnings=tuple(context.warnings)
+            )
+        enforced = {d.node_group for d in decisions}
+        decisions.extend(d for d in plan.result.decisions if d.node_group not in enforced)
+        if not decisions:
+            return plan.result, pending
+        done, failures = execute_scale_up(
+            decisions, state, self.registry, now, dry_run=options.dry_run
+        )
+        errors.extend(failures)
+        status = plan.result.status
+        if failures and not done:
+            status = ScaleUpStatus.ERROR
+        elif done and status is not ScaleUpStatus.SUCCESSFUL:
+            status = ScaleUpStatus.SUCCESSFUL
+        return (
+            dataclasses.replace(
+                plan.result,
+                status=status,
+                decisions=tuple(done),
+                error="; ".join(failures),
+            ),
+            pending,
+        )
+
+    # ------------------------------------------------------------------ scale-down
+
+    def _cooldown(self, now: datetime, scaled_up: bool) -> str:
+        o = self.options
+        if scaled_up:
+            return "scale-up in this loop"
+        if (
+            self.last_scale_up is not None
+            and now < self.last_scale_up + o.scale_down_delay_after_add
+        ):
+            return "--scale-down-delay-after-add"
+        delay_after_delete = o.scale_down_delay_after_delete or o.scan_interval
+        if (
+            self.last_scale_down_delete is not None
+            and now < self.last_scale_down_delete + delay_after_delete
+        ):
+            return "--scale-down-delay-after-delete"
+        if (
+            self.last_scale_down_failure is not None
+            and now < self.last_scale_down_failure + o.scale_down_delay_after_failure
+        ):
+            return "--scale-down-delay-after-failure"
+        return ""
+
+    def _scale_down(
+        self,
+        now: datetime,
+        objects: ClusterObjects,
+        state: ClusterState,
+        pods_by_node: Mapping[str, Sequence[Pod]],
+        snapshot: ClusterSnapshot,
+        limits: Limits,
+        base_totals: Any,
+        gpu_label: str,
+        scaled_up: bool,
+    ) -> ScaleDownResult:
+        options = self.options
+        if not options.scale_down_enabled:
+            return ScaleDownResult(status=ScaleDownStatus.NOT_TRIED)
+        if scaled_up:
+            return ScaleDownResult(
+                status=ScaleDownStatus.IN_COOLDOWN, cooldown_reason="scale-up in this loop"
+            )
+        cooldown = self._cooldown(now, scaled_up)
+        in_progress = self._in_progress(state, pods_by_node)
+        plan = self.planner.plan(
+            now,
+            ScaleDownInputs(
+                nodes=objects.nodes,
+                pods_by_node=pods_by_node,
+                pdbs=objects.pdbs,
+                controllers=objects.controllers,
+                daemonsets=objects.daemonsets,
+            ),
+            snapshot,
+            state,
+            limits=limits,
+            totals=base_totals,
+            in_progress=in_progress,
+            allow_deletion=not cooldown,
+            gpu_label=gpu_label,
+        )
+        self.actuator.update_soft_taints(objects.nodes, (u.node for u in plan.unneeded), now)
+        groups = {gid: g.group for gid, g in state.groups.items()}
+        deletions = self.actuator.delete(plan.selection.empty, plan.selection.drain, groups, now)
+        for d in deletions:
+            if d.ok:
+                self.last_scale_down_delete = now
+                self.planner.timers.drop(d.node)
+            else:
+                self.last_scale_down_failure = now
+                self.planner.recheck.add(d.node, now)
+        if cooldown:
+            status = ScaleDownStatus.IN_COOLDOWN
+        elif any(d.ok for d in deletions):
+            status = ScaleDownStatus.NODE_DELETE_STARTED
+        elif deletions:
+            status = ScaleDownStatus.ERROR
+        elif plan.unneeded:
+            status = ScaleDownStatus.NO_NODE_DELETED
+        else:
+            status = ScaleDownStatus.NO_UNNEEDED
+        return ScaleDownResult(
+            status=status,
+            unneeded=tuple(plan.unneeded),
+            unremovable=tuple(plan.unremovable),
+            deletions=tuple(deletions),
+            cooldown_reason=cooldown,
+        )
+
+    @staticmethod
+    def _in_progress(state: ClusterState, pods_by_node: Mapping[str, Sequence[Pod]]) -> InProgress:
+        per_group: dict[str, int] = {}
+        drains = 0
+        for name in state.being_deleted:
+            gid = state.group_of_node.get(name)
+            if gid is None:
+                continue
+            per_group[gid] = per_group.get(gid, 0) + 1
+            if any(
+                not (p.is_daemonset or p.is_mirror or p.is_terminal)
+                for p in pods_by_node.get(name, ())
+            ):
+                drains += 1
+        return InProgress(total=sum(per_group.values()), drains=drains, per_group=per_group)
