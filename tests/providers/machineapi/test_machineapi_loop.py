@@ -1,0 +1,112 @@
+"""The autoscaling loop with the machineapi provider, against the fake API server.
+
+A MachineSet at zero replicas is scaled up for pending pods (from its capacity annotations),
+its machines become nodes, and once the pods are gone the loop scales it back to zero
+through the delete-machine annotation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from clusterscaler.autoscaler import Autoscaler
+from clusterscaler.kube.actions import KubeClusterActions
+from clusterscaler.kube.source import KubeClusterSource
+from clusterscaler.options import AutoscalingOptions
+from clusterscaler.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.testing.fakekube import FakeKubeServer
+from machineapi_builders import (
+    OPENSHIFT,
+    OPENSHIFT_NS,
+    MachineController,
+    limits,
+    resource_name,
+    scalable,
+)
+
+M_OS = resource_name(OPENSHIFT, "Machine")
+MS_OS = resource_name(OPENSHIFT, "MachineSet")
+
+
+def pending_pod(name: str, cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-uid", "controller": True}
+            ],
+        },
+        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    }
+
+
+def wait_until(predicate: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "the informers did not catch up"
+        time.sleep(0.05)
+
+
+def test_loop_scales_a_machineset_from_zero_to_n_and_back(kube: FakeKubeServer, make_provider: Any, api_client: Any) -> None:
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    kube.create(
+        scalable(
+            "workers",
+            replicas=0,
+            annotations={**limits(OPENSHIFT, 0, 3), f"{OPENSHIFT}/vCPU": "4", f"{OPENSHIFT}/memoryMb": "16384"},
+        )
+    )
+    kube.create(pending_pod("web-1", "3"))
+    kube.create(pending_pod("web-2", "3"))
+    provider = make_provider()
+    options = dataclasses.replace(
+        AutoscalingOptions(),
+        scale_down_delay_after_add=timedelta(0),
+        scale_down_unneeded_time=timedelta(minutes=1),
+        skip_nodes_with_custom_controller_pods=False,
+    )
+    registry = collect_registry(build_plugin_manager())
+    controller = MachineController(kube)
+    with KubeClusterSource(api_client, namespace="kube-system") as source:
+        assert source.wait_for_sync(10)
+        loop = Autoscaler.from_registry(
+            registry, options=options, provider=provider, source=source, actions=KubeClusterActions(api_client)
+        )
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+
+        result = loop.run_once(now)
+        assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [
+            ("MachineSet/openshift-machine-api/workers", 2)
+        ]
+        assert kube.get(MS_OS, "workers", OPENSHIFT_NS)["spec"]["replicas"] == 2  # type: ignore[index]
+
+        # The machines come up; the pods land on them and then finish.
+        controller.reconcile()
+        for pod in ("web-1", "web-2"):
+            kube.delete("pods", pod, "default")
+        wait_until(lambda: len(source.snapshot().nodes) == 2 and not source.snapshot().pods)
+
+        deleted: list[str] = []
+        for step in range(1, 6):
+            result = loop.run_once(now + timedelta(minutes=2 * step))
+            assert result.errors == ()
+            deleted += [d.node for d in result.scale_down.deletions if d.ok]
+            controller.reconcile()
+            if not kube.list(M_OS):
+                break
+        # Each machine was chosen through the delete-machine annotation, then replicas lowered.
+        marks = [r for r in kube.requests if r.method == "PATCH" and r.resource == "machines"]
+        assert len(marks) == 2
+        assert len(deleted) == 2
+        assert kube.get(MS_OS, "workers", OPENSHIFT_NS)["spec"]["replicas"] == 0  # type: ignore[index]
+        assert kube.list(M_OS) == []
