@@ -115,6 +115,7 @@ class SimulatedCluster(InMemoryCluster):
         # the first pod seen of each controller stands in for its template.
         self.templates: dict[str, Pod] = {}
         self._seq = itertools.count(1)
+        self._names = itertools.count(1)
         for pod in self.pods.values():
             self._remember_template(pod)
             if not pod.node_name and not pod.is_terminal:
@@ -291,8 +292,15 @@ class SimulatedCluster(InMemoryCluster):
         if owner is None or owner.kind not in RECREATING_KINDS or pod.is_terminal:
             return
         # A StatefulSet recreates the pod under the same name; others generate a new one.
-        name = pod.name if owner.kind == "StatefulSet" else f"{owner.name}-{next(self._seq):05d}"
+        name = pod.name if owner.kind == "StatefulSet" else self._new_pod_name(pod.namespace, owner.name)
         self._add_pending(self._fresh(pod, name))
+
+    def _new_pod_name(self, namespace: str, prefix: str) -> str:
+        """A generated name no pod of the namespace has, as controllers make them."""
+        while True:
+            name = f"{prefix}-{next(self._names):05d}"
+            if f"{namespace}/{name}" not in self.pods:
+                return name
 
     def find_controller(self, ref: str) -> Controller:
         """A controller by `kind/namespace/name`, `namespace/name` or `name` (default ns)."""
@@ -354,9 +362,8 @@ class SimulatedCluster(InMemoryCluster):
                     current.append(self._fresh(template, name))
                     self._add_pending(current[-1])
                 else:
-                    self._add_pending(
-                        self._fresh(template, f"{controller.name}-{next(self._seq):05d}")
-                    )
+                    name = self._new_pod_name(controller.namespace, controller.name)
+                    self._add_pending(self._fresh(template, name))
         elif delta < 0:
             victims = _scale_down_order(current, -delta)
             for pod in victims:

@@ -159,3 +159,12 @@ def test_snapshot_carries_config_maps_for_the_priority_expander() -> None:
     cm = ConfigMap("kube-system", "cluster-autoscaler-priority-expander", {"priorities": "10: [a]"})
     cluster, _ = cluster_with(config_maps=[cm])
     assert cluster.snapshot().config_maps == [cm]
+
+
+def test_generated_names_never_replace_existing_pods() -> None:
+    pods = [make_pod(f"web-{i:05d}", cpu="100m", owner=RS, node_name="n1", phase="Running") for i in range(4)]
+    cluster, _ = cluster_with(nodes=[make_node("n1")], pods=pods, controllers=[WEB])
+    cluster.scale("default/web", 10)
+    assert len(cluster.owned_pods(WEB)) == 10
+    cluster.evict(cluster.pods["default/web-00001"], None)
+    assert len(cluster.owned_pods(WEB)) == 10
