@@ -386,6 +386,7 @@ def run_controller(
         targets=config.targets,
         default_params=config.default_params,
         node_labels=config.node_labels,
+        watch_nodes=True,
     )
     health = PollHealth()
     server = HealthServer(config.address, health)
@@ -418,6 +419,7 @@ def run_controller(
                 return EXIT_OK
     finally:
         server.stop()
+        controller.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

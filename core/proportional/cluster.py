@@ -9,6 +9,7 @@ upstream rounds the summed quantity.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from clusterscaler.proportional.calculator import ClusterSize
@@ -42,12 +43,6 @@ def _name(node: Mapping[str, Any]) -> str:
     return str((node.get("metadata") or {}).get("name", "<unnamed>"))
 
 
-def node_matches(node: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """Whether the node carries every label in `labels`."""
-    node_labels = (node.get("metadata") or {}).get("labels") or {}
-    return all(node_labels.get(k) == v for k, v in labels.items())
-
-
 def is_schedulable(node: Mapping[str, Any]) -> bool:
     """Not cordoned and Ready=True: the nodes new replicas can actually land on."""
     if (node.get("spec") or {}).get("unschedulable"):
@@ -67,25 +62,45 @@ def node_cpu_millis(node: Mapping[str, Any]) -> int:
     return parse_cpu_millis(raw, obj=f"node {_name(node)}", field="status.allocatable.cpu")
 
 
+@dataclass(frozen=True)
+class NodeFacts:
+    """What counting needs of a node; the node cache keeps only this."""
+
+    name: str
+    cpu_millis: int
+    schedulable: bool
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def node_facts(node: Mapping[str, Any]) -> NodeFacts:
+    """Extract the facts of a raw node; a malformed CPU quantity raises `QuantityError`."""
+    return NodeFacts(
+        name=_name(node),
+        cpu_millis=node_cpu_millis(node),
+        schedulable=is_schedulable(node),
+        labels=dict((node.get("metadata") or {}).get("labels") or {}),
+    )
+
+
 def _whole_cores(millis: int) -> int:
     return -(-millis // 1000)
 
 
 def count_cluster(
-    nodes: Iterable[Mapping[str, Any]], labels: Mapping[str, str] | None = None
+    nodes: Iterable[Mapping[str, Any] | NodeFacts], labels: Mapping[str, str] | None = None
 ) -> ClusterSize:
     """Count the nodes (carrying `labels`) and their cores, all and schedulable."""
     total_nodes = schedulable_nodes = 0
     total_millis = schedulable_millis = 0
     for node in nodes:
-        if labels and not node_matches(node, labels):
+        facts = node if isinstance(node, NodeFacts) else node_facts(node)
+        if labels and any(facts.labels.get(k) != v for k, v in labels.items()):
             continue
-        millis = node_cpu_millis(node)
         total_nodes += 1
-        total_millis += millis
-        if is_schedulable(node):
+        total_millis += facts.cpu_millis
+        if facts.schedulable:
             schedulable_nodes += 1
-            schedulable_millis += millis
+            schedulable_millis += facts.cpu_millis
     return ClusterSize(
         nodes=total_nodes,
         cores=_whole_cores(total_millis),

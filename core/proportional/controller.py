@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from clusterscaler.kube.informer import Informer, ListerSpec
 from clusterscaler.proportional.calculator import ClusterSize, Decision, compute_replicas
-from clusterscaler.proportional.cluster import count_cluster, label_selector
+from clusterscaler.proportional.cluster import NodeFacts, count_cluster, label_selector, node_facts
 from clusterscaler.proportional.params import Params, ParamsError, parse_configmap_data
 from clusterscaler.proportional.targets import Target
 from kubernetes import client as k8s
@@ -27,6 +28,8 @@ from kubernetes.client.rest import ApiException
 log = structlog.get_logger()
 
 NODE_PAGE_SIZE = 500
+# How long a poll waits for the node cache's first list, as upstream waits for its reflector.
+NODE_SYNC_TIMEOUT_SECONDS = 5.0
 REQUEST_TIMEOUT_SECONDS = 15.0
 
 
@@ -86,10 +89,12 @@ class Controller:
     default_params: Mapping[str, str] | None = None
     node_labels: Mapping[str, str] = field(default_factory=dict)
     request_timeout: float = REQUEST_TIMEOUT_SECONDS
+    watch_nodes: bool = False
     _cache: _ParamsCache = field(default_factory=_ParamsCache, init=False, repr=False)
     _resolved: dict[Target, tuple[str, str, str]] = field(
         default_factory=dict, init=False, repr=False
     )
+    _informer: Informer[NodeFacts] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._core = k8s.CoreV1Api(self.api_client)
@@ -118,12 +123,43 @@ class Controller:
             if not token:
                 return
 
+    def _cached_nodes(self) -> list[NodeFacts]:
+        if self._informer is None:
+            selector = label_selector(self.node_labels)
+            spec = ListerSpec(
+                resource="nodes",
+                kind="Node",
+                list_function=self._core.list_node,
+                parse=node_facts,
+                kwargs={"label_selector": selector} if selector else None,
+            )
+            self._informer = Informer(spec, page_size=NODE_PAGE_SIZE)
+            self._informer.start()
+        if not self._informer.wait_for_sync(NODE_SYNC_TIMEOUT_SECONDS):
+            reason = self._informer.last_error or "no answer from the API server"
+            raise PollError(
+                f"listing nodes: cache not synced after {NODE_SYNC_TIMEOUT_SECONDS:g}s: {reason}"
+            )
+        return self._informer.items()
+
     def cluster_size(self) -> ClusterSize:
-        """Count the (label-matching) nodes and their cores."""
+        """Count the (label-matching) nodes and their cores.
+
+        With `watch_nodes` the nodes come from a list+watch cache, so a poll costs the API
+        server nothing on big clusters; otherwise every poll lists them page by page.
+        """
+        if self.watch_nodes:
+            return count_cluster(self._cached_nodes(), self.node_labels)
         try:
             return count_cluster(self._list_nodes(), self.node_labels)
         except ApiException as exc:
             raise PollError(f"listing nodes: {_api_error(exc)}") from exc
+
+    def close(self) -> None:
+        """Stop the node cache, if one runs."""
+        if self._informer is not None:
+            self._informer.stop()
+            self._informer = None
 
     # -- parameters ---------------------------------------------------------------
 

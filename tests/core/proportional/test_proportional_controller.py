@@ -459,3 +459,64 @@ def test_custom_target_errors_name_the_target(target, message):
             make_controller(kube, target).poll()
         assert str(info.value).startswith(f"{target} in {NS}: ")
         assert message in str(info.value)
+
+
+def poll_until(ctl: Controller, expected: int, timeout: float = 10) -> None:
+    # The node cache follows the cluster through a watch: give events time to arrive.
+    deadline = time.monotonic() + timeout
+    while ctl.poll().decision.replicas != expected:
+        assert time.monotonic() < deadline, f"never reached {expected} replicas"
+        time.sleep(0.05)
+
+
+def test_watched_nodes_follow_the_cluster_without_relisting(kube):
+    for i in range(2):
+        kube.create(node(f"n{i}"))
+    kube.create(workload("Deployment", "coredns"))
+    kube.create(configmap("linear", {"nodesPerReplica": 1}))
+    ctl = make_controller(kube, node_labels={})
+    ctl.watch_nodes = True
+    try:
+        assert ctl.poll().decision.replicas == 2
+        kube.create(node("n2"))
+        poll_until(ctl, 3)
+        kube.patch("nodes", "n0", {"spec": {"unschedulable": True}})
+        poll_until(ctl, 2)
+        kube.delete("nodes", "n1")
+        poll_until(ctl, 1)
+        assert replicas(kube, "deployments", "coredns") == 1
+        node_lists = [r for r in kube.requests if r.resource == "nodes" and r.verb == "list"]
+        assert len(node_lists) == 1
+    finally:
+        ctl.close()
+
+
+def test_watched_nodes_honour_nodelabels(kube):
+    kube.create(node("dns-0", labels={"pool": "dns"}))
+    kube.create(node("web-0", labels={"pool": "web"}))
+    kube.create(workload("Deployment", "coredns"))
+    kube.create(configmap("linear", {"nodesPerReplica": 1}))
+    ctl = make_controller(kube, node_labels={"pool": "dns"})
+    ctl.watch_nodes = True
+    try:
+        assert ctl.poll().size.nodes == 1
+        kube.create(node("dns-1", labels={"pool": "dns"}))
+        kube.create(node("web-1", labels={"pool": "web"}))
+        poll_until(ctl, 2)
+    finally:
+        ctl.close()
+
+
+def test_unsynced_node_cache_fails_the_poll(kube, monkeypatch):
+    monkeypatch.setattr(controller_module, "NODE_SYNC_TIMEOUT_SECONDS", 0.5)
+    kube.create(workload("Deployment", "coredns", replicas=4))
+    kube.create(configmap("linear", {"nodesPerReplica": 1}))
+    kube.add_fault(path="^/api/v1/nodes", status=500, message="etcd down")
+    ctl = make_controller(kube)
+    ctl.watch_nodes = True
+    try:
+        with pytest.raises(PollError, match=r"listing nodes: cache not synced after 0.5s"):
+            ctl.poll()
+        assert replicas(kube, "deployments", "coredns") == 4
+    finally:
+        ctl.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,27 +96,35 @@ def test_autoscaler_flags_point_at_the_manifests(manifests, autoscaler_argv):
     assert container["readinessProbe"]["httpGet"]["path"] == "/last-poll"
 
 
-def test_rbac_grants_what_the_controller_calls(manifests, autoscaler_argv):
-    config = parse_controller_args(autoscaler_argv, {})
+def granted(
+    manifests, account: str, role_kind: str, binding_kind: str
+) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) triples the roles bound to `account` allow."""
+    rules = set()
+    for binding in (o for o in manifests if o["kind"] == binding_kind):
+        if not any(s["name"] == account for s in binding["subjects"]):
+            continue
+        role = find(manifests, role_kind, binding["roleRef"]["name"])
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    rules.update((group, resource, verb) for verb in rule["verbs"])
+    return rules
+
+
+def service_account(manifests) -> str:
     deployment = find(manifests, "Deployment", "overprovisioning-autoscaler")
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     find(manifests, "ServiceAccount", account)
+    return str(account)
 
-    def granted(kind: str, binding_kind: str) -> set[tuple[str, str, str]]:
-        rules = set()
-        for binding in (o for o in manifests if o["kind"] == binding_kind):
-            if not any(s["name"] == account for s in binding["subjects"]):
-                continue
-            role = find(manifests, kind, binding["roleRef"]["name"])
-            for rule in role["rules"]:
-                for group in rule["apiGroups"]:
-                    for resource in rule["resources"]:
-                        rules.update((group, resource, verb) for verb in rule["verbs"])
-        return rules
 
-    cluster = granted("ClusterRole", "ClusterRoleBinding")
-    namespaced = granted("Role", "RoleBinding")
-    assert ("", "nodes", "list") in cluster
+def test_rbac_grants_the_documented_permissions(manifests, autoscaler_argv):
+    config = parse_controller_args(autoscaler_argv, {})
+    account = service_account(manifests)
+    cluster = granted(manifests, account, "ClusterRole", "ClusterRoleBinding")
+    namespaced = granted(manifests, account, "Role", "RoleBinding")
+    assert {("", "nodes", "list"), ("", "nodes", "watch")} <= cluster
     assert {("", "configmaps", "get"), ("", "configmaps", "create")} <= namespaced
     for target in config.targets:
         assert ("apps", f"{target.resource}/scale", "get") in namespaced
@@ -217,6 +226,7 @@ def test_recipe_end_to_end(manifests, autoscaler_argv, apply_configmap):
             kube.create(obj)
         for i in range(3):
             kube.create(node(f"n{i}"))
+        # As the real process runs it: nodes from a list+watch cache.
         controller = Controller(
             kube.api_client(),
             namespace=config.namespace,
@@ -225,6 +235,7 @@ def test_recipe_end_to_end(manifests, autoscaler_argv, apply_configmap):
             default_params=config.default_params,
             node_labels=config.node_labels,
             request_timeout=5.0,
+            watch_nodes=True,
         )
 
         def pause_replicas() -> int:
@@ -232,21 +243,42 @@ def test_recipe_end_to_end(manifests, autoscaler_argv, apply_configmap):
             assert obj is not None
             return int(obj["spec"]["replicas"])
 
-        # 3 nodes, 12 cores: 12 pause pods (table row).
-        result = controller.poll()
-        assert result.configmap_created is not apply_configmap
-        assert pause_replicas() == 12
+        def poll_until(expected: int) -> None:
+            deadline = time.monotonic() + 10
+            while controller.poll().decision.replicas != expected:
+                assert time.monotonic() < deadline, f"never reached {expected}"
+                time.sleep(0.05)
+            assert pause_replicas() == expected
 
-        # The cluster grows to 10 nodes, 2 of them cordoned: 32 (table row).
-        for i in range(3, 8):
-            kube.create(node(f"n{i}"))
-        kube.create(node("cordoned-0", unschedulable=True))
-        kube.create(node("cordoned-1", unschedulable=True))
-        controller.poll()
-        assert pause_replicas() == 32
+        try:
+            # 3 nodes, 12 cores: 12 pause pods (table row).
+            result = controller.poll()
+            assert result.configmap_created is not apply_configmap
+            assert pause_replicas() == 12
 
-        # And far beyond: capped at max.
-        for i in range(8, 40):
-            kube.create(node(f"n{i}"))
-        controller.poll()
-        assert pause_replicas() == 100
+            # The cluster grows to 10 nodes, 2 of them cordoned: 32 (table row).
+            for i in range(3, 8):
+                kube.create(node(f"n{i}"))
+            kube.create(node("cordoned-0", unschedulable=True))
+            kube.create(node("cordoned-1", unschedulable=True))
+            poll_until(32)
+
+            # And far beyond: capped at max.
+            for i in range(8, 40):
+                kube.create(node(f"n{i}"))
+            poll_until(100)
+        finally:
+            controller.close()
+
+        # Every call the controller made is allowed by the recipe's RBAC.
+        account = service_account(manifests)
+        allowed = granted(manifests, account, "ClusterRole", "ClusterRoleBinding") | granted(
+            manifests, account, "Role", "RoleBinding"
+        )
+        for request in kube.requests:
+            if request.method == "GET" and not request.resource:
+                continue  # discovery: granted to every authenticated user
+            resource = request.resource
+            if request.subresource:
+                resource = f"{resource}/{request.subresource}"
+            assert (request.group, resource, request.verb) in allowed, request
