@@ -20,7 +20,15 @@ from clusterscaler.cloudprovider import (
 )
 from clusterscaler.cluster import InMemoryCluster
 from clusterscaler.drain import build_pod_filters
-from clusterscaler.model import Node, NodeCondition, NodeInfo, OwnerRef, Pod
+from clusterscaler.model import (
+    Controller,
+    DaemonSet,
+    Node,
+    NodeCondition,
+    NodeInfo,
+    OwnerRef,
+    Pod,
+)
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.pluginmanager import Registry, build_plugin_manager, collect_registry
 from clusterscaler.plugins import estimators, expanders, pod_filters
@@ -263,9 +271,15 @@ class FakeProvider:
 class Harness:
     """A cluster, a provider, a virtual clock and an autoscaler over them."""
 
-    def __init__(self, **option_overrides: Any) -> None:
+    def __init__(
+        self, cluster_class: type[InMemoryCluster] = InMemoryCluster, **option_overrides: Any
+    ) -> None:
         self.clock = VirtualClock(T0)
-        self.cluster = InMemoryCluster()
+        # The controllers the pods built here belong to, so drain rules can find them.
+        self.cluster = cluster_class(
+            controllers=[Controller("ReplicaSet", "default", "web", "uid-rs-web", replicas=3)],
+            daemonsets=[DaemonSet("default", "agent", "uid-ds-agent")],
+        )
         self.provider = FakeProvider(self.cluster, self.clock)
         self.options = dataclasses.replace(AutoscalingOptions(), **option_overrides)
         self._autoscaler: Autoscaler | None = None
