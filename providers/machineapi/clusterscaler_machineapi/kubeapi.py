@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import structlog
 from clusterscaler.cloudprovider import CloudProviderError
+from kubernetes.client.exceptions import ApiException
 
 log = structlog.get_logger()
 
@@ -46,8 +47,6 @@ class KubeApi:
         content_type: str = "application/json",
     ) -> Any:
         """Send one request and return the decoded JSON answer."""
-        from kubernetes.client.exceptions import ApiException
-
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type

@@ -8,6 +8,7 @@ fails. Nothing else about a Machine is ever changed.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,9 @@ class MachineApiNodeGroup:
         self._provider = provider
         self._record = record
         self._target: int | None = None
+        # Machines marked and paid for by a decrement since the last refresh; the
+        # snapshot does not show their mark yet.
+        self._decremented: set[str] = set()
 
     @property
     def resource(self) -> ScalableResource:
@@ -106,6 +110,10 @@ class MachineApiNodeGroup:
         return self._target
 
     def increase_size(self, delta: int) -> None:
+        with self._provider.write_lock:
+            self._increase_size(delta)
+
+    def _increase_size(self, delta: int) -> None:
         if delta <= 0:
             raise CloudProviderError(f"{self.id}: size increase must be positive, got {delta}")
         current = self._read_replicas()
@@ -167,17 +175,35 @@ class MachineApiNodeGroup:
             out[machine.key] = machine
         return list(out.values())
 
+    def _is_marked(self, machine: Machine) -> bool:
+        if machine.key in self._decremented:
+            return True
+        return any(key in machine.annotations for key in machine.api.delete_machine_keys)
+
     def delete_nodes(self, nodes: Sequence[Node]) -> None:
+        with self._provider.write_lock:
+            self._delete_nodes(nodes)
+
+    def _delete_nodes(self, nodes: Sequence[Node]) -> None:
         if not nodes:
             return
         machines = self._machines_to_delete(nodes)
-        to_delete = [m for m in machines if not m.deleting]
+        replicas = self._read_replicas()
+        # Machines the controller still has to remove for an earlier decrement: a marked
+        # machine among them was already paid for, and decrementing again would take an
+        # extra machine with it.
+        surplus = sum(1 for m in self._record.machines if not m.deleting) - replicas
+        to_delete = []
         for machine in machines:
             if machine.deleting:
                 log.info("machineapi_already_deleting", node_group=self.id, machine=machine.key)
+            elif surplus > 0 and self._is_marked(machine):
+                surplus -= 1
+                log.info("machineapi_already_marked", node_group=self.id, machine=machine.key)
+            else:
+                to_delete.append(machine)
         if not to_delete:
             return
-        replicas = self._read_replicas()
         if replicas - len(to_delete) < self.min_size:
             raise CloudProviderError(
                 f"{self.id}: deleting {len(to_delete)} node(s) would take replicas from "
@@ -196,6 +222,7 @@ class MachineApiNodeGroup:
             except CloudProviderError:
                 self._unmark(machine)
                 raise
+            self._decremented.add(machine.key)
             log.info(
                 "scale_down",
                 node_group=self.id,
@@ -212,6 +239,10 @@ class MachineApiNodeGroup:
         """
         if delta >= 0:
             raise CloudProviderError(f"{self.id}: size decrease must be negative, got {delta}")
+        with self._provider.write_lock:
+            self._decrease_target_size(delta)
+
+    def _decrease_target_size(self, delta: int) -> None:
         replicas = self._read_replicas()
         machines = self._provider.list_group_machines(self)
         with_nodes = [m for m in machines if m.node_name and not m.deleting]
@@ -277,10 +308,13 @@ class MachineApiNodeGroup:
         return group_options(self.resource, defaults)
 
     def debug(self) -> str:
-        return (
+        text = (
             f"{self.id} (min: {self.min_size}, max: {self.max_size}, "
             f"replicas: {self.resource.replicas}, machines: {len(self._record.machines)})"
         )
+        for problem in self._provider.snapshot.problems_of(self.id):
+            text += f"; {problem.reason}: {problem.message}"
+        return text
 
     def __repr__(self) -> str:
         return f"MachineApiNodeGroup({self.id!r})"
@@ -306,6 +340,9 @@ class MachineApiCloudProvider:
         self._groups: dict[str, MachineApiNodeGroup] = {}
         self._reported: dict[tuple[str, str], str] = {}
         self._on_problem = on_problem
+        # Replicas are read, checked and written in steps; one writer at a time keeps two
+        # scale-downs from computing their new size from the same old one.
+        self.write_lock = threading.RLock()
 
     @property
     def name(self) -> str:

@@ -95,6 +95,9 @@ class Snapshot:
                 return True
         return False
 
+    def problems_of(self, group_id: str) -> list[Problem]:
+        return [p for p in self.problems if p.node_group == group_id]
+
     def group_id_of(self, machine: Machine) -> str | None:
         return self.group_of_machine.get((machine.api.group, machine.key))
 
@@ -152,9 +155,15 @@ def _add_listing(snap: Snapshot, listing: Listing, specs: Sequence[DiscoverySpec
             index[(kind, resource.namespace, resource.name)] = resource
 
     candidates: dict[str, tuple[ScalableResource, SizeLimits]] = {}
-    for (kind, namespace, _name), resource in index.items():
-        # A MachineSet run by a MachineDeployment is scaled through its deployment.
-        if kind == MACHINE_SET and _owner_of(MACHINE_DEPLOYMENT, resource.owner, index, namespace):
+    for (kind, _namespace, _name), resource in index.items():
+        # A MachineSet run by a MachineDeployment is scaled through its deployment; even
+        # when that deployment is not listed (being deleted, other namespace filter),
+        # scaling the MachineSet would fight the deployment controller.
+        if (
+            kind == MACHINE_SET
+            and resource.owner is not None
+            and resource.owner.kind == MACHINE_DEPLOYMENT
+        ):
             continue
         if not allowed(specs, resource):
             continue

@@ -517,3 +517,34 @@ def test_scale_from_zero_to_n_and_back(kube: FakeKubeServer, make_provider: Any)
     provider.refresh()
     assert provider.node_groups()[0].target_size() == 0
     assert kube.list(M_OS) == [] and kube.list("nodes") == []
+
+
+def test_deleting_the_same_node_again_does_not_decrement_twice(kube: FakeKubeServer, make_provider: Any) -> None:
+    openshift_set(kube, "workers", replicas=3)
+    MachineController(kube).reconcile()
+    provider = make_provider()
+    name = kube.list(M_OS)[0]["metadata"]["name"]
+    provider.node_groups()[0].delete_nodes([as_node(kube, name)])
+    assert replicas(kube, MS_OS, "workers") == 2
+    # A retry in the same loop, and one in the next loop before the controller acted.
+    provider.node_groups()[0].delete_nodes([as_node(kube, name)])
+    provider.refresh()
+    provider.node_groups()[0].delete_nodes([as_node(kube, name)])
+    assert replicas(kube, MS_OS, "workers") == 2
+    # Another node of the group is still deleted normally.
+    other = kube.list(M_OS)[1]["metadata"]["name"]
+    provider.node_groups()[0].delete_nodes([as_node(kube, other)])
+    assert replicas(kube, MS_OS, "workers") == 1
+
+
+def test_machineset_of_a_missing_machinedeployment_is_not_scaled(kube: FakeKubeServer, make_provider: Any) -> None:
+    ghost = {"apiVersion": f"{CAPI}/v1beta1", "kind": "MachineDeployment", "metadata": {"name": "gone", "uid": "u-gone"}}
+    kube.create(scalable("orphan", group=CAPI, namespace="ns", owner=ghost, annotations=limits(CAPI, 0, 3)))
+    assert make_provider().node_groups() == []
+
+
+def test_debug_line_names_limits_and_problems(kube: FakeKubeServer, make_provider: Any) -> None:
+    kube.create(scalable("bare", replicas=0, annotations=limits(OPENSHIFT, 0, 3)))
+    line = make_provider().node_groups()[0].debug()
+    assert line.startswith("MachineSet/openshift-machine-api/bare (min: 0, max: 3, replicas: 0, machines: 0)")
+    assert "CannotScaleFromZero" in line and f"{CAP}/cpu" in line
