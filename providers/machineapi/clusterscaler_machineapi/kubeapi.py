@@ -33,9 +33,12 @@ class KubeApiError(CloudProviderError):
 class KubeApi:
     """The few calls the provider makes, on top of a `kubernetes.client.ApiClient`."""
 
-    def __init__(self, api_client: Any, request_timeout: float = 30.0) -> None:
+    def __init__(
+        self, api_client: Any, request_timeout: float = 30.0, page_size: int = LIST_PAGE_SIZE
+    ) -> None:
         self._client = api_client
         self._timeout = request_timeout
+        self._page_size = page_size
 
     def request(
         self,
@@ -125,7 +128,7 @@ class KubeApi:
         path = self.path(group, version, plural, namespace)
         token = ""
         while True:
-            query = {"limit": str(LIST_PAGE_SIZE)}
+            query = {"limit": str(self._page_size)}
             if token:
                 query["continue"] = token
             doc = self.request("GET", path, query=query)
