@@ -191,6 +191,20 @@ def test_configmap_created_from_default_params(kube):
     assert not ctl.poll().configmap_created
 
 
+def test_deleted_configmap_is_recreated_from_default_params(kube):
+    kube.create(node("n0"))
+    kube.create(workload("Deployment", "coredns"))
+    kube.create(configmap("linear", {"nodesPerReplica": 1, "min": 3}))
+    defaults = {"linear": json.dumps({"nodesPerReplica": 1, "min": 2})}
+    ctl = make_controller(kube, default_params=defaults)
+    assert ctl.poll().decision.replicas == 3
+    kube.delete("configmaps", CM, NS)
+    result = ctl.poll()
+    assert result.configmap_created
+    assert result.decision.replicas == 2
+    assert replicas(kube, "deployments", "coredns") == 2
+
+
 def test_existing_configmap_is_never_overwritten_by_defaults(kube):
     kube.create(node("n0"))
     kube.create(workload("Deployment", "coredns"))
