@@ -19,7 +19,7 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -30,9 +30,11 @@ from clusterscaler.model import ClusterObjects, Pod
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.pending import classify_pending, scale_up_delay
 from clusterscaler.simulation import output
+from clusterscaler.simulation.clock import DEFAULT_START
 
 if TYPE_CHECKING:
     from clusterscaler.cli import CommandContext
+    from clusterscaler.pluginmanager import Registry
 
 log = structlog.get_logger()
 
@@ -262,16 +264,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--json", action="store_true", help="Print JSON (the keys of simulate --once --json).")
 
 
+def _one_loop(
+    registry: Registry,
+    options: AutoscalingOptions,
+    objects: ClusterObjects,
+    now: datetime,
+    kube_api: Any | None,
+) -> LoopResult:
+    """One dry-run loop over an in-memory copy of `objects`: nothing real changes."""
+    from clusterscaler.simulation.setup import build_cluster, build_loop, build_provider
+
+    cluster, clock = build_cluster(objects)
+    clock.advance_to(now)
+    provider = build_provider(
+        registry,
+        options,
+        cluster=cluster if kube_api is None else None,
+        kube_api=kube_api,
+        clock=clock,
+    )
+    loop = build_loop(registry, options, provider, cluster, clock)
+    return loop.run_once(now)
+
+
+def evaluate(
+    registry: Registry,
+    options: AutoscalingOptions,
+    objects: ClusterObjects,
+    now: datetime,
+    kube_api: Any | None = None,
+) -> LoopResult:
+    """The loop's decisions about `objects` at `now`, with an answer for every node.
+
+    A loop that scales up skips scale-down (cooldown), so its result says nothing about
+    nodes. Cluster Autoscaler still computes unneeded nodes in that loop, and its removal
+    simulation only moves pods that are already running: the node answers then come from a
+    second loop over the same cluster without its pending pods.
+    """
+    options = dataclasses.replace(options, dry_run=True)
+    result = _one_loop(registry, options, objects, now, kube_api)
+    down = result.scale_down
+    if result.scale_up.decisions and not down.unneeded and not down.unremovable:
+        running = dataclasses.replace(objects, pods=[p for p in objects.pods if p.node_name])
+        calm = _one_loop(registry, options, running, now, kube_api)
+        result = dataclasses.replace(result, scale_down=calm.scale_down)
+    return result
+
+
 def _offline(ctx: CommandContext) -> tuple[LoopResult, ClusterObjects, AutoscalingOptions, datetime]:
     from clusterscaler.simulation.loader import load_snapshot
-    from clusterscaler.simulation.setup import (
-        SIM_PROVIDER,
-        build_cluster,
-        build_loop,
-        build_provider,
-    )
+    from clusterscaler.simulation.setup import SIM_PROVIDER
 
-    options = dataclasses.replace(ctx.options, dry_run=True)
+    options = ctx.options
     if options.cloud_provider != SIM_PROVIDER:
         raise ConfigurationError(
             f"--cloud-provider: explaining a snapshot needs the {SIM_PROVIDER} provider and a "
@@ -282,38 +326,25 @@ def _offline(ctx: CommandContext) -> tuple[LoopResult, ClusterObjects, Autoscali
             "--cloud-config: expected a sim cloud-config declaring the node groups of the snapshot"
         )
     objects = load_snapshot(ctx.args.snapshot)
-    cluster, clock = build_cluster(objects)
-    # The snapshot is a moment of a real cluster: its clock starts at its newest object.
+    # The snapshot is a moment of a real cluster: "now" is its newest object.
     stamps = [n.creation_time for n in objects.nodes if n.creation_time]
     stamps += [p.creation_time for p in objects.pods if p.creation_time]
-    if stamps:
-        clock.advance_to(max(stamps))
-    provider = build_provider(ctx.registry, options, cluster=cluster, clock=clock)
-    loop = build_loop(ctx.registry, options, provider, cluster, clock)
-    now = clock.now()
-    return loop.run_once(now), cluster.snapshot(), options, now
+    now = max(stamps) if stamps else DEFAULT_START
+    return evaluate(ctx.registry, options, objects, now), objects, options, now
 
 
 def _live(ctx: CommandContext) -> tuple[LoopResult, ClusterObjects, AutoscalingOptions, datetime]:
     from clusterscaler.kube.client import ClientSettings, build_api_client
     from clusterscaler.kube.source import KubeClusterSource
-    from clusterscaler.simulation.setup import build_cluster, build_loop, build_provider
 
-    options = dataclasses.replace(ctx.options, dry_run=True)
+    options = ctx.options
     api = build_api_client(ClientSettings.from_options(options))
     with KubeClusterSource(api, namespace=options.namespace) as source:
         if not source.wait_for_sync(60):
             raise CloudProviderError("explain: the Kubernetes caches did not sync within 60s")
         objects = source.snapshot()
-    # Decisions are made against a copy in memory: explain never changes the cluster.
-    cluster, clock = build_cluster(objects)
-    from datetime import UTC
-
-    clock.advance_to(datetime.now(UTC))
-    provider = build_provider(ctx.registry, options, kube_api=api, clock=clock)
-    loop = build_loop(ctx.registry, options, provider, cluster, clock)
-    now = clock.now()
-    return loop.run_once(now), objects, options, now
+    now = datetime.now(UTC)
+    return evaluate(ctx.registry, options, objects, now, kube_api=api), objects, options, now
 
 
 def run(ctx: CommandContext) -> int:
