@@ -33,6 +33,7 @@ REASON_INVALID_OBJECT = "InvalidObject"
 REASON_INVALID_SIZE = "InvalidSizeAnnotations"
 REASON_CANNOT_SCALE_FROM_ZERO = "CannotScaleFromZero"
 REASON_INVALID_CAPACITY = "InvalidCapacityAnnotations"
+REASON_DUPLICATE = "DuplicateNodeGroup"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +174,19 @@ def _add_listing(snap: Snapshot, listing: Listing, specs: Sequence[DiscoverySpec
             snap.problems.append(Problem(resource.id, REASON_INVALID_SIZE, str(exc)))
             continue
         if limits is None:
+            continue
+        if resource.id in snap.groups:
+            # The same kind, namespace and name served by two API groups: which one the
+            # autoscaler scales would be a guess, so neither of the later ones is used.
+            first = snap.groups[resource.id].resource.api.group
+            snap.problems.append(
+                Problem(
+                    resource.id,
+                    REASON_DUPLICATE,
+                    f"{resource.ref} exists in both {first} and {api.group}; only the "
+                    f"{first} one is autoscaled",
+                )
+            )
             continue
         candidates[resource.id] = (resource, limits)
         _check_capacity(snap, resource, limits)

@@ -548,3 +548,18 @@ def test_debug_line_names_limits_and_problems(kube: FakeKubeServer, make_provide
     line = make_provider().node_groups()[0].debug()
     assert line.startswith("MachineSet/openshift-machine-api/bare (min: 0, max: 3, replicas: 0, machines: 0)")
     assert "CannotScaleFromZero" in line and f"{CAP}/cpu" in line
+
+
+def test_same_name_in_both_api_groups_is_a_problem_not_a_merge(kube: FakeKubeServer, make_provider: Any) -> None:
+    ms_capi = kube.create(scalable("workers", group=CAPI, replicas=1, annotations={**limits(CAPI, 0, 3), f"{CAP}/cpu": "1", f"{CAP}/memory": "1Gi"}))
+    ms_os = openshift_set(kube, "workers", replicas=1)
+    kube.create(machine(ms_capi, "capi-m"))
+    kube.create(machine(ms_os, "os-m"))
+    provider = make_provider()
+    [group] = provider.node_groups()
+    assert group.resource.api.group == CAPI  # type: ignore[attr-defined]
+    assert [i.id for i in group.nodes()] == [provider_id_for("capi-m")]
+    assert provider.node_group_for_node(Node(name="os-m", provider_id=provider_id_for("os-m"))) is None
+    [problem] = provider.problems()
+    assert problem.reason == "DuplicateNodeGroup"
+    assert "exists in both cluster.x-k8s.io and machine.openshift.io" in problem.message
