@@ -305,8 +305,26 @@ class Resources:
         """Parse a Kubernetes ResourceList (`{"cpu": "500m", "memory": "1Gi", ...}`)."""
         if not mapping:
             return ZERO
-        if not isinstance(mapping, Mapping):
+        if type(mapping) is not dict and not isinstance(mapping, Mapping):
             raise ModelError(obj, field, "a map of resource name to quantity", mapping)
+        # Few distinct resource lists exist in a cluster; equal lists share one vector.
+        try:
+            cache_key: Any = tuple(mapping.items())
+            cached = _RESOURCES_CACHE.get(cache_key)
+        except TypeError:
+            cache_key = None
+            cached = None
+        if cached is not None:
+            return cached
+        result = cls._parse_list(mapping, obj=obj, field=field)
+        if cache_key is not None:
+            if len(_RESOURCES_CACHE) > _CACHE_LIMIT:
+                _RESOURCES_CACHE.clear()
+            _RESOURCES_CACHE[cache_key] = result
+        return result
+
+    @classmethod
+    def _parse_list(cls, mapping: Mapping[str, Any], *, obj: str, field: str) -> Resources:
         cpu = memory = pods = eph = 0
         ext: dict[str, int] | None = None
         try:
@@ -346,6 +364,8 @@ class Resources:
 
 ZERO = Resources()
 Resources.ZERO = ZERO
+_CACHE_LIMIT = 10_000
+_RESOURCES_CACHE: dict[Any, Resources] = {}
 POD_SLOT = Resources(pods=1)
 
 
@@ -680,9 +700,24 @@ _NO_LABELS: Mapping[str, str] = {}
 # --------------------------------------------------------------------------- helpers
 
 
+_TIME_CACHE: dict[str, datetime] = {}
+
+
 def _parse_time(value: Any, obj: str, field: str) -> datetime | None:
     if value is None or value == "":
         return None
+    cached = _TIME_CACHE.get(value) if isinstance(value, str) else None
+    if cached is not None:
+        return cached
+    parsed = _parse_time_uncached(value, obj, field)
+    if isinstance(value, str):
+        if len(_TIME_CACHE) > _CACHE_LIMIT:
+            _TIME_CACHE.clear()
+        _TIME_CACHE[value] = parsed
+    return parsed
+
+
+def _parse_time_uncached(value: Any, obj: str, field: str) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if not isinstance(value, str):
@@ -735,7 +770,7 @@ def _dict(value: Any, obj: str, field: str) -> dict[str, Any]:
 
 
 def _meta(raw: Mapping[str, Any], kind: str, namespaced: bool) -> tuple[dict[str, Any], str]:
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         raise ModelError(kind, "<object>", "a JSON object", raw)
     meta = raw.get("metadata")
     if not isinstance(meta, dict):
@@ -898,7 +933,37 @@ def _parse_affinity(
     return Affinity(node, pod)
 
 
+_TOLERATIONS_CACHE: dict[Any, tuple[Toleration, ...]] = {}
+_OWNERS_CACHE: dict[Any, tuple[OwnerRef, ...]] = {}
+
+
+def _cache_key(items: list[Any]) -> Any:
+    """A hashable key for a list of flat JSON objects, or `None` when not flat."""
+    try:
+        key = tuple(tuple(i.items()) for i in items)
+        hash(key)
+    except (AttributeError, TypeError):
+        return None
+    return key
+
+
 def _parse_tolerations(value: Any, obj: str, field: str) -> tuple[Toleration, ...]:
+    if not value:
+        return ()
+    key = _cache_key(value) if isinstance(value, list) else None
+    if key is not None:
+        cached = _TOLERATIONS_CACHE.get(key)
+        if cached is not None:
+            return cached
+    result = _parse_tolerations_uncached(value, obj, field)
+    if key is not None:
+        if len(_TOLERATIONS_CACHE) > _CACHE_LIMIT:
+            _TOLERATIONS_CACHE.clear()
+        _TOLERATIONS_CACHE[key] = result
+    return result
+
+
+def _parse_tolerations_uncached(value: Any, obj: str, field: str) -> tuple[Toleration, ...]:
     out = []
     for i, t in enumerate(_list(value, obj, field)):
         f = f"{field}[{i}]"
@@ -943,6 +1008,20 @@ def _parse_owners(meta: Mapping[str, Any], obj: str) -> tuple[OwnerRef, ...]:
     refs = meta.get("ownerReferences")
     if not refs:
         return ()
+    key = _cache_key(refs) if isinstance(refs, list) else None
+    if key is not None:
+        cached = _OWNERS_CACHE.get(key)
+        if cached is not None:
+            return cached
+    result = _parse_owners_uncached(refs, obj)
+    if key is not None:
+        if len(_OWNERS_CACHE) > _CACHE_LIMIT:
+            _OWNERS_CACHE.clear()
+        _OWNERS_CACHE[key] = result
+    return result
+
+
+def _parse_owners_uncached(refs: Any, obj: str) -> tuple[OwnerRef, ...]:
     out = []
     for i, r in enumerate(_list(refs, obj, "metadata.ownerReferences")):
         r = _dict(r, obj, f"metadata.ownerReferences[{i}]")
@@ -1308,22 +1387,52 @@ def _container_requests(c: Mapping[str, Any], obj: str, field: str) -> Resources
     return Resources.from_k8s(requests, obj=obj, field=f"{field}.resources.requests")
 
 
+_REQUESTS_CACHE: dict[Any, Resources] = {}
+
+
+def _shared_requests(
+    cpu: int, memory: int, pods: int, eph: int, ext: dict[str, int] | None
+) -> Resources:
+    """One `Resources` object per distinct request vector: pods of a workload share it."""
+    key = (cpu, memory, pods, eph, tuple(sorted(ext.items())) if ext else None)
+    cached = _REQUESTS_CACHE.get(key)
+    if cached is None:
+        if len(_REQUESTS_CACHE) > _CACHE_LIMIT:
+            _REQUESTS_CACHE.clear()
+        cached = _REQUESTS_CACHE[key] = Resources(cpu, memory, pods, eph, ext)
+    return cached
+
+
 def _pod_requests(spec: Mapping[str, Any], obj: str) -> tuple[Resources, tuple[HostPort, ...]]:
-    total = ZERO
     ports: list[HostPort] = []
     containers = spec.get("containers")
     if not isinstance(containers, list):
         raise ModelError(obj, "spec.containers", "a list of containers", containers)
+    # Regular containers are summed with plain integers: this runs for every pod.
+    cpu = memory = eph = 0
+    pods = 1  # the pod slot
+    ext: dict[str, int] | None = None
     for i, c in enumerate(containers):
-        f = f"spec.containers[{i}]"
         if not isinstance(c, dict):
-            raise ModelError(obj, f, "a container object", c)
-        r = _container_requests(c, obj, f)
-        if r is not ZERO:
-            total = total + r
+            raise ModelError(obj, f"spec.containers[{i}]", "a container object", c)
+        if c.get("resources"):
+            r = _container_requests(c, obj, f"spec.containers[{i}]")
+            cpu += r.cpu
+            memory += r.memory
+            pods += r.pods
+            eph += r.ephemeral_storage
+            if r.extended:
+                if ext is None:
+                    ext = {}
+                for k, v in r.extended.items():
+                    ext[k] = ext.get(k, 0) + v
         if c.get("ports"):
-            ports.extend(_host_ports(c["ports"], obj, f"{f}.ports"))
+            ports.extend(_host_ports(c["ports"], obj, f"spec.containers[{i}].ports"))
     init = spec.get("initContainers")
+    overhead = spec.get("overhead")
+    if not init and not overhead:
+        return _shared_requests(cpu, memory, pods, eph, ext), tuple(ports)
+    total = Resources(cpu, memory, pods - 1, eph, ext)
     if init:
         restartable = ZERO
         init_max = ZERO
@@ -1343,10 +1452,15 @@ def _pod_requests(spec: Mapping[str, Any], obj: str) -> tuple[Resources, tuple[H
                 candidate = r + restartable
             init_max = _max_resources(init_max, candidate)
         total = _max_resources(total, init_max)
-    overhead = spec.get("overhead")
     if overhead:
         total = total + Resources.from_k8s(overhead, obj=obj, field="spec.overhead")
-    return total + POD_SLOT, tuple(ports)
+    total = total + POD_SLOT
+    return (
+        _shared_requests(
+            total.cpu, total.memory, total.pods, total.ephemeral_storage, dict(total.extended)
+        ),
+        tuple(ports),
+    )
 
 
 def _host_ports(value: Any, obj: str, field: str) -> list[HostPort]:
