@@ -19,6 +19,8 @@ from clusterscaler.model import Pod, Taint
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from .responses import discard, read_json
+
 __all__ = ["ConflictRetriesExhaustedError", "KubeClusterActions"]
 
 log = structlog.get_logger()
@@ -30,17 +32,6 @@ _RETRYABLE_EVICTION = frozenset({429, 503, 504})
 
 class ConflictRetriesExhaustedError(RuntimeError):
     """A node kept changing under us: every update attempt conflicted."""
-
-
-def _body(response: Any) -> dict[str, Any]:
-    try:
-        data = response.data if hasattr(response, "data") else response.read()
-        result: dict[str, Any] = json.loads(data)
-        return result
-    finally:
-        release = getattr(response, "release_conn", None)
-        if release is not None:
-            release()
 
 
 class KubeClusterActions:
@@ -65,7 +56,7 @@ class KubeClusterActions:
         """
         for attempt in range(1, self.conflict_retries + 1):
             try:
-                raw = _body(self.core.read_node(node_name, _preload_content=False))
+                raw = read_json(self.core.read_node(node_name, _preload_content=False))
             except ApiException as exc:
                 if exc.status == 404:
                     raise NodeNotFoundError(f"node {node_name} not found") from exc
@@ -76,7 +67,7 @@ class KubeClusterActions:
                 log.info("dry_run_skip", action=action, node=node_name)
                 return True
             try:
-                self.core.replace_node(node_name, raw, _preload_content=False).release_conn()
+                discard(self.core.replace_node(node_name, raw, _preload_content=False))
                 log.info("node_updated", action=action, node=node_name, attempt=attempt)
                 return True
             except ApiException as exc:
@@ -150,9 +141,11 @@ class KubeClusterActions:
             log.info("dry_run_skip", action="evict", pod=pod.key)
             return
         try:
-            self.core.create_namespaced_pod_eviction(
-                pod.name, pod.namespace, body, _preload_content=False
-            ).release_conn()
+            discard(
+                self.core.create_namespaced_pod_eviction(
+                    pod.name, pod.namespace, body, _preload_content=False
+                )
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return  # already gone
@@ -177,9 +170,11 @@ class KubeClusterActions:
         if pod.uid:
             body["preconditions"] = {"uid": pod.uid}
         try:
-            self.core.delete_namespaced_pod(
-                pod.name, pod.namespace, body=body, _preload_content=False
-            ).release_conn()
+            discard(
+                self.core.delete_namespaced_pod(
+                    pod.name, pod.namespace, body=body, _preload_content=False
+                )
+            )
         except ApiException as exc:
             if exc.status == 404 or (exc.status == 409 and pod.uid):
                 return
@@ -188,7 +183,7 @@ class KubeClusterActions:
 
     def pod_exists(self, pod: Pod) -> bool:
         try:
-            raw = _body(
+            raw = read_json(
                 self.core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False)
             )
         except ApiException as exc:

@@ -157,7 +157,17 @@ def _load_configuration(settings: ClientSettings) -> Any:
             ) from exc
         source = "default-kubeconfig"
     if settings.kubernetes:
-        configuration.host = settings.kubernetes.rstrip("/")
+        host = settings.kubernetes.rstrip("/")
+        configuration.host = host
+        hook = getattr(configuration, "refresh_api_key_hook", None)
+        if hook is not None:
+            # The kubeconfig loader refreshes credentials before requests and rewrites the
+            # host from the kubeconfig while doing so; --kubernetes must keep winning.
+            def refresh(config: Any, _hook: Any = hook) -> None:
+                _hook(config)
+                config.host = host
+
+            configuration.refresh_api_key_hook = refresh
     log.info("kube_client_configured", source=source, host=configuration.host)
     return configuration
 

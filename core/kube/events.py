@@ -13,6 +13,8 @@ from clusterscaler.events import Event
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from .responses import discard
+
 __all__ = ["COMPONENT", "KubeEventSink"]
 
 log = structlog.get_logger()
@@ -69,9 +71,11 @@ class KubeEventSink:
     def write(self, event: Event, timestamp: datetime) -> None:
         body = self.body(event, timestamp)
         try:
-            self.core.create_namespaced_event(
-                body["metadata"]["namespace"], body, _preload_content=False
-            ).release_conn()
+            discard(
+                self.core.create_namespaced_event(
+                    body["metadata"]["namespace"], body, _preload_content=False
+                )
+            )
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             # Events are informational: losing one must never stop the loop.
             self.failures += 1

@@ -12,7 +12,6 @@ releases the Lease (empty holder), so a successor takes over without waiting.
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -26,6 +25,8 @@ import structlog
 import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
+
+from .responses import discard, read_json
 
 __all__ = ["LeaderElectionConfig", "LeaderElector", "default_identity"]
 
@@ -122,7 +123,7 @@ class LeaderElector:
             response = self.api.read_namespaced_lease(
                 self.config.name, self.config.namespace, _preload_content=False
             )
-            lease: dict[str, Any] = json.loads(response.data)
+            lease: dict[str, Any] = read_json(response)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -151,9 +152,11 @@ class LeaderElector:
         new_spec["renewTime"] = _micro_time(now_wall)
         lease["spec"] = new_spec
         try:
-            self.api.replace_namespaced_lease(
-                self.config.name, self.config.namespace, lease, _preload_content=False
-            ).release_conn()
+            discard(
+                self.api.replace_namespaced_lease(
+                    self.config.name, self.config.namespace, lease, _preload_content=False
+                )
+            )
         except ApiException as exc:
             if exc.status == 409:
                 return False  # somebody else wrote first
@@ -175,9 +178,11 @@ class LeaderElector:
             },
         }
         try:
-            self.api.create_namespaced_lease(
-                self.config.namespace, body, _preload_content=False
-            ).release_conn()
+            discard(
+                self.api.create_namespaced_lease(
+                    self.config.namespace, body, _preload_content=False
+                )
+            )
         except ApiException as exc:
             if exc.status == 409:
                 return False
@@ -246,16 +251,18 @@ class LeaderElector:
             response = self.api.read_namespaced_lease(
                 self.config.name, self.config.namespace, _preload_content=False
             )
-            lease: dict[str, Any] = json.loads(response.data)
+            lease: dict[str, Any] = read_json(response)
             spec = lease.setdefault("spec", {})
             if spec.get("holderIdentity") != self.identity:
                 return False
             spec["holderIdentity"] = ""
             spec["leaseDurationSeconds"] = 1
             spec["renewTime"] = _micro_time(self.wall_clock())
-            self.api.replace_namespaced_lease(
-                self.config.name, self.config.namespace, lease, _preload_content=False
-            ).release_conn()
+            discard(
+                self.api.replace_namespaced_lease(
+                    self.config.name, self.config.namespace, lease, _preload_content=False
+                )
+            )
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             log.warning("leader_election_release_failed", lease=self.config.name, error=str(exc))
             return False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import structlog
@@ -17,6 +16,8 @@ from clusterscaler.status import (
 )
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
+
+from .responses import discard, read_json
 
 __all__ = ["KubeStatusWriter"]
 
@@ -74,7 +75,7 @@ class KubeStatusWriter:
                 response = self.core.read_namespaced_config_map(
                     self.name, self.namespace, _preload_content=False
                 )
-                current: dict[str, Any] = json.loads(response.data)
+                current: dict[str, Any] = read_json(response)
             except ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -92,7 +93,7 @@ class KubeStatusWriter:
                     created = self.core.create_namespaced_config_map(
                         self.namespace, body, _preload_content=False
                     )
-                    self.uid = json.loads(created.data)["metadata"].get("uid", "")
+                    self.uid = read_json(created)["metadata"].get("uid", "")
                     return True
                 except ApiException as create_exc:
                     if create_exc.status != 409:
@@ -104,9 +105,11 @@ class KubeStatusWriter:
             current["data"] = {**(current.get("data") or {}), STATUS_KEY: document}
             self.uid = meta.get("uid", "")
             try:
-                self.core.replace_namespaced_config_map(
-                    self.name, self.namespace, current, _preload_content=False
-                ).release_conn()
+                discard(
+                    self.core.replace_namespaced_config_map(
+                        self.name, self.namespace, current, _preload_content=False
+                    )
+                )
                 return True
             except ApiException as exc:
                 if exc.status != 409:

@@ -1,0 +1,225 @@
+"""Leader election on a Lease, and client configuration."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from datetime import timedelta
+
+import pytest
+from kubernetes import client
+
+from clusterscaler.kube.client import ClientSettings, KubeConfigError, TokenBucket, build_api_client
+from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
+from clusterscaler.options import AutoscalingOptions
+
+CONFIG = LeaderElectionConfig(
+    name="cluster-autoscaler",
+    namespace="kube-system",
+    lease_duration=timedelta(seconds=15),
+    renew_deadline=timedelta(seconds=10),
+    retry_period=timedelta(seconds=2),
+)
+
+
+class Ticker:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def electors(fake_kube, tick: Ticker) -> tuple[LeaderElector, LeaderElector]:
+    return (
+        LeaderElector(fake_kube.api_client(), CONFIG, identity="a", clock=tick),
+        LeaderElector(fake_kube.api_client(), CONFIG, identity="b", clock=tick),
+    )
+
+
+def holder(fake_kube) -> str:
+    return fake_kube.get("leases", "cluster-autoscaler", "kube-system")["spec"]["holderIdentity"]
+
+
+def test_only_one_candidate_acquires(fake_kube):
+    tick = Ticker()
+    a, b = electors(fake_kube, tick)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    assert a.is_leader and not b.is_leader
+    assert holder(fake_kube) == "a"
+    lease = fake_kube.get("leases", "cluster-autoscaler", "kube-system")["spec"]
+    assert lease["leaseDurationSeconds"] == 15
+    assert lease["leaseTransitions"] == 0
+
+
+def test_takeover_only_after_lease_duration_without_renewal(fake_kube):
+    tick = Ticker()
+    a, b = electors(fake_kube, tick)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()  # b observes a's record now
+    tick.t += 14
+    assert not b.try_acquire_or_renew()
+    assert not a.is_leader  # a has not renewed for longer than the renew deadline
+    tick.t += 2
+    assert b.try_acquire_or_renew()
+    assert holder(fake_kube) == "b"
+    assert (
+        fake_kube.get("leases", "cluster-autoscaler", "kube-system")["spec"]["leaseTransitions"]
+        == 1
+    )
+
+
+def test_renewals_keep_the_lease(fake_kube):
+    tick = Ticker()
+    a, b = electors(fake_kube, tick)
+    assert a.try_acquire_or_renew()
+    b.try_acquire_or_renew()
+    for _ in range(10):
+        tick.t += 2
+        assert a.try_acquire_or_renew()
+        assert not b.try_acquire_or_renew()
+    assert holder(fake_kube) == "a"
+
+
+def test_leader_that_cannot_renew_stops_leading_at_renew_deadline(fake_kube):
+    tick = Ticker()
+    a, _ = electors(fake_kube, tick)
+    assert a.try_acquire_or_renew()
+    fake_kube.add_fault(path="/leases/", status=503)
+    tick.t += 9
+    assert not a._attempt()
+    assert a.is_leader
+    tick.t += 1
+    assert not a.is_leader
+
+
+def test_racing_candidates_for_a_free_lease_one_wins(fake_kube):
+    tick = Ticker()
+    a, b = electors(fake_kube, tick)
+    assert a.try_acquire_or_renew()
+    assert a.release()
+    assert holder(fake_kube) == ""
+    # Both read the released lease; a writes first, b's write carries a stale resourceVersion.
+    original = fake_kube._handle
+    raced = []
+
+    def race(method, path, query, body, content_type):
+        if method == "PUT" and not raced:
+            raced.append(True)
+            assert a.try_acquire_or_renew()
+        return original(method, path, query, body, content_type)
+
+    fake_kube._handle = race
+    assert not b.try_acquire_or_renew()
+    assert holder(fake_kube) == "a"
+
+
+def test_run_loop_hands_over_after_release(fake_kube):
+    config = dataclasses.replace(
+        CONFIG,
+        lease_duration=timedelta(seconds=1.5),
+        renew_deadline=timedelta(seconds=1),
+        retry_period=timedelta(seconds=0.1),
+    )
+    a = LeaderElector(fake_kube.api_client(), config, identity="a")
+    b = LeaderElector(fake_kube.api_client(), config, identity="b")
+    a.start()
+    assert a.wait_for_leadership(5)
+    b.start()
+    time.sleep(0.3)
+    assert not b.is_leader
+    a.stop()
+    assert holder(fake_kube) in ("", "b")
+    assert b.wait_for_leadership(5)
+    assert holder(fake_kube) == "b"
+    b.stop()
+
+
+def test_config_validation_names_the_flags():
+    with pytest.raises(ValueError, match="--leader-elect-lease-duration"):
+        LeaderElectionConfig(
+            lease_duration=timedelta(seconds=5), renew_deadline=timedelta(seconds=10)
+        )
+    with pytest.raises(ValueError, match="--leader-elect-retry-period"):
+        LeaderElectionConfig(renew_deadline=timedelta(seconds=2), retry_period=timedelta(seconds=2))
+
+
+def test_config_from_options_defaults_namespace_to_namespace_flag():
+    options = dataclasses.replace(AutoscalingOptions(), namespace="autoscaling")
+    config = LeaderElectionConfig.from_options(options)
+    assert (config.name, config.namespace) == ("cluster-autoscaler", "autoscaling")
+    assert config.lease_duration == timedelta(seconds=15)
+
+
+# --------------------------------------------------------------------------- client
+
+
+def test_kubeconfig_flag_configures_client(fake_kube, tmp_path):
+    path = fake_kube.kubeconfig(tmp_path / "config")
+    fake_kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    api = build_api_client(ClientSettings(kubeconfig=str(path)))
+    assert [n.metadata.name for n in client.CoreV1Api(api).list_node().items] == ["n1"]
+    assert api.user_agent == "cluster-autoscaler"
+
+
+def test_kubernetes_flag_overrides_the_server(fake_kube, tmp_path):
+    with type(fake_kube)() as other:
+        path = other.kubeconfig(tmp_path / "config")
+        fake_kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "right"}})
+        api = build_api_client(ClientSettings(kubeconfig=str(path), kubernetes=fake_kube.url))
+        assert [n.metadata.name for n in client.CoreV1Api(api).list_node().items] == ["right"]
+
+
+def test_in_cluster_configuration(fake_kube, tmp_path, monkeypatch):
+    token = tmp_path / "token"
+    token.write_text("sa-token")
+    ca = tmp_path / "ca.crt"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.setattr("kubernetes.config.incluster_config.SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr("kubernetes.config.incluster_config.SERVICE_CERT_FILENAME", str(ca))
+    api = build_api_client(ClientSettings())
+    assert api.configuration.host == "https://10.0.0.1:443"
+    assert any(str(v).endswith("sa-token") for v in api.configuration.api_key.values())
+
+
+@pytest.mark.parametrize(
+    ("settings", "flag"),
+    [
+        ({"qps": -1}, "--kube-client-qps"),
+        ({"burst": 0}, "--kube-client-burst"),
+        ({"kubernetes": "10.0.0.1:6443"}, "--kubernetes"),
+        ({"kubeconfig": "/nonexistent/kubeconfig"}, "--kubeconfig"),
+    ],
+    ids=["negative-qps", "zero-burst", "url-without-scheme", "missing-kubeconfig"],
+)
+def test_bad_client_settings_name_the_flag(settings, flag):
+    with pytest.raises(KubeConfigError, match=flag):
+        build_api_client(ClientSettings(**settings))
+
+
+def test_token_bucket_allows_burst_then_paces_at_qps():
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    bucket = TokenBucket(qps=5, burst=3, clock=lambda: now[0], sleep=sleep)
+    waits = [bucket.acquire() for _ in range(5)]
+    assert waits[:3] == [0, 0, 0]
+    assert waits[3] == pytest.approx(0.2)
+    assert waits[4] == pytest.approx(0.2)
+
+
+def test_client_requests_are_rate_limited(fake_kube, tmp_path):
+    path = fake_kube.kubeconfig(tmp_path / "config")
+    api = build_api_client(ClientSettings(kubeconfig=str(path), qps=20, burst=1))
+    core = client.CoreV1Api(api)
+    started = time.monotonic()
+    for _ in range(5):
+        core.list_node()
+    assert time.monotonic() - started >= 0.19

@@ -1,0 +1,190 @@
+"""List+watch caches and KubeClusterSource against the fake API server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from kubernetes import client
+
+from clusterscaler.kube.informer import Backoff, Informer, ListerSpec
+from clusterscaler.kube.source import CacheNotSyncedError, KubeClusterSource
+from clusterscaler.model import parse_node
+
+
+def node(name: str, cpu: str = "2") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"pool": "a"}},
+        "spec": {},
+        "status": {"allocatable": {"cpu": cpu, "memory": "4Gi", "pods": "110"}},
+    }
+
+
+def pod(name: str, namespace: str = "default", node_name: str = "") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "250m"}}}],
+        },
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+
+
+def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def node_informer(fake_kube, **kwargs) -> Informer:
+    api = client.CoreV1Api(fake_kube.api_client())
+    return Informer(
+        ListerSpec("nodes", "Node", api.list_node, parse_node),
+        backoff=Backoff(initial=0.05, maximum=0.2),
+        **kwargs,
+    )
+
+
+def test_snapshot_refuses_before_sync_and_parses_every_kind_after(fake_kube):
+    fake_kube.create(node("n1"))
+    fake_kube.create(pod("p1", node_name="n1"))
+    fake_kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "rs", "namespace": "default"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}}},
+        }
+    )
+    fake_kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "cluster-autoscaler-priority-expander",
+                "namespace": "kube-system",
+            },
+            "data": {"priorities": "10:\n- .*"},
+        }
+    )
+    fake_kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "elsewhere", "namespace": "default"},
+        }
+    )
+    source = KubeClusterSource(fake_kube.api_client(), namespace="kube-system")
+    with pytest.raises(CacheNotSyncedError, match="nodes"):
+        source.snapshot()
+    with source:
+        assert source.wait_for_sync(5)
+        snapshot = source.snapshot()
+    assert [n.name for n in snapshot.nodes] == ["n1"]
+    assert snapshot.nodes[0].allocatable.get("cpu") == 2000
+    assert [(p.name, p.node_name) for p in snapshot.pods] == [("p1", "n1")]
+    assert [(c.kind, c.name, c.replicas) for c in snapshot.controllers] == [("ReplicaSet", "rs", 2)]
+    assert [c.name for c in snapshot.config_maps] == ["cluster-autoscaler-priority-expander"]
+
+
+def test_source_lists_with_raw_json_not_client_models(fake_kube):
+    fake_kube.create(node("n1"))
+    with KubeClusterSource(fake_kube.api_client(), page_size=1) as source:
+        assert source.wait_for_sync(5)
+    lists = [r for r in fake_kube.requests if r.verb == "list" and r.resource == "nodes"]
+    assert lists and all(r.query.get("limit") == "1" for r in lists)
+
+
+def test_watch_keeps_cache_current(fake_kube):
+    informer = node_informer(fake_kube)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        fake_kube.create(node("n1"))
+        eventually(lambda: [n.name for n in informer.items()] == ["n1"])
+        fake_kube.patch("nodes", "n1", {"status": {"allocatable": {"cpu": "8"}}})
+        eventually(lambda: informer.get("n1").allocatable.get("cpu") == 8000)
+        fake_kube.delete("nodes", "n1")
+        eventually(lambda: informer.items() == [])
+    finally:
+        informer.stop()
+
+
+def test_paginated_list_reads_every_page(fake_kube):
+    for i in range(7):
+        fake_kube.create(node(f"n{i}"))
+    informer = node_informer(fake_kube, page_size=3)
+    informer.list_once()
+    assert sorted(n.name for n in informer.items()) == [f"n{i}" for i in range(7)]
+    assert informer.resource_version == str(fake_kube.resource_version)
+
+
+def test_dropped_watch_resumes_from_last_resource_version_without_relist(fake_kube):
+    fake_kube.create(node("n0"))
+    informer = node_informer(fake_kube)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        eventually(lambda: fake_kube.open_watches == 1)
+        fake_kube.drop_watches()
+        fake_kube.create(node("n1"))
+        eventually(lambda: {n.name for n in informer.items()} == {"n0", "n1"})
+        assert informer.relists == 1
+        watches = [r for r in fake_kube.requests if r.verb == "watch"]
+        assert len(watches) >= 2
+        assert watches[-1].query["resourceVersion"] != "0"
+    finally:
+        informer.stop()
+
+
+def test_expired_resource_version_relists(fake_kube):
+    informer = node_informer(fake_kube)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        eventually(lambda: fake_kube.open_watches == 1)
+        # The watch falls behind: while its reconnection is held up, the server forgets
+        # the history it would need to resume.
+        fake_kube.add_fault(method="GET", path="/api/v1/nodes", watch=True, delay=0.5, times=1)
+        fake_kube.drop_watches()
+        fake_kube.create(node("late"))
+        fake_kube.create(node("later"))
+        fake_kube.compact()
+        eventually(lambda: {n.name for n in informer.items()} == {"late", "later"})
+        eventually(lambda: informer.relists >= 2)
+    finally:
+        informer.stop()
+
+
+def test_errors_back_off_and_recover(fake_kube):
+    fake_kube.create(node("n0"))
+    fault = fake_kube.add_fault(method="GET", path="/api/v1/nodes", status=500, times=3)
+    informer = node_informer(fake_kube)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        assert fault.hits == 3
+        assert "500" in informer.last_error
+        assert [n.name for n in informer.items()] == ["n0"]
+    finally:
+        informer.stop()
+
+
+def test_malformed_object_is_skipped_not_fatal(fake_kube):
+    fake_kube.create(node("good"))
+    bad = node("bad")
+    bad["status"]["allocatable"]["cpu"] = "lots"
+    fake_kube.create(bad)
+    informer = node_informer(fake_kube)
+    informer.list_once()
+    assert [n.name for n in informer.items()] == ["good"]
+    assert informer.parse_errors == 1
