@@ -7,11 +7,10 @@ import time
 from datetime import timedelta
 
 import pytest
-from kubernetes import client
-
 from clusterscaler.kube.client import ClientSettings, KubeConfigError, TokenBucket, build_api_client
 from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from clusterscaler.options import AutoscalingOptions
+from kubernetes import client
 
 CONFIG = LeaderElectionConfig(
     name="cluster-autoscaler",

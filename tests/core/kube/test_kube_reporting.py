@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
-
 from clusterscaler import events as ev
 from clusterscaler.events import Event, EventRecorder, GroupResize, MemoryEventSink, ObjectRef
 from clusterscaler.kube.events import KubeEventSink
@@ -194,7 +193,7 @@ def test_status_document_follows_cluster_autoscaler_schema():
 
 
 def test_status_rejects_unknown_condition_values():
-    with pytest.raises(ValueError, match="clusterWide.scaleUp.status: 'Maybe'"):
+    with pytest.raises(ValueError, match=r"clusterWide\.scaleUp\.status: 'Maybe'"):
         AutoscalerStatus(time=T0, scale_up=Condition("Maybe"))
 
 

@@ -6,11 +6,10 @@ import time
 from collections.abc import Callable
 
 import pytest
-from kubernetes import client
-
 from clusterscaler.kube.informer import Backoff, Informer, ListerSpec
 from clusterscaler.kube.source import CacheNotSyncedError, KubeClusterSource
 from clusterscaler.model import parse_node
+from kubernetes import client
 
 
 def node(name: str, cpu: str = "2") -> dict:
