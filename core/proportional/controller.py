@@ -277,7 +277,9 @@ class Controller:
         )
         for entry in groups:
             if entry.get("name") == group:
-                return str((entry.get("preferredVersion") or {}).get("version") or "")
+                version = (entry.get("preferredVersion") or {}).get("version")
+                if version:
+                    return str(version)
         raise LookupError(f"API group {group!r} is not served")
 
     def _resolve_custom(self, target: Target) -> tuple[str, str, str]:
