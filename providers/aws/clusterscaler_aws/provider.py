@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import structlog
 from clusterscaler.cloudprovider import (
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from clusterscaler.model import Node, NodeInfo
 
 log = structlog.get_logger()
+T = TypeVar("T")
 
 PROVIDER_NAME = "aws"
 GPU_LABEL = "k8s.amazonaws.com/accelerator"
@@ -61,21 +62,21 @@ INSTANCE_TTL = 60.0
 
 
 @dataclass
-class _Cached:
-    value: object
+class _Cached(Generic[T]):
+    value: T
     at: float
 
 
-class _TtlCache:
+class _TtlCache(Generic[T]):
     """A small thread-safe map whose entries expire."""
 
     def __init__(self, ttl: float, clock: Callable[[], float]) -> None:
         self._ttl = ttl
         self._clock = clock
-        self._entries: dict[object, _Cached] = {}
+        self._entries: dict[object, _Cached[T]] = {}
         self._lock = threading.Lock()
 
-    def get_or(self, key: object, compute: Callable[[], object]) -> object:
+    def get_or(self, key: object, compute: Callable[[], T]) -> T:
         now = self._clock()
         with self._lock:
             entry = self._entries.get(key)
@@ -201,22 +202,20 @@ class AwsNodeGroup:
 
     def template_node_info(self) -> NodeInfo:
         record = self._record()
-        desc = record.description
-        instance_type = self._provider.instance_type_for(desc)
-        zone = desc.zones[0]
-        mng = self._provider.managed_nodegroup_for(record)
-        data = TemplateInput(
-            asg=self._name,
-            instance_type=instance_type,
-            zone=zone,
-            region=zone_to_region(zone),
-            tags=record.template_tags,
-            managed_nodegroup=mng,
-        )
         if record.template_tags.errors:
             # Bad tags would give a wrong template; refusing makes the autoscaler skip this
             # ASG for scale-from-zero instead of launching nodes pods cannot use.
             raise ConfigurationError("; ".join(str(e) for e in record.template_tags.errors))
+        desc = record.description
+        zone = desc.zones[0]
+        data = TemplateInput(
+            asg=self._name,
+            instance_type=self._provider.instance_type_for(desc),
+            zone=zone,
+            region=zone_to_region(zone),
+            tags=record.template_tags,
+            managed_nodegroup=self._provider.managed_nodegroup_for(record),
+        )
         return build_template_node_info(data)
 
     def exist(self) -> bool:
@@ -258,9 +257,10 @@ class AwsCloudProvider:
         self.service = service
         self.cache = cache
         self.catalogue = catalogue
-        self._launch_types = _TtlCache(LOOKUP_TTL, clock)
-        self._nodegroups = _TtlCache(LOOKUP_TTL, clock)
-        self._instances = _TtlCache(INSTANCE_TTL, clock)
+        self._launch_configs: _TtlCache[str] = _TtlCache(LOOKUP_TTL, clock)
+        self._launch_templates: _TtlCache[LaunchTemplateData] = _TtlCache(LOOKUP_TTL, clock)
+        self._nodegroups: _TtlCache[ManagedNodegroup] = _TtlCache(LOOKUP_TTL, clock)
+        self._instances: _TtlCache[bool] = _TtlCache(INSTANCE_TTL, clock)
         self._groups: dict[str, AwsNodeGroup] = {}
 
     @property
@@ -292,9 +292,7 @@ class AwsCloudProvider:
         if is_placeholder(instance_id):
             # A placeholder no longer listed: its requested capacity was cancelled.
             return False
-        return bool(
-            self._instances.get_or(instance_id, lambda: self.service.instance_exists(instance_id))
-        )
+        return self._instances.get_or(instance_id, lambda: self.service.instance_exists(instance_id))
 
     def pricing(self) -> PricingModel | None:
         return None
@@ -327,10 +325,8 @@ class AwsCloudProvider:
             return self._from_launch_template(desc.mixed_launch_template)
         if desc.launch_configuration:
             name = desc.launch_configuration
-            return str(
-                self._launch_types.get_or(
-                    ("lc", name), lambda: self.service.launch_configuration_instance_type(name)
-                )
+            return self._launch_configs.get_or(
+                name, lambda: self.service.launch_configuration_instance_type(name)
             )
         if desc.launch_template is not None:
             return self._from_launch_template(desc.launch_template)
@@ -340,10 +336,7 @@ class AwsCloudProvider:
         )
 
     def _from_launch_template(self, ref: LaunchTemplateRef) -> str | InstanceRequirements:
-        data = self._launch_types.get_or(
-            ("lt", ref.id, ref.name, ref.version), lambda: self.service.launch_template_data(ref)
-        )
-        assert isinstance(data, LaunchTemplateData)
+        data = self._launch_templates.get_or(ref, lambda: self.service.launch_template_data(ref))
         if not data.instance_type and data.requirements is not None:
             return data.requirements
         return data.instance_type
@@ -381,12 +374,10 @@ class AwsCloudProvider:
             return None
         key = (tags.eks_cluster, tags.eks_nodegroup)
         try:
-            value = self._nodegroups.get_or(
+            return self._nodegroups.get_or(
                 key, lambda: self.service.describe_nodegroup(tags.eks_cluster, tags.eks_nodegroup)
             )
         except CloudProviderError as exc:
             # The ASG's own tags still describe the nodes; EKS labels are a refinement.
             log.warning("aws_eks_nodegroup_unavailable", node_group=record.name, error=str(exc))
             return None
-        assert isinstance(value, ManagedNodegroup)
-        return value
