@@ -354,7 +354,12 @@ class Autoscaler:
                 for i in range(g.upcoming):
                     info = instantiate(tpl.node_info, f"{tpl.node_info.node.name}-upcoming-{i}")
                     snapshot.add_node(info.node, info.pods)
-            drop_schedulable(pending, snapshot, self.pending_hints)
+            drop_schedulable(
+                pending,
+                snapshot,
+                self.pending_hints,
+                unusable=state.unready | state.not_started | state.being_deleted,
+            )
             totals = current_totals(state, templates, gpu_label, base_totals)
             plan = plan_scale_up(
                 now=now,

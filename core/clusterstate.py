@@ -395,7 +395,11 @@ class ClusterStateRegistry:
                     )
                 continue
             seen.add(inst.id)
-            first = self.unregistered_since.setdefault(inst.id, now)
+            # An instance requested by our scale-up has been coming since the request, even
+            # if the provider listed it only later.
+            request = self.requests.get(state.id)
+            since = min(now, request.time) if request is not None else now
+            first = self.unregistered_since.setdefault(inst.id, since)
             if now - first > provision:
                 state.long_unregistered.append(inst)
             else:

@@ -10,7 +10,7 @@ upcoming capacity.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -94,15 +94,23 @@ def classify_pending(
 
 
 def drop_schedulable(
-    pending: PendingPods, snapshot: ClusterSnapshot, simulator: HintingSimulator
+    pending: PendingPods,
+    snapshot: ClusterSnapshot,
+    simulator: HintingSimulator,
+    *,
+    unusable: Collection[str] = (),
 ) -> None:
     """Place what fits on the snapshot (existing and upcoming nodes) and keep the rest.
 
-    Placed pods stay in the snapshot, so capacity they take is not offered twice.
+    Nodes in `unusable` (unready, being deleted) receive nothing. Placed pods stay in the
+    snapshot, so capacity they take is not offered twice.
     """
+    node_filter = (lambda ni: ni.node.name not in unusable) if unusable else None
     remaining: list[Pod] = []
     for group in group_pods(pending.unschedulable):
-        result = simulator.try_schedule_pods(snapshot, group.pods, break_on_failure=True)
+        result = simulator.try_schedule_pods(
+            snapshot, group.pods, node_filter=node_filter, break_on_failure=True
+        )
         pending.fit_existing.extend(p.pod for p in result.scheduled)
         # Equivalent pods fail alike: once one does not fit, the others will not either.
         remaining.extend(group.pods[len(result.scheduled) :])
