@@ -312,7 +312,7 @@ def evaluate(
 
 
 def _offline(ctx: CommandContext) -> tuple[LoopResult, ClusterObjects, AutoscalingOptions, datetime]:
-    from clusterscaler.simulation.loader import load_snapshot
+    from clusterscaler.simulation.loader import load_snapshot, snapshot_time
     from clusterscaler.simulation.setup import SIM_PROVIDER
 
     options = ctx.options
@@ -327,9 +327,7 @@ def _offline(ctx: CommandContext) -> tuple[LoopResult, ClusterObjects, Autoscali
         )
     objects = load_snapshot(ctx.args.snapshot)
     # The snapshot is a moment of a real cluster: "now" is its newest object.
-    stamps = [n.creation_time for n in objects.nodes if n.creation_time]
-    stamps += [p.creation_time for p in objects.pods if p.creation_time]
-    now = max(stamps) if stamps else DEFAULT_START
+    now = snapshot_time(objects) or DEFAULT_START
     return evaluate(ctx.registry, options, objects, now), objects, options, now
 
 

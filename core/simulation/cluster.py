@@ -173,8 +173,12 @@ class SimulatedCluster(InMemoryCluster):
 
     # ------------------------------------------------------------------ time passing
 
-    def step(self) -> None:
-        """What the cluster does by `clock.now()`: register due nodes, then schedule."""
+    def step(self, *, retry_unschedulable: bool = True) -> None:
+        """What the cluster does by `clock.now()`: register due nodes, then schedule.
+
+        Without `retry_unschedulable`, pods a scheduler already marked unschedulable are
+        left as they are (a snapshot of a real cluster is taken at its word).
+        """
         now = self.clock.now()
         due = sorted(
             (p for p in self.pending_nodes.values() if p.ready_at <= now),
@@ -183,7 +187,7 @@ class SimulatedCluster(InMemoryCluster):
         for pending in due:
             del self.pending_nodes[pending.node.name]
             self._register(pending.node, pending.ready_at)
-        self.schedule()
+        self.schedule(retry_unschedulable=retry_unschedulable)
 
     def next_registration(self) -> datetime | None:
         if not self.pending_nodes:
@@ -222,7 +226,7 @@ class SimulatedCluster(InMemoryCluster):
             return
         self.add_pod(pod.with_(node_name=node.name, phase="Running"))
 
-    def schedule(self) -> int:
+    def schedule(self, *, retry_unschedulable: bool = True) -> int:
         """Bind pending pods to ready nodes, highest priority and oldest first.
 
         Pods that fit nowhere are marked unschedulable (PodScheduled=False), as
@@ -232,7 +236,10 @@ class SimulatedCluster(InMemoryCluster):
         pending = [
             p
             for p in self.pods.values()
-            if not p.node_name and not p.is_terminal and p.deletion_time is None
+            if not p.node_name
+            and not p.is_terminal
+            and p.deletion_time is None
+            and (retry_unschedulable or not p.unschedulable)
         ]
         if not pending:
             return 0

@@ -176,7 +176,8 @@ def run(ctx: CommandContext) -> int:
 def _once(sim: Simulation, options: AutoscalingOptions, as_json: bool, out: TextIO) -> int:
     from clusterscaler import explain
 
-    sim.cluster.step()
+    # Pods a real scheduler already found no room for stay pending, as in the snapshot.
+    sim.cluster.step(retry_unschedulable=False)
     objects = sim.cluster.snapshot()
     now = sim.clock.now()
     result = sim.loop.run_once(now)

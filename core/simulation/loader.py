@@ -5,6 +5,7 @@ documents)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,13 @@ def load_snapshot(path: str | Path) -> ClusterObjects:
     except OSError as exc:
         raise InputError(f"--snapshot {str(p)!r}: cannot read the file: {exc.strerror or exc}") from None
     return parse_snapshot_text(text, str(p))
+
+
+def snapshot_time(objects: ClusterObjects) -> datetime | None:
+    """When a snapshot was taken, as far as it tells: its newest creation timestamp."""
+    stamps = [n.creation_time for n in objects.nodes if n.creation_time is not None]
+    stamps += [p.creation_time for p in objects.pods if p.creation_time is not None]
+    return max(stamps) if stamps else None
 
 
 def merge(base: ClusterObjects, extra: ClusterObjects) -> ClusterObjects:

@@ -24,9 +24,9 @@ from clusterscaler.options import (
     validate,
 )
 from clusterscaler.pluginmanager import Registry
-from clusterscaler.simulation.clock import VirtualClock
+from clusterscaler.simulation.clock import DEFAULT_START, VirtualClock
 from clusterscaler.simulation.cluster import SimulatedCluster
-from clusterscaler.simulation.loader import InputError
+from clusterscaler.simulation.loader import InputError, snapshot_time
 from clusterscaler.simulation.scenario import Scenario
 
 SIM_PROVIDER = "sim"
@@ -92,7 +92,9 @@ def with_cloud_config(
 def build_cluster(
     objects: ClusterObjects, scenario: Scenario | None = None
 ) -> tuple[SimulatedCluster, VirtualClock]:
-    clock = VirtualClock()
+    taken = snapshot_time(objects)
+    # A snapshot of a real cluster continues from the moment it was taken.
+    clock = VirtualClock(taken) if taken is not None and taken > DEFAULT_START else VirtualClock()
     cluster = SimulatedCluster(objects, clock)
     if scenario is not None:
         for key, template in scenario.templates.items():
