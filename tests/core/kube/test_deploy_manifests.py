@@ -1,0 +1,246 @@
+"""deploy/: the manifests parse, fit together, and grant every API call the code makes."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from clusterscaler.events import EventRecorder, ObjectRef
+from clusterscaler.kube.actions import KubeClusterActions
+from clusterscaler.kube.events import KubeEventSink
+from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
+from clusterscaler.kube.source import KubeClusterSource
+from clusterscaler.kube.status import KubeStatusWriter
+from clusterscaler.model import Taint, parse_pod
+from clusterscaler.options import AutoscalingOptions
+from clusterscaler.status import AutoscalerStatus
+from clusterscaler.testing.fakekube import RecordedRequest
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+NAMESPACE = "kube-system"
+
+
+def documents(name: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
+
+
+def by_kind(kind: str) -> dict:
+    found = [d for d in documents("rbac.yaml") + documents("deployment.yaml") if d["kind"] == kind]
+    assert len(found) == 1, kind
+    return found[0]
+
+
+def test_manifests_parse_with_expected_kinds():
+    kinds = sorted(d["kind"] for name in ("rbac.yaml", "deployment.yaml") for d in documents(name))
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+    ]
+
+
+def test_bindings_tie_the_service_account_to_the_roles():
+    account = by_kind("ServiceAccount")["metadata"]
+    for binding, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        doc = by_kind(binding)
+        assert doc["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": role,
+            "name": by_kind(role)["metadata"]["name"],
+        }
+        assert doc["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+        ]
+    assert by_kind("Role")["metadata"]["namespace"] == account["namespace"]
+
+
+def container() -> dict:
+    return by_kind("Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_deployment_runs_clusterscaler_with_health_check_probes():
+    deployment = by_kind("Deployment")
+    pod_spec = deployment["spec"]["template"]["spec"]
+    assert pod_spec["serviceAccountName"] == by_kind("ServiceAccount")["metadata"]["name"]
+    assert (
+        deployment["spec"]["selector"]["matchLabels"].items()
+        <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+    c = container()
+    assert c["command"] == ["clusterscaler"]
+    port = next(p for p in c["ports"] if p["name"] == "http")["containerPort"]
+    assert f"--address=:{port}" in c["args"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert c[probe]["httpGet"]["path"] == "/health-check"
+        assert c[probe]["httpGet"]["port"] in ("http", port)
+
+
+def test_deployment_flags_exist():
+    known = {f.name.replace("_", "-") for f in dataclasses.fields(AutoscalingOptions)}
+    for arg in container()["args"]:
+        flag = arg.split("=", 1)[0]
+        assert flag.startswith("--") and flag[2:] in known, arg
+
+
+def test_dockerfile_installs_the_entry_point():
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["clusterscaler"]' in dockerfile
+    assert "USER 65534" in dockerfile
+    assert "EXPOSE 8085" in dockerfile
+
+
+# --------------------------------------------------------------------------- RBAC coverage
+
+
+def rule_allows(rule: dict, request: RecordedRequest) -> bool:
+    resource = request.resource + (f"/{request.subresource}" if request.subresource else "")
+    if request.group not in rule.get("apiGroups", []):
+        return False
+    if resource not in rule.get("resources", []) and "*" not in rule.get("resources", []):
+        return False
+    if request.verb not in rule.get("verbs", []):
+        return False
+    names = rule.get("resourceNames")
+    return not names or request.name in names
+
+
+def authorized(request: RecordedRequest) -> bool:
+    if any(rule_allows(rule, request) for rule in by_kind("ClusterRole")["rules"]):
+        return True
+    role = by_kind("Role")
+    return request.namespace == role["metadata"]["namespace"] and any(
+        rule_allows(rule, request) for rule in role["rules"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_", "allowed"),
+    [
+        (RecordedRequest("GET", "", {}, "list", "", "nodes", "", "", "", 200), True),
+        (RecordedRequest("DELETE", "", {}, "delete", "", "nodes", "", "", "n1", 200), False),
+        (
+            RecordedRequest(
+                "PUT",
+                "",
+                {},
+                "update",
+                "",
+                "configmaps",
+                "",
+                "default",
+                "cluster-autoscaler-status",
+                200,
+            ),
+            False,
+        ),
+        (
+            RecordedRequest("PUT", "", {}, "update", "", "configmaps", "", NAMESPACE, "other", 200),
+            False,
+        ),
+        (
+            RecordedRequest(
+                "PUT",
+                "",
+                {},
+                "update",
+                "coordination.k8s.io",
+                "leases",
+                "",
+                NAMESPACE,
+                "someone-else",
+                200,
+            ),
+            False,
+        ),
+        (RecordedRequest("POST", "", {}, "create", "", "pods", "eviction", "apps", "p", 201), True),
+    ],
+    ids=[
+        "list-nodes",
+        "no-node-deletion",
+        "status-only-in-own-namespace",
+        "only-named-configmaps",
+        "only-own-lease",
+        "evictions",
+    ],
+)
+def test_authorizer_model(request_, allowed):
+    assert authorized(request_) is allowed
+
+
+def test_cluster_role_covers_every_api_call_of_the_kubernetes_integration(fake_kube):
+    api = fake_kube.api_client()
+    fake_kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "spec": {}})
+    for name in ("p1", "p2"):
+        fake_kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "apps"},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+                "status": {"phase": "Running"},
+            }
+        )
+
+    with KubeClusterSource(api, namespace=NAMESPACE) as source:
+        assert source.wait_for_sync(5)
+        source.snapshot()
+
+    actions = KubeClusterActions(api)
+    actions.add_taint("n1", Taint("ToBeDeletedByClusterAutoscaler", "1", "NoSchedule"))
+    actions.remove_taint("n1", "ToBeDeletedByClusterAutoscaler")
+    actions.set_unschedulable("n1", True)
+    p1 = parse_pod(fake_kube.get("pods", "p1", "apps"))
+    p2 = parse_pod(fake_kube.get("pods", "p2", "apps"))
+    actions.pod_exists(p1)
+    actions.evict(p1, 30)
+    actions.delete_pod(p2, 0)
+
+    recorder = EventRecorder(KubeEventSink(api))
+    recorder.normal(ObjectRef.pod("apps", "p1"), "ScaleDown", "deleting pod for node scale down")
+    recorder.normal(
+        ObjectRef.node("n1"), "ScaleDown", "marked the node as toBeDeleted/unschedulable"
+    )
+    recorder.normal(
+        ObjectRef.config_map(NAMESPACE, "cluster-autoscaler-status"), "ScaledUpGroup", "m"
+    )
+
+    writer = KubeStatusWriter(api, namespace=NAMESPACE)
+    assert writer.write(AutoscalerStatus(time=datetime.now(UTC)))
+    assert writer.write(AutoscalerStatus(time=datetime.now(UTC)))
+
+    options = AutoscalingOptions()
+    config = dataclasses.replace(
+        LeaderElectionConfig.from_options(options), retry_period=timedelta(seconds=1)
+    )
+    elector = LeaderElector(api, config, identity="me")
+    assert elector.try_acquire_or_renew()
+    assert elector.try_acquire_or_renew()
+    assert elector.release()
+
+    made = {(r.verb, r.group, r.resource, r.subresource) for r in fake_kube.requests}
+    # The exercise above must reach every kind of call, or this test proves little.
+    assert {
+        ("watch", "", "pods", ""),
+        ("update", "", "nodes", ""),
+        ("create", "", "pods", "eviction"),
+        ("delete", "", "pods", ""),
+        ("create", "", "events", ""),
+        ("create", "", "configmaps", ""),
+        ("update", "", "configmaps", ""),
+        ("create", "coordination.k8s.io", "leases", ""),
+        ("update", "coordination.k8s.io", "leases", ""),
+    } <= made
+    denied = sorted(
+        {
+            (r.verb, r.group or "core", r.resource, r.subresource, r.namespace, r.name)
+            for r in fake_kube.requests
+            if not authorized(r)
+        }
+    )
+    assert denied == []
