@@ -201,6 +201,9 @@ def report_json(report: Report) -> dict[str, Any]:
     """The keys of `simulate --once --json`; every removable node is listed."""
     assert report.result is not None
     doc = output.decision_json(report.result, timedelta(0))
+    # Listed as removable, a node is not also "not unneeded long enough".
+    removable = {entry["node"] for entry in doc["scaleDown"]}
+    doc["unremovable"] = [u for u in doc["unremovable"] if u["node"] not in removable]
     listed = {entry["pod"] for entry in doc["unschedulable"]}
     for pod in report.pods:
         if pod.pod in listed or any(v.helps for v in pod.verdicts):
