@@ -17,9 +17,12 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
+
+if TYPE_CHECKING:
+    from clusterscaler.decisions import LoopResult
 
 __all__ = [
     "DEDUP_WINDOW",
@@ -36,7 +39,9 @@ __all__ = [
     "EventRecorder",
     "EventSink",
     "GroupResize",
+    "MemoryEventSink",
     "ObjectRef",
+    "events_for_result",
     "messages",
 ]
 
@@ -233,3 +238,87 @@ class MemoryEventSink:
 
     def write(self, event: Event, timestamp: datetime) -> None:
         self.events.append((event, timestamp))
+
+
+def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[Event]:
+    """The events CA records for one loop's decisions, in CA's words.
+
+    Pods are named ``namespace/name`` in the result; their events carry no uid.
+    """
+    from clusterscaler.decisions import DeletionKind
+
+    out: list[Event] = []
+    max_sizes = {g.name: g.max_size for g in result.node_groups}
+    resizes_by_pod: dict[str, list[GroupResize]] = {}
+    for decision in result.scale_up.decisions:
+        new = decision.target_before + decision.delta
+        max_size = max_sizes.get(decision.node_group, new)
+        out.append(
+            Event(
+                status_config_map,
+                NORMAL,
+                SCALED_UP_GROUP,
+                messages.scaled_up_group(
+                    decision.node_group, decision.target_before, new, max_size
+                ),
+            )
+        )
+        resize = GroupResize(decision.node_group, decision.target_before, new, max_size)
+        for pod in decision.pods:
+            resizes_by_pod.setdefault(pod, []).append(resize)
+    for pod, resizes in resizes_by_pod.items():
+        out.append(
+            Event(_pod_ref(pod), NORMAL, TRIGGERED_SCALE_UP, messages.triggered_scale_up(resizes))
+        )
+    for pod, rejections in result.scale_up.pods_remaining.items():
+        if pod in resizes_by_pod:
+            continue
+        counts: dict[str, int] = {}
+        for rejection in rejections:
+            text = rejection.reason.value
+            counts[text] = counts.get(text, 0) + 1
+        reasons = [f"{n} {text}" for text, n in sorted(counts.items())] or [
+            "no node group can help"
+        ]
+        out.append(
+            Event(
+                _pod_ref(pod), NORMAL, NOT_TRIGGER_SCALE_UP, messages.not_trigger_scale_up(reasons)
+            )
+        )
+    utilization = {u.node: u.utilization for u in result.scale_down.unneeded}
+    for deletion in result.scale_down.deletions:
+        node = ObjectRef.node(deletion.node)
+        if deletion.error:
+            out.append(
+                Event(node, WARNING, SCALE_DOWN_FAILED, messages.scale_down_failed(deletion.error))
+            )
+            continue
+        if deletion.kind is DeletionKind.EMPTY:
+            out.append(
+                Event(
+                    status_config_map,
+                    NORMAL,
+                    SCALE_DOWN_EMPTY,
+                    messages.scale_down_empty(deletion.node),
+                )
+            )
+        else:
+            out.append(
+                Event(
+                    status_config_map,
+                    NORMAL,
+                    SCALE_DOWN,
+                    messages.scale_down(
+                        deletion.node, utilization.get(deletion.node, 0.0), deletion.evicted_pods
+                    ),
+                )
+            )
+        out.append(Event(node, NORMAL, SCALE_DOWN, messages.node_marked()))
+        for pod in deletion.evicted_pods:
+            out.append(Event(_pod_ref(pod), NORMAL, SCALE_DOWN, messages.pod_evicted()))
+    return out
+
+
+def _pod_ref(key: str) -> ObjectRef:
+    namespace, _, name = key.partition("/")
+    return ObjectRef.pod(namespace, name) if name else ObjectRef.pod("default", namespace)

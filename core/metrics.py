@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from prometheus_client import (
@@ -30,6 +30,9 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+
+if TYPE_CHECKING:
+    from clusterscaler.decisions import LoopResult
 
 __all__ = [
     "FUNCTION_DURATION_BUCKETS",
@@ -234,6 +237,82 @@ class Metrics:
             ("unregistered", unregistered),
         ):
             self.nodes_count.labels(state=state).set(value)
+
+    def record_loop(self, result: LoopResult) -> None:
+        """Update every metric a finished loop informs, as CA's static autoscaler does."""
+        from clusterscaler.decisions import DeletionKind, ScaleDownStatus, ScaleUpStatus
+
+        counts = result.health.counts
+        self.cluster_safe_to_autoscale.set(1 if result.health.healthy and not result.halted else 0)
+        self.update_nodes_count(
+            ready=counts.ready,
+            unready=counts.unready,
+            not_started=counts.not_started,
+            long_unregistered=counts.long_unregistered,
+            unregistered=counts.unregistered,
+        )
+        self.node_groups_count.labels(node_group_type="autoscaled").set(len(result.node_groups))
+        self.unschedulable_pods_count.labels(type="unschedulable").set(len(result.pending_pods))
+        self.max_nodes_count.set(sum(g.max_size for g in result.node_groups))
+        self.function_duration_seconds.labels(function="main").observe(
+            result.duration.total_seconds()
+        )
+        stamp = result.time.timestamp()
+        self.update_last_activity("main", stamp)
+        if not result.halted:
+            self.update_last_activity("autoscaling", stamp)
+        for group in result.node_groups:
+            self.update_node_group(
+                group.name,
+                min_size=group.min_size,
+                max_size=group.max_size,
+                target=group.target_size,
+            )
+            self.node_group_healthiness.labels(node_group=group.name).set(1 if group.healthy else 0)
+            if group.backoff is not None and group.backoff.until > result.time:
+                self.node_group_backoff_status.labels(
+                    node_group=group.name, reason=group.backoff.error_class
+                ).set(1)
+        scale_up = result.scale_up
+        if scale_up.status is ScaleUpStatus.SUCCESSFUL:
+            self.update_last_activity("scaleUp", stamp)
+            self.scaled_up_nodes_total.inc(sum(max(0, d.delta) for d in scale_up.decisions))
+        elif scale_up.status is ScaleUpStatus.ERROR:
+            self.failed_scale_ups_total.labels(reason="cloudProviderError").inc()
+        scale_down = result.scale_down
+        self.unneeded_nodes_count.set(len(scale_down.unneeded))
+        self.unremovable_nodes_count.clear()
+        for unremovable in scale_down.unremovable:
+            self.unremovable_nodes_count.labels(reason=unremovable.reason.value).inc()
+        self.scale_down_in_cooldown.set(
+            1 if scale_down.status is ScaleDownStatus.IN_COOLDOWN else 0
+        )
+        reasons = {
+            DeletionKind.EMPTY: "empty",
+            DeletionKind.DRAIN: "underutilized",
+            DeletionKind.UNREADY: "unready",
+        }
+        for deletion in scale_down.deletions:
+            if deletion.error:
+                if deletion.kind is DeletionKind.DRAIN:
+                    self.evicted_pods_total.labels(eviction_result="failed").inc()
+                continue
+            self.update_last_activity("scaleDown", stamp)
+            self.scaled_down_nodes_total.labels(
+                reason=reasons.get(deletion.kind, "undefined")
+            ).inc()
+            if deletion.evicted_pods:
+                self.evicted_pods_total.labels(eviction_result="succeeded").inc(
+                    len(deletion.evicted_pods)
+                )
+        removed = [
+            c for c in result.cleanups if c.kind is DeletionKind.UNREGISTERED and not c.error
+        ]
+        if removed:
+            self.old_unregistered_nodes_removed_count.inc(len(removed))
+        # Errors are free text; a fixed type keeps the series' cardinality bounded.
+        for _ in result.errors:
+            self.register_error("internalError")
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

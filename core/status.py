@@ -13,9 +13,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from clusterscaler.decisions import LoopResult
 
 __all__ = [
     "AUTOSCALER_INITIALIZING",
@@ -36,6 +39,8 @@ __all__ = [
     "NodeCounts",
     "NodeGroupStatus",
     "format_last_updated",
+    "initializing_status",
+    "status_from_result",
     "to_dict",
     "to_yaml",
     "with_transitions",
@@ -257,3 +262,71 @@ def with_transitions(
         scale_down=_carry(previous.scale_down if previous else None, current.scale_down),
         node_groups=tuple(groups),
     )
+
+
+def _decision_counts(counts: Any) -> NodeCounts:
+    return NodeCounts(
+        total=counts.total,
+        ready=counts.ready,
+        not_started=counts.not_started,
+        being_deleted=counts.being_deleted,
+        unready=counts.unready,
+        long_unregistered=counts.long_unregistered,
+        unregistered=counts.unregistered,
+    )
+
+
+def status_from_result(result: LoopResult) -> AutoscalerStatus:
+    """The status a loop's result publishes (transition times: see ``with_transitions``).
+
+    As in CA, cluster-wide scale-up is InProgress while any group waits for requested nodes
+    and NoActivity otherwise; a group in backoff says Backoff with its error code and
+    message; scale-down lists how many nodes are unneeded.
+    """
+    now = result.time
+    unneeded_by_group: dict[str, int] = {}
+    for unneeded in result.scale_down.unneeded:
+        unneeded_by_group[unneeded.node_group] = unneeded_by_group.get(unneeded.node_group, 0) + 1
+    groups = []
+    for group in result.node_groups:
+        backoff = group.backoff if group.backoff is not None and group.backoff.until > now else None
+        if group.scale_up_in_progress:
+            scale_up = IN_PROGRESS
+        elif backoff is not None:
+            scale_up = BACKOFF
+        else:
+            scale_up = NO_ACTIVITY
+        candidates = unneeded_by_group.get(group.name, 0)
+        groups.append(
+            NodeGroupStatus(
+                name=group.name,
+                health=Condition(HEALTHY if group.healthy else UNHEALTHY, now),
+                node_counts=_decision_counts(group.counts),
+                cloud_provider_target=group.target_size,
+                min_size=group.min_size,
+                max_size=group.max_size,
+                scale_up=Condition(scale_up, now),
+                scale_down=Condition(CANDIDATES_PRESENT if candidates else NO_CANDIDATES, now),
+                scale_down_candidates=candidates,
+                backoff_error_code=backoff.error_code if backoff else "",
+                backoff_error_message=backoff.error_message if backoff else "",
+            )
+        )
+    in_progress = any(g.scale_up_in_progress for g in result.node_groups)
+    candidates = len(result.scale_down.unneeded)
+    return AutoscalerStatus(
+        time=now,
+        autoscaler_status=AUTOSCALER_RUNNING,
+        message=result.halted or result.health.message,
+        health=Condition(HEALTHY if result.health.healthy else UNHEALTHY, now),
+        node_counts=_decision_counts(result.health.counts),
+        scale_up=Condition(IN_PROGRESS if in_progress else NO_ACTIVITY, now),
+        scale_down=Condition(CANDIDATES_PRESENT if candidates else NO_CANDIDATES, now),
+        scale_down_candidates=candidates,
+        node_groups=tuple(groups),
+    )
+
+
+def initializing_status(now: datetime, message: str = "Initializing") -> AutoscalerStatus:
+    """The status written before the first loop (caches syncing, leader election)."""
+    return AutoscalerStatus(time=now, autoscaler_status=AUTOSCALER_INITIALIZING, message=message)
