@@ -75,6 +75,15 @@ CASES = [
         14,
         30,
     ),
+    # Large bare workload: 100 x 600m take one node each (400m left); 200 x 350m: one fits
+    # beside each 600m pod, the other 100 go two per node (700m): 100 + 50 nodes.
+    Case(
+        "large bare workload of two sizes",
+        bare("s", 200, "350m") + bare("b", 100, "600m"),
+        template(),
+        150,
+        300,
+    ),
     Case("identical replicas", replicas(50), template(), 13, 50),
     Case("daemonset pods take template room", replicas(50), template(daemonset_cpu="200m"), 17, 50),
     Case("pod slots limit", replicas(10, cpu="10m"), template(pods=3), 4, 10),
@@ -416,3 +425,11 @@ def test_arithmetic_packing_matches_pod_by_pod(n, cpu, mem, tmpl):
     )
     assert (a.node_count, len(a.scheduled_pods)) == (b.node_count, len(b.scheduled_pods))
     assert [len(x.pods) for x in a.new_nodes] == [len(x.pods) for x in b.new_nodes]
+
+
+def test_registered_through_the_entry_point():
+    from clusterscaler.pluginmanager import build_plugin_manager, collect_registry
+
+    registry = collect_registry(build_plugin_manager())
+    entry = registry.estimators["binpacking"]
+    assert isinstance(entry.factory(AutoscalingOptions()), BinpackingEstimator)

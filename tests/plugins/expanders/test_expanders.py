@@ -440,3 +440,12 @@ def test_chain_result_is_one_of_the_options(pairs, seed):
     else:
         assert best in valid
         assert best.node_count == min(o.node_count for o in valid)
+
+
+def test_registered_through_the_entry_point():
+    from clusterscaler.pluginmanager import build_plugin_manager, collect_registry
+
+    registry = collect_registry(build_plugin_manager())
+    for name in ("random", "most-pods", "least-waste", "least-nodes", "price", "priority"):
+        assert name in registry.expanders
+    assert registry.expanders["random"].final_only
