@@ -38,7 +38,14 @@ BASIC_IGNORED_LABELS = frozenset(
         "topology.ebs.csi.aws.com/zone",
         "topology.gke.io/zone",
         "topology.disk.csi.azure.com/zone",
+        # Labels naming the node group itself (sim, EKS, eksctl, GKE, AKS).
         "clusterscaler.io/node-group",
+        "eks.amazonaws.com/nodegroup",
+        "alpha.eksctl.io/nodegroup-name",
+        "alpha.eksctl.io/instance-id",
+        "cloud.google.com/gke-nodepool",
+        "agentpool",
+        "kubernetes.azure.com/agentpool",
     }
 )
 
