@@ -29,7 +29,7 @@ import structlog
 from clusterscaler.autoscaler import Autoscaler
 from clusterscaler.cloudprovider import CloudProvider, CloudProviderError, ProviderContext
 from clusterscaler.dryrun import DryRunCloudProvider
-from clusterscaler.events import Event, EventRecorder, EventSink, ObjectRef
+from clusterscaler.events import Event, EventRecorder, EventSink, ObjectRef, events_for_result
 from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.client import ClientSettings, KubeConfigError, build_api_client
 from clusterscaler.kube.events import KubeEventSink
@@ -37,7 +37,7 @@ from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElecto
 from clusterscaler.kube.source import KubeClusterSource
 from clusterscaler.kube.status import KubeStatusWriter
 from clusterscaler.metrics import HealthCheck, Metrics, OperationsServer
-from clusterscaler.report import build_status, loop_events, update_metrics
+from clusterscaler.status import status_from_result
 
 if TYPE_CHECKING:
     from clusterscaler.cli import CommandContext
@@ -150,21 +150,16 @@ class Reporter:
         )
 
     def publish(self, result: LoopResult) -> None:
-        update_metrics(self.metrics, result)
+        self.metrics.record_loop(result)
         if self.status_writer is not None:
-            self.status_writer.write(build_status(result))
+            self.status_writer.write(status_from_result(result))
         status_ref = ObjectRef.config_map(
             self.options.namespace,
             self.options.status_config_map_name,
             self.status_writer.uid if self.status_writer is not None else "",
         )
-        for event in loop_events(result, status_ref=status_ref):
+        for event in events_for_result(result, status_ref):
             self.recorder.record(event)
-        self.metrics.update_last_activity("main")
-        if result.scale_up.decisions:
-            self.metrics.update_last_activity("scaleUp")
-        if result.scale_down.deletions:
-            self.metrics.update_last_activity("scaleDown")
         if result.halted or result.errors:
             self.health.update_last_activity()
         else:
@@ -212,8 +207,7 @@ def run_loop(
             return EXIT_ERROR
         started = time.monotonic()
         try:
-            with reporter.metrics.time_function("main"):
-                result = autoscaler.run_once(datetime.now(UTC))
+            result = autoscaler.run_once(datetime.now(UTC))
             reporter.publish(result)
             log.info(
                 "loop_done",
