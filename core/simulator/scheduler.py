@@ -53,6 +53,14 @@ def find_fitting_node(
     return None
 
 
+def _split_reason(reason: str) -> list[str]:
+    """The scheduler counts each missing resource as its own reason."""
+    parts = reason.split(", ")
+    if len(parts) > 1 and all(p.startswith("Insufficient ") for p in parts):
+        return parts
+    return [reason]
+
+
 def unschedulable_reasons(
     pod: Pod, snapshot: ClusterSnapshot, node_filter: NodeFilter | None = None
 ) -> Counter[str]:
@@ -64,18 +72,20 @@ def unschedulable_reasons(
         reason = check_predicates(pod, ni, snapshot)
         if reason is None:
             return Counter()
-        reasons[reason] += 1
+        for part in _split_reason(reason):
+            reasons[part] += 1
     return reasons
 
 
 def format_unschedulable(reasons: Counter[str], total_nodes: int) -> str:
-    """The scheduler's summary line: `0/5 nodes are available: 3 Insufficient cpu, ...`."""
-    parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda x: (-x[1], x[0])))
-    return (
-        f"0/{total_nodes} nodes are available: {parts}."
-        if parts
-        else f"0/{total_nodes} nodes are available."
-    )
+    """The scheduler's summary: `0/5 nodes are available: 2 Insufficient cpu, 3 ...`.
+
+    Entries are `<count> <reason>` sorted as strings, as kube-scheduler sorts them.
+    """
+    parts = sorted(f"{n} {r}" for r, n in reasons.items())
+    if not parts:
+        return f"0/{total_nodes} nodes are available."
+    return f"0/{total_nodes} nodes are available: {', '.join(parts)}."
 
 
 class Placement(NamedTuple):

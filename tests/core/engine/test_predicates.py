@@ -612,3 +612,21 @@ def test_pods_without_affinity_do_not_scan_other_pods():
         make_pod("q", anti_affinity=[affinity_term(HOST, WEB)]), snap.get("n1"), snap
     )
     assert snap.scans > 0
+
+
+def test_unschedulable_summary_counts_each_missing_resource():
+    snap = ClusterSnapshot()
+    snap.add_node(make_node("n1", "1", "1Gi"))
+    snap.add_node(make_node("n2", "1", "8Gi"))
+    snap.add_node(make_node("n3", "8", "8Gi", taints=[GPU_TAINT]))
+    pod = make_pod("p", "2", "2Gi")
+    reasons = unschedulable_reasons(pod, snap)
+    assert reasons == {
+        "Insufficient cpu": 2,
+        "Insufficient memory": 1,
+        "node(s) had untolerated taint {dedicated: gpu}": 1,
+    }
+    assert format_unschedulable(reasons, 3) == (
+        "0/3 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint "
+        "{dedicated: gpu}, 2 Insufficient cpu."
+    )
