@@ -24,6 +24,8 @@ from clusterscaler.simulator import (
 )
 from clusterscaler.simulator.builders import affinity_term, make_node, make_pod, node_term, spread
 from clusterscaler.simulator.scheduler import format_unschedulable, unschedulable_reasons
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -630,3 +632,43 @@ def test_unschedulable_summary_counts_each_missing_resource():
         "0/3 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint "
         "{dedicated: gpu}, 2 Insufficient cpu."
     )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    zones=st.lists(st.sampled_from("abcd"), min_size=1, max_size=8),
+    pods=st.integers(1, 25),
+    max_skew=st.integers(1, 3),
+)
+def test_spread_placements_keep_skew_within_max(zones, pods, max_skew):
+    snap = ClusterSnapshot()
+    for i, zone in enumerate(zones):
+        snap.add_node(zn(f"n{i}", zone, cpu="64"))
+    domains = sorted(set(zones))
+    for i in range(pods):
+        pod = make_pod(f"w{i}", "1", labels=WEB, topology_spread=[spread(ZONE, WEB, max_skew)])
+        node = find_fitting_node(pod, snap)
+        assert node is not None  # some zone is always at the minimum
+        snap.add_pod(pod, node)
+        counts = {d: 0 for d in domains}
+        for _pod, node_name in snap.pods():
+            counts[snap.get(node_name).node.labels[ZONE]] += 1
+        assert max(counts.values()) - min(counts.values()) <= max_skew
+
+
+@settings(max_examples=40, deadline=None)
+@given(nodes=st.integers(1, 6), pods=st.integers(1, 10))
+def test_hostname_anti_affinity_never_shares_a_node(nodes, pods):
+    snap = ClusterSnapshot()
+    for i in range(nodes):
+        snap.add_node(make_node(f"n{i}"))
+    placed = 0
+    for i in range(pods):
+        pod = make_pod(f"w{i}", labels=WEB, anti_affinity=[affinity_term(HOST, WEB)])
+        node = find_fitting_node(pod, snap)
+        if node is None:
+            break
+        snap.add_pod(pod, node)
+        placed += 1
+    assert placed == min(nodes, pods)
+    assert all(len(ni.pods) <= 1 for ni in snap.node_infos())
