@@ -364,6 +364,7 @@ class Resources:
 
 ZERO = Resources()
 Resources.ZERO = ZERO
+_OVERCOMMITTABLE = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE})
 _CACHE_LIMIT = 10_000
 _RESOURCES_CACHE: dict[Any, Resources] = {}
 POD_SLOT = Resources(pods=1)
@@ -1264,6 +1265,11 @@ class Pod:
         container: dict[str, Any] = {"name": "main", "image": "registry.k8s.io/pause:3.9"}
         if container_requests:
             container["resources"] = {"requests": container_requests}
+            # The API server requires limits equal to requests for extended resources and
+            # huge pages, which cannot be overcommitted.
+            limits = {k: v for k, v in container_requests.items() if k not in _OVERCOMMITTABLE}
+            if limits:
+                container["resources"]["limits"] = limits
         if self.host_ports:
             container["ports"] = [
                 {

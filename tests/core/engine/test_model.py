@@ -511,3 +511,19 @@ def test_parse_object_dispatches_by_kind():
     assert isinstance(parse_object(node_json()), Node)
     with pytest.raises(ModelError, match="kind"):
         parse_object({"kind": "Widget", "metadata": {"name": "w"}})
+
+
+def test_pod_to_k8s_sets_limits_for_extended_resources():
+    pod = parse_pod(
+        pod_json(
+            {
+                "containers": [
+                    c(requests={"cpu": "1", "nvidia.com/gpu": "2"}, limits={"nvidia.com/gpu": "2"})
+                ]
+            }
+        )
+    )
+    resources = pod.to_k8s()["spec"]["containers"][0]["resources"]
+    assert resources["requests"] == {"cpu": "1", "nvidia.com/gpu": "2"}
+    assert resources["limits"] == {"nvidia.com/gpu": "2"}
+    assert parse_pod(pod.to_k8s()).requests == pod.requests
