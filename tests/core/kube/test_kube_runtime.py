@@ -1,0 +1,134 @@
+"""KubeRuntime wires the flags to the Kubernetes edge."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+import yaml
+from clusterscaler.decisions import (
+    ClusterHealth,
+    LoopResult,
+    NodeCounts,
+    NodeGroupStatus,
+    ScaleUpDecision,
+    ScaleUpResult,
+    ScaleUpStatus,
+)
+from clusterscaler.kube.runtime import KubeRuntime
+from clusterscaler.model import Taint, parse_pod
+from clusterscaler.options import AutoscalingOptions
+
+
+def options(tmp_path, fake_kube, **changes):
+    base = dataclasses.replace(
+        AutoscalingOptions(),
+        kubeconfig=str(fake_kube.kubeconfig(tmp_path / "kubeconfig")),
+        namespace="kube-system",
+        kube_client_qps=200.0,
+        kube_client_burst=100,
+        leader_elect_lease_duration=timedelta(seconds=3),
+        leader_elect_renew_deadline=timedelta(seconds=2),
+        leader_elect_retry_period=timedelta(seconds=0.2),
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def loop_result() -> LoopResult:
+    return LoopResult(
+        time=datetime.now(UTC),
+        health=ClusterHealth(True, NodeCounts(total=1, ready=1)),
+        node_groups=(
+            NodeGroupStatus(
+                "ng", 0, 3, 2, NodeCounts(total=1, ready=1), 1, True, scale_up_in_progress=True
+            ),
+        ),
+        scale_up=ScaleUpResult(
+            status=ScaleUpStatus.SUCCESSFUL,
+            decisions=(ScaleUpDecision("ng", 1, 1, pods=("default/web",)),),
+        ),
+    )
+
+
+def test_runtime_elects_syncs_and_reports(fake_kube, tmp_path):
+    runtime = KubeRuntime.from_options(options(tmp_path, fake_kube), identity="me", serve=False)
+    runtime.start()
+    try:
+        assert runtime.wait_until_ready(10)
+        assert runtime.may_act()
+        assert (
+            fake_kube.get("leases", "cluster-autoscaler", "kube-system")["spec"]["holderIdentity"]
+            == "me"
+        )
+        initializing = fake_kube.get("configmaps", "cluster-autoscaler-status", "kube-system")
+        assert yaml.safe_load(initializing["data"]["status"])["autoscalerStatus"] == "Initializing"
+        runtime.source.snapshot()
+        runtime.report(loop_result())
+        status = yaml.safe_load(
+            fake_kube.get("configmaps", "cluster-autoscaler-status", "kube-system")["data"][
+                "status"
+            ]
+        )
+        assert status["autoscalerStatus"] == "Running"
+        assert status["nodeGroups"][0]["scaleUp"]["status"] == "InProgress"
+        reasons = {(e["involvedObject"]["kind"], e["reason"]) for e in fake_kube.list("events")}
+        assert reasons >= {("ConfigMap", "ScaledUpGroup"), ("Pod", "TriggeredScaleUp")}
+        cm_event = next(e for e in fake_kube.list("events") if e["reason"] == "ScaledUpGroup")
+        assert cm_event["metadata"]["namespace"] == "kube-system"
+        assert b"cluster_autoscaler_scaled_up_nodes_total 1.0" in runtime.metrics.render()
+        assert runtime.health.check()[0]
+    finally:
+        runtime.stop()
+    assert (
+        fake_kube.get("leases", "cluster-autoscaler", "kube-system")["spec"]["holderIdentity"] == ""
+    )
+    assert not runtime.may_act()
+
+
+def test_standby_does_not_act_until_leader_releases(fake_kube, tmp_path):
+    first = KubeRuntime.from_options(options(tmp_path, fake_kube), identity="first", serve=False)
+    second = KubeRuntime.from_options(options(tmp_path, fake_kube), identity="second", serve=False)
+    first.start()
+    try:
+        assert first.wait_until_ready(10)
+        second.start()
+        assert not second.wait_until_ready(0.8)
+        assert not second.may_act()
+        first.stop()
+        assert second.wait_until_ready(10)
+        assert second.may_act()
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_dry_run_runtime_never_changes_the_cluster(fake_kube, tmp_path):
+    fake_kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "spec": {}})
+    fake_kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running"},
+        }
+    )
+    runtime = KubeRuntime.from_options(
+        options(tmp_path, fake_kube, dry_run=True, leader_elect=False), serve=False
+    )
+    runtime.actions.add_taint("n1", Taint("ToBeDeletedByClusterAutoscaler", "1"))
+    runtime.actions.evict(parse_pod(fake_kube.get("pods", "p", "default")), None)
+    runtime.report(loop_result())
+    assert fake_kube.get("nodes", "n1")["spec"] == {}
+    assert fake_kube.get("pods", "p", "default") is not None
+    messages = [e["message"] for e in fake_kube.list("events")]
+    assert messages and all(m.startswith("[dry-run] ") for m in messages)
+    assert fake_kube.get("configmaps", "cluster-autoscaler-status", "kube-system") is not None
+
+
+def test_without_status_configmap_flag_nothing_is_written(fake_kube, tmp_path):
+    runtime = KubeRuntime.from_options(
+        options(tmp_path, fake_kube, write_status_configmap=False, leader_elect=False), serve=False
+    )
+    runtime.report(loop_result())
+    assert fake_kube.get("configmaps", "cluster-autoscaler-status", "kube-system") is None
