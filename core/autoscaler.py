@@ -234,8 +234,11 @@ class Autoscaler:
         if scaled_up:
             self.last_scale_up = now
 
+        # Scale-down sees the pods as the snapshot has them, including pending pods the
+        # scheduler is about to bind to existing nodes.
+        scheduled = {ni.name: list(ni.pods.values()) for ni in snapshot.node_infos()}
         scale_down = self._scale_down(
-            now, objects, state, pods_by_node, snapshot, limits, base_totals, gpu_label, scaled_up
+            now, objects, state, scheduled, snapshot, limits, base_totals, gpu_label, scaled_up
         )
         return LoopResult(
             time=now,
@@ -345,8 +348,13 @@ class Autoscaler:
         def choose(candidates: Sequence[Option]) -> Option | None:
             return self.expander.best_option(candidates, context)
 
+        unusable = state.unready | state.not_started | state.being_deleted
+        # Pods that fit existing nodes stay in the snapshot: the scheduler will bind them
+        # there, so scale-down must not count that capacity as free.
+        drop_schedulable(pending, snapshot, self.pending_hints, unusable=unusable)
         snapshot.fork()
         try:
+            upcoming = 0
             for gid, g in sorted(state.groups.items()):
                 tpl = templates.get(gid)
                 if not g.upcoming or tpl is None or tpl.node_info is None:
@@ -354,12 +362,9 @@ class Autoscaler:
                 for i in range(g.upcoming):
                     info = instantiate(tpl.node_info, f"{tpl.node_info.node.name}-upcoming-{i}")
                     snapshot.add_node(info.node, info.pods)
-            drop_schedulable(
-                pending,
-                snapshot,
-                self.pending_hints,
-                unusable=state.unready | state.not_started | state.being_deleted,
-            )
+                    upcoming += 1
+            if upcoming:
+                drop_schedulable(pending, snapshot, self.pending_hints, unusable=unusable)
             totals = current_totals(state, templates, gpu_label, base_totals)
             plan = plan_scale_up(
                 now=now,

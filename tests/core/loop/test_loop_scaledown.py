@@ -297,3 +297,28 @@ def test_unready_scale_down_disabled() -> None:
     h.cluster.add_node(h.cluster.nodes["g-2"].with_(ready=False))
     result = h.run()
     assert unremovable(result, "g-2").reason is UnremovableReason.SCALE_DOWN_UNREADY_DISABLED
+
+
+def test_capacity_awaited_by_pending_pods_is_not_scaled_down() -> None:
+    from loopkit import pending_pod
+
+    h = Harness()
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("big", "g-1", cpu="3500m")])
+    h.add_pods([pending_pod("soon", cpu="3")])
+    result = h.run()
+    assert result.scale_up.decisions == ()
+    assert result.scale_down.unneeded == ()
+    assert unremovable(result, "g-2").reason is UnremovableReason.NOT_UNDERUTILIZED
+
+
+def test_loop_result_is_json_ready() -> None:
+    import json
+
+    h = two_node_cluster()
+    h.run()
+    doc = h.run(ELEVEN_MINUTES).to_dict()
+    text = json.dumps(doc)
+    assert doc["scale_down"]["deletions"][0]["kind"] == "drain"
+    assert doc["scale_down"]["status"] == "NodeDeleteStarted"
+    assert "NotUnneededLongEnough" not in text or doc["scale_down"]["unremovable"]
