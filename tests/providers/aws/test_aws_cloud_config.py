@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
 from clusterscaler.cloudprovider import CloudProviderError, ConfigurationError
 from clusterscaler.model import Node
 
 
-def test_region_and_endpoint_come_from_the_cloud_config(aws, make_provider, proxy, tmp_path, monkeypatch):
+def test_region_and_endpoint_come_from_the_cloud_config(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     aws.asg("workers", max_size=3)
     url = aws.autoscaling.meta.endpoint_url
     config = tmp_path / "aws.conf"
@@ -25,12 +28,12 @@ def test_region_and_endpoint_come_from_the_cloud_config(aws, make_provider, prox
     assert [g.id for g in provider.node_groups()] == ["workers"]
 
 
-def test_unreadable_cloud_config_names_the_flag(proxy, make_provider, tmp_path):
+def test_unreadable_cloud_config_names_the_flag(proxy: ProxyState, make_provider: ProviderFactory, tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="--cloud-config="):
         make_provider(nodes=["0:3:workers"], cloud_config=str(tmp_path / "missing.conf"))
 
 
-def test_failed_termination_is_reported_and_the_next_refresh_rereads(aws, make_provider, proxy):
+def test_failed_termination_is_reported_and_the_next_refresh_rereads(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("workers", max_size=3, desired=2)
     provider = make_provider(nodes=["0:3:workers"])
     (group,) = provider.node_groups()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
 from clusterscaler.cloudprovider import ConfigurationError, InstanceState
 from clusterscaler.model import Node
 
@@ -11,7 +12,7 @@ OWNED = "k8s.io/cluster-autoscaler/prod"
 DISCOVERY = f"asg:tag={ENABLED},{OWNED}"
 
 
-def test_discovery_by_tag_keys_takes_limits_from_the_asg(aws, make_provider):
+def test_discovery_by_tag_keys_takes_limits_from_the_asg(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("workers", min_size=1, max_size=7, desired=2, tags={ENABLED: "true", OWNED: "owned"})
     aws.asg("other-cluster", max_size=3, tags={ENABLED: "true", "k8s.io/cluster-autoscaler/dev": "x"})
     aws.asg("untagged", max_size=3)
@@ -23,7 +24,7 @@ def test_discovery_by_tag_keys_takes_limits_from_the_asg(aws, make_provider):
     assert (groups[0].min_size, groups[0].max_size, groups[0].target_size()) == (1, 7, 2)
 
 
-def test_key_value_entries_match_the_value(aws, make_provider):
+def test_key_value_entries_match_the_value(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("gpu", max_size=3, tags={ENABLED: "true", "pool": "gpu"})
     aws.asg("cpu", max_size=3, tags={ENABLED: "true", "pool": "cpu"})
 
@@ -32,7 +33,7 @@ def test_key_value_entries_match_the_value(aws, make_provider):
     assert [g.id for g in provider.node_groups()] == ["gpu"]
 
 
-def test_several_discovery_specs_are_alternatives(aws, make_provider):
+def test_several_discovery_specs_are_alternatives(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("a", max_size=3, tags={"team": "a"})
     aws.asg("b", max_size=3, tags={"team": "b"})
     aws.asg("c", max_size=3, tags={"team": "c"})
@@ -42,7 +43,7 @@ def test_several_discovery_specs_are_alternatives(aws, make_provider):
     assert [g.id for g in provider.node_groups()] == ["a", "b"]
 
 
-def test_explicit_nodes_keep_the_flag_limits(aws, make_provider):
+def test_explicit_nodes_keep_the_flag_limits(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("explicit", min_size=0, max_size=100, desired=1)
 
     provider = make_provider(nodes=["1:5:explicit"])
@@ -51,7 +52,7 @@ def test_explicit_nodes_keep_the_flag_limits(aws, make_provider):
     assert (group.id, group.min_size, group.max_size, group.target_size()) == ("explicit", 1, 5, 1)
 
 
-def test_explicit_wins_over_discovery_for_the_same_asg(aws, make_provider):
+def test_explicit_wins_over_discovery_for_the_same_asg(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("both", min_size=0, max_size=100, tags={ENABLED: "true"})
 
     provider = make_provider(nodes=["2:4:both"], discovery=[f"asg:tag={ENABLED}"])
@@ -60,7 +61,7 @@ def test_explicit_wins_over_discovery_for_the_same_asg(aws, make_provider):
     assert (group.min_size, group.max_size) == (2, 4)
 
 
-def test_missing_explicit_asg_is_reported_and_the_rest_is_managed(aws, make_provider):
+def test_missing_explicit_asg_is_reported_and_the_rest_is_managed(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("present", max_size=3)
 
     provider = make_provider(nodes=["0:3:present", "0:3:absent"])
@@ -70,7 +71,7 @@ def test_missing_explicit_asg_is_reported_and_the_rest_is_managed(aws, make_prov
     assert "does not exist" in provider.errors()["absent"][0]
 
 
-def test_bad_tags_on_one_asg_are_reported_without_stopping_the_others(aws, make_provider):
+def test_bad_tags_on_one_asg_are_reported_without_stopping_the_others(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("good", max_size=3, tags={ENABLED: "1", "k8s.io/cluster-autoscaler/node-template/label/a": "b"})
     aws.asg(
         "bad",
@@ -87,7 +88,7 @@ def test_bad_tags_on_one_asg_are_reported_without_stopping_the_others(aws, make_
     assert "good" not in provider.errors()
 
 
-def test_discovery_follows_pagination(aws, make_provider, proxy):
+def test_discovery_follows_pagination(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     for i in range(5):
         aws.asg(f"pool-{i}", max_size=2, tags={ENABLED: "1"})
     provider = make_provider(discovery=[f"asg:tag={ENABLED}"])
@@ -100,7 +101,7 @@ def test_discovery_follows_pagination(aws, make_provider, proxy):
     assert proxy.count("DescribeAutoScalingGroups") - before == 3  # pages of 2, 2 and 1
 
 
-def test_refresh_is_cached_for_the_interval(aws, make_provider, proxy):
+def test_refresh_is_cached_for_the_interval(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("workers", max_size=3, tags={ENABLED: "1"})
     provider = make_provider(discovery=[f"asg:tag={ENABLED}"])
     calls = proxy.count("DescribeAutoScalingGroups")
@@ -111,7 +112,7 @@ def test_refresh_is_cached_for_the_interval(aws, make_provider, proxy):
     assert proxy.count("DescribeAutoScalingGroups") == calls
 
 
-def test_new_and_deleted_asgs_appear_and_disappear_at_regeneration(aws, make_provider):
+def test_new_and_deleted_asgs_appear_and_disappear_at_regeneration(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("first", max_size=3, tags={ENABLED: "1"})
     provider = make_provider(discovery=[f"asg:tag={ENABLED}"])
     aws.asg("second", max_size=3, tags={ENABLED: "1"})
@@ -122,7 +123,7 @@ def test_new_and_deleted_asgs_appear_and_disappear_at_regeneration(aws, make_pro
     assert [g.id for g in provider.node_groups()] == ["second"]
 
 
-def test_nodes_map_to_groups_by_provider_id(aws, make_provider):
+def test_nodes_map_to_groups_by_provider_id(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("workers", max_size=3, desired=2, tags={ENABLED: "1"})
     provider = make_provider(discovery=[f"asg:tag={ENABLED}"])
     (group,) = provider.node_groups()
@@ -143,6 +144,6 @@ def test_nodes_map_to_groups_by_provider_id(aws, make_provider):
     assert provider.node_group_for_node(Node(name="kind-node", provider_id="kind://docker/x")) is None
 
 
-def test_a_provider_without_groups_is_a_configuration_error(proxy, make_provider):
+def test_a_provider_without_groups_is_a_configuration_error(proxy: ProxyState, make_provider: ProviderFactory) -> None:
     with pytest.raises(ConfigurationError, match="--nodes"):
         make_provider()

@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
 from clusterscaler.autoscaler import Autoscaler
 from clusterscaler.cloudprovider import InstanceState
 from clusterscaler.cluster import InMemoryCluster
 from clusterscaler.model import OwnerRef, Pod
 from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.pluginmanager import Registry, build_plugin_manager, collect_registry
 from clusterscaler.plugins import estimators, expanders, pod_filters
 from clusterscaler.simulator.builders import make_pod
+from clusterscaler_aws.provider import AwsCloudProvider
 
 ENABLED = "k8s.io/cluster-autoscaler/enabled"
 T0 = datetime.now(UTC).replace(microsecond=0)
 OWNER = OwnerRef("ReplicaSet", "web", "uid-rs-web", True, "apps/v1")
 
 
-def _registry():
+def _registry() -> Registry:
     host = build_plugin_manager(
         autoload=False,
         extra_plugins={"pod-filters": pod_filters, "estimators": estimators, "expanders": expanders},
@@ -38,7 +41,7 @@ def _pending(name: str, cpu: str) -> Pod:
     )
 
 
-def _sync(cluster: InMemoryCluster, provider, now: datetime) -> None:
+def _sync(cluster: InMemoryCluster, provider: AwsCloudProvider, now: datetime) -> None:
     """What the cloud, kubelet and the scheduler do between two loops."""
     provider.cache.refresh(force=True)
     known = {n.provider_id for n in cluster.nodes.values()}
@@ -66,7 +69,7 @@ def _sync(cluster: InMemoryCluster, provider, now: datetime) -> None:
                 break
 
 
-def _autoscaler(provider, cluster: InMemoryCluster, **overrides) -> Autoscaler:
+def _autoscaler(provider: AwsCloudProvider, cluster: InMemoryCluster, **overrides: Any) -> Autoscaler:
     options = dataclasses.replace(
         AutoscalingOptions(),
         expander=["least-waste"],
@@ -79,7 +82,7 @@ def _autoscaler(provider, cluster: InMemoryCluster, **overrides) -> Autoscaler:
     )
 
 
-def test_loop_scales_an_asg_from_zero_and_back(aws, make_provider, proxy):
+def test_loop_scales_an_asg_from_zero_and_back(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("workers", max_size=3, instance_type="m5.xlarge", tags={ENABLED: "1"})
     provider = make_provider(discovery=[f"asg:tag={ENABLED}"])
     cluster = InMemoryCluster(pods=[_pending("web-1", "3"), _pending("web-2", "3")])
@@ -107,7 +110,7 @@ def test_loop_scales_an_asg_from_zero_and_back(aws, make_provider, proxy):
     assert cluster.nodes == {}
 
 
-def test_loop_backs_off_a_stocked_out_asg_and_uses_another(aws, make_provider, proxy):
+def test_loop_backs_off_a_stocked_out_asg_and_uses_another(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     # least-waste prefers the 4-cpu ASG for 3-cpu pods; it has no capacity.
     aws.asg("small", max_size=3, instance_type="m5.xlarge", tags={ENABLED: "1"})
     aws.asg("large", max_size=3, instance_type="m5.2xlarge", tags={ENABLED: "1"})

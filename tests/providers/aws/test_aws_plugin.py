@@ -5,22 +5,26 @@ from __future__ import annotations
 import argparse
 from datetime import timedelta
 from importlib.metadata import entry_points
+from typing import Any
 
 import pytest
+from aws_fakes import AwsFixtures, ProviderFactory
 from clusterscaler.cli import parse_autoscaler_args
 from clusterscaler.cloudprovider import CloudProvider, NodeGroup, NodeGroupOptions
+from clusterscaler.pluginmanager import PluginHost, Registry
+from clusterscaler.testing import RegisterPlugin
 from clusterscaler_aws import plugin
 from clusterscaler_aws.tags import TaintSpec, parse_node_group_options, parse_template_tags
 
 PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 
 
-def test_entry_point_is_installed():
+def test_entry_point_is_installed() -> None:
     eps = [ep for ep in entry_points(group="clusterscaler") if ep.name == "aws"]
     assert [ep.value for ep in eps] == ["clusterscaler_aws.plugin"]
 
 
-def test_registers_the_aws_provider(register_plugin):
+def test_registers_the_aws_provider(register_plugin: RegisterPlugin) -> None:
     registry = register_plugin(plugin, name="aws", distribution="clusterscaler-aws")
     registered = registry.cloud_providers["aws"]
     assert registered.factory is plugin.build_provider
@@ -37,7 +41,7 @@ def test_registers_the_aws_provider(register_plugin):
     ],
     ids=["default", "bare", "true", "false"],
 )
-def test_static_instance_list_flag(argv, expected):
+def test_static_instance_list_flag(argv: list[str], expected: Any) -> None:
     parser = argparse.ArgumentParser()
     plugin.clusterscaler_add_options(parser=parser)
     assert parser.parse_args(argv).aws_use_static_instance_list is expected
@@ -52,7 +56,7 @@ def test_static_instance_list_flag(argv, expected):
     ],
     ids=["bare", "space-form", "absent"],
 )
-def test_flag_reaches_options_extra_through_the_cli(installed_plugins, argv, expected):
+def test_flag_reaches_options_extra_through_the_cli(installed_plugins: tuple[PluginHost, Registry], argv: list[str], expected: Any) -> None:
     host, registry = installed_plugins
     options, _ = parse_autoscaler_args(
         ["--cloud-provider=aws", "--nodes=1:3:workers", *argv], host, registry
@@ -61,14 +65,14 @@ def test_flag_reaches_options_extra_through_the_cli(installed_plugins, argv, exp
     assert options.nodes == ["1:3:workers"]
 
 
-def test_static_instance_list_flag_rejects_other_values():
+def test_static_instance_list_flag_rejects_other_values() -> None:
     parser = argparse.ArgumentParser()
     plugin.clusterscaler_add_options(parser=parser)
     with pytest.raises(SystemExit):
         parser.parse_args(["--aws-use-static-instance-list=maybe"])
 
 
-def test_provider_and_groups_satisfy_the_protocols(aws, make_provider):
+def test_provider_and_groups_satisfy_the_protocols(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("workers", max_size=3)
     provider = make_provider(nodes=["0:3:workers"])
     assert isinstance(provider, CloudProvider)
@@ -78,7 +82,7 @@ def test_provider_and_groups_satisfy_the_protocols(aws, make_provider):
     assert provider.node_groups()[0].debug() == "workers (0:3, target 0)"
 
 
-def test_template_tags_are_split_by_family():
+def test_template_tags_are_split_by_family() -> None:
     parsed = parse_template_tags(
         "workers",
         {
@@ -110,7 +114,7 @@ def test_template_tags_are_split_by_family():
     ],
     ids=["label-key", "label-value-too-long", "unknown-effect", "no-effect", "resource-name"],
 )
-def test_bad_template_tags_name_asg_tag_and_form(key, value, expected):
+def test_bad_template_tags_name_asg_tag_and_form(key: str, value: str, expected: Any) -> None:
     parsed = parse_template_tags("workers", {key: value, PREFIX + "label/good": "yes"})
     (error,) = parsed.errors
     message = str(error)
@@ -142,7 +146,7 @@ def test_bad_template_tags_name_asg_tag_and_form(key, value, expected):
     ],
     ids=["none", "several", "one-bad-one-good", "bad-duration", "unknown-option"],
 )
-def test_autoscaling_options(options, expected, errors):
+def test_autoscaling_options(options: dict[str, str], expected: Any, errors: int) -> None:
     parsed, problems = parse_node_group_options("workers", options)
     assert parsed == expected
     assert len(problems) == errors

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from clusterscaler.cloudprovider import CloudProviderError, InstanceErrorClass, InstanceState
+from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
+from clusterscaler.cloudprovider import (
+    CloudProviderError,
+    InstanceErrorClass,
+    InstanceState,
+    NodeGroup,
+)
 from clusterscaler.model import Node
 
 STOCKOUT = (
@@ -21,7 +27,7 @@ BAD_AMI = (
 )
 
 
-def _nodes_of(group) -> list[Node]:
+def _nodes_of(group: NodeGroup) -> list[Node]:
     return [
         Node(name=f"node-{i}", provider_id=inst.id)
         for i, inst in enumerate(group.nodes())
@@ -29,7 +35,7 @@ def _nodes_of(group) -> list[Node]:
     ]
 
 
-def test_increase_size_sets_desired_capacity(aws, make_provider, proxy):
+def test_increase_size_sets_desired_capacity(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("workers", max_size=5, desired=1)
     provider = make_provider(nodes=["0:5:workers"])
     (group,) = provider.node_groups()
@@ -46,7 +52,7 @@ def test_increase_size_sets_desired_capacity(aws, make_provider, proxy):
     [(3, 3), (5, 1), (0, 6)],
     ids=["one-too-many", "already-at-max", "from-zero-past-max"],
 )
-def test_increase_beyond_max_is_refused_without_calling_aws(aws, make_provider, proxy, desired, delta):
+def test_increase_beyond_max_is_refused_without_calling_aws(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState, desired: int, delta: int) -> None:
     # moto does not enforce the ASG max: the provider must.
     aws.asg("workers", max_size=5, desired=desired)
     provider = make_provider(nodes=["0:5:workers"])
@@ -59,7 +65,7 @@ def test_increase_beyond_max_is_refused_without_calling_aws(aws, make_provider, 
     assert aws.desired("workers") == desired
 
 
-def test_explicit_max_below_the_asg_max_is_the_limit(aws, make_provider, proxy):
+def test_explicit_max_below_the_asg_max_is_the_limit(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("workers", max_size=100, desired=2)
     provider = make_provider(nodes=["0:3:workers"])
     (group,) = provider.node_groups()
@@ -69,14 +75,14 @@ def test_explicit_max_below_the_asg_max_is_the_limit(aws, make_provider, proxy):
     assert proxy.count("SetDesiredCapacity") == 0
 
 
-def test_non_positive_increase_is_an_error(aws, make_provider):
+def test_non_positive_increase_is_an_error(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("workers", max_size=5)
     (group,) = make_provider(nodes=["0:5:workers"]).node_groups()
     with pytest.raises(ValueError, match="positive"):
         group.increase_size(0)
 
 
-def test_delete_nodes_terminates_and_decrements(aws, make_provider, proxy):
+def test_delete_nodes_terminates_and_decrements(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("workers", min_size=1, max_size=5, desired=3)
     provider = make_provider(nodes=["1:5:workers"])
     (group,) = provider.node_groups()
@@ -95,7 +101,7 @@ def test_delete_nodes_terminates_and_decrements(aws, make_provider, proxy):
     assert not remaining & {n.provider_id for n in victims}
 
 
-def test_delete_below_min_is_refused_without_calling_aws(aws, make_provider, proxy):
+def test_delete_below_min_is_refused_without_calling_aws(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("workers", min_size=2, max_size=5, desired=3)
     provider = make_provider(discovery=["asg:tag=team"], nodes=["2:5:workers"])
     (group,) = provider.node_groups()
@@ -107,7 +113,7 @@ def test_delete_below_min_is_refused_without_calling_aws(aws, make_provider, pro
     assert aws.desired("workers") == 3
 
 
-def test_delete_of_a_foreign_node_is_refused(aws, make_provider, proxy):
+def test_delete_of_a_foreign_node_is_refused(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("a", max_size=5, desired=1)
     aws.asg("b", max_size=5, desired=1)
     provider = make_provider(nodes=["0:5:a", "0:5:b"])
@@ -118,7 +124,7 @@ def test_delete_of_a_foreign_node_is_refused(aws, make_provider, proxy):
     assert proxy.count("TerminateInstanceInAutoScalingGroup") == 0
 
 
-def test_stockout_gives_placeholders_with_out_of_resources_errors(aws, make_provider):
+def test_stockout_gives_placeholders_with_out_of_resources_errors(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("workers", max_size=5, desired=1)
     provider = make_provider(nodes=["0:5:workers"])
     (group,) = provider.node_groups()
@@ -151,7 +157,7 @@ def test_stockout_gives_placeholders_with_out_of_resources_errors(aws, make_prov
     ],
     ids=["vcpu-quota", "other-failure"],
 )
-def test_failed_activity_kinds(aws, make_provider, message, error_class, code):
+def test_failed_activity_kinds(aws: AwsFixtures, make_provider: ProviderFactory, message: str, error_class: InstanceErrorClass, code: str) -> None:
     aws.asg("workers", max_size=5, desired=0)
     provider = make_provider(nodes=["0:5:workers"])
     (group,) = provider.node_groups()
@@ -165,7 +171,7 @@ def test_failed_activity_kinds(aws, make_provider, message, error_class, code):
     assert (placeholder.error.error_class, placeholder.error.error_code) == (error_class, code)
 
 
-def test_placeholders_right_after_a_request_carry_no_error(aws, make_provider):
+def test_placeholders_right_after_a_request_carry_no_error(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("workers", max_size=5, desired=0)
     provider = make_provider(nodes=["0:5:workers"])
     (group,) = provider.node_groups()
@@ -178,7 +184,7 @@ def test_placeholders_right_after_a_request_carry_no_error(aws, make_provider):
     assert all(i.state is InstanceState.CREATING for i in group.nodes())
 
 
-def test_decrease_target_size_cancels_only_placeholders(aws, make_provider, proxy):
+def test_decrease_target_size_cancels_only_placeholders(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("workers", max_size=5, desired=1)
     provider = make_provider(nodes=["0:5:workers"])
     (group,) = provider.node_groups()
@@ -197,7 +203,7 @@ def test_decrease_target_size_cancels_only_placeholders(aws, make_provider, prox
     assert len(group.nodes()) == 1 and "placeholder" not in group.nodes()[0].id
 
 
-def test_deleting_placeholders_shrinks_to_existing_instances(aws, make_provider):
+def test_deleting_placeholders_shrinks_to_existing_instances(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("workers", max_size=5, desired=1)
     provider = make_provider(nodes=["0:5:workers"])
     (group,) = provider.node_groups()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from clusterscaler.cloudprovider import ConfigurationError, InstanceErrorClass
@@ -29,7 +30,7 @@ from hypothesis import strategies as st
     ],
     ids=["plain", "name-with-colon", "spaces"],
 )
-def test_nodes_flag(value, expected):
+def test_nodes_flag(value: str, expected: Any) -> None:
     assert parse_node_group_spec(value) == expected
 
 
@@ -45,13 +46,13 @@ def test_nodes_flag(value, expected):
     ],
     ids=["missing-name", "not-integer", "negative-min", "max-below-min", "zero-max", "empty-name"],
 )
-def test_bad_nodes_flag(value, message):
+def test_bad_nodes_flag(value: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message) as info:
         parse_node_group_spec(value)
     assert "--nodes=" in str(info.value)
 
 
-def test_an_asg_named_twice_is_an_error():
+def test_an_asg_named_twice_is_an_error() -> None:
     with pytest.raises(ConfigurationError, match="more than once"):
         parse_node_group_specs(["0:1:a", "0:2:a"])
 
@@ -61,7 +62,7 @@ def test_an_asg_named_twice_is_an_error():
     extra=st.integers(0, 1000),
     name=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,40}", fullmatch=True),
 )
-def test_nodes_flag_round_trips(min_size, extra, name):
+def test_nodes_flag_round_trips(min_size: int, extra: int, name: str) -> None:
     max_size = max(1, min_size + extra)
     assert parse_node_group_spec(f"{min_size}:{max_size}:{name}") == NodeGroupSpec(
         name.strip(), min_size, max_size
@@ -88,7 +89,7 @@ def test_nodes_flag_round_trips(min_size, extra, name):
     ],
     ids=["keys-only", "key-value-and-key", "empty-value"],
 )
-def test_discovery_spec(value, tags, filters):
+def test_discovery_spec(value: str, tags: dict[str, str], filters: list[dict[str, object]]) -> None:
     spec = parse_discovery_spec(value)
     assert dict(spec.tags) == tags
     assert spec.filters() == filters
@@ -105,7 +106,7 @@ def test_discovery_spec(value, tags, filters):
     ],
     ids=["other-discoverer", "other-parameter", "no-colon", "empty-entry", "no-key"],
 )
-def test_bad_discovery_spec(value, message):
+def test_bad_discovery_spec(value: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         parse_discovery_spec(value)
 
@@ -119,7 +120,7 @@ def test_bad_discovery_spec(value, message):
     ],
     ids=["all-present", "key-missing", "value-differs"],
 )
-def test_discovery_matching(tags, matches):
+def test_discovery_matching(tags: dict[str, str], matches: bool) -> None:
     assert parse_discovery_spec("asg:tag=a=1,b").matches(tags) is matches
 
 
@@ -139,7 +140,7 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     ],
     ids=["coded", "capacity-phrase", "vcpu-phrase", "instance-limit-phrase", "unknown"],
 )
-def test_error_codes_from_activity_messages(message, code):
+def test_error_codes_from_activity_messages(message: str, code: str) -> None:
     assert error_code(message) == code
 
 
@@ -159,7 +160,7 @@ def _activity(minutes: int, status: str, message: str = "InsufficientInstanceCap
     ],
     ids=["failed", "recovered", "failed-after-success", "before-our-request", "in-progress-skipped", "none"],
 )
-def test_launch_error(activities, since, error):
+def test_launch_error(activities: list[ScalingActivity], since: datetime | None, error: str | None) -> None:
     result = launch_error(activities, since)
     assert (result.error_code if result else None) == error
     if result is not None:
@@ -180,7 +181,7 @@ SigningRegion = eu-west-1
 """
 
 
-def test_cloud_config_overrides_and_region():
+def test_cloud_config_overrides_and_region() -> None:
     config = parse_cloud_config(CLOUD_CONFIG)
     override = config.endpoint_for("autoscaling", "eu-west-1")
     assert override is not None and override.url == "https://autoscaling.internal.example"
@@ -199,12 +200,12 @@ def test_cloud_config_overrides_and_region():
     ],
     ids=["missing-url", "unknown-service", "not-ini"],
 )
-def test_bad_cloud_config(text, message):
+def test_bad_cloud_config(text: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         parse_cloud_config(text, source="/etc/aws.conf")
 
 
-def test_no_region_anywhere_says_where_to_set_it():
+def test_no_region_anywhere_says_where_to_set_it() -> None:
     with pytest.raises(ConfigurationError, match="AWS_REGION"):
         resolve_region(parse_cloud_config(""), {})
 
@@ -222,7 +223,7 @@ def test_no_region_anywhere_says_where_to_set_it():
     ],
     ids=["m5", "graviton", "gpu", "burstable"],
 )
-def test_static_table_entries(name, vcpu, memory_mib, gpu, arch):
+def test_static_table_entries(name: str, vcpu: int, memory_mib: int, gpu: int, arch: str) -> None:
     info = static_table()[name]
     assert (info.vcpu, info.memory_mib, info.gpu, info.architecture) == (vcpu, memory_mib, gpu, arch)
 
@@ -232,5 +233,5 @@ def test_static_table_entries(name, vcpu, memory_mib, gpu, arch):
     [(["x86_64"], "amd64"), (["i386", "x86_64"], "amd64"), (["arm64"], "arm64"), (["arm64_mac"], "arm64")],
     ids=["x86_64", "i386-and-x86_64", "arm64", "mac-arm"],
 )
-def test_kube_arch(archs, expected):
+def test_kube_arch(archs: list[str], expected: Any) -> None:
     assert kube_arch(archs) == expected

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
 from clusterscaler.cloudprovider import CloudProviderError, ConfigurationError, NodeGroupOptions
-from clusterscaler.model import Resources, Taint
+from clusterscaler.model import Node, Resources, Taint
 
 PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 MIB = 1024 * 1024
 
 
-def _template(make_provider, **kwargs):
+def _template(make_provider: ProviderFactory, **kwargs: Any) -> Node:
     (group,) = make_provider(**kwargs).node_groups()
     return group.template_node_info().node
 
 
-def test_launch_template_instance_type_gives_capacity_and_well_known_labels(aws, make_provider):
+def test_launch_template_instance_type_gives_capacity_and_well_known_labels(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("workers", instance_type="m5.xlarge", zones=("us-east-1b", "us-east-1a"))
 
     node = _template(make_provider, nodes=["0:5:workers"])
@@ -47,7 +49,7 @@ def test_launch_template_instance_type_gives_capacity_and_well_known_labels(aws,
     ],
     ids=["launch-configuration", "mixed-instances-first-override", "gpu-instance"],
 )
-def test_instance_type_sources(aws, make_provider, setup, cpu, memory_mib, arch, gpu):
+def test_instance_type_sources(aws: AwsFixtures, make_provider: ProviderFactory, setup: dict[str, Any], cpu: int, memory_mib: int, arch: str, gpu: int) -> None:
     if "launch_configuration" in setup:
         aws.launch_configuration("c5", "c5.large")
     aws.asg("workers", **setup)
@@ -59,7 +61,7 @@ def test_instance_type_sources(aws, make_provider, setup, cpu, memory_mib, arch,
     assert node.capacity.extended.get("nvidia.com/gpu", 0) == gpu
 
 
-def test_instance_requirements_give_their_minimums(aws, make_provider):
+def test_instance_requirements_give_their_minimums(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     requirements = {
         "VCpuCount": {"Min": 8, "Max": 16},
         "MemoryMiB": {"Min": 32768},
@@ -77,7 +79,7 @@ def test_instance_requirements_give_their_minimums(aws, make_provider):
     assert "node.kubernetes.io/instance-type" not in node.labels
 
 
-def test_label_taint_and_resource_tags_shape_the_template(aws, make_provider):
+def test_label_taint_and_resource_tags_shape_the_template(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg(
         "workers",
         instance_type="m5.large",
@@ -113,7 +115,7 @@ def test_label_taint_and_resource_tags_shape_the_template(aws, make_provider):
     ],
     ids=["bad-quantity", "taint-without-effect", "bad-label-key"],
 )
-def test_bad_tags_make_template_fail_naming_the_tag(aws, make_provider, tag, value, expected):
+def test_bad_tags_make_template_fail_naming_the_tag(aws: AwsFixtures, make_provider: ProviderFactory, tag: str, value: str, expected: Any) -> None:
     aws.asg("workers", tags={PREFIX + tag: value})
     (group,) = make_provider(nodes=["0:5:workers"]).node_groups()
 
@@ -122,7 +124,7 @@ def test_bad_tags_make_template_fail_naming_the_tag(aws, make_provider, tag, val
     assert expected in str(info.value)
 
 
-def test_autoscaling_options_tags_override_defaults(aws, make_provider):
+def test_autoscaling_options_tags_override_defaults(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg(
         "workers",
         tags={
@@ -152,7 +154,7 @@ def test_autoscaling_options_tags_override_defaults(aws, make_provider):
     assert plain.get_options(defaults) is None
 
 
-def test_instance_types_are_looked_up_once(aws, make_provider, proxy):
+def test_instance_types_are_looked_up_once(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("workers", instance_type="m5.large")
     (group,) = make_provider(nodes=["0:5:workers"]).node_groups()
 
@@ -162,7 +164,7 @@ def test_instance_types_are_looked_up_once(aws, make_provider, proxy):
     assert proxy.count("DescribeInstanceTypes") == 1
 
 
-def test_static_instance_list_never_asks_ec2(aws, make_provider, proxy):
+def test_static_instance_list_never_asks_ec2(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("workers", instance_type="r5.2xlarge")
     (group,) = make_provider(nodes=["0:5:workers"], static=True).node_groups()
 
@@ -172,7 +174,7 @@ def test_static_instance_list_never_asks_ec2(aws, make_provider, proxy):
     assert (node.capacity.cpu, node.capacity.memory) == (8000, 65536 * MIB)
 
 
-def test_static_table_answers_when_describe_instance_types_fails(aws, make_provider, proxy):
+def test_static_table_answers_when_describe_instance_types_fails(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
     aws.asg("workers", instance_type="c6g.4xlarge")
     (group,) = make_provider(nodes=["0:5:workers"]).node_groups()
     proxy.fail_actions.add("DescribeInstanceTypes")
@@ -183,7 +185,7 @@ def test_static_table_answers_when_describe_instance_types_fails(aws, make_provi
     assert (node.capacity.cpu, node.labels["kubernetes.io/arch"]) == (16000, "arm64")
 
 
-def test_unknown_instance_type_is_an_error_naming_the_asg(aws, make_provider):
+def test_unknown_instance_type_is_an_error_naming_the_asg(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     aws.asg("workers", instance_type="zz9.plural")
     (group,) = make_provider(nodes=["0:5:workers"], static=True).node_groups()
 
@@ -191,7 +193,7 @@ def test_unknown_instance_type_is_an_error_naming_the_asg(aws, make_provider):
         group.template_node_info()
 
 
-def test_eks_managed_node_group_labels_and_taints(aws, make_provider):
+def test_eks_managed_node_group_labels_and_taints(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
     vpc = aws.ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnet = aws.ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/24")["Subnet"]["SubnetId"]
     role = "arn:aws:iam::123456789012:role/eks"
