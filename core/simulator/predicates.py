@@ -248,6 +248,16 @@ def check_volume_limits(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) ->
 # --------------------------------------------------------------------------- inter-pod affinity
 
 
+_CACHE_LIMIT = 10_000
+
+
+def _remember(snapshot: ClusterSnapshot, key: object, value: object) -> None:
+    # Entries are only valid for one generation; bound the cache rather than track them.
+    if len(snapshot.cache) > _CACHE_LIMIT:
+        snapshot.cache.clear()
+    snapshot.cache[key] = value
+
+
 def _term_candidates(
     term: PodAffinityTerm, owner_namespace: str, snapshot: ClusterSnapshot
 ) -> Iterable[tuple[Pod, str]]:
@@ -316,7 +326,7 @@ def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
                     existing_anti[pair] = existing_anti.get(pair, 0) + 1
     matches_own = terms is not None and all(t.matches_pod(pod, nsl) for t in terms.affinity)
     state = _AffinityState(affinity_counts, anti_counts, existing_anti, matches_own)
-    snapshot.cache[key] = (pod, snapshot.generation, state)
+    _remember(snapshot, key, (pod, snapshot.generation, state))
     return state
 
 
@@ -421,7 +431,7 @@ def _spread_state(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadState:
             1 if c.label_selector is not None and c.label_selector.matches(pod.labels) else 0
         )
     state = _SpreadState(constraints, counts, minimum, self_match)
-    snapshot.cache[key] = (pod, snapshot.generation, state)
+    _remember(snapshot, key, (pod, snapshot.generation, state))
     return state
 
 

@@ -49,7 +49,11 @@ def order_groups(groups: Sequence[PodGroup], template: NodeInfo) -> list[PodGrou
     return sorted((g for g in groups if g.pods), key=score, reverse=True)
 
 
-def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot) -> bool:
+def _has_pod_affinity(pod: Pod) -> bool:
+    return pod.affinity is not None and pod.affinity.pod is not None
+
+
+def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: NodeInfo) -> bool:
     """Whether every pod is identical to the first for scheduling, and only resources and
     static node properties (taints, selectors, node affinity) decide where it fits."""
     rep = pods[0]
@@ -57,8 +61,10 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot) -> bool:
         rep.topology_spread
         or rep.host_ports
         or rep.volumes
-        or (rep.affinity is not None and rep.affinity.pod is not None)
+        or _has_pod_affinity(rep)
         or snapshot.has_anti_affinity_pods
+        # Template pods land on every new node; their anti-affinity could reject ours.
+        or any(_has_pod_affinity(p) for p in template.pods)
     ):
         return False
     for p in pods:
@@ -157,7 +163,7 @@ class BinpackingEstimator:
         try:
             for group in order_groups(groups, template):
                 pods = group.pods
-                simple = _is_resource_only(pods, snapshot)
+                simple = _is_resource_only(pods, snapshot, template)
                 if simple:
                     remaining = self._existing_arithmetic(state, pods, snapshot)
                     if remaining:
