@@ -151,8 +151,12 @@ def _loop_rows(
         )
     if result.scale_up.error:
         rows.append(TimelineRow(offset, "scale-up-failed", "", result.scale_up.error, sizes, pending))
+    cleanups = {id(c) for c in result.cleanups}
     for deletion in (*result.scale_down.deletions, *result.cleanups):
-        action = "scale-down" if deletion.ok else "scale-down-failed"
+        # Cleanups remove instances that never became nodes (failed or too slow).
+        action = "cleanup" if id(deletion) in cleanups else "scale-down"
+        if not deletion.ok:
+            action += "-failed"
         detail = f"{deletion.node} ({deletion.kind.value}"
         if deletion.evicted_pods:
             detail += f", {len(deletion.evicted_pods)} pods evicted"

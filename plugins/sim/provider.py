@@ -89,6 +89,15 @@ def group_of_provider_id(pid: str) -> str | None:
     return group if sep and group else None
 
 
+def instance_name(node: Node) -> str:
+    """The name of the node an instance is (or was to be), also for placeholder nodes."""
+    if node.provider_id.startswith(PROVIDER_ID_PREFIX):
+        _, sep, name = node.provider_id[len(PROVIDER_ID_PREFIX) :].partition("/")
+        if sep and name:
+            return name
+    return node.name
+
+
 @dataclass
 class _FailedInstance:
     name: str
@@ -182,19 +191,28 @@ class SimNodeGroup:
                     f"node group {self.id}: delete_nodes: node {node.name} belongs to "
                     f"{group or 'no node group'}"
                 )
+        # The autoscaler names instances that never became nodes (still provisioning, or
+        # failed) by placeholder nodes carrying their provider ID.
+        names = [instance_name(node) for node in nodes]
+        failed = {f.name for f in self._failed}
+        pending = {n.name for n in self.pending_nodes()}
+        registered = [n for n in names if n not in failed and n not in pending]
         target = self.target_size()
-        if target - len(nodes) < self.min_size:
+        # Only nodes that exist count against the minimum: dropping requests that never
+        # turned into nodes takes nothing away.
+        if registered and target - len(names) < self.min_size:
             raise CloudProviderError(
                 f"node group {self.id}: delete_nodes: min size reached, deleting "
                 f"{len(nodes)} of {target} nodes would go below min {self.min_size}"
             )
-        for node in nodes:
-            failed = next((f for f in self._failed if f.name == node.name), None)
-            if failed is not None:
-                self._failed.remove(failed)
-            elif not self.backend.cancel_pending_node(node.name):
-                self.backend.delete_node(node.name)
-        log.debug("sim_delete_nodes", node_group=self.id, nodes=[n.name for n in nodes])
+        for name in names:
+            if name in failed:
+                self._failed = [f for f in self._failed if f.name != name]
+            elif name in pending:
+                self.backend.cancel_pending_node(name)
+            else:
+                self.backend.delete_node(name)
+        log.debug("sim_delete_nodes", node_group=self.id, nodes=names)
 
     def decrease_target_size(self, delta: int) -> None:
         if delta >= 0:

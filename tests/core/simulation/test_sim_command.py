@@ -238,3 +238,48 @@ def test_bad_scenario_flag_value(capsys: pytest.CaptureFixture[str], tmp_path: P
     code, _, err = cli(capsys, "simulate", str(path))
     assert code == 2
     assert f"{path}: flags.scan-interval: expected a Go duration" in err
+
+
+FAILING = """
+name: failing
+duration: 10m
+cloudConfig: {cloud_config}
+initialNodes: {{ondemand-zone-a: 1}}
+flags: {{expander: priority}}
+objects:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata: {{name: cluster-autoscaler-priority-expander, namespace: kube-system}}
+    data:
+      priorities: |-
+        20: [^spot-]
+        10: [^ondemand-]
+workloads:
+  - {{name: batch, replicas: 0, cpu: "1", memory: 1Gi}}
+events:
+  - {{at: 30s, failGroup: {{nodeGroup: spot-zone-a, errorCode: OutOfCapacity}}}}
+  - {{at: 30s, failGroup: {{nodeGroup: spot-zone-b, errorCode: OutOfCapacity}}}}
+  - {{at: 1m, scale: {{workload: default/batch, replicas: 9}}}}
+"""
+
+
+def test_a_failing_group_backs_off_and_the_next_priority_takes_over(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "failing.yaml"
+    path.write_text(FAILING.format(cloud_config=EXAMPLES / "cloud-configs" / "multi-zone.yaml"))
+    code, out, err = cli(capsys, "simulate", str(path), "--json")
+    assert code == 0, err
+    lines = json_lines(out)
+    ups = [(u["time"], u["nodeGroup"]) for u in of(lines, "scale-up")]
+    # Spot first (priority 20). Each spot group's instances fail: the next loop removes
+    # them once, the group backs off and the other spot group is tried, then on-demand.
+    assert ups == [(60.0, "spot-zone-b"), (70.0, "spot-zone-a"), (80.0, "ondemand-zone-b")]
+    cleanups = [(c["time"], c["nodeGroup"]) for c in of(lines, "cleanup")]
+    assert cleanups == [(70.0, "spot-zone-b")] * 2 + [(80.0, "spot-zone-a")] * 2
+    assert all("(create-error)" in c["detail"] for c in of(lines, "cleanup"))
+    result = summary(lines)
+    assert result["stillPending"] == 0
+    assert result["finalNodes"] == {
+        "ondemand-zone-a": 1, "ondemand-zone-b": 2, "spot-zone-a": 0, "spot-zone-b": 0
+    }

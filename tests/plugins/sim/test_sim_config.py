@@ -57,29 +57,71 @@ BAD = [
     ({"nodeGroups": "x"}, "nodeGroups: expected a list"),
     ({"nodeGroups": [group(name="")]}, "nodeGroups[0]: name: expected a non-empty name"),
     ({"nodeGroups": [group(name="a b")]}, "nodeGroups[0]: name: expected"),
-    ({"nodeGroups": [group(minSize=-1)]}, "nodeGroups[0] (general): minSize: expected a non-negative integer"),
-    ({"nodeGroups": [group(maxSize="3")]}, "nodeGroups[0] (general): maxSize: expected a non-negative integer"),
-    ({"nodeGroups": [group(minSize=4, maxSize=2)]}, "(general): maxSize: expected an integer >= minSize (4), got 2"),
+    (
+        {"nodeGroups": [group(minSize=-1)]},
+        "nodeGroups[0] (general): minSize: expected a non-negative integer",
+    ),
+    (
+        {"nodeGroups": [group(maxSize="3")]},
+        "nodeGroups[0] (general): maxSize: expected a non-negative integer",
+    ),
+    (
+        {"nodeGroups": [group(minSize=4, maxSize=2)]},
+        "(general): maxSize: expected an integer >= minSize (4), got 2",
+    ),
     ({"nodeGroups": [group(price=-1)]}, "(general): price: expected a non-negative number"),
     ({"nodeGroups": [group(price="cheap")]}, "(general): price: expected a non-negative number"),
-    ({"nodeGroups": [group(provisionDelay="soon")]}, "(general): provisionDelay: expected a Go duration"),
-    ({"nodeGroups": [group(template=None)]}, "(general): template: expected a Node object"),
-    ({"nodeGroups": [group(template={"status": {}})]}, "(general): template.status.capacity: expected a resource list"),
     (
-        {"nodeGroups": [group(template={"status": {"capacity": {"cpu": "lots", "memory": "1Gi"}}})]},
+        {"nodeGroups": [group(provisionDelay="soon")]},
+        "(general): provisionDelay: expected a Go duration",
+    ),
+    ({"nodeGroups": [group(template=None)]}, "(general): template: expected a Node object"),
+    (
+        {"nodeGroups": [group(template={"status": {}})]},
+        "(general): template.status.capacity: expected a resource list",
+    ),
+    (
+        {
+            "nodeGroups": [
+                group(template={"status": {"capacity": {"cpu": "lots", "memory": "1Gi"}}})
+            ]
+        },
         "(general): template.status.capacity.cpu: expected",
     ),
     (
-        {"nodeGroups": [group(template={"status": {"capacity": {"cpu": "1", "memory": "1Gi"}, "allocatable": {"cpu": "2", "memory": "1Gi"}}})]},
+        {
+            "nodeGroups": [
+                group(
+                    template={
+                        "status": {
+                            "capacity": {"cpu": "1", "memory": "1Gi"},
+                            "allocatable": {"cpu": "2", "memory": "1Gi"},
+                        }
+                    }
+                )
+            ]
+        },
         "(general): template.status.allocatable: expected at most the capacity",
     ),
     (
-        {"nodeGroups": [group(template={"metadata": {"labels": {NODE_GROUP_LABEL: "other"}}, "status": {"capacity": {"cpu": "1", "memory": "1Gi"}}})]},
+        {
+            "nodeGroups": [
+                group(
+                    template={
+                        "metadata": {"labels": {NODE_GROUP_LABEL: "other"}},
+                        "status": {"capacity": {"cpu": "1", "memory": "1Gi"}},
+                    }
+                )
+            ]
+        },
         f"(general): template.metadata.labels.{NODE_GROUP_LABEL}: expected 'general'",
     ),
     ({"nodeGroups": [group(), group()]}, "nodeGroups[1] (general): name: expected a unique name"),
     ({"nodeGroups": [group(maxsize=3)]}, "(general): maxsize: unknown field"),
-    ({"nodeGroups": [{"name": "g", "minSize": 0, "template": group()["template"]}]}, "(g): maxSize: required field is missing"),
+    (
+        {"nodeGroups": [{"name": "g", "minSize": 0, "template": group()["template"]}]},
+        "(g): maxSize: required field is missing",
+    ),
     ({"groups": []}, "groups: unknown field"),
 ]
 
@@ -88,10 +130,24 @@ BAD = [
     ("doc", "message"),
     BAD,
     ids=[
-        "not-a-list", "empty-name", "bad-name", "negative-min", "string-max", "max-below-min",
-        "negative-price", "string-price", "bad-delay", "no-template", "no-capacity", "bad-cpu",
-        "allocatable-above-capacity", "foreign-group-label", "duplicate", "unknown-field",
-        "missing-max", "unknown-top-level",
+        "not-a-list",
+        "empty-name",
+        "bad-name",
+        "negative-min",
+        "string-max",
+        "max-below-min",
+        "negative-price",
+        "string-price",
+        "bad-delay",
+        "no-template",
+        "no-capacity",
+        "bad-cpu",
+        "allocatable-above-capacity",
+        "foreign-group-label",
+        "duplicate",
+        "unknown-field",
+        "missing-max",
+        "unknown-top-level",
     ],
 )
 def test_invalid_config_names_group_and_field(doc: dict[str, Any], message: str) -> None:

@@ -53,7 +53,9 @@ CONFIG = {
 }
 
 
-def make(config: dict[str, Any] = CONFIG) -> tuple[SimCloudProvider, SimulatedCluster, VirtualClock]:
+def make(
+    config: dict[str, Any] = CONFIG,
+) -> tuple[SimCloudProvider, SimulatedCluster, VirtualClock]:
     clock = VirtualClock()
     cluster = SimulatedCluster(ClusterObjects(), clock)
     options = replace(AutoscalingOptions(), extra={EMBEDDED_CONFIG_KEY: config})
@@ -99,7 +101,9 @@ def test_increase_beyond_max_is_refused() -> None:
     provider, _, _ = make()
     small = provider.node_groups()[0]
     small.increase_size(3)
-    with pytest.raises(CloudProviderError, match="small: increase_size: size increase too large, desired 4 > max 3"):
+    with pytest.raises(
+        CloudProviderError, match="small: increase_size: size increase too large, desired 4 > max 3"
+    ):
         small.increase_size(1)
     with pytest.raises(CloudProviderError, match="expected a positive delta"):
         small.increase_size(0)
@@ -151,13 +155,33 @@ def test_failing_group_reports_instance_errors() -> None:
     cluster.step()
     assert cluster.nodes == {}
     # The autoscaler removes failed instances by deleting their placeholder nodes.
-    placeholder = Node(name="big-00001", labels={NODE_GROUP_LABEL: "big"}, provider_id=instances[0].id)
+    placeholder = Node(
+        name="big-00001", labels={NODE_GROUP_LABEL: "big"}, provider_id=instances[0].id
+    )
     big.delete_nodes([placeholder])
     big.decrease_target_size(-1)
     assert big.target_size() == 0
     cluster.recover_group("big")
     big.increase_size(1)
     assert big.nodes()[0].error is None
+
+
+def test_failed_and_pending_instances_go_even_at_min_size() -> None:
+    provider, cluster, clock = make()
+    small = provider.node_groups()[0]  # min 1
+    cluster.fail_group("small", "QuotaExceeded", "", out_of_resources=False)
+    small.increase_size(1)
+    failed = small.nodes()[0]
+    small.delete_nodes([Node(name=failed.id, provider_id=failed.id)])
+    assert small.target_size() == 0
+    cluster.recover_group("small")
+    small.increase_size(1)
+    pending = small.nodes()[0]
+    small.delete_nodes([Node(name=pending.id, provider_id=pending.id)])
+    assert small.target_size() == 0
+    clock.advance(timedelta(hours=1))
+    cluster.step()
+    assert cluster.nodes == {}
 
 
 def test_template_node_info_looks_like_a_new_node() -> None:
@@ -204,7 +228,11 @@ def test_factory_needs_a_config_and_a_backend() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["up", "down", "cancel", "tick"]), st.integers(1, 4)), max_size=25))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["up", "down", "cancel", "tick"]), st.integers(1, 4)), max_size=25
+    )
+)
 def test_target_size_stays_within_bounds(ops: list[tuple[str, int]]) -> None:
     """Whatever the sequence of calls, refused calls change nothing and the target never
     leaves [min, max] once it is inside."""
