@@ -397,8 +397,8 @@ def test_adding_a_pod_never_lowers_the_node_count(pods, tmpl, limits):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 60), CPU, MEM, TEMPLATES)
-def test_arithmetic_packing_matches_pod_by_pod(n, cpu, mem, tmpl):
+@given(st.integers(1, 60), CPU, MEM, TEMPLATES, LIMITS)
+def test_arithmetic_packing_matches_pod_by_pod(n, cpu, mem, tmpl, limits):
     tol = [Toleration("t", "Exists")]
     fast = [
         make_pod(f"a{i}", cpu, mem, owner=RS, labels={"app": "a"}, tolerations=tol)
@@ -418,12 +418,16 @@ def test_arithmetic_packing_matches_pod_by_pod(n, cpu, mem, tmpl):
         for i in range(n)
     ]
     a = BinpackingEstimator().estimate(
-        group_pods(fast), tmpl, ClusterSnapshot(), ThresholdLimiter(NO_LIMITS)
+        group_pods(fast), tmpl, ClusterSnapshot(), ThresholdLimiter(limits)
     )
     b = BinpackingEstimator().estimate(
-        group_pods(slow), tmpl, ClusterSnapshot(), ThresholdLimiter(NO_LIMITS)
+        group_pods(slow), tmpl, ClusterSnapshot(), ThresholdLimiter(limits)
     )
-    assert (a.node_count, len(a.scheduled_pods)) == (b.node_count, len(b.scheduled_pods))
+    assert (a.node_count, len(a.scheduled_pods), a.limited_by) == (
+        b.node_count,
+        len(b.scheduled_pods),
+        b.limited_by,
+    )
     assert [len(x.pods) for x in a.new_nodes] == [len(x.pods) for x in b.new_nodes]
 
 
