@@ -70,13 +70,7 @@ def current_totals(
     return out
 
 
-def _group_rejection(
-    g: GroupState,
-    tpl: Template | None,
-    now: datetime,
-    ready_nodes: int,
-    options: AutoscalingOptions,
-) -> GroupRejection | None:
+def _group_rejection(g: GroupState, tpl: Template | None, now: datetime) -> GroupRejection | None:
     try:
         exists = g.group.exist()
     except CloudProviderError as exc:
@@ -150,7 +144,7 @@ def plan_scale_up(
     eligible: dict[str, GroupState] = {}
     for gid in sorted(state.groups):
         g = state.groups[gid]
-        rejection = _group_rejection(g, templates.get(gid), now, len(state.ready), options)
+        rejection = _group_rejection(g, templates.get(gid), now)
         if rejection is not None:
             reject_all(rejection)
             continue

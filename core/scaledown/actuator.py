@@ -16,7 +16,8 @@ Unneeded nodes get the soft `DeletionCandidateOfClusterAutoscaler` PreferNoSched
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -59,10 +60,18 @@ def has_taint(node: Node, key: str) -> bool:
 class Actuator:
     """Executes deletions chosen by the planner."""
 
-    def __init__(self, actions: ClusterActions, options: AutoscalingOptions, clock: Clock) -> None:
+    def __init__(
+        self,
+        actions: ClusterActions,
+        options: AutoscalingOptions,
+        clock: Clock,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.actions = actions
         self.options = options
         self.clock = clock
+        self.monotonic = monotonic
         self._provider_lock = threading.Lock()
 
     # ------------------------------------------------------------------ taints
@@ -87,18 +96,20 @@ class Actuator:
     def update_soft_taints(
         self, nodes: Sequence[Node], unneeded: Iterable[str], now: datetime
     ) -> tuple[list[str], list[str]]:
-        """Soft-taint unneeded nodes and untaint the others, within the bulk limit.
+        """Soft-taint unneeded nodes and untaint the others, within
+        --max-bulk-soft-taint-count changes and --max-bulk-soft-taint-time.
 
         Returns the nodes tainted and untainted.
         """
         budget = self.options.max_bulk_soft_taint_count
+        deadline = self.monotonic() + self.options.max_bulk_soft_taint_time.total_seconds()
         if budget <= 0 or self.options.dry_run:
             return [], []
         wanted = set(unneeded)
         tainted: list[str] = []
         untainted: list[str] = []
         for node in sorted(nodes, key=lambda n: n.name):
-            if budget <= 0:
+            if budget <= 0 or self.monotonic() > deadline:
                 break
             present = has_taint(node, DELETION_CANDIDATE_TAINT)
             try:

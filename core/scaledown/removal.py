@@ -12,7 +12,7 @@ consumed; otherwise the snapshot is rolled back.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from clusterscaler.decisions import BlockingPod, BlockingPodReason, UnremovableReason
@@ -150,7 +150,6 @@ def simulate_nodes(
     max_non_empty: int,
     timeout_seconds: float,
     clock: Callable[[], float] = time.monotonic,
-    skip: Mapping[str, UnremovableReason] | None = None,
 ) -> tuple[list[RemovalResult], list[str]]:
     """Try `nodes` in order until `max_non_empty` removable non-empty nodes are found
     (<= 0: no limit) or the timeout passes. Returns the results and the nodes not tried."""
@@ -158,8 +157,6 @@ def simulate_nodes(
     found = 0
     start = clock()
     for i, node in enumerate(nodes):
-        if skip and node in skip:
-            continue
         if clock() - start > timeout_seconds:
             return results, list(nodes[i:])
         if 0 < max_non_empty <= found:
