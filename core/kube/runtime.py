@@ -126,8 +126,15 @@ class KubeRuntime:
         return self.elector is None or self.elector.is_leader
 
     def report(self, result: LoopResult) -> None:
-        """Publish one loop: status ConfigMap, metrics, events, health."""
+        """Publish one loop: status ConfigMap, metrics, events, health.
+
+        A process that is not the leader (any more) only updates its own metrics and health:
+        the status and events belong to the leader.
+        """
         self.metrics.record_loop(result)
+        self.health.update_last_activity()
+        if not self.may_act():
+            return
         if self.status_writer is not None:
             self.status_writer.write(status_from_result(result))
         if self.status_writer is not None and self.status_writer.uid:
@@ -139,7 +146,6 @@ class KubeRuntime:
             )
         for event in events_for_result(result, self.status_ref):
             self.recorder.record(event)
-        self.health.update_last_activity()
         if not result.errors and not result.halted:
             self.health.update_last_successful_run()
 
