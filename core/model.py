@@ -1774,8 +1774,11 @@ class Controller:
 CONTROLLER_KINDS = ("ReplicaSet", "ReplicationController", "StatefulSet", "Job")
 
 
-def parse_controller(raw: Mapping[str, Any]) -> Controller:
-    kind = raw.get("kind") if isinstance(raw, Mapping) else None
+def parse_controller(raw: Mapping[str, Any], kind: str | None = None) -> Controller:
+    """Parse a ReplicaSet, ReplicationController, StatefulSet or Job (`kind` for items of
+    a typed list, which carry no `kind` of their own)."""
+    if kind is None:
+        kind = raw.get("kind") if isinstance(raw, Mapping) else None
     if kind not in CONTROLLER_KINDS:
         raise ModelError("controller", "kind", "one of " + ", ".join(CONTROLLER_KINDS), kind)
     meta, obj = _meta(raw, kind, namespaced=True)
@@ -2117,16 +2120,20 @@ class ClusterObjects:
 
     @classmethod
     def from_items(
-        cls, items: Iterable[Mapping[str, Any]], *, strict: bool = False
+        cls,
+        items: Iterable[Mapping[str, Any]],
+        *,
+        strict: bool = False,
+        default_kind: str | None = None,
     ) -> ClusterObjects:
         """Parse raw objects; kinds the model does not cover are counted in `skipped`
-        (or rejected with `strict`)."""
+        (or rejected with `strict`). `default_kind` applies to items without `kind`."""
         out = cls()
         parsers = _PARSERS
         for i, raw in enumerate(items):
             if not isinstance(raw, Mapping):
                 raise ModelError("List", f"items[{i}]", "a Kubernetes object", raw)
-            kind = raw.get("kind")
+            kind = raw.get("kind") or default_kind
             parser = parsers.get(kind) if isinstance(kind, str) else None
             if parser is None:
                 if strict or not isinstance(kind, str):
@@ -2135,7 +2142,10 @@ class ClusterObjects:
                     )
                 out.skipped[kind] = out.skipped.get(kind, 0) + 1
                 continue
-            out.add(parser(raw))
+            if parser is parse_controller:
+                out.add(parse_controller(raw, kind))
+            else:
+                out.add(parser(raw))
         return out
 
     @classmethod
@@ -2153,10 +2163,7 @@ class ClusterObjects:
             list_kind = doc.get("kind")
             if isinstance(list_kind, str) and list_kind.endswith("List") and list_kind != "List":
                 item_kind = list_kind[: -len("List")]
-                items = [
-                    i if not isinstance(i, dict) or "kind" in i else {**i, "kind": item_kind}
-                    for i in items
-                ]
+                return cls.from_items(items, strict=strict, default_kind=item_kind)
             return cls.from_items(items, strict=strict)
         if isinstance(doc, Sequence) and not isinstance(doc, str | bytes):
             return cls.from_items(doc, strict=strict)

@@ -505,6 +505,12 @@ def test_typed_list_items_may_omit_kind():
     doc = {"kind": "PodList", "items": [{"metadata": {"name": "a"}, "spec": {"containers": []}}]}
     objs = ClusterObjects.from_list(doc)
     assert isinstance(objs.pods[0], Pod)
+    doc = {
+        "kind": "ReplicaSetList",
+        "items": [{"metadata": {"name": "rs"}, "spec": {"replicas": 2}}],
+    }
+    (rs,) = ClusterObjects.from_list(doc).controllers
+    assert (rs.kind, rs.replicas) == ("ReplicaSet", 2)
 
 
 def test_parse_object_dispatches_by_kind():
