@@ -1,0 +1,533 @@
+"""The benchmark runner: `python -m bench` (or `python bench/run.py`) from the repository root.
+
+For every selected row of `bench.scenarios.ROWS` the runner generates the scenario (a
+Kubernetes JSON snapshot and a `sim` cloud-config, deterministic for a seed), then measures
+it in a fresh Python process, so that peak RSS belongs to that scenario alone. The worker
+does what `clusterscaler simulate --once --json --snapshot S --cloud-config C <flags>`
+does, phase by phase, `--repeat` times:
+
+- parse:  read the snapshot and build the model (`load_inputs`);
+- build:  options, the in-memory cluster, the `sim` provider and the loop (`prepare`);
+- loop:   the simulated cluster's scheduler pass, one `run_once`, the decision document.
+
+and then times `json.load` of the same snapshot file (the floor: no autoscaler can read the
+cluster faster than the JSON parser). It reports the median of each phase, the peak RSS,
+the decision and whether it matches the scenario's expected one. `--profile DIR` writes a
+pyinstrument profile of one more run per scenario.
+
+Exit status: 0 when every decision matched, 1 when one did not or a worker failed, 2 on
+bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    # `python bench/run.py`: make the repository root importable, as `python -m bench` does.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import yaml
+
+from bench.scenarios import DEFAULT_SEED, ROWS, Decision, Expected, Scenario, check, generate
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+GIB = 1024**3
+
+
+# --------------------------------------------------------------------------- targets
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target of issue 9 for one row, at scale 1."""
+
+    text: str
+    max_seconds: float | None = None
+    max_floor_ratio: float | None = None
+    max_rss_bytes: int | None = None
+
+
+TARGETS: dict[str, Target] = {
+    "scale-up-50k": Target("< 3 s and < 3x floor", max_seconds=3.0, max_floor_ratio=3.0),
+    "scale-down-2k": Target("< 10 s", max_seconds=10.0),
+    "burst-30k": Target("< 2 s", max_seconds=2.0),
+    "empty-300": Target("< 2 s", max_seconds=2.0),
+    "mixed-5k": Target("< 2 s (Karpenter: 5.1 s)", max_seconds=2.0),
+    "mixed-20k": Target("< 8 s (Karpenter: 35.7 s)", max_seconds=8.0),
+    "scale-up-150k": Target("peak RSS < 1.5 GiB", max_rss_bytes=int(1.5 * GIB)),
+}
+# Families of scaling rows: time per pod may grow by at most this factor from the smallest
+# to the largest row (linear cost keeps it at 1; the slack absorbs a shared machine's noise).
+LINEAR_SLACK = 1.25
+SCALING_FAMILIES = {
+    "(1) scale-up": ("scale-up-10k", "scale-up-50k", "scale-up-100k"),
+    "(3) burst": ("burst-pods-10k", "burst-pods-50k", "burst-pods-100k"),
+}
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class Measurement:
+    """One scenario's figures, as the worker measured them (seconds, bytes)."""
+
+    name: str
+    title: str = ""
+    nodes: int = 0
+    pods: int = 0
+    snapshot_bytes: int = 0
+    parse: list[float] = field(default_factory=list)
+    build: list[float] = field(default_factory=list)
+    loop: list[float] = field(default_factory=list)
+    total: list[float] = field(default_factory=list)
+    floor: list[float] = field(default_factory=list)
+    base_rss: int = 0
+    peak_rss: int = 0
+    decision: Decision | None = None
+    expected: Expected | None = None
+    problems: list[str] = field(default_factory=list)
+    error: str = ""
+    profile: str = ""
+
+    @property
+    def median_total(self) -> float:
+        return statistics.median(self.total) if self.total else float("nan")
+
+    @property
+    def median_floor(self) -> float:
+        return statistics.median(self.floor) if self.floor else float("nan")
+
+    @property
+    def ratio(self) -> float:
+        floor = self.median_floor
+        return self.median_total / floor if floor > 0 else float("nan")
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and not self.problems and self.decision is not None
+
+    def to_json(self) -> dict[str, Any]:
+        med = statistics.median
+        return {
+            "name": self.name,
+            "title": self.title,
+            "nodes": self.nodes,
+            "pods": self.pods,
+            "snapshotBytes": self.snapshot_bytes,
+            "seconds": {
+                "parse": med(self.parse) if self.parse else None,
+                "build": med(self.build) if self.build else None,
+                "loop": med(self.loop) if self.loop else None,
+                "total": med(self.total) if self.total else None,
+                "floor": med(self.floor) if self.floor else None,
+                "totalRuns": self.total,
+                "floorRuns": self.floor,
+            },
+            "floorRatio": None if not self.total else self.ratio,
+            "baseRssBytes": self.base_rss,
+            "peakRssBytes": self.peak_rss,
+            "decision": None if self.decision is None else self.decision.to_json(),
+            "decisionText": None if self.decision is None else self.decision.text(),
+            "expected": None if self.expected is None else self.expected.text(),
+            "matches": self.ok,
+            "problems": self.problems,
+            "error": self.error,
+            "profile": self.profile,
+        }
+
+
+# --------------------------------------------------------------------------- the worker
+
+
+def _rss_now() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _peak_rss() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux reports KiB, macOS bytes.
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def decision_of(result: Any) -> Decision:
+    """Reduce a `LoopResult` to the figures the scenarios check."""
+    from clusterscaler.decisions import DeletionKind, NoScaleUpReason
+
+    groups: dict[str, int] = {}
+    for d in result.scale_up.decisions:
+        groups[d.node_group] = groups.get(d.node_group, 0) + d.delta
+    deleted = [d for d in result.scale_down.deletions if d.ok]
+    unfit = sum(
+        1
+        for rejections in result.scale_up.pods_remaining.values()
+        if rejections and all(r.reason is NoScaleUpReason.NOT_SCHEDULABLE for r in rejections)
+    )
+    errors = list(result.errors)
+    if result.halted:
+        errors.append(f"halted: {result.halted}")
+    if result.scale_up.error:
+        errors.append(f"scale-up: {result.scale_up.error}")
+    errors.extend(
+        f"scale-down: {d.node}: {d.error}" for d in result.scale_down.deletions if not d.ok
+    )
+    return Decision(
+        scale_up_nodes=sum(groups.values()),
+        scale_up_groups=groups,
+        deleted_nodes=len(deleted),
+        deleted_empty=sum(1 for d in deleted if d.kind is DeletionKind.EMPTY),
+        unneeded_nodes=len(result.scale_down.unneeded),
+        triggered_pods=len(result.scale_up.triggered_pods),
+        pending_pods=len(result.pending_pods),
+        unfit_pods=unfit,
+        errors=tuple(errors),
+    )
+
+
+def _simulate_argv(directory: Path, flags: Sequence[str]) -> list[str]:
+    return [
+        "--snapshot",
+        str(directory / "snapshot.json"),
+        "--cloud-config",
+        str(directory / "cloud-config.yaml"),
+        "--once",
+        "--json",
+        *flags,
+    ]
+
+
+def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, Any]:
+    """Measure the scenario in `directory` in this process; returns the figures as JSON."""
+    from clusterscaler import cli
+    from clusterscaler.logs import configure_logging
+    from clusterscaler.simulation import command, output
+
+    meta = json.loads((directory / "scenario.json").read_text())
+    argv = _simulate_argv(directory, meta["flags"])
+    host, registry = cli.load_plugins(argv)
+    options, ns = cli.parse_autoscaler_args(argv, host, registry, "simulate", command)
+    configure_logging(options.v, options.logging_format)
+    command.quiet_logs(options)
+    ctx = cli.CommandContext(host=host, registry=registry, options=options, args=ns)
+
+    def once() -> tuple[float, float, float, Decision]:
+        t0 = time.perf_counter()
+        scenario = command.load_inputs(ns)
+        t1 = time.perf_counter()
+        sim, opts = command.prepare(ctx, scenario)
+        t2 = time.perf_counter()
+        # What `simulate --once` does: the scheduler's verdicts stand, then one loop.
+        sim.cluster.step(retry_unschedulable=False)
+        result = sim.loop.run_once(sim.clock.now())
+        json.dumps(output.decision_json(result, opts.scale_down_unneeded_time))
+        t3 = time.perf_counter()
+        return t1 - t0, t2 - t1, t3 - t2, decision_of(result)
+
+    gc.collect()
+    base_rss = _rss_now()
+    parse: list[float] = []
+    build: list[float] = []
+    loop: list[float] = []
+    decisions: list[Decision] = []
+    for _ in range(repeat):
+        p, b, lo, decision = once()
+        parse.append(p)
+        build.append(b)
+        loop.append(lo)
+        decisions.append(decision)
+        gc.collect()
+    peak = _peak_rss()
+    floor = []
+    snap = directory / "snapshot.json"
+    for _ in range(repeat):
+        start = time.perf_counter()
+        with snap.open("rb") as f:
+            json.load(f)
+        floor.append(time.perf_counter() - start)
+        gc.collect()
+    profile = ""
+    if profile_dir is not None:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.005)
+        profiler.start()
+        once()
+        profiler.stop()
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        path = profile_dir / f"{meta['name']}.txt"
+        path.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+        (profile_dir / f"{meta['name']}.html").write_text(profiler.output_html())
+        profile = str(path)
+    distinct = {json.dumps(d.to_json(), sort_keys=True) for d in decisions}
+    return {
+        "parse": parse,
+        "build": build,
+        "loop": loop,
+        "floor": floor,
+        "baseRss": base_rss,
+        "peakRss": peak,
+        "decision": decisions[0].to_json(),
+        # The loop must decide the same on every run of the same input.
+        "consistent": len(distinct) == 1,
+        "profile": profile,
+    }
+
+
+# --------------------------------------------------------------------------- the parent
+
+
+def write_scenario(scenario: Scenario, directory: Path) -> int:
+    """Write the snapshot, cloud-config and metadata of `scenario`; returns snapshot bytes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    snap = directory / "snapshot.json"
+    with snap.open("w", encoding="utf-8") as f:
+        json.dump(scenario.snapshot, f, separators=(",", ":"))
+    (directory / "cloud-config.yaml").write_text(
+        yaml.safe_dump(scenario.cloud_config, sort_keys=False), encoding="utf-8"
+    )
+    meta = {
+        "name": scenario.name,
+        "title": scenario.title,
+        "nodes": scenario.nodes,
+        "pods": scenario.pods,
+        "flags": list(scenario.flags),
+    }
+    (directory / "scenario.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    return snap.stat().st_size
+
+
+def measure(
+    name: str,
+    *,
+    scale: float,
+    seed: int,
+    repeat: int,
+    data_dir: Path,
+    profile_dir: Path | None,
+    timeout: float,
+) -> Measurement:
+    """Generate scenario `name`, run the worker on it in a fresh process, check the decision."""
+    scenario = generate(name, scale, seed)
+    m = Measurement(name=name, title=scenario.title, nodes=scenario.nodes, pods=scenario.pods)
+    m.expected = scenario.expected
+    directory = data_dir / f"{name}-x{scale:g}-seed{seed}"
+    m.snapshot_bytes = write_scenario(scenario, directory)
+    del scenario
+    cmd = [sys.executable, "-m", "bench.run", "--worker", str(directory), "--repeat", str(repeat)]
+    if profile_dir is not None:
+        cmd += ["--profile", str(profile_dir)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))}
+    try:
+        proc = subprocess.run(
+            cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        m.error = f"timed out after {timeout:g} s"
+        return m
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        m.error = f"worker exited with {proc.returncode}: " + " | ".join(tail)
+        return m
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    m.parse, m.build, m.loop, m.floor = doc["parse"], doc["build"], doc["loop"], doc["floor"]
+    m.total = [p + b + lo for p, b, lo in zip(m.parse, m.build, m.loop, strict=True)]
+    m.base_rss, m.peak_rss = doc["baseRss"], doc["peakRss"]
+    m.decision = Decision.from_json(doc["decision"])
+    m.profile = doc["profile"]
+    m.problems = check(m.expected, m.decision)
+    if not doc["consistent"]:
+        m.problems.append("the decision differed between runs of the same input")
+    return m
+
+
+def target_verdict(m: Measurement, scale: float) -> str:
+    target = TARGETS.get(m.name)
+    if target is None:
+        return ""
+    if scale != 1.0:
+        return f"{target.text}: n/a at scale {scale:g}"
+    if not m.total:
+        return f"{target.text}: not measured"
+    met = True
+    if target.max_seconds is not None:
+        met &= m.median_total < target.max_seconds
+    if target.max_floor_ratio is not None:
+        met &= m.ratio < target.max_floor_ratio
+    if target.max_rss_bytes is not None:
+        met &= m.peak_rss < target.max_rss_bytes
+    return f"{target.text}: {'met' if met else 'NOT MET'}"
+
+
+def scaling_verdicts(results: dict[str, Measurement]) -> list[str]:
+    """Per family of scaling rows: time per pod at the largest size over the smallest."""
+    lines = []
+    for family, names in SCALING_FAMILIES.items():
+        rows = [results[n] for n in names if n in results and results[n].total]
+        if len(rows) < 2:
+            continue
+        per_pod = [(r.pods, r.median_total / r.pods, r.loop and statistics.median(r.loop) / r.pods) for r in rows]
+        small, large = per_pod[0], per_pod[-1]
+        growth = large[1] / small[1]
+        loop_growth = large[2] / small[2] if small[2] else float("nan")
+        steps = ", ".join(f"{p:,} pods {t * 1e6:.1f} us/pod" for p, t, _ in per_pod)
+        verdict = "met" if growth <= LINEAR_SLACK else "NOT MET"
+        lines.append(
+            f"{family}: {steps}; per-pod cost x{growth:.2f} total, x{loop_growth:.2f} loop "
+            f"(target <= x{LINEAR_SLACK}: {verdict})"
+        )
+    return lines
+
+
+def _fmt_s(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f}" if values else "-"
+
+
+def render_table(results: Sequence[Measurement], scale: float) -> str:
+    header = (
+        "| scenario | nodes | pods | floor s | parse s | build s | loop s | total s | x floor "
+        "| peak RSS MiB | decision | expected | target |"
+    )
+    lines = [header, "|" + "---|" * 13]
+    for m in results:
+        if m.error:
+            lines.append(f"| {m.name} | {m.nodes:,} | {m.pods:,} | " + "- | " * 7 + f"{m.error} | {m.expected.text() if m.expected else ''} | |")
+            continue
+        decision = m.decision.text() if m.decision else "-"
+        verdict = "matches" if m.ok else "MISMATCH: " + "; ".join(m.problems)
+        lines.append(
+            f"| {m.name} | {m.nodes:,} | {m.pods:,} | {_fmt_s(m.floor)} | {_fmt_s(m.parse)} "
+            f"| {_fmt_s(m.build)} | {_fmt_s(m.loop)} | {_fmt_s(m.total)} | {m.ratio:.1f} "
+            f"| {m.peak_rss / 2**20:,.0f} | {decision} | {verdict} | {target_verdict(m, scale)} |"
+        )
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {
+        "cpu": cpu or platform.processor(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg": list(load),
+    }
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description="Benchmarks of clusterscaler at upstream scale."
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"Run only this scenario (repeatable). One of: {', '.join(ROWS)}.",
+    )
+    parser.add_argument("--scale", type=float, default=1.0, help="Multiply every size (0.1 for a quick run).")
+    parser.add_argument("--repeat", type=int, default=5, help="Runs per scenario; the median is reported.")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="Seed of the generators.")
+    parser.add_argument("--no-scaling", action="store_true", help="Skip the pod scaling rows.")
+    parser.add_argument("--json", action="store_true", help="Print one JSON document instead of a table.")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "clusterscaler-bench",
+        help="Where generated snapshots and cloud-configs are written.",
+    )
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR", help="Write a pyinstrument profile per scenario to DIR.")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="Seconds a scenario may take in all.")
+    parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.only if n not in ROWS]
+    if unknown:
+        parser.error(f"--only {unknown[0]}: expected one of {', '.join(ROWS)}")
+    if not args.scale > 0:
+        parser.error(f"--scale: expected a positive number, got {args.scale}")
+    if args.repeat < 1:
+        parser.error(f"--repeat: expected at least 1, got {args.repeat}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker is not None:
+        doc = worker(args.worker, args.repeat, args.profile)
+        sys.stdout.write(json.dumps(doc) + "\n")
+        return 0
+    names = args.only or [n for n, row in ROWS.items() if not (args.no_scaling and row.scaling)]
+    started = time.time()
+    before = machine()
+    results: dict[str, Measurement] = {}
+    for name in names:
+        if not args.json:
+            print(f"running {name} ...", file=sys.stderr, flush=True)
+        results[name] = measure(
+            name,
+            scale=args.scale,
+            seed=args.seed,
+            repeat=args.repeat,
+            data_dir=args.data_dir,
+            profile_dir=args.profile,
+            timeout=args.timeout,
+        )
+    after = machine()
+    rows = list(results.values())
+    scaling = scaling_verdicts(results)
+    if args.json:
+        doc = {
+            "machine": before,
+            "loadavgAfter": after["loadavg"],
+            "command": " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])]),
+            "scale": args.scale,
+            "repeat": args.repeat,
+            "seed": args.seed,
+            "elapsedSeconds": time.time() - started,
+            "scenarios": [m.to_json() for m in rows],
+            "targets": {m.name: target_verdict(m, args.scale) for m in rows if m.name in TARGETS},
+            "scaling": scaling,
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        print(
+            f"machine: {before['cpu']}, {before['cores']} cores, python {before['python']}; "
+            f"load {before['loadavg'][0]:.2f} before, {after['loadavg'][0]:.2f} after"
+        )
+        print(f"scale {args.scale:g}, median of {args.repeat}, seed {args.seed}\n")
+        print(render_table(rows, args.scale))
+        for line in scaling:
+            print(line)
+    return 0 if all(m.ok for m in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
