@@ -95,8 +95,9 @@ class AsgRecord:
     def name(self) -> str:
         return self.description.name
 
-    def real_instance_count(self) -> int:
-        return len(self.description.instances)
+    def live_instance_count(self) -> int:
+        """Instances that count towards the desired capacity (not terminating)."""
+        return sum(1 for i in self.description.instances if not is_terminating(i.lifecycle_state))
 
 
 class AsgCache:
@@ -240,7 +241,8 @@ class AsgCache:
         problems.extend(str(e) for e in (*tags.errors, *option_errors))
         last_update = self._last_update.get(desc.name)
         error: InstanceErrorInfo | None = None
-        if desc.desired_capacity > len(desc.instances):
+        live = sum(1 for i in desc.instances if not is_terminating(i.lifecycle_state))
+        if desc.desired_capacity > live:
             try:
                 activities = self._service.describe_scaling_activities(desc.name)
             except CloudProviderError as exc:
@@ -272,8 +274,10 @@ class AsgCache:
         ]
         # Desired capacity AWS has not turned into instances yet: placeholders, so that the
         # autoscaler counts them as upcoming and, on a launch failure, backs off at once.
+        # Terminating instances no longer count: their decrement is already in the desired
+        # capacity.
         zone = desc.zones[0]
-        for index in range(len(desc.instances), record.desired):
+        for index in range(record.live_instance_count(), record.desired):
             result.append(
                 Instance(
                     id=f"aws:///{zone}/{placeholder_id(desc.name, index)}",

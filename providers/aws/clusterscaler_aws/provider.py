@@ -152,7 +152,7 @@ class AwsNodeGroup:
         if placeholders:
             # Instances that never launched: shrink the desired capacity to what exists,
             # never below min.
-            desired = max(len(desc.instances), record.min_size)
+            desired = max(record.live_instance_count(), record.min_size)
         if desired - len(real) < record.min_size:
             raise CloudProviderError(
                 f"ASG {self._name!r}: deleting {len(real)} node(s) would bring the size to "
@@ -182,7 +182,7 @@ class AwsNodeGroup:
             raise ValueError(f"ASG {self._name!r}: decrease_target_size delta must be negative, got {delta}")
         record = self._record()
         new_size = record.desired + delta
-        existing = record.real_instance_count()
+        existing = record.live_instance_count()
         if new_size < existing:
             raise CloudProviderError(
                 f"ASG {self._name!r}: cannot decrease the target to {new_size}: "

@@ -222,3 +222,20 @@ def test_deleting_placeholders_shrinks_to_existing_instances(aws: AwsFixtures, m
     assert group.target_size() == 1
     assert provider.node_group_for_node(placeholder_nodes[0]) is None
     assert not provider.has_instance(placeholder_nodes[0])
+
+
+def test_terminating_instances_do_not_hide_requested_capacity(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
+    aws.asg("workers", max_size=5, desired=2)
+    provider = make_provider(nodes=["0:5:workers"])
+    (group,) = provider.node_groups()
+    aws.stockout("workers", STOCKOUT)
+    group.increase_size(1)
+    provider.cache.refresh(force=True)
+    victim = _nodes_of(group)[0]
+
+    group.delete_nodes([victim])
+
+    states = sorted((("placeholder" in i.id), i.state.value) for i in group.nodes() if i.state)
+    # The terminated instance, the other one, and the capacity still asked for.
+    assert states == [(False, "Deleting"), (False, "Running"), (True, "Creating")]
+    assert group.target_size() == 2
