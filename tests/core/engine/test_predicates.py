@@ -672,3 +672,55 @@ def test_hostname_anti_affinity_never_shares_a_node(nodes, pods):
         placed += 1
     assert placed == min(nodes, pods)
     assert all(len(ni.pods) <= 1 for ni in snap.node_infos())
+
+
+@st.composite
+def scenario(draw):
+    zones = ["a", "b"]
+    snap = ClusterSnapshot()
+    for i in range(draw(st.integers(1, 4))):
+        taints = [GPU_TAINT] if draw(st.booleans()) else []
+        node = make_node(
+            f"n{i}",
+            draw(st.sampled_from(["1", "2", "4"])),
+            draw(st.sampled_from(["1Gi", "4Gi"])),
+            draw(st.sampled_from([2, 110])),
+            labels={
+                ZONE: draw(st.sampled_from(zones)),
+                **({"disk": "ssd"} if draw(st.booleans()) else {}),
+            },
+            taints=taints,
+            unschedulable=draw(st.booleans()),
+        )
+        existing = [
+            make_pod(
+                f"e{i}-{j}",
+                draw(st.sampled_from(["0", "500m", "1"])),
+                labels=WEB if draw(st.booleans()) else {},
+                host_ports=[80] if draw(st.booleans()) else [],
+            )
+            for j in range(draw(st.integers(0, 2)))
+        ]
+        snap.add_node(node, existing)
+    pod = make_pod(
+        "p",
+        draw(st.sampled_from(["0", "500m", "2"])),
+        draw(st.sampled_from(["0", "2Gi"])),
+        labels=WEB,
+        tolerations=[Toleration("dedicated", "Exists")] if draw(st.booleans()) else [],
+        node_selector={"disk": "ssd"} if draw(st.booleans()) else {},
+        host_ports=[80] if draw(st.booleans()) else [],
+        topology_spread=[spread(ZONE, WEB)] if draw(st.booleans()) else [],
+        anti_affinity=[affinity_term(HOST, WEB)] if draw(st.booleans()) else [],
+    )
+    return snap, pod
+
+
+@settings(max_examples=80, deadline=None)
+@given(scenario())
+def test_fast_path_agrees_with_each_predicate(case):
+    snap, pod = case
+    for ni in snap.node_infos():
+        failing = failing_predicates(pod, ni, snap)
+        first = next(iter(failing.values()), None)
+        assert check_predicates(pod, ni, snap) == first
