@@ -15,6 +15,8 @@ from clusterscaler.pluginmanager import PluginHost, Registry
 from clusterscaler.testing import RegisterPlugin
 from clusterscaler_aws import plugin
 from clusterscaler_aws.tags import TaintSpec, parse_node_group_options, parse_template_tags
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 
@@ -150,3 +152,30 @@ def test_autoscaling_options(options: dict[str, str], expected: Any, errors: int
     parsed, problems = parse_node_group_options("workers", options)
     assert parsed == expected
     assert len(problems) == errors
+
+
+_FAMILIES = ("label/", "taint/", "resources/", "autoscaling-options/", "")
+_tag_keys = st.builds(
+    lambda family, name: PREFIX + family + name if family else name,
+    st.sampled_from(_FAMILIES),
+    st.text(alphabet="abcAZ09-._/ :", min_size=0, max_size=12),
+)
+
+
+@settings(max_examples=200)
+@given(st.dictionaries(_tag_keys, st.text(alphabet="abc09-._: NoSchedule", max_size=20), max_size=8))
+def test_every_template_tag_is_either_used_or_reported(tags: dict[str, str]) -> None:
+    parsed = parse_template_tags("workers", tags)
+    used = (
+        {PREFIX + "label/" + k for k in parsed.labels}
+        | {PREFIX + "taint/" + t.key for t in parsed.taints}
+        | {PREFIX + "resources/" + k for k in parsed.resources}
+        | {PREFIX + "autoscaling-options/" + k for k in parsed.options}
+    )
+    reported = {e.tag for e in parsed.errors}
+    template_tags = {
+        k for k in tags if k.startswith(PREFIX) and not k.startswith(PREFIX + "autoscaling-options/")
+    }
+    assert template_tags <= used | reported
+    assert not used & reported
+    assert all(e.asg == "workers" and e.expected for e in parsed.errors)
