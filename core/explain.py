@@ -349,6 +349,7 @@ def _live(ctx: CommandContext) -> tuple[LoopResult, ClusterObjects, AutoscalingO
 
 
 def run(ctx: CommandContext) -> int:
+    from clusterscaler.kube.client import KubeConfigError
     from clusterscaler.simulation.cluster import SimulationError
     from clusterscaler.simulation.command import quiet_logs
     from clusterscaler.simulation.loader import InputError
@@ -359,7 +360,7 @@ def run(ctx: CommandContext) -> int:
             result, objects, options, now = _offline(ctx)
         else:
             result, objects, options, now = _live(ctx)
-    except (InputError, ConfigurationError, SimulationError) as exc:
+    except (InputError, ConfigurationError, SimulationError, KubeConfigError) as exc:
         print(f"clusterscaler explain: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except (CloudProviderError, OSError) as exc:

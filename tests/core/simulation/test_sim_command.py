@@ -240,37 +240,8 @@ def test_bad_scenario_flag_value(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert f"{path}: flags.scan-interval: expected a Go duration" in err
 
 
-FAILING = """
-name: failing
-duration: 10m
-cloudConfig: {cloud_config}
-initialNodes: {{ondemand-zone-a: 1}}
-flags: {{expander: priority}}
-objects:
-  - apiVersion: v1
-    kind: ConfigMap
-    metadata: {{name: cluster-autoscaler-priority-expander, namespace: kube-system}}
-    data:
-      priorities: |-
-        20: [^spot-]
-        10: [^ondemand-]
-workloads:
-  - {{name: batch, replicas: 0, cpu: "1", memory: 1Gi}}
-events:
-  - {{at: 30s, failGroup: {{nodeGroup: spot-zone-a, errorCode: OutOfCapacity}}}}
-  - {{at: 30s, failGroup: {{nodeGroup: spot-zone-b, errorCode: OutOfCapacity}}}}
-  - {{at: 1m, scale: {{workload: default/batch, replicas: 9}}}}
-"""
-
-
-def test_a_failing_group_backs_off_and_the_next_priority_takes_over(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    path = tmp_path / "failing.yaml"
-    path.write_text(FAILING.format(cloud_config=EXAMPLES / "cloud-configs" / "multi-zone.yaml"))
-    code, out, err = cli(capsys, "simulate", str(path), "--json")
-    assert code == 0, err
-    lines = json_lines(out)
+def test_spot_outage_backs_off_and_falls_back_to_on_demand(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = scenario(capsys, "spot-outage")
     ups = [(u["time"], u["nodeGroup"]) for u in of(lines, "scale-up")]
     # Spot first (priority 20). Each spot group's instances fail: the next loop removes
     # them once, the group backs off and the other spot group is tried, then on-demand.
