@@ -36,6 +36,7 @@ __all__ = [
     "LEGACY_REGION_LABEL",
     "LEGACY_ZONE_LABEL",
     "MIRROR_POD_ANNOTATION",
+    "NAMESPACE_NAME_LABEL",
     "POD_SLOT",
     "REGION_LABEL",
     "SUPPORTED_KINDS",
@@ -98,6 +99,7 @@ REGION_LABEL = "topology.kubernetes.io/region"
 LEGACY_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
 LEGACY_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
 DEFAULT_SCHEDULER = "default-scheduler"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 class ModelError(ValueError):
@@ -632,7 +634,12 @@ class PodAffinityTerm:
             return True
         if self.namespace_selector is None:
             return False
-        return self.namespace_selector.matches(namespace_labels.get(namespace, _NO_LABELS))
+        labels = namespace_labels.get(namespace)
+        if labels is None:
+            # Every namespace carries its name as a label; that much is known without
+            # the Namespace object.
+            labels = {NAMESPACE_NAME_LABEL: namespace}
+        return self.namespace_selector.matches(labels)
 
     def matches_pod(self, pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
         if self.label_selector is None:
@@ -2034,7 +2041,7 @@ def parse_namespace(raw: Mapping[str, Any]) -> Namespace:
     meta, obj = _meta(raw, "Namespace", namespaced=False)
     labels = dict(_str_map(meta.get("labels"), obj, "metadata.labels"))
     # The API server sets this label on every namespace; selectors rely on it.
-    labels.setdefault("kubernetes.io/metadata.name", meta["name"])
+    labels.setdefault(NAMESPACE_NAME_LABEL, meta["name"])
     return Namespace(meta["name"], labels)
 
 

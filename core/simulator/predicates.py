@@ -265,7 +265,7 @@ def _term_candidates(
     if term.namespace_selector is not None:
         labels = snapshot.namespace_labels
         for ns in list(snapshot.namespaces()):
-            if ns in term.namespaces or term.namespace_selector.matches(labels.get(ns, {})):
+            if term.matches_namespace(ns, labels):
                 yield from snapshot.pods_in_namespace(ns)
         return
     for ns in term.namespaces:

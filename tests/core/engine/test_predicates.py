@@ -288,6 +288,24 @@ CASES = [
         "node(s) didn't match pod anti-affinity rules",
     ),
     Case(
+        "anti-affinity namespaceSelector by namespace name label",
+        make_pod(
+            "p",
+            labels=WEB,
+            anti_affinity=[
+                affinity_term(
+                    HOST,
+                    WEB,
+                    namespaces=(),
+                    namespace_selector=LabelSelector((("kubernetes.io/metadata.name", "other"),)),
+                )
+            ],
+        ),
+        [(make_node("n1"), [make_pod("e", labels=WEB, namespace="other")])],
+        "n1",
+        "node(s) didn't match pod anti-affinity rules",
+    ),
+    Case(
         "anti-affinity zone blocks other node in zone",
         make_pod("p", labels=WEB, anti_affinity=[affinity_term(ZONE, WEB)]),
         [(zn("n1", "a"), [make_pod("e", labels=WEB)]), (zn("n2", "a"), []), (zn("n3", "b"), [])],
