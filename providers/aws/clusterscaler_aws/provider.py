@@ -237,7 +237,11 @@ class AwsNodeGroup:
         record = self._provider.cache.get(self._name)
         if record is None:
             return f"{self._name} (gone)"
-        return f"{self._name} ({record.min_size}:{record.max_size}, target {record.desired})"
+        text = f"{self._name} ({record.min_size}:{record.max_size}, target {record.desired})"
+        if record.errors:
+            # Bad tags are otherwise only in the logs; status readers see them here.
+            text += f"; {len(record.errors)} problem(s): {record.errors[0]}"
+        return text
 
     def __repr__(self) -> str:
         return f"AwsNodeGroup({self._name!r})"

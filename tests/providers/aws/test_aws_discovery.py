@@ -86,6 +86,9 @@ def test_bad_tags_on_one_asg_are_reported_without_stopping_the_others(aws: AwsFi
     assert "k8s.io/cluster-autoscaler/node-template/taint/dedicated" in problem
     assert "NoSchedule" in problem  # names the expected form
     assert "good" not in provider.errors()
+    bad, good = provider.node_groups()
+    assert good.debug() == "good (0:3, target 0)"
+    assert bad.debug().startswith("bad (0:3, target 0); 1 problem(s): ASG 'bad': tag ")
 
 
 def test_discovery_follows_pagination(aws: AwsFixtures, make_provider: ProviderFactory, proxy: ProxyState) -> None:
