@@ -15,7 +15,7 @@ immutable copy.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from clusterscaler.model import (
@@ -117,6 +117,7 @@ _ADD_NODE = 0
 _REMOVE_NODE = 1
 _ADD_POD = 2
 _REMOVE_POD = 3
+_ADD_PODS = 4
 
 
 class ClusterSnapshot:
@@ -304,6 +305,52 @@ class ClusterSnapshot:
         if self._journals:
             self._journals[-1].append((_ADD_POD, key, None))
 
+    def add_pods(self, pods: Sequence[Pod], node_name: str) -> None:
+        """Place many pods on one node without checking predicates, all or none.
+
+        Faster than `add_pod` in a loop (one journal entry, one pass); the estimator uses
+        it to fill template nodes.
+        """
+        ni = self._nodes.get(node_name)
+        if ni is None:
+            raise SnapshotError(
+                f"cannot place {len(pods)} pods: node {node_name!r} is not in the snapshot"
+            )
+        where = self._pod_node
+        keys = [pod.namespace + "/" + pod.name for pod in pods]
+        seen: set[str] = set()
+        for key in keys:
+            if key in where or key in seen:
+                raise SnapshotError(f"pod {key} is already in the snapshot")
+            seen.add(key)
+        node_pods = ni.pods
+        by_namespace = self._by_namespace
+        cpu = memory = count = eph = 0
+        for key, pod in zip(keys, pods, strict=True):
+            node_pods[key] = pod
+            where[key] = node_name
+            ns = by_namespace.get(pod.namespace)
+            if ns is None:
+                ns = by_namespace[pod.namespace] = {}
+            ns[key] = pod
+            r = pod.requests
+            cpu += r.cpu
+            memory += r.memory
+            count += r.pods
+            eph += r.ephemeral_storage
+            if r.extended or pod.host_ports or pod.volumes:
+                ni._account_extra(pod, 1, self.csi_volumes_of(pod) if pod.volumes else _NONE)
+            affinity = pod.affinity
+            if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
+                self._anti_affinity[key] = (pod, node_name)
+        ni.req_cpu += cpu
+        ni.req_memory += memory
+        ni.req_pods += count
+        ni.req_eph += eph
+        self.generation += 1
+        if self._journals:
+            self._journals[-1].append((_ADD_PODS, node_name, keys))
+
     def _place(self, ni: SimNodeInfo, key: str, pod: Pod) -> None:
         """`add_pod` for callers in this package that already checked node and key."""
         self._insert_pod(ni, key, pod)
@@ -360,6 +407,33 @@ class ClusterSnapshot:
         self.generation += 1
         return pod
 
+    def _delete_pods(self, ni: SimNodeInfo, keys: Sequence[str]) -> None:
+        """Undo `add_pods`: the inverse of its single pass."""
+        node_pods = ni.pods
+        where = self._pod_node
+        by_namespace = self._by_namespace
+        cpu = memory = count = eph = 0
+        for key in keys:
+            pod = node_pods.pop(key)
+            del where[key]
+            ns = by_namespace[pod.namespace]
+            del ns[key]
+            if not ns:
+                del by_namespace[pod.namespace]
+            r = pod.requests
+            cpu += r.cpu
+            memory += r.memory
+            count += r.pods
+            eph += r.ephemeral_storage
+            if r.extended or pod.host_ports or pod.volumes:
+                ni._account_extra(pod, -1, self.csi_volumes_of(pod) if pod.volumes else _NONE)
+            self._anti_affinity.pop(key, None)
+        ni.req_cpu -= cpu
+        ni.req_memory -= memory
+        ni.req_pods -= count
+        ni.req_eph -= eph
+        self.generation += 1
+
     # ------------------------------------------------------------------ fork / revert
 
     @property
@@ -388,6 +462,8 @@ class ClusterSnapshot:
             if op == _ADD_POD:
                 node_name = self._pod_node[a]
                 self._delete_pod(self._nodes[node_name], a)
+            elif op == _ADD_PODS:
+                self._delete_pods(self._nodes[a], b)
             elif op == _REMOVE_POD:
                 pod: Pod = a
                 self._insert_pod(self._nodes[b], pod.namespace + "/" + pod.name, pod)

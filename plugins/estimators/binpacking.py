@@ -279,9 +279,9 @@ class BinpackingEstimator:
         node: str,
         n: int,
     ) -> int:
-        for pod in pods[start : start + n]:
-            snapshot.add_pod(pod, node)
-        state.scheduled.extend(pods[start : start + n])
+        batch = pods[start : start + n]
+        snapshot.add_pods(batch, node)
+        state.scheduled.extend(batch)
         if n:
             state.with_pods.add(node)
         return start + n

@@ -99,7 +99,9 @@ def test_from_objects_binds_non_terminal_pods():
 
 ops = st.lists(
     st.tuples(
-        st.sampled_from(["add_pod", "remove_pod", "add_node", "remove_node", "fork", "commit"]),
+        st.sampled_from(
+            ["add_pod", "add_pods", "remove_pod", "add_node", "remove_node", "fork", "commit"]
+        ),
         st.integers(0, 5),
     ),
     max_size=40,
@@ -116,6 +118,9 @@ def test_any_change_sequence_reverts_to_the_original(operations):
         names = snap.node_names()
         if op == "add_pod" and names:
             snap.add_pod(make_pod(f"p{counter}", "100m"), names[n % len(names)])
+        elif op == "add_pods" and names:
+            batch = [make_pod(f"b{counter}-{i}", "100m", host_ports=[i]) for i in range(n)]
+            snap.add_pods(batch, names[n % len(names)])
         elif op == "remove_pod":
             pods = [p.key for p, _ in snap.pods()]
             if pods:
@@ -130,4 +135,24 @@ def test_any_change_sequence_reverts_to_the_original(operations):
             snap.commit()
     while snap.depth:
         snap.revert()
+    assert state(snap) == before
+
+
+def test_add_pods_in_bulk_matches_one_by_one():
+    one, bulk = small_snapshot(), small_snapshot()
+    pods = [make_pod(f"x{i}", "100m", "64Mi", host_ports=[1000 + i]) for i in range(5)]
+    for pod in pods:
+        one.add_pod(pod, "n2")
+    bulk.fork()
+    bulk.add_pods(pods, "n2")
+    assert state(bulk) == state(one)
+    bulk.revert()
+    assert state(bulk) == state(small_snapshot())
+
+
+def test_add_pods_is_all_or_nothing():
+    snap = small_snapshot()
+    before = state(snap)
+    with pytest.raises(SnapshotError, match="default/a"):
+        snap.add_pods([make_pod("new"), make_pod("a")], "n2")
     assert state(snap) == before
