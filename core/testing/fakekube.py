@@ -724,11 +724,15 @@ class FakeKubeServer:
         namespace: str | None,
         labels: LabelSelector,
         fields: FieldSelector,
+        start_after: tuple[str, str] | None = None,
     ) -> builtins.list[Obj]:
         store = self._objects[rtype.key]
+        keys = sorted(store)
+        if start_after is not None:
+            keys = keys[bisect.bisect_right(keys, start_after) :]
         return [
             store[key]
-            for key in sorted(store)
+            for key in keys
             if (not namespace or not rtype.namespaced or key[0] == namespace)
             and labels.matches((store[key].get("metadata") or {}).get("labels"))
             and fields.matches(store[key])
@@ -764,6 +768,8 @@ class FakeKubeServer:
 
     def _sync_pdbs(self, namespace: str, only: Obj | None = None) -> None:
         pdb_type = self._types[("policy", "poddisruptionbudgets")]
+        if not any(ns == namespace for ns, _ in self._objects[pdb_type.key]):
+            return
         pods = [
             pod
             for (ns, _), pod in self._objects[("", "pods")].items()
@@ -984,8 +990,8 @@ class FakeKubeServer:
                     f"too old resource version: {wanted_rv} ({rv})",
                     reason="Expired",
                 )
-            items = self._select(rtype, route.namespace, labels, fields)
             continue_token = query.get("continue", "")
+            start_after: tuple[str, str] | None = None
             if continue_token:
                 try:
                     token = json.loads(continue_token)
@@ -1001,11 +1007,7 @@ class FakeKubeServer:
                         reason="Expired",
                     )
                 rv = token_rv
-                items = [
-                    o
-                    for o in items
-                    if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start_after
-                ]
+            items = self._select(rtype, route.namespace, labels, fields, start_after)
             meta: Obj = {"resourceVersion": str(rv)}
             limit = int(query["limit"]) if query.get("limit", "").isdigit() else 0
             if limit and len(items) > limit:
@@ -1016,14 +1018,16 @@ class FakeKubeServer:
                 )
                 meta["remainingItemCount"] = len(items) - limit
                 items = items[:limit]
-            rendered = []
-            for obj in items:
-                out = self._versioned(obj, route)
-                if rtype.builtin:
-                    # The real server leaves kind/apiVersion empty on items of built-in lists.
-                    out.pop("kind", None)
-                    out.pop("apiVersion", None)
-                rendered.append(out)
+            # Shallow copies are enough: stored objects are replaced on writes, never mutated.
+            if rtype.builtin:
+                # The real server leaves kind/apiVersion empty on items of built-in lists.
+                rendered = [
+                    {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+                    for obj in items
+                ]
+            else:
+                api_version = rtype.api_version(route.version)
+                rendered = [{**obj, "apiVersion": api_version} for obj in items]
         return {
             "kind": f"{rtype.kind}List",
             "apiVersion": rtype.api_version(route.version),
