@@ -105,7 +105,8 @@ class ScaleDownPlanner:
         by_name: dict[str, Candidate] = {}
         fresh: list[Candidate] = []
         for c in candidates:
-            if self.recheck.recently_unremovable(c.node.name, now):
+            pods = (p.key for p in inputs.pods_by_node.get(c.node.name, ()))
+            if self.recheck.recently_unremovable(c.node.name, now, pods):
                 unremovable.append(
                     UnremovableNode(c.node.name, UnremovableReason.RECENTLY_UNREMOVABLE)
                 )
@@ -180,7 +181,7 @@ class ScaleDownPlanner:
             if r.removable:
                 continue
             if r.reason in _RECHECK_REASONS:
-                self.recheck.add(r.node, now)
+                self.recheck.add(r.node, now, (p.key for p in inputs.pods_by_node.get(r.node, ())))
             unremovable.append(UnremovableNode(r.node, r.reason, r.blocking, r.detail))
         # Hints only matter for pods that may move again.
         self.scheduler.drop_old_hints(k for u in unneeded for k in u.destinations)

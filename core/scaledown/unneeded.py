@@ -28,20 +28,26 @@ class UnneededTimers:
 
 class UnremovableCache:
     """Nodes found unremovable are not simulated again until
-    --unremovable-node-recheck-timeout has passed."""
+    --unremovable-node-recheck-timeout has passed, unless the pods on them changed (a node
+    whose blocking pod went away is worth checking at once)."""
 
     def __init__(self, recheck: timedelta) -> None:
         self.recheck = recheck
-        self.until: dict[str, datetime] = {}
+        self.until: dict[str, tuple[datetime, frozenset[str] | None]] = {}
 
-    def add(self, node: str, now: datetime) -> None:
-        self.until[node] = now + self.recheck
+    def add(self, node: str, now: datetime, pods: Iterable[str] | None = None) -> None:
+        """Remember `node` as unremovable. With `pods` (the pods it had), a change of its
+        pods ends the wait early; without, only time does (failed deletions)."""
+        self.until[node] = (now + self.recheck, None if pods is None else frozenset(pods))
 
-    def recently_unremovable(self, node: str, now: datetime) -> bool:
-        until = self.until.get(node)
-        if until is None:
+    def recently_unremovable(
+        self, node: str, now: datetime, pods: Iterable[str] | None = None
+    ) -> bool:
+        entry = self.until.get(node)
+        if entry is None:
             return False
-        if now >= until:
+        until, seen = entry
+        if now >= until or (seen is not None and pods is not None and frozenset(pods) != seen):
             del self.until[node]
             return False
         return True

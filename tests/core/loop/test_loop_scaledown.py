@@ -322,3 +322,14 @@ def test_loop_result_is_json_ready() -> None:
     assert doc["scale_down"]["deletions"][0]["kind"] == "drain"
     assert doc["scale_down"]["status"] == "NodeDeleteStarted"
     assert "NotUnneededLongEnough" not in text or doc["scale_down"]["unremovable"]
+
+
+def test_unremovable_node_is_rechecked_at_once_when_its_pods_change() -> None:
+    h = two_node_cluster()
+    h.add_pods([running_pod("wide", "g-2", cpu="1600m")])
+    assert unremovable(h.run(), "g-2").reason is UnremovableReason.NO_PLACE_TO_MOVE_PODS
+    assert unremovable(h.run(timedelta(seconds=10)), "g-2").reason is (
+        UnremovableReason.RECENTLY_UNREMOVABLE
+    )
+    del h.cluster.pods["default/wide"]
+    assert [u.node for u in h.run(timedelta(seconds=10)).scale_down.unneeded] == ["g-2"]
