@@ -386,10 +386,12 @@ def scaling_verdicts(results: dict[str, Measurement]) -> list[str]:
         rows = [results[n] for n in names if n in results and results[n].total]
         if len(rows) < 2:
             continue
-        per_pod = [(r.pods, r.median_total / r.pods, r.loop and statistics.median(r.loop) / r.pods) for r in rows]
+        per_pod = [
+            (r.pods, r.median_total / r.pods, statistics.median(r.loop) / r.pods) for r in rows
+        ]
         small, large = per_pod[0], per_pod[-1]
         growth = large[1] / small[1]
-        loop_growth = large[2] / small[2] if small[2] else float("nan")
+        loop_growth = large[2] / small[2]
         steps = ", ".join(f"{p:,} pods {t * 1e6:.1f} us/pod" for p, t, _ in per_pod)
         verdict = "met" if growth <= LINEAR_SLACK else "NOT MET"
         lines.append(
