@@ -4,9 +4,10 @@ It speaks enough of the real API for the official ``kubernetes`` client (typed A
 ``CustomObjectsApi``, the dynamic client and ``watch.Watch``) and for subprocesses given a
 kubeconfig: discovery, CRUD with resourceVersion and 409 conflicts, label and field
 selectors, pagination, watch with bookmarks and 410 Gone, merge / strategic merge / JSON
-patches, the status, scale and eviction subresources (evictions honour
-PodDisruptionBudgets, whose status is kept as the disruption controller would), finalizers,
-and fault injection.
+patches and server-side apply, the status, scale, binding and eviction subresources
+(evictions honour PodDisruptionBudgets, whose status is kept as the disruption controller
+would), finalizers, ``dryRun``, and fault injection. Every request is recorded with its RBAC
+attributes (``requests``) so tests can check what a component called.
 
 Tests arrange and inspect state directly::
 
@@ -853,7 +854,7 @@ class FakeKubeServer:
         if rtype.scale is not None:
             subs.append("scale")
         if rtype.key == ("", "pods"):
-            subs.append("eviction")
+            subs.extend(("eviction", "binding"))
         return tuple(subs)
 
     def _versioned(self, obj: Obj, route: _Route) -> Obj:
@@ -1130,6 +1131,33 @@ class FakeKubeServer:
             "code": 201,
         }
 
+    def _bind(self, route: _Route, body: Any, dry_run: bool) -> tuple[int, Obj]:
+        """``pods/<name>/binding``, as the scheduler binds a pod to a node."""
+        pod = self._require(route.rtype, route.namespace, route.name)
+        target = (body or {}).get("target") or {} if isinstance(body, dict) else {}
+        node_name = target.get("name")
+        if not node_name:
+            raise ApiError(400, f"Binding of pod {route.name!r}: target.name must name a node")
+        if (pod.get("spec") or {}).get("nodeName"):
+            raise ApiError(
+                409,
+                f'pod {route.name} is already assigned to node "{pod["spec"]["nodeName"]}"',
+            )
+        new = copy.deepcopy(pod)
+        new.setdefault("spec", {})["nodeName"] = node_name
+        status = new.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        status["conditions"] = [*conditions, {"type": "PodScheduled", "status": "True"}]
+        new["metadata"].pop("resourceVersion", None)
+        self._replace(route.rtype, pod, new, dry_run=dry_run)
+        return 201, {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+
     def _check_preconditions(self, rtype: ResourceType, current: Obj, preconditions: Obj) -> None:
         meta = current["metadata"]
         for field_name in ("uid", "resourceVersion"):
@@ -1176,6 +1204,26 @@ class FakeKubeServer:
                 if method != "POST":
                     raise ApiError(405, f"pods/eviction does not support {method}")
                 return self._evict(route, body, dry_run)
+            if route.subresource == "binding":
+                if method != "POST":
+                    raise ApiError(405, f"pods/binding does not support {method}")
+                return self._bind(route, body, dry_run)
+            if (
+                method == "PATCH"
+                and not route.subresource
+                and content_type.startswith("application/apply-patch")
+                and self._objects[rtype.key].get(self._key(rtype, route.namespace, route.name))
+                is None
+            ):
+                # Server-side apply of a missing object creates it.
+                if not isinstance(body, dict):
+                    raise ApiError(400, f"{rtype.kind}: apply body must be an object")
+                created = copy.deepcopy(body)
+                created.setdefault("metadata", {})["name"] = route.name
+                namespace = route.namespace if rtype.namespaced else ""
+                return 201, self._versioned(
+                    self._create(rtype, created, namespace, dry_run=dry_run), route
+                )
             current = self._require(rtype, route.namespace, route.name)
             if route.subresource == "scale":
                 return self._handle_scale(method, route, current, body, content_type, dry_run)

@@ -712,3 +712,111 @@ def test_direct_access_resolves_ambiguous_names(fake_kube):
         fake_kube.list("machinesets")
     assert fake_kube.list("machinesets.cluster.x-k8s.io") == []
     assert fake_kube.list("events") == []  # core events, as kubectl resolves it
+
+
+# --------------------------------------------------------------------------- more of the API
+
+
+def bind(core: client.CoreV1Api, pod_name: str, node_name: str) -> None:
+    # The server answers with a Status, which the client cannot read as a V1Binding: read raw.
+    core.create_namespaced_pod_binding(
+        pod_name,
+        "default",
+        client.V1Binding(
+            metadata=client.V1ObjectMeta(name=pod_name),
+            target=client.V1ObjectReference(kind="Node", name=node_name),
+        ),
+        _preload_content=False,
+    ).read()
+
+
+def test_binding_subresource_assigns_the_node_once(fake_kube, core):
+    fake_kube.create(pod("p1", phase="Pending"))
+    bind(core, "p1", "n1")
+    stored = fake_kube.get("pods", "p1", "default")
+    assert stored["spec"]["nodeName"] == "n1"
+    assert {"type": "PodScheduled", "status": "True"} in stored["status"]["conditions"]
+    with pytest.raises(ApiException) as exc:
+        bind(core, "p1", "n2")
+    assert status_of(exc) == 409
+
+
+def test_dry_run_writes_nothing(fake_kube, core):
+    core.create_node(node("n1"), dry_run="All")
+    assert fake_kube.get("nodes", "n1") is None
+    fake_kube.create(node("n1"))
+    core.delete_node("n1", dry_run="All")
+    assert fake_kube.get("nodes", "n1") is not None
+
+
+def test_generate_name_creates_unique_names(fake_kube, core):
+    names = {
+        core.create_namespaced_config_map(
+            "default", {"metadata": {"generateName": "cm-"}, "data": {}}
+        ).metadata.name
+        for _ in range(3)
+    }
+    assert len(names) == 3
+    assert all(n.startswith("cm-") for n in names)
+
+
+def test_server_side_apply_creates_then_merges(fake_kube, core):
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cfg"},
+        "data": {"a": "1"},
+    }
+    core.patch_namespaced_config_map(
+        "cfg", "default", body, field_manager="t", _content_type="application/apply-patch+yaml"
+    )
+    assert fake_kube.requests[-1].status == 201
+    assert fake_kube.get("configmaps", "cfg", "default")["data"] == {"a": "1"}
+    core.patch_namespaced_config_map(
+        "cfg",
+        "default",
+        {**body, "data": {"b": "2"}},
+        field_manager="t",
+        _content_type="application/apply-patch+yaml",
+    )
+    assert fake_kube.get("configmaps", "cfg", "default")["data"] == {"a": "1", "b": "2"}
+
+
+def test_namespaced_watch_sees_only_its_namespace(fake_kube, core):
+    rv = str(fake_kube.resource_version)
+
+    def mutate() -> None:
+        time.sleep(0.1)
+        fake_kube.create(pod("elsewhere", namespace="other"))
+        fake_kube.create(pod("here", namespace="mine"))
+
+    threading.Thread(target=mutate).start()
+    w = watch.Watch()
+    events = collect(
+        w.stream(
+            core.list_namespaced_pod,
+            "mine",
+            resource_version=rv,
+            timeout_seconds=5,
+            deserialize=False,
+        ),
+        1,
+    )
+    w.stop()
+    assert events == [("ADDED", "here")]
+
+
+def test_send_initial_events_ends_with_marked_bookmark(fake_kube, core):
+    fake_kube.create(node("a"))
+    response = core.list_node(
+        watch=True,
+        allow_watch_bookmarks=True,
+        send_initial_events=True,
+        resource_version_match="NotOlderThan",
+        timeout_seconds=1,
+        _preload_content=False,
+    )
+    lines = [line for line in response.read().decode().splitlines() if line]
+    assert '"ADDED"' in lines[0]
+    assert '"BOOKMARK"' in lines[1]
+    assert "k8s.io/initial-events-end" in lines[1]
