@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import structlog
 from clusterscaler.cloudprovider import InstanceErrorClass, InstanceErrorInfo
 from clusterscaler.cluster import InMemoryCluster
+from clusterscaler.equivalence import scheduling_key
 from clusterscaler.model import (
     ClusterObjects,
     ConfigMap,
@@ -39,6 +40,7 @@ from clusterscaler.model import (
     PersistentVolumeClaim,
     Pod,
     StorageClass,
+    Taint,
 )
 from clusterscaler.simulation.clock import VirtualClock
 from clusterscaler.simulator import ClusterSnapshot, check_predicates, find_fitting_node
@@ -116,6 +118,8 @@ class SimulatedCluster(InMemoryCluster):
         self.templates: dict[str, Pod] = {}
         self._seq = itertools.count(1)
         self._names = itertools.count(1)
+        self._generation = 0
+        self._scheduled_generation = -1
         for pod in self.pods.values():
             self._remember_template(pod)
             if not pod.node_name and not pod.is_terminal:
@@ -168,6 +172,7 @@ class SimulatedCluster(InMemoryCluster):
     def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
         current = self.pods.get(pod.key)
         super().evict(pod, grace_period_seconds)
+        self._changed()
         if current is not None and pod.key not in self.pods:
             self._recreate(current)
 
@@ -243,15 +248,25 @@ class SimulatedCluster(InMemoryCluster):
         ]
         if not pending:
             return 0
+        if self._generation == self._scheduled_generation and all(p.unschedulable for p in pending):
+            # Nothing changed since these pods last found no node: they still would not.
+            return 0
         pending.sort(
             key=lambda p: (-(p.priority or 0), p.creation_time or self.clock.start, p.key)
         )
         snap = ClusterSnapshot.from_objects(self.snapshot())
         ready = {n.name for n in self.nodes.values() if n.ready}
+        # Equivalent pods fail alike: capacity only shrinks while this pass binds pods.
+        failed: set[tuple[str, Hashable]] = set()
         bound = 0
         for pod in pending:
-            target = find_fitting_node(pod, snap, node_filter=lambda ni: ni.node.name in ready)
+            key = _equivalence(pod)
+            target = None
+            if key is None or key not in failed:
+                target = find_fitting_node(pod, snap, node_filter=lambda ni: ni.node.name in ready)
             if target is None:
+                if key is not None:
+                    failed.add(key)
                 if not pod.unschedulable:
                     self.pods[pod.key] = pod.with_(unschedulable=True)
                 continue
@@ -261,7 +276,44 @@ class SimulatedCluster(InMemoryCluster):
             since = self.times.waiting_since.pop(pod.key, None)
             if since is not None:
                 self.times.waits.append(max(now - since, timedelta(0)))
+        self._scheduled_generation = self._generation
         return bound
+
+    # ------------------------------------------------------------------ change tracking
+    # Every change that can make room for a pending pod (or take it away) bumps the
+    # generation, so that `schedule` only retries pods when something changed.
+
+    def _changed(self) -> None:
+        self._generation += 1
+
+    def add_node(self, node: Node) -> None:
+        super().add_node(node)
+        self._changed()
+
+    def remove_node(self, name: str) -> None:
+        super().remove_node(name)
+        self._changed()
+
+    def add_pod(self, pod: Pod) -> None:
+        super().add_pod(pod)
+        self._changed()
+
+    def bind(self, pod_key: str, node_name: str) -> None:
+        super().bind(pod_key, node_name)
+        self._changed()
+
+    def add_taint(self, node_name: str, taint: Taint) -> None:
+        super().add_taint(node_name, taint)
+        self._changed()
+
+    def remove_taint(self, node_name: str, key: str) -> bool:
+        removed = super().remove_taint(node_name, key)
+        self._changed()
+        return removed
+
+    def set_unschedulable(self, node_name: str, unschedulable: bool) -> None:
+        super().set_unschedulable(node_name, unschedulable)
+        self._changed()
 
     # ------------------------------------------------------------------ controllers
 
@@ -405,6 +457,7 @@ class SimulatedCluster(InMemoryCluster):
         with self._lock:
             self.pods.pop(key, None)
         self.times.waiting_since.pop(key, None)
+        self._changed()
 
     def cordon(self, name: str, unschedulable: bool = True) -> None:
         if name not in self.nodes:
@@ -440,6 +493,14 @@ class SimulatedCluster(InMemoryCluster):
 
     def _event_text(self, action: str, detail: str, node_group: str = "") -> None:
         self.events.append(ClusterEvent(self.clock.now(), action, node_group, detail))
+
+
+def _equivalence(pod: Pod) -> tuple[str, Hashable] | None:
+    """Pods of one controller with the same scheduling requirements, or `None` (unique)."""
+    owner = pod.owner
+    if owner is None or not owner.uid or owner.kind == "DaemonSet":
+        return None
+    return owner.uid, scheduling_key(pod)
 
 
 def _scale_down_order(pods: list[Pod], count: int) -> list[Pod]:

@@ -168,3 +168,18 @@ def test_generated_names_never_replace_existing_pods() -> None:
     assert len(cluster.owned_pods(WEB)) == 10
     cluster.evict(cluster.pods["default/web-00001"], None)
     assert len(cluster.owned_pods(WEB)) == 10
+
+
+def test_equivalent_pods_fill_nodes_then_wait_together() -> None:
+    pods = [make_pod(f"web-{i}", cpu="1500m", owner=RS) for i in range(5)]
+    cluster, _ = cluster_with(nodes=[make_node("n1", cpu="2"), make_node("n2", cpu="2")], pods=pods, controllers=[WEB])
+    assert cluster.schedule() == 2
+    waiting = sorted(p.name for p in cluster.pods.values() if p.unschedulable)
+    assert waiting == ["web-2", "web-3", "web-4"]
+    # Nothing changed: nothing to retry. A new node makes room for one more.
+    assert cluster.schedule() == 0
+    cluster.add_node(make_node("n3", cpu="2"))
+    assert cluster.schedule() == 1
+    cluster.delete_pods(["default/web-0"])
+    assert cluster.schedule() == 1
+    assert cluster.pending_pod_count() == 1
