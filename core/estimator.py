@@ -119,15 +119,22 @@ def limits_from_options(
     node_group_headroom: int | None,
     cluster_node_count: int,
     deadline: float | None = None,
+    started_at: float | None = None,
 ) -> EstimationLimits:
     """Limits from the flags.
 
     `node_group_headroom` is the sum of `max_size - target_size` over the node group and
     its similar groups; `cluster_node_count` counts every node and upcoming node, for
-    `--max-nodes-total` (0: no limit).
+    `--max-nodes-total` (0: no limit). For `--max-binpacking-time`, pass the `clock()`
+    value at which the scale-up started as `started_at` (the same for every node group
+    of one scale-up), or an explicit `deadline`.
     """
     total = options.max_nodes_total
     duration = options.max_nodegroup_binpacking_duration
+    if deadline is None and started_at is not None:
+        budget = options.max_binpacking_time
+        if budget > timedelta(0):
+            deadline = started_at + budget.total_seconds()
     return EstimationLimits(
         max_nodes_per_scale_up=options.max_nodes_per_scaleup,
         node_group_headroom=node_group_headroom,

@@ -282,6 +282,11 @@ def test_limits_from_options():
         cluster_node_count=10,
     )
     assert limits.cluster_headroom == 2 and limits.node_group_headroom == 7
+    # --max-binpacking-time (5m) counts from the start of the scale-up.
+    limits = limits_from_options(
+        options, node_group_headroom=7, cluster_node_count=10, started_at=100.0
+    )
+    assert limits.deadline == 400.0
 
 
 def test_startup_taints_from_options_are_ignored_on_templates():
