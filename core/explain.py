@@ -70,11 +70,11 @@ class NodeReport:
 @dataclass(frozen=True, slots=True)
 class Report:
     time: datetime
+    result: LoopResult = field(compare=False)
     pods: tuple[PodReport, ...] = ()
     nodes: tuple[NodeReport, ...] = ()
     halted: str = ""
     errors: tuple[str, ...] = ()
-    result: LoopResult | None = field(default=None, compare=False)
 
 
 def _age(pod: Pod, now: datetime) -> timedelta:
@@ -115,9 +115,7 @@ def explain(
     left_out = _left_out(objects.pods, options, now)
     verdicts: dict[str, list[GroupVerdict]] = {}
     for decision in result.scale_up.decisions:
-        text = (
-            f"scale-up {decision.target_before} -> {decision.target_before + decision.delta}"
-        )
+        text = f"scale-up {decision.target_before} -> {decision.target_before + decision.delta}"
         for pod in decision.pods:
             verdicts.setdefault(pod, []).append(GroupVerdict(decision.node_group, True, text))
     chosen = {d.node_group for d in result.scale_up.decisions}
@@ -133,7 +131,9 @@ def explain(
             GroupVerdict(r.node_group, False, output.rejection_text(r)) for r in rejections
         )
     for pod, why in left_out.items():
-        verdicts.setdefault(pod, []).extend(GroupVerdict(g, False, why) for g in groups or [ALL_GROUPS])
+        verdicts.setdefault(pod, []).extend(
+            GroupVerdict(g, False, why) for g in groups or [ALL_GROUPS]
+        )
     for waiting in objects.pods:
         if waiting.node_name or waiting.is_terminal or waiting.key in verdicts:
             continue
@@ -170,7 +170,9 @@ def _node_reports(
         if node.name in deleting:
             d = deleting[node.name]
             reports.append(
-                NodeReport(node.name, d.node_group, True, f"being deleted ({d.kind.value})", detail=d.error)
+                NodeReport(
+                    node.name, d.node_group, True, f"being deleted ({d.kind.value})", detail=d.error
+                )
             )
         elif node.name in unneeded:
             u = unneeded[node.name]
@@ -199,7 +201,6 @@ def _node_reports(
 
 def report_json(report: Report) -> dict[str, Any]:
     """The keys of `simulate --once --json`; every removable node is listed."""
-    assert report.result is not None
     doc = output.decision_json(report.result, timedelta(0))
     # Listed as removable, a node is not also "not unneeded long enough".
     removable = {entry["node"] for entry in doc["scaleDown"]}
@@ -243,7 +244,9 @@ def render(report: Report) -> str:
             for n in report.nodes
         ]
         lines.append(
-            output.render_table(("NODE", "NODE GROUP", "REMOVABLE", "REASON", "BLOCKING POD"), node_rows)
+            output.render_table(
+                ("NODE", "NODE GROUP", "REMOVABLE", "REASON", "BLOCKING POD"), node_rows
+            )
         )
     else:
         lines.append("(none)")
@@ -264,7 +267,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Explain this snapshot (a Kubernetes List in JSON or YAML) with --cloud-config, "
         "instead of the live cluster of --kubeconfig.",
     )
-    group.add_argument("--json", action="store_true", help="Print JSON (the keys of simulate --once --json).")
+    group.add_argument(
+        "--json", action="store_true", help="Print JSON (the keys of simulate --once --json)."
+    )
 
 
 def _one_loop(
@@ -314,7 +319,9 @@ def evaluate(
     return result
 
 
-def _offline(ctx: CommandContext) -> tuple[LoopResult, ClusterObjects, AutoscalingOptions, datetime]:
+def _offline(
+    ctx: CommandContext,
+) -> tuple[LoopResult, ClusterObjects, AutoscalingOptions, datetime]:
     from clusterscaler.simulation.loader import load_snapshot, snapshot_time
     from clusterscaler.simulation.setup import SIM_PROVIDER
 

@@ -59,7 +59,9 @@ def _duration(text: str) -> timedelta:
     try:
         return parse_duration(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected {DURATION_FORM}") from None
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: expected {DURATION_FORM}"
+        ) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,7 +124,9 @@ def load_inputs(args: argparse.Namespace) -> Scenario:
 def prepare(ctx: CommandContext, scenario: Scenario) -> tuple[Simulation, AutoscalingOptions]:
     args = ctx.args
     options = merge_options(args, scenario.flags, scenario.source)
-    options = with_cloud_config(options, scenario, args.cloud_config if flag_given(args, "cloud_config") else "")
+    options = with_cloud_config(
+        options, scenario, args.cloud_config if flag_given(args, "cloud_config") else ""
+    )
     if options.cloud_provider != SIM_PROVIDER:
         raise InputError(
             f"--cloud-provider: simulate runs on an in-memory cluster and needs the "
@@ -168,7 +172,7 @@ def run(ctx: CommandContext) -> int:
     except (InputError, ConfigurationError, SimulationError) as exc:
         print(f"clusterscaler simulate: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    except (CloudProviderError, OSError) as exc:
+    except (CloudProviderError, output.PlotError, OSError) as exc:
         print(f"clusterscaler simulate: error: {exc}", file=sys.stderr)
         return RUNTIME_ERROR
 
@@ -190,6 +194,8 @@ def _once(sim: Simulation, options: AutoscalingOptions, as_json: bool, out: Text
 
 
 def _run(sim: Simulation, scenario: Scenario, args: argparse.Namespace, out: TextIO) -> int:
+    if args.plot:
+        output.check_plotting()
     progress = output.Progress(sim.duration, enabled=None if not args.json else False)
     emitted = 0
 
@@ -206,16 +212,15 @@ def _run(sim: Simulation, scenario: Scenario, args: argparse.Namespace, out: Tex
         if scenario.description:
             out.write(f"{scenario.description}\n")
         out.write("\n")
-    result = run_simulation(sim, on_loop=stream_rows, progress=progress.update)
+    result, summary = run_simulation(sim, on_loop=stream_rows, progress=progress.update)
     progress.done()
-    assert result.summary is not None
     if args.json:
         for row in result.rows[emitted:]:
             output.write_json_line(out, row.to_json())
-        output.write_json_line(out, result.summary.to_json())
+        output.write_json_line(out, summary.to_json())
     else:
         out.write(output.render_timeline(result.rows) + "\n\n")
-        out.write(output.render_summary(result.summary) + "\n")
+        out.write(output.render_summary(summary) + "\n")
     if args.plot:
         output.plot(result.samples, args.plot, title=f"clusterscaler simulate: {scenario.name}")
         if not args.json:

@@ -12,7 +12,7 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -46,7 +46,9 @@ def removable_now(result: LoopResult, unneeded_time: timedelta) -> list[dict[str
         if unneeded.node in seen or result.time - unneeded.since < unneeded_time:
             continue
         seen.add(unneeded.node)
-        out.append({"node": unneeded.node, "nodeGroup": unneeded.node_group, "empty": unneeded.empty})
+        out.append(
+            {"node": unneeded.node, "nodeGroup": unneeded.node_group, "empty": unneeded.empty}
+        )
     return out
 
 
@@ -72,7 +74,10 @@ def decision_json(result: LoopResult, unneeded_time: timedelta) -> dict[str, Any
     for u in sorted(result.scale_down.unremovable, key=lambda u: u.node):
         entry: dict[str, Any] = {"node": u.node, "reason": u.reason.value, "blockingPod": None}
         if u.blocking_pod is not None:
-            entry["blockingPod"] = {"pod": u.blocking_pod.pod, "reason": u.blocking_pod.reason.value}
+            entry["blockingPod"] = {
+                "pod": u.blocking_pod.pod,
+                "reason": u.blocking_pod.reason.value,
+            }
         unremovable.append(entry)
     return {
         "scaleUp": scale_up,
@@ -231,7 +236,11 @@ def pending_stats(waits: Sequence[timedelta]) -> tuple[timedelta | None, ...]:
 
 def render_summary(summary: Summary) -> str:
     def dur(value: timedelta | None) -> str:
-        return "-" if value is None else format_duration(timedelta(seconds=round(value.total_seconds())))
+        return (
+            "-"
+            if value is None
+            else format_duration(timedelta(seconds=round(value.total_seconds())))
+        )
 
     hours = ", ".join(f"{g} {h:.2f}" for g, h in sorted(summary.node_hours.items())) or "-"
     lines = [
@@ -255,8 +264,23 @@ def write_json_line(stream: TextIO, doc: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------- plot
 
 
+class PlotError(RuntimeError):
+    """The plot cannot be drawn (matplotlib missing, file not writable)."""
+
+
+def check_plotting() -> None:
+    """Fail before a long run, not after it, when matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise PlotError(
+            "--plot: needs matplotlib; install it with `pip install clusterscaler[plot]`"
+        ) from None
+
+
 def plot(samples: Sequence[Sample], path: str | Path, title: str = "") -> None:
     """Nodes per group, pending pods and cost over time, as a PNG."""
+    check_plotting()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -284,7 +308,12 @@ def plot(samples: Sequence[Sample], path: str | Path, title: str = "") -> None:
         if title:
             fig.suptitle(title)
         fig.tight_layout()
-        fig.savefig(str(path), format="png")
+        try:
+            fig.savefig(str(path), format="png")
+        except OSError as exc:
+            raise PlotError(
+                f"--plot {str(path)!r}: cannot write the file: {exc.strerror or exc}"
+            ) from None
     finally:
         plt.close(fig)
 
@@ -295,7 +324,9 @@ def plot(samples: Sequence[Sample], path: str | Path, title: str = "") -> None:
 class Progress:
     """A one-line progress bar on a terminal; silent otherwise."""
 
-    def __init__(self, total: timedelta, stream: TextIO | None = None, enabled: bool | None = None) -> None:
+    def __init__(
+        self, total: timedelta, stream: TextIO | None = None, enabled: bool | None = None
+    ) -> None:
         self.stream = stream or sys.stderr
         self.total = total.total_seconds()
         self.enabled = self.stream.isatty() if enabled is None else enabled
@@ -316,7 +347,3 @@ class Progress:
         if self.enabled and self._last >= 0:
             self.stream.write("\r" + " " * 50 + "\r")
             self.stream.flush()
-
-
-def iso(when: datetime) -> str:
-    return when.isoformat()

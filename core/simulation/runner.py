@@ -55,10 +55,11 @@ class Simulation:
 
 @dataclass
 class SimulationResult:
+    """What a run produced so far (callbacks see it grow loop by loop)."""
+
     rows: list[TimelineRow] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     results: list[LoopResult] = field(default_factory=list)
-    summary: Summary | None = None
 
 
 def provision_initial_nodes(
@@ -128,7 +129,9 @@ def apply_event(cluster: SimulatedCluster, event: ScenarioEvent) -> str:
     elif isinstance(action, Cordon):
         cluster.cordon(action.node, action.unschedulable)
     elif isinstance(action, FailGroup):
-        cluster.fail_group(action.node_group, action.error_code, action.message, action.out_of_resources)
+        cluster.fail_group(
+            action.node_group, action.error_code, action.message, action.out_of_resources
+        )
     elif isinstance(action, RecoverGroup):
         cluster.recover_group(action.node_group)
     return event.text
@@ -150,7 +153,9 @@ def _loop_rows(
             )
         )
     if result.scale_up.error:
-        rows.append(TimelineRow(offset, "scale-up-failed", "", result.scale_up.error, sizes, pending))
+        rows.append(
+            TimelineRow(offset, "scale-up-failed", "", result.scale_up.error, sizes, pending)
+        )
     cleanups = {id(c) for c in result.cleanups}
     for deletion in (*result.scale_down.deletions, *result.cleanups):
         # Cleanups remove instances that never became nodes (failed or too slow).
@@ -192,7 +197,7 @@ def run(
     *,
     on_loop: Callable[[LoopResult, SimulationResult], None] | None = None,
     progress: Callable[[timedelta], Any] | None = None,
-) -> SimulationResult:
+) -> tuple[SimulationResult, Summary]:
     """Run the loop every `scan_interval` for `duration` of simulated time."""
     cluster, clock = sim.cluster, sim.clock
     start = clock.now()
@@ -216,7 +221,12 @@ def run(
             cluster.step()
             out.rows.append(
                 TimelineRow(
-                    now - start, "event", "", detail, _sizes(cluster, accounting), cluster.pending_pod_count()
+                    now - start,
+                    "event",
+                    "",
+                    detail,
+                    _sizes(cluster, accounting),
+                    cluster.pending_pod_count(),
                 )
             )
         cluster.step()
@@ -225,7 +235,9 @@ def run(
         try:
             result = sim.loop.run_once(now)
         except CloudProviderError as exc:
-            out.rows.append(TimelineRow(now - start, "error", "", str(exc), sizes, cluster.pending_pod_count()))
+            out.rows.append(
+                TimelineRow(now - start, "error", "", str(exc), sizes, cluster.pending_pod_count())
+            )
             result = None
         # The actuator may have slept on the virtual clock (evictions, taint delays).
         cluster.step()
@@ -257,12 +269,14 @@ def run(
             last_sample = clock.now()
             cluster.step()
             out.rows.extend(
-                _cluster_rows(cluster, start, _sizes(cluster, accounting), cluster.pending_pod_count())
+                _cluster_rows(
+                    cluster, start, _sizes(cluster, accounting), cluster.pending_pod_count()
+                )
             )
         clock.advance_to(tick)
     waits = list(cluster.times.waits)
     p50, p95, worst = pending_stats(waits)
-    out.summary = Summary(
+    summary = Summary(
         duration=clock.now() - start,
         loops=len(out.results),
         scale_ups=sum(len(r.scale_up.decisions) for r in out.results),
@@ -277,4 +291,4 @@ def run(
         still_pending=cluster.pending_pod_count(),
         final_sizes=_sizes(cluster, accounting),
     )
-    return out
+    return out, summary

@@ -230,7 +230,9 @@ def _pod_doc(
     }
 
 
-def _workload_docs(raw: Any, index: int, source: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _workload_docs(
+    raw: Any, index: int, source: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The workload's controller, pods and PDB, and its pod template as a Pod object."""
     where = f"workloads[{index}]"
     spec = _mapping(raw, source, where, "an object with name, replicas, cpu and memory")
@@ -314,7 +316,10 @@ def _parse_event(raw: Any, index: int, source: str) -> ScenarioEvent:
     actions = [k for k in spec if k != "at"]
     if len(actions) != 1 or actions[0] not in _EVENT_ACTIONS:
         raise _fail(
-            source, where, "exactly one action of " + ", ".join(_EVENT_ACTIONS), sorted(map(str, actions))
+            source,
+            where,
+            "exactly one action of " + ", ".join(_EVENT_ACTIONS),
+            sorted(map(str, actions)),
         )
     kind = actions[0]
     value = spec[kind]
@@ -416,7 +421,9 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
     elif isinstance(cloud, Mapping):
         scenario.cloud_config = cloud
     elif cloud is not None:
-        raise _fail(source, "cloudConfig", "a path to a cloud-config file or an inline cloud-config", cloud)
+        raise _fail(
+            source, "cloudConfig", "a path to a cloud-config file or an inline cloud-config", cloud
+        )
     objects = ClusterObjects()
     snap = spec.get("snapshot")
     if snap is not None:
@@ -441,13 +448,15 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
     if docs:
         objects = merge(objects, _parse_objects(docs, source, "workloads"))
         for pod in _parse_objects(template_docs, source, "workloads").pods:
-            assert pod.owner is not None
-            scenario.templates[controller_key(pod.owner.kind, pod.namespace, pod.owner.name)] = pod
+            if pod.owner is not None:
+                key = controller_key(pod.owner.kind, pod.namespace, pod.owner.name)
+                scenario.templates[key] = pod
     scenario.objects = objects
     initial = spec.get("initialNodes") or {}
     body = _mapping(initial, source, "initialNodes", "a map of node group name to node count")
     scenario.initial_nodes = {
-        _name(k, source, "initialNodes"): _count(v, source, f"initialNodes.{k}") for k, v in body.items()
+        _name(k, source, "initialNodes"): _count(v, source, f"initialNodes.{k}")
+        for k, v in body.items()
     }
     if spec.get("flags") is not None:
         scenario.flags = _parse_flags(spec["flags"], source)
@@ -465,7 +474,9 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"scenario {str(p)!r}: cannot read the file: {exc.strerror or exc}") from None
+        raise InputError(
+            f"scenario {str(p)!r}: cannot read the file: {exc.strerror or exc}"
+        ) from None
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -147,9 +147,8 @@ def _parse_group(raw: Any, index: int) -> NodeGroupSpec:
             f"{where}: expected an object with name, minSize, maxSize and template, got {raw!r}"
         )
     name = raw.get("name")
-    if not _valid_name(name):
+    if not isinstance(name, str) or not _valid_name(name):
         raise ConfigurationError(f"{where}: name: expected {_NAME_FORM}, got {name!r}")
-    assert isinstance(name, str)
     where = f"{where} ({name})"
     unknown = sorted(str(k) for k in raw if k not in _GROUP_KEYS)
     if unknown:

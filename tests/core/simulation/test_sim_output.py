@@ -247,3 +247,30 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 5000
+
+
+def test_progress_bar_on_a_terminal_only() -> None:
+    import io
+
+    from clusterscaler.simulation.output import Progress
+
+    stream = io.StringIO()
+    bar = Progress(timedelta(minutes=10), stream=stream, enabled=True)
+    bar.update(timedelta(minutes=5))
+    bar.update(timedelta(minutes=5))  # unchanged: not redrawn
+    assert stream.getvalue().count("\r") == 1
+    assert "[###############...............]  50% simulated" in stream.getvalue()
+    bar.done()
+    assert stream.getvalue().endswith("\r")
+    quiet = io.StringIO()
+    # StringIO is not a terminal: nothing is drawn unless asked.
+    Progress(timedelta(minutes=10), stream=quiet).update(timedelta(minutes=5))
+    assert quiet.getvalue() == ""
+
+
+def test_plot_to_an_unwritable_path(tmp_path: Path) -> None:
+    from clusterscaler.simulation.output import PlotError
+
+    samples = [Sample(timedelta(0), {"g": 1}, 0, 0.0)]
+    with pytest.raises(PlotError, match="cannot write the file"):
+        plot(samples, tmp_path / "missing-dir" / "out.png")
