@@ -1908,10 +1908,16 @@ class PersistentVolumeClaim:
     phase: str = "Pending"
     requested: int = 0
     annotations: Mapping[str, str] = field(default_factory=dict)
+    access_modes: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def read_write_once_pod(self) -> bool:
+        """Only one pod in the whole cluster may use the claim."""
+        return "ReadWriteOncePod" in self.access_modes
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name, self.uid))
@@ -1934,6 +1940,7 @@ def parse_pvc(raw: Mapping[str, Any]) -> PersistentVolumeClaim:
         phase=status.get("phase") or "Pending",
         requested=requests.extended.get("storage", 0),
         annotations=_str_map(meta.get("annotations"), obj, "metadata.annotations"),
+        access_modes=tuple(str(m) for m in _list(spec.get("accessModes"), obj, "spec.accessModes")),
     )
 
 

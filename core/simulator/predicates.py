@@ -45,6 +45,7 @@ __all__ = [
     "REASON_VOLUME_BIND",
     "REASON_VOLUME_LIMIT",
     "REASON_VOLUME_NODE_AFFINITY",
+    "REASON_VOLUME_RWOP",
     "REASON_VOLUME_UNBOUND_IMMEDIATE",
     "REASON_VOLUME_ZONE",
     "Predicate",
@@ -58,6 +59,7 @@ __all__ = [
     "check_topology_spread",
     "check_unschedulable",
     "check_volume_limits",
+    "check_volume_restrictions",
     "check_volumes",
     "pod_matches_node_affinity",
     "tolerates_taints",
@@ -75,6 +77,9 @@ REASON_VOLUME_NODE_AFFINITY = "node(s) had volume node affinity conflict"
 REASON_VOLUME_BIND = "node(s) didn't find available persistent volumes to bind"
 REASON_VOLUME_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 REASON_VOLUME_LIMIT = "node(s) exceed max volume count"
+REASON_VOLUME_RWOP = (
+    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+)
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
@@ -221,6 +226,36 @@ def check_volumes(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str |
                 sc.allowed_topologies, node.name, node.labels
             ):
                 return REASON_VOLUME_BIND
+    return None
+
+
+def _claim_keys(pod: Pod) -> list[str]:
+    out = []
+    for v in pod.volumes:
+        if v.kind == "persistentVolumeClaim":
+            out.append(f"{pod.namespace}/{v.claim_name}")
+        elif v.kind == "ephemeral":
+            out.append(f"{pod.namespace}/{pod.name}-{v.name}")
+    return out
+
+
+def check_volume_restrictions(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    """A ReadWriteOncePod claim may be used by one pod only, anywhere in the cluster."""
+    if not pod.volumes:
+        return None
+    exclusive = []
+    for key in _claim_keys(pod):
+        pvc = snapshot.pvcs.get(key)
+        if pvc is not None and pvc.read_write_once_pod:
+            exclusive.append(key)
+    if not exclusive:
+        return None
+    own_key = pod.namespace + "/" + pod.name
+    for other, _node in snapshot.pods_in_namespace(pod.namespace):
+        if not other.volumes or other.namespace + "/" + other.name == own_key:
+            continue
+        if any(k in exclusive for k in _claim_keys(other)):
+            return REASON_VOLUME_RWOP
     return None
 
 
@@ -460,6 +495,7 @@ PREDICATES: tuple[tuple[str, Predicate], ...] = (
     ("NodeAffinity", check_node_affinity),
     ("NodePorts", check_host_ports),
     ("NodeResourcesFit", check_resources),
+    ("VolumeRestrictions", check_volume_restrictions),
     ("NodeVolumeLimits", check_volume_limits),
     ("VolumeBinding", check_volumes),
     ("PodTopologySpread", check_topology_spread),
@@ -499,8 +535,10 @@ def check_predicates(pod: Pod, node_info: SimNodeInfo, snapshot: ClusterSnapshot
         if reason:
             return reason
     if pod.volumes:
-        reason = check_volume_limits(pod, node_info, snapshot) or check_volumes(
-            pod, node_info, snapshot
+        reason = (
+            check_volume_restrictions(pod, node_info, snapshot)
+            or check_volume_limits(pod, node_info, snapshot)
+            or check_volumes(pod, node_info, snapshot)
         )
         if reason:
             return reason

@@ -430,7 +430,11 @@ def test_cluster_objects_from_kubectl_list():
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
             "metadata": {"name": "data-0", "namespace": "default"},
-            "spec": {"volumeName": "pv1", "resources": {"requests": {"storage": "10Gi"}}},
+            "spec": {
+                "volumeName": "pv1",
+                "accessModes": ["ReadWriteOncePod"],
+                "resources": {"requests": {"storage": "10Gi"}},
+            },
         },
         {
             "apiVersion": "storage.k8s.io/v1",
@@ -493,6 +497,7 @@ def test_cluster_objects_from_kubectl_list():
         and pv.claim_ref == "default/data-0"
     )
     assert objs.pvcs[0].requested == 10 * GI and objs.pvcs[0].volume_name == "pv1"
+    assert objs.pvcs[0].access_modes == ("ReadWriteOncePod",) and objs.pvcs[0].read_write_once_pod
     assert objs.storage_classes[0].volume_binding_mode == "WaitForFirstConsumer"
     assert isinstance(objs.csinodes[0], CSINode) and objs.csinodes[0].drivers == {
         "ebs.csi.aws.com": 25

@@ -480,6 +480,28 @@ CASES = [
         {"unbound": "Immediate"},
     ),
     Case(
+        "ReadWriteOncePod claim in use",
+        make_pod("p", volumes=(Volume("d", "persistentVolumeClaim", claim_name="data"),)),
+        [
+            (zn("n1", "a"), []),
+            (
+                zn("n2", "a"),
+                [make_pod("e", volumes=(Volume("d", "persistentVolumeClaim", claim_name="data"),))],
+            ),
+        ],
+        "n1",
+        "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode",
+        {"rwop": True},
+    ),
+    Case(
+        "ReadWriteOncePod claim free",
+        make_pod("p", volumes=(Volume("d", "persistentVolumeClaim", claim_name="data"),)),
+        [(zn("n1", "a"), [])],
+        "n1",
+        None,
+        {"rwop": True},
+    ),
+    Case(
         "csi volume limit",
         make_pod("p", volumes=(Volume("d", "persistentVolumeClaim", claim_name="data"),)),
         [
@@ -524,8 +546,11 @@ def build(case: Case) -> ClusterSnapshot:
             pvcs.append(PersistentVolumeClaim("default", "data", storage_class="sc"))
             classes.append(StorageClass("sc", "ebs.csi.aws.com", storage["unbound"]))
         else:
+            modes = ("ReadWriteOncePod",) if storage.get("rwop") else ("ReadWriteOnce",)
             pvcs.append(
-                PersistentVolumeClaim("default", "data", volume_name="pv-data", phase="Bound")
+                PersistentVolumeClaim(
+                    "default", "data", volume_name="pv-data", phase="Bound", access_modes=modes
+                )
             )
             pvs.append(
                 PersistentVolume(
