@@ -67,14 +67,19 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
         or any(_has_pod_affinity(p) for p in template.pods)
     ):
         return False
+    requests, tolerations, selector, affinity = (
+        rep.requests,
+        rep.tolerations,
+        rep.node_selector,
+        rep.affinity,
+    )
     for p in pods:
-        if p is rep:
-            continue
+        # Parsed pods of one workload share these objects, so identity settles most checks.
         if (
-            p.requests != rep.requests
-            or p.tolerations != rep.tolerations
-            or p.node_selector != rep.node_selector
-            or p.affinity != rep.affinity
+            (p.requests is not requests and p.requests != requests)
+            or (p.tolerations is not tolerations and p.tolerations != tolerations)
+            or (p.node_selector is not selector and p.node_selector != selector)
+            or (p.affinity is not affinity and p.affinity != affinity)
             or p.node_name != rep.node_name
             or p.topology_spread
             or p.host_ports
