@@ -65,6 +65,7 @@ class Target:
 TARGETS: dict[str, Target] = {
     "scale-up-50k": Target("< 3 s and < 3x floor", max_seconds=3.0, max_floor_ratio=3.0),
     "scale-down-2k": Target("< 10 s", max_seconds=10.0),
+    "scale-down-2k-pool": Target("< 10 s", max_seconds=10.0),
     "burst-30k": Target("< 2 s", max_seconds=2.0),
     "empty-300": Target("< 2 s", max_seconds=2.0),
     "mixed-5k": Target("< 2 s (Karpenter: 5.1 s)", max_seconds=2.0),
@@ -103,6 +104,7 @@ class Measurement:
     expected: Expected | None = None
     problems: list[str] = field(default_factory=list)
     error: str = ""
+    traceback: str = ""
     profile: str = ""
 
     @property
@@ -148,6 +150,7 @@ class Measurement:
             "matches": self.ok,
             "problems": self.problems,
             "error": self.error,
+            "traceback": self.traceback,
             "profile": self.profile,
         }
 
@@ -346,8 +349,9 @@ def measure(
         m.error = f"timed out after {timeout:g} s"
         return m
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        m.error = f"worker exited with {proc.returncode}: " + " | ".join(tail)
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        m.error = f"worker exited with {proc.returncode}: {lines[-1] if lines else ''}"
+        m.traceback = "\n".join(lines[-30:])
         return m
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
     m.parse, m.build, m.loop, m.floor = doc["parse"], doc["build"], doc["loop"], doc["floor"]
@@ -413,7 +417,11 @@ def render_table(results: Sequence[Measurement], scale: float) -> str:
     lines = [header, "|" + "---|" * 13]
     for m in results:
         if m.error:
-            lines.append(f"| {m.name} | {m.nodes:,} | {m.pods:,} | " + "- | " * 7 + f"{m.error} | {m.expected.text() if m.expected else ''} | |")
+            error = m.error.replace("|", "/")
+            lines.append(
+                f"| {m.name} | {m.nodes:,} | {m.pods:,} | " + "- | " * 7
+                + f"{error} | {m.expected.text() if m.expected else ''} | |"
+            )
             continue
         decision = m.decision.text() if m.decision else "-"
         verdict = "matches" if m.ok else "MISMATCH: " + "; ".join(m.problems)
@@ -528,6 +536,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(render_table(rows, args.scale))
         for line in scaling:
             print(line)
+        for m in rows:
+            if m.traceback:
+                print(f"\n{m.name}: the worker failed:\n{m.traceback}")
     return 0 if all(m.ok for m in rows) else 1
 
 

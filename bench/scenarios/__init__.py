@@ -50,6 +50,10 @@ ROWS: dict[str, Row] = {
     for row in (
         Row("scale-up-50k", lambda s, seed: upstream.scale_up(_n(50_000 * s, 50))),
         Row("scale-down-2k", lambda s, seed: upstream.scale_down(_n(2_000 * s, 5))),
+        Row(
+            "scale-down-2k-pool",
+            lambda s, seed: upstream.scale_down(_n(2_000 * s, 5), whole_pool=True),
+        ),
         Row("burst-30k", lambda s, seed: scalability.burst(_n(1_000 * s))),
         Row("empty-300", lambda s, seed: scalability.empty_nodes(_n(1_000 * s), _n(300 * s))),
         Row("mixed-5k", lambda s, seed: mixed.mixed(_n(5_000 * s), seed)),

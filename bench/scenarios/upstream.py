@@ -63,8 +63,14 @@ def scale_up(pods: int) -> Scenario:
     )
 
 
-def scale_down(nodes: int) -> Scenario:
-    """`nodes` nodes at 40% with safe-to-evict bare pods: 60% of them are removed."""
+def scale_down(nodes: int, *, whole_pool: bool = False) -> Scenario:
+    """`nodes` nodes at 40% with safe-to-evict bare pods: 60% of them are removed.
+
+    Upstream's benchmark leaves the candidates pool options at Go's zero values, and its
+    planner simulates every candidate. With `whole_pool` the pool heuristic is turned off
+    the documented way (`--scale-down-candidates-pool-ratio=1.0`); without it the flag
+    defaults apply.
+    """
     if nodes <= 0 or nodes % 5:
         raise ValueError(f"scale_down: nodes: expected a positive multiple of 5, got {nodes}")
     names = [f"{GROUP}-{i:05d}" for i in range(nodes)]
@@ -82,7 +88,8 @@ def scale_down(nodes: int) -> Scenario:
     )
     return Scenario(
         name=f"scale-down-{nodes}",
-        title=f"(2) upstream RunOnce scale-down: {nodes:,} nodes x 40 safe-to-evict pods at 40%",
+        title=f"(2) upstream RunOnce scale-down: {nodes:,} nodes x 40 safe-to-evict pods at 40%"
+        + (", whole candidates pool" if whole_pool else ""),
         nodes=nodes,
         pods=nodes * PODS_PER_NODE_SCALE_DOWN,
         snapshot=snapshot(items),
@@ -97,6 +104,7 @@ def scale_down(nodes: int) -> Scenario:
             f"--scale-down-non-empty-candidates-count={nodes}",
             "--scale-down-simulation-timeout=60s",
             "--scale-down-unready-enabled=true",
+            *(("--scale-down-candidates-pool-ratio=1.0",) if whole_pool else ()),
         ),
         expected=Expected(deleted_nodes=nodes * 3 // 5),
     )
