@@ -1469,7 +1469,8 @@ def _pod_requests(spec: Mapping[str, Any], obj: str) -> tuple[Resources, tuple[H
             ports.extend(_host_ports(c["ports"], obj, f"spec.containers[{i}].ports"))
     init = spec.get("initContainers")
     overhead = spec.get("overhead")
-    if not init and not overhead:
+    pod_level = spec.get("resources")
+    if not init and not overhead and not pod_level:
         return _shared_requests(cpu, memory, pods, eph, ext), tuple(ports)
     total = Resources(cpu, memory, pods - 1, eph, ext)
     if init:
@@ -1491,6 +1492,16 @@ def _pod_requests(spec: Mapping[str, Any], obj: str) -> tuple[Resources, tuple[H
                 candidate = r + restartable
             init_max = _max_resources(init_max, candidate)
         total = _max_resources(total, init_max)
+    if pod_level:
+        # Pod-level resources (spec.resources) replace the containers' aggregate for the
+        # resources they name; the scheduler supports cpu and memory there.
+        requests = _dict(pod_level, obj, "spec.resources").get("requests")
+        if requests:
+            level = Resources.from_k8s(requests, obj=obj, field="spec.resources.requests")
+            total = total.with_(
+                cpu=level.cpu if CPU in requests else total.cpu,
+                memory=level.memory if MEMORY in requests else total.memory,
+            )
     if overhead:
         total = total + Resources.from_k8s(overhead, obj=obj, field="spec.overhead")
     total = total + POD_SLOT

@@ -102,6 +102,16 @@ REQUEST_CASES = [
         Resources(1250, 120 * MI, 1),
     ),
     (
+        "pod-level resources replace the containers' cpu and memory",
+        {
+            "containers": [
+                c(requests={"cpu": "100m", "memory": "1Gi", "ephemeral-storage": "1Gi"})
+            ],
+            "resources": {"requests": {"cpu": "2"}},
+        },
+        Resources(2000, GI, 1, GI),
+    ),
+    (
         "limits default missing requests",
         {"containers": [c(requests={"cpu": "100m"}, limits={"cpu": "1", "memory": "1Gi"})]},
         Resources(100, GI, 1),
