@@ -728,9 +728,6 @@ class NodeCondition:
     last_transition_time: datetime | None = None
 
 
-_NO_LABELS: Mapping[str, str] = {}
-
-
 # --------------------------------------------------------------------------- helpers
 
 
