@@ -161,8 +161,14 @@ def _node_reports(
     result: LoopResult, objects: ClusterObjects, options: AutoscalingOptions
 ) -> tuple[NodeReport, ...]:
     down = result.scale_down
-    unneeded = {u.node: u for u in down.unneeded}
     unremovable = {u.node: u for u in down.unremovable}
+    # Unneeded nodes that something else keeps (the group's minimum, a resource minimum)
+    # are answered by that reason; "not unneeded long enough" only means "not yet".
+    unneeded = {
+        u.node: u
+        for u in down.unneeded
+        if u.node not in unremovable or unremovable[u.node].reason in output.WAITING_REASONS
+    }
     deleting = {d.node: d for d in down.deletions}
     reports = []
     for node in sorted(objects.nodes, key=lambda n: n.name):

@@ -16,8 +16,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from clusterscaler.decisions import GroupRejection, LoopResult
+from clusterscaler.decisions import GroupRejection, LoopResult, UnremovableReason
 from clusterscaler.durations import format_duration
+
+# Unremovable reasons that only mean "not yet": the node is unneeded and its timer runs.
+WAITING_REASONS = frozenset(
+    {UnremovableReason.NOT_UNNEEDED_LONG_ENOUGH, UnremovableReason.NOT_UNREADY_LONG_ENOUGH}
+)
 
 
 def rejection_text(rejection: GroupRejection) -> str:
@@ -42,8 +47,19 @@ def removable_now(result: LoopResult, unneeded_time: timedelta) -> list[dict[str
                 "empty": deletion.kind.value == "empty",
             }
         )
+    # An unneeded node can still be kept (the group's minimum, a resource minimum, the
+    # deletion budget): the loop reports it as unremovable too, and does not act on it.
+    kept = {
+        u.node
+        for u in result.scale_down.unremovable
+        if u.reason not in WAITING_REASONS
+    }
     for unneeded in result.scale_down.unneeded:
-        if unneeded.node in seen or result.time - unneeded.since < unneeded_time:
+        if (
+            unneeded.node in seen
+            or unneeded.node in kept
+            or result.time - unneeded.since < unneeded_time
+        ):
             continue
         seen.add(unneeded.node)
         out.append(

@@ -274,3 +274,18 @@ def test_plot_to_an_unwritable_path(tmp_path: Path) -> None:
     samples = [Sample(timedelta(0), {"g": 1}, 0, 0.0)]
     with pytest.raises(PlotError, match="cannot write the file"):
         plot(samples, tmp_path / "missing-dir" / "out.png")
+
+
+def test_unneeded_nodes_kept_by_another_reason_are_not_acted_on() -> None:
+    kept = UnremovableNode("n-empty", UnremovableReason.NODE_GROUP_MIN_SIZE_REACHED)
+    waiting = UnremovableNode("n-young", UnremovableReason.NOT_UNNEEDED_LONG_ENOUGH)
+    result = replace(
+        RESULT,
+        scale_down=replace(RESULT.scale_down, unremovable=(*RESULT.scale_down.unremovable, kept, waiting)),
+    )
+    doc = decision_json(result, timedelta(0))
+    assert [e["node"] for e in doc["scaleDown"]] == ["n-gone", "n-young"]
+    assert {"node": "n-empty", "reason": "NodeGroupMinSizeReached", "blockingPod": None} in doc["unremovable"]
+    nodes = {n.node: n for n in explain(result, cluster(), AutoscalingOptions(), NOW).nodes}
+    assert (nodes["n-empty"].removable, nodes["n-empty"].reason) == (False, "NodeGroupMinSizeReached")
+    assert nodes["n-young"].removable
