@@ -352,8 +352,10 @@ def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
     for other, node_name in snapshot.anti_affinity_pods():
         if other.namespace + "/" + other.name == own_key:
             continue
-        assert other.affinity is not None and other.affinity.pod is not None
-        for t in other.affinity.pod.anti_affinity:
+        other_terms = other.affinity.pod if other.affinity is not None else None
+        if other_terms is None:
+            continue
+        for t in other_terms.anti_affinity:
             if t.matches_pod(pod, nsl):
                 value = snapshot.get(node_name).node.labels.get(t.topology_key)
                 if value is not None:
