@@ -233,3 +233,34 @@ def test_structured_label_selector(selector, labels, expected):
 def test_structured_selector_with_unknown_operator_is_an_error():
     with pytest.raises(SelectorError, match="operator 'Gt'"):
         label_selector_matches({"matchExpressions": [{"key": "a", "operator": "Gt"}]}, {})
+
+
+label_keys = st.sampled_from(["app", "tier", "zone"])
+label_values = st.sampled_from(["a", "b", "c"])
+expressions = st.one_of(
+    st.builds(
+        lambda k, op, vs: {"key": k, "operator": op, "values": sorted(set(vs))},
+        label_keys,
+        st.sampled_from(["In", "NotIn"]),
+        st.lists(label_values, min_size=1, max_size=3),
+    ),
+    st.builds(
+        lambda k, op: {"key": k, "operator": op},
+        label_keys,
+        st.sampled_from(["Exists", "DoesNotExist"]),
+    ),
+)
+structured_selectors = st.builds(
+    lambda ml, me: {"matchLabels": ml, "matchExpressions": me},
+    st.dictionaries(label_keys, label_values, max_size=2),
+    st.lists(expressions, max_size=3),
+)
+
+
+@given(structured_selectors, st.dictionaries(label_keys, label_values, max_size=3))
+def test_query_string_form_of_a_selector_matches_like_the_selector(selector, labels):
+    """The fake renders Scale.status.selector as a query string; it must mean the same."""
+    from clusterscaler.testing.fakekube import _label_selector_string
+
+    parsed = LabelSelector.parse(_label_selector_string(selector))
+    assert parsed.matches(labels) == label_selector_matches(selector, labels)

@@ -187,3 +187,51 @@ def test_malformed_object_is_skipped_not_fatal(fake_kube):
     informer.list_once()
     assert [n.name for n in informer.items()] == ["good"]
     assert informer.parse_errors == 1
+
+
+def test_cache_converges_to_server_state_through_drops_compactions_and_errors(fake_kube):
+    """Random writes interleaved with dropped watches, forgotten history and failing requests:
+    once the dust settles the cache holds exactly what the server holds."""
+    import random
+
+    rng = random.Random(20261122)
+    informer = node_informer(fake_kube, watch_timeout_seconds=2)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        names: set[str] = set()
+        for step in range(150):
+            roll = rng.random()
+            if roll < 0.45 or not names:
+                name = f"n{step}"
+                fake_kube.create(node(name, cpu=str(rng.randint(1, 64))))
+                names.add(name)
+            elif roll < 0.75:
+                name = rng.choice(sorted(names))
+                fake_kube.patch(
+                    "nodes", name, {"status": {"allocatable": {"cpu": str(rng.randint(1, 64))}}}
+                )
+            else:
+                name = rng.choice(sorted(names))
+                fake_kube.delete("nodes", name)
+                names.discard(name)
+            if step % 25 == 10:
+                fake_kube.drop_watches(clean=rng.random() < 0.5)
+            if step % 40 == 20:
+                fake_kube.compact()
+            if step == 60:
+                fake_kube.add_fault(method="GET", path="/api/v1/nodes", status=503, times=2)
+            if step % 10 == 0:
+                time.sleep(0.02)
+
+        def converged() -> bool:
+            expected = {
+                n["metadata"]["name"]: n["status"]["allocatable"]["cpu"]
+                for n in fake_kube.list("nodes")
+            }
+            cached = {n.name: str(n.allocatable.get("cpu") // 1000) for n in informer.items()}
+            return cached == expected
+
+        eventually(converged, timeout=10)
+    finally:
+        informer.stop()
