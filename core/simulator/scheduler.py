@@ -9,10 +9,11 @@ placement succeeded, so packing many similar pods does not rescan full nodes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from clusterscaler.equivalence import scheduling_key
 from clusterscaler.model import Pod
 from clusterscaler.simulator.predicates import check_predicates
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo, SnapshotError
@@ -88,6 +89,20 @@ def format_unschedulable(reasons: Counter[str], total_nodes: int) -> str:
     return f"0/{total_nodes} nodes are available: {', '.join(parts)}."
 
 
+def _failure_signature(pod: Pod) -> Hashable | None:
+    """A key under which a pod that found no node makes its twins skip the search.
+
+    Placing pods only takes room away, except for pods that need other pods (required pod
+    affinity) or balance against them (topology spread): those are always searched.
+    """
+    if pod.topology_spread:
+        return None
+    affinity = pod.affinity
+    if affinity is not None and affinity.pod is not None and affinity.pod.affinity:
+        return None
+    return (pod.namespace, scheduling_key(pod))
+
+
 class Placement(NamedTuple):
     """A pod and the node the simulation put it on."""
 
@@ -132,6 +147,7 @@ class HintingSimulator:
         hints = self.hints
         node_info = snapshot.node_info
         where = snapshot._pod_node
+        failed: set[Hashable] = set()
         for pod in pods:
             key = pod.namespace + "/" + pod.name
             if key in where:
@@ -146,6 +162,14 @@ class HintingSimulator:
                     and check_predicates(pod, ni, snapshot) is None
                 ):
                     target = ni
+            signature: Hashable | None = None
+            if target is None and failed:
+                signature = _failure_signature(pod)
+                if signature is not None and signature in failed:
+                    # An identical pod found no node, and placing pods since cannot have
+                    # made room for it.
+                    result.unschedulable.append(pod)
+                    continue
             if target is None:
                 # Resume where the previous pod fitted: nodes before it are likely full.
                 index = last
@@ -166,6 +190,10 @@ class HintingSimulator:
                 result.unschedulable.append(pod)
                 if break_on_failure:
                     break
+                if signature is None:
+                    signature = _failure_signature(pod)
+                if signature is not None:
+                    failed.add(signature)
                 continue
             snapshot._place(target, key, pod)
             node_name = target.node.name

@@ -23,7 +23,11 @@ from clusterscaler.simulator import (
     find_fitting_node,
 )
 from clusterscaler.simulator.builders import affinity_term, make_node, make_pod, node_term, spread
-from clusterscaler.simulator.scheduler import format_unschedulable, unschedulable_reasons
+from clusterscaler.simulator.scheduler import (
+    HintingSimulator,
+    format_unschedulable,
+    unschedulable_reasons,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -767,3 +771,46 @@ def test_fast_path_agrees_with_each_predicate(case):
         failing = failing_predicates(pod, ni, snap)
         first = next(iter(failing.values()), None)
         assert check_predicates(pod, ni, snap) == first
+
+
+class CountingChecks(ClusterSnapshot):
+    lookups = 0
+
+    def node_info(self, name):
+        self.lookups += 1
+        return super().node_info(name)
+
+
+def test_twins_of_an_unschedulable_pod_skip_the_search():
+    snap = CountingChecks()
+    for i in range(50):
+        snap.add_node(make_node(f"n{i}", "1"))
+    big = [make_pod(f"big{i}", "2", labels=WEB) for i in range(20)]
+    result = HintingSimulator().try_schedule_pods(snap, big)
+    assert [p.name for p in result.unschedulable] == [p.name for p in big]
+    assert snap.lookups < 50 * 2  # one full search, not twenty
+
+
+def test_pods_needing_other_pods_are_always_searched():
+    snap = ClusterSnapshot()
+    snap.add_node(zn("n1", "a"))
+    needs_db = [
+        make_pod(f"web{i}", affinity=[affinity_term(ZONE, {"app": "db"})]) for i in range(2)
+    ]
+    db = make_pod("db", labels={"app": "db"})
+    result = HintingSimulator().try_schedule_pods(snap, [needs_db[0], db, needs_db[1]])
+    assert [p.name for p in result.unschedulable] == ["web0"]
+    assert [p.pod.name for p in result.scheduled] == ["db", "web1"]
+
+
+def test_same_spec_in_another_namespace_is_searched_again():
+    snap = ClusterSnapshot()
+    snap.add_node(
+        make_node("n1"),
+        [make_pod("guard", labels={"app": "db"}, anti_affinity=[affinity_term(HOST, WEB)])],
+    )
+    blocked = make_pod("w-default", labels=WEB)
+    other = make_pod("w-other", labels=WEB, namespace="other")
+    result = HintingSimulator().try_schedule_pods(snap, [blocked, other])
+    assert [p.name for p in result.unschedulable] == ["w-default"]
+    assert [p.pod.name for p in result.scheduled] == ["w-other"]
