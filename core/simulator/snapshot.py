@@ -162,11 +162,16 @@ class ClusterSnapshot:
             csinodes=objects.csinodes,
             namespace_labels=objects.namespace_labels(),
         )
+        by_node: dict[str, list[Pod]] = {node.name: [] for node in objects.nodes}
+        for pod in objects.pods:
+            if pod.node_name and not pod.is_terminal:
+                bound = by_node.get(pod.node_name)
+                if bound is not None:
+                    bound.append(pod)
         for node in objects.nodes:
             snap.add_node(node)
-        for pod in objects.pods:
-            if pod.node_name and not pod.is_terminal and pod.node_name in snap._nodes:
-                snap.add_pod(pod, pod.node_name)
+            if by_node[node.name]:
+                snap.add_pods(by_node[node.name], node.name)
         return snap
 
     @classmethod
