@@ -33,6 +33,7 @@ from clusterscaler.simulation.runner import (
     Simulation,
     SimulationResult,
     provision_initial_nodes,
+    validate_events,
 )
 from clusterscaler.simulation.runner import run as run_simulation
 from clusterscaler.simulation.scenario import Scenario, load_scenario, parse_scenario
@@ -140,6 +141,7 @@ def prepare(ctx: CommandContext, scenario: Scenario) -> tuple[Simulation, Autosc
     cluster, clock = build_cluster(scenario.objects, scenario)
     provider = build_provider(ctx.registry, options, cluster=cluster, clock=clock)
     provision_initial_nodes(cluster, provider, scenario.initial_nodes)
+    validate_events(cluster, provider, scenario.events)
     loop = build_loop(ctx.registry, options, provider, cluster, clock)
     duration = args.duration or scenario.duration or DEFAULT_DURATION
     sim = Simulation(

@@ -116,6 +116,25 @@ def _sizes(cluster: SimulatedCluster, accounting: _Accounting) -> dict[str, int]
     return dict(sizes)
 
 
+def validate_events(
+    cluster: SimulatedCluster, provider: CloudProvider, events: Sequence[ScenarioEvent]
+) -> None:
+    """Refuse events that can never apply: unknown workloads or node groups.
+
+    Pods and nodes may appear during the run, so events naming them are checked when due.
+    """
+    groups = sorted(g.id for g in provider.node_groups())
+    for event in events:
+        action = event.action
+        if isinstance(action, ScaleWorkload):
+            cluster.find_controller(action.workload)
+        elif isinstance(action, FailGroup | RecoverGroup) and action.node_group not in groups:
+            raise SimulationError(
+                f"event at {event.at} ({event.text}): nodeGroup: expected one of "
+                f"{', '.join(groups) or '(none)'}, got {action.node_group!r}"
+            )
+
+
 def apply_event(cluster: SimulatedCluster, event: ScenarioEvent) -> str:
     """Apply one scenario event; returns the timeline detail."""
     action = event.action
@@ -213,16 +232,17 @@ def run(
         while next_event < len(events) and start + events[next_event].at <= now:
             event = events[next_event]
             next_event += 1
+            action = "event"
             try:
                 detail = apply_event(cluster, event)
             except SimulationError as exc:
-                detail = f"{event.text}: {exc}"
-                log.warning("simulation_event_failed", event=event.text, error=str(exc))
+                action, detail = "event-failed", f"{event.text}: {exc}"
+                log.warning("simulation_event_failed", scenario_event=event.text, error=str(exc))
             cluster.step()
             out.rows.append(
                 TimelineRow(
                     now - start,
-                    "event",
+                    action,
                     "",
                     detail,
                     _sizes(cluster, accounting),

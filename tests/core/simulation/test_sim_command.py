@@ -254,3 +254,35 @@ def test_spot_outage_backs_off_and_falls_back_to_on_demand(capsys: pytest.Captur
     assert result["finalNodes"] == {
         "ondemand-zone-a": 1, "ondemand-zone-b": 2, "spot-zone-a": 0, "spot-zone-b": 0
     }
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ("{at: 1m, scale: {workload: default/nope, replicas: 3}}", "workload 'default/nope': no such controller"),
+        ("{at: 1m, failGroup: {nodeGroup: nope}}", "nodeGroup: expected one of general, got 'nope'"),
+    ],
+    ids=["unknown-workload", "unknown-group"],
+)
+def test_events_that_can_never_apply_are_bad_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, event: str, message: str
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"cloudConfig: {GENERAL}\nevents: [{event}]\n")
+    code, _, err = cli(capsys, "simulate", str(path))
+    assert code == 2
+    assert message in err
+
+
+def test_events_on_missing_pods_show_in_the_timeline(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"cloudConfig: {GENERAL}\ninitialNodes: {{general: 1}}\nduration: 1m\n"
+                    "events: [{at: 10s, deletePods: [default/ghost]}, {at: 20s, cordon: general-00001}]\n")
+    code, out, err = cli(capsys, "simulate", str(path), "--json")
+    assert code == 0, err
+    lines = json_lines(out)
+    failed = of(lines, "event-failed")
+    assert [f["detail"] for f in failed] == [
+        "delete 1 pods: pod default/ghost: expected an existing pod (namespace/name)"
+    ]
+    assert [e["detail"] for e in of(lines, "event")] == ["cordon general-00001"]
