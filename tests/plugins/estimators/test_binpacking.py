@@ -322,6 +322,8 @@ def workloads(draw):
         cpu, mem = draw(CPU), draw(MEM)
         tolerate = draw(st.booleans())
         owner = OwnerRef("ReplicaSet", f"rs{g}", f"rs-{g}", True) if draw(st.booleans()) else None
+        # Per-node constraints keep the per-node replay below valid.
+        extra = draw(st.sampled_from(["none", "none", "port", "anti-affinity"]))
         for i in range(n):
             pods.append(
                 make_pod(
@@ -331,6 +333,10 @@ def workloads(draw):
                     owner=owner,
                     labels={"g": str(g)},
                     tolerations=[Toleration("t", "Exists")] if tolerate else [],
+                    host_ports=[8000 + g] if extra == "port" else [],
+                    anti_affinity=[affinity_term(HOST, {"g": str(g)})]
+                    if extra == "anti-affinity"
+                    else [],
                 )
             )
     return pods
