@@ -82,18 +82,18 @@ class KubeApi:
 
     # ------------------------------------------------------------------ discovery
 
-    def preferred_version(self, group: str) -> str | None:
-        """The preferred served version of an API group, or None if it is not served."""
+    def preferred_versions(self) -> dict[str, str]:
+        """The preferred version of every served API group, by group name."""
         doc = self.request("GET", "/apis")
+        out: dict[str, str] = {}
         for entry in doc.get("groups") or []:
-            if entry.get("name") == group:
-                preferred = entry.get("preferredVersion") or {}
-                version = preferred.get("version")
-                if version:
-                    return str(version)
+            version = (entry.get("preferredVersion") or {}).get("version")
+            if not version:
                 versions = entry.get("versions") or []
-                return str(versions[0]["version"]) if versions else None
-        return None
+                version = versions[0].get("version") if versions else None
+            if entry.get("name") and version:
+                out[str(entry["name"])] = str(version)
+        return out
 
     def served_resources(self, group: str, version: str) -> set[str]:
         """Plural names (with subresources, e.g. `machinesets/scale`) served at group/version."""

@@ -22,12 +22,16 @@ from clusterscaler_machineapi.apigroups import (
 )
 from clusterscaler_machineapi.discovery import parse_discovery_specs
 from clusterscaler_machineapi.kubeapi import KubeApi, KubeApiError
+from clusterscaler_machineapi.listings import ListingSource, WatchedListings
 from clusterscaler_machineapi.provider import MachineApiCloudProvider
 
 if TYPE_CHECKING:
     from clusterscaler.pluginmanager import Registry
 
 log = structlog.get_logger()
+
+# How long the factory waits for the first list of every watched resource.
+CACHE_SYNC_TIMEOUT = 120.0
 
 
 @hookimpl
@@ -52,9 +56,10 @@ def resolve_api_groups(api: KubeApi, environ: Mapping[str, str] | None = None) -
     override = env.get(CAPI_GROUP_ENV, "").strip()
     wanted = [override] if override else [CAPI_GROUP, OPENSHIFT_GROUP]
     version_override = env.get(CAPI_VERSION_ENV, "").strip()
+    served_groups = api.preferred_versions()
     out = []
     for group in wanted:
-        version = api.preferred_version(group)
+        version = served_groups.get(group)
         if version is None:
             continue
         if version_override:
@@ -85,9 +90,17 @@ def resolve_api_groups(api: KubeApi, environ: Mapping[str, str] | None = None) -
 
 
 def build_provider(
-    context: ProviderContext, environ: Mapping[str, str] | None = None
+    context: ProviderContext,
+    environ: Mapping[str, str] | None = None,
+    *,
+    watch: bool = True,
+    sync_timeout: float = CACHE_SYNC_TIMEOUT,
 ) -> MachineApiCloudProvider:
-    """The factory registered as `machineapi`: finds the API groups and lists node groups once."""
+    """The factory registered as `machineapi`: finds the API groups and lists node groups once.
+
+    With `watch` (the default) MachineSets, MachineDeployments and Machines are kept in
+    list+watch caches; without it every refresh lists them.
+    """
     if context.kube_api is None:
         raise ConfigurationError(
             "machineapi provider: needs a Kubernetes API connection (--kubeconfig or "
@@ -108,12 +121,28 @@ def build_provider(
         raise
     except CloudProviderError as exc:
         raise CloudProviderError(f"machineapi provider: API discovery failed: {exc}") from exc
-    provider = MachineApiCloudProvider(api, apis, specs)
-    provider.refresh()
+    source: ListingSource | None = None
+    if watch:
+        watched = WatchedListings(context.kube_api, apis, specs)
+        watched.start()
+        if not watched.wait_for_sync(sync_timeout):
+            try:
+                watched.listings()  # raises, naming the caches and their last errors
+            except CloudProviderError as exc:
+                watched.close()
+                raise CloudProviderError(f"machineapi provider: {exc}") from exc
+        source = watched
+    provider = MachineApiCloudProvider(api, apis, specs, source=source)
+    try:
+        provider.refresh()
+    except CloudProviderError:
+        provider.cleanup()
+        raise
     log.info(
         "machineapi_provider_ready",
         api_versions=[a.api_version for a in apis],
         node_groups=[g.id for g in provider.node_groups()],
         discovery=list(options.node_group_auto_discovery),
+        watch=watch,
     )
     return provider

@@ -9,9 +9,9 @@ fails. Nothing else about a Machine is ever changed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.cloudprovider import (
@@ -26,14 +26,14 @@ from clusterscaler.cloudprovider import (
 )
 
 from clusterscaler_machineapi import PROVIDER_NAME
-from clusterscaler_machineapi.apigroups import OPENSHIFT_NAMESPACE, PLURALS, ApiGroup
-from clusterscaler_machineapi.discovery import DiscoverySpec, namespaces_to_watch
+from clusterscaler_machineapi.apigroups import PLURALS, ApiGroup
+from clusterscaler_machineapi.discovery import DiscoverySpec
 from clusterscaler_machineapi.kubeapi import KubeApi
+from clusterscaler_machineapi.listings import DirectListings, ListingSource
 from clusterscaler_machineapi.objects import Machine, ScalableResource
 from clusterscaler_machineapi.settings import group_options
 from clusterscaler_machineapi.snapshot import (
     GroupRecord,
-    Listing,
     Problem,
     Snapshot,
     build_snapshot,
@@ -104,9 +104,14 @@ class MachineApiNodeGroup:
         return written
 
     def target_size(self) -> int:
-        """Replicas from the scale subresource, read once per refresh and after each write."""
+        """`spec.replicas` as of the last refresh, or as the last scale write answered.
+
+        That is the field the scale subresource reads and writes. Taking it from the
+        (watched) object costs no request per group and loop; every change reads the scale
+        subresource afresh before writing.
+        """
         if self._target is None:
-            return self._read_replicas()
+            return self.resource.replicas
         return self._target
 
     def increase_size(self, delta: int) -> None:
@@ -329,6 +334,7 @@ class MachineApiCloudProvider:
         apis: Sequence[ApiGroup],
         specs: Sequence[DiscoverySpec] = (),
         *,
+        source: ListingSource | None = None,
         on_problem: Callable[[Problem], None] | None = None,
     ) -> None:
         if not apis:
@@ -336,6 +342,8 @@ class MachineApiCloudProvider:
         self.api = api
         self.apis = tuple(apis)
         self.specs = tuple(specs)
+        self.direct = DirectListings(api, self.apis, self.specs)
+        self.source: ListingSource = source if source is not None else self.direct
         self.snapshot = Snapshot(apis=self.apis)
         self._groups: dict[str, MachineApiNodeGroup] = {}
         self._reported: dict[tuple[str, str], str] = {}
@@ -350,32 +358,11 @@ class MachineApiCloudProvider:
 
     # ------------------------------------------------------------------ refresh
 
-    def _namespaces(self, api: ApiGroup) -> list[str] | None:
-        return namespaces_to_watch(self.specs, OPENSHIFT_NAMESPACE if api.openshift else None)
-
-    def _list(
-        self, api: ApiGroup, kind: str, namespaces: list[str] | None
-    ) -> list[Mapping[str, Any]]:
-        plural = PLURALS[kind]
-        if namespaces is None:
-            return list(self.api.list(api.group, api.version, plural))
-        items: list[Mapping[str, Any]] = []
-        for namespace in namespaces:
-            items.extend(self.api.list(api.group, api.version, plural, namespace))
-        return items
-
     def refresh(self) -> None:
-        listings = []
-        for api in self.apis:
-            namespaces = self._namespaces(api)
-            try:
-                scalable = {kind: self._list(api, kind, namespaces) for kind in api.scalable_kinds}
-                machines = self._list(api, "Machine", namespaces)
-            except CloudProviderError as exc:
-                raise CloudProviderError(
-                    f"machineapi provider: listing {api.api_version} objects failed: {exc}"
-                ) from exc
-            listings.append(Listing(api=api, scalable=scalable, machines=machines))
+        try:
+            listings = self.source.listings()
+        except CloudProviderError as exc:
+            raise CloudProviderError(f"machineapi provider: {exc}") from exc
         snapshot = build_snapshot(listings, self.specs)
         self.snapshot = snapshot
         self._groups = {
@@ -414,17 +401,10 @@ class MachineApiCloudProvider:
     def list_group_machines(self, group: MachineApiNodeGroup) -> list[Machine]:
         """The group's Machines as they are now (not as of the last refresh)."""
         resource = group.resource
-        api = resource.api
         try:
-            listing = Listing(
-                api=api,
-                scalable={
-                    kind: self._list(api, kind, [resource.namespace]) for kind in api.scalable_kinds
-                },
-                machines=self._list(api, "Machine", [resource.namespace]),
-            )
+            listing = self.direct.listing(resource.api, [resource.namespace])
         except CloudProviderError as exc:
-            raise CloudProviderError(f"{group.id}: listing Machines failed: {exc}") from exc
+            raise CloudProviderError(f"{group.id}: {exc}") from exc
         record = build_snapshot([listing], self.specs).groups.get(group.id)
         if record is None:
             raise CloudProviderError(
@@ -466,5 +446,7 @@ class MachineApiCloudProvider:
         return GPU_LABEL
 
     def cleanup(self) -> None:
+        """Stop the watches."""
+        self.source.close()
         log.debug("machineapi_cleanup")
 

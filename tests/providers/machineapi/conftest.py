@@ -37,17 +37,32 @@ ProviderFactory = Callable[..., MachineApiCloudProvider]
 
 
 @pytest.fixture
-def make_provider(api_client: Any) -> ProviderFactory:
-    """Build the provider as `--cloud-provider=machineapi` does, with the given flags."""
+def make_provider(api_client: Any) -> Iterator[ProviderFactory]:
+    """Build the provider as `--cloud-provider=machineapi` does, with the given flags.
+
+    `watch=False` (the default here) lists on every refresh, so a test sees its own
+    changes at once; `watch=True` uses the list+watch caches, as in production.
+    """
+    built: list[MachineApiCloudProvider] = []
 
     def make(
-        discovery: list[str] | None = None, environ: dict[str, str] | None = None
+        discovery: list[str] | None = None,
+        environ: dict[str, str] | None = None,
+        *,
+        watch: bool = False,
     ) -> MachineApiCloudProvider:
         options = dataclasses.replace(
             AutoscalingOptions(), node_group_auto_discovery=list(discovery or [])
         )
-        return build_provider(
-            ProviderContext(options=options, kube_api=api_client), environ=environ or {}
+        provider = build_provider(
+            ProviderContext(options=options, kube_api=api_client),
+            environ=environ or {},
+            watch=watch,
+            sync_timeout=5,
         )
+        built.append(provider)
+        return provider
 
-    return make
+    yield make
+    for provider in built:
+        provider.cleanup()

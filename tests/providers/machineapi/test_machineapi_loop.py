@@ -68,7 +68,7 @@ def test_loop_scales_a_machineset_from_zero_to_n_and_back(kube: FakeKubeServer, 
     )
     kube.create(pending_pod("web-1", "3"))
     kube.create(pending_pod("web-2", "3"))
-    provider = make_provider()
+    provider = make_provider(watch=True)
     options = dataclasses.replace(
         AutoscalingOptions(),
         scale_down_delay_after_add=timedelta(0),

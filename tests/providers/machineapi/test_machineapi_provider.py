@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import clusterscaler_machineapi.plugin as machineapi_plugin
@@ -101,7 +102,7 @@ def test_no_machine_api_served_is_a_configuration_error(api_client: Any) -> None
         try:
             with pytest.raises(ConfigurationError, match="serves none of the API groups"):
                 machineapi_plugin.build_provider(
-                    ProviderContext(options=AutoscalingOptions(), kube_api=client), environ={}
+                    ProviderContext(options=AutoscalingOptions(), kube_api=client), environ={}, watch=False
                 )
         finally:
             client.close()
@@ -166,10 +167,10 @@ def test_version_comes_from_discovery() -> None:
         server.create({**scalable("ms", group=CAPI, namespace="ns", annotations=limits(CAPI, 0, 3)), "apiVersion": f"{CAPI}/v1beta2"})
         client = server.api_client()
         try:
-            provider = machineapi_plugin.build_provider(ProviderContext(options=AutoscalingOptions(), kube_api=client), environ={})
+            provider = machineapi_plugin.build_provider(ProviderContext(options=AutoscalingOptions(), kube_api=client), environ={}, watch=False)
             assert [a.version for a in provider.apis] == ["v1beta2"]
             pinned = machineapi_plugin.build_provider(
-                ProviderContext(options=AutoscalingOptions(), kube_api=client), environ={"CAPI_VERSION": "v1beta1"}
+                ProviderContext(options=AutoscalingOptions(), kube_api=client), environ={"CAPI_VERSION": "v1beta1"}, watch=False
             )
             assert [a.version for a in pinned.apis] == ["v1beta1"]
             assert list(groups(pinned)) == ["MachineSet/ns/ms"]
@@ -563,3 +564,34 @@ def test_same_name_in_both_api_groups_is_a_problem_not_a_merge(kube: FakeKubeSer
     [problem] = provider.problems()
     assert problem.reason == "DuplicateNodeGroup"
     assert "exists in both cluster.x-k8s.io and machine.openshift.io" in problem.message
+
+
+def test_watched_provider_follows_changes_without_listing_again(kube: FakeKubeServer, make_provider: Any) -> None:
+    openshift_set(kube, "workers", replicas=1)
+    provider = make_provider(watch=True)
+    # MachineSets and Machines of OpenShift; and MachineDeployments of Cluster API.
+    deadline = time.monotonic() + 5
+    while kube.open_watches < 5:
+        assert time.monotonic() < deadline, f"{kube.open_watches} watches open, expected 5"
+        time.sleep(0.05)
+    lists_before = len([r for r in kube.requests if r.verb == "list"])
+    ms = openshift_set(kube, "more", replicas=1)
+    kube.create(machine(ms, "m1"))
+    deadline = time.monotonic() + 5
+    while True:
+        provider.refresh()
+        found = groups(provider)
+        if "MachineSet/openshift-machine-api/more" in found and found["MachineSet/openshift-machine-api/more"].nodes():
+            break
+        assert time.monotonic() < deadline, "the watch did not deliver the new objects"
+        time.sleep(0.05)
+    assert len([r for r in kube.requests if r.verb == "list"]) == lists_before
+    # Target sizes come from the watched objects too: a loop costs no request.
+    requests_before = len(kube.requests)
+    assert sorted(g.target_size() for g in provider.node_groups()) == [1, 1]
+    assert len(kube.requests) == requests_before
+    provider.cleanup()
+    deadline = time.monotonic() + 5
+    while kube.open_watches:
+        assert time.monotonic() < deadline, "cleanup left watches open"
+        time.sleep(0.05)

@@ -1,0 +1,115 @@
+"""`clusterscaler --cloud-provider=machineapi` as a process against the fake API server.
+
+The test plays the Machine API controllers: it turns replicas into Machines and Nodes,
+and removes the Machines the autoscaler marked for deletion.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from clusterscaler.testing.fakekube import FakeKubeServer
+from machineapi_builders import (
+    OPENSHIFT,
+    OPENSHIFT_NS,
+    MachineController,
+    limits,
+    resource_name,
+    scalable,
+)
+from test_machineapi_loop import pending_pod
+
+MS_OS = resource_name(OPENSHIFT, "MachineSet")
+M_OS = resource_name(OPENSHIFT, "Machine")
+
+
+def clusterscaler_command() -> list[str]:
+    script = Path(sys.executable).with_name("clusterscaler")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from clusterscaler.cli import main; sys.exit(main())"]
+
+
+def replicas(kube: FakeKubeServer) -> int:
+    obj = kube.get(MS_OS, "workers", OPENSHIFT_NS)
+    assert obj is not None
+    return int(obj["spec"]["replicas"])
+
+
+def wait_for(what: str, predicate: Callable[[], bool], process: subprocess.Popen[Any], timeout: float, tick: Callable[[], None] = lambda: None) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert process.poll() is None, f"clusterscaler exited with {process.returncode} while waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        tick()
+        time.sleep(0.2)
+
+
+def test_cli_scales_a_machineset_from_zero_to_n_and_back(kube: FakeKubeServer, tmp_path: Path) -> None:
+    for namespace in ("default", "kube-system"):
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    kube.create(
+        scalable(
+            "workers",
+            replicas=0,
+            annotations={**limits(OPENSHIFT, 0, 3), f"{OPENSHIFT}/vCPU": "4", f"{OPENSHIFT}/memoryMb": "16384"},
+        )
+    )
+    kube.create(pending_pod("web-1", "3"))
+    kube.create(pending_pod("web-2", "3"))
+    kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
+    log_path = tmp_path / "clusterscaler.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("CAPI_GROUP", "CAPI_VERSION", "KUBECONFIG")}
+    command = [
+        *clusterscaler_command(),
+        "--cloud-provider=machineapi",
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--scan-interval=1s",
+        "--address=127.0.0.1:0",
+        "--scale-down-delay-after-add=0s",
+        "--scale-down-unneeded-time=1s",
+        "--skip-nodes-with-custom-controller-pods=false",
+        # The fake server answers at once; the default 5 QPS would only slow the test down.
+        "--kube-client-qps=200",
+        "--kube-client-burst=200",
+    ]
+    controller = MachineController(kube)
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_for("the scale-up from zero", lambda: replicas(kube) == 2, process, 15)
+
+            def controllers() -> None:
+                controller.reconcile()
+                for pod in kube.list("pods", "default"):
+                    kube.delete("pods", pod["metadata"]["name"], "default")
+
+            controllers()
+            assert len(kube.list("nodes")) == 2
+            wait_for(
+                "the scale-down to zero",
+                lambda: replicas(kube) == 0 and not kube.list(M_OS),
+                process,
+                15,
+                tick=controllers,
+            )
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    output = log_path.read_text()
+    assert process.returncode == 0, output[-3000:]
+    assert "machineapi_provider_ready" in output
+    marks = [r for r in kube.requests if r.method == "PATCH" and r.resource == "machines"]
+    assert len(marks) == 2, output[-3000:]
