@@ -94,8 +94,11 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+        # The full usage of ~130 flags would bury the one line that matters.
+        self.exit(
+            USAGE_ERROR,
+            f"{self.prog}: error: {message}\n(run `{self.prog} --help` for every flag)\n",
+        )
 
 
 _UNSET: Any = object()
