@@ -96,6 +96,12 @@ def test_loop_scales_a_machineset_from_zero_to_n_and_back(kube: FakeKubeServer, 
             kube.delete("pods", pod, "default")
         wait_until(lambda: len(source.snapshot().nodes) == 2 and not source.snapshot().pods)
 
+        def provider_sees_machines() -> bool:
+            provider.refresh()
+            return len(provider.node_groups()[0].nodes()) == 2
+
+        wait_until(provider_sees_machines)
+
         deleted: list[str] = []
         for step in range(1, 6):
             result = loop.run_once(now + timedelta(minutes=2 * step))
