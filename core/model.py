@@ -1790,8 +1790,9 @@ def parse_daemonset(raw: Mapping[str, Any]) -> DaemonSet:
 class Controller:
     """A pod controller: ReplicaSet, ReplicationController, StatefulSet or Job.
 
-    `replicas` is `spec.replicas` (for a Job, `spec.parallelism`); `None` when unset on a
-    Job. `owner` is the controller's own controller (a ReplicaSet's Deployment).
+    `replicas` is `spec.replicas` (for a Job, `spec.parallelism`), 1 when unset as the API
+    server defaults it. `owner` is the controller's own controller (a ReplicaSet's
+    Deployment).
     """
 
     kind: str
@@ -1826,8 +1827,8 @@ def parse_controller(raw: Mapping[str, Any], kind: str | None = None) -> Control
     spec = _dict(raw.get("spec"), obj, "spec")
     status = _dict(raw.get("status"), obj, "status")
     if kind == "Job":
-        parallelism = spec.get("parallelism")
-        replicas = None if parallelism is None else _int(parallelism, obj, "spec.parallelism")
+        # The API server defaults parallelism to 1.
+        replicas: int | None = _int(spec.get("parallelism"), obj, "spec.parallelism", 1)
     else:
         replicas = _int(spec.get("replicas"), obj, "spec.replicas", 1)
     selector_raw = spec.get("selector")
