@@ -143,42 +143,74 @@ class Actuator:
                 for r in (*empty, *drain)
             ]
         results: list[NodeDeletion] = []
+        # Empty nodes are tainted together, then deleted after --node-delete-delay-after-taint
+        # so that the scheduler sees the taint before the node disappears.
+        tainted: list[tuple[RemovableNode, bool]] = []
         for r in empty:
-            results.append(self._run(r, groups[r.node_group], now, drain=False))
+            try:
+                tainted.append((r, self._taint(r.node.name, now)))
+            except DeletionFailed as exc:
+                results.append(self._failed(r, DeletionKind.EMPTY, [], str(exc)))
+        delay = self.options.node_delete_delay_after_taint.total_seconds()
+        if tainted and delay > 0:
+            self.clock.sleep(delay)
+        for r, cordoned in tainted:
+            results.append(self._finish(r, groups[r.node_group], cordoned, drain=False))
         if len(drain) == 1:
-            results.append(self._run(drain[0], groups[drain[0].node_group], now, drain=True))
+            results.append(self._drain(drain[0], groups[drain[0].node_group], now))
         elif drain:
             with ThreadPoolExecutor(max_workers=len(drain), thread_name_prefix="drain") as pool:
-                futures = [
-                    pool.submit(self._run, r, groups[r.node_group], now, drain=True) for r in drain
-                ]
+                futures = [pool.submit(self._drain, r, groups[r.node_group], now) for r in drain]
                 results.extend(f.result() for f in futures)
         return results
 
-    def _run(
-        self, r: RemovableNode, group: NodeGroup, now: datetime, *, drain: bool
-    ) -> NodeDeletion:
-        name = r.node.name
-        kind = DeletionKind.DRAIN if drain else DeletionKind.EMPTY
-        if not r.ready:
-            kind = DeletionKind.UNREADY
-        evicted: list[str] = []
-        tainted = False
-        cordoned = False
+    def _taint(self, name: str, now: datetime) -> bool:
+        """Taint (and cordon) a node for deletion; returns whether it was cordoned."""
         try:
+            self.actions.add_taint(name, to_be_deleted_taint(now))
+        except NodeNotFoundError as exc:
+            raise DeletionFailed(f"node {name}: tainting failed: {exc}") from exc
+        if self.options.cordon_node_before_terminating:
             try:
-                self.actions.add_taint(name, to_be_deleted_taint(now))
-                tainted = True
-                if self.options.cordon_node_before_terminating:
-                    self.actions.set_unschedulable(name, True)
-                    cordoned = True
+                self.actions.set_unschedulable(name, True)
             except NodeNotFoundError as exc:
-                raise DeletionFailed(f"node {name}: tainting failed: {exc}") from exc
-            evict_ds = (
-                self.options.daemonset_eviction_for_occupied_nodes
-                if drain
-                else self.options.daemonset_eviction_for_empty_nodes
-            )
+                self._rollback(name, True, False)
+                raise DeletionFailed(f"node {name}: cordoning failed: {exc}") from exc
+            return True
+        return False
+
+    @staticmethod
+    def _kind(r: RemovableNode, drain: bool) -> DeletionKind:
+        if not r.ready:
+            return DeletionKind.UNREADY
+        return DeletionKind.DRAIN if drain else DeletionKind.EMPTY
+
+    def _failed(
+        self, r: RemovableNode, kind: DeletionKind, evicted: list[str], error: str
+    ) -> NodeDeletion:
+        log.error("scale_down_failed", node=r.node.name, node_group=r.node_group, error=error)
+        return NodeDeletion(r.node.name, r.node_group, kind, tuple(evicted), error)
+
+    def _drain(self, r: RemovableNode, group: NodeGroup, now: datetime) -> NodeDeletion:
+        try:
+            cordoned = self._taint(r.node.name, now)
+        except DeletionFailed as exc:
+            return self._failed(r, self._kind(r, True), [], str(exc))
+        return self._finish(r, group, cordoned, drain=True)
+
+    def _finish(
+        self, r: RemovableNode, group: NodeGroup, cordoned: bool, *, drain: bool
+    ) -> NodeDeletion:
+        """Evict what must go and delete the tainted node; roll back on failure."""
+        name = r.node.name
+        kind = self._kind(r, drain)
+        evicted: list[str] = []
+        evict_ds = (
+            self.options.daemonset_eviction_for_occupied_nodes
+            if drain
+            else self.options.daemonset_eviction_for_empty_nodes
+        )
+        try:
             if drain:
                 evicted.extend(self._evict_all(name, r.plan.to_move, required=True))
             if evict_ds and r.plan.daemonset:
@@ -192,15 +224,10 @@ class Actuator:
                         f"node {name}: node group {group.id}: delete_nodes failed: {exc}"
                     ) from exc
         except DeletionFailed as exc:
-            self._rollback(name, tainted, cordoned)
-            log.error("scale_down_failed", node=name, node_group=r.node_group, error=str(exc))
-            return NodeDeletion(name, r.node_group, kind, tuple(evicted), str(exc))
+            self._rollback(name, True, cordoned)
+            return self._failed(r, kind, evicted, str(exc))
         log.info(
-            "scale_down",
-            node=name,
-            node_group=r.node_group,
-            kind=kind.value,
-            evicted=len(evicted),
+            "scale_down", node=name, node_group=r.node_group, kind=kind.value, evicted=len(evicted)
         )
         return NodeDeletion(name, r.node_group, kind, tuple(evicted))
 

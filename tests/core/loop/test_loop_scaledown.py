@@ -333,3 +333,15 @@ def test_unremovable_node_is_rechecked_at_once_when_its_pods_change() -> None:
     )
     del h.cluster.pods["default/wide"]
     assert [u.node for u in h.run(timedelta(seconds=10)).scale_down.unneeded] == ["g-2"]
+
+
+def test_empty_nodes_wait_delete_delay_after_taint() -> None:
+    h = Harness()
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("big", "g-1", cpu="3")])
+    h.run()
+    h.clock.advance(ELEVEN_MINUTES)
+    started = h.clock.now()
+    result = h.autoscaler.run_once(started)
+    assert [d.node for d in result.scale_down.deletions if d.ok] == ["g-2"]
+    assert h.clock.now() - started == timedelta(seconds=5)
