@@ -152,6 +152,26 @@ def node(name: str, *, provider_id: str | None = "default", annotations: dict[st
     }
 
 
+def pending_pod(name: str, cpu: str) -> Obj:
+    """An unschedulable pod of a ReplicaSet in `default`, requesting `cpu` and 1Gi."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-uid", "controller": True}
+            ],
+        },
+        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    }
+
+
 def resource_name(group: str, kind: str) -> str:
     return {"MachineSet": "machinesets", "MachineDeployment": "machinedeployments", "Machine": "machines"}[kind] + "." + group
 

@@ -21,10 +21,10 @@ from machineapi_builders import (
     OPENSHIFT_NS,
     MachineController,
     limits,
+    pending_pod,
     resource_name,
     scalable,
 )
-from test_machineapi_loop import pending_pod
 
 MS_OS = resource_name(OPENSHIFT, "MachineSet")
 M_OS = resource_name(OPENSHIFT, "Machine")

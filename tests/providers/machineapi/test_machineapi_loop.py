@@ -23,31 +23,13 @@ from machineapi_builders import (
     OPENSHIFT_NS,
     MachineController,
     limits,
+    pending_pod,
     resource_name,
     scalable,
 )
 
 M_OS = resource_name(OPENSHIFT, "Machine")
 MS_OS = resource_name(OPENSHIFT, "MachineSet")
-
-
-def pending_pod(name: str, cpu: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-uid", "controller": True}
-            ],
-        },
-        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
-        "status": {
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-        },
-    }
 
 
 def wait_until(predicate: Any, timeout: float = 5.0) -> None:
