@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clusterscaler.autoscaler import Autoscaler
+from clusterscaler.decisions import NoScaleUpReason
 from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.source import KubeClusterSource
 from clusterscaler.options import AutoscalingOptions
@@ -98,3 +99,23 @@ def test_loop_scales_a_machineset_from_zero_to_n_and_back(kube: FakeKubeServer, 
         assert len(deleted) == 2
         assert kube.get(MS_OS, "workers", OPENSHIFT_NS)["spec"]["replicas"] == 0  # type: ignore[index]
         assert kube.list(M_OS) == []
+
+
+def test_loop_explains_a_group_that_cannot_scale_from_zero(kube: FakeKubeServer, make_provider: Any, api_client: Any) -> None:
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    kube.create(scalable("bare", replicas=0, annotations=limits(OPENSHIFT, 0, 3)))
+    kube.create(pending_pod("big", "2"))
+    provider = make_provider()
+    registry = collect_registry(build_plugin_manager())
+    with KubeClusterSource(api_client, namespace="kube-system") as source:
+        assert source.wait_for_sync(10)
+        loop = Autoscaler.from_registry(
+            registry, options=AutoscalingOptions(), provider=provider, source=source, actions=KubeClusterActions(api_client)
+        )
+        result = loop.run_once(datetime(2026, 1, 1, tzinfo=UTC))
+    assert result.scale_up.decisions == ()
+    [rejection] = result.scale_up.pods_remaining["default/big"]
+    assert rejection.node_group == "MachineSet/openshift-machine-api/bare"
+    assert rejection.reason is NoScaleUpReason.NO_TEMPLATE
+    assert "cannot scale from zero" in rejection.detail
+    assert "capacity.cluster-autoscaler.kubernetes.io/cpu" in rejection.detail
