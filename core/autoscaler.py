@@ -378,6 +378,7 @@ class Autoscaler:
                 totals=totals,
                 options=options,
                 gpu_label=gpu_label,
+                monotonic=self.monotonic,
             )
         finally:
             snapshot.revert()

@@ -10,6 +10,7 @@ and the cluster's cores, memory and GPU limits. The expander chain picks one opt
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -120,6 +121,7 @@ def plan_scale_up(
     totals: Totals,
     options: AutoscalingOptions,
     gpu_label: str = "",
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> ScaleUpPlan:
     """Decide a scale-up for `pods` (already filtered: none fits existing or upcoming
     capacity). `totals` covers registered and upcoming nodes. The snapshot is left as given."""
@@ -141,6 +143,8 @@ def plan_scale_up(
             rejections[p.key].append(r)
 
     cluster_nodes = totals.nodes
+    # --max-binpacking-time bounds the estimations of all groups together.
+    deadline = monotonic() + options.max_binpacking_time.total_seconds()
     eligible: dict[str, GroupState] = {}
     for gid in sorted(state.groups):
         g = state.groups[gid]
@@ -172,8 +176,12 @@ def plan_scale_up(
             headroom = min(headroom, room)
         limiter = ThresholdLimiter(
             limits_from_options(
-                options, node_group_headroom=headroom, cluster_node_count=cluster_nodes
-            )
+                options,
+                node_group_headroom=headroom,
+                cluster_node_count=cluster_nodes,
+                deadline=deadline,
+            ),
+            clock=monotonic,
         )
         estimate = estimator.estimate(pod_groups, tpl, snapshot, limiter, node_group_id=gid)
         scheduled = {p.key for p in estimate.scheduled_pods}
