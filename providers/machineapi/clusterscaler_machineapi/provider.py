@@ -1,6 +1,7 @@
 """The `machineapi` cloud provider: MachineSets and MachineDeployments as node groups.
 
-Sizes are read and written through the scale subresource. Scale-down marks the chosen
+Sizes are changed through the scale subresource, each change reading it first; the target
+size between changes is the `spec.replicas` of the (watched) object. Scale-down marks the chosen
 Machine with the delete-machine annotation before lowering replicas, so that the
 MachineSet controller removes exactly that machine; the mark is taken back if the resize
 fails. Nothing else about a Machine is ever changed.
