@@ -151,7 +151,7 @@ class Autoscaler:
         self.registry = ClusterStateRegistry(options)
         self.templates = TemplateCache(options)
         self.planner = ScaleDownPlanner(options, pod_filters, clock=monotonic)
-        self.actuator = Actuator(actions, options, self.clock, monotonic=monotonic)
+        self.actuator = Actuator(actions, options, self.clock, monotonic=monotonic, source=source)
         self.pending_hints = HintingSimulator()
         self.last_scale_up: datetime | None = None
         self.last_scale_down_delete: datetime | None = None

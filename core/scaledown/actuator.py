@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.cloudprovider import CloudProviderError, NodeGroup
-from clusterscaler.cluster import Clock, ClusterActions, EvictionError, NodeNotFoundError
+from clusterscaler.cluster import (
+    Clock,
+    ClusterActions,
+    ClusterSource,
+    EvictionError,
+    NodeNotFoundError,
+)
 from clusterscaler.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.decisions import DeletionKind, NodeDeletion
 from clusterscaler.model import Node, Pod, Taint
@@ -39,6 +45,14 @@ EVICTION_RETRY_SECONDS = 10.0
 TERMINATION_POLL_SECONDS = 5.0
 TERMINATION_EXTRA_SECONDS = 30
 DEFAULT_GRACE_SECONDS = 30
+
+
+DELAY_DELETION_PREFIX = "delay-deletion.cluster-autoscaler.kubernetes.io/"
+DELAY_DELETION_POLL_SECONDS = 5.0
+
+
+def _delays_deletion(node: Node) -> bool:
+    return any(k.startswith(DELAY_DELETION_PREFIX) for k in node.annotations)
 
 
 class DeletionFailed(Exception):
@@ -67,7 +81,9 @@ class Actuator:
         clock: Clock,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        source: ClusterSource | None = None,
     ) -> None:
+        self.source = source
         self.actions = actions
         self.options = options
         self.clock = clock
@@ -216,6 +232,7 @@ class Actuator:
             if evict_ds and r.plan.daemonset:
                 # DaemonSet pods are evicted best-effort: they do not hold the node back.
                 evicted.extend(self._evict_all(name, r.plan.daemonset, required=False))
+            self._wait_for_delay_deletion(r.node)
             with self._provider_lock:
                 try:
                     group.delete_nodes([r.node])
@@ -230,6 +247,21 @@ class Actuator:
             "scale_down", node=name, node_group=r.node_group, kind=kind.value, evicted=len(evicted)
         )
         return NodeDeletion(name, r.node_group, kind, tuple(evicted))
+
+    def _wait_for_delay_deletion(self, node: Node) -> None:
+        """Hold the deletion while the node carries a `delay-deletion.cluster-autoscaler.
+        kubernetes.io/*` annotation, up to --node-deletion-delay-timeout; then go ahead."""
+        timeout = self.options.node_deletion_delay_timeout
+        if self.source is None or not timeout or not _delays_deletion(node):
+            return
+        end = self.clock.now() + timeout
+        log.info("waiting_for_delay_deletion", node=node.name, timeout_s=timeout.total_seconds())
+        while self.clock.now() < end:
+            self.clock.sleep(DELAY_DELETION_POLL_SECONDS)
+            fresh = next((n for n in self.source.snapshot().nodes if n.name == node.name), None)
+            if fresh is None or not _delays_deletion(fresh):
+                return
+        log.warning("delay_deletion_timed_out", node=node.name, timeout_s=timeout.total_seconds())
 
     def _rollback(self, name: str, tainted: bool, cordoned: bool) -> None:
         try:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from clusterscaler.cluster import EvictionError, InMemoryCluster
@@ -345,3 +346,46 @@ def test_empty_nodes_wait_delete_delay_after_taint() -> None:
     result = h.autoscaler.run_once(started)
     assert [d.node for d in result.scale_down.deletions if d.ok] == ["g-2"]
     assert h.clock.now() - started == timedelta(seconds=5)
+
+
+class AnnotationDroppingCluster(InMemoryCluster):
+    """Another controller removes its delay-deletion annotation from g-2 at `remove_at`."""
+
+    clock: Any = None
+    remove_at: datetime | None = None
+
+    def snapshot(self):  # type: ignore[no-untyped-def]
+        node = self.nodes.get("g-2")
+        if node is not None and self.remove_at is not None and self.clock.now() >= self.remove_at:
+            self.nodes["g-2"] = node.with_(annotations={})
+        return super().snapshot()
+
+
+@pytest.mark.parametrize(
+    ("cluster_class", "waited"),
+    [
+        # 5s delay after taint, then polls every 5s: removed at 12s, seen at 15s.
+        (AnnotationDroppingCluster, timedelta(seconds=15)),
+        # Never removed: deleted anyway after --node-deletion-delay-timeout (2m).
+        (InMemoryCluster, timedelta(minutes=2, seconds=5)),
+    ],
+    ids=["annotation-removed", "timeout"],
+)
+def test_delay_deletion_annotation_holds_the_deletion(cluster_class, waited) -> None:
+    h = Harness(cluster_class=cluster_class)
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("big", "g-1", cpu="3")])
+    h.cluster.add_node(
+        h.cluster.nodes["g-2"].with_(
+            annotations={"delay-deletion.cluster-autoscaler.kubernetes.io/backup": "true"}
+        )
+    )
+    h.run()
+    h.clock.advance(ELEVEN_MINUTES)
+    started = h.clock.now()
+    if isinstance(h.cluster, AnnotationDroppingCluster):
+        h.cluster.clock = h.clock
+        h.cluster.remove_at = started + timedelta(seconds=12)
+    result = h.autoscaler.run_once(started)
+    assert [d.node for d in result.scale_down.deletions if d.ok] == ["g-2"]
+    assert h.clock.now() - started == waited
