@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 from clusterscaler.cloudprovider import CloudProvider, CloudProviderError, NodeGroup
@@ -43,8 +43,8 @@ from clusterscaler.decisions import (
 from clusterscaler.drain import PodFilter, build_pod_filters
 from clusterscaler.estimator import Estimator
 from clusterscaler.expander import ExpanderContext, Option, build_expander_chain
-from clusterscaler.limits import Limits, sum_totals
-from clusterscaler.model import ClusterObjects, Pod
+from clusterscaler.limits import Limits, Totals, sum_totals
+from clusterscaler.model import ClusterObjects, Node, Pod
 from clusterscaler.pending import PendingPods, classify_pending, drop_schedulable
 from clusterscaler.scaledown.actuator import Actuator
 from clusterscaler.scaledown.budgets import InProgress
@@ -299,7 +299,7 @@ class Autoscaler:
         return out
 
     def _delete_instances(
-        self, group: NodeGroup, fakes: list[Any], kind: DeletionKind, errors: list[str]
+        self, group: NodeGroup, fakes: list[Node], kind: DeletionKind, errors: list[str]
     ) -> list[NodeDeletion]:
         try:
             group.delete_nodes(fakes)
@@ -323,7 +323,7 @@ class Autoscaler:
         pods_by_node: Mapping[str, Sequence[Pod]],
         snapshot: ClusterSnapshot,
         limits: Limits,
-        base_totals: Any,
+        base_totals: Totals,
         gpu_label: str,
         errors: list[str],
     ) -> tuple[ScaleUpResult, PendingPods]:
@@ -441,7 +441,7 @@ class Autoscaler:
         pods_by_node: Mapping[str, Sequence[Pod]],
         snapshot: ClusterSnapshot,
         limits: Limits,
-        base_totals: Any,
+        base_totals: Totals,
         gpu_label: str,
         scaled_up: bool,
     ) -> ScaleDownResult:
