@@ -389,3 +389,71 @@ def test_delay_deletion_annotation_holds_the_deletion(cluster_class, waited) -> 
     result = h.autoscaler.run_once(started)
     assert [d.node for d in result.scale_down.deletions if d.ok] == ["g-2"]
     assert h.clock.now() - started == waited
+
+
+@pytest.mark.parametrize(
+    ("node_pods", "options", "evicted"),
+    [
+        ("empty", {}, []),
+        ("empty", {"daemonset_eviction_for_empty_nodes": True}, ["default/agent-2"]),
+        ("busy", {}, ["default/small", "default/agent-2"]),
+        ("busy", {"daemonset_eviction_for_occupied_nodes": False}, ["default/small"]),
+    ],
+    ids=["empty-keeps-ds", "empty-evicts-ds", "drain-evicts-ds", "drain-keeps-ds"],
+)
+def test_daemonset_eviction_flags(node_pods, options, evicted) -> None:
+    h = Harness(**options)
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("big", "g-1", cpu="2500m")])
+    h.add_pods([running_pod("agent-2", "g-2", owner=ds_owner())])
+    if node_pods == "busy":
+        h.add_pods([running_pod("small", "g-2", cpu="200m")])
+    h.run()
+    (deletion,) = h.run(ELEVEN_MINUTES).scale_down.deletions
+    assert deletion.ok
+    assert list(deletion.evicted_pods) == evicted
+
+
+def test_without_cordon_flag_nodes_are_only_tainted() -> None:
+    class Recording(InMemoryCluster):
+        cordoned: list[str] = []
+
+        def set_unschedulable(self, node_name: str, unschedulable: bool) -> None:
+            self.cordoned.append(node_name)
+            super().set_unschedulable(node_name, unschedulable)
+
+    h = Harness(cluster_class=Recording, cordon_node_before_terminating=False)
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("big", "g-1", cpu="3")])
+    h.run()
+    assert h.run(ELEVEN_MINUTES).scale_down.deletions[0].ok
+    assert isinstance(h.cluster, Recording) and h.cluster.cordoned == []
+
+
+def test_parallel_drains_within_budget() -> None:
+    h = Harness(max_drain_parallelism=3, max_scale_down_parallelism=3)
+    h.provider.add_group("g", 0, 10, nodes=5)
+    h.add_pods([running_pod("big", "g-1", cpu="1")])
+    for i in (2, 3, 4, 5):
+        h.add_pods([running_pod(f"s{i}", f"g-{i}")])
+    h.run()
+    result = h.run(ELEVEN_MINUTES)
+    drained = [d for d in result.scale_down.deletions if d.kind is DeletionKind.DRAIN and d.ok]
+    assert len(drained) == 3
+    assert len(h.cluster.nodes) == 2
+
+
+def test_non_empty_candidates_count_limits_unneeded_nodes() -> None:
+    h = Harness(scale_down_non_empty_candidates_count=2)
+    h.provider.add_group("g", 0, 10, nodes=6)
+    h.add_pods([running_pod("big", "g-1", cpu="1")])
+    for i in range(2, 7):
+        h.add_pods([running_pod(f"s{i}", f"g-{i}")])
+    result = h.run()
+    assert len(result.scale_down.unneeded) == 2
+    limited = [
+        u
+        for u in result.scale_down.unremovable
+        if u.reason is UnremovableReason.NOT_UNNEEDED_OTHER_REASON
+    ]
+    assert len(limited) == 4
