@@ -25,9 +25,22 @@ def level_for(verbosity: int) -> int:
     return logging.INFO
 
 
+class _StreamLoggerFactory:
+    """Print loggers on `stream`, or on whatever `sys.stderr` is when a message is logged.
+
+    Resolving stderr late keeps logging working when stderr is replaced (test capture,
+    daemonisation) after logging was configured.
+    """
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+
+    def __call__(self, *args: Any) -> structlog.PrintLogger:
+        return structlog.PrintLogger(file=self.stream or sys.stderr)
+
+
 def configure_logging(verbosity: int = 0, fmt: str = "text", stream: TextIO | None = None) -> None:
     """Configure structlog (and the stdlib loggers of libraries) once per process."""
-    out = stream or sys.stderr
     level = level_for(verbosity)
     renderer: Any
     if fmt == "json":
@@ -46,12 +59,12 @@ def configure_logging(verbosity: int = 0, fmt: str = "text", stream: TextIO | No
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        logger_factory=_StreamLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )
     # Libraries log through the stdlib: keep them quiet unless asked for wire-level detail.
     library_level = logging.DEBUG if verbosity >= HTTP_VERBOSITY else logging.WARNING
-    handler = logging.StreamHandler(out)
+    handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
