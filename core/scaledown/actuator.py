@@ -226,12 +226,16 @@ class Actuator:
             if drain
             else self.options.daemonset_eviction_for_empty_nodes
         )
+        # Only pods bound to this node are evicted: the plan may also hold pending pods the
+        # simulation expected the scheduler to put here, which must not be touched.
+        to_move = [p for p in r.plan.to_move if p.node_name == name]
+        daemons = [p for p in r.plan.daemonset if p.node_name == name]
         try:
             if drain:
-                evicted.extend(self._evict_all(name, r.plan.to_move, required=True))
-            if evict_ds and r.plan.daemonset:
+                evicted.extend(self._evict_all(name, to_move, required=True))
+            if evict_ds and daemons:
                 # DaemonSet pods are evicted best-effort: they do not hold the node back.
-                evicted.extend(self._evict_all(name, r.plan.daemonset, required=False))
+                evicted.extend(self._evict_all(name, daemons, required=False))
             self._wait_for_delay_deletion(r.node)
             with self._provider_lock:
                 try:

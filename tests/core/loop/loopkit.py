@@ -145,7 +145,7 @@ class FakeNodeGroup:
 
     def register(self, count: int | None = None) -> list[Node]:
         """Turn creating instances into ready Nodes."""
-        made = []
+        made: list[Node] = []
         for pid, inst in list(self.instances.items()):
             if count is not None and len(made) >= count:
                 break

@@ -457,3 +457,25 @@ def test_non_empty_candidates_count_limits_unneeded_nodes() -> None:
         if u.reason is UnremovableReason.NOT_UNNEEDED_OTHER_REASON
     ]
     assert len(limited) == 4
+
+
+def test_pending_pods_expected_on_a_drained_node_are_never_evicted() -> None:
+    from loopkit import pending_pod
+
+    h = Harness(scale_down_utilization_threshold=0.7)
+    h.provider.add_group("a", 0, 10, nodes=1)
+    h.provider.add_group("b", 0, 10, nodes=1, cpu="16", memory="64Gi")
+    h.add_pods([running_pod("small", "a-1", cpu="200m")])
+    h.add_pods([running_pod("big", "b-1", cpu="12")])
+    # The scheduler is expected to put this pod on a-1 (first fit), which is then drained.
+    h.add_pods([pending_pod("waiting", cpu="2500m")])
+    first = h.run()
+    assert first.scale_down.unneeded[0].destinations == {
+        "default/small": "b-1",
+        "default/waiting": "b-1",
+    }
+    result = h.run(ELEVEN_MINUTES)
+    (deletion,) = result.scale_down.deletions
+    assert deletion.ok and deletion.evicted_pods == ("default/small",)
+    assert "default/waiting" in h.cluster.pods
+    assert h.cluster.evicted == ["default/small"]
