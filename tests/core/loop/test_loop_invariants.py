@@ -31,8 +31,11 @@ node_pods = st.lists(
     pdb_allowed=st.integers(min_value=0, max_value=3),
     web_every=st.integers(min_value=1, max_value=3),
     drain_parallelism=st.integers(min_value=1, max_value=4),
+    pending=st.lists(st.integers(min_value=100, max_value=3000), max_size=3),
 )
-def test_scale_down_invariants(layout, min_size, pdb_allowed, web_every, drain_parallelism):
+def test_scale_down_invariants(
+    layout, min_size, pdb_allowed, web_every, drain_parallelism, pending
+):
     h = Harness(max_drain_parallelism=drain_parallelism, scale_down_utilization_threshold=0.9)
     h.cluster.recreate_evicted = True
     g = h.provider.add_group("g", min(min_size, len(layout)), 20, nodes=len(layout))
@@ -45,6 +48,9 @@ def test_scale_down_invariants(layout, min_size, pdb_allowed, web_every, drain_p
             labels = {"app": "web"} if seq % web_every == 0 else {}
             h.add_pods([running_pod(f"p{seq}", f"g-{i}", cpu=f"{cpu}m", labels=labels)])
             seq += 1
+    h.add_pods(
+        [pending_pod(f"pending{i}", cpu=f"{c}m", memory="10Mi") for i, c in enumerate(pending)]
+    )
     before = {n: list(h.pods_on(n)) for n in h.cluster.nodes}
     h.run()
     result = h.run(timedelta(minutes=11))
@@ -71,6 +77,8 @@ def test_scale_down_invariants(layout, min_size, pdb_allowed, web_every, drain_p
         if any(k == p.key and p.labels.get("app") == "web" for ps in before.values() for p in ps)
     ]
     assert len(evicted_web) <= pdb_allowed
+    # Pending pods are never evicted.
+    assert not [k for k in h.cluster.evicted if k.startswith("default/pending")]
 
 
 @SETTINGS
