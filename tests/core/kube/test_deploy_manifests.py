@@ -18,6 +18,7 @@ from clusterscaler.model import Taint, parse_pod
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.status import AutoscalerStatus
 from clusterscaler.testing.fakekube import RecordedRequest
+from clusterscaler.testing.rbac import RbacAuthorizer
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 NAMESPACE = "kube-system"
@@ -98,79 +99,83 @@ def test_dockerfile_installs_the_entry_point():
 # --------------------------------------------------------------------------- RBAC coverage
 
 
-def rule_allows(rule: dict, request: RecordedRequest) -> bool:
-    resource = request.resource + (f"/{request.subresource}" if request.subresource else "")
-    if request.group not in rule.get("apiGroups", []):
-        return False
-    if resource not in rule.get("resources", []) and "*" not in rule.get("resources", []):
-        return False
-    if request.verb not in rule.get("verbs", []):
-        return False
-    names = rule.get("resourceNames")
-    return not names or request.name in names
+def authorizer(*names: str) -> RbacAuthorizer:
+    return RbacAuthorizer.from_manifests([DEPLOY / n for n in names])
 
 
 def authorized(request: RecordedRequest) -> bool:
-    if any(rule_allows(rule, request) for rule in by_kind("ClusterRole")["rules"]):
-        return True
-    role = by_kind("Role")
-    return request.namespace == role["metadata"]["namespace"] and any(
-        rule_allows(rule, request) for rule in role["rules"]
-    )
+    return authorizer("rbac.yaml").allows(request)
+
+
+def req(
+    verb: str, group: str, resource: str, namespace: str = "", name: str = "", sub: str = ""
+) -> RecordedRequest:
+    return RecordedRequest("GET", "", {}, verb, group, resource, sub, namespace, name, 200)
 
 
 @pytest.mark.parametrize(
     ("request_", "allowed"),
     [
-        (RecordedRequest("GET", "", {}, "list", "", "nodes", "", "", "", 200), True),
-        (RecordedRequest("DELETE", "", {}, "delete", "", "nodes", "", "", "n1", 200), False),
-        (
-            RecordedRequest(
-                "PUT",
-                "",
-                {},
-                "update",
-                "",
-                "configmaps",
-                "",
-                "default",
-                "cluster-autoscaler-status",
-                200,
-            ),
-            False,
-        ),
-        (
-            RecordedRequest("PUT", "", {}, "update", "", "configmaps", "", NAMESPACE, "other", 200),
-            False,
-        ),
-        (
-            RecordedRequest(
-                "PUT",
-                "",
-                {},
-                "update",
-                "coordination.k8s.io",
-                "leases",
-                "",
-                NAMESPACE,
-                "someone-else",
-                200,
-            ),
-            False,
-        ),
-        (RecordedRequest("POST", "", {}, "create", "", "pods", "eviction", "apps", "p", 201), True),
+        (req("list", "", "nodes"), True),
+        (req("delete", "", "nodes", name="n1"), False),
+        (req("update", "", "configmaps", "default", "cluster-autoscaler-status"), False),
+        (req("update", "", "configmaps", NAMESPACE, "other"), False),
+        (req("update", "", "configmaps", NAMESPACE, "cluster-autoscaler-status"), True),
+        (req("list", "", "configmaps", NAMESPACE), True),
+        (req("update", "coordination.k8s.io", "leases", NAMESPACE, "someone-else"), False),
+        (req("create", "", "pods", "apps", "p", "eviction"), True),
+        (req("get", "", "", ""), True),
+        (req("patch", "cluster.x-k8s.io", "machinesets", "ns", "ms", "scale"), False),
     ],
     ids=[
         "list-nodes",
         "no-node-deletion",
         "status-only-in-own-namespace",
         "only-named-configmaps",
+        "status-configmap",
+        "configmap-cache",
         "only-own-lease",
         "evictions",
+        "discovery",
+        "no-machine-api-without-its-manifest",
     ],
 )
 def test_authorizer_model(request_, allowed):
     assert authorized(request_) is allowed
+
+
+def test_machine_api_manifest_adds_scale_and_annotation_rights():
+    both = authorizer("rbac.yaml", "rbac-machineapi.yaml")
+    for group, plural in (
+        ("cluster.x-k8s.io", "machinedeployments"),
+        ("machine.openshift.io", "machinesets"),
+    ):
+        assert both.allows(req("patch", group, plural, "ns", "ms", "scale"))
+        assert both.allows(req("watch", group, plural, "ns"))
+        assert both.allows(req("patch", group, "machines", "ns", "m-1"))
+        assert not both.allows(req("delete", group, "machines", "ns", "m-1"))
+    assert both.allows(
+        req("get", "infrastructure.cluster.x-k8s.io", "awsmachinetemplates", "ns", "t")
+    )
+
+
+def test_binding_to_a_missing_role_is_an_error(tmp_path):
+    bad = tmp_path / "rbac.yaml"
+    bad.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "b"},
+                "roleRef": {"kind": "ClusterRole", "name": "missing"},
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": "cluster-autoscaler", "namespace": NAMESPACE}
+                ],
+            }
+        )
+    )
+    with pytest.raises(ValueError, match="ClusterRoleBinding b: roleRef"):
+        RbacAuthorizer.from_manifests([bad])
 
 
 def test_cluster_role_covers_every_api_call_of_the_kubernetes_integration(fake_kube):
@@ -236,11 +241,4 @@ def test_cluster_role_covers_every_api_call_of_the_kubernetes_integration(fake_k
         ("create", "coordination.k8s.io", "leases", ""),
         ("update", "coordination.k8s.io", "leases", ""),
     } <= made
-    denied = sorted(
-        {
-            (r.verb, r.group or "core", r.resource, r.subresource, r.namespace, r.name)
-            for r in fake_kube.requests
-            if not authorized(r)
-        }
-    )
-    assert denied == []
+    assert authorizer("rbac.yaml").denied(fake_kube.requests) == []
