@@ -72,6 +72,37 @@ class Instance:
 
 
 @dataclass(frozen=True, slots=True)
+class ProviderProblem:
+    """Something wrong with one node group (or a resource that should have been one).
+
+    `node_group` is the group id, or the resource's name when the problem keeps it from
+    being a node group; `reason` is a short CamelCase code; `message` names the object, the
+    field and the expected form. One problem never stops the other groups.
+    """
+
+    node_group: str
+    reason: str
+    message: str
+
+
+@runtime_checkable
+class ReportsProblems(Protocol):
+    """Optional for a `CloudProvider`: configuration problems found at the last refresh.
+
+    The autoscaler shows them in the status ConfigMap, logs and `explain`.
+    """
+
+    def problems(self) -> Sequence[ProviderProblem]: ...
+
+
+def provider_problems(provider: object) -> list[ProviderProblem]:
+    """The provider's problems, or none when it does not report any."""
+    if isinstance(provider, ReportsProblems):
+        return list(provider.problems())
+    return []
+
+
+@dataclass(frozen=True, slots=True)
 class NodeGroupOptions:
     """Per-node-group overrides of autoscaling options. `None` means "use the flag"."""
 

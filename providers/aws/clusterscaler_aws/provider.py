@@ -22,6 +22,7 @@ from clusterscaler.cloudprovider import (
     NodeGroupNotFoundError,
     NodeGroupOptions,
     PricingModel,
+    ProviderProblem,
     ResourceLimiter,
 )
 
@@ -316,6 +317,14 @@ class AwsCloudProvider:
     def errors(self) -> dict[str, tuple[str, ...]]:
         """Problems per ASG found at the last refresh (bad tags, missing ASGs, ...)."""
         return dict(self.cache.errors())
+
+    def problems(self) -> list[ProviderProblem]:
+        """The same problems in the core's shape, for the status ConfigMap and `explain`."""
+        return [
+            ProviderProblem(node_group=asg, reason="InvalidAutoScalingGroup", message=message)
+            for asg, messages in sorted(self.errors().items())
+            for message in messages
+        ]
 
     # --- template inputs -------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterscaler.cloudprovider import ConfigurationError
+from clusterscaler.cloudprovider import ConfigurationError, ProviderProblem
 from clusterscaler.model import Node
 
 from clusterscaler_machineapi.apigroups import MACHINE_DEPLOYMENT, MACHINE_SET, ApiGroup
@@ -36,17 +36,8 @@ REASON_INVALID_CAPACITY = "InvalidCapacityAnnotations"
 REASON_DUPLICATE = "DuplicateNodeGroup"
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """Something wrong with one resource, for logs, the status ConfigMap and `explain`.
-
-    `node_group` is the resource id (`MachineSet/<ns>/<name>`) even when the problem keeps
-    it from being a node group.
-    """
-
-    node_group: str
-    reason: str
-    message: str
+# Problems are reported in the core's shape, so status and `explain` can show them.
+Problem = ProviderProblem
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
-from clusterscaler.cloudprovider import ConfigurationError, InstanceState
+from clusterscaler.cloudprovider import ConfigurationError, InstanceState, provider_problems
 from clusterscaler.model import Node
 
 ENABLED = "k8s.io/cluster-autoscaler/enabled"
@@ -69,6 +69,9 @@ def test_missing_explicit_asg_is_reported_and_the_rest_is_managed(aws: AwsFixtur
     assert [g.id for g in provider.node_groups()] == ["present"]
     assert "absent" in provider.errors()
     assert "does not exist" in provider.errors()["absent"][0]
+    (problem,) = provider_problems(provider)
+    assert (problem.node_group, problem.reason) == ("absent", "InvalidAutoScalingGroup")
+    assert "does not exist" in problem.message
 
 
 def test_bad_tags_on_one_asg_are_reported_without_stopping_the_others(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
