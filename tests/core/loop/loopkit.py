@@ -105,6 +105,8 @@ class FakeNodeGroup:
         self.create_error: InstanceErrorInfo | None = None
         self.calls: list[tuple[str, Any]] = []
         self.template_error = ""
+        # Like clouds that list no instance for capacity they have not started creating.
+        self.lists_requested = True
 
     @property
     def id(self) -> str:
@@ -133,7 +135,7 @@ class FakeNodeGroup:
         if delta <= 0 or self.target + delta > self.max_size:
             raise CloudProviderError(f"node group {self.id}: cannot grow by {delta}")
         self.target += delta
-        for _ in range(delta):
+        for _ in range(delta if self.lists_requested else 0):
             self.counter += 1
             pid = f"fake://{self.id}-{self.counter}"
             if self.create_error is not None:

@@ -188,3 +188,19 @@ def test_backed_off_group_is_rejected_with_reason() -> None:
     later = h.run(timedelta(minutes=5))
     assert g.calls.count(("increase_size", 1)) == 2
     assert later.scale_up.status is ScaleUpStatus.ERROR
+
+
+def test_timed_out_scale_up_cancels_capacity_never_created() -> None:
+    h = Harness()
+    g = h.provider.add_group("g", 0, 10)
+    g.lists_requested = False
+    h.add_pods([pending_pod("p", cpu="3")])
+    h.run()
+    assert g.target == 1
+    result = h.run(timedelta(minutes=16))
+    assert ("decrease_target_size", -1) in g.calls
+    assert g.target == 0
+    assert result.node_groups[0].backoff is not None
+    # Backed off: the still-pending pod does not ask this group again.
+    h.run(timedelta(seconds=10))
+    assert g.target == 0
