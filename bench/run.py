@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -253,13 +254,29 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
     build: list[float] = []
     loop: list[float] = []
     decisions: list[Decision] = []
-    for _ in range(repeat):
-        p, b, lo, decision = once()
+    # A run that raises is reported with the others' figures rather than losing them all.
+    failures: list[str] = []
+    last_error: BaseException | None = None
+    for i in range(repeat):
+        try:
+            p, b, lo, decision = once()
+        except Exception as exc:
+            last_error = exc
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            failures.append(
+                f"run {i + 1}: {type(exc).__name__}: {exc} "
+                f"({Path(where.filename).name}:{where.lineno} in {where.name})"
+            )
+            gc.collect()
+            continue
         parse.append(p)
         build.append(b)
         loop.append(lo)
         decisions.append(decision)
         gc.collect()
+    if not decisions:
+        assert last_error is not None
+        raise last_error
     peak = _peak_rss()
     floor = []
     snap = directory / "snapshot.json"
@@ -275,7 +292,10 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
 
         profiler = Profiler(interval=0.005)
         profiler.start()
-        once()
+        try:
+            once()
+        except Exception as exc:
+            failures.append(f"profiled run: {type(exc).__name__}: {exc}")
         profiler.stop()
         profile_dir.mkdir(parents=True, exist_ok=True)
         path = profile_dir / f"{meta['name']}.txt"
@@ -293,6 +313,7 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
         "decision": decisions[0].to_json(),
         # The loop must decide the same on every run of the same input.
         "consistent": len(distinct) == 1,
+        "failures": failures,
         "profile": profile,
     }
 
@@ -362,6 +383,7 @@ def measure(
     m.problems = check(m.expected, m.decision)
     if not doc["consistent"]:
         m.problems.append("the decision differed between runs of the same input")
+    m.problems.extend(f"failed {f}" for f in doc.get("failures", ()))
     return m
 
 
@@ -424,7 +446,7 @@ def render_table(results: Sequence[Measurement], scale: float) -> str:
             )
             continue
         decision = m.decision.text() if m.decision else "-"
-        verdict = "matches" if m.ok else "MISMATCH: " + "; ".join(m.problems)
+        verdict = "matches" if m.ok else "MISMATCH: " + "; ".join(m.problems).replace("|", "/")
         lines.append(
             f"| {m.name} | {m.nodes:,} | {m.pods:,} | {_fmt_s(m.floor)} | {_fmt_s(m.parse)} "
             f"| {_fmt_s(m.build)} | {_fmt_s(m.loop)} | {_fmt_s(m.total)} | {m.ratio:.1f} "
