@@ -1256,6 +1256,13 @@ class FakeKubeServer:
                         f"the name of the object ({body_name}) does not match the name on the URL "
                         f"({route.name})",
                     )
+                if not rtype.builtin and not (new.get("metadata") or {}).get("resourceVersion"):
+                    # Custom resources do not allow unconditional updates.
+                    raise ApiError(
+                        422,
+                        f"{rtype.kind}.{rtype.group} {route.name!r}: metadata.resourceVersion: "
+                        "Invalid value: 0: must be specified for an update",
+                    )
                 self._check_rv(rtype, new, current)
             elif method == "PATCH":
                 patch_type = self._patch_type(rtype, route, content_type)

@@ -820,3 +820,34 @@ def test_send_initial_events_ends_with_marked_bookmark(fake_kube, core):
     assert '"ADDED"' in lines[0]
     assert '"BOOKMARK"' in lines[1]
     assert "k8s.io/initial-events-end" in lines[1]
+
+
+def test_custom_resource_update_requires_resource_version(fake_kube):
+    for rtype in cluster_api_resources():
+        fake_kube.register_resource(rtype)
+    fake_kube.create(
+        {
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "MachineSet",
+            "metadata": {"name": "ms", "namespace": "ns"},
+        }
+    )
+    custom = client.CustomObjectsApi(fake_kube.api_client())
+    body = {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "MachineSet",
+        "metadata": {"name": "ms"},
+        "spec": {"replicas": 2},
+    }
+    with pytest.raises(ApiException) as exc:
+        custom.replace_namespaced_custom_object(
+            "cluster.x-k8s.io", "v1beta1", "ns", "machinesets", "ms", body
+        )
+    assert status_of(exc) == 422
+    body["metadata"]["resourceVersion"] = fake_kube.get("machinesets.cluster.x-k8s.io", "ms", "ns")[
+        "metadata"
+    ]["resourceVersion"]
+    custom.replace_namespaced_custom_object(
+        "cluster.x-k8s.io", "v1beta1", "ns", "machinesets", "ms", body
+    )
+    assert fake_kube.get("machinesets.cluster.x-k8s.io", "ms", "ns")["spec"]["replicas"] == 2
