@@ -9,6 +9,11 @@ patches and server-side apply, the status, scale, binding and eviction subresour
 would), finalizers, ``dryRun``, and fault injection. Every request is recorded with its RBAC
 attributes (``requests``) so tests can check what a component called.
 
+Deliberate simplifications: namespaces need not exist; there is no admission or schema
+validation beyond names, resourceVersions and the fields the subresources use; deleted pods
+go at once (no graceful termination); owned objects are not garbage-collected; nothing
+schedules pods or runs controllers (tests bind pods and create objects themselves).
+
 Tests arrange and inspect state directly::
 
     with FakeKubeServer() as kube:
