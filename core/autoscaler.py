@@ -257,7 +257,8 @@ class Autoscaler:
         self, state: ClusterState, now: datetime, errors: list[str]
     ) -> list[NodeDeletion]:
         """Remove instances that never registered in time or failed to be created, and
-        cancel requested capacity of scale-ups that timed out."""
+        cancel requested capacity of scale-ups that timed out. The group states are updated
+        so that the rest of the loop sees the new targets."""
         out: list[NodeDeletion] = []
         if self.options.dry_run:
             return out
@@ -267,11 +268,15 @@ class Autoscaler:
                 allowed = max(0, min(allowed, g.target - g.group.min_size))
             if allowed <= 0:
                 continue
-            out.extend(
-                self._delete_instances(g.group, fakes[:allowed], DeletionKind.UNREGISTERED, errors)
+            done = self._delete_instances(
+                g.group, fakes[:allowed], DeletionKind.UNREGISTERED, errors
             )
+            g.target -= sum(1 for d in done if d.ok)
+            out.extend(done)
         for g, fakes in create_error_nodes(state):
-            out.extend(self._delete_instances(g.group, fakes, DeletionKind.CREATE_ERROR, errors))
+            done = self._delete_instances(g.group, fakes, DeletionKind.CREATE_ERROR, errors)
+            g.target -= sum(1 for d in done if d.ok)
+            out.extend(done)
         for req in state.timed_out:
             timed = state.groups.get(req.node_group)
             if timed is None:
@@ -288,6 +293,9 @@ class Autoscaler:
             if never_created > 0:
                 try:
                     g.group.decrease_target_size(-never_created)
+                    # This loop must not count the cancelled capacity as upcoming.
+                    g.target -= never_created
+                    g.upcoming = max(0, g.upcoming - never_created)
                     log.info(
                         "scale_up_cancelled",
                         node_group=g.id,
