@@ -1,47 +1,39 @@
 """`clusterscaler run`: the autoscaler against a live Kubernetes cluster.
 
-Wires the edges around the loop: the Kubernetes client and caches, the cloud provider, the
-actions, events, the status ConfigMap, metrics and `/health-check`, leader election, and
-signals. The loop itself (`Autoscaler.run_once`) knows none of them.
+`KubeRuntime` (clusterscaler.kube.runtime) is the Kubernetes edge: client, caches, actions,
+events, status ConfigMap, metrics server, leader election. This module adds the cloud
+provider and runs the loop: wait to lead and for the caches to sync, then one
+`Autoscaler.run_once` every `--scan-interval` until SIGTERM/SIGINT, publishing each result.
 
-Lifecycle: serve `/metrics` and `/health-check`; with `--leader-elect` wait to lead; start the
-caches and wait until they have synced; build the provider; then run one loop every
-`--scan-interval` until SIGTERM/SIGINT, reporting each result. A loop in progress when the
-signal arrives finishes (so a drain completes or is rolled back by the actuator) before the
-process exits and releases the Lease. Losing the Lease stops acting at once and exits 1 so
-the Deployment restarts the process as a follower.
+A loop in progress when the signal arrives finishes (a drain completes or is rolled back by
+the actuator) before the process exits and releases the Lease. Losing the Lease stops every
+write at once (the actions refuse to act), and the process exits 1 so the Deployment
+restarts it as a follower; the next leader removes the deletion taints a dead leader left.
 """
 
 from __future__ import annotations
 
 import argparse
 import queue
-import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import UTC, datetime
-from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.autoscaler import Autoscaler
 from clusterscaler.cloudprovider import CloudProvider, CloudProviderError, ProviderContext
+from clusterscaler.cluster import ClusterActions
 from clusterscaler.dryrun import DryRunCloudProvider
-from clusterscaler.events import Event, EventRecorder, EventSink, ObjectRef, events_for_result
-from clusterscaler.kube.actions import KubeClusterActions
-from clusterscaler.kube.client import ClientSettings, KubeConfigError, build_api_client
-from clusterscaler.kube.events import KubeEventSink
-from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
-from clusterscaler.kube.source import KubeClusterSource
-from clusterscaler.kube.status import KubeStatusWriter
-from clusterscaler.metrics import HealthCheck, Metrics, OperationsServer
-from clusterscaler.status import status_from_result
+from clusterscaler.events import Event, EventSink
+from clusterscaler.kube.client import KubeConfigError
+from clusterscaler.kube.runtime import KubeRuntime
+from clusterscaler.model import Pod, Taint
 
 if TYPE_CHECKING:
     from clusterscaler.cli import CommandContext
-    from clusterscaler.decisions import LoopResult
     from clusterscaler.options import AutoscalingOptions
 
 log = structlog.get_logger()
@@ -56,32 +48,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`run` takes only the autoscaler flags."""
 
 
-@dataclass
-class Shutdown:
-    """Set by SIGTERM/SIGINT; every wait in the run loop watches it."""
+class LeadershipLostError(RuntimeError):
+    """A write was refused because this process no longer holds the Lease."""
 
-    event: threading.Event = field(default_factory=threading.Event)
-    reason: str = ""
 
-    def request(self, reason: str) -> None:
-        if not self.event.is_set():
-            self.reason = reason
-            log.info("shutdown_requested", reason=reason)
-        self.event.set()
+class GuardedActions:
+    """Cluster actions that refuse every write once this process may no longer act.
 
-    def install(self) -> None:
-        def handler(signum: int, frame: FrameType | None) -> None:
-            self.request(signal.Signals(signum).name)
+    Checked before each write rather than once per loop, so a leader that cannot renew stops
+    changing the cluster mid-drain, not at the end of it.
+    """
 
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+    def __init__(self, actions: ClusterActions, may_act: Callable[[], bool]) -> None:
+        self.actions = actions
+        self.may_act = may_act
 
-    @property
-    def requested(self) -> bool:
-        return self.event.is_set()
+    def _check(self, action: str) -> None:
+        if not self.may_act():
+            raise LeadershipLostError(f"{action} refused: this process may no longer act")
 
-    def wait(self, seconds: float) -> bool:
-        return self.event.wait(max(0.0, seconds))
+    def add_taint(self, node_name: str, taint: Taint) -> None:
+        self._check(f"taint node {node_name}")
+        self.actions.add_taint(node_name, taint)
+
+    def remove_taint(self, node_name: str, key: str) -> bool:
+        self._check(f"untaint node {node_name}")
+        return self.actions.remove_taint(node_name, key)
+
+    def set_unschedulable(self, node_name: str, unschedulable: bool) -> None:
+        self._check(f"cordon node {node_name}")
+        self.actions.set_unschedulable(node_name, unschedulable)
+
+    def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        self._check(f"evict pod {pod.key}")
+        self.actions.evict(pod, grace_period_seconds)
+
+    def pod_exists(self, pod: Pod) -> bool:
+        return self.actions.pod_exists(pod)
 
 
 class BackgroundEventSink:
@@ -122,51 +125,8 @@ class BackgroundEventSink:
         self._thread.join(timeout)
 
 
-class Reporter:
-    """Publishes each loop's result: events, status ConfigMap, metrics, health."""
-
-    def __init__(
-        self,
-        options: AutoscalingOptions,
-        api_client: Any,
-        metrics: Metrics,
-        health: HealthCheck,
-    ) -> None:
-        self.options = options
-        self.metrics = metrics
-        self.health = health
-        self.event_sink = BackgroundEventSink(KubeEventSink(api_client))
-        self.recorder = EventRecorder(
-            self.event_sink,
-            record_duplicates=options.record_duplicated_events,
-            dry_run=options.dry_run,
-        )
-        self.status_writer = (
-            KubeStatusWriter(
-                api_client, namespace=options.namespace, name=options.status_config_map_name
-            )
-            if options.write_status_configmap
-            else None
-        )
-
-    def publish(self, result: LoopResult) -> None:
-        self.metrics.record_loop(result)
-        if self.status_writer is not None:
-            self.status_writer.write(status_from_result(result))
-        status_ref = ObjectRef.config_map(
-            self.options.namespace,
-            self.options.status_config_map_name,
-            self.status_writer.uid if self.status_writer is not None else "",
-        )
-        for event in events_for_result(result, status_ref):
-            self.recorder.record(event)
-        if result.halted or result.errors:
-            self.health.update_last_activity()
-        else:
-            self.health.update_last_successful_run()
-
-
-def build_provider(ctx: CommandContext, api_client: Any) -> CloudProvider:
+def build_provider(ctx: CommandContext, api_client: object) -> CloudProvider:
+    """The provider of `--cloud-provider`, inert for writes with `--dry-run`."""
     options = ctx.options
     entry = ctx.registry.cloud_providers[options.cloud_provider]
     provider: CloudProvider = entry.factory(ProviderContext(options=options, kube_api=api_client))
@@ -175,40 +135,30 @@ def build_provider(ctx: CommandContext, api_client: Any) -> CloudProvider:
     return provider
 
 
-def _wait_for_leadership(elector: LeaderElector, shutdown: Shutdown) -> bool:
-    log.info("leader_election_waiting", lease=elector.config.name, identity=elector.identity)
-    while not shutdown.requested:
-        if elector.wait_for_leadership(1.0):
-            return True
-    return False
-
-
-def _wait_for_caches(source: KubeClusterSource, shutdown: Shutdown) -> bool:
+def _wait_until_ready(runtime: KubeRuntime) -> bool:
+    """Lead (when electing) and sync the caches, watching for shutdown; False if stopped."""
+    if runtime.elector is not None:
+        log.info("leader_election_waiting", lease=runtime.elector.config.name)
+        while not runtime.elector.wait_for_leadership(1.0):
+            if runtime.shutdown.is_set():
+                return False
     deadline = time.monotonic() + CACHE_SYNC_TIMEOUT
-    while not shutdown.requested and time.monotonic() < deadline:
-        if source.wait_for_sync(1.0):
-            return True
-    return False
+    while not runtime.wait_until_ready(1.0):
+        if runtime.shutdown.is_set():
+            return False
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the caches did not sync within {CACHE_SYNC_TIMEOUT:.0f}s")
+    return True
 
 
-def run_loop(
-    autoscaler: Autoscaler,
-    reporter: Reporter,
-    options: AutoscalingOptions,
-    shutdown: Shutdown,
-    elector: LeaderElector | None,
-) -> int:
-    """Run one loop per scan interval until shutdown; 1 if leadership was lost."""
+def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingOptions) -> int:
+    """One loop per scan interval until shutdown; 1 when leadership was lost."""
     interval = options.scan_interval.total_seconds()
-    reporter.health.start_monitoring()
-    while not shutdown.requested:
-        if elector is not None and not elector.is_leader:
-            log.error("leadership_lost_stopping", lease=elector.config.name)
-            return EXIT_ERROR
+    while not runtime.shutdown.is_set():
         started = time.monotonic()
         try:
             result = autoscaler.run_once(datetime.now(UTC))
-            reporter.publish(result)
+            runtime.report(result)
             log.info(
                 "loop_done",
                 duration_seconds=round(result.duration.total_seconds(), 3),
@@ -217,73 +167,72 @@ def run_loop(
                 pending_pods=len(result.pending_pods),
                 halted=result.halted or None,
             )
+        except LeadershipLostError as exc:
+            log.error("leadership_lost", error=str(exc))
         except Exception as exc:  # one bad loop must not end the autoscaler
             log.exception("loop_failed", error=str(exc))
-            reporter.metrics.register_error("internalError")
-        shutdown.wait(interval - (time.monotonic() - started))
+            runtime.metrics.register_error("internalError")
+        if not _leads(runtime):
+            break
+        runtime.shutdown.wait(max(0.0, interval - (time.monotonic() - started)))
+    if not _leads(runtime):
+        log.error("leadership_lost_exiting")
+        return EXIT_ERROR
     return EXIT_OK
+
+
+def _leads(runtime: KubeRuntime) -> bool:
+    return runtime.elector is None or runtime.elector.is_leader
 
 
 def run(ctx: CommandContext) -> int:
     options = ctx.options
-    shutdown = Shutdown()
-    shutdown.install()
     try:
-        api_client = build_api_client(ClientSettings.from_options(options))
+        runtime = KubeRuntime.from_options(options)
     except KubeConfigError as exc:
         print(f"clusterscaler: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    metrics = Metrics(emit_per_nodegroup_metrics=options.emit_per_nodegroup_metrics)
-    health = HealthCheck(options.max_inactivity, options.max_failing_time)
-    try:
-        server = OperationsServer(options.address, metrics, health)
-        server.start()
-    except (ValueError, OSError) as exc:
-        print(f"clusterscaler: error: --address {options.address!r}: {exc}", file=sys.stderr)
+    except ValueError as exc:  # --address and other values only checked against the system
+        print(f"clusterscaler: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    log.info("serving", address=f"{server.host}:{server.port}", paths="/metrics,/health-check")
-    elector: LeaderElector | None = None
-    source: KubeClusterSource | None = None
+    events = BackgroundEventSink(runtime.recorder.sink)
+    runtime.recorder.sink = events
+    runtime.install_signal_handlers()
     provider: CloudProvider | None = None
     try:
-        if options.leader_elect:
-            elector = LeaderElector(api_client, LeaderElectionConfig.from_options(options))
-            elector.start()
-            if not _wait_for_leadership(elector, shutdown):
-                return EXIT_OK
-        source = KubeClusterSource(api_client, namespace=options.namespace)
-        source.start()
-        if not _wait_for_caches(source, shutdown):
-            if shutdown.requested:
-                return EXIT_OK
-            log.error("cache_sync_timeout", seconds=CACHE_SYNC_TIMEOUT)
-            return EXIT_ERROR
+        runtime.start()
+        if not _wait_until_ready(runtime):
+            return EXIT_OK
         try:
-            provider = build_provider(ctx, api_client)
+            provider = build_provider(ctx, runtime.api_client)
         except CloudProviderError as exc:
-            print(f"clusterscaler: error: --cloud-provider={options.cloud_provider}: {exc}", file=sys.stderr)
+            print(
+                f"clusterscaler: error: --cloud-provider={options.cloud_provider}: {exc}",
+                file=sys.stderr,
+            )
             return EXIT_BAD_INPUT
-        actions = KubeClusterActions(api_client, dry_run=options.dry_run)
         autoscaler = Autoscaler.from_registry(
-            ctx.registry, options=options, provider=provider, source=source, actions=actions
+            ctx.registry,
+            options=options,
+            provider=provider,
+            source=runtime.source,
+            # Leadership, not shutdown: after SIGTERM a drain in progress still finishes or
+            # rolls back.
+            actions=GuardedActions(runtime.actions, lambda: _leads(runtime)),
         )
-        reporter = Reporter(options, api_client, metrics, health)
         log.info(
             "autoscaler_started",
             cloud_provider=options.cloud_provider,
             expander=",".join(options.expander),
             dry_run=options.dry_run,
         )
-        try:
-            return run_loop(autoscaler, reporter, options, shutdown, elector)
-        finally:
-            reporter.event_sink.close()
+        return run_loop(autoscaler, runtime, options)
+    except (OSError, TimeoutError) as exc:
+        log.error("autoscaler_failed", error=str(exc))
+        return EXIT_ERROR
     finally:
         if provider is not None:
             provider.cleanup()
-        if source is not None:
-            source.stop()
-        if elector is not None:
-            elector.stop(release=True)
-        server.stop()
-        log.info("stopped", reason=shutdown.reason or "exit")
+        events.close()
+        runtime.stop()
+        log.info("stopped")
