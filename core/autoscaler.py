@@ -479,7 +479,9 @@ class Autoscaler:
             allow_deletion=not cooldown,
             gpu_label=gpu_label,
         )
-        self.actuator.update_soft_taints(objects.nodes, (u.node for u in plan.unneeded), now)
+        if not cooldown:
+            # As in CA, soft taints change only when scale-down may act.
+            self.actuator.update_soft_taints(objects.nodes, (u.node for u in plan.unneeded), now)
         groups = {gid: g.group for gid, g in state.groups.items()}
         deletions = self.actuator.delete(plan.selection.empty, plan.selection.drain, groups, now)
         for d in deletions:
