@@ -150,7 +150,9 @@ class TemplateCache:
                 continue
             try:
                 provided = group.group.template_node_info()
-            except CloudProviderError as exc:
+            except (CloudProviderError, ValueError) as exc:
+                # A provider that cannot describe one group (or describes it with a malformed
+                # quantity) costs that group its scale-from-zero, never the whole loop.
                 log.info("template_unavailable", node_group=gid, error=str(exc))
                 out[gid] = Template(gid, None, "", str(exc))
                 continue
