@@ -55,6 +55,7 @@ class KubeRuntime:
     elector: LeaderElector | None
     status_ref: ObjectRef
     shutdown: threading.Event = field(default_factory=threading.Event)
+    _initializing_written: bool = field(default=False, repr=False)
 
     @classmethod
     def from_options(
@@ -112,7 +113,9 @@ class KubeRuntime:
         """Block until leader (when electing) and the caches have synced; write Initializing."""
         if self.elector is not None and not self.elector.wait_for_leadership(timeout):
             return False
-        if self.status_writer is not None:
+        if self.status_writer is not None and not self._initializing_written:
+            # Once: callers poll this with short timeouts while the caches sync.
+            self._initializing_written = True
             self.status_writer.write(initializing_status(datetime.now(UTC)))
         ready = self.source.wait_for_sync(timeout if timeout is not None else 3600.0)
         if ready:

@@ -132,3 +132,23 @@ def test_without_status_configmap_flag_nothing_is_written(fake_kube, tmp_path):
     )
     runtime.report(loop_result())
     assert fake_kube.get("configmaps", "cluster-autoscaler-status", "kube-system") is None
+
+
+def test_initializing_status_is_written_once_while_polling_for_readiness(fake_kube, tmp_path):
+    runtime = KubeRuntime.from_options(
+        options(tmp_path, fake_kube, leader_elect=False), serve=False
+    )
+    fault = fake_kube.add_fault(path="/api/v1/nodes", status=503, times=1)
+    runtime.start()
+    try:
+        while not runtime.wait_until_ready(0.05):
+            pass
+        assert fault.hits == 1
+    finally:
+        runtime.stop()
+    writes = [
+        r
+        for r in fake_kube.requests
+        if r.resource == "configmaps" and r.verb in ("create", "update")
+    ]
+    assert len(writes) == 1
