@@ -184,12 +184,12 @@ class Actuator:
         """Taint (and cordon) a node for deletion; returns whether it was cordoned."""
         try:
             self.actions.add_taint(name, to_be_deleted_taint(now))
-        except NodeNotFoundError as exc:
+        except Exception as exc:
             raise DeletionFailed(f"node {name}: tainting failed: {exc}") from exc
         if self.options.cordon_node_before_terminating:
             try:
                 self.actions.set_unschedulable(name, True)
-            except NodeNotFoundError as exc:
+            except Exception as exc:
                 self._rollback(name, True, False)
                 raise DeletionFailed(f"node {name}: cordoning failed: {exc}") from exc
             return True
@@ -247,6 +247,10 @@ class Actuator:
         except DeletionFailed as exc:
             self._rollback(name, True, cordoned)
             return self._failed(r, kind, evicted, str(exc))
+        except Exception as exc:
+            # Whatever failed (an API error, a provider bug), the node must not stay tainted.
+            self._rollback(name, True, cordoned)
+            return self._failed(r, kind, evicted, f"node {name}: {type(exc).__name__}: {exc}")
         log.info(
             "scale_down", node=name, node_group=r.node_group, kind=kind.value, evicted=len(evicted)
         )
@@ -275,6 +279,9 @@ class Actuator:
                 self.actions.set_unschedulable(name, False)
         except NodeNotFoundError:
             pass
+        except Exception as exc:
+            # Logged for the operator; the stale taint is cleaned at the next start.
+            log.error("scale_down_rollback_failed", node=name, error=f"{type(exc).__name__}: {exc}")
 
     def _grace(self, pod: Pod) -> int:
         grace = pod.termination_grace_seconds

@@ -479,3 +479,22 @@ def test_pending_pods_expected_on_a_drained_node_are_never_evicted() -> None:
     assert deletion.ok and deletion.evicted_pods == ("default/small",)
     assert "default/waiting" in h.cluster.pods
     assert h.cluster.evicted == ["default/small"]
+
+
+class BrokenApiCluster(InMemoryCluster):
+    """An API server that fails evictions with a server error."""
+
+    def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        raise RuntimeError("500 Internal Server Error")
+
+
+def test_unexpected_api_error_rolls_back_the_node() -> None:
+    h = Harness(cluster_class=BrokenApiCluster)
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("big", "g-1", cpu="2500m", memory="1Gi")])
+    h.add_pods([running_pod("small", "g-2", cpu="200m")])
+    h.run()
+    (deletion,) = h.run(ELEVEN_MINUTES).scale_down.deletions
+    assert not deletion.ok and "500 Internal Server Error" in deletion.error
+    node = h.cluster.nodes["g-2"]
+    assert node.taints == () and not node.unschedulable
