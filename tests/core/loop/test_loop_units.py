@@ -162,3 +162,26 @@ def test_gpu_limit_counts_by_gpu_type_label() -> None:
     limits = Limits(max={"t4": 2})
     gpu = make_node("g", "4", "16Gi", extended={"nvidia.com/gpu": 1}, labels={"gpu": "t4"})
     assert limits.max_new_nodes(Totals(gpus={"t4": 1}), node_totals(gpu, "gpu")) == (1, "t4")
+
+
+def test_removal_simulation_stops_at_the_timeout() -> None:
+    from clusterscaler.drain import DrainContext, PdbTracker
+    from clusterscaler.scaledown.removal import RemovalSimulator, simulate_nodes
+    from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
+
+    snapshot = ClusterSnapshot.from_node_infos(
+        NodeInfo(make_node(f"n{i}", "4", "16Gi")) for i in range(5)
+    )
+    simulator = RemovalSimulator(
+        snapshot, [], DrainContext.build(NOW, pdbs=PdbTracker([])), HintingSimulator()
+    )
+    ticks = iter(range(100))
+    results, untried = simulate_nodes(
+        simulator,
+        [f"n{i}" for i in range(5)],
+        max_non_empty=0,
+        timeout_seconds=2.5,
+        clock=lambda: float(next(ticks)),
+    )
+    assert [r.node for r in results] == ["n0", "n1"]
+    assert untried == ["n2", "n3", "n4"]
