@@ -101,7 +101,15 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
-_UNSET: Any = object()
+# Default of every autoscaler flag in the parser, so that a flag given on the command line
+# can be told from one left at its default (scenario files yield to given flags).
+UNSET: Any = object()
+
+
+def flag_given(ns: argparse.Namespace, dest: str) -> bool:
+    """Whether the flag of `dest` was given on the command line (not just defaulted)."""
+    raw = getattr(ns, dest, UNSET)
+    return raw is not UNSET and raw is not None
 
 
 def _type_for(spec: FlagSpec) -> Callable[[str], Any]:
@@ -135,7 +143,7 @@ def add_autoscaler_flags(parser: argparse.ArgumentParser, registry: Registry) ->
         names = [spec.flag]
         if spec.name == "v":
             names.append("-v")
-        kwargs: dict[str, Any] = {"dest": spec.dest, "default": _UNSET, "help": help_text}
+        kwargs: dict[str, Any] = {"dest": spec.dest, "default": UNSET, "help": help_text}
         if spec.kind in (STRING_ARRAY, GPU_TOTAL, STRING_SLICE):
             kwargs["action"] = "append"
             kwargs["default"] = None  # argparse appends to the default; None means unset
@@ -184,9 +192,9 @@ def options_from_namespace(
     values: dict[str, Any] = {}
     deprecated_given: list[FlagSpec] = []
     for spec in flag_specs():
-        raw = getattr(ns, spec.dest, _UNSET)
-        if raw is _UNSET or raw is None:
+        if not flag_given(ns, spec.dest):
             continue
+        raw = getattr(ns, spec.dest)
         if spec.kind == STRING_SLICE:
             raw = [item for chunk in raw for item in chunk]
         values[spec.dest] = raw

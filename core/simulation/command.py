@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import structlog
 import yaml
+from clusterscaler.cli import flag_given
 from clusterscaler.cloudprovider import CloudProviderError, ConfigurationError
 from clusterscaler.decisions import LoopResult
 from clusterscaler.durations import DURATION_FORM, parse_duration
@@ -42,7 +43,6 @@ from clusterscaler.simulation.setup import (
     build_cluster,
     build_loop,
     build_provider,
-    flag_given,
     merge_options,
     with_cloud_config,
 )

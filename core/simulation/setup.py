@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from clusterscaler.autoscaler import Autoscaler, AutoscalerError
-from clusterscaler.cli import _UNSET, options_from_namespace
+from clusterscaler.cli import flag_given, options_from_namespace
 from clusterscaler.cloudprovider import CloudProvider, ProviderContext
 from clusterscaler.model import ClusterObjects
 from clusterscaler.options import (
@@ -32,12 +32,6 @@ from clusterscaler.simulation.scenario import Scenario
 SIM_PROVIDER = "sim"
 # The sim provider reads an inline cloud-config from this `options.extra` key.
 EMBEDDED_CONFIG_KEY = "sim_cloud_config"
-
-
-def flag_given(ns: argparse.Namespace, dest: str) -> bool:
-    """Whether the flag was given on the command line (not just defaulted)."""
-    raw = getattr(ns, dest, _UNSET)
-    return raw is not _UNSET and raw is not None
 
 
 def _scenario_value(spec: FlagSpec, value: Any, source: str) -> Any:
