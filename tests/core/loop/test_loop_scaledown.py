@@ -499,3 +499,37 @@ def test_unexpected_api_error_rolls_back_the_node() -> None:
     node = h.cluster.nodes["g-2"]
     assert not any(t.key == TO_BE_DELETED_TAINT for t in node.taints)
     assert not node.unschedulable
+
+
+def test_scale_down_waits_after_delete() -> None:
+    h = Harness(scan_interval=timedelta(seconds=30))
+    h.provider.add_group("g", 0, 10, nodes=3)
+    h.add_pods([running_pod("big", "g-1", cpu="3")])
+    h.run()
+    assert h.run(ELEVEN_MINUTES).scale_down.deletions
+    # --scale-down-delay-after-delete defaults to the scan interval.
+    soon = h.run(timedelta(seconds=5))
+    assert soon.scale_down.cooldown_reason == "--scale-down-delay-after-delete"
+    assert h.run(timedelta(seconds=30)).scale_down.cooldown_reason == ""
+
+
+@pytest.mark.parametrize(
+    ("threshold", "removable"), [(0.5, False), (0.6, True)], ids=["at-threshold", "below"]
+)
+def test_gpu_nodes_use_the_gpu_threshold(threshold, removable) -> None:
+    from loopkit import GPU_LABEL
+
+    h = Harness(scale_down_gpu_utilization_threshold=threshold)
+    h.provider.add_group("cpu", 0, 10, nodes=1, cpu="16", memory="64Gi")
+    h.provider.add_group(
+        "gpu", 0, 10, nodes=2, labels={GPU_LABEL: "t4"}, extended={"nvidia.com/gpu": 2}
+    )
+    h.add_pods([running_pod("cuda", "gpu-1", cpu="100m", extended={"nvidia.com/gpu": 1})])
+    h.add_pods([running_pod("cuda2", "gpu-2", cpu="100m", extended={"nvidia.com/gpu": 1})])
+    h.add_pods([running_pod("busy", "cpu-1", cpu="15")])
+    result = h.run()
+    reason = unremovable(result, "gpu-1").reason
+    if removable:
+        assert reason is not UnremovableReason.NOT_UNDERUTILIZED
+    else:
+        assert reason is UnremovableReason.NOT_UNDERUTILIZED

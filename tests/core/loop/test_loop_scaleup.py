@@ -92,3 +92,11 @@ def test_pod_that_fits_no_template_is_explained() -> None:
     assert rejection.node_group == "g"
     assert rejection.reason is NoScaleUpReason.NOT_SCHEDULABLE
     assert "Insufficient cpu" in rejection.detail
+
+
+def test_max_nodes_per_scaleup() -> None:
+    h = Harness(max_nodes_per_scaleup=2)
+    g = h.provider.add_group("g", 0, 10)
+    h.add_pods([pending_pod(f"p{i}", cpu="3") for i in range(5)])
+    h.run()
+    assert g.target == 2
