@@ -11,7 +11,7 @@ attributes (``requests``) so tests can check what a component called.
 
 Deliberate simplifications: namespaces need not exist; there is no admission or schema
 validation beyond names, resourceVersions and the fields the subresources use; deleted pods
-go at once (no graceful termination); owned objects are not garbage-collected; nothing
+go at once unless ``pod_termination_seconds`` is set; owned objects are not garbage-collected; nothing
 schedules pods or runs controllers (tests bind pods and create objects themselves).
 
 Tests arrange and inspect state directly::
@@ -276,7 +276,9 @@ class FakeKubeServer:
     Use as a context manager (or ``start()`` / ``stop()``). ``bookmark_interval`` is how often
     a watch that asked for bookmarks receives one; ``history_limit`` how many changes are
     kept for watches to resume from before they get 410 Gone; ``pdb_controller`` keeps
-    PodDisruptionBudget status current like kube-controller-manager does.
+    PodDisruptionBudget status current like kube-controller-manager does;
+    ``pod_termination_seconds`` > 0 makes deleted and evicted pods on a node terminate
+    (``deletionTimestamp`` set) for that long before they disappear.
     """
 
     def __init__(
@@ -286,6 +288,7 @@ class FakeKubeServer:
         bookmark_interval: float = 1.0,
         history_limit: int = 10_000,
         pdb_controller: bool = True,
+        pod_termination_seconds: float = 0.0,
     ) -> None:
         self._cond = threading.Condition(threading.RLock())
         self._types: dict[tuple[str, str], ResourceType] = {}
@@ -303,6 +306,8 @@ class FakeKubeServer:
         self.bookmark_interval = bookmark_interval
         self.history_limit = history_limit
         self.pdb_controller = pdb_controller
+        self.pod_termination_seconds = pod_termination_seconds
+        self._timers: builtins.list[threading.Timer] = []
         self.requests: builtins.list[RecordedRequest] = []
         for rtype in (*BUILTIN_RESOURCES, *resources):
             self.register_resource(rtype)
@@ -345,6 +350,9 @@ class FakeKubeServer:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+            for timer in self._timers:
+                timer.cancel()
+            self._timers.clear()
         httpd.shutdown()
         with self._cond:
             sockets = list(self._sockets)
@@ -1127,7 +1135,7 @@ class FakeKubeServer:
                         },
                     )
         if not dry_run:
-            self._remove(route.rtype, pod)
+            self._delete_pod(route.rtype, pod)
         return 201, {
             "kind": "Status",
             "apiVersion": "v1",
@@ -1135,6 +1143,38 @@ class FakeKubeServer:
             "status": "Success",
             "code": 201,
         }
+
+    def _delete_pod(self, rtype: ResourceType, pod: Obj) -> Obj:
+        """Delete a pod: at once, or (with ``pod_termination_seconds``) mark it terminating
+        and remove it later, as the kubelet would after the containers stop."""
+        delay = self.pod_termination_seconds
+        if delay <= 0 or not (pod.get("spec") or {}).get("nodeName"):
+            return self._remove(rtype, pod)
+        if pod["metadata"].get("deletionTimestamp"):
+            return pod
+        terminating = copy.deepcopy(pod)
+        terminating["metadata"]["deletionTimestamp"] = _now()
+        terminating["metadata"]["deletionGracePeriodSeconds"] = math.ceil(delay)
+        terminating["metadata"]["resourceVersion"] = str(self._next_rv())
+        key = self._key(rtype, pod["metadata"].get("namespace"), pod["metadata"]["name"])
+        # Written directly: a plain update with deletionTimestamp and no finalizers deletes.
+        self._objects[rtype.key][key] = terminating
+        self._record(rtype, "MODIFIED", terminating, pod)
+        self._after_write(rtype, terminating)
+        updated = terminating
+        uid = pod["metadata"].get("uid")
+
+        def finish() -> None:
+            with self._cond:
+                current = self._objects[rtype.key].get(key)
+                if current is not None and current["metadata"].get("uid") == uid:
+                    self._remove(rtype, current)
+
+        timer = threading.Timer(delay, finish)
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+        return updated
 
     def _bind(self, route: _Route, body: Any, dry_run: bool) -> tuple[int, Obj]:
         """``pods/<name>/binding``, as the scheduler binds a pod to a node."""
@@ -1249,6 +1289,8 @@ class FakeKubeServer:
                     self._objects[rtype.key][self._key(rtype, route.namespace, route.name)] = new
                     self._record(rtype, "MODIFIED", new, current)
                     return 200, self._versioned(new, route)
+                if rtype.key == ("", "pods"):
+                    return 200, self._versioned(self._delete_pod(rtype, current), route)
                 return 200, self._versioned(self._remove(rtype, current), route)
             if method == "PUT":
                 if not isinstance(body, dict):

@@ -851,3 +851,21 @@ def test_custom_resource_update_requires_resource_version(fake_kube):
         "cluster.x-k8s.io", "v1beta1", "ns", "machinesets", "ms", body
     )
     assert fake_kube.get("machinesets.cluster.x-k8s.io", "ms", "ns")["spec"]["replicas"] == 2
+
+
+def test_pods_terminate_for_a_while_when_asked():
+    with FakeKubeServer(pod_termination_seconds=0.3) as kube:
+        kube.create(pod("p1", node_name="n1"))
+        kube.create(pod("p2", node_name="n1"))
+        core = client.CoreV1Api(kube.api_client())
+        evict(core, "p1")
+        core.delete_namespaced_pod("p2", "default")
+        for name in ("p1", "p2"):
+            assert kube.get("pods", name, "default")["metadata"]["deletionTimestamp"]
+        deadline = time.monotonic() + 3
+        while (
+            kube.get("pods", "p1", "default") or kube.get("pods", "p2", "default")
+        ) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert kube.get("pods", "p1", "default") is None
+        assert kube.get("pods", "p2", "default") is None
