@@ -533,3 +533,27 @@ def test_gpu_nodes_use_the_gpu_threshold(threshold, removable) -> None:
         assert reason is not UnremovableReason.NOT_UNDERUTILIZED
     else:
         assert reason is UnremovableReason.NOT_UNDERUTILIZED
+
+
+def test_group_options_override_unneeded_time_and_threshold() -> None:
+    from clusterscaler.cloudprovider import NodeGroupOptions
+
+    h = Harness()
+    h.provider.add_group(
+        "g",
+        0,
+        10,
+        nodes=2,
+        options=NodeGroupOptions(
+            scale_down_unneeded_time=timedelta(minutes=1), scale_down_utilization_threshold=0.7
+        ),
+    )
+    h.add_pods([running_pod("big", "g-1", cpu="3900m")])
+    h.add_pods([running_pod("mid", "g-2", cpu="2500m")])
+    first = h.run()
+    # 0.625 utilization: above the 0.5 flag, below the group's 0.7.
+    assert unremovable(first, "g-2").reason is UnremovableReason.NO_PLACE_TO_MOVE_PODS
+    h.cluster.pods["default/big"] = running_pod("big", "g-1", cpu="1")
+    h.run(timedelta(minutes=6))
+    result = h.run(timedelta(minutes=2))
+    assert [d.node for d in result.scale_down.deletions if d.ok] == ["g-1"]
