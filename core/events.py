@@ -277,8 +277,9 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
         for rejection in rejections:
             text = rejection.reason.value
             counts[text] = counts.get(text, 0) + 1
-        # As CA: "<count> <reason>" per distinct reason, sorted as strings.
-        reasons = sorted(f"{n} {text}" for text, n in counts.items()) or ["no node group can help"]
+        # As CA: "<count> <reason>" per distinct reason, sorted as strings; with no node
+        # group at all CA's message ends after the colon.
+        reasons = sorted(f"{n} {text}" for text, n in counts.items())
         out.append(
             Event(
                 _pod_ref(pod), NORMAL, NOT_TRIGGER_SCALE_UP, messages.not_trigger_scale_up(reasons)

@@ -172,3 +172,15 @@ def test_events_for_result_in_cluster_autoscaler_words():
         ("Node/n3", "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable"),
         ("Node/n4", "Warning", "ScaleDownFailed", "failed to delete the node: eviction timed out"),
     ]
+
+
+def test_not_trigger_scale_up_without_node_groups_ends_after_the_colon():
+    r = LoopResult(
+        time=NOW,
+        health=ClusterHealth(True, NodeCounts()),
+        scale_up=ScaleUpResult(
+            status=ScaleUpStatus.NO_OPTIONS_AVAILABLE, pods_remaining={"default/p": ()}
+        ),
+    )
+    [event] = events_for_result(r, STATUS_CM)
+    assert (event.reason, event.message) == ("NotTriggerScaleUp", "pod didn't trigger scale-up: ")
