@@ -111,3 +111,29 @@ def test_scale_up_never_exceeds_limits(
     if max_nodes_total > 0:
         assert total <= max(max_nodes_total, existing)
     assert total * 4 <= max(max_cores, existing * 4)
+
+
+@SETTINGS
+@given(
+    sizes=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=20), st.integers(min_value=0, max_value=20)),
+        min_size=1,
+        max_size=5,
+    ),
+    new=st.integers(min_value=0, max_value=60),
+)
+def test_balance_is_even_and_respects_max(sizes, new):
+    from clusterscaler.balancing import GroupSize, balance
+
+    groups = [GroupSize(f"g{i}", min(c, m), m) for i, (c, m) in enumerate(sizes)]
+    out = balance(groups, new)
+    room = sum(g.max_size - g.current for g in groups)
+    assert sum(out.values()) == min(new, room)
+    final = {g.node_group: g.current + out.get(g.node_group, 0) for g in groups}
+    assert all(final[g.node_group] <= g.max_size for g in groups)
+    # Groups that still have room are within one node of each other and not below any
+    # group that received nodes.
+    open_sizes = [final[g.node_group] for g in groups if final[g.node_group] < g.max_size]
+    grown = [final[g] for g in out]
+    if open_sizes and grown:
+        assert max(grown) <= min(open_sizes) + 1
