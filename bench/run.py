@@ -455,6 +455,16 @@ def render_table(results: Sequence[Measurement], scale: float) -> str:
     return "\n".join(lines)
 
 
+def _git(*args: str) -> str:
+    try:
+        proc = subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
 def machine() -> dict[str, Any]:
     cpu = ""
     try:
@@ -466,6 +476,9 @@ def machine() -> dict[str, Any]:
         pass
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {
+        "commit": _git("rev-parse", "--short", "HEAD"),
+        # The code under measurement may differ from the commit in a shared working tree.
+        "uncommittedFiles": len(_git("status", "--porcelain", "--", "core", "plugins").splitlines()),
         "cpu": cpu or platform.processor(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
@@ -552,7 +565,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(
             f"machine: {before['cpu']}, {before['cores']} cores, python {before['python']}; "
-            f"load {before['loadavg'][0]:.2f} before, {after['loadavg'][0]:.2f} after"
+            f"load {before['loadavg'][0]:.2f} before, {after['loadavg'][0]:.2f} after; "
+            f"commit {before['commit']} ({before['uncommittedFiles']} uncommitted files "
+            "in core/ and plugins/)"
         )
         print(f"scale {args.scale:g}, median of {args.repeat}, seed {args.seed}\n")
         print(render_table(rows, args.scale))
