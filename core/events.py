@@ -145,7 +145,8 @@ class messages:
 
     @staticmethod
     def scale_down_empty(node: str) -> str:
-        return f"Scale-down: removing empty node {node}"
+        # Current CA quotes the name (%q).
+        return f'Scale-down: removing empty node "{node}"'
 
     @staticmethod
     def scale_down(node: str, utilization: float, pods: Iterable[str]) -> str:

@@ -48,7 +48,7 @@ class FakeClock:
             ev.messages.triggered_scale_up([GroupResize("ng-1", 2, 4, 10)]),
             "pod triggered scale-up: [{ng-1 2->4 (max: 10)}]",
         ),
-        (ev.messages.scale_down_empty("n1"), "Scale-down: removing empty node n1"),
+        (ev.messages.scale_down_empty("n1"), 'Scale-down: removing empty node "n1"'),
         (
             ev.messages.scale_down("n1", 0.25, ["default/a", "default/b"]),
             "Scale-down: removing node n1, utilization: 0.25, pods to reschedule: default/a,default/b",

@@ -168,7 +168,7 @@ def test_events_for_result_in_cluster_autoscaler_words():
         ),
         ("Node/n2", "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable"),
         ("Pod/default/db-0", "Normal", "ScaleDown", "deleting pod for node scale down"),
-        (str(STATUS_CM), "Normal", "ScaleDownEmpty", "Scale-down: removing empty node n3"),
+        (str(STATUS_CM), "Normal", "ScaleDownEmpty", 'Scale-down: removing empty node "n3"'),
         ("Node/n3", "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable"),
         ("Node/n4", "Warning", "ScaleDownFailed", "failed to delete the node: eviction timed out"),
     ]
