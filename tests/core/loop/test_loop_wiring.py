@@ -75,3 +75,21 @@ def test_cloud_provider_refresh_failure_halts_the_loop() -> None:
     result = h.run()
     assert "token expired" in result.halted
     assert not result.health.healthy
+
+
+def test_run_once_is_deterministic_given_inputs_and_clock() -> None:
+    def scenario() -> list[dict[str, object]]:
+        h = Harness(expander=["random"])
+        h.provider.add_group("a", 0, 10, nodes=2)
+        h.provider.add_group("b", 0, 10)
+        h.provider.add_group("c", 0, 10)
+        h.add_pods([running_pod("big", "a-1", cpu="3")])
+        h.add_pods([pending_pod(f"p{i}", cpu="3") for i in range(3)])
+        out = []
+        for step in (timedelta(0), timedelta(minutes=1), timedelta(minutes=11)):
+            doc = h.run(step).to_dict()
+            doc.pop("duration")
+            out.append(doc)
+        return out
+
+    assert scenario() == scenario()
