@@ -359,7 +359,8 @@ def pod(name: str, node: str, cpu: str = "100m", memory: str = "100Mi", **kw: An
     """A running pod of the `web` ReplicaSet (override with `owner=`)."""
     kw.setdefault("owner", rs())
     kw.setdefault("creation_time", T0 - timedelta(hours=5))
-    return make_pod(name, cpu, memory, node_name=node, phase="Running", **kw)
+    kw.setdefault("phase", "Running")
+    return make_pod(name, cpu, memory, node_name=node, **kw)
 
 
 def ds_pod(name: str, node: str, cpu: str = "100m") -> Pod:
