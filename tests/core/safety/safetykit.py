@@ -309,13 +309,14 @@ class World:
         self.cluster.add_node(self.cluster.nodes[name].with_(**changes))
 
     def pdb(self, name: str, labels: dict[str, str], allowed: int, **kw: Any) -> None:
-        self.cluster.pdbs[f"default/{name}"] = PodDisruptionBudget(
+        budget = PodDisruptionBudget(
             kw.pop("namespace", "default"),
             name,
             selector=LabelSelector(tuple(sorted(labels.items()))),
             disruptions_allowed=allowed,
             **kw,
         )
+        self.cluster.pdbs[budget.key] = budget
 
     # ------------------------------------------------------------------ running
 
