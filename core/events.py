@@ -172,6 +172,15 @@ class messages:
         return f"failed to delete the node: {error}"
 
     @staticmethod
+    def taint_failed(error: str) -> str:
+        return f"failed to mark the node as toBeDeleted/unschedulable: {error}"
+
+    @staticmethod
+    def pod_eviction_failed() -> str:
+        """On the pod whose eviction timed out (ScaleDownFailed, Warning)."""
+        return "failed to delete pod for ScaleDown"
+
+    @staticmethod
     def drain_failed(error: str) -> str:
         return f"failed to drain the node, aborting ScaleDown: {error}"
 

@@ -55,6 +55,11 @@ class FakeClock:
         ),
         (ev.messages.node_marked(), "marked the node as toBeDeleted/unschedulable"),
         (ev.messages.pod_evicted(), "deleting pod for node scale down"),
+        (
+            ev.messages.taint_failed("boom"),
+            "failed to mark the node as toBeDeleted/unschedulable: boom",
+        ),
+        (ev.messages.pod_eviction_failed(), "failed to delete pod for ScaleDown"),
     ],
     ids=[
         "scaled-up-group",
@@ -63,6 +68,8 @@ class FakeClock:
         "scale-down",
         "node-marked",
         "pod-evicted",
+        "taint-failed",
+        "pod-eviction-failed",
     ],
 )
 def test_event_messages_match_cluster_autoscaler(message, expected):
