@@ -96,6 +96,7 @@ class Group:
         self.increases: list[int] = []
         self.deleted: list[str] = []
         self.fail_increase = ""
+        self.fail_delete = ""
         self.options: NodeGroupOptions | None = None
 
     @property
@@ -169,6 +170,8 @@ class Group:
         return made
 
     def delete_nodes(self, nodes: Sequence[Node]) -> None:
+        if self.fail_delete:
+            raise CloudProviderError(f"node group {self.id}: {self.fail_delete}")
         if self.target - len(nodes) < self.min_size:
             raise CloudProviderError(
                 f"node group {self.id}: deleting {len(nodes)} would go below min {self.min_size}"

@@ -1,0 +1,198 @@
+"""When scale-down may act: unneeded timers, eligibility, minimums and cooldowns.
+
+CA deletes a node only after it has been continuously unneeded for
+--scale-down-unneeded-time (--scale-down-unready-time for unready nodes); a node that
+becomes needed starts over. Nodes annotated scale-down-disabled, nodes being deleted and
+nodes of groups at min size stay; the cluster never goes below --cores-total /
+--memory-total minimums; after a scale-up, a deletion or a failed deletion scale-down
+waits (--scale-down-delay-after-add / -after-delete / -after-failure).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from clusterscaler.cloudprovider import NodeGroupOptions
+from clusterscaler.decisions import ScaleDownStatus, UnremovableReason
+from clusterscaler.options import MinMax
+from safetykit import PAST_UNNEEDED, T0, World, pending, pod, reason_of, unneeded_names
+
+MIN = timedelta(minutes=1)
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+
+
+def idle_pair(**options: object) -> World:
+    """g-1 busy; g-2 empty apart from nothing: it is unneeded from the first loop."""
+    w = World(**options)
+    w.group("g", 0, 10, nodes=2)
+    w.pods(pod("anchor", "g-1", cpu="2500m"))
+    return w
+
+
+def test_node_goes_only_after_the_full_unneeded_time() -> None:
+    """CA: unneeded for 9m59s is not enough; 10m is."""
+    w = idle_pair()
+    w.run()
+    w.run(timedelta(minutes=9, seconds=59))
+    assert "g-2" in w.alive()
+    w.run(timedelta(seconds=1))
+    assert w.deleted() == ["g-2"]
+
+
+def test_timer_restarts_when_node_becomes_utilized() -> None:
+    """CA: a node that is needed for one loop starts its unneeded time over."""
+    w = idle_pair()
+    w.run()
+    w.pods(pod("burst", "g-2", cpu="3"))
+    w.run(6 * MIN)
+    del w.cluster.pods["default/burst"]
+    w.run(MIN)  # unneeded again from here (T0+7m)
+    w.run(9 * MIN)
+    assert "g-2" in w.alive(), "the timer kept running while the node was needed"
+    w.run(2 * MIN)
+    assert w.deleted() == ["g-2"]
+
+
+def test_timer_restarts_when_pods_stop_fitting_elsewhere() -> None:
+    """CA: a node whose pods lose their place elsewhere is no longer unneeded, even if its
+    utilization never changed; when the place comes back the timer starts over."""
+    w = idle_pair()
+    w.pods(pod("mover", "g-2", cpu="1"))
+    w.run()
+    w.cluster.add_pod(w.cluster.pods["default/anchor"].with_(requests=w.cluster.pods["default/mover"].requests.with_(cpu=3500)))
+    w.run(6 * MIN)
+    assert "g-2" not in unneeded_names(w.run(MIN))
+    w.pods(pod("anchor", "g-1", cpu="2500m"))
+    back = w.run(5 * MIN)  # past the recheck timeout: unneeded again from T0+12m
+    assert "g-2" in unneeded_names(back)
+    w.run(9 * MIN)
+    assert "g-2" in w.alive(), "the timer kept running while the pods had no place"
+    w.run(2 * MIN)
+    assert w.deleted() == ["g-2"]
+
+
+def test_per_group_unneeded_time_is_honoured() -> None:
+    """CA: a node group's ScaleDownUnneededTime overrides the flag."""
+    w = idle_pair()
+    w.cloud.groups["g"].options = NodeGroupOptions(scale_down_unneeded_time=timedelta(hours=1))
+    w.run()
+    w.run(30 * MIN)
+    assert "g-2" in w.alive()
+    w.run(31 * MIN)
+    assert w.deleted() == ["g-2"]
+
+
+@pytest.mark.parametrize(
+    ("mark", "reason"),
+    [
+        (
+            lambda w: w.set_node("g-2", annotations={SCALE_DOWN_DISABLED: "true"}),
+            UnremovableReason.SCALE_DOWN_DISABLED_ANNOTATION,
+        ),
+        (
+            lambda w: w.set_node("g-2", deletion_time=T0 - MIN),
+            UnremovableReason.CURRENTLY_BEING_DELETED,
+        ),
+    ],
+    ids=["scale-down-disabled-annotation", "being-deleted"],
+)
+def test_excluded_nodes_are_never_deleted_by_the_loop(mark, reason) -> None:
+    """CA skips these nodes before any simulation, however long they stay empty."""
+    w = idle_pair()
+    mark(w)
+    results = w.settle(loops=3)
+    assert w.deleted() == []
+    assert reason_of(results[-1], "g-2") is reason
+
+
+def test_min_size_counts_every_deletion_of_the_loop() -> None:
+    """CA: a group of 4 with min size 2 loses 2 nodes, never 3, even with budget for all."""
+    w = World(max_scale_down_parallelism=10)
+    w.group("g", 2, 10, nodes=4)
+    results = w.settle(loops=3)
+    assert len(w.deleted()) == 2
+    assert w.cloud.groups["g"].target == 2
+    assert reason_of(results[-1], "g-3") is UnremovableReason.NODE_GROUP_MIN_SIZE_REACHED
+
+
+@pytest.mark.parametrize(
+    ("options", "survivors"),
+    [
+        ({"cores_total": MinMax(10, 1000)}, 3),
+        ({"memory_total": MinMax(40, 100000)}, 3),
+        ({"cores_total": MinMax(0, 1000)}, 0),
+    ],
+    ids=["cores-minimum", "memory-minimum-GiB", "no-minimum"],
+)
+def test_cluster_minimum_totals_hold_across_one_loop(options, survivors) -> None:
+    """CA: scale-down keeps the cluster at or above --cores-total and --memory-total
+    minimums, counting every node removed in the same loop (4-core 16GiB nodes)."""
+    w = World(max_scale_down_parallelism=10, **options)
+    w.group("g", 0, 10, nodes=4)
+    w.settle(loops=3)
+    assert len(w.alive()) == survivors
+
+
+def test_unready_node_waits_for_the_unready_time() -> None:
+    """CA: an unready empty node goes after --scale-down-unready-time (20m), not after
+    --scale-down-unneeded-time."""
+    w = idle_pair()
+    w.set_node("g-2", ready=False)
+    w.run()
+    w.run(PAST_UNNEEDED)
+    assert "g-2" in w.alive()
+    w.run(10 * MIN)
+    assert w.deleted() == ["g-2"]
+
+
+def test_unready_node_stays_when_unready_scale_down_is_disabled() -> None:
+    """CA: --scale-down-unready-enabled=false keeps unready nodes (ScaleDownUnreadyDisabled)."""
+    w = idle_pair(scale_down_unready_enabled=False)
+    w.set_node("g-2", ready=False)
+    results = w.settle(loops=4)
+    assert w.deleted() == []
+    assert reason_of(results[-1], "g-2") is UnremovableReason.SCALE_DOWN_UNREADY_DISABLED
+
+
+def test_no_scale_down_within_delay_after_add() -> None:
+    """CA: no deletion for --scale-down-delay-after-add (10m) after a scale-up, although
+    nodes were unneeded long enough."""
+    w = World()
+    w.group("g", 0, 10, nodes=2)
+    w.group("h", 0, 10, cpu="8", memory="32Gi")
+    w.pods(pod("anchor", "g-1", cpu="2500m"))
+    w.run()
+    w.run(9 * MIN)
+    w.pods(pending("wide", cpu="6"))
+    up = w.run(MIN)
+    assert up.scale_up.decisions
+    assert "g-2" in w.alive()
+    w.cloud.groups["h"].register()
+    w.run(9 * MIN)
+    assert "g-2" in w.alive()
+    done = w.run(2 * MIN)
+    assert done.scale_down.status is ScaleDownStatus.NODE_DELETE_STARTED
+    assert "g-2" in w.deleted()
+
+
+def test_no_scale_down_within_delay_after_failure() -> None:
+    """CA: after a failed node deletion, no deletion for --scale-down-delay-after-failure,
+    and the node that failed is untainted so workloads can use it again."""
+    w = World(scale_down_delay_after_failure=timedelta(minutes=30))
+    g = w.group("g", 0, 10, nodes=3)
+    w.pods(pod("anchor", "g-1", cpu="2500m"))
+    w.run()
+    g.fail_delete = "quota API unavailable"
+    failed = w.run(PAST_UNNEEDED)
+    assert failed.scale_down.deletions and not any(d.ok for d in failed.scale_down.deletions)
+    assert all(
+        t.key != "ToBeDeletedByClusterAutoscaler" for n in w.cluster.nodes.values() for t in n.taints
+    )
+    g.fail_delete = ""
+    later = w.run(20 * MIN)
+    assert later.scale_down.status is ScaleDownStatus.IN_COOLDOWN
+    assert later.scale_down.cooldown_reason == "--scale-down-delay-after-failure"
+    assert w.deleted() == []
+    w.run(11 * MIN)
+    assert sorted(w.deleted()) == ["g-2", "g-3"]
