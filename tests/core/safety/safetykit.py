@@ -149,12 +149,14 @@ class Group:
             pid = f"safety://{self.id}-{self.serial}"
             self.instances[pid] = Instance(pid, InstanceState.CREATING)
 
-    def register(self) -> list[Node]:
-        """Creating instances become ready Nodes now."""
-        made = []
+    def register(self, count: int | None = None) -> list[Node]:
+        """Creating instances (all, or the first `count`) become ready Nodes now."""
+        made: list[Node] = []
         for pid, inst in list(self.instances.items()):
             if inst.state is not InstanceState.CREATING:
                 continue
+            if count is not None and len(made) >= count:
+                break
             name = pid.removeprefix("safety://")
             node = self.template.with_(
                 name=name,
