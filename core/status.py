@@ -2,8 +2,9 @@
 
 ``AutoscalerStatus`` mirrors CA's ``ClusterAutoscalerStatus`` (pkg/clusterstate/api):
 cluster-wide health, scale-up and scale-down conditions, and the same per node group.
-``to_yaml`` renders CA's schema (keys as CA's JSON tags, sorted as sigs.k8s.io/yaml sorts
-them) for the ``status`` key of the ``cluster-autoscaler-status`` ConfigMap;
+``to_yaml`` renders CA's schema (CA's field names and order; empty optional fields left
+out as CA's ``omitempty`` does) for the ``status`` key of the ``cluster-autoscaler-status``
+ConfigMap;
 ``with_transitions`` carries ``lastTransitionTime`` over from the previous status for every
 condition whose status did not change.
 """
@@ -158,14 +159,19 @@ def format_last_updated(value: datetime) -> str:
 
 
 def _counts(counts: NodeCounts) -> dict[str, Any]:
+    # CA's field order; zero beingDeleted and unready are omitted (omitempty).
     registered: dict[str, Any] = {
         "total": counts.total,
         "ready": counts.ready,
         "notStarted": counts.not_started,
-        "unready": {"total": counts.unready, "resourceUnready": counts.resource_unready},
     }
     if counts.being_deleted:
         registered["beingDeleted"] = counts.being_deleted
+    if counts.unready or counts.resource_unready:
+        registered["unready"] = {
+            "total": counts.unready,
+            "resourceUnready": counts.resource_unready,
+        }
     return {
         "registered": registered,
         "longUnregistered": counts.long_unregistered,
@@ -199,7 +205,7 @@ def to_dict(status: AutoscalerStatus) -> dict[str, Any]:
         "scaleUp": _condition(status.scale_up),
         "scaleDown": _scale_down(status.scale_down, status.scale_down_candidates),
     }
-    groups = []
+    groups: list[dict[str, Any]] = []
     for group in status.node_groups:
         scale_up_extra: dict[str, Any] = {}
         if group.backoff_error_code or group.backoff_error_message:
@@ -223,13 +229,14 @@ def to_dict(status: AutoscalerStatus) -> dict[str, Any]:
                 "scaleDown": _scale_down(group.scale_down, group.scale_down_candidates),
             }
         )
-    out["nodeGroups"] = groups
+    if groups:
+        out["nodeGroups"] = groups
     return out
 
 
 def to_yaml(status: AutoscalerStatus) -> str:
-    """The value of the ConfigMap's ``status`` key."""
-    return yaml.safe_dump(to_dict(status), sort_keys=True, default_flow_style=False)
+    """The value of the ConfigMap's ``status`` key, fields in CA's order."""
+    return yaml.safe_dump(to_dict(status), sort_keys=False, default_flow_style=False)
 
 
 def _carry(previous: Condition | None, current: Condition) -> Condition:

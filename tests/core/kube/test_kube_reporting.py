@@ -21,6 +21,7 @@ from clusterscaler.status import (
     NodeGroupStatus,
     format_last_updated,
     to_dict,
+    to_yaml,
 )
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -169,12 +170,7 @@ def test_status_document_follows_cluster_autoscaler_schema():
     health = doc["clusterWide"]["health"]
     assert health["status"] == "Healthy"
     assert health["nodeCounts"] == {
-        "registered": {
-            "total": 3,
-            "ready": 2,
-            "notStarted": 1,
-            "unready": {"total": 0, "resourceUnready": 0},
-        },
+        "registered": {"total": 3, "ready": 2, "notStarted": 1},
         "longUnregistered": 0,
         "unregistered": 1,
     }
@@ -197,6 +193,35 @@ def test_status_document_follows_cluster_autoscaler_schema():
         "errorCode": "QuotaExceeded",
         "errorMessage": "out of quota",
     }
+
+
+def test_status_yaml_keeps_cluster_autoscaler_field_order_and_omits_empty_fields():
+    text = to_yaml(sample_status())
+    assert list(yaml.safe_load(text)) == ["time", "autoscalerStatus", "clusterWide", "nodeGroups"]
+    health = yaml.safe_load(text)["clusterWide"]["health"]
+    assert list(health) == ["status", "nodeCounts", "lastProbeTime", "lastTransitionTime"]
+    group_health = yaml.safe_load(text)["nodeGroups"][0]["health"]
+    assert list(group_health) == [
+        "status",
+        "nodeCounts",
+        "cloudProviderTarget",
+        "minSize",
+        "maxSize",
+        "lastProbeTime",
+        "lastTransitionTime",
+    ]
+    counts = NodeCounts(total=2, ready=1, being_deleted=1, unready=1)
+    registered = to_dict(AutoscalerStatus(time=T0, node_counts=counts))["clusterWide"]["health"][
+        "nodeCounts"
+    ]["registered"]
+    assert registered == {
+        "total": 2,
+        "ready": 1,
+        "notStarted": 0,
+        "beingDeleted": 1,
+        "unready": {"total": 1, "resourceUnready": 0},
+    }
+    assert "nodeGroups" not in to_dict(AutoscalerStatus(time=T0))
 
 
 def test_status_rejects_unknown_condition_values():
