@@ -180,12 +180,13 @@ def _counts(counts: NodeCounts) -> dict[str, Any]:
 
 
 def _condition(condition: Condition, **extra: Any) -> dict[str, Any]:
-    return {
-        "status": condition.status,
-        **extra,
-        "lastProbeTime": _time(condition.last_probe_time),
-        "lastTransitionTime": _time(condition.last_transition_time),
-    }
+    out = {"status": condition.status, **extra}
+    # Unset times are left out, as CA's omitempty leaves out zero times.
+    if condition.last_probe_time != _EPOCH:
+        out["lastProbeTime"] = _time(condition.last_probe_time)
+    if condition.last_transition_time != _EPOCH:
+        out["lastTransitionTime"] = _time(condition.last_transition_time)
+    return out
 
 
 def _scale_down(condition: Condition, candidates: int) -> dict[str, Any]:

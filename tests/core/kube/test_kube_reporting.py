@@ -179,7 +179,6 @@ def test_status_document_follows_cluster_autoscaler_schema():
         "status": "CandidatesPresent",
         "candidates": 1,
         "lastProbeTime": "2026-01-02T03:04:05Z",
-        "lastTransitionTime": "1970-01-01T00:00:00Z",
     }
     group = doc["nodeGroups"][0]
     assert group["name"] == "ng-1"
