@@ -22,6 +22,7 @@ from clusterscaler.status import (
     format_last_updated,
     to_dict,
     to_yaml,
+    with_transitions,
 )
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -195,7 +196,7 @@ def test_status_document_follows_cluster_autoscaler_schema():
 
 
 def test_status_yaml_keeps_cluster_autoscaler_field_order_and_omits_empty_fields():
-    text = to_yaml(sample_status())
+    text = to_yaml(with_transitions(None, sample_status()))
     assert list(yaml.safe_load(text)) == ["time", "autoscalerStatus", "clusterWide", "nodeGroups"]
     health = yaml.safe_load(text)["clusterWide"]["health"]
     assert list(health) == ["status", "nodeCounts", "lastProbeTime", "lastTransitionTime"]
