@@ -88,11 +88,14 @@ def _release(response: Any) -> None:
 
 
 def _lines(response: Any) -> Iterator[bytes]:
+    # One split per chunk keeps a burst of many events in one chunk linear.
     buffer = b""
     for chunk in response.stream(amt=None, decode_content=False):
         buffer += chunk if isinstance(chunk, bytes) else str(chunk).encode()
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
+        if b"\n" not in buffer:
+            continue
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
             if line.strip():
                 yield line
     if buffer.strip():
