@@ -235,3 +235,23 @@ def test_cache_converges_to_server_state_through_drops_compactions_and_errors(fa
         eventually(converged, timeout=10)
     finally:
         informer.stop()
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b'{"a":1}\n{"b":2}\n'],
+        [b'{"a"', b":1}\n", b'{"b":2}', b"\n"],
+        [b'{"a":1}\n\n{"b":2}'],
+        ['{"a":1}\n', '{"b":2}\n'],
+    ],
+    ids=["one-chunk", "split-lines", "blank-line-and-no-final-newline", "text-chunks"],
+)
+def test_watch_stream_lines_are_reassembled_from_any_chunking(chunks):
+    from clusterscaler.kube.informer import _lines
+
+    class Response:
+        def stream(self, amt=None, decode_content=False):
+            yield from chunks
+
+    assert list(_lines(Response())) == [b'{"a":1}', b'{"b":2}']
