@@ -196,3 +196,77 @@ def test_no_scale_down_within_delay_after_failure() -> None:
     assert w.deleted() == []
     w.run(11 * MIN)
     assert sorted(w.deleted()) == ["g-2", "g-3"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "Autoscaler._run goes on to scale-down after execute_scale_up failed (status "
+        "ERROR) and deletes an unneeded node in the same loop; CA's postScaleUp returns "
+        "from RunOnce on a scale-up error, so nothing is deleted in that loop"
+    ),
+)
+def test_no_scale_down_in_a_loop_whose_scale_up_failed() -> None:
+    """CA: a loop whose scale-up failed ends there; scale-down waits for the next loop."""
+    w = idle_pair()
+    wide = w.group("h", 0, 10, cpu="8", memory="32Gi")
+    wide.fail_increase = "QUOTA_EXCEEDED"
+    w.run()
+    w.pods(pending("wide", cpu="6"))
+    failed = w.run(PAST_UNNEEDED)
+    assert wide.increases == [1]
+    assert failed.scale_down.deletions == ()
+    assert "g-2" in w.alive()
+
+
+def test_soft_taint_follows_the_unneeded_state() -> None:
+    """CA: unneeded nodes carry DeletionCandidateOfClusterAutoscaler (PreferNoSchedule);
+    the taint goes when the node is needed again."""
+    w = idle_pair()
+    w.run()
+    taints = w.cluster.nodes["g-2"].taints
+    assert [(t.key, t.effect) for t in taints] == [
+        ("DeletionCandidateOfClusterAutoscaler", "PreferNoSchedule")
+    ]
+    w.pods(pod("burst", "g-2", cpu="3"))
+    w.run(MIN)
+    assert w.cluster.nodes["g-2"].taints == ()
+
+
+def test_nodes_outside_node_groups_are_never_removed() -> None:
+    """CA: a node no node group owns is NotAutoscaled and stays, however idle."""
+    from clusterscaler.simulator.builders import make_node
+
+    w = idle_pair()
+    w.cluster.add_node(make_node("static-1").with_(creation_time=T0 - timedelta(days=1)))
+    results = w.settle(loops=3)
+    assert "static-1" in w.alive()
+    assert reason_of(results[-1], "static-1") is UnremovableReason.NOT_AUTOSCALED
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "A registered node that is not Ready yet (within --max-node-startup-time) is a "
+        "scale-down candidate from its first loop (check_eligibility treats it as unready; "
+        "ScaleDownPlanner starts its timer), so it is deleted --scale-down-unready-time "
+        "after registering, possibly while still booting; CA removes NotStarted nodes from "
+        "the candidates and destinations (GetUpcomingNodes' registered upcoming nodes)"
+    ),
+)
+def test_booting_node_is_not_a_scale_down_candidate() -> None:
+    """CA: a node that registered but has not become Ready within --max-node-startup-time
+    is upcoming capacity, not an unneeded node; it can only become unneeded as an unready
+    node once the startup time has passed."""
+    w = idle_pair()
+    g = w.cloud.groups["g"]
+    w.run()
+    w.run(PAST_UNNEEDED)  # g-2 (empty) goes
+    g.increase_size(1)
+    (booting,) = g.register()
+    w.set_node(booting.name, ready=False)
+    for _ in range(3):
+        result = w.run(5 * MIN)
+        assert booting.name not in unneeded_names(result)
+    w.run(10 * MIN)  # 25 minutes after registering
+    assert booting.name in w.alive()
