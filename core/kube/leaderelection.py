@@ -200,6 +200,11 @@ class LeaderElector:
         except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             log.warning("leader_election_error", lease=self.config.name, error=str(exc))
             return False
+        except Exception as exc:
+            # A malformed Lease or an unexpected client error must not kill the election
+            # thread: a candidate would never lead again.
+            log.exception("leader_election_error", lease=self.config.name, error=repr(exc))
+            return False
 
     # ------------------------------------------------------------------ loop
 

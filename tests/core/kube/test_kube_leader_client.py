@@ -222,3 +222,29 @@ def test_client_requests_are_rate_limited(fake_kube, tmp_path):
     for _ in range(5):
         core.list_node()
     assert time.monotonic() - started >= 0.19
+
+
+def test_malformed_lease_does_not_stop_the_candidate(fake_kube):
+    fake_kube.create(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "cluster-autoscaler", "namespace": "kube-system"},
+            "spec": {
+                "holderIdentity": "other",
+                "leaseDurationSeconds": "soon",
+                "leaseTransitions": [],
+            },
+        }
+    )
+    tick = Ticker()
+    a, _ = electors(fake_kube, tick)
+    assert not a._attempt()
+    fake_kube.patch(
+        "leases",
+        "cluster-autoscaler",
+        {"spec": {"leaseDurationSeconds": 15, "leaseTransitions": 0, "holderIdentity": ""}},
+        "kube-system",
+    )
+    assert a._attempt()
+    assert holder(fake_kube) == "a"
