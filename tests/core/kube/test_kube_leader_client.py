@@ -230,11 +230,8 @@ def test_malformed_lease_does_not_stop_the_candidate(fake_kube):
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": {"name": "cluster-autoscaler", "namespace": "kube-system"},
-            "spec": {
-                "holderIdentity": "other",
-                "leaseDurationSeconds": "soon",
-                "leaseTransitions": [],
-            },
+            # Neither a ValueError-raising string nor a list: a type the code never expects.
+            "spec": {"holderIdentity": "other", "leaseTransitions": {"not": "a number"}},
         }
     )
     tick = Ticker()
