@@ -82,9 +82,7 @@ class StorageCluster(InMemoryCluster):
 class Group:
     """A node group of `Cloud`: requested instances stay `CREATING` until `register()`."""
 
-    def __init__(
-        self, cloud: Cloud, id: str, min_size: int, max_size: int, template: Node
-    ) -> None:
+    def __init__(self, cloud: Cloud, id: str, min_size: int, max_size: int, template: Node) -> None:
         self.cloud = cloud
         self._id = id
         self._min = min_size
@@ -248,9 +246,15 @@ class Cloud:
 class World:
     """Cluster, cloud, clock and the autoscaler under test."""
 
-    def __init__(self, *, recreate_evicted: bool = False, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        recreate_evicted: bool = False,
+        cluster_class: type[StorageCluster] = StorageCluster,
+        **options: Any,
+    ) -> None:
         self.clock = VirtualClock(T0)
-        self.cluster = StorageCluster(
+        self.cluster = cluster_class(
             controllers=[
                 Controller("ReplicaSet", "default", "web", "uid-rs-web", replicas=5),
                 Controller("ReplicaSet", "kube-system", "dns", "uid-rs-dns", replicas=2),

@@ -47,7 +47,12 @@ RAM = Volume("cache", "emptyDir", medium="Memory")
 SYSTEM = {"namespace": "kube-system", "owner": rs("dns")}
 
 BLOCKED: list[tuple[str, Callable[[], list[Pod]], dict[str, Any], BlockingPodReason]] = [
-    ("no-controller", lambda: [pod("bare", "g-2", owner=None)], {}, BlockingPodReason.NOT_REPLICATED),
+    (
+        "no-controller",
+        lambda: [pod("bare", "g-2", owner=None)],
+        {},
+        BlockingPodReason.NOT_REPLICATED,
+    ),
     (
         "custom-controller-kind",
         lambda: [pod("x", "g-2", owner=OwnerRef("Foo", "x", "uid-foo", True, "ex.io/v1"))],

@@ -18,7 +18,10 @@ WEB = {"app": "web"}
 
 
 def spread_world(
-    allowed: int, *, min_available: int | str | None = None, max_unavailable: int | str | None = None
+    allowed: int,
+    *,
+    min_available: int | str | None = None,
+    max_unavailable: int | str | None = None,
 ) -> World:
     """A busy 16-core node that can take everything, and three small nodes with one pod of
     the budget each; drains may run three at a time."""
@@ -47,7 +50,13 @@ def spread_world(
         (2, {"max_unavailable": "67%"}),
         (3, {"max_unavailable": "100%"}),
     ],
-    ids=["minAvailable-all", "maxUnavailable-1", "minAvailable-60pct", "maxUnavailable-67pct", "unlimited"],
+    ids=[
+        "minAvailable-all",
+        "maxUnavailable-1",
+        "minAvailable-60pct",
+        "maxUnavailable-67pct",
+        "unlimited",
+    ],
 )
 def test_parallel_drains_never_exceed_the_budget(allowed: int, spec: dict[str, object]) -> None:
     """CA: one loop drains at most `disruptionsAllowed` nodes holding pods of the budget,

@@ -74,9 +74,7 @@ def _anti_affinity(w: World) -> None:
 def _pod_affinity(w: World) -> None:
     # The pod must share a host with the node's static pod, which never moves.
     w.pods(mirror_pod("local-proxy", "g-2"))
-    w.cluster.add_pod(
-        w.cluster.pods["kube-system/local-proxy"].with_(labels={"app": "proxy"})
-    )
+    w.cluster.add_pod(w.cluster.pods["kube-system/local-proxy"].with_(labels={"app": "proxy"}))
     w.pods(
         pod(
             "mover",

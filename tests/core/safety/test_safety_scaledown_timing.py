@@ -60,7 +60,11 @@ def test_timer_restarts_when_pods_stop_fitting_elsewhere() -> None:
     w = idle_pair()
     w.pods(pod("mover", "g-2", cpu="1"))
     w.run()
-    w.cluster.add_pod(w.cluster.pods["default/anchor"].with_(requests=w.cluster.pods["default/mover"].requests.with_(cpu=3500)))
+    w.cluster.add_pod(
+        w.cluster.pods["default/anchor"].with_(
+            requests=w.cluster.pods["default/mover"].requests.with_(cpu=3500)
+        )
+    )
     w.run(6 * MIN)
     assert "g-2" not in unneeded_names(w.run(MIN))
     w.pods(pod("anchor", "g-1", cpu="2500m"))
@@ -187,7 +191,9 @@ def test_no_scale_down_within_delay_after_failure() -> None:
     failed = w.run(PAST_UNNEEDED)
     assert failed.scale_down.deletions and not any(d.ok for d in failed.scale_down.deletions)
     assert all(
-        t.key != "ToBeDeletedByClusterAutoscaler" for n in w.cluster.nodes.values() for t in n.taints
+        t.key != "ToBeDeletedByClusterAutoscaler"
+        for n in w.cluster.nodes.values()
+        for t in n.taints
     )
     g.fail_delete = ""
     later = w.run(20 * MIN)

@@ -155,7 +155,10 @@ def test_nodes_that_never_register_back_the_group_off_and_are_given_up() -> None
     ("make", "options"),
     [
         (lambda: pending("cheap", cpu="3", priority=-100), {}),
-        (lambda: pending("young", cpu="3", creation_time=T0 - timedelta(seconds=5)), {"new_pod_scale_up_delay": MIN}),
+        (
+            lambda: pending("young", cpu="3", creation_time=T0 - timedelta(seconds=5)),
+            {"new_pod_scale_up_delay": MIN},
+        ),
         (
             lambda: pending(
                 "patient",
@@ -166,7 +169,12 @@ def test_nodes_that_never_register_back_the_group_off_and_are_given_up() -> None
         ),
         (lambda: pending("preempting", cpu="3", nominated_node_name="g-1"), {}),
     ],
-    ids=["expendable", "younger-than-new-pod-scale-up-delay", "pod-scale-up-delay-annotation", "nominated"],
+    ids=[
+        "expendable",
+        "younger-than-new-pod-scale-up-delay",
+        "pod-scale-up-delay-annotation",
+        "nominated",
+    ],
 )
 def test_pods_that_must_not_trigger_a_scale_up(make, options) -> None:
     """CA: expendable pods, pods younger than their scale-up delay and pods waiting for
