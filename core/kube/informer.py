@@ -198,6 +198,13 @@ class Informer(Generic[T]):
                 if self._stop.is_set():
                     break
                 self._failed(f"{type(exc).__name__}: {exc}")
+            except Exception as exc:
+                # Anything unexpected (a malformed event, a client bug) must not end the
+                # thread: a cache that silently stops following the cluster would keep
+                # answering as synced. Start over from a fresh list.
+                log.exception("informer_unexpected_error", resource=self.spec.resource)
+                need_list = True
+                self._failed(f"{type(exc).__name__}: {exc}")
 
     def _failed(self, error: str) -> None:
         self.last_error = error

@@ -37,7 +37,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -184,10 +184,11 @@ class RecordedRequest:
 @dataclass(frozen=True)
 class _Event:
     rv: int
-    type: str  # ADDED, MODIFIED, DELETED
+    type: str  # ADDED, MODIFIED, DELETED (or anything, for raw events)
     key: tuple[str, str]
-    obj: Obj
+    obj: Any
     old: Obj | None
+    raw: bool = False  # sent as is to every watch of the resource
 
 
 @dataclass
@@ -309,6 +310,9 @@ class FakeKubeServer:
         self.pod_termination_seconds = pod_termination_seconds
         self._timers: builtins.list[threading.Timer] = []
         self.requests: builtins.list[RecordedRequest] = []
+        # Called with (method, path) before each request is handled: lets a test make a
+        # concurrent change land between a client's read and its write.
+        self.on_request: Callable[[str, str], None] | None = None
         for rtype in (*BUILTIN_RESOURCES, *resources):
             self.register_resource(rtype)
 
@@ -566,6 +570,16 @@ class FakeKubeServer:
     def open_watches(self) -> int:
         with self._cond:
             return len(self._watches)
+
+    def send_raw_watch_event(self, resource: str, event_type: str, obj: Any) -> None:
+        """Send ``{"type": event_type, "object": obj}`` as is to every watch of a resource,
+        e.g. a malformed event; the stored objects do not change."""
+        rtype = self.resolve(resource)
+        with self._cond:
+            rv = self._next_rv()
+            self._history.append(_Event(rv, event_type, rtype.key, obj, None, raw=True))
+            self._history_rvs.append(rv)
+            self._cond.notify_all()
 
     def compact(self) -> int:
         """Forget the change history: watches from an older resourceVersion get 410 Gone."""
@@ -1474,6 +1488,9 @@ class FakeKubeServer:
                 for event in pending:
                     if event.key != rtype.key:
                         continue
+                    if event.raw:
+                        handler.write_event(event.type, event.obj)
+                        continue
                     kind = self._filtered_type(event, route, labels, fields)
                     if kind is not None:
                         handler.write_event(kind, self._versioned(event.obj, route))
@@ -1612,6 +1629,9 @@ class _Handler(BaseHTTPRequestHandler):
             )
 
         try:
+            hook = self.fake.on_request
+            if hook is not None:
+                hook(method, path)
             self.fake._apply_fault(method, path, watch)
             if method == "GET":
                 discovery = self.fake._discovery(path)

@@ -90,20 +90,19 @@ def test_taint_update_gives_up_after_retries(fake_kube):
 def test_concurrent_change_is_not_lost(fake_kube, actions):
     """A label added between our read and write survives: the write conflicts and is redone."""
     fake_kube.create(node("n1"))
-    original_update = fake_kube._handle
     done = []
 
-    def racing_handle(method, path, query, body, content_type):
+    def kubelet_writes_first(method, path):
         if method == "PUT" and not done:
             done.append(True)
             fake_kube.patch("nodes", "n1", {"metadata": {"labels": {"kubelet": "wrote"}}})
-        return original_update(method, path, query, body, content_type)
 
-    fake_kube._handle = racing_handle
+    fake_kube.on_request = kubelet_writes_first
     actions.add_taint("n1", TO_BE_DELETED)
     stored = fake_kube.get("nodes", "n1")
     assert stored["metadata"]["labels"] == {"kubelet": "wrote"}
     assert stored["spec"]["taints"] == [TO_BE_DELETED.to_k8s()]
+    assert [r.status for r in fake_kube.requests if r.verb == "update"] == [409, 200]
 
 
 def test_missing_node_raises_node_not_found(actions):

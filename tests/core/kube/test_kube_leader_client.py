@@ -100,16 +100,14 @@ def test_racing_candidates_for_a_free_lease_one_wins(fake_kube):
     assert a.release()
     assert holder(fake_kube) == ""
     # Both read the released lease; a writes first, b's write carries a stale resourceVersion.
-    original = fake_kube._handle
     raced = []
 
-    def race(method, path, query, body, content_type):
+    def a_writes_first(method, path):
         if method == "PUT" and not raced:
             raced.append(True)
             assert a.try_acquire_or_renew()
-        return original(method, path, query, body, content_type)
 
-    fake_kube._handle = race
+    fake_kube.on_request = a_writes_first
     assert not b.try_acquire_or_renew()
     assert holder(fake_kube) == "a"
 

@@ -255,3 +255,21 @@ def test_watch_stream_lines_are_reassembled_from_any_chunking(chunks):
             yield from chunks
 
     assert list(_lines(Response())) == [b'{"a":1}', b'{"b":2}']
+
+
+def test_unexpected_event_relists_instead_of_ending_the_thread(fake_kube):
+    fake_kube.create(node("n0"))
+    informer = node_informer(fake_kube)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        eventually(lambda: fake_kube.open_watches == 1)
+        fake_kube.send_raw_watch_event("nodes", "ADDED", ["not", "an", "object"])
+        fake_kube.create(node("n1"))
+        eventually(lambda: informer.relists >= 2)
+        eventually(lambda: {n.name for n in informer.items()} == {"n0", "n1"})
+        fake_kube.create(node("n2"))
+        eventually(lambda: {n.name for n in informer.items()} == {"n0", "n1", "n2"})
+        assert "AttributeError" in informer.last_error
+    finally:
+        informer.stop()
