@@ -260,3 +260,41 @@ def test_balanced_scale_up_respects_every_group_max() -> None:
     w.run()
     loops(w, 3)
     assert (a.target, b.target) == (2, 3)
+
+
+def _busy(w: World) -> None:
+    w.pods(pod("busy", "g-1", cpu="3500m"))
+
+
+def _cordoned(w: World) -> None:
+    w.set_node("g-1", unschedulable=True)
+
+
+def _being_deleted(w: World) -> None:
+    from clusterscaler.model import Taint
+
+    w.set_node("g-1", taints=(Taint("ToBeDeletedByClusterAutoscaler", "1700000000"),))
+
+
+def _unreachable(w: World) -> None:
+    from clusterscaler.model import Taint
+
+    w.set_node("g-1", taints=(Taint("node.kubernetes.io/unreachable", "", "NoSchedule"),))
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [_busy, _cordoned, _being_deleted, _unreachable],
+    ids=["node-full-of-pods", "cordoned-node", "node-being-deleted", "unreachable-taint"],
+)
+def test_template_node_is_a_clean_copy(spoil) -> None:
+    """CA: the template built from a live node keeps none of its workload pods, its
+    cordon or its autoscaler/condition taints, so a new node is offered for the pods."""
+    w = World()
+    g = w.group("g", 0, 10, nodes=1)
+    w.run()
+    spoil(w)
+    w.pods(pending("a", cpu="3"))
+    result = w.run(MIN)
+    assert scaled(result) == {"g": 1}
+    assert g.increases == [1]
