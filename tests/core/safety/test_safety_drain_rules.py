@@ -44,7 +44,7 @@ def evict(value: str) -> dict[str, str]:
 HOST = Volume("logs", "hostPath")
 DISK = Volume("scratch", "emptyDir")
 RAM = Volume("cache", "emptyDir", medium="Memory")
-SYSTEM = {"namespace": "kube-system", "owner": rs("dns")}
+SYSTEM: dict[str, Any] = {"namespace": "kube-system", "owner": rs("dns")}
 
 BLOCKED: list[tuple[str, Callable[[], list[Pod]], dict[str, Any], BlockingPodReason]] = [
     (

@@ -10,6 +10,7 @@ nodes are mostly unready is left out of scale-up while the rest of the cluster g
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from clusterscaler.decisions import NoScaleUpReason, ScaleDownStatus
@@ -18,7 +19,7 @@ from safetykit import World, pending, pod, rejections, scaled, unneeded_names
 MIN = timedelta(minutes=1)
 
 
-def fleet(total: int, **options: object) -> World:
+def fleet(total: int, **options: Any) -> World:
     """`total` busy nodes in group u, plus g-1 (busy) and g-2 (empty, unneeded)."""
     w = World(**options)
     w.group("g", 0, 10, nodes=2)
@@ -58,7 +59,7 @@ def heal(w: World, count: int) -> None:
     ],
 )
 def test_halt_needs_both_count_and_percentage(
-    total: int, unready: int, options: dict[str, object], halted: bool
+    total: int, unready: int, options: dict[str, Any], halted: bool
 ) -> None:
     """CA: unhealthy when unready > --ok-total-unready-count AND unready >
     --max-total-unready-percentage of registered nodes."""

@@ -9,6 +9,7 @@ several nodes drained in parallel never evict more pods of one budget than it al
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from clusterscaler.decisions import BlockingPodReason, UnremovableReason
@@ -58,10 +59,10 @@ def spread_world(
         "unlimited",
     ],
 )
-def test_parallel_drains_never_exceed_the_budget(allowed: int, spec: dict[str, object]) -> None:
+def test_parallel_drains_never_exceed_the_budget(allowed: int, spec: dict[str, Any]) -> None:
     """CA: one loop drains at most `disruptionsAllowed` nodes holding pods of the budget,
     and no eviction is refused by the API server."""
-    w = spread_world(allowed, **spec)  # type: ignore[arg-type]
+    w = spread_world(allowed, **spec)
     w.run()
     result = w.run(PAST_UNNEEDED)
     drained = [d for d in result.scale_down.deletions if d.ok]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from clusterscaler.decisions import UnremovableReason
@@ -37,7 +38,7 @@ from safetykit import (
 Setup = Callable[[World], None]
 
 
-def anchored(setup: Setup, **options: object) -> World:
+def anchored(setup: Setup, **options: Any) -> World:
     w = World(**options)
     w.group("g", 0, 10, nodes=2)
     w.pods(pod("anchor", "g-1", cpu="2500m"))
@@ -181,18 +182,13 @@ def test_control_same_pod_without_the_constraint_is_moved_and_node_removed() -> 
 
 def test_tolerated_taint_is_a_valid_destination() -> None:
     """A taint the pod tolerates does not stop the move (the scheduler allows it)."""
-    w = anchored(
-        lambda w: (
-            w.set_node("g-1", taints=(Taint("dedicated", "batch", "NoSchedule"),)),
-            w.pods(
-                pod(
-                    "mover",
-                    "g-2",
-                    tolerations=(Toleration("dedicated", "Equal", "batch", "NoSchedule"),),
-                )
-            ),
-        )
-    )
+
+    def tolerating(w: World) -> None:
+        w.set_node("g-1", taints=(Taint("dedicated", "batch", "NoSchedule"),))
+        tolerate = Toleration("dedicated", "Equal", "batch", "NoSchedule")
+        w.pods(pod("mover", "g-2", tolerations=(tolerate,)))
+
+    w = anchored(tolerating)
     w.settle(loops=2)
     assert w.deleted() == ["g-2"]
 

@@ -10,7 +10,9 @@ waits (--scale-down-delay-after-add / -after-delete / -after-failure).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from clusterscaler.cloudprovider import NodeGroupOptions
@@ -22,7 +24,7 @@ MIN = timedelta(minutes=1)
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 
 
-def idle_pair(**options: object) -> World:
+def idle_pair(**options: Any) -> World:
     """g-1 busy; g-2 empty apart from nothing: it is unneeded from the first loop."""
     w = World(**options)
     w.group("g", 0, 10, nodes=2)
@@ -101,7 +103,9 @@ def test_per_group_unneeded_time_is_honoured() -> None:
     ],
     ids=["scale-down-disabled-annotation", "being-deleted"],
 )
-def test_excluded_nodes_are_never_deleted_by_the_loop(mark, reason) -> None:
+def test_excluded_nodes_are_never_deleted_by_the_loop(
+    mark: Callable[[World], None], reason: UnremovableReason
+) -> None:
     """CA skips these nodes before any simulation, however long they stay empty."""
     w = idle_pair()
     mark(w)
@@ -129,7 +133,9 @@ def test_min_size_counts_every_deletion_of_the_loop() -> None:
     ],
     ids=["cores-minimum", "memory-minimum-GiB", "no-minimum"],
 )
-def test_cluster_minimum_totals_hold_across_one_loop(options, survivors) -> None:
+def test_cluster_minimum_totals_hold_across_one_loop(
+    options: dict[str, Any], survivors: int
+) -> None:
     """CA: scale-down keeps the cluster at or above --cores-total and --memory-total
     minimums, counting every node removed in the same loop (4-core 16GiB nodes)."""
     w = World(max_scale_down_parallelism=10, **options)

@@ -9,10 +9,13 @@ that no group can help why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from clusterscaler.decisions import NoScaleUpReason, ScaleUpStatus
+from clusterscaler.model import Pod
 from clusterscaler.options import GpuLimit, MinMax
 from clusterscaler.utilization import GPU_RESOURCE
 from safetykit import GPU_LABEL, T0, World, pending, pod, rejections, scaled
@@ -20,7 +23,7 @@ from safetykit import GPU_LABEL, T0, World, pending, pod, rejections, scaled
 MIN = timedelta(minutes=1)
 
 
-def crowd(n: int, cpu: str = "3", **kw: object) -> list:
+def crowd(n: int, cpu: str = "3", **kw: Any) -> list[Pod]:
     """`n` pending pods that each need a 4-core node of their own."""
     return [pending(f"p{i}", cpu=cpu, **kw) for i in range(n)]
 
@@ -44,7 +47,7 @@ def loops(w: World, count: int, step: timedelta = MIN, *, register: bool = True)
     ],
     ids=["group-max-size", "max-nodes-total", "cores-total", "memory-total-GiB"],
 )
-def test_cluster_never_grows_beyond_a_limit(options: dict[str, object], nodes_after: int) -> None:
+def test_cluster_never_grows_beyond_a_limit(options: dict[str, Any], nodes_after: int) -> None:
     """CA: ten pods needing a node each, a group of max 5 (one node already), 4-core 16GiB
     nodes: the group stops at the tightest of max size and the cluster-wide limits, loop
     after loop, whether or not the new nodes have registered."""
@@ -176,7 +179,9 @@ def test_nodes_that_never_register_back_the_group_off_and_are_given_up() -> None
         "nominated",
     ],
 )
-def test_pods_that_must_not_trigger_a_scale_up(make, options) -> None:
+def test_pods_that_must_not_trigger_a_scale_up(
+    make: Callable[[], Pod], options: dict[str, Any]
+) -> None:
     """CA: expendable pods, pods younger than their scale-up delay and pods waiting for
     preemption never cause a scale-up."""
     w = World(**options)
@@ -287,7 +292,7 @@ def _unreachable(w: World) -> None:
     [_busy, _cordoned, _being_deleted, _unreachable],
     ids=["node-full-of-pods", "cordoned-node", "node-being-deleted", "unreachable-taint"],
 )
-def test_template_node_is_a_clean_copy(spoil) -> None:
+def test_template_node_is_a_clean_copy(spoil: Callable[[World], None]) -> None:
     """CA: the template built from a live node keeps none of its workload pods, its
     cordon or its autoscaler/condition taints, so a new node is offered for the pods."""
     w = World()
