@@ -377,6 +377,9 @@ class ClusterStateRegistry:
             return
         provision = state.options.max_node_provision_time
         assert provision is not None
+        # Instances that failed since the last update: they are one failed scale-up, so the
+        # group backs off once however many of its instances failed.
+        new_errors: list[Instance] = []
         for inst in instances:
             if inst.id in registered_ids:
                 continue
@@ -386,13 +389,7 @@ class ClusterStateRegistry:
                 state.create_errors.append(inst)
                 if inst.id not in self._seen_errors:
                     self._seen_errors.add(inst.id)
-                    self.register_failed_scale_up(
-                        state.id,
-                        now,
-                        error_class=inst.error.error_class.value,
-                        error_code=inst.error.error_code,
-                        message=inst.error.error_message,
-                    )
+                    new_errors.append(inst)
                 continue
             seen.add(inst.id)
             # An instance requested by our scale-up has been coming since the request, even
@@ -404,6 +401,22 @@ class ClusterStateRegistry:
                 state.long_unregistered.append(inst)
             else:
                 state.unregistered.append(inst)
+        if new_errors:
+            failure = new_errors[0].error
+            assert failure is not None
+            self.register_failed_scale_up(
+                state.id,
+                now,
+                error_class=failure.error_class.value,
+                error_code=failure.error_code,
+                message=failure.error_message,
+            )
+            log.warning(
+                "instances_failed",
+                node_group=state.id,
+                count=len(new_errors),
+                error_code=failure.error_code,
+            )
         live = {i.id for i in instances}
         self._seen_errors = {i for i in self._seen_errors if i in live or i in registered_ids}
 
