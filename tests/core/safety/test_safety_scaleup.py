@@ -303,3 +303,27 @@ def test_template_node_is_a_clean_copy(spoil: Callable[[World], None]) -> None:
     result = w.run(MIN)
     assert scaled(result) == {"g": 1}
     assert g.increases == [1]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "scaleup.plan_min_size_enforcement grows every group to its min size without "
+        "looking at Limits (max nodes, cores, memory, GPUs) and Autoscaler._scale_up "
+        "executes those decisions as they are; CA's ScaleUpToNodeGroupMinSize caps them "
+        "with ApplyResourcesLimits and getCappedNewNodeCount (--max-nodes-total)"
+    ),
+)
+@pytest.mark.parametrize(
+    ("options", "most"),
+    [({"max_nodes_total": 3}, 3), ({"cores_total": MinMax(0, 8)}, 2)],
+    ids=["max-nodes-total", "cores-total"],
+)
+def test_min_size_enforcement_respects_cluster_limits(options: dict[str, Any], most: int) -> None:
+    """CA: --enforce-node-group-min-size never takes the cluster past --max-nodes-total or
+    the --cores-total / --memory-total maxima (4-core nodes, one already running)."""
+    w = World(enforce_node_group_min_size=True, **options)
+    g = w.group("g", 5, 10, nodes=1)
+    w.run()
+    loops(w, 2)
+    assert g.target == most
