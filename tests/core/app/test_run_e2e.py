@@ -237,11 +237,12 @@ def test_leader_election_only_the_leader_acts_and_hands_over(
             stop(first, signal.SIGKILL)  # no chance to release the Lease
             wait_for(
                 lambda: lease_holder(kube) not in ("", holder) and lease_holder(kube),
-                15,
+                30,
                 "the follower to take over",
             )
-            # The lease expires after 4s; the follower retries every 500ms.
-            assert time.monotonic() - killed_at < 4 + 3
+            # The lease expires 4s after the last renewal and the follower retries every
+            # 500ms; the margin covers process scheduling on a loaded machine.
+            assert time.monotonic() - killed_at < 4 + 8
             wait_for(lambda: "loop_done" in (tmp / "second.log").read_text(), 20, "the new leader's loop")
         finally:
             assert stop(second) == 0, (tmp / "second.log").read_text()
