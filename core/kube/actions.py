@@ -159,28 +159,6 @@ class KubeClusterActions:
             ) from exc
         log.info("pod_evicted", pod=pod.key, node=pod.node_name)
 
-    def delete_pod(self, pod: Pod, grace_period_seconds: int | None = None) -> None:
-        """Delete the pod directly (no PDB check); a pod already gone counts as deleted."""
-        if self.dry_run:
-            log.info("dry_run_skip", action="delete_pod", pod=pod.key)
-            return
-        body: dict[str, Any] = {}
-        if grace_period_seconds is not None:
-            body["gracePeriodSeconds"] = grace_period_seconds
-        if pod.uid:
-            body["preconditions"] = {"uid": pod.uid}
-        try:
-            discard(
-                self.core.delete_namespaced_pod(
-                    pod.name, pod.namespace, body=body, _preload_content=False
-                )
-            )
-        except ApiException as exc:
-            if exc.status == 404 or (exc.status == 409 and pod.uid):
-                return
-            raise
-        log.info("pod_deleted", pod=pod.key, node=pod.node_name)
-
     def pod_exists(self, pod: Pod) -> bool:
         try:
             raw = read_json(

@@ -165,20 +165,6 @@ def test_evict_pod_already_gone_or_replaced_counts_as_evicted(fake_kube, actions
     assert not actions.pod_exists(old)
 
 
-def test_delete_pod_bypasses_pdb(fake_kube, actions):
-    fake_kube.create(pod("p1", {"app": "web"}))
-    fake_kube.create(
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "web", "namespace": "default"},
-            "spec": {"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 1},
-        }
-    )
-    actions.delete_pod(model_pod(fake_kube, "p1"), 0)
-    assert fake_kube.get("pods", "p1", "default") is None
-
-
 def test_dry_run_changes_nothing(fake_kube):
     fake_kube.create(node("n1"))
     fake_kube.create(pod("p1"))
@@ -186,7 +172,6 @@ def test_dry_run_changes_nothing(fake_kube):
     actions.add_taint("n1", TO_BE_DELETED)
     actions.set_unschedulable("n1", True)
     actions.evict(model_pod(fake_kube, "p1"), None)
-    actions.delete_pod(model_pod(fake_kube, "p1"))
     assert taints_of(fake_kube, "n1") == []
     assert fake_kube.get("pods", "p1", "default") is not None
     assert {r.verb for r in fake_kube.requests} <= {"get", "list"}
