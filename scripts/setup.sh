@@ -26,5 +26,8 @@ done
 for dist in docs/examples/*/; do
   [ -f "$dist/pyproject.toml" ] && args+=(-e "${dist%/}")
 done
-"$VENV/bin/python" -m pip install --disable-pip-version-check -q -c constraints.txt "${args[@]}"
+# Some machines configure extra package indexes that do not exist; pip warns once per
+# package about them, which would bury real errors.
+"$VENV/bin/python" -m pip install --disable-pip-version-check -q -c constraints.txt "${args[@]}" \
+  2> >(grep -v "^WARNING: Location '.*' is ignored" >&2)
 echo "installed into $VENV: ${args[*]}"
