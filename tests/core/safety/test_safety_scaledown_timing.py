@@ -307,3 +307,42 @@ def test_nodes_being_deleted_do_not_count_towards_the_minimums() -> None:
     result = w.run(PAST_UNNEEDED)
     assert w.deleted() == []
     assert reason_of(result, "g-1") is UnremovableReason.MINIMAL_RESOURCE_LIMIT_EXCEEDED
+
+
+def test_parallelism_budget_spreads_deletions_over_loops() -> None:
+    """CA: --max-scale-down-parallelism caps the deletions started in one loop; the rest
+    wait for a later loop."""
+    w = World(max_scale_down_parallelism=2)
+    w.group("g", 0, 10, nodes=5)
+    w.run()
+    w.run(PAST_UNNEEDED)
+    assert len(w.deleted()) == 2
+    w.run(MIN)
+    assert len(w.deleted()) == 4
+
+
+def test_gpu_minimum_total_keeps_gpu_nodes() -> None:
+    """CA: --gpu-total=<type>:<min>:<max> keeps at least <min> GPUs of that type."""
+    from clusterscaler.options import GpuLimit
+    from safetykit import GPU_LABEL
+
+    w = World(gpu_total=[GpuLimit("a100", 2, 10)])
+    w.group("gpu", 0, 10, nodes=3, gpus=1, labels={GPU_LABEL: "a100"})
+    w.settle(loops=3)
+    assert len(w.deleted()) == 1
+
+
+def test_gpu_node_is_judged_by_gpu_utilization() -> None:
+    """CA: a GPU node's utilization is its GPU utilization: busy CPUs do not keep an idle
+    GPU node, whose pods go to a CPU node with room."""
+    from safetykit import GPU_LABEL
+
+    w = World()
+    w.group("cpu", 0, 10, nodes=1, cpu="8", memory="32Gi")
+    w.group("gpu", 0, 10, nodes=1, gpus=2, labels={GPU_LABEL: "a100"})
+    w.pods(pod("cpuhog", "gpu-1", cpu="3"), pod("anchor", "cpu-1", cpu="4500m"))
+    first = w.run()
+    assert "gpu-1" in unneeded_names(first)
+    w.run(PAST_UNNEEDED)
+    assert w.deleted() == ["gpu-1"]
+    assert w.cluster.evicted == ["default/cpuhog"]
