@@ -125,9 +125,8 @@ def _volume_zone(w: World) -> None:
     w.pods(pod("mover", "g-2", volumes=(Volume("data", "persistentVolumeClaim", "data"),)))
 
 
-def _topology_spread(w: World) -> None:
+def _zoned_spread(w: World, when_unsatisfiable: str) -> None:
     # Zone b keeps a node (g-3, not removable), so moving the pod to zone a skews 2:0.
-    w.group("z", 0, 10)
     for name, zone in (("g-1", "zone-a"), ("g-2", "zone-b")):
         w.set_node(name, labels={**w.cluster.nodes[name].labels, LEGACY_ZONE_LABEL: zone})
     (extra,) = w.cloud.groups["g"].add_running(1, w.clock.now() - timedelta(days=1))
@@ -137,9 +136,37 @@ def _topology_spread(w: World) -> None:
         annotations={"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"},
         taints=(Taint("dedicated", "gpu", "NoSchedule"),),
     )
-    constraint = spread(LEGACY_ZONE_LABEL, {"app": "spread"})
-    w.pods(pod("spread-a", "g-1", labels={"app": "spread"}, topology_spread=[constraint]))
-    w.pods(pod("mover", "g-2", labels={"app": "spread"}, topology_spread=[constraint]))
+    c = spread(LEGACY_ZONE_LABEL, {"app": "spread"}, when_unsatisfiable=when_unsatisfiable)
+    w.pods(pod("spread-a", "g-1", labels={"app": "spread"}, topology_spread=[c]))
+    w.pods(pod("mover", "g-2", labels={"app": "spread"}, topology_spread=[c]))
+
+
+def _topology_spread(w: World) -> None:
+    _zoned_spread(w, "DoNotSchedule")
+
+
+def _local_pv(w: World) -> None:
+    w.cluster.pvs.append(
+        PersistentVolume(
+            "local-g2", node_affinity=(node_term("kubernetes.io/hostname", "In", "g-2"),)
+        )
+    )
+    w.cluster.pvcs.append(
+        PersistentVolumeClaim("default", "cache", volume_name="local-g2", phase="Bound")
+    )
+    w.pods(pod("mover", "g-2", volumes=(Volume("cache", "persistentVolumeClaim", "cache"),)))
+
+
+def _symmetric_anti_affinity(w: World) -> None:
+    # The pod already on g-1 refuses company labelled app=noisy on its host.
+    w.pods(
+        pod(
+            "quiet",
+            "g-1",
+            anti_affinity=[affinity_term("kubernetes.io/hostname", {"app": "noisy"})],
+        )
+    )
+    w.pods(pod("mover", "g-2", labels={"app": "noisy"}))
 
 
 CASES: list[tuple[str, Setup]] = [
@@ -154,6 +181,8 @@ CASES: list[tuple[str, Setup]] = [
     ("unready-destination", _unready_destination),
     ("being-deleted-destination", _being_deleted_destination),
     ("pv-zone", _volume_zone),
+    ("local-pv-node-affinity", _local_pv),
+    ("existing-pod-anti-affinity", _symmetric_anti_affinity),
     ("topology-spread", _topology_spread),
 ]
 
@@ -189,6 +218,15 @@ def test_tolerated_taint_is_a_valid_destination() -> None:
         w.pods(pod("mover", "g-2", tolerations=(tolerate,)))
 
     w = anchored(tolerating)
+    w.settle(loops=2)
+    assert w.deleted() == ["g-2"]
+
+
+def test_soft_spread_constraint_does_not_block() -> None:
+    """whenUnsatisfiable=ScheduleAnyway is a preference: the scheduler (and CA) still
+    place the pod, so the node goes."""
+
+    w = anchored(lambda w: _zoned_spread(w, "ScheduleAnyway"))
     w.settle(loops=2)
     assert w.deleted() == ["g-2"]
 
