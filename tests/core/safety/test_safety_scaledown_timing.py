@@ -346,3 +346,17 @@ def test_gpu_node_is_judged_by_gpu_utilization() -> None:
     w.run(PAST_UNNEEDED)
     assert w.deleted() == ["gpu-1"]
     assert w.cluster.evicted == ["default/cpuhog"]
+
+
+def test_unregistered_cleanup_and_scale_down_never_undercut_min_size() -> None:
+    """CA: removing an instance that never registered and removing unneeded nodes in the
+    same loop both count against the group's min size (CA reads the target size after the
+    cleanup)."""
+    w = World()
+    g = w.group("g", 2, 10, nodes=2)
+    g.increase_size(1)  # requested before this autoscaler started; it never registers
+    w.run()
+    result = w.run(16 * MIN)
+    assert [c.node for c in result.cleanups] == ["safety://g-3"]
+    assert result.scale_down.deletions == ()
+    assert g.target == 2 and len(w.alive()) == 2

@@ -356,3 +356,19 @@ def test_gpu_node_without_its_gpus_yet_is_upcoming_not_a_template() -> None:
     result = w.run(MIN)
     assert scaled(result) == {"gpu": 1}
     assert g.increases == [1, 1]
+
+
+def test_backoff_doubles_after_repeated_failures() -> None:
+    """CA: a group failing again right after its backoff is backed off twice as long
+    (--initial-node-group-backoff-duration 5m, then 10m, up to 30m)."""
+    w = World()
+    g = w.group("g", 0, 10)
+    g.fail_increase = "stockout"
+    w.pods(pending("p0", cpu="3"))
+    w.run()
+    w.run(5 * MIN)
+    assert g.increases == [1, 1]
+    w.run(9 * MIN)
+    assert g.increases == [1, 1], "retried before the doubled backoff ended"
+    w.run(2 * MIN)
+    assert g.increases == [1, 1, 1]
