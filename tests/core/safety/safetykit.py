@@ -74,9 +74,17 @@ class StorageCluster(InMemoryCluster):
         super().__init__(*args, **kwargs)
         self.pvs: list[PersistentVolume] = []
         self.pvcs: list[PersistentVolumeClaim] = []
+        self.evicted_objects: dict[str, Pod] = {}
 
     def snapshot(self) -> ClusterObjects:
         return dataclasses.replace(super().snapshot(), pvs=list(self.pvs), pvcs=list(self.pvcs))
+
+    def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        # Keep what was evicted, as the controller that re-creates it would know it.
+        current = self.pods.get(pod.key)
+        super().evict(pod, grace_period_seconds)
+        if current is not None and pod.key not in self.pods:
+            self.evicted_objects[pod.key] = current
 
 
 class Group:
