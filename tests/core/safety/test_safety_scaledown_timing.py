@@ -360,3 +360,30 @@ def test_unregistered_cleanup_and_scale_down_never_undercut_min_size() -> None:
     assert [c.node for c in result.cleanups] == ["safety://g-3"]
     assert result.scale_down.deletions == ()
     assert g.target == 2 and len(w.alive()) == 2
+
+
+def test_pending_pod_claims_an_unneeded_node_which_then_stays() -> None:
+    """CA: an unneeded node still takes pending pods (its DeletionCandidate taint is only
+    PreferNoSchedule): no scale-up is made for them, and the node they need is kept."""
+    w = idle_pair()
+    w.run()
+    w.run(9 * MIN)
+    w.pods(pending("soon", cpu="1600m"))
+    result = w.run(2 * MIN)
+    assert result.scale_up.decisions == ()
+    assert w.deleted() == []
+    assert reason_of(result, "g-2") is UnremovableReason.NO_PLACE_TO_MOVE_PODS
+
+
+def test_delay_after_delete_spaces_deletions() -> None:
+    """CA: after a deletion, scale-down waits --scale-down-delay-after-delete."""
+    w = World(scale_down_delay_after_delete=timedelta(minutes=5), max_scale_down_parallelism=1)
+    w.group("g", 0, 10, nodes=3)
+    w.run()
+    w.run(PAST_UNNEEDED)
+    assert len(w.deleted()) == 1
+    waiting = w.run(4 * MIN)
+    assert waiting.scale_down.cooldown_reason == "--scale-down-delay-after-delete"
+    assert len(w.deleted()) == 1
+    w.run(2 * MIN)
+    assert len(w.deleted()) == 2
