@@ -387,3 +387,22 @@ def test_delay_after_delete_spaces_deletions() -> None:
     assert len(w.deleted()) == 1
     w.run(2 * MIN)
     assert len(w.deleted()) == 2
+
+
+@pytest.mark.parametrize(
+    ("cpu", "threshold", "unneeded"),
+    [("2", None, False), ("1990m", None, True), ("2", 0.6, True), ("1", 0.2, False)],
+    ids=["exactly-at-threshold", "just-below", "group-threshold-raised", "group-threshold-lowered"],
+)
+def test_utilization_threshold_boundary(cpu: str, threshold: float | None, unneeded: bool) -> None:
+    """CA: a node is underutilized only when max(cpu, memory) requests / allocatable is
+    strictly below --scale-down-utilization-threshold (0.5) or the group's own value."""
+    w = World()
+    w.group("big", 0, 10, nodes=1, cpu="16", memory="64Gi")
+    g = w.group("g", 0, 10, nodes=1)
+    g.options = NodeGroupOptions(scale_down_utilization_threshold=threshold)
+    w.pods(pod("anchor", "big-1", cpu="9"), pod("load", "g-1", cpu=cpu, memory="1Mi"))
+    result = w.run()
+    assert ("g-1" in unneeded_names(result)) is unneeded
+    if not unneeded:
+        assert reason_of(result, "g-1") is UnremovableReason.NOT_UNDERUTILIZED
