@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from clusterscaler.clusterstate import TO_BE_DELETED_TAINT
 from clusterscaler.model import Taint
-from safetykit import PAST_UNNEEDED, StorageCluster, World, pod
+from safetykit import PAST_UNNEEDED, StorageCluster, World, ds_pod, pod
 
 WEB = {"app": "web"}
 
@@ -88,3 +89,30 @@ def test_budget_spent_meanwhile_keeps_the_node_and_untaints_it() -> None:
     assert [p.name for p in cluster.pods.values() if p.node_name == "g-2"] == ["mover"]
     assert all(t.key != TO_BE_DELETED_TAINT for t in cluster.nodes["g-2"].taints)
     assert not cluster.nodes["g-2"].unschedulable
+
+
+@pytest.mark.parametrize(
+    ("with_workload", "options", "ds_evicted"),
+    [
+        (True, {}, True),
+        (False, {}, False),
+        (True, {"daemonset_eviction_for_occupied_nodes": False}, False),
+        (False, {"daemonset_eviction_for_empty_nodes": True}, True),
+    ],
+    ids=["drained-default", "empty-default", "drained-flag-off", "empty-flag-on"],
+)
+def test_daemonset_pods_are_evicted_per_flags(
+    with_workload: bool, options: dict[str, Any], ds_evicted: bool
+) -> None:
+    """CA: DaemonSet pods are evicted from drained nodes (--daemonset-eviction-for-
+    occupied-nodes, default true) and left on empty ones (--daemonset-eviction-for-empty-
+    nodes, default false); they never hold the node back."""
+    w = World(**options)
+    w.group("g", 0, 10, nodes=2)
+    w.pods(pod("anchor", "g-1", cpu="2500m"), ds_pod("agent-g2", "g-2"))
+    if with_workload:
+        w.pods(pod("mover", "g-2"))
+    w.settle(loops=2)
+    assert w.deleted() == ["g-2"]
+    assert ("default/agent-g2" in w.cluster.evicted) is ds_evicted
+    assert ("default/mover" in w.cluster.evicted) is with_workload

@@ -169,8 +169,14 @@ def _symmetric_anti_affinity(w: World) -> None:
     w.pods(pod("mover", "g-2", labels={"app": "noisy"}))
 
 
+def _safe_to_evict_still_needs_room(w: World) -> None:
+    annotations = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    w.pods(pod("mover", "g-2", cpu="1600m", annotations=annotations))
+
+
 CASES: list[tuple[str, Setup]] = [
     ("resources", _resources),
+    ("safe-to-evict-pod-still-needs-room", _safe_to_evict_still_needs_room),
     ("node-selector", _node_selector),
     ("required-node-affinity", _node_affinity),
     ("pod-anti-affinity", _anti_affinity),
