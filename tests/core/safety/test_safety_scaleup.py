@@ -372,3 +372,17 @@ def test_backoff_doubles_after_repeated_failures() -> None:
     assert g.increases == [1, 1], "retried before the doubled backoff ended"
     w.run(2 * MIN)
     assert g.increases == [1, 1, 1]
+
+
+def test_capacity_requested_before_a_restart_still_counts() -> None:
+    """CA derives upcoming nodes from the target size, not from its own memory: after a
+    restart, nodes requested earlier still absorb the pending pods."""
+    w = World()
+    g = w.group("g", 0, 10, nodes=1)
+    w.pods(pod("anchor", "g-1", cpu="3"))
+    g.increase_size(2)  # asked for by the previous autoscaler process
+    g.increases.clear()
+    w.pods(*crowd(2))
+    result = w.run()
+    assert result.scale_up.decisions == ()
+    assert g.increases == []
