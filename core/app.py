@@ -5,8 +5,12 @@ events, status ConfigMap, metrics server, leader election. This module adds the 
 provider and runs the loop: wait to lead and for the caches to sync, then one
 `Autoscaler.run_once` every `--scan-interval` until SIGTERM/SIGINT, publishing each result.
 
-A loop in progress when the signal arrives finishes (a drain completes or is rolled back by
-the actuator) before the process exits and releases the Lease. Losing the Lease stops every
+Node deletions run in the background (a `ThreadedExecutor`), so a slow drain never holds up
+the next loop. When the signal arrives, the loop in progress finishes, no new loop starts,
+and the process waits for the deletions in flight to finish or roll back (bounded by the
+deletion timeouts: --node-delete-delay-after-taint, --max-pod-eviction-time,
+--max-graceful-termination-sec and --node-deletion-delay-timeout) and reports their outcome
+before it exits and releases the Lease. Losing the Lease stops every
 write at once (the actions refuse to act), and the process exits 1 so the Deployment
 restarts it as a follower; the next leader removes the deletion taints a dead leader left.
 """
@@ -27,10 +31,12 @@ from clusterscaler.autoscaler import Autoscaler
 from clusterscaler.cloudprovider import CloudProvider, CloudProviderError, ProviderContext
 from clusterscaler.cluster import ClusterActions
 from clusterscaler.dryrun import DryRunCloudProvider
-from clusterscaler.events import Event, EventSink
+from clusterscaler.events import Event, EventSink, events_for_result
 from clusterscaler.kube.client import KubeConfigError
 from clusterscaler.kube.runtime import KubeRuntime
 from clusterscaler.model import Pod, Taint
+from clusterscaler.scaledown.actuator import deletion_timeout
+from clusterscaler.scaledown.executor import ThreadedExecutor
 
 if TYPE_CHECKING:
     from clusterscaler.cli import CommandContext
@@ -181,6 +187,34 @@ def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingO
     return EXIT_OK
 
 
+def finish_deletions(
+    autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingOptions
+) -> bool:
+    """Wait for the deletions in flight (up to the longest a deletion may take by the
+    flags) and report how they ended; False when some were still running."""
+    in_flight = sorted(autoscaler.deletions_in_flight())
+    done = True
+    if in_flight:
+        timeout = deletion_timeout(options).total_seconds()
+        log.info("waiting_for_deletions", nodes=in_flight, timeout_seconds=timeout)
+        done = autoscaler.wait_for_deletions(timeout)
+        if not done:
+            # The next leader removes the taints these deletions leave.
+            log.error(
+                "deletions_still_in_flight", nodes=sorted(autoscaler.deletions_in_flight())
+            )
+    final = autoscaler.report_finished(datetime.now(UTC))
+    # Only the events: the status ConfigMap keeps the last loop's view, and after SIGTERM
+    # `runtime.report` no longer writes (the process is shutting down, yet still leads).
+    if final is not None and _leads(runtime):
+        try:
+            for event in events_for_result(final, runtime.status_ref):
+                runtime.recorder.record(event)
+        except Exception as exc:  # the outcome is logged by the actuator either way
+            log.error("final_events_failed", error=f"{type(exc).__name__}: {exc}")
+    return done
+
+
 def _leads(runtime: KubeRuntime) -> bool:
     return runtime.elector is None or runtime.elector.is_leader
 
@@ -219,6 +253,7 @@ def run(ctx: CommandContext) -> int:
             # Leadership, not shutdown: after SIGTERM a drain in progress still finishes or
             # rolls back.
             actions=GuardedActions(runtime.actions, lambda: _leads(runtime)),
+            executor=ThreadedExecutor(),
         )
         log.info(
             "autoscaler_started",
@@ -226,7 +261,11 @@ def run(ctx: CommandContext) -> int:
             expander=",".join(options.expander),
             dry_run=options.dry_run,
         )
-        return run_loop(autoscaler, runtime, options)
+        try:
+            return run_loop(autoscaler, runtime, options)
+        finally:
+            # Before the Lease is released: no other leader may act on these nodes yet.
+            finish_deletions(autoscaler, runtime, options)
     except (OSError, TimeoutError) as exc:
         log.error("autoscaler_failed", error=str(exc))
         return EXIT_ERROR

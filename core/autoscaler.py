@@ -7,6 +7,11 @@ events, the status ConfigMap, metrics, logs, `explain` and `simulate --once --js
 
 Decisions depend only on the inputs and `now` (the simulator drives the loop on a virtual
 clock); only the scale-down simulation timeout and the actuator's waits use a clock.
+
+Node deletions are started by the loop (the nodes are tainted before `run_once` returns) and
+finish on a `DeletionExecutor`: in the background for `clusterscaler run`, at once for
+`simulate` and tests. Deletions in flight are seen by the following loops as nodes being
+deleted, and their outcomes are reported by the first loop after they finish.
 """
 
 from __future__ import annotations
@@ -48,7 +53,9 @@ from clusterscaler.model import ClusterObjects, Node, Pod
 from clusterscaler.pending import PendingPods, classify_pending, drop_schedulable
 from clusterscaler.scaledown.actuator import Actuator
 from clusterscaler.scaledown.budgets import InProgress
+from clusterscaler.scaledown.executor import DeletionExecutor, InlineExecutor
 from clusterscaler.scaledown.planner import ScaleDownInputs, ScaleDownPlanner
+from clusterscaler.scaledown.tracker import InFlightDeletion
 from clusterscaler.scaleup import (
     current_totals,
     execute_scale_up,
@@ -96,13 +103,14 @@ def build_expander(
 
 
 def _statuses_after(
-    state: ClusterState, scale_up: ScaleUpResult, scale_down: ScaleDownResult
+    state: ClusterState, scale_up: ScaleUpResult, removed: Sequence[NodeDeletion]
 ) -> tuple[NodeGroupStatus, ...]:
-    """Node group statuses with the targets this loop's actions changed."""
+    """Node group statuses with the targets this loop's actions changed; `removed` are the
+    nodes deleted after the targets were read."""
     delta: dict[str, int] = {}
     for d in scale_up.decisions:
         delta[d.node_group] = delta.get(d.node_group, 0) + d.delta
-    for x in scale_down.deletions:
+    for x in removed:
         if x.ok:
             delta[x.node_group] = delta.get(x.node_group, 0) - 1
     return tuple(
@@ -139,6 +147,7 @@ class Autoscaler:
         pod_filters: Sequence[PodFilter],
         clock: Clock | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        executor: DeletionExecutor | None = None,
     ) -> None:
         self.options = options
         self.provider = provider
@@ -151,12 +160,20 @@ class Autoscaler:
         self.registry = ClusterStateRegistry(options)
         self.templates = TemplateCache(options)
         self.planner = ScaleDownPlanner(options, pod_filters, clock=monotonic)
-        self.actuator = Actuator(actions, options, self.clock, monotonic=monotonic, source=source)
+        self.actuator = Actuator(
+            actions,
+            options,
+            self.clock,
+            monotonic=monotonic,
+            source=source,
+            executor=executor or InlineExecutor(),
+        )
         self.pending_hints = HintingSimulator()
         self.last_scale_up: datetime | None = None
         self.last_scale_down_delete: datetime | None = None
         self.last_scale_down_failure: datetime | None = None
         self._started = False
+        self._last_result: LoopResult | None = None
 
     @classmethod
     def from_registry(
@@ -168,8 +185,11 @@ class Autoscaler:
         source: ClusterSource,
         actions: ClusterActions,
         clock: Clock | None = None,
+        executor: DeletionExecutor | None = None,
     ) -> Autoscaler:
-        """Build the estimator, expander chain and pod filters from installed plugins."""
+        """Build the estimator, expander chain and pod filters from installed plugins.
+
+        Without `executor`, node deletions finish inside the loop that starts them."""
         return cls(
             options=options,
             provider=provider,
@@ -179,17 +199,75 @@ class Autoscaler:
             expander=build_expander(registry, options, provider),
             pod_filters=build_pod_filters(registry, options),
             clock=clock,
+            executor=executor,
         )
 
     # ------------------------------------------------------------------ the loop
 
     def run_once(self, now: datetime) -> LoopResult:
         started = self.monotonic()
-        result = self._run(now)
-        return dataclasses.replace(result, duration=timedelta(seconds=self.monotonic() - started))
+        # Deletions in flight call the provider only under this lock, so the loop has the
+        # cloud to itself and sees each finished deletion together with its new target.
+        with self.actuator.provider_lock:
+            result = self._run(now)
+        result = dataclasses.replace(result, duration=timedelta(seconds=self.monotonic() - started))
+        self._last_result = result
+        return result
+
+    # ------------------------------------------------------------------ deletions in flight
+
+    def deletions_in_flight(self) -> Mapping[str, InFlightDeletion]:
+        """Nodes whose deletion has started and not finished, by name."""
+        return self.actuator.tracker.in_flight()
+
+    def wait_for_deletions(self, timeout: float | None = None) -> bool:
+        """Wait up to `timeout` seconds for the deletions in flight to finish or roll back;
+        True when none is left."""
+        return self.actuator.executor.wait(timeout)
+
+    def report_finished(self, now: datetime) -> LoopResult | None:
+        """The deletions that finished since the last loop, as a result without any new
+        decision (for the last report before exiting); None when nothing finished."""
+        finished = self._collect_finished(now)
+        if not finished:
+            return None
+        last = self._last_result
+        scale_down = ScaleDownResult(
+            status=ScaleDownStatus.NOT_TRIED,
+            deletions=tuple(finished),
+            in_flight=tuple(sorted(self.deletions_in_flight())),
+        )
+        if last is None:
+            return LoopResult(
+                time=now, health=ClusterHealth(True, NodeCounts()), scale_down=scale_down
+            )
+        return dataclasses.replace(
+            last,
+            time=now,
+            scale_up=ScaleUpResult(status=ScaleUpStatus.NOT_TRIED),
+            scale_down=scale_down,
+            pending_pods=(),
+            cleanups=(),
+            errors=(),
+            duration=timedelta(0),
+        )
+
+    def _collect_finished(self, now: datetime) -> list[NodeDeletion]:
+        """Take the deletions finished since the last call and update the timers: a failed
+        node waits --unremovable-node-recheck-timeout before it is considered again, and
+        scale-down waits --scale-down-delay-after-failure."""
+        finished = self.actuator.tracker.take_finished()
+        for d in finished:
+            if d.ok:
+                self.planner.timers.drop(d.node)
+            else:
+                self.last_scale_down_failure = now
+                self.planner.recheck.add(d.node, now)
+        return finished
 
     def _run(self, now: datetime) -> LoopResult:
         options = self.options
+        finished = self._collect_finished(now)
         try:
             self.provider.refresh()
         except CloudProviderError as exc:
@@ -197,6 +275,7 @@ class Autoscaler:
             return LoopResult(
                 time=now,
                 health=ClusterHealth(False, NodeCounts(), "cloud provider refresh failed"),
+                scale_down=self._not_tried(finished),
                 halted=f"cloud provider refresh failed: {exc}",
                 errors=(str(exc),),
             )
@@ -207,7 +286,9 @@ class Autoscaler:
                 cleaned = self.actuator.clean_stale_taints(objects.nodes)
                 if cleaned:
                     objects = self.source.snapshot()
-        state = self.registry.update(now, objects.nodes, self.provider)
+        state = self.registry.update(
+            now, objects.nodes, self.provider, deleting=set(self.deletions_in_flight())
+        )
         errors: list[str] = []
         cleanups = self._clean_up_instances(state, now, errors)
         if not state.health.healthy:
@@ -216,6 +297,7 @@ class Autoscaler:
                 time=now,
                 health=state.health,
                 node_groups=state.statuses(),
+                scale_down=self._not_tried(finished),
                 halted=f"cluster is unhealthy: {state.health.message}",
                 cleanups=tuple(cleanups),
                 errors=tuple(errors),
@@ -237,13 +319,22 @@ class Autoscaler:
         # Scale-down sees the pods as the snapshot has them, including pending pods the
         # scheduler is about to bind to existing nodes.
         scheduled = {ni.name: list(ni.pods.values()) for ni in snapshot.node_infos()}
-        scale_down = self._scale_down(
-            now, objects, state, scheduled, snapshot, limits, base_totals, gpu_label, scaled_up
+        scale_down, removed = self._scale_down(
+            now,
+            objects,
+            state,
+            scheduled,
+            snapshot,
+            limits,
+            base_totals,
+            gpu_label,
+            scaled_up,
+            finished,
         )
         return LoopResult(
             time=now,
             health=state.health,
-            node_groups=_statuses_after(state, scale_up, scale_down),
+            node_groups=_statuses_after(state, scale_up, removed),
             scale_up=scale_up,
             scale_down=scale_down,
             pending_pods=tuple(p.key for p in pending.unschedulable),
@@ -443,6 +534,13 @@ class Autoscaler:
             return "--scale-down-delay-after-failure"
         return ""
 
+    def _not_tried(self, finished: Sequence[NodeDeletion]) -> ScaleDownResult:
+        return ScaleDownResult(
+            status=ScaleDownStatus.NOT_TRIED,
+            deletions=tuple(finished),
+            in_flight=tuple(sorted(self.deletions_in_flight())),
+        )
+
     def _scale_down(
         self,
         now: datetime,
@@ -454,13 +552,23 @@ class Autoscaler:
         base_totals: Totals,
         gpu_label: str,
         scaled_up: bool,
-    ) -> ScaleDownResult:
+        finished: Sequence[NodeDeletion],
+    ) -> tuple[ScaleDownResult, list[NodeDeletion]]:
+        """Plan scale-down and start the deletions chosen. Returns the result and the
+        deletions that succeeded during this call (the group targets read at the start of
+        the loop do not reflect them yet)."""
         options = self.options
         if not options.scale_down_enabled:
-            return ScaleDownResult(status=ScaleDownStatus.NOT_TRIED)
+            return self._not_tried(finished), []
         if scaled_up:
-            return ScaleDownResult(
-                status=ScaleDownStatus.IN_COOLDOWN, cooldown_reason="scale-up in this loop"
+            return (
+                ScaleDownResult(
+                    status=ScaleDownStatus.IN_COOLDOWN,
+                    cooldown_reason="scale-up in this loop",
+                    deletions=tuple(finished),
+                    in_flight=tuple(sorted(self.deletions_in_flight())),
+                ),
+                [],
             )
         cooldown = self._cooldown(now, scaled_up)
         in_progress = self._in_progress(state, pods_by_node)
@@ -482,45 +590,64 @@ class Autoscaler:
             gpu_label=gpu_label,
         )
         if not cooldown:
-            # As in CA, soft taints change only when scale-down may act.
-            self.actuator.update_soft_taints(objects.nodes, (u.node for u in plan.unneeded), now)
+            # As in CA, soft taints change only when scale-down may act. Nodes being deleted
+            # are left to their deletion, which writes their taints concurrently.
+            self.actuator.update_soft_taints(
+                [n for n in objects.nodes if n.name not in state.being_deleted],
+                (u.node for u in plan.unneeded),
+                now,
+            )
         groups = {gid: g.group for gid, g in state.groups.items()}
-        deletions = self.actuator.delete(plan.selection.empty, plan.selection.drain, groups, now)
-        for d in deletions:
-            if d.ok:
-                self.last_scale_down_delete = now
-                self.planner.timers.drop(d.node)
-            else:
-                self.last_scale_down_failure = now
-                self.planner.recheck.add(d.node, now)
+        selected = [*plan.selection.empty, *plan.selection.drain]
+        started = self.actuator.start(plan.selection.empty, plan.selection.drain, groups, now)
+        for d in started:
+            # A node being deleted is no longer unneeded; if its deletion fails it must be
+            # unneeded for the full time again.
+            self.planner.timers.drop(d.node)
+        # Deletions that finished while this loop ran: taint failures, and every deletion
+        # when the executor runs them inline.
+        during = self._collect_finished(now)
+        failed_now = {d.node for d in during if not d.ok}
+        live = [d for d in started if d.node not in failed_now]
         if cooldown:
             status = ScaleDownStatus.IN_COOLDOWN
-        elif any(d.ok for d in deletions):
+        elif live:
             status = ScaleDownStatus.NODE_DELETE_STARTED
-        elif deletions:
+            self.last_scale_down_delete = now
+        elif selected:
             status = ScaleDownStatus.ERROR
         elif plan.unneeded:
             status = ScaleDownStatus.NO_NODE_DELETED
         else:
             status = ScaleDownStatus.NO_UNNEEDED
-        return ScaleDownResult(
+        result = ScaleDownResult(
             status=status,
             unneeded=tuple(plan.unneeded),
             unremovable=tuple(plan.unremovable),
-            deletions=tuple(deletions),
+            deletions=(*finished, *during),
             cooldown_reason=cooldown,
+            started=tuple(started),
+            in_flight=tuple(sorted(self.deletions_in_flight())),
         )
+        return result, [d for d in during if d.ok]
 
-    @staticmethod
-    def _in_progress(state: ClusterState, pods_by_node: Mapping[str, Sequence[Pod]]) -> InProgress:
+    def _in_progress(
+        self, state: ClusterState, pods_by_node: Mapping[str, Sequence[Pod]]
+    ) -> InProgress:
+        """Deletions under way: ours in flight (known drains), and nodes others marked for
+        deletion (a drain when they still run pods to move)."""
+        in_flight = self.deletions_in_flight()
         per_group: dict[str, int] = {}
         drains = 0
-        for name in state.being_deleted:
-            gid = state.group_of_node.get(name)
+        for name in sorted(state.being_deleted | set(in_flight)):
+            ours = in_flight.get(name)
+            gid = state.group_of_node.get(name) or (ours.node_group if ours else None)
             if gid is None:
                 continue
             per_group[gid] = per_group.get(gid, 0) + 1
-            if any(
+            if ours is not None:
+                drains += 1 if ours.drain else 0
+            elif any(
                 not (p.is_daemonset or p.is_mirror or p.is_terminal)
                 for p in pods_by_node.get(name, ())
             ):

@@ -10,7 +10,7 @@ clock, so the simulator can drive it on a virtual clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -263,7 +263,16 @@ class ClusterStateRegistry:
 
     # ------------------------------------------------------------------ per-loop update
 
-    def update(self, now: datetime, nodes: Sequence[Node], provider: CloudProvider) -> ClusterState:
+    def update(
+        self,
+        now: datetime,
+        nodes: Sequence[Node],
+        provider: CloudProvider,
+        *,
+        deleting: Collection[str] = (),
+    ) -> ClusterState:
+        """The state of this loop. `deleting` names nodes whose deletion this process has
+        in flight: they count as being deleted even before the taint shows in `nodes`."""
         opts = self.options
         groups: dict[str, GroupState] = {}
         for g in provider.node_groups():
@@ -283,7 +292,7 @@ class ClusterStateRegistry:
         for node in nodes:
             if node.provider_id:
                 registered_ids.add(node.provider_id)
-            if is_being_deleted(node):
+            if node.name in deleting or is_being_deleted(node):
                 being_deleted.add(node.name)
             if node.ready:
                 ready.add(node.name)

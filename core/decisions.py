@@ -176,7 +176,9 @@ class UnneededNode:
 
 @dataclass(frozen=True, slots=True)
 class NodeDeletion:
-    """A node whose deletion started (or failed) in this loop."""
+    """One node's deletion: started (in `ScaleDownResult.started`), or finished with its
+    outcome (in `ScaleDownResult.deletions` and `LoopResult.cleanups`); `error` is empty
+    on success."""
 
     node: str
     node_group: str
@@ -191,11 +193,22 @@ class NodeDeletion:
 
 @dataclass(frozen=True, slots=True)
 class ScaleDownResult:
+    """Scale-down in one loop.
+
+    Deletions run in the background: `started` are the deletions this loop started,
+    `deletions` those that finished (succeeded or failed and rolled back) since the previous
+    loop, each reported once, and `in_flight` the nodes still being deleted when the loop
+    ended. A deletion that finishes within its loop (always, with the inline executor of
+    `simulate`) is in both `started` and `deletions`.
+    """
+
     status: ScaleDownStatus
     unneeded: tuple[UnneededNode, ...] = ()
     unremovable: tuple[UnremovableNode, ...] = ()
     deletions: tuple[NodeDeletion, ...] = ()
     cooldown_reason: str = ""
+    started: tuple[NodeDeletion, ...] = ()
+    in_flight: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,11 @@
 """Carrying out scale-down: taint, cordon, evict, delete, and undo on failure.
 
 A node chosen for deletion first gets the `ToBeDeletedByClusterAutoscaler` NoSchedule taint
-(value: unix time) and, with --cordon-node-before-terminating, is cordoned. An empty node is
-then deleted through its node group at once (its DaemonSet pods evicted first with
---daemonset-eviction-for-empty-nodes). A node to drain has its pods evicted through the
+(value: unix time) and, with --cordon-node-before-terminating, is cordoned; this happens in
+the loop. The rest runs on a `DeletionExecutor` (in the background for `clusterscaler run`)
+and is tracked by the `DeletionTracker` until it finishes. Empty nodes are deleted through
+their node group --node-delete-delay-after-taint later (their DaemonSet pods evicted first
+with --daemonset-eviction-for-empty-nodes). A node to drain has its pods evicted through the
 Eviction API, each retried every 10s while its PDB refuses, until --max-pod-eviction-time;
 then the actuator waits for them to terminate (their grace period, capped by
 --max-graceful-termination-sec, plus 30s) before deleting the node. Drains run in parallel.
@@ -15,10 +17,10 @@ Unneeded nodes get the soft `DeletionCandidateOfClusterAutoscaler` PreferNoSched
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -35,6 +37,8 @@ from clusterscaler.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_T
 from clusterscaler.decisions import DeletionKind, NodeDeletion
 from clusterscaler.model import Node, Pod, Taint
 from clusterscaler.scaledown.budgets import RemovableNode
+from clusterscaler.scaledown.executor import DeletionExecutor, InlineExecutor
+from clusterscaler.scaledown.tracker import DeletionTracker
 
 if TYPE_CHECKING:
     from clusterscaler.options import AutoscalingOptions
@@ -45,10 +49,24 @@ EVICTION_RETRY_SECONDS = 10.0
 TERMINATION_POLL_SECONDS = 5.0
 TERMINATION_EXTRA_SECONDS = 30
 DEFAULT_GRACE_SECONDS = 30
+DELETION_MARGIN_SECONDS = 30
 
 
 DELAY_DELETION_PREFIX = "delay-deletion.cluster-autoscaler.kubernetes.io/"
 DELAY_DELETION_POLL_SECONDS = 5.0
+
+
+def deletion_timeout(options: AutoscalingOptions) -> timedelta:
+    """The longest one deletion can take by the flags: the wait after tainting, the
+    eviction retries, the pods' termination, a delay-deletion annotation, and a margin for
+    the API and cloud calls. Shutdown waits this long for deletions in flight."""
+    return (
+        options.node_delete_delay_after_taint
+        + options.max_pod_eviction_time
+        + timedelta(seconds=options.max_graceful_termination_sec + TERMINATION_EXTRA_SECONDS)
+        + (options.node_deletion_delay_timeout or timedelta(0))
+        + timedelta(seconds=DELETION_MARGIN_SECONDS)
+    )
 
 
 def _delays_deletion(node: Node) -> bool:
@@ -82,13 +100,20 @@ class Actuator:
         *,
         monotonic: Callable[[], float] = time.monotonic,
         source: ClusterSource | None = None,
+        executor: DeletionExecutor | None = None,
+        tracker: DeletionTracker | None = None,
     ) -> None:
         self.source = source
+        self.executor: DeletionExecutor = executor or InlineExecutor()
+        self.tracker = tracker or DeletionTracker()
         self.actions = actions
         self.options = options
         self.clock = clock
         self.monotonic = monotonic
-        self._provider_lock = threading.Lock()
+        # Held by the loop while it runs and by deletions around `delete_nodes`: providers
+        # are not required to be thread-safe, so the cloud is never called from two threads
+        # at once. Reentrant because the inline executor deletes from the loop's thread.
+        self.provider_lock = threading.RLock()
 
     # ------------------------------------------------------------------ taints
 
@@ -143,42 +168,106 @@ class Actuator:
 
     # ------------------------------------------------------------------ deletion
 
-    def delete(
+    def start(
         self,
         empty: Sequence[RemovableNode],
         drain: Sequence[RemovableNode],
-        groups: dict[str, NodeGroup],
+        groups: Mapping[str, NodeGroup],
         now: datetime,
     ) -> list[NodeDeletion]:
-        """Delete empty nodes, then drain and delete the others in parallel."""
+        """Start deleting `empty` and `drain` nodes; returns the deletions started.
+
+        As in CA, the nodes are tainted (and cordoned) here, so the scheduler stops placing
+        pods on them before this returns; the rest runs on the executor and reports its
+        outcome to the tracker. A node whose taint fails is reported as finished (failed)
+        at once and is not returned.
+        """
         if self.options.dry_run:
-            return [
-                NodeDeletion(
-                    r.node.name, r.node_group, DeletionKind.EMPTY if r.empty else DeletionKind.DRAIN
-                )
+            dry = [
+                NodeDeletion(r.node.name, r.node_group, self._kind(r, not r.empty))
                 for r in (*empty, *drain)
             ]
-        results: list[NodeDeletion] = []
-        # Empty nodes are tainted together, then deleted after --node-delete-delay-after-taint
-        # so that the scheduler sees the taint before the node disappears.
+            for d in dry:
+                self.tracker.finish(d)
+            return dry
+        started: list[NodeDeletion] = []
         tainted: list[tuple[RemovableNode, bool]] = []
         for r in empty:
-            try:
-                tainted.append((r, self._taint(r.node.name, now)))
-            except DeletionFailed as exc:
-                results.append(self._failed(r, DeletionKind.EMPTY, [], str(exc)))
+            cordoned = self._start_one(r, now, drain=False)
+            if cordoned is not None:
+                tainted.append((r, cordoned))
+                started.append(NodeDeletion(r.node.name, r.node_group, self._kind(r, False)))
+        if tainted:
+            batch = list(tainted)
+            self.executor.submit(
+                f"empty-{batch[0][0].node.name}",
+                functools.partial(self._delete_empty, batch, groups),
+            )
+        for r in drain:
+            cordoned = self._start_one(r, now, drain=True)
+            if cordoned is None:
+                continue
+            started.append(NodeDeletion(r.node.name, r.node_group, self._kind(r, True)))
+            self.executor.submit(
+                r.node.name, functools.partial(self._report, r, groups, cordoned, drain=True)
+            )
+        return started
+
+    def _start_one(self, r: RemovableNode, now: datetime, *, drain: bool) -> bool | None:
+        """Taint the node and record it in flight; None when tainting failed (reported)."""
+        try:
+            cordoned = self._taint(r.node.name, now)
+        except DeletionFailed as exc:
+            self.tracker.finish(self._failed(r, self._kind(r, drain), [], str(exc)))
+            return None
+        self.tracker.start(r.node.name, r.node_group, drain=drain, now=now)
+        log.info(
+            "scale_down_started",
+            node=r.node.name,
+            node_group=r.node_group,
+            kind=self._kind(r, drain).value,
+        )
+        return cordoned
+
+    def _delete_empty(
+        self, tainted: Sequence[tuple[RemovableNode, bool]], groups: Mapping[str, NodeGroup]
+    ) -> None:
+        """Empty nodes are deleted --node-delete-delay-after-taint after their taint, so
+        that the scheduler sees the taint before the nodes disappear."""
         delay = self.options.node_delete_delay_after_taint.total_seconds()
-        if tainted and delay > 0:
-            self.clock.sleep(delay)
+        if delay > 0:
+            try:
+                self.clock.sleep(delay)
+            except Exception as exc:
+                log.error("scale_down_delay_failed", error=f"{type(exc).__name__}: {exc}")
         for r, cordoned in tainted:
-            results.append(self._finish(r, groups[r.node_group], cordoned, drain=False))
-        if len(drain) == 1:
-            results.append(self._drain(drain[0], groups[drain[0].node_group], now))
-        elif drain:
-            with ThreadPoolExecutor(max_workers=len(drain), thread_name_prefix="drain") as pool:
-                futures = [pool.submit(self._drain, r, groups[r.node_group], now) for r in drain]
-                results.extend(f.result() for f in futures)
-        return results
+            self._report(r, groups, cordoned, drain=False)
+
+    def _report(
+        self,
+        r: RemovableNode,
+        groups: Mapping[str, NodeGroup],
+        cordoned: bool,
+        *,
+        drain: bool,
+    ) -> None:
+        """Finish one node's deletion and make sure its outcome reaches the tracker: a node
+        left in flight would count against the budgets and stay out of scale-down forever."""
+        name = r.node.name
+        try:
+            group = groups.get(r.node_group)
+            if group is None:
+                self._rollback(name, True, cordoned)
+                error = f"node {name}: node group {r.node_group} is gone"
+                self.tracker.finish(self._failed(r, self._kind(r, drain), [], error))
+            else:
+                self._finish(r, group, cordoned, drain=drain)
+        finally:
+            if name in self.tracker.in_flight():
+                # Interrupted (the process is exiting): the next leader removes the taint.
+                self.tracker.finish(
+                    NodeDeletion(name, r.node_group, self._kind(r, drain), error="interrupted")
+                )
 
     def _taint(self, name: str, now: datetime) -> bool:
         """Taint (and cordon) a node for deletion; returns whether it was cordoned."""
@@ -207,17 +296,10 @@ class Actuator:
         log.error("scale_down_failed", node=r.node.name, node_group=r.node_group, error=error)
         return NodeDeletion(r.node.name, r.node_group, kind, tuple(evicted), error)
 
-    def _drain(self, r: RemovableNode, group: NodeGroup, now: datetime) -> NodeDeletion:
-        try:
-            cordoned = self._taint(r.node.name, now)
-        except DeletionFailed as exc:
-            return self._failed(r, self._kind(r, True), [], str(exc))
-        return self._finish(r, group, cordoned, drain=True)
-
-    def _finish(
-        self, r: RemovableNode, group: NodeGroup, cordoned: bool, *, drain: bool
-    ) -> NodeDeletion:
-        """Evict what must go and delete the tainted node; roll back on failure."""
+    def _finish(self, r: RemovableNode, group: NodeGroup, cordoned: bool, *, drain: bool) -> None:
+        """Evict what must go and delete the tainted node; roll back on failure. The outcome
+        goes to the tracker; a success is recorded under the provider lock, so a loop never
+        sees the group's smaller target without the finished deletion (or the reverse)."""
         name = r.node.name
         kind = self._kind(r, drain)
         evicted: list[str] = []
@@ -237,24 +319,29 @@ class Actuator:
                 # DaemonSet pods are evicted best-effort: they do not hold the node back.
                 evicted.extend(self._evict_all(name, daemons, required=False))
             self._wait_for_delay_deletion(r.node)
-            with self._provider_lock:
+            with self.provider_lock:
                 try:
                     group.delete_nodes([r.node])
                 except CloudProviderError as exc:
                     raise DeletionFailed(
                         f"node {name}: node group {group.id}: delete_nodes failed: {exc}"
                     ) from exc
+                log.info(
+                    "scale_down",
+                    node=name,
+                    node_group=r.node_group,
+                    kind=kind.value,
+                    evicted=len(evicted),
+                )
+                self.tracker.finish(NodeDeletion(name, r.node_group, kind, tuple(evicted)))
         except DeletionFailed as exc:
             self._rollback(name, True, cordoned)
-            return self._failed(r, kind, evicted, str(exc))
+            self.tracker.finish(self._failed(r, kind, evicted, str(exc)))
         except Exception as exc:
             # Whatever failed (an API error, a provider bug), the node must not stay tainted.
             self._rollback(name, True, cordoned)
-            return self._failed(r, kind, evicted, f"node {name}: {type(exc).__name__}: {exc}")
-        log.info(
-            "scale_down", node=name, node_group=r.node_group, kind=kind.value, evicted=len(evicted)
-        )
-        return NodeDeletion(name, r.node_group, kind, tuple(evicted))
+            error = f"node {name}: {type(exc).__name__}: {exc}"
+            self.tracker.finish(self._failed(r, kind, evicted, error))
 
     def _wait_for_delay_deletion(self, node: Node) -> None:
         """Hold the deletion while the node carries a `delay-deletion.cluster-autoscaler.

@@ -44,7 +44,7 @@ def check_eligibility(
     unremovable: list[UnremovableNode] = []
     for node in nodes:
         name = node.name
-        if is_being_deleted(node):
+        if name in state.being_deleted or is_being_deleted(node):
             unremovable.append(UnremovableNode(name, UnremovableReason.CURRENTLY_BEING_DELETED))
             continue
         if node.annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) == "true":

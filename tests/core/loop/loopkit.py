@@ -4,7 +4,8 @@ builders for clusters, pods and autoscalers."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,6 +33,7 @@ from clusterscaler.model import (
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.pluginmanager import Registry, build_plugin_manager, collect_registry
 from clusterscaler.plugins import estimators, expanders, pod_filters
+from clusterscaler.scaledown.executor import DeletionExecutor
 from clusterscaler.simulation.clock import VirtualClock
 from clusterscaler.simulator.builders import make_node, make_pod
 
@@ -210,7 +212,7 @@ class FakeNodeGroup:
 class FakeProvider:
     name = "fake"
 
-    def __init__(self, cluster: InMemoryCluster, clock: VirtualClock) -> None:
+    def __init__(self, cluster: InMemoryCluster, clock: VirtualClock | GatedClock) -> None:
         self.cluster = cluster
         self.clock = clock
         self.groups: dict[str, FakeNodeGroup] = {}
@@ -270,13 +272,66 @@ class FakeProvider:
         return None
 
 
+class GatedClock:
+    """Virtual time for loops whose deletions run on threads: `sleep` blocks the sleeping
+    thread until the test moves the clock past its wake-up time, so a drain waits exactly
+    as long as the test says, and never runs at the same time as a loop (see `settle`)."""
+
+    def __init__(self, start: datetime = T0, *, limit: float = 10.0) -> None:
+        self._now = start
+        self._cond = threading.Condition()
+        # Wake-up times of the threads asleep now.
+        self._sleepers: list[datetime] = []
+        self.limit = limit
+
+    def now(self) -> datetime:
+        with self._cond:
+            return self._now
+
+    def sleep(self, seconds: float) -> None:
+        with self._cond:
+            wake = self._now + timedelta(seconds=seconds)
+            self._sleepers.append(wake)
+            self._cond.notify_all()
+            try:
+                if not self._cond.wait_for(lambda: self._now >= wake, self.limit):
+                    raise TimeoutError(f"nobody moved the clock to {wake} within {self.limit}s")
+            finally:
+                self._sleepers.remove(wake)
+                self._cond.notify_all()
+
+    def advance(self, delta: timedelta) -> datetime:
+        """Move the clock and wait until every thread due by then has woken up."""
+        with self._cond:
+            self._now += delta
+            self._cond.notify_all()
+            now = self._now
+            assert self._cond.wait_for(
+                lambda: all(w > now for w in self._sleepers), self.limit
+            ), "sleeping threads did not wake up"
+            return now
+
+    def settle(self, running: Callable[[], int]) -> None:
+        """Wait until each of `running()` background works is asleep or done."""
+        with self._cond:
+            assert self._cond.wait_for(
+                lambda: len(self._sleepers) == running(), self.limit
+            ), f"{running()} works running, {len(self._sleepers)} asleep"
+
+
 class Harness:
     """A cluster, a provider, a virtual clock and an autoscaler over them."""
 
     def __init__(
-        self, cluster_class: type[InMemoryCluster] = InMemoryCluster, **option_overrides: Any
+        self,
+        cluster_class: type[InMemoryCluster] = InMemoryCluster,
+        *,
+        clock: VirtualClock | GatedClock | None = None,
+        executor: DeletionExecutor | None = None,
+        **option_overrides: Any,
     ) -> None:
-        self.clock = VirtualClock(T0)
+        self.clock = clock or VirtualClock(T0)
+        self.executor = executor
         # The controllers the pods built here belong to, so drain rules can find them.
         self.cluster = cluster_class(
             controllers=[Controller("ReplicaSet", "default", "web", "uid-rs-web", replicas=3)],
@@ -303,6 +358,7 @@ class Harness:
                 expander=build_expander(reg, self.options, self.provider),
                 pod_filters=build_pod_filters(reg, self.options),
                 clock=self.clock,
+                executor=self.executor,
             )
         return self._autoscaler
 
