@@ -288,3 +288,29 @@ def test_empty_node_is_not_a_destination_when_removed_in_the_same_loop() -> None
     w.settle(loops=3)
     assert w.deleted() == ["g-3"]
     assert "g-2" in w.alive()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "pending.classify_pending sets pods with nominatedNodeName aside "
+        "(awaiting_preemption) and nothing puts them in the snapshot, so the node they "
+        "are preempting their way onto looks underutilized and is drained; CA's "
+        "filterOutExpendable processor adds such pods to the snapshot on their nominated "
+        "node ('should be considered during scale down')"
+    ),
+)
+def test_node_nominated_for_a_preempting_pod_is_kept() -> None:
+    """CA: a pending pod nominated to a node (the scheduler is evicting lower-priority pods
+    there for it) counts on that node, which is therefore not underutilized."""
+    from safetykit import pending
+
+    w = World()
+    w.group("g", 0, 10, nodes=2)
+    w.pods(pod("anchor", "g-1", cpu="2"), pod("low", "g-2", cpu="1", priority=0))
+    w.pods(pending("vip", cpu="3", priority=1000, nominated_node_name="g-2"))
+    first = w.run()
+    assert "g-2" not in unneeded_names(first)
+    w.run(PAST_UNNEEDED)
+    assert w.deleted() == []
+    assert w.cluster.evicted == []
