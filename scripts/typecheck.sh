@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 PYTHON=${PYTHON:-$root/.venv/bin/python}
+case "$PYTHON" in /*) ;; *) PYTHON="$root/$PYTHON" ;; esac  # we cd below
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
 mkdir -p "$tree/clusterscaler"
