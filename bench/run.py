@@ -73,11 +73,12 @@ TARGETS: dict[str, Target] = {
     "mixed-20k": Target("< 8 s (Karpenter: 35.7 s)", max_seconds=8.0),
     "scale-up-150k": Target("peak RSS < 1.5 GiB", max_rss_bytes=int(1.5 * GIB)),
 }
-# Families of scaling rows: time per pod may grow by at most this factor from the smallest
-# to the largest row (linear cost keeps it at 1; the slack absorbs a shared machine's noise).
+# Families of scaling rows: the loop's time per pod may grow by at most this factor from
+# the smallest to the largest row (linear cost keeps it at 1; the slack absorbs a shared
+# machine's noise).
 LINEAR_SLACK = 1.25
 SCALING_FAMILIES = {
-    "(1) scale-up": ("scale-up-10k", "scale-up-50k", "scale-up-100k"),
+    "(1) scale-up": ("scale-up-10k", "scale-up-50k", "scale-up-100k", "scale-up-150k"),
     "(3) burst": ("burst-pods-10k", "burst-pods-50k", "burst-pods-100k"),
 }
 
@@ -406,7 +407,8 @@ def target_verdict(m: Measurement, scale: float) -> str:
 
 
 def scaling_verdicts(results: dict[str, Measurement]) -> list[str]:
-    """Per family of scaling rows: time per pod at the largest size over the smallest."""
+    """Per family of scaling rows: the loop's time per pod at the largest size over the
+    smallest (the issue's target is about the loop; parsing is reported beside it)."""
     lines = []
     for family, names in SCALING_FAMILIES.items():
         rows = [results[n] for n in names if n in results and results[n].total]
@@ -418,11 +420,13 @@ def scaling_verdicts(results: dict[str, Measurement]) -> list[str]:
         small, large = per_pod[0], per_pod[-1]
         growth = large[1] / small[1]
         loop_growth = large[2] / small[2]
-        steps = ", ".join(f"{p:,} pods {t * 1e6:.1f} us/pod" for p, t, _ in per_pod)
-        verdict = "met" if growth <= LINEAR_SLACK else "NOT MET"
+        steps = ", ".join(
+            f"{p:,} pods {lo * 1e6:.1f} us/pod loop ({t * 1e6:.1f} total)" for p, t, lo in per_pod
+        )
+        verdict = "met" if loop_growth <= LINEAR_SLACK else "NOT MET"
         lines.append(
-            f"{family}: {steps}; per-pod cost x{growth:.2f} total, x{loop_growth:.2f} loop "
-            f"(target <= x{LINEAR_SLACK}: {verdict})"
+            f"{family}: {steps}; loop per-pod cost x{loop_growth:.2f} "
+            f"(total x{growth:.2f}), target <= x{LINEAR_SLACK}: {verdict}"
         )
     return lines
 
