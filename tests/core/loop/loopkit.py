@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -313,10 +314,14 @@ class GatedClock:
 
     def settle(self, running: Callable[[], int]) -> None:
         """Wait until each of `running()` background works is asleep or done."""
+        deadline = time.monotonic() + self.limit
         with self._cond:
-            assert self._cond.wait_for(
-                lambda: len(self._sleepers) == running(), self.limit
-            ), f"{running()} works running, {len(self._sleepers)} asleep"
+            # Polled: a work that ends does not notify this condition.
+            while len(self._sleepers) != running():
+                assert time.monotonic() < deadline, (
+                    f"{running()} works running, {len(self._sleepers)} asleep"
+                )
+                self._cond.wait(0.005)
 
 
 class Harness:

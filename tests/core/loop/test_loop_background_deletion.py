@@ -28,6 +28,8 @@ from clusterscaler.model import Pod
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.scaledown.actuator import deletion_timeout
 from clusterscaler.scaledown.executor import ThreadedExecutor
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from loopkit import GatedClock, Harness, pending_pod, running_pod
 
 ELEVEN_MINUTES = timedelta(minutes=11)
@@ -306,3 +308,64 @@ def test_shutdown_wait_is_bounded_by_the_deletion_timeouts() -> None:
         + options.node_deletion_delay_timeout
     )
     assert allowances < bound <= allowances + timedelta(minutes=2)
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    nodes=st.integers(min_value=2, max_value=6),
+    min_size=st.integers(min_value=0, max_value=2),
+    parallelism=st.integers(min_value=1, max_value=3),
+    drains=st.integers(min_value=1, max_value=2),
+    refused=st.sets(st.integers(min_value=2, max_value=6), max_size=4),
+    releases=st.lists(st.integers(min_value=2, max_value=6), min_size=1, max_size=8),
+)
+def test_in_flight_deletions_respect_budgets_and_are_reported_once(
+    nodes: int,
+    min_size: int,
+    parallelism: int,
+    drains: int,
+    refused: set[int],
+    releases: list[int],
+) -> None:
+    b = Background(
+        nodes=nodes,
+        min_size=min_size,
+        max_scale_down_parallelism=parallelism,
+        max_drain_parallelism=drains,
+    )
+    try:
+        b.cluster.refused.update(f"default/small-{i}" for i in refused)
+        results = [b.run(), b.run(ELEVEN_MINUTES)]
+        for i in releases:
+            # One PDB frees up per loop, in the order drawn.
+            b.cluster.refused.discard(f"default/small-{i}")
+            results.append(b.run(RETRY))
+        b.cluster.refused.clear()
+        # Loop on until nothing is started or in flight: every outcome is then reported.
+        for _ in range(nodes + 2):
+            last = b.run(RETRY)
+            results.append(last)
+            if not last.scale_down.started and not last.scale_down.in_flight:
+                break
+    finally:
+        b.close()
+    previous: tuple[str, ...] = ()
+    for r in results:
+        in_flight = r.scale_down.in_flight
+        assert len(in_flight) <= min(parallelism, drains)
+        # A node in flight is never started again.
+        assert not set(previous) & {d.node for d in r.scale_down.started}
+        previous = in_flight
+    started = sorted(d.node for r in results for d in r.scale_down.started)
+    reported = sorted(d.node for r in results for d in r.scale_down.deletions)
+    # Every deletion started is reported exactly once, and only those.
+    assert started == reported
+    assert results[-1].scale_down.in_flight == ()
+    assert b.group.target >= min_size
+    removed = {d.node for r in results for d in r.scale_down.deletions if d.ok}
+    assert removed.isdisjoint(b.cluster.nodes)
+    assert len(b.cluster.nodes) >= min_size
