@@ -10,8 +10,9 @@ does, phase by phase, `--repeat` times:
 - build:  options, the in-memory cluster, the `sim` provider and the loop (`prepare`);
 - loop:   the simulated cluster's scheduler pass, one `run_once`, the decision document.
 
-and then times `json.load` of the same snapshot file (the floor: no autoscaler can read the
-cluster faster than the JSON parser). It reports the median of each phase, the peak RSS,
+and times `json.load` of the same snapshot file in the same process, first on a clean heap
+(the floor: no autoscaler can read the cluster faster than the JSON parser) and again after
+the runs. It reports the median of each phase, the peak RSS,
 the decision and whether it matches the scenario's expected one. `--profile DIR` writes a
 pyinstrument profile of one more run per scenario.
 
@@ -100,8 +101,10 @@ class Measurement:
     loop: list[float] = field(default_factory=list)
     total: list[float] = field(default_factory=list)
     floor: list[float] = field(default_factory=list)
+    floor_after: list[float] = field(default_factory=list)
     base_rss: int = 0
     peak_rss: int = 0
+    rss_after: int = 0
     decision: Decision | None = None
     expected: Expected | None = None
     problems: list[str] = field(default_factory=list)
@@ -140,12 +143,14 @@ class Measurement:
                 "loop": med(self.loop) if self.loop else None,
                 "total": med(self.total) if self.total else None,
                 "floor": med(self.floor) if self.floor else None,
+                "floorAfterRuns": med(self.floor_after) if self.floor_after else None,
                 "totalRuns": self.total,
                 "floorRuns": self.floor,
             },
             "floorRatio": None if not self.total else self.ratio,
             "baseRssBytes": self.base_rss,
             "peakRssBytes": self.peak_rss,
+            "rssAfterRunsBytes": self.rss_after,
             "decision": None if self.decision is None else self.decision.to_json(),
             "decisionText": None if self.decision is None else self.decision.text(),
             "expected": None if self.expected is None else self.expected.text(),
@@ -249,8 +254,23 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
         t3 = time.perf_counter()
         return t1 - t0, t2 - t1, t3 - t2, decision_of(result)
 
+    snap = directory / "snapshot.json"
+
+    def floor_runs() -> list[float]:
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            with snap.open("rb") as f:
+                json.load(f)
+            times.append(time.perf_counter() - start)
+            gc.collect()
+        return times
+
     gc.collect()
     base_rss = _rss_now()
+    # The floor first, on a clean heap: after the loops the same load is measurably slower
+    # (whatever the runs leave behind makes the collector's passes longer); both are kept.
+    floor = floor_runs()
     parse: list[float] = []
     build: list[float] = []
     loop: list[float] = []
@@ -279,14 +299,8 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
         assert last_error is not None
         raise last_error
     peak = _peak_rss()
-    floor = []
-    snap = directory / "snapshot.json"
-    for _ in range(repeat):
-        start = time.perf_counter()
-        with snap.open("rb") as f:
-            json.load(f)
-        floor.append(time.perf_counter() - start)
-        gc.collect()
+    floor_after = floor_runs()
+    rss_after = _rss_now()
     profile = ""
     if profile_dir is not None:
         from pyinstrument import Profiler
@@ -309,7 +323,9 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
         "build": build,
         "loop": loop,
         "floor": floor,
+        "floorAfterRuns": floor_after,
         "baseRss": base_rss,
+        "rssAfterRuns": rss_after,
         "peakRss": peak,
         "decision": decisions[0].to_json(),
         # The loop must decide the same on every run of the same input.
@@ -379,6 +395,7 @@ def measure(
     m.parse, m.build, m.loop, m.floor = doc["parse"], doc["build"], doc["loop"], doc["floor"]
     m.total = [p + b + lo for p, b, lo in zip(m.parse, m.build, m.loop, strict=True)]
     m.base_rss, m.peak_rss = doc["baseRss"], doc["peakRss"]
+    m.floor_after, m.rss_after = doc["floorAfterRuns"], doc["rssAfterRuns"]
     m.decision = Decision.from_json(doc["decision"])
     m.profile = doc["profile"]
     m.problems = check(m.expected, m.decision)
