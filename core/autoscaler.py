@@ -308,9 +308,19 @@ class Autoscaler:
         gpu_label = self.provider.gpu_label()
         limits = Limits.from_options(options, self.provider.resource_limiter())
         base_totals = sum_totals(objects.nodes, gpu_label)
+        # Nodes of a group that have not started are counted in its upcoming nodes (as
+        # templates), so scale-up leaves them out of the registered totals.
+        started_totals = sum_totals(
+            (
+                n
+                for n in objects.nodes
+                if n.name not in state.not_started or n.name not in state.group_of_node
+            ),
+            gpu_label,
+        )
 
         scale_up, pending = self._scale_up(
-            now, objects, state, pods_by_node, snapshot, limits, base_totals, gpu_label, errors
+            now, objects, state, pods_by_node, snapshot, limits, started_totals, gpu_label, errors
         )
         scaled_up = any(d.delta > 0 for d in scale_up.decisions)
         if scaled_up:

@@ -322,10 +322,13 @@ class ClusterStateRegistry:
                 long_unregistered=len(state.long_unregistered),
             )
             state.counts = counts
+            # As CA's GetUpcomingNodes: registered nodes that have not started (not Ready
+            # yet, within --max-node-startup-time) are still on their way, so they count as
+            # upcoming; the loop stands template nodes in for them.
             state.upcoming = max(
                 0,
                 state.target
-                - counts.total
+                - (counts.total - counts.not_started)
                 - len(state.long_unregistered)
                 - len(state.create_errors),
             )

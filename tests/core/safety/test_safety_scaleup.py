@@ -232,16 +232,6 @@ def test_scale_up_fills_existing_room_first() -> None:
     assert g.increases == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "ClusterStateRegistry.update counts a registered but not yet Ready node as "
-        "registered (upcoming = target - counts.total), and Autoscaler._scale_up excludes "
-        "not-started nodes from placement (unusable), so the pods waiting for that node "
-        "trigger a second increase_size; CA counts NotStarted nodes as upcoming "
-        "(target - ready - unready - long unregistered) and injects template nodes for them"
-    ),
-)
 def test_node_that_registered_but_is_not_ready_yet_is_not_requested_again() -> None:
     """CA: nodes register NotReady and turn Ready a little later; in between they are
     upcoming capacity, and the pods that asked for them do not ask again."""

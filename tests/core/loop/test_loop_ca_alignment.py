@@ -1,0 +1,62 @@
+"""Rules where the loop follows Cluster Autoscaler's RunOnce closely, one table each."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from clusterscaler.decisions import LoopResult
+from loopkit import T0, Harness, pending_pod
+
+MIN = timedelta(minutes=1)
+
+
+def _group_status(result: LoopResult, name: str) -> tuple[int, int]:
+    s = next(s for s in result.node_groups if s.name == name)
+    return s.target_size, s.upcoming
+
+
+@pytest.mark.parametrize(
+    ("ready", "age", "upcoming", "asks_again"),
+    [
+        (False, timedelta(minutes=2), 1, False),
+        (True, timedelta(minutes=2), 0, False),
+        # Upcoming after the loop: the one node it asked for again.
+        (False, timedelta(minutes=20), 1, True),
+    ],
+    ids=["registered-not-started", "ready", "unready-past-startup-time"],
+)
+def test_registered_node_counts_as_upcoming_until_it_starts(
+    ready: bool, age: timedelta, upcoming: int, asks_again: bool
+) -> None:
+    """CA's GetUpcomingNodes: target - ready - unready - long unregistered, so a node that
+    registered but is not Ready within --max-node-startup-time is still on its way and the
+    pod it was requested for does not ask for another one."""
+    h = Harness()
+    g = h.provider.add_group("g", 0, 10)
+    h.add_pods([pending_pod("p", cpu="3")])
+    h.run()
+    assert g.target == 1
+    (node,) = g.register()
+    h.cluster.add_node(node.with_(ready=ready, creation_time=T0 + MIN - age))
+    result = h.run(MIN)
+    assert _group_status(result, "g") == (1 + int(asks_again), upcoming)
+    assert bool(result.scale_up.decisions) is asks_again
+    assert [c for c in g.calls if c[0] == "increase_size"] == [("increase_size", 1)] * (
+        1 + int(asks_again)
+    )
+
+
+def test_not_started_node_is_counted_once_against_max_nodes_total() -> None:
+    """A not-started node stands in the totals as its template, not also as itself: with
+    --max-nodes-total=2 and one node starting, one more node may still be added."""
+    h = Harness(max_nodes_total=2)
+    g = h.provider.add_group("g", 0, 10)
+    h.add_pods([pending_pod("p", cpu="3")])
+    h.run()
+    (node,) = g.register()
+    h.cluster.add_node(node.with_(ready=False))
+    h.add_pods([pending_pod("q", cpu="3")])
+    result = h.run(MIN)
+    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("g", 1)]
+    assert g.target == 2
