@@ -438,8 +438,15 @@ class Autoscaler:
     ) -> tuple[ScaleUpResult, PendingPods]:
         options = self.options
         templates = self.templates.build(state, pods_by_node, objects.daemonsets)
-        pending = classify_pending(objects.pods, options, now)
+        pending = classify_pending(
+            objects.pods, options, now, node_names=set(snapshot.node_names())
+        )
         errors.extend(pending.errors)
+        # As CA's filterOutExpendable: a pod waiting for the scheduler to preempt its way onto
+        # its nominated node takes room there, so that node is neither offered to other
+        # pending pods nor drained as underutilized.
+        for pod in pending.awaiting_preemption:
+            snapshot.add_pod(pod, pod.nominated_node_name)
         decisions: list[ScaleUpDecision] = []
         if options.enforce_node_group_min_size:
             decisions.extend(plan_min_size_enforcement(state, now))

@@ -3,7 +3,7 @@
 A pod is considered when the scheduler marked it unschedulable (PodScheduled=False,
 reason Unschedulable) — or, for schedulers in --bypassed-scheduler-names, as soon as it is
 pending. Expendable pods (priority below --expendable-pods-priority-cutoff), pods waiting
-for preemption (nominatedNodeName set) and pods younger than --new-pod-scale-up-delay (or
+for preemption (nominatedNodeName set; the loop puts them on that node in its snapshot) and pods younger than --new-pod-scale-up-delay (or
 their `pod-scale-up-delay` annotation) are left out, and so are pods that fit on existing or
 upcoming capacity.
 """
@@ -63,8 +63,18 @@ def scale_up_delay(pod: Pod, default: timedelta) -> tuple[timedelta, str]:
 
 
 def classify_pending(
-    pods: Iterable[Pod], options: AutoscalingOptions, now: datetime
+    pods: Iterable[Pod],
+    options: AutoscalingOptions,
+    now: datetime,
+    *,
+    node_names: Collection[str] | None = None,
 ) -> PendingPods:
+    """Sort pending pods by what the loop does with them.
+
+    With `node_names` (the nodes of the cluster), a pod nominated to a node that does not
+    exist is not waiting for preemption anywhere and is treated as any unschedulable pod,
+    as CA's FilterOutExpendableAndSplit does; without it every nominated pod is set aside.
+    """
     out = PendingPods()
     allowed = {DEFAULT_SCHEDULER, *options.allowed_scheduler_names}
     bypassed = set(options.bypassed_scheduler_names)
@@ -79,7 +89,9 @@ def classify_pending(
         if pod.priority is not None and pod.priority < cutoff:
             out.expendable.append(pod)
             continue
-        if pod.nominated_node_name:
+        if pod.nominated_node_name and (
+            node_names is None or pod.nominated_node_name in node_names
+        ):
             out.awaiting_preemption.append(pod)
             continue
         delay, error = scale_up_delay(pod, options.new_pod_scale_up_delay)

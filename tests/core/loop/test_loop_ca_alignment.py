@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 from clusterscaler.decisions import LoopResult
-from loopkit import T0, Harness, pending_pod
+from loopkit import T0, Harness, pending_pod, running_pod
 
 MIN = timedelta(minutes=1)
 
@@ -60,3 +60,21 @@ def test_not_started_node_is_counted_once_against_max_nodes_total() -> None:
     result = h.run(MIN)
     assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("g", 1)]
     assert g.target == 2
+
+
+@pytest.mark.parametrize(
+    ("nominated", "scaled_up"),
+    [("g-2", False), ("gone-node", True), ("", True)],
+    ids=["nominated-to-existing-node", "nominated-to-missing-node", "not-nominated"],
+)
+def test_preempting_pod_takes_room_on_its_nominated_node(nominated: str, scaled_up: bool) -> None:
+    """CA's filterOutExpendable: a pending pod nominated to an existing node is placed there
+    in the snapshot (the scheduler is preempting lower-priority pods for it, so it needs no
+    new node); a pod nominated to a node that no longer exists is an ordinary unschedulable
+    pod."""
+    h = Harness(new_pod_scale_up_delay=timedelta(0))
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("a", "g-1", cpu="3"), running_pod("low", "g-2", cpu="3", priority=0)])
+    h.add_pods([pending_pod("vip", cpu="3", priority=1000, nominated_node_name=nominated)])
+    result = h.run()
+    assert [d.delta for d in result.scale_up.decisions] == ([1] if scaled_up else [])

@@ -48,9 +48,17 @@ def test_upcoming_nodes_absorb_pending_pods() -> None:
         (-10, None, "", timedelta(minutes=5), 1),
         (None, "10m", "", timedelta(minutes=5), 0),
         (None, "1m", "", timedelta(minutes=5), 1),
-        (None, None, "g-1", timedelta(minutes=5), 0),
+        # CA: a pod nominated to a node that does not exist waits for no preemption.
+        (None, None, "g-1", timedelta(minutes=5), 1),
     ],
-    ids=["plain", "expendable", "at-cutoff", "annotation-delay", "annotation-passed", "nominated"],
+    ids=[
+        "plain",
+        "expendable",
+        "at-cutoff",
+        "annotation-delay",
+        "annotation-passed",
+        "nominated-to-missing-node",
+    ],
 )
 def test_pending_pod_filters(priority, annotation, nominated, age, expected) -> None:
     h = Harness()

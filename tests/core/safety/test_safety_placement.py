@@ -290,16 +290,6 @@ def test_empty_node_is_not_a_destination_when_removed_in_the_same_loop() -> None
     assert "g-2" in w.alive()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "pending.classify_pending sets pods with nominatedNodeName aside "
-        "(awaiting_preemption) and nothing puts them in the snapshot, so the node they "
-        "are preempting their way onto looks underutilized and is drained; CA's "
-        "filterOutExpendable processor adds such pods to the snapshot on their nominated "
-        "node ('should be considered during scale down')"
-    ),
-)
 def test_node_nominated_for_a_preempting_pod_is_kept() -> None:
     """CA: a pending pod nominated to a node (the scheduler is evicting lower-priority pods
     there for it) counts on that node, which is therefore not underutilized."""
