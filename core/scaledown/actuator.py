@@ -6,9 +6,10 @@ the loop. The rest runs on a `DeletionExecutor` (in the background for `clusters
 and is tracked by the `DeletionTracker` until it finishes. Empty nodes are deleted through
 their node group --node-delete-delay-after-taint later (their DaemonSet pods evicted first
 with --daemonset-eviction-for-empty-nodes). A node to drain has its pods evicted through the
-Eviction API, each retried every 10s while its PDB refuses, until --max-pod-eviction-time;
-then the actuator waits for them to terminate (their grace period, capped by
---max-graceful-termination-sec, plus 30s) before deleting the node. Drains run in parallel.
+Eviction API (those of the plan and any bound to it since, re-read after the taint), each
+retried every 10s while its PDB refuses, until --max-pod-eviction-time; then the actuator
+waits for them to terminate (their grace period, capped by --max-graceful-termination-sec,
+plus 30s) before deleting the node. Drains run in parallel.
 Any failure removes the taint, uncordons, and is reported in the `NodeDeletion`.
 
 Unneeded nodes get the soft `DeletionCandidateOfClusterAutoscaler` PreferNoSchedule taint
@@ -314,6 +315,10 @@ class Actuator:
         daemons = [p for p in r.plan.daemonset if p.node_name == name]
         try:
             if drain:
+                late, late_daemons = self._bound_since_plan(name, [*to_move, *daemons])
+                to_move.extend(late)
+                daemons.extend(late_daemons)
+            if drain:
                 evicted.extend(self._evict_all(name, to_move, required=True))
             if evict_ds and daemons:
                 # DaemonSet pods are evicted best-effort: they do not hold the node back.
@@ -342,6 +347,35 @@ class Actuator:
             self._rollback(name, True, cordoned)
             error = f"node {name}: {type(exc).__name__}: {exc}"
             self.tracker.finish(self._failed(r, kind, evicted, error))
+
+    def _bound_since_plan(self, name: str, planned: Sequence[Pod]) -> tuple[list[Pod], list[Pod]]:
+        """Pods bound to the tainted node that the plan does not know: the scheduler may
+        have bound them between the loop's snapshot and the taint. As CA's actuator, which
+        re-lists the node's pods after tainting, they are evicted too (rather than killed
+        with the node), except mirror pods and expendable pods (below
+        --expendable-pods-priority-cutoff). Returns the workload and the DaemonSet pods."""
+        if self.source is None:
+            return [], []
+        known = {p.key for p in planned}
+        cutoff = self.options.expendable_pods_priority_cutoff
+        workload: list[Pod] = []
+        daemons: list[Pod] = []
+        for pod in self.source.snapshot().pods:
+            if pod.node_name != name or pod.key in known:
+                continue
+            if pod.is_terminal or pod.is_mirror or pod.deletion_time is not None:
+                continue
+            if pod.priority is not None and pod.priority < cutoff:
+                continue
+            (daemons if pod.is_daemonset else workload).append(pod)
+        if workload or daemons:
+            log.info(
+                "scale_down_late_pods",
+                node=name,
+                pods=len(workload),
+                daemonset_pods=len(daemons),
+            )
+        return workload, daemons
 
     def _wait_for_delay_deletion(self, node: Node) -> None:
         """Hold the deletion while the node carries a `delay-deletion.cluster-autoscaler.

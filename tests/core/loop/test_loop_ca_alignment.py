@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from clusterscaler.cluster import InMemoryCluster
+from clusterscaler.clusterstate import TO_BE_DELETED_TAINT
 from clusterscaler.decisions import LoopResult
+from clusterscaler.model import MIRROR_POD_ANNOTATION, OwnerRef, Pod, Taint
 from loopkit import T0, Harness, pending_pod, running_pod
 
 MIN = timedelta(minutes=1)
@@ -78,3 +81,48 @@ def test_preempting_pod_takes_room_on_its_nominated_node(nominated: str, scaled_
     h.add_pods([pending_pod("vip", cpu="3", priority=1000, nominated_node_name=nominated)])
     result = h.run()
     assert [d.delta for d in result.scale_up.decisions] == ([1] if scaled_up else [])
+
+
+class BindsBeforeTaint(InMemoryCluster):
+    """Binds `late` to the node just before its ToBeDeleted taint lands: the scheduler
+    acting between the loop's snapshot and the taint."""
+
+    late: Pod | None = None
+
+    def add_taint(self, node_name: str, taint: Taint) -> None:
+        if taint.key == TO_BE_DELETED_TAINT and self.late is not None:
+            self.add_pod(self.late)
+            self.late = None
+        super().add_taint(node_name, taint)
+
+
+_DS = OwnerRef("DaemonSet", "agent", "uid-ds-agent", True, "apps/v1")
+
+
+@pytest.mark.parametrize(
+    ("late_kw", "evicted"),
+    [
+        ({}, True),
+        ({"owner": _DS}, True),
+        ({"annotations": {MIRROR_POD_ANNOTATION: "x"}, "owner": None}, False),
+        ({"priority": -100}, False),
+    ],
+    ids=["workload-pod", "daemonset-pod", "mirror-pod", "expendable-pod"],
+)
+def test_pod_bound_after_the_decision_is_evicted_with_the_drain(
+    late_kw: dict[str, object], evicted: bool
+) -> None:
+    """CA's actuator re-lists the node's pods after tainting: a pod bound meanwhile goes
+    through the Eviction API like the planned ones (DaemonSet pods with
+    --daemonset-eviction-for-occupied-nodes); mirror and expendable pods are not evicted."""
+    h = Harness(BindsBeforeTaint)
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("big", "g-1", cpu="2500m"), running_pod("small", "g-2")])
+    h.run()
+    cluster = h.cluster
+    assert isinstance(cluster, BindsBeforeTaint)
+    cluster.late = running_pod("late", "g-2", **late_kw)
+    result = h.run(timedelta(minutes=11))
+    assert [(d.node, d.ok) for d in result.scale_down.deletions] == [("g-2", True)]
+    assert ("default/late" in cluster.evicted) is evicted
+    assert "default/small" in cluster.evicted

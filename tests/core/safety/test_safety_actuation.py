@@ -43,15 +43,6 @@ def racing_world() -> tuple[World, RacingCluster]:
     return w, cluster
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Actuator._finish evicts only r.plan.to_move, the pods of the loop's snapshot; a "
-        "pod bound to the node after the snapshot (before the taint) is never evicted and "
-        "is killed with the node. CA's actuator re-lists the node's scheduled pods after "
-        "tainting (Actuator.createSnapshot) and evicts them all (podsToEvict)"
-    ),
-)
 def test_pod_bound_after_the_decision_is_evicted_not_killed() -> None:
     """CA: every pod on a drained node at drain time goes through the Eviction API."""
     w, cluster = racing_world()
