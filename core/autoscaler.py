@@ -132,6 +132,19 @@ def _pods_by_node(pods: Sequence[Pod]) -> dict[str, list[Pod]]:
     return out
 
 
+def _without_expendable(objects: ClusterObjects, cutoff: int) -> ClusterObjects:
+    """`objects` without the scheduled pods whose priority is below `cutoff`; pending
+    expendable pods stay (`classify_pending` sets them aside)."""
+    kept = [
+        p
+        for p in objects.pods
+        if not (p.node_name and p.priority is not None and p.priority < cutoff)
+    ]
+    if len(kept) == len(objects.pods):
+        return objects
+    return dataclasses.replace(objects, pods=kept)
+
+
 class Autoscaler:
     """The loop and the state it keeps between iterations."""
 
@@ -303,8 +316,12 @@ class Autoscaler:
                 errors=tuple(errors),
             )
 
-        pods_by_node = _pods_by_node(objects.pods)
-        snapshot = ClusterSnapshot.from_objects(objects)
+        # As CA (FilterOutExpendablePods before the snapshot is built): scheduled expendable
+        # pods take no room in any simulation. The scheduler preempts them for pending pods,
+        # and they are not moved when their node goes.
+        simulated = _without_expendable(objects, options.expendable_pods_priority_cutoff)
+        pods_by_node = _pods_by_node(simulated.pods)
+        snapshot = ClusterSnapshot.from_objects(simulated)
         gpu_label = self.provider.gpu_label()
         limits = Limits.from_options(options, self.provider.resource_limiter())
         base_totals = sum_totals(objects.nodes, gpu_label)

@@ -126,3 +126,23 @@ def test_pod_bound_after_the_decision_is_evicted_with_the_drain(
     assert [(d.node, d.ok) for d in result.scale_down.deletions] == [("g-2", True)]
     assert ("default/late" in cluster.evicted) is evicted
     assert "default/small" in cluster.evicted
+
+
+@pytest.mark.parametrize(
+    ("priority", "cutoff", "scaled_up"),
+    [(-100, -10, False), (-10, -10, True), (None, -10, True), (5, 10, False)],
+    ids=["below-cutoff", "at-cutoff", "no-priority", "below-raised-cutoff"],
+)
+def test_expendable_scheduled_pods_take_no_room(
+    priority: int | None, cutoff: int, scaled_up: bool
+) -> None:
+    """CA's FilterOutExpendablePods: scheduled pods below --expendable-pods-priority-cutoff
+    are left out of the snapshot, so a pending pod that fits once they are preempted buys no
+    node, and their node counts as empty."""
+    h = Harness(expendable_pods_priority_cutoff=cutoff, new_pod_scale_up_delay=timedelta(0))
+    g = h.provider.add_group("g", 0, 10, nodes=1)
+    h.add_pods([running_pod("placeholder", "g-1", cpu="3", priority=priority)])
+    h.add_pods([pending_pod("real", cpu="2", priority=100)])
+    result = h.run()
+    assert bool(result.scale_up.decisions) is scaled_up
+    assert g.target == 1 + int(scaled_up)

@@ -9,17 +9,9 @@ expendable pods are preempted causes no scale-up.
 
 from __future__ import annotations
 
-import pytest
 from safetykit import PAST_UNNEEDED, World, pending, pod, scaled, unneeded_names
 
-SNAPSHOT_DIVERGENCE = (
-    "ClusterSnapshot.from_objects(objects) in Autoscaler._run keeps expendable pods, so "
-    "they take room in every simulation and count in node_utilization; CA filters them "
-    "out of the snapshot (FilterOutExpendablePods) before simulating"
-)
 
-
-@pytest.mark.xfail(strict=True, reason=SNAPSHOT_DIVERGENCE)
 def test_pending_pod_that_can_preempt_expendable_pods_causes_no_scale_up() -> None:
     """CA: room held by expendable pods is free for scale-up purposes; the scheduler
     preempts them, so no node is bought."""
@@ -32,7 +24,6 @@ def test_pending_pod_that_can_preempt_expendable_pods_causes_no_scale_up() -> No
     assert g.increases == []
 
 
-@pytest.mark.xfail(strict=True, reason=SNAPSHOT_DIVERGENCE)
 def test_node_holding_only_expendable_pods_is_the_one_removed() -> None:
     """CA: a node whose only pods are expendable is empty; it is removed before a node
     whose real pod would have to be evicted."""
