@@ -298,7 +298,9 @@ class ClusterStateRegistry:
                 ready.add(node.name)
             elif (
                 node.creation_time is not None
-                and now - node.creation_time < opts.max_node_startup_time
+                # Until the startup time is over, boundary included: a booting node is
+                # upcoming capacity and no scale-down candidate.
+                and now - node.creation_time <= opts.max_node_startup_time
             ):
                 not_started.add(node.name)
             else:

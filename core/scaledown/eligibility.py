@@ -56,6 +56,17 @@ def check_eligibility(
         if group is None:
             unremovable.append(UnremovableNode(name, UnremovableReason.NOT_AUTOSCALED))
             continue
+        if name in state.not_started:
+            # CA counts such a node as upcoming capacity, so it is no candidate until it has
+            # been unready for longer than --max-node-startup-time.
+            unremovable.append(
+                UnremovableNode(
+                    name,
+                    UnremovableReason.NOT_UNNEEDED_OTHER_REASON,
+                    detail="not started: registered, not Ready within --max-node-startup-time",
+                )
+            )
+            continue
         ready = name in state.ready
         if not ready and not options.scale_down_unready_enabled:
             unremovable.append(UnremovableNode(name, UnremovableReason.SCALE_DOWN_UNREADY_DISABLED))

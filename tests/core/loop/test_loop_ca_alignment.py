@@ -146,3 +146,30 @@ def test_expendable_scheduled_pods_take_no_room(
     result = h.run()
     assert bool(result.scale_up.decisions) is scaled_up
     assert g.target == 1 + int(scaled_up)
+
+
+@pytest.mark.parametrize(
+    ("age", "candidate"),
+    [
+        (timedelta(minutes=2), False),
+        (timedelta(minutes=15), False),
+        (timedelta(minutes=15, seconds=1), True),
+    ],
+    ids=["booting", "at-max-node-startup-time", "past-max-node-startup-time"],
+)
+def test_node_that_has_not_started_is_no_scale_down_candidate(
+    age: timedelta, candidate: bool
+) -> None:
+    """CA: a registered node not Ready within --max-node-startup-time is upcoming capacity,
+    neither unneeded nor a destination; past that time it is an unready node, which may be
+    removed after --scale-down-unready-time."""
+    h = Harness()
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("a", "g-1", cpu="3")])
+    node = h.cluster.nodes["g-2"]
+    h.cluster.add_node(node.with_(ready=False, creation_time=T0 - age))
+    result = h.run()
+    assert ("g-2" in {u.node for u in result.scale_down.unneeded}) is candidate
+    if not candidate:
+        (why,) = [u for u in result.scale_down.unremovable if u.node == "g-2"]
+        assert why.detail.startswith("not started")

@@ -256,16 +256,6 @@ def test_nodes_outside_node_groups_are_never_removed() -> None:
     assert reason_of(results[-1], "static-1") is UnremovableReason.NOT_AUTOSCALED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "A registered node that is not Ready yet (within --max-node-startup-time) is a "
-        "scale-down candidate from its first loop (check_eligibility treats it as unready; "
-        "ScaleDownPlanner starts its timer), so it is deleted --scale-down-unready-time "
-        "after registering, possibly while still booting; CA removes NotStarted nodes from "
-        "the candidates and destinations (GetUpcomingNodes' registered upcoming nodes)"
-    ),
-)
 def test_booting_node_is_not_a_scale_down_candidate() -> None:
     """CA: a node that registered but has not become Ready within --max-node-startup-time
     is upcoming capacity, not an unneeded node; it can only become unneeded as an unready
