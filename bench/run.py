@@ -268,8 +268,8 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
 
     gc.collect()
     base_rss = _rss_now()
-    # The floor first, on a clean heap: after the loops the same load is measurably slower
-    # (whatever the runs leave behind makes the collector's passes longer); both are kept.
+    # The floor first, on a clean heap, and again after the runs: a gap between the two
+    # would mean the runs leave state behind that slows the next parse.
     floor = floor_runs()
     parse: list[float] = []
     build: list[float] = []
