@@ -324,7 +324,12 @@ class Autoscaler:
         snapshot = ClusterSnapshot.from_objects(simulated)
         gpu_label = self.provider.gpu_label()
         limits = Limits.from_options(options, self.provider.resource_limiter())
-        base_totals = sum_totals(objects.nodes, gpu_label)
+        # As CA's calculateScaleDownCoresMemoryTotal: nodes being deleted (ours in flight
+        # included) no longer count towards the --cores-total/--memory-total/--gpu-total
+        # minimums, so deletions started in earlier loops are not spent twice.
+        remaining_totals = sum_totals(
+            (n for n in objects.nodes if n.name not in state.being_deleted), gpu_label
+        )
         # Nodes of a group that have not started are counted in its upcoming nodes (as
         # templates), so scale-up leaves them out of the registered totals.
         started_totals = sum_totals(
@@ -353,7 +358,7 @@ class Autoscaler:
             scheduled,
             snapshot,
             limits,
-            base_totals,
+            remaining_totals,
             gpu_label,
             scaled_up,
             finished,

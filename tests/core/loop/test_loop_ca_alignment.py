@@ -173,3 +173,31 @@ def test_node_that_has_not_started_is_no_scale_down_candidate(
     if not candidate:
         (why,) = [u for u in result.scale_down.unremovable if u.node == "g-2"]
         assert why.detail.startswith("not started")
+
+
+@pytest.mark.parametrize(
+    ("being_deleted", "min_cores", "deleted"),
+    [
+        ((), 8, 1),
+        (("g-3",), 8, 0),
+        (("g-3",), 4, 1),
+    ],
+    ids=["none-being-deleted", "one-being-deleted-at-minimum", "one-being-deleted-above-minimum"],
+)
+def test_nodes_being_deleted_leave_the_cores_minimum(
+    being_deleted: tuple[str, ...], min_cores: int, deleted: int
+) -> None:
+    """CA's calculateScaleDownCoresMemoryTotal skips nodes being deleted: three idle 4-core
+    nodes, one of them already being deleted, have 8 cores left towards --cores-total."""
+    from clusterscaler.options import MinMax
+
+    h = Harness(cores_total=MinMax(min_cores, 1000))
+    h.provider.add_group("g", 0, 10, nodes=3)
+    # The first loop removes taints left by an earlier run: taint after it.
+    h.run()
+    stamp = str(int(T0.timestamp()))
+    for name in being_deleted:
+        node = h.cluster.nodes[name]
+        h.cluster.add_node(node.with_(taints=(Taint(TO_BE_DELETED_TAINT, stamp),)))
+    result = h.run(timedelta(minutes=11))
+    assert len([d for d in result.scale_down.deletions if d.ok]) == deleted

@@ -274,16 +274,6 @@ def test_booting_node_is_not_a_scale_down_candidate() -> None:
     assert booting.name in w.alive()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Autoscaler._run passes sum_totals(objects.nodes) (every node, those being deleted "
-        "included) to select_deletions as the cluster totals, so a node whose deletion is "
-        "in flight still counts towards --cores-total/--memory-total minimums and a further "
-        "removal takes the cluster below them; CA's calculateScaleDownCoresMemoryTotal "
-        "skips nodes being deleted"
-    ),
-)
 def test_nodes_being_deleted_do_not_count_towards_the_minimums() -> None:
     """CA: with --cores-total=8:..., three 4-core nodes of which one is already being
     deleted leave 8 cores: no further node may go."""
