@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import platform
@@ -541,6 +542,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--scale: expected a positive number, got {args.scale}")
     if args.repeat < 1:
         parser.error(f"--repeat: expected at least 1, got {args.repeat}")
+    if args.profile is not None and importlib.util.find_spec("pyinstrument") is None:
+        parser.error("--profile: needs pyinstrument; install it with `pip install pyinstrument`")
     return args
 
 

@@ -9,8 +9,7 @@ scaling rows of (1) and (3)); `generate(name, scale, seed)` builds one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from bench.scenarios import mixed, scalability, upstream
 from bench.scenarios.model import Decision, Expected, Scenario, check
@@ -37,7 +36,6 @@ class Row:
     build: Callable[[float, int], Scenario]
     # Scaling rows show how cost grows with pods; the main rows are the issue's targets.
     scaling: bool = False
-    tags: tuple[str, ...] = field(default=())
 
 
 def _n(value: float, multiple: int = 1) -> int:
@@ -77,8 +75,3 @@ def generate(name: str, scale: float = 1.0, seed: int = DEFAULT_SEED) -> Scenari
         raise ValueError(f"scale: expected a positive number, got {scale!r}")
     scenario = row.build(scale, seed)
     return scenario.renamed(name)
-
-
-def describe() -> dict[str, Any]:
-    """Row names with their default sizes, for `--list`."""
-    return {name: {"scaling": row.scaling} for name, row in ROWS.items()}
