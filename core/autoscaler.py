@@ -306,6 +306,9 @@ class Autoscaler:
         cleanups = self._clean_up_instances(state, now, errors)
         if not state.health.healthy:
             log.warning("cluster_unhealthy", message=state.health.message)
+            # As CA (CleanUpUnneededNodes on halting): time spent unhealthy does not count
+            # towards --scale-down-unneeded-time.
+            self.planner.timers.clear()
             return LoopResult(
                 time=now,
                 health=state.health,
@@ -347,6 +350,20 @@ class Autoscaler:
         scaled_up = any(d.delta > 0 for d in scale_up.decisions)
         if scaled_up:
             self.last_scale_up = now
+        if scale_up.status is ScaleUpStatus.ERROR:
+            # As CA's postScaleUp: a loop whose scale-up failed ends there, so nothing is
+            # deleted while the capacity the pods need could not be bought.
+            log.warning("scale_down_skipped", reason="scale-up failed", error=scale_up.error)
+            return LoopResult(
+                time=now,
+                health=state.health,
+                node_groups=_statuses_after(state, scale_up, ()),
+                scale_up=scale_up,
+                scale_down=self._not_tried(finished),
+                pending_pods=tuple(p.key for p in pending.unschedulable),
+                cleanups=tuple(cleanups),
+                errors=tuple(errors),
+            )
 
         # Scale-down sees the pods as the snapshot has them, including pending pods the
         # scheduler is about to bind to existing nodes.

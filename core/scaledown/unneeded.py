@@ -25,6 +25,10 @@ class UnneededTimers:
     def drop(self, node: str) -> None:
         self.since.pop(node, None)
 
+    def clear(self) -> None:
+        """Forget every node: each must be unneeded for the full time again."""
+        self.since.clear()
+
 
 class UnremovableCache:
     """Nodes found unremovable are not simulated again until

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from clusterscaler.cluster import InMemoryCluster
 from clusterscaler.clusterstate import TO_BE_DELETED_TAINT
-from clusterscaler.decisions import LoopResult
+from clusterscaler.decisions import LoopResult, ScaleDownStatus, ScaleUpStatus
 from clusterscaler.model import MIRROR_POD_ANNOTATION, OwnerRef, Pod, Taint
 from loopkit import T0, Harness, pending_pod, running_pod
 
@@ -201,3 +201,51 @@ def test_nodes_being_deleted_leave_the_cores_minimum(
         h.cluster.add_node(node.with_(taints=(Taint(TO_BE_DELETED_TAINT, stamp),)))
     result = h.run(timedelta(minutes=11))
     assert len([d for d in result.scale_down.deletions if d.ok]) == deleted
+
+
+@pytest.mark.parametrize(
+    ("fail_increase", "status", "scale_down"),
+    [
+        ("QUOTA_EXCEEDED", ScaleUpStatus.ERROR, ScaleDownStatus.NOT_TRIED),
+        ("", ScaleUpStatus.SUCCESSFUL, ScaleDownStatus.IN_COOLDOWN),
+    ],
+    ids=["scale-up-failed", "scale-up-succeeded"],
+)
+def test_loop_whose_scale_up_failed_deletes_nothing(
+    fail_increase: str, status: ScaleUpStatus, scale_down: ScaleDownStatus
+) -> None:
+    """CA's postScaleUp: a scale-up error ends the loop before scale-down; a successful
+    scale-up puts scale-down in cooldown. Either way the unneeded node stays this loop."""
+    h = Harness(new_pod_scale_up_delay=timedelta(0))
+    h.provider.add_group("g", 0, 10, nodes=2)
+    wide = h.provider.add_group("h", 0, 10, cpu="8", memory="32Gi")
+    wide.fail_increase = fail_increase
+    h.add_pods([running_pod("a", "g-1", cpu="3")])
+    h.run()
+    h.add_pods([pending_pod("wide", cpu="6")])
+    result = h.run(timedelta(minutes=11))
+    assert result.scale_up.status is status
+    assert result.scale_down.status is scale_down
+    assert result.scale_down.deletions == ()
+    assert "g-2" in h.cluster.nodes
+
+
+def test_unhealthy_halt_restarts_the_unneeded_timers() -> None:
+    """CA's CleanUpUnneededNodes on an unhealthy cluster: a node unneeded before the halt
+    must be unneeded for the full --scale-down-unneeded-time after it."""
+    h = Harness()
+    h.provider.add_group("g", 0, 10, nodes=6)
+    h.add_pods([running_pod(f"a{i}", f"g-{i}", cpu="3") for i in range(1, 6)])
+    first = h.run()
+    assert [u.node for u in first.scale_down.unneeded] == ["g-6"]
+    broken = [f"g-{i}" for i in range(1, 5)]
+    for name in broken:
+        h.cluster.add_node(h.cluster.nodes[name].with_(ready=False))
+    assert h.run(timedelta(minutes=9)).halted
+    for name in broken:
+        h.cluster.add_node(h.cluster.nodes[name].with_(ready=True))
+    recovered = h.run(timedelta(minutes=2))
+    assert not recovered.halted
+    (u,) = recovered.scale_down.unneeded
+    assert (u.node, u.since) == ("g-6", recovered.time)
+    assert "g-6" in h.cluster.nodes

@@ -85,15 +85,6 @@ def test_unhealthy_cluster_neither_scales_up_nor_down() -> None:
     assert w.deleted() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Autoscaler._run returns on an unhealthy cluster without clearing "
-        "planner.timers, so a node unneeded before and during the halt is deleted in the "
-        "first healthy loop; CA calls scaleDownPlanner.CleanUpUnneededNodes() when halting "
-        "and the node must be unneeded for --scale-down-unneeded-time again"
-    ),
-)
 def test_unneeded_timers_restart_after_an_unhealthy_halt() -> None:
     """CA: the halt clears the unneeded list; after recovery a node needs the full
     --scale-down-unneeded-time again before deletion."""

@@ -210,14 +210,6 @@ def test_no_scale_down_within_delay_after_failure() -> None:
     assert sorted(w.deleted()) == ["g-2", "g-3"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Autoscaler._run goes on to scale-down after execute_scale_up failed (status "
-        "ERROR) and deletes an unneeded node in the same loop; CA's postScaleUp returns "
-        "from RunOnce on a scale-up error, so nothing is deleted in that loop"
-    ),
-)
 def test_no_scale_down_in_a_loop_whose_scale_up_failed() -> None:
     """CA: a loop whose scale-up failed ends there; scale-down waits for the next loop."""
     w = idle_pair()
