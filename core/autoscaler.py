@@ -48,7 +48,7 @@ from clusterscaler.decisions import (
 from clusterscaler.drain import PodFilter, build_pod_filters
 from clusterscaler.estimator import Estimator
 from clusterscaler.expander import ExpanderContext, Option, build_expander_chain
-from clusterscaler.limits import Limits, Totals, sum_totals
+from clusterscaler.limits import Limits, Totals, node_totals, sum_totals
 from clusterscaler.model import ClusterObjects, Node, Pod
 from clusterscaler.pending import PendingPods, classify_pending, drop_schedulable
 from clusterscaler.scaledown.actuator import Actuator
@@ -487,8 +487,25 @@ class Autoscaler:
         for pod in pending.awaiting_preemption:
             snapshot.add_pod(pod, pod.nominated_node_name)
         decisions: list[ScaleUpDecision] = []
+        totals = current_totals(state, templates, gpu_label, base_totals)
         if options.enforce_node_group_min_size:
-            decisions.extend(plan_min_size_enforcement(state, now))
+            decisions.extend(
+                plan_min_size_enforcement(
+                    state,
+                    now,
+                    templates=templates,
+                    limits=limits,
+                    totals=totals,
+                    gpu_label=gpu_label,
+                )
+            )
+            # The pending pods' scale-up gets what the enforcement left of the limits.
+            for d in decisions:
+                tpl = templates.get(d.node_group)
+                if tpl is not None and tpl.node_info is not None:
+                    totals = totals.plus(node_totals(tpl.node_info.node, gpu_label), d.delta)
+                else:
+                    totals = totals.plus(Totals(nodes=1), d.delta)
         context = ExpanderContext(
             pricing=self.provider.pricing(),
             cluster_node_count=len(objects.nodes),
@@ -522,7 +539,6 @@ class Autoscaler:
                     upcoming += 1
             if upcoming:
                 drop_schedulable(pending, snapshot, self.pending_hints, unusable=unusable)
-            totals = current_totals(state, templates, gpu_label, base_totals)
             plan = plan_scale_up(
                 now=now,
                 pods=pending.unschedulable,

@@ -249,3 +249,30 @@ def test_unhealthy_halt_restarts_the_unneeded_timers() -> None:
     (u,) = recovered.scale_down.unneeded
     assert (u.node, u.since) == ("g-6", recovered.time)
     assert "g-6" in h.cluster.nodes
+
+
+@pytest.mark.parametrize(
+    ("limits", "targets"),
+    [
+        ({}, (3, 2)),
+        ({"max_nodes_total": 4}, (3, 1)),
+        ({"max_nodes_total": 2}, (2, 0)),
+        ({"max_nodes_total": 1}, (1, 0)),
+        ({"cores_total": (0, 12)}, (3, 0)),
+        ({"memory_total": (0, 16 * 4)}, (3, 1)),
+    ],
+    ids=["no-limit", "max-nodes-4", "max-nodes-2", "max-nodes-reached", "cores-12", "memory-64"],
+)
+def test_min_size_enforcement_is_capped_by_the_cluster_limits(
+    limits: dict[str, object], targets: tuple[int, int]
+) -> None:
+    """CA's ScaleUpToNodeGroupMinSize caps each group's increase by --max-nodes-total and
+    the resource maxima, serving groups in order from what the earlier ones left."""
+    from clusterscaler.options import MinMax
+
+    opts = {k: MinMax(*v) if isinstance(v, tuple) else v for k, v in limits.items()}
+    h = Harness(enforce_node_group_min_size=True, **opts)
+    a = h.provider.add_group("a", 3, 10, nodes=1)
+    b = h.provider.add_group("b", 2, 10)
+    h.run()
+    assert (a.target, b.target) == targets

@@ -295,15 +295,6 @@ def test_template_node_is_a_clean_copy(spoil: Callable[[World], None]) -> None:
     assert g.increases == [1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "scaleup.plan_min_size_enforcement grows every group to its min size without "
-        "looking at Limits (max nodes, cores, memory, GPUs) and Autoscaler._scale_up "
-        "executes those decisions as they are; CA's ScaleUpToNodeGroupMinSize caps them "
-        "with ApplyResourcesLimits and getCappedNewNodeCount (--max-nodes-total)"
-    ),
-)
 @pytest.mark.parametrize(
     ("options", "most"),
     [({"max_nodes_total": 3}, 3), ({"cores_total": MinMax(0, 8)}, 2)],
