@@ -64,6 +64,7 @@ from clusterscaler.scaleup import (
 )
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.templates import TemplateCache, instantiate
+from clusterscaler.utilization import GPU_RESOURCE
 
 if TYPE_CHECKING:
     from clusterscaler.options import AutoscalingOptions
@@ -130,6 +131,27 @@ def _pods_by_node(pods: Sequence[Pod]) -> dict[str, list[Pod]]:
         if p.node_name:
             out.setdefault(p.node_name, []).append(p)
     return out
+
+
+def _mark_unready_gpus(objects: ClusterObjects, gpu_label: str) -> ClusterObjects:
+    """`objects` where a Ready node carrying the GPU label but advertising no GPU is not
+    Ready: its device plugin has not started yet. As CA's
+    FilterOutNodesWithUnreadyResources, such a node is then a starting (upcoming) node, not
+    a template with no GPUs, a destination for pods or a scale-down candidate."""
+    if not gpu_label:
+        return objects
+    unready = {
+        n.name
+        for n in objects.nodes
+        if n.ready and gpu_label in n.labels and n.allocatable.extended.get(GPU_RESOURCE, 0) <= 0
+    }
+    if not unready:
+        return objects
+    log.info("gpu_not_advertised", nodes=len(unready), first=min(unready))
+    return dataclasses.replace(
+        objects,
+        nodes=[n.with_(ready=False) if n.name in unready else n for n in objects.nodes],
+    )
 
 
 def _without_expendable(objects: ClusterObjects, cutoff: int) -> ClusterObjects:
@@ -299,6 +321,7 @@ class Autoscaler:
                 cleaned = self.actuator.clean_stale_taints(objects.nodes)
                 if cleaned:
                     objects = self.source.snapshot()
+        objects = _mark_unready_gpus(objects, self.provider.gpu_label())
         state = self.registry.update(
             now, objects.nodes, self.provider, deleting=set(self.deletions_in_flight())
         )

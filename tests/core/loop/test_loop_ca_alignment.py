@@ -276,3 +276,32 @@ def test_min_size_enforcement_is_capped_by_the_cluster_limits(
     b = h.provider.add_group("b", 2, 10)
     h.run()
     assert (a.target, b.target) == targets
+
+
+@pytest.mark.parametrize(
+    ("labelled", "gpus", "age", "counts"),
+    [
+        (True, 0, timedelta(minutes=2), (0, 1, 0)),
+        (True, 2, timedelta(minutes=2), (1, 0, 0)),
+        (False, 0, timedelta(minutes=2), (1, 0, 0)),
+        (True, 0, timedelta(hours=1), (0, 0, 1)),
+    ],
+    ids=["gpus-not-advertised-yet", "gpus-advertised", "not-a-gpu-node", "gpus-never-came"],
+)
+def test_gpu_node_is_ready_only_once_its_gpus_are_advertised(
+    labelled: bool, gpus: int, age: timedelta, counts: tuple[int, int, int]
+) -> None:
+    """CA's FilterOutNodesWithUnreadyResources: a Ready node with the GPU label and no
+    allocatable GPU counts as not Ready: starting (upcoming) while young, unready later."""
+    from clusterscaler.simulator.builders import resources
+    from clusterscaler.utilization import GPU_RESOURCE
+    from loopkit import GPU_LABEL
+
+    h = Harness()
+    h.provider.add_group("g", 0, 10, nodes=1, labels={GPU_LABEL: "a100"} if labelled else {})
+    node = h.cluster.nodes["g-1"]
+    res = resources("4", "16Gi", 110, extended={GPU_RESOURCE: gpus} if gpus else None)
+    h.cluster.add_node(node.with_(allocatable=res, capacity=res, creation_time=T0 - age))
+    result = h.run()
+    c = result.health.counts
+    assert (c.ready, c.not_started, c.unready) == counts

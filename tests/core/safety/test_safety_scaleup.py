@@ -310,16 +310,6 @@ def test_min_size_enforcement_respects_cluster_limits(options: dict[str, Any], m
     assert g.target == most
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "A node of a GPU group that is Ready before its device plugin advertises the GPUs "
-        "is used as is: TemplateCache builds the group's template from it (no GPUs), so "
-        "GPU pods look unschedulable on the group and no scale-up happens; CA treats such "
-        "nodes as unready (FilterOutNodesWithUnreadyResources), keeps them as upcoming "
-        "capacity and takes the template elsewhere"
-    ),
-)
 def test_gpu_node_without_its_gpus_yet_is_upcoming_not_a_template() -> None:
     """CA: right after registration a GPU node reports no allocatable GPU for a while;
     it still stands for the GPUs it will have, and more GPU pods get more nodes."""
