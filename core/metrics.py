@@ -281,6 +281,9 @@ class Metrics:
             self.failed_scale_ups_total.labels(reason="cloudProviderError").inc()
         scale_down = result.scale_down
         self.unneeded_nodes_count.set(len(scale_down.unneeded))
+        # Deletions run in the background: the nodes whose deletion started and has not
+        # finished (or been rolled back) when the loop ended.
+        self.pending_node_deletions.set(len(scale_down.in_flight))
         self.unremovable_nodes_count.clear()
         for unremovable in scale_down.unremovable:
             self.unremovable_nodes_count.labels(reason=unremovable.reason.value).inc()
