@@ -24,7 +24,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
-from clusterscaler.cloudprovider import CloudProvider, CloudProviderError, NodeGroup
+from clusterscaler.cloudprovider import (
+    CloudProvider,
+    CloudProviderError,
+    NodeGroup,
+    ProviderProblem,
+    provider_problems,
+)
 from clusterscaler.cluster import Clock, ClusterActions, ClusterSource, SystemClock
 from clusterscaler.clusterstate import (
     ClusterState,
@@ -209,6 +215,7 @@ class Autoscaler:
         self.last_scale_down_failure: datetime | None = None
         self._started = False
         self._last_result: LoopResult | None = None
+        self._seen_problems: set[ProviderProblem] = set()
 
     @classmethod
     def from_registry(
@@ -245,9 +252,35 @@ class Autoscaler:
         # cloud to itself and sees each finished deletion together with its new target.
         with self.actuator.provider_lock:
             result = self._run(now)
-        result = dataclasses.replace(result, duration=timedelta(seconds=self.monotonic() - started))
+            problems = self._provider_problems()
+        result = dataclasses.replace(
+            result,
+            duration=timedelta(seconds=self.monotonic() - started),
+            problems=problems,
+        )
         self._last_result = result
         return result
+
+    def _provider_problems(self) -> tuple[ProviderProblem, ...]:
+        """The provider's configuration problems; each is logged when it appears, not at
+        every loop."""
+        try:
+            problems = tuple(provider_problems(self.provider))
+        except CloudProviderError as exc:
+            log.error("provider_problems_failed", error=str(exc))
+            return ()
+        for p in problems:
+            if p not in self._seen_problems:
+                log.warning(
+                    "node_group_problem",
+                    node_group=p.node_group,
+                    reason=p.reason,
+                    message=p.message,
+                )
+        for p in self._seen_problems - set(problems):
+            log.info("node_group_problem_resolved", node_group=p.node_group, reason=p.reason)
+        self._seen_problems = set(problems)
+        return problems
 
     # ------------------------------------------------------------------ deletions in flight
 

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from clusterscaler.cloudprovider import ProviderProblem
 from clusterscaler.expander import ExpanderWarning
 
 
@@ -272,6 +273,9 @@ class LoopResult:
     cleanups: tuple[NodeDeletion, ...] = ()
     errors: tuple[str, ...] = ()
     duration: timedelta = timedelta(0)
+    # Configuration problems the cloud provider reported at its last refresh (bad tags or
+    # annotations of a node group), so users see a misconfigured group.
+    problems: tuple[ProviderProblem, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enums by value, times in ISO 8601)."""

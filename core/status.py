@@ -289,7 +289,9 @@ def status_from_result(result: LoopResult) -> AutoscalerStatus:
 
     As in CA, cluster-wide scale-up is InProgress while any group waits for requested nodes
     and NoActivity otherwise; a group in backoff says Backoff with its error code and
-    message; scale-down lists how many nodes are unneeded.
+    message; scale-down lists how many nodes are unneeded. The message names why the loop
+    halted and each configuration problem the provider reported, as
+    ``<node group>: <reason>: <message>``.
     """
     now = result.time
     unneeded_by_group: dict[str, int] = {}
@@ -322,10 +324,14 @@ def status_from_result(result: LoopResult) -> AutoscalerStatus:
         )
     in_progress = any(g.scale_up_in_progress for g in result.node_groups)
     candidates = len(result.scale_down.unneeded)
+    # CA's per-group schema has no message field: the provider's configuration problems
+    # (a misconfigured node group) go into the cluster-wide message, after the halt reason.
+    parts = [result.halted or result.health.message]
+    parts.extend(f"{p.node_group}: {p.reason}: {p.message}" for p in result.problems)
     return AutoscalerStatus(
         time=now,
         autoscaler_status=AUTOSCALER_RUNNING,
-        message=result.halted or result.health.message,
+        message="; ".join(part for part in parts if part),
         health=Condition(HEALTHY if result.health.healthy else UNHEALTHY, now),
         node_counts=_decision_counts(result.health.counts),
         scale_up=Condition(IN_PROGRESS if in_progress else NO_ACTIVITY, now),
