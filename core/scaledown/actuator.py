@@ -315,7 +315,10 @@ class Actuator:
         daemons = [p for p in r.plan.daemonset if p.node_name == name]
         try:
             if drain:
-                late, late_daemons = self._bound_since_plan(name, [*to_move, *daemons])
+                # Pods the plan chose to leave (skipped) stay left.
+                late, late_daemons = self._bound_since_plan(
+                    name, [*to_move, *daemons, *r.plan.skipped]
+                )
                 to_move.extend(late)
                 daemons.extend(late_daemons)
             if drain:
