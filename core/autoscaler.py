@@ -216,6 +216,7 @@ class Autoscaler:
         self._started = False
         self._last_result: LoopResult | None = None
         self._seen_problems: set[ProviderProblem] = set()
+        self._announced: set[str] = set()
 
     @classmethod
     def from_registry(
@@ -324,7 +325,11 @@ class Autoscaler:
         """Take the deletions finished since the last call and update the timers: a failed
         node waits --unremovable-node-recheck-timeout before it is considered again, and
         scale-down waits --scale-down-delay-after-failure."""
-        finished = self.actuator.tracker.take_finished()
+        finished = [
+            dataclasses.replace(d, start_reported=True) if d.node in self._announced else d
+            for d in self.actuator.tracker.take_finished()
+        ]
+        self._announced.difference_update(d.node for d in finished)
         for d in finished:
             if d.ok:
                 self.planner.timers.drop(d.node)
@@ -728,6 +733,8 @@ class Autoscaler:
         groups = {gid: g.group for gid, g in state.groups.items()}
         selected = [*plan.selection.empty, *plan.selection.drain]
         started = self.actuator.start(plan.selection.empty, plan.selection.drain, groups, now)
+        # Reported in this loop's `started`: when they finish, their start events are done.
+        self._announced.update(d.node for d in started)
         for d in started:
             # A node being deleted is no longer unneeded; if its deletion fails it must be
             # unneeded for the full time again.

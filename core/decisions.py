@@ -186,6 +186,9 @@ class NodeDeletion:
     kind: DeletionKind
     evicted_pods: tuple[str, ...] = ()
     error: str = ""
+    # On a finished deletion: its start was reported in `started` of a loop, so the events
+    # CA records when a deletion starts have been recorded already.
+    start_reported: bool = False
 
     @property
     def ok(self) -> bool:

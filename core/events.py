@@ -6,6 +6,10 @@ Where CA records them:
 - on nodes: ``ScaleDown`` (progress of a node's removal), ``ScaleDownFailed``;
 - on pods: ``TriggeredScaleUp``, ``NotTriggerScaleUp``, ``ScaleDown`` (evicted for a drain).
 
+Node deletions run in the background: ``ScaleDown``/``ScaleDownEmpty`` on the ConfigMap and
+"marked the node as toBeDeleted/unschedulable" are recorded when a deletion starts; pod
+evictions and ``ScaleDownFailed`` when it finishes. Each is recorded once.
+
 An event equal to one recorded less than five minutes ago (same object, type, reason and
 message) is dropped unless ``--record-duplicated-events``. In ``--dry-run`` every message is
 prefixed with ``[dry-run]`` so nobody mistakes a decision for an action.
@@ -22,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 if TYPE_CHECKING:
-    from clusterscaler.decisions import LoopResult
+    from clusterscaler.decisions import LoopResult, NodeDeletion
 
 __all__ = [
     "DEDUP_WINDOW",
@@ -295,7 +299,35 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
                 _pod_ref(pod), NORMAL, NOT_TRIGGER_SCALE_UP, messages.not_trigger_scale_up(reasons)
             )
         )
-    utilization = {u.node: u.utilization for u in result.scale_down.unneeded}
+    unneeded = {u.node: u for u in result.scale_down.unneeded}
+
+    def started_events(deletion: NodeDeletion, pods: Iterable[str]) -> list[Event]:
+        # What CA records when it starts removing a node: on the status ConfigMap, and on
+        # the node once it carries the ToBeDeleted taint.
+        node = ObjectRef.node(deletion.node)
+        if deletion.kind is DeletionKind.EMPTY:
+            announce = Event(
+                status_config_map,
+                NORMAL,
+                SCALE_DOWN_EMPTY,
+                messages.scale_down_empty(deletion.node),
+            )
+        else:
+            u = unneeded.get(deletion.node)
+            announce = Event(
+                status_config_map,
+                NORMAL,
+                SCALE_DOWN,
+                messages.scale_down(deletion.node, u.utilization if u else 0.0, pods),
+            )
+        return [announce, Event(node, NORMAL, SCALE_DOWN, messages.node_marked())]
+
+    # Deletions run in the background: the start events come with `started`, the outcome
+    # (evicted pods, or the failure) with `deletions` when the deletion finished.
+    started_nodes = {d.node for d in result.scale_down.started}
+    for deletion in result.scale_down.started:
+        u = unneeded.get(deletion.node)
+        out.extend(started_events(deletion, sorted(u.destinations) if u else ()))
     for deletion in result.scale_down.deletions:
         node = ObjectRef.node(deletion.node)
         if deletion.error:
@@ -303,27 +335,10 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
                 Event(node, WARNING, SCALE_DOWN_FAILED, messages.scale_down_failed(deletion.error))
             )
             continue
-        if deletion.kind is DeletionKind.EMPTY:
-            out.append(
-                Event(
-                    status_config_map,
-                    NORMAL,
-                    SCALE_DOWN_EMPTY,
-                    messages.scale_down_empty(deletion.node),
-                )
-            )
-        else:
-            out.append(
-                Event(
-                    status_config_map,
-                    NORMAL,
-                    SCALE_DOWN,
-                    messages.scale_down(
-                        deletion.node, utilization.get(deletion.node, 0.0), deletion.evicted_pods
-                    ),
-                )
-            )
-        out.append(Event(node, NORMAL, SCALE_DOWN, messages.node_marked()))
+        if not deletion.start_reported and deletion.node not in started_nodes:
+            # A finished deletion whose start no result reported (a result built by hand,
+            # or a loop that did not report `started`): its start events come now.
+            out.extend(started_events(deletion, deletion.evicted_pods))
         for pod in deletion.evicted_pods:
             out.append(Event(_pod_ref(pod), NORMAL, SCALE_DOWN, messages.pod_evicted()))
     return out

@@ -198,9 +198,18 @@ def test_scale_up_then_down_with_status_events_and_metrics(
         )
         assert "TriggeredScaleUp" in reasons
 
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        assert "cluster_autoscaler_scaled_up_nodes_total 2.0" in metrics
-        assert 'cluster_autoscaler_scaled_down_nodes_total{reason="empty"} 2.0' in metrics
+        def metrics() -> str:
+            url = f"http://127.0.0.1:{port}/metrics"
+            return str(urllib.request.urlopen(url, timeout=5).read().decode())
+
+        # Deletions finish in the background; the loop after a deletion finished counts it.
+        text = wait_for(
+            lambda: 'cluster_autoscaler_scaled_down_nodes_total{reason="empty"} 2.0' in metrics()
+            and metrics(),
+            20,
+            "the removed nodes to be counted",
+        )
+        assert "cluster_autoscaler_scaled_up_nodes_total 2.0" in text
         health = urllib.request.urlopen(f"http://127.0.0.1:{port}/health-check", timeout=5)
         assert health.status == 200
     finally:
