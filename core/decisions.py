@@ -225,11 +225,14 @@ class BackoffInfo:
 
 @dataclass(frozen=True, slots=True)
 class NodeCounts:
-    """Registered node counts as the status ConfigMap reports them."""
+    """Registered nodes by state, plus unregistered instances (CA's ``NodeCount``), as the
+    status ConfigMap reports them."""
 
     total: int = 0
     ready: int = 0
     unready: int = 0
+    # Of the unready ones, those only missing resources (e.g. GPUs not advertised yet).
+    resource_unready: int = 0
     not_started: int = 0
     being_deleted: int = 0
     unregistered: int = 0

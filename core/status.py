@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+# One shape for node counts, from the loop's result to the ConfigMap.
+from clusterscaler.decisions import NodeCounts
+
 if TYPE_CHECKING:
     from clusterscaler.decisions import LoopResult
 
@@ -67,20 +70,6 @@ _SCALE_UP = (NEEDED, NOT_NEEDED, IN_PROGRESS, NO_ACTIVITY, BACKOFF)
 _SCALE_DOWN = (CANDIDATES_PRESENT, NO_CANDIDATES)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class NodeCounts:
-    """Registered nodes by state, plus unregistered instances (CA's ``NodeCount``)."""
-
-    total: int = 0
-    ready: int = 0
-    not_started: int = 0
-    being_deleted: int = 0
-    unready: int = 0
-    resource_unready: int = 0
-    long_unregistered: int = 0
-    unregistered: int = 0
 
 
 @dataclass(frozen=True)
@@ -272,18 +261,6 @@ def with_transitions(
     )
 
 
-def _decision_counts(counts: Any) -> NodeCounts:
-    return NodeCounts(
-        total=counts.total,
-        ready=counts.ready,
-        not_started=counts.not_started,
-        being_deleted=counts.being_deleted,
-        unready=counts.unready,
-        long_unregistered=counts.long_unregistered,
-        unregistered=counts.unregistered,
-    )
-
-
 def status_from_result(result: LoopResult) -> AutoscalerStatus:
     """The status a loop's result publishes (transition times: see ``with_transitions``).
 
@@ -311,7 +288,7 @@ def status_from_result(result: LoopResult) -> AutoscalerStatus:
             NodeGroupStatus(
                 name=group.name,
                 health=Condition(HEALTHY if group.healthy else UNHEALTHY, now),
-                node_counts=_decision_counts(group.counts),
+                node_counts=group.counts,
                 cloud_provider_target=group.target_size,
                 min_size=group.min_size,
                 max_size=group.max_size,
@@ -333,7 +310,7 @@ def status_from_result(result: LoopResult) -> AutoscalerStatus:
         autoscaler_status=AUTOSCALER_RUNNING,
         message="; ".join(part for part in parts if part),
         health=Condition(HEALTHY if result.health.healthy else UNHEALTHY, now),
-        node_counts=_decision_counts(result.health.counts),
+        node_counts=result.health.counts,
         scale_up=Condition(IN_PROGRESS if in_progress else NO_ACTIVITY, now),
         scale_down=Condition(CANDIDATES_PRESENT if candidates else NO_CANDIDATES, now),
         scale_down_candidates=candidates,
