@@ -2,16 +2,19 @@
 
 Each loop, eligible nodes are simulated for removal in a stable order: the nodes unneeded
 last loop first (their timers keep running only if they stay unneeded), then the others by
-ascending utilization. Empty nodes are always considered; non-empty ones are limited to
---scale-down-non-empty-candidates-count found removable, out of a pool of
-max(--scale-down-candidates-pool-ratio x candidates, --scale-down-candidates-pool-min-count)
-new ones, within --scale-down-simulation-timeout. Nodes found unremovable by the simulation
-are not retried before --unremovable-node-recheck-timeout.
+ascending utilization. Empty nodes are always considered; non-empty ones are simulated until
+--scale-down-non-empty-candidates-count are found removable or
+--scale-down-simulation-timeout passes. Nodes found unremovable by the simulation are not
+retried before --unremovable-node-recheck-timeout.
+
+As in Cluster Autoscaler's current planner (`categorizeNodes`), every eligible candidate is
+simulated: --scale-down-candidates-pool-ratio and --scale-down-candidates-pool-min-count
+belonged to the legacy scale-down, which cut the non-empty candidates to that pool, and are
+accepted but have no effect.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -148,16 +151,6 @@ class ScaleDownPlanner:
                     detail="--scale-down-simulation-timeout reached",
                 )
             )
-        tried = set(order)
-        for c in fresh:
-            if c.node.name not in tried:
-                unremovable.append(
-                    UnremovableNode(
-                        c.node.name,
-                        UnremovableReason.NOT_UNNEEDED_OTHER_REASON,
-                        detail="outside the scale-down candidates pool this loop",
-                    )
-                )
 
         removable_results = [r for r in results if r.removable]
         self.timers.update((r.node for r in removable_results), now)
@@ -213,17 +206,10 @@ class ScaleDownPlanner:
     def _order(
         self, candidates: Sequence[Candidate], pods_by_node: Mapping[str, Sequence[Pod]]
     ) -> list[str]:
-        options = self.options
         previous = [c for c in candidates if c.node.name in self.timers.since]
         previous.sort(key=lambda c: (self.timers.since[c.node.name], c.node.name))
         others = [c for c in candidates if c.node.name not in self.timers.since]
         others.sort(key=lambda c: (c.utilization.value, c.node.name))
         empty = [c for c in others if _looks_empty(pods_by_node.get(c.node.name, ()))]
         busy = [c for c in others if not _looks_empty(pods_by_node.get(c.node.name, ()))]
-        if options.scale_down_non_empty_candidates_count > 0:
-            pool = max(
-                math.ceil(options.scale_down_candidates_pool_ratio * len(candidates)),
-                options.scale_down_candidates_pool_min_count,
-            )
-            busy = busy[:pool]
         return [c.node.name for c in (*previous, *empty, *busy)]
