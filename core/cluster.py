@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, overload, runtime_checkable
 
 from clusterscaler.model import (
     ClusterObjects,
@@ -32,8 +32,11 @@ __all__ = [
     "EvictionError",
     "InMemoryCluster",
     "NodeNotFoundError",
+    "PodTable",
     "SystemClock",
 ]
+
+_T = TypeVar("_T")
 
 
 class NodeNotFoundError(LookupError):
@@ -114,6 +117,98 @@ class SystemClock:
         time.sleep(seconds)
 
 
+class PodTable(dict[str, Pod]):
+    """Pods by key, with the keys of the pods bound to each node kept in step.
+
+    A dict, so reads stay as fast as a plain one and code (and tests) that assign or delete
+    entries directly keep the index right. The index spares deleting a node a scan of every
+    pod. Not thread-safe by itself: `InMemoryCluster` guards it with its lock.
+    """
+
+    def __init__(self, pods: Iterable[Pod] = ()) -> None:
+        super().__init__()
+        # node name -> {pod key: insertion number}; the number is the key's first insertion
+        # into the table, so `on_node` lists pods in the table's own iteration order.
+        self._by_node: dict[str, dict[str, int]] = {}
+        self._order: dict[str, int] = {}
+        self._next = 0
+        for pod in pods:
+            self[pod.key] = pod
+
+    def _unindex(self, key: str, pod: Pod) -> None:
+        if pod.node_name:
+            bucket = self._by_node.get(pod.node_name)
+            if bucket is not None:
+                bucket.pop(key, None)
+                if not bucket:
+                    del self._by_node[pod.node_name]
+
+    def __setitem__(self, key: str, pod: Pod) -> None:
+        old = dict.get(self, key)
+        if old is not None:
+            self._unindex(key, old)
+            order = self._order[key]
+        else:
+            order = self._next
+            self._next += 1
+            self._order[key] = order
+        super().__setitem__(key, pod)
+        if pod.node_name:
+            self._by_node.setdefault(pod.node_name, {})[key] = order
+
+    def __delitem__(self, key: str) -> None:
+        pod = self[key]
+        super().__delitem__(key)
+        self._unindex(key, pod)
+        del self._order[key]
+
+    @overload
+    def pop(self, key: str, /) -> Pod: ...
+
+    @overload
+    def pop(self, key: str, default: Pod | _T, /) -> Pod | _T: ...
+
+    def pop(self, key: str, *default: Pod | _T) -> Pod | _T:
+        if key not in self:
+            if default:
+                return default[0]
+            raise KeyError(key)
+        pod = self[key]
+        del self[key]
+        return pod
+
+    def popitem(self) -> tuple[str, Pod]:
+        key, pod = super().popitem()
+        self._unindex(key, pod)
+        del self._order[key]
+        return key, pod
+
+    def clear(self) -> None:
+        super().clear()
+        self._by_node.clear()
+        self._order.clear()
+
+    def setdefault(self, key: str, default: Pod, /) -> Pod:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: object, **kwargs: Pod) -> None:
+        for key, pod in dict(*args, **kwargs).items():
+            self[key] = pod
+
+    def __ior__(self, other: object) -> PodTable:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+    def on_node(self, node_name: str) -> list[Pod]:
+        """The pods bound to `node_name`, in the table's iteration order."""
+        bucket = self._by_node.get(node_name)
+        if not bucket:
+            return []
+        return [self[k] for k in sorted(bucket, key=bucket.__getitem__)]
+
+
 class InMemoryCluster:
     """A cluster held in memory: a `ClusterSource` and `ClusterActions` at once.
 
@@ -135,7 +230,7 @@ class InMemoryCluster:
     ) -> None:
         self._lock = threading.Lock()
         self.nodes: dict[str, Node] = {n.name: n for n in nodes}
-        self.pods: dict[str, Pod] = {p.key: p for p in pods}
+        self.pods: PodTable = PodTable(pods)
         self.pdbs: dict[str, PodDisruptionBudget] = {p.key: p for p in pdbs}
         self.daemonsets: list[DaemonSet] = list(daemonsets)
         self.controllers: list[Controller] = list(controllers)
@@ -173,12 +268,22 @@ class InMemoryCluster:
         with self._lock:
             self.nodes[node.name] = node
 
-    def remove_node(self, name: str) -> None:
-        """Delete a node and the pods bound to it (as the cloud and the GC would)."""
+    def remove_node(self, name: str) -> list[Pod]:
+        """Delete a node and the pods bound to it (as the cloud and the GC would).
+
+        Returns the pods deleted with it.
+        """
         with self._lock:
             self.nodes.pop(name, None)
-            for key in [k for k, p in self.pods.items() if p.node_name == name]:
-                del self.pods[key]
+            removed = self.pods.on_node(name)
+            for pod in removed:
+                del self.pods[pod.key]
+            return removed
+
+    def pods_on_node(self, name: str) -> list[Pod]:
+        """The pods bound to the node now."""
+        with self._lock:
+            return self.pods.on_node(name)
 
     def add_pod(self, pod: Pod) -> None:
         with self._lock:

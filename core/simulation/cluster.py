@@ -140,7 +140,8 @@ class SimulatedCluster(InMemoryCluster):
     # ------------------------------------------------------------------ node backend
 
     def list_nodes(self) -> Sequence[Node]:
-        return list(self.nodes.values())
+        with self._lock:
+            return list(self.nodes.values())
 
     def list_pending_nodes(self) -> Sequence[Node]:
         return [p.node for p in self.pending_nodes.values()]
@@ -155,8 +156,9 @@ class SimulatedCluster(InMemoryCluster):
         node = self.nodes.get(name)
         if node is None:
             return
-        orphans = [p for p in self.pods.values() if p.node_name == name]
-        self.remove_node(name)
+        # The pods are collected and deleted under the lock in one step, so an eviction
+        # running on another thread cannot slip between the two.
+        orphans = self.remove_node(name)
         for pod in orphans:
             self._recreate(pod)
         self._event("node-deleted", node, detail=f"{len(orphans)} pods on it")
@@ -238,14 +240,15 @@ class SimulatedCluster(InMemoryCluster):
         kube-scheduler does; that is what makes the autoscaler consider them.
         """
         now = self.clock.now()
-        pending = [
-            p
-            for p in self.pods.values()
-            if not p.node_name
-            and not p.is_terminal
-            and p.deletion_time is None
-            and (retry_unschedulable or not p.unschedulable)
-        ]
+        with self._lock:
+            pending = [
+                p
+                for p in self.pods.values()
+                if not p.node_name
+                and not p.is_terminal
+                and p.deletion_time is None
+                and (retry_unschedulable or not p.unschedulable)
+            ]
         if not pending:
             return 0
         if self._generation == self._scheduled_generation and all(p.unschedulable for p in pending):
@@ -255,7 +258,8 @@ class SimulatedCluster(InMemoryCluster):
             key=lambda p: (-(p.priority or 0), p.creation_time or self.clock.start, p.key)
         )
         snap = ClusterSnapshot.from_objects(self.snapshot())
-        ready = {n.name for n in self.nodes.values() if n.ready}
+        with self._lock:
+            ready = {n.name for n in self.nodes.values() if n.ready}
         # Equivalent pods fail alike: capacity only shrinks while this pass binds pods.
         failed: set[tuple[str, Hashable]] = set()
         bound = 0
@@ -268,7 +272,7 @@ class SimulatedCluster(InMemoryCluster):
                 if key is not None:
                     failed.add(key)
                 if not pod.unschedulable:
-                    self.pods[pod.key] = pod.with_(unschedulable=True)
+                    self._mark_unschedulable(pod)
                 continue
             snap.add_pod(pod, target)
             self.bind(pod.key, target)
@@ -279,20 +283,28 @@ class SimulatedCluster(InMemoryCluster):
         self._scheduled_generation = self._generation
         return bound
 
+    def _mark_unschedulable(self, pod: Pod) -> None:
+        with self._lock:
+            # Only the pod as the pass saw it: one bound or deleted meanwhile is left alone.
+            if self.pods.get(pod.key) is pod:
+                self.pods[pod.key] = pod.with_(unschedulable=True)
+
     # ------------------------------------------------------------------ change tracking
     # Every change that can make room for a pending pod (or take it away) bumps the
     # generation, so that `schedule` only retries pods when something changed.
 
     def _changed(self) -> None:
-        self._generation += 1
+        with self._lock:
+            self._generation += 1
 
     def add_node(self, node: Node) -> None:
         super().add_node(node)
         self._changed()
 
-    def remove_node(self, name: str) -> None:
-        super().remove_node(name)
+    def remove_node(self, name: str) -> list[Pod]:
+        removed = super().remove_node(name)
         self._changed()
+        return removed
 
     def add_pod(self, pod: Pod) -> None:
         super().add_pod(pod)
@@ -381,15 +393,16 @@ class SimulatedCluster(InMemoryCluster):
         return matches[0]
 
     def owned_pods(self, controller: Controller) -> list[Pod]:
-        return [
-            p
-            for p in self.pods.values()
-            if p.owner is not None
-            and p.owner.kind == controller.kind
-            and p.owner.name == controller.name
-            and p.namespace == controller.namespace
-            and not p.is_terminal
-        ]
+        with self._lock:
+            return [
+                p
+                for p in self.pods.values()
+                if p.owner is not None
+                and p.owner.kind == controller.kind
+                and p.owner.name == controller.name
+                and p.namespace == controller.namespace
+                and not p.is_terminal
+            ]
 
     def scale(self, ref: str, replicas: int) -> int:
         """Set a workload's replicas; returns the change in pods."""
@@ -479,9 +492,8 @@ class SimulatedCluster(InMemoryCluster):
     # ------------------------------------------------------------------ helpers
 
     def pending_pod_count(self) -> int:
-        return sum(
-            1 for p in self.pods.values() if not p.node_name and not p.is_terminal
-        )
+        with self._lock:
+            return sum(1 for p in self.pods.values() if not p.node_name and not p.is_terminal)
 
     def group_of(self, node: Node) -> str:
         return node.labels.get(self.group_label, "")
