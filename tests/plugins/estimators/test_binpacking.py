@@ -448,3 +448,48 @@ def test_registered_through_the_entry_point():
     registry = collect_registry(build_plugin_manager())
     entry = registry.estimators["binpacking"]
     assert isinstance(entry.factory(AutoscalingOptions()), BinpackingEstimator)
+
+
+SIZES = st.tuples(CPU, MEM, st.integers(1, 15))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(SIZES, min_size=1, max_size=4), st.randoms(use_true_random=False), TEMPLATES)
+def test_bare_pods_skip_closed_nodes_without_changing_placements(sizes, rnd, tmpl):
+    # Bare pods form one-pod groups; the arithmetic path skips the nodes an earlier pod with
+    # the same requests did not fit. The pod-by-pod path (forced by a spread that never
+    # blocks) checks every node, so both must put the same pods on the same nodes.
+    tol = [Toleration("t", "Exists")]
+    specs = [(cpu, mem) for cpu, mem, n in sizes for _ in range(n)]
+    rnd.shuffle(specs)
+
+    def pods(slow: bool) -> list[Pod]:
+        extra = (
+            {"topology_spread": [spread(HOST, {"x": "y"}, when_unsatisfiable="ScheduleAnyway")]}
+            if slow
+            else {}
+        )
+        return [make_pod(f"p{i}", c, m, tolerations=tol, **extra) for i, (c, m) in enumerate(specs)]
+
+    def placements(ps: list[Pod]) -> list[list[str]]:
+        result = BinpackingEstimator().estimate(
+            group_pods(ps), tmpl, ClusterSnapshot(), ThresholdLimiter(NO_LIMITS)
+        )
+        return [
+            sorted(p.name for p in ni.pods if not p.name.startswith("ds"))
+            for ni in result.new_nodes
+        ]
+
+    assert placements(pods(False)) == placements(pods(True))
+
+
+def test_many_bare_pods_fill_nodes_in_order():
+    # 2,000 one-pod groups of 250m on 1-cpu templates: four per node, no node left half full.
+    result = BinpackingEstimator().estimate(
+        group_pods(bare("b", 2000, "250m")),
+        template(),
+        ClusterSnapshot(),
+        ThresholdLimiter(NO_LIMITS),
+    )
+    assert result.node_count == 500
+    assert [len(ni.pods) for ni in result.new_nodes] == [4] * 500
