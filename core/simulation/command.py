@@ -140,7 +140,13 @@ def prepare(ctx: CommandContext, scenario: Scenario) -> tuple[Simulation, Autosc
         )
     cluster, clock = build_cluster(scenario.objects, scenario)
     provider = build_provider(ctx.registry, options, cluster=cluster, clock=clock)
-    provision_initial_nodes(cluster, provider, scenario.initial_nodes)
+    # `--once` decides on the cluster as given: a snapshot's unschedulable pods stay so.
+    provision_initial_nodes(
+        cluster,
+        provider,
+        scenario.initial_nodes,
+        retry_unschedulable=not getattr(args, "once", False),
+    )
     validate_events(cluster, provider, scenario.events)
     loop = build_loop(ctx.registry, options, provider, cluster, clock)
     duration = args.duration or scenario.duration or DEFAULT_DURATION

@@ -63,9 +63,17 @@ class SimulationResult:
 
 
 def provision_initial_nodes(
-    cluster: SimulatedCluster, provider: CloudProvider, counts: dict[str, int]
+    cluster: SimulatedCluster,
+    provider: CloudProvider,
+    counts: dict[str, int],
+    *,
+    retry_unschedulable: bool = True,
 ) -> None:
-    """Create the scenario's initial nodes through the provider, ready at the start."""
+    """Create the scenario's initial nodes through the provider, ready at the start.
+
+    Without `retry_unschedulable`, pods already marked unschedulable keep that verdict
+    unless initial nodes were added (room the verdict did not know about).
+    """
     groups = {g.id: g for g in provider.node_groups()}
     for name, count in counts.items():
         group = groups.get(name)
@@ -79,8 +87,9 @@ def provision_initial_nodes(
     # The clusters a scenario starts from already exist: no provisioning delay for them.
     for pending in list(cluster.pending_nodes.values()):
         pending.ready_at = cluster.clock.now()
+    added = bool(cluster.pending_nodes)
     cluster.events.clear()
-    cluster.step()
+    cluster.step(retry_unschedulable=retry_unschedulable or added)
     cluster.events.clear()
 
 
