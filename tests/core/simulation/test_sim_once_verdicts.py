@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -9,9 +10,18 @@ from typing import Any
 import pytest
 from clusterscaler import cli
 from clusterscaler.simulation import command
+from clusterscaler.simulation.runner import provision_initial_nodes
+from clusterscaler.simulation.scenario import parse_scenario
+from clusterscaler.simulation.setup import (
+    build_cluster,
+    build_provider,
+    merge_options,
+    with_cloud_config,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 GENERAL = str(ROOT / "examples" / "cloud-configs" / "general.yaml")
+_, REGISTRY = cli.load_plugins([])
 
 
 def snapshot(tmp_path: Path, *, pod_status: dict[str, Any]) -> Path:
@@ -73,3 +83,45 @@ def test_prepare_keeps_unschedulable_verdicts_only_for_once(
     pod = sim.cluster.pods["default/waiting"]
     assert (pod.node_name == "general-1") is bound
     assert pod.unschedulable is not bound
+
+
+CLOUD = {
+    "nodeGroups": [
+        {
+            "name": "small",
+            "minSize": 0,
+            "maxSize": 4,
+            "provisionDelay": "30s",
+            "template": {"status": {"capacity": {"cpu": "2", "memory": "8Gi"}}},
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("initial", "retry", "bound"),
+    [
+        # New nodes are room the verdict did not know about: the pods are retried.
+        (1, False, 2),
+        (1, True, 2),
+        # Nothing added: the verdict stands unless retrying is asked for.
+        (0, False, 0),
+    ],
+    ids=["nodes-added-keep", "nodes-added-retry", "nothing-added-keep"],
+)
+def test_initial_nodes_make_unschedulable_pods_worth_retrying(
+    initial: int, retry: bool, bound: int
+) -> None:
+    doc = {
+        "cloudConfig": CLOUD,
+        "initialNodes": {"small": initial},
+        "workloads": [{"name": "web", "replicas": 2, "cpu": "500m", "memory": "1Gi"}],
+    }
+    scenario = parse_scenario(doc, "verdicts")
+    scenario.objects.pods = [p.with_(unschedulable=True) for p in scenario.objects.pods]
+    options = with_cloud_config(merge_options(argparse.Namespace(), {}, "verdicts"), scenario, "")
+    cluster, clock = build_cluster(scenario.objects, scenario)
+    provider = build_provider(REGISTRY, options, cluster=cluster, clock=clock)
+    provision_initial_nodes(cluster, provider, scenario.initial_nodes, retry_unschedulable=retry)
+    assert sum(1 for p in cluster.pods.values() if p.node_name) == bound
+    assert len(cluster.nodes) == initial
