@@ -5,16 +5,21 @@ the reason it does not, worded as kube-scheduler words it in events
 (`Insufficient cpu`, `node(s) had untolerated taint {dedicated: gpu}`, ...).
 
 `check_predicates` runs them in the scheduler's filter order and returns the first reason.
-Predicates that need to look at other pods (inter-pod affinity, topology spread) compute
-their per-pod state once per snapshot generation and cache it on the snapshot; a pod
-without such terms never looks at other pods, except pods that declare required
-anti-affinity (which the scheduler also checks symmetrically).
+Predicates that need to look at other pods (inter-pod affinity, topology spread) read
+counts per topology domain that the snapshot keeps up to date as pods and nodes come and go
+(`ClusterSnapshot.watch`), one set per constraint shape shared by every pod of a workload:
+a check costs time in the pod's constraints, not in the cluster's pods. A pod without such
+terms never looks at other pods, except pods that declare required anti-affinity (which the
+scheduler also checks symmetrically). The from-scratch computations remain, as the
+reference the incremental state is tested against and for a pod checked while it is itself
+in the snapshot (which must not count itself).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from clusterscaler.model import (
     LEGACY_REGION_LABEL,
@@ -313,10 +318,14 @@ class _AffinityState:
     anti_counts: dict[tuple[str, str], int]
     existing_anti: dict[tuple[str, str], int]
     matches_own_terms: bool
+    # Existing pods' anti-affinity terms matching the pod, as (topology key, value ->
+    # pods): the incremental form of `existing_anti`.
+    existing_terms: list[tuple[str, dict[str, int]]] = field(default_factory=list)
 
 
-def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
-    key = ("affinity", id(pod))
+def _affinity_state_scratch(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
+    """The affinity state computed from every candidate pod (the reference answer)."""
+    key = ("affinity-scratch", id(pod))
     cached = snapshot.cache.get(key)
     if cached is not None and cached[0] is pod and cached[1] == snapshot.generation:
         state: _AffinityState = cached[2]
@@ -367,6 +376,172 @@ def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
     return state
 
 
+class _OwnTermsIndex:
+    """Pods matching one set of required (anti-)affinity terms, by topology domain.
+
+    `affinity_counts` counts pods matching every affinity term, once per term whose
+    topology key their node has; `anti_counts` counts, per anti-affinity term, the pods
+    matching it. Both keep only positive entries, as the from-scratch state does.
+    """
+
+    __slots__ = ("affinity", "affinity_counts", "anti", "anti_counts", "nsl")
+
+    def __init__(
+        self,
+        affinity: tuple[PodAffinityTerm, ...],
+        anti: tuple[PodAffinityTerm, ...],
+        nsl: Mapping[str, Mapping[str, str]],
+    ) -> None:
+        self.affinity = affinity
+        self.anti = anti
+        self.nsl = nsl
+        self.affinity_counts: dict[tuple[str, str], int] = {}
+        self.anti_counts: dict[tuple[str, str], int] = {}
+
+    def pod_changed(self, pod: Pod, node: Node, sign: int) -> None:
+        nsl = self.nsl
+        labels = node.labels
+        if self.affinity and all(t.matches_pod(pod, nsl) for t in self.affinity):
+            for t in self.affinity:
+                value = labels.get(t.topology_key)
+                if value is not None:
+                    _bump(self.affinity_counts, (t.topology_key, value), sign)
+        for t in self.anti:
+            if t.matches_pod(pod, nsl):
+                value = labels.get(t.topology_key)
+                if value is not None:
+                    _bump(self.anti_counts, (t.topology_key, value), sign)
+
+    def node_changed(self, ni: SimNodeInfo, sign: int) -> None:
+        for pod in ni.pods.values():
+            self.pod_changed(pod, ni.node, sign)
+
+
+class _ExistingAntiIndex:
+    """Required anti-affinity terms of the pods in the snapshot: term -> value -> pods.
+
+    `version` changes when a term is seen for the first time, so that per-pod lists of
+    matching terms know when to look again.
+    """
+
+    __slots__ = ("terms", "version")
+
+    def __init__(self) -> None:
+        self.terms: dict[PodAffinityTerm, dict[str, int]] = {}
+        self.version = 0
+
+    def pod_changed(self, pod: Pod, node: Node, sign: int) -> None:
+        terms = pod.affinity.pod if pod.affinity is not None else None
+        if terms is None:
+            return
+        labels = node.labels
+        for t in terms.anti_affinity:
+            counts = self.terms.get(t)
+            if counts is None:
+                counts = self.terms[t] = {}
+                self.version += 1
+            value = labels.get(t.topology_key)
+            if value is not None:
+                _bump(counts, value, sign)
+
+    def node_changed(self, ni: SimNodeInfo, sign: int) -> None:
+        for pod in ni.pods.values():
+            affinity = pod.affinity
+            if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
+                self.pod_changed(pod, ni.node, sign)
+
+
+def _bump(counts: dict[Any, int], key: Any, sign: int) -> None:
+    n = counts.get(key, 0) + sign
+    if n > 0:
+        counts[key] = n
+    else:
+        counts.pop(key, None)
+
+
+_NO_COUNTS: dict[tuple[str, str], int] = {}
+
+
+class _AffinityRefs:
+    """What one pod needs from the affinity indexes, kept while they live."""
+
+    __slots__ = ("epoch", "existing", "matches_own", "matching", "own", "own_key", "pod", "version")
+
+    def __init__(
+        self,
+        pod: Pod,
+        epoch: int,
+        own: _OwnTermsIndex | None,
+        existing: _ExistingAntiIndex,
+        matches_own: bool,
+        own_key: str,
+    ) -> None:
+        self.pod = pod
+        self.epoch = epoch
+        self.own = own
+        self.existing = existing
+        self.matches_own = matches_own
+        self.own_key = own_key
+        self.version = -1
+        self.matching: list[tuple[str, dict[str, int]]] = []
+
+
+def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
+    """The affinity state from the snapshot's incremental indexes.
+
+    A pod that is itself in the snapshot must not count itself; that rare case (a pod
+    checked where it already runs) takes the from-scratch path.
+    """
+    key = ("affinity", id(pod))
+    cached = snapshot.cache.get(key)
+    if cached is None or cached.pod is not pod or cached.epoch != snapshot.watch_epoch:
+        terms = pod.affinity.pod if pod.affinity is not None else None
+        own: _OwnTermsIndex | None = None
+        nsl = snapshot.namespace_labels
+        if terms is not None and (terms.affinity or terms.anti_affinity):
+            every = terms.affinity + terms.anti_affinity
+            namespaces: set[str] | None = set()
+            for t in every:
+                if t.namespace_selector is not None:
+                    namespaces = None
+                    break
+                assert namespaces is not None
+                namespaces.update(t.namespaces)
+            own = snapshot.watch(
+                ("pod-affinity", terms.affinity, terms.anti_affinity),
+                lambda: _OwnTermsIndex(terms.affinity, terms.anti_affinity, nsl),
+                namespaces=namespaces,
+            )
+        existing = snapshot.watch(
+            "existing-anti-affinity", _ExistingAntiIndex, anti_affinity_only=True
+        )
+        matches_own = terms is not None and all(t.matches_pod(pod, nsl) for t in terms.affinity)
+        cached = _AffinityRefs(
+            pod, snapshot.watch_epoch, own, existing, matches_own, pod.namespace + "/" + pod.name
+        )
+        _remember(snapshot, key, cached)
+    refs: _AffinityRefs = cached
+    if refs.own_key in snapshot._pod_node:
+        return _affinity_state_scratch(pod, snapshot)
+    existing = refs.existing
+    if refs.version != existing.version:
+        nsl = snapshot.namespace_labels
+        refs.matching = [
+            (t.topology_key, counts)
+            for t, counts in existing.terms.items()
+            if t.matches_pod(pod, nsl)
+        ]
+        refs.version = existing.version
+    own = refs.own
+    return _AffinityState(
+        own.affinity_counts if own is not None else _NO_COUNTS,
+        own.anti_counts if own is not None else _NO_COUNTS,
+        _NO_COUNTS,
+        refs.matches_own,
+        refs.matching,
+    )
+
+
 def check_inter_pod_affinity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
     """Required pod affinity, anti-affinity, and existing pods' anti-affinity (symmetry)."""
     terms = pod.affinity.pod if pod.affinity is not None else None
@@ -394,6 +569,10 @@ def check_inter_pod_affinity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapsho
         for k, v in labels.items():
             if state.existing_anti.get((k, v), 0) > 0:
                 return REASON_EXISTING_ANTI_AFFINITY
+    for topology_key, counts in state.existing_terms:
+        value = labels.get(topology_key)
+        if value is not None and counts.get(value, 0) > 0:
+            return REASON_EXISTING_ANTI_AFFINITY
     return None
 
 
@@ -409,8 +588,9 @@ class _SpreadState:
     self_match: list[int]
 
 
-def _spread_state(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadState:
-    key = ("spread", id(pod))
+def _spread_state_scratch(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadState:
+    """The spread state computed from every node and pod (the reference answer)."""
+    key = ("spread-scratch", id(pod))
     cached = snapshot.cache.get(key)
     if cached is not None and cached[0] is pod and cached[1] == snapshot.generation:
         state: _SpreadState = cached[2]
@@ -470,6 +650,176 @@ def _spread_state(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadState:
     state = _SpreadState(constraints, counts, minimum, self_match)
     _remember(snapshot, key, (pod, snapshot.generation, state))
     return state
+
+
+class _SpreadIndex:
+    """Pods matching each topology spread constraint of one pod shape, by domain.
+
+    The shape is the namespace, the constraints and what decides which nodes count (node
+    selector and required node affinity, tolerations): every pod of a workload shares one.
+    Per constraint: the domain of each eligible node, how many eligible nodes each domain
+    has (a domain exists while it has one), the matching pods per domain, and how many
+    domains have each count, so the minimum is found without scanning the domains.
+    """
+
+    __slots__ = (
+        "all_keys",
+        "constraints",
+        "counts",
+        "domain_nodes",
+        "domain_of",
+        "histogram",
+        "minimum",
+        "namespace",
+        "shape",
+    )
+
+    def __init__(self, shape: Pod, constraints: tuple[TopologySpreadConstraint, ...]) -> None:
+        self.shape = shape
+        self.namespace = shape.namespace
+        self.constraints = constraints
+        self.all_keys = [c.topology_key for c in constraints]
+        n = len(constraints)
+        self.domain_of: list[dict[str, str]] = [{} for _ in range(n)]
+        self.domain_nodes: list[dict[str, int]] = [{} for _ in range(n)]
+        self.counts: list[dict[str, int]] = [{} for _ in range(n)]
+        self.histogram: list[dict[int, int]] = [{} for _ in range(n)]
+        self.minimum: list[int] | None = None
+
+    def _counts(self, pod: Pod) -> bool:
+        return pod.namespace == self.namespace and pod.deletion_time is None
+
+    def _move(self, i: int, value: str, delta: int) -> None:
+        counts = self.counts[i]
+        hist = self.histogram[i]
+        old = counts[value]
+        _bump(hist, old, -1)
+        counts[value] = old + delta
+        hist[old + delta] = hist.get(old + delta, 0) + 1
+
+    def pod_changed(self, pod: Pod, node: Node, sign: int) -> None:
+        if not self._counts(pod):
+            return
+        name = node.name
+        for i, c in enumerate(self.constraints):
+            value = self.domain_of[i].get(name)
+            if value is None or c.label_selector is None:
+                continue
+            if c.label_selector.matches(pod.labels):
+                self._move(i, value, sign)
+                self.minimum = None
+
+    def node_changed(self, ni: SimNodeInfo, sign: int) -> None:
+        node = ni.node
+        labels = node.labels
+        if any(k not in labels for k in self.all_keys):
+            return
+        if sign < 0:
+            for pod in ni.pods.values():
+                self.pod_changed(pod, node, -1)
+        affinity_ok: bool | None = None
+        taints_ok: bool | None = None
+        for i, c in enumerate(self.constraints):
+            if c.node_affinity_policy == "Honor":
+                if affinity_ok is None:
+                    affinity_ok = pod_matches_node_affinity(self.shape, node)
+                if not affinity_ok:
+                    continue
+            if c.node_taints_policy == "Honor":
+                if taints_ok is None:
+                    taints_ok = tolerates_taints(self.shape, node.taints) is None
+                if not taints_ok:
+                    continue
+            value = labels[c.topology_key]
+            nodes = self.domain_nodes[i]
+            counts = self.counts[i]
+            hist = self.histogram[i]
+            if sign > 0:
+                self.domain_of[i][node.name] = value
+                nodes[value] = nodes.get(value, 0) + 1
+                if value not in counts:
+                    counts[value] = 0
+                    hist[0] = hist.get(0, 0) + 1
+            else:
+                del self.domain_of[i][node.name]
+                left = nodes[value] - 1
+                if left:
+                    nodes[value] = left
+                else:
+                    del nodes[value]
+                    _bump(hist, counts.pop(value), -1)
+        if sign > 0:
+            for pod in ni.pods.values():
+                self.pod_changed(pod, node, 1)
+        self.minimum = None
+
+    def minimums(self) -> list[int]:
+        if self.minimum is None:
+            out = []
+            for i, c in enumerate(self.constraints):
+                counts = self.counts[i]
+                low = min(self.histogram[i]) if counts else 0
+                if c.min_domains is not None and len(counts) < c.min_domains:
+                    # Fewer domains than required: the missing ones count as empty.
+                    low = 0
+                out.append(low)
+            self.minimum = out
+        return self.minimum
+
+
+class _SpreadRefs:
+    """What one pod needs from its spread index, kept while the index lives."""
+
+    __slots__ = ("epoch", "index", "own_key", "pod", "self_match")
+
+    def __init__(
+        self, pod: Pod, epoch: int, index: _SpreadIndex, self_match: list[int], own_key: str
+    ) -> None:
+        self.pod = pod
+        self.epoch = epoch
+        self.index = index
+        self.self_match = self_match
+        self.own_key = own_key
+
+
+def _spread_state(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadState:
+    """The spread state from the snapshot's incremental index for the pod's shape.
+
+    A pod that is itself in the snapshot must not count itself; that rare case takes the
+    from-scratch path.
+    """
+    key = ("spread", id(pod))
+    cached = snapshot.cache.get(key)
+    if cached is None or cached.pod is not pod or cached.epoch != snapshot.watch_epoch:
+        constraints = tuple(
+            c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule"
+        )
+        honor_taints = any(c.node_taints_policy == "Honor" for c in constraints)
+        node_affinity = pod.affinity.node if pod.affinity is not None else None
+        shape = (
+            "topology-spread",
+            pod.namespace,
+            constraints,
+            tuple(sorted(pod.node_selector.items())),
+            node_affinity.required if node_affinity is not None else None,
+            pod.tolerations if honor_taints else (),
+        )
+        index = snapshot.watch(
+            shape, lambda: _SpreadIndex(pod, constraints), namespaces=(pod.namespace,)
+        )
+        self_match = [
+            1 if c.label_selector is not None and c.label_selector.matches(pod.labels) else 0
+            for c in constraints
+        ]
+        cached = _SpreadRefs(
+            pod, snapshot.watch_epoch, index, self_match, pod.namespace + "/" + pod.name
+        )
+        _remember(snapshot, key, cached)
+    refs: _SpreadRefs = cached
+    if refs.own_key in snapshot._pod_node:
+        return _spread_state_scratch(pod, snapshot)
+    index = refs.index
+    return _SpreadState(index.constraints, index.counts, index.minimums(), refs.self_match)
 
 
 def check_topology_spread(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:

@@ -15,8 +15,8 @@ immutable copy.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from clusterscaler.model import (
     ClusterObjects,
@@ -31,7 +31,10 @@ from clusterscaler.model import (
     StorageClass,
 )
 
-__all__ = ["ClusterSnapshot", "SimNodeInfo", "SnapshotError"]
+__all__ = ["ClusterSnapshot", "SimNodeInfo", "SnapshotError", "SnapshotWatcher"]
+
+# More watchers than this are dropped together (and rebuilt on demand) rather than tracked.
+_WATCHER_LIMIT = 1024
 
 
 class SnapshotError(ValueError):
@@ -113,6 +116,25 @@ class SimNodeInfo:
                     del self.csi_volumes[driver]
 
 
+class SnapshotWatcher(Protocol):
+    """Incremental state kept up to date by the snapshot as pods and nodes come and go.
+
+    Predicates that count other pods (topology spread, inter-pod affinity) register one per
+    constraint shape with `ClusterSnapshot.watch`; the snapshot replays its current nodes
+    into a new watcher and then reports every change, including those `revert()` makes, so
+    the watcher's counts always describe the snapshot as it is.
+    """
+
+    def pod_changed(self, pod: Pod, node: Node, sign: int) -> None:
+        """`pod` joined (`sign` 1) or left (-1) `node`, which is in the snapshot."""
+
+    def node_changed(self, ni: SimNodeInfo, sign: int) -> None:
+        """A node joined (1) or is leaving (-1), with the pods it has at that moment."""
+
+
+W = TypeVar("W", bound=SnapshotWatcher)
+
+
 _ADD_NODE = 0
 _REMOVE_NODE = 1
 _ADD_POD = 2
@@ -149,6 +171,14 @@ class ClusterSnapshot:
         # Predicates keep per-pod precomputed state here, valid for one generation.
         self.cache: dict[Any, Any] = {}
         self._csi_cache: dict[int, tuple[Pod, list[tuple[str, str]]]] = {}
+        # Watchers by key, and who hears about which pods: every pod, the pods of one
+        # namespace, or only pods declaring required anti-affinity.
+        self._watchers: dict[Any, SnapshotWatcher] = {}
+        self._watch_all: list[SnapshotWatcher] = []
+        self._watch_ns: dict[str, list[SnapshotWatcher]] = {}
+        self._watch_anti: list[SnapshotWatcher] = []
+        # Bumped whenever the watchers are dropped: state tied to an older epoch is stale.
+        self.watch_epoch = 0
 
     # ------------------------------------------------------------------ construction
 
@@ -278,6 +308,8 @@ class ClusterSnapshot:
         ni = SimNodeInfo(node)
         self._nodes[node.name] = ni
         self.generation += 1
+        if self._watchers:
+            self._notify_node(ni, 1)
         if self._journals:
             self._journals[-1].append((_ADD_NODE, node.name, None))
         for pod in pods:
@@ -289,6 +321,8 @@ class ClusterSnapshot:
         ni = self.get(name)
         for key in list(ni.pods):
             self.remove_pod(key)
+        if self._watchers:
+            self._notify_node(ni, -1)
         del self._nodes[name]
         self.generation += 1
         if self._journals:
@@ -348,6 +382,8 @@ class ClusterSnapshot:
             affinity = pod.affinity
             if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
                 self._anti_affinity[key] = (pod, node_name)
+            if self._watchers:
+                self._notify_pod(pod, ni.node, 1)
         ni.req_cpu += cpu
         ni.req_memory += memory
         ni.req_pods += count
@@ -392,6 +428,8 @@ class ClusterSnapshot:
         affinity = pod.affinity
         if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
             self._anti_affinity[key] = (pod, node_name)
+        if self._watchers:
+            self._notify_pod(pod, ni.node, 1)
         self.generation += 1
 
     def _delete_pod(self, ni: SimNodeInfo, key: str) -> Pod:
@@ -409,6 +447,8 @@ class ClusterSnapshot:
         if not ns:
             del self._by_namespace[pod.namespace]
         self._anti_affinity.pop(key, None)
+        if self._watchers:
+            self._notify_pod(pod, ni.node, -1)
         self.generation += 1
         return pod
 
@@ -433,11 +473,69 @@ class ClusterSnapshot:
             if r.extended or pod.host_ports or pod.volumes:
                 ni._account_extra(pod, -1, self.csi_volumes_of(pod) if pod.volumes else _NONE)
             self._anti_affinity.pop(key, None)
+            if self._watchers:
+                self._notify_pod(pod, ni.node, -1)
         ni.req_cpu -= cpu
         ni.req_memory -= memory
         ni.req_pods -= count
         ni.req_eph -= eph
         self.generation += 1
+
+    # ------------------------------------------------------------------ watchers
+
+    def watch(
+        self,
+        key: Any,
+        build: Callable[[], W],
+        *,
+        namespaces: Iterable[str] | None = None,
+        anti_affinity_only: bool = False,
+    ) -> W:
+        """The watcher registered under `key`, built and filled from the snapshot if new.
+
+        `namespaces` limits the pod changes it hears about to those namespaces (`None`:
+        every namespace); `anti_affinity_only` to pods declaring required anti-affinity.
+        Every watcher hears about every node. The caller must use one `key` per kind of
+        watcher; `watch_epoch` changes when watchers are dropped.
+        """
+        found = self._watchers.get(key)
+        if found is not None:
+            return found  # type: ignore[return-value]
+        if len(self._watchers) >= _WATCHER_LIMIT:
+            self._watchers.clear()
+            self._watch_all.clear()
+            self._watch_ns.clear()
+            self._watch_anti.clear()
+            self.watch_epoch += 1
+        watcher = build()
+        for ni in self._nodes.values():
+            watcher.node_changed(ni, 1)
+        self._watchers[key] = watcher
+        if anti_affinity_only:
+            self._watch_anti.append(watcher)
+        elif namespaces is None:
+            self._watch_all.append(watcher)
+        else:
+            for ns in set(namespaces):
+                self._watch_ns.setdefault(ns, []).append(watcher)
+        return watcher
+
+    def _notify_pod(self, pod: Pod, node: Node, sign: int) -> None:
+        for w in self._watch_all:
+            w.pod_changed(pod, node, sign)
+        by_ns = self._watch_ns.get(pod.namespace)
+        if by_ns:
+            for w in by_ns:
+                w.pod_changed(pod, node, sign)
+        if self._watch_anti:
+            affinity = pod.affinity
+            if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
+                for w in self._watch_anti:
+                    w.pod_changed(pod, node, sign)
+
+    def _notify_node(self, ni: SimNodeInfo, sign: int) -> None:
+        for w in self._watchers.values():
+            w.node_changed(ni, sign)
 
     # ------------------------------------------------------------------ fork / revert
 
@@ -473,10 +571,14 @@ class ClusterSnapshot:
                 pod: Pod = a
                 self._insert_pod(self._nodes[b], pod.namespace + "/" + pod.name, pod)
             elif op == _ADD_NODE:
-                del self._nodes[a]
+                gone = self._nodes.pop(a)
+                if self._watchers:
+                    self._notify_node(gone, -1)
             else:
                 ni: SimNodeInfo = a
                 self._nodes[ni.node.name] = ni
+                if self._watchers:
+                    self._notify_node(ni, 1)
         self.generation += 1
 
 

@@ -647,6 +647,12 @@ class CountingSnapshot(ClusterSnapshot):
         self.scans += 1
         return super().anti_affinity_pods()
 
+    def watch(self, key, build, **kwargs):
+        # A new watcher is filled from every node and pod of the snapshot.
+        if key not in self._watchers:
+            self.scans += 1
+        return super().watch(key, build, **kwargs)
+
 
 def test_pods_without_affinity_do_not_scan_other_pods():
     snap = CountingSnapshot()
