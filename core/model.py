@@ -1598,12 +1598,21 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
     spec = raw.get("spec")
     if not isinstance(spec, dict):
         raise ModelError(obj, "spec", "an object with containers", spec)
+    # This runs for every pod of the cluster: absent fields (most of them) skip the helper
+    # call, and the Pod is built positionally, in field order.
+    mget = meta.get
+    sget = spec.get
     status = raw.get("status") or {}
-    namespace = meta.get("namespace") or "default"
-    labels = _str_map(meta.get("labels"), obj, "metadata.labels")
+    namespace = mget("namespace") or "default"
+    labels = mget("labels")
+    labels = {} if labels is None else _str_map(labels, obj, "metadata.labels")
     requests, ports = _pod_requests(spec, obj)
-    owners = _parse_owners(meta, obj)
-    owner = next((o for o in owners if o.controller), None)
+    owners = _parse_owners(meta, obj) if mget("ownerReferences") else ()
+    owner = None
+    for o in owners:
+        if o.controller:
+            owner = o
+            break
     unschedulable = False
     conditions = status.get("conditions")
     if conditions:
@@ -1615,36 +1624,44 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
                 and c.get("reason") == "Unschedulable"
             ):
                 unschedulable = True
-    priority = spec.get("priority")
-    grace = spec.get("terminationGracePeriodSeconds")
+    priority = sget("priority")
+    grace = sget("terminationGracePeriodSeconds")
+    annotations = mget("annotations")
+    tolerations = sget("tolerations")
+    selector = sget("nodeSelector")
+    affinity = sget("affinity")
+    spread = sget("topologySpreadConstraints")
+    volumes = sget("volumes")
+    created = mget("creationTimestamp")
+    deleted = mget("deletionTimestamp")
     return Pod(
-        namespace=namespace,
-        name=meta["name"],
-        uid=meta.get("uid") or "",
-        labels=labels,
-        annotations=_str_map(meta.get("annotations"), obj, "metadata.annotations"),
-        node_name=spec.get("nodeName") or "",
-        phase=status.get("phase") or "Pending",
-        priority=None if priority is None else _int(priority, obj, "spec.priority"),
-        owner=owner,
-        requests=requests,
-        tolerations=_parse_tolerations(spec.get("tolerations"), obj, "spec.tolerations"),
-        node_selector=_str_map(spec.get("nodeSelector"), obj, "spec.nodeSelector"),
-        affinity=_parse_affinity(spec.get("affinity"), obj, "spec.affinity", namespace, labels),
-        topology_spread=_parse_spread(spec.get("topologySpreadConstraints"), obj, labels),
-        host_ports=ports,
-        volumes=_parse_volumes(spec.get("volumes"), obj),
-        creation_time=_parse_time(meta.get("creationTimestamp"), obj, "metadata.creationTimestamp"),
-        deletion_time=_parse_time(meta.get("deletionTimestamp"), obj, "metadata.deletionTimestamp"),
-        termination_grace_seconds=None
-        if grace is None
-        else _int(grace, obj, "spec.terminationGracePeriodSeconds"),
-        nominated_node_name=status.get("nominatedNodeName") or "",
-        unschedulable=unschedulable,
-        scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER,
-        owners=owners,
-        priority_class_name=spec.get("priorityClassName") or "",
-        preemption_policy=spec.get("preemptionPolicy") or "PreemptLowerPriority",
+        namespace,
+        meta["name"],
+        mget("uid") or "",
+        labels,
+        {} if annotations is None else _str_map(annotations, obj, "metadata.annotations"),
+        sget("nodeName") or "",
+        status.get("phase") or "Pending",
+        None if priority is None else _int(priority, obj, "spec.priority"),
+        owner,
+        requests,
+        _parse_tolerations(tolerations, obj, "spec.tolerations") if tolerations else (),
+        {} if selector is None else _str_map(selector, obj, "spec.nodeSelector"),
+        None
+        if affinity is None
+        else _parse_affinity(affinity, obj, "spec.affinity", namespace, labels),
+        _parse_spread(spread, obj, labels) if spread is not None else (),
+        ports,
+        _parse_volumes(volumes, obj) if volumes is not None else (),
+        None if created is None else _parse_time(created, obj, "metadata.creationTimestamp"),
+        None if deleted is None else _parse_time(deleted, obj, "metadata.deletionTimestamp"),
+        None if grace is None else _int(grace, obj, "spec.terminationGracePeriodSeconds"),
+        status.get("nominatedNodeName") or "",
+        unschedulable,
+        sget("schedulerName") or DEFAULT_SCHEDULER,
+        owners,
+        sget("priorityClassName") or "",
+        sget("preemptionPolicy") or "PreemptLowerPriority",
     )
 
 
