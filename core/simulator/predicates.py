@@ -398,23 +398,36 @@ class _OwnTermsIndex:
         self.affinity_counts: dict[tuple[str, str], int] = {}
         self.anti_counts: dict[tuple[str, str], int] = {}
 
-    def pod_changed(self, pod: Pod, node: Node, sign: int) -> None:
+    def interest(self, pod: Pod) -> tuple[bool, tuple[PodAffinityTerm, ...]] | None:
         nsl = self.nsl
+        matches_affinity = bool(self.affinity) and all(
+            t.matches_pod(pod, nsl) for t in self.affinity
+        )
+        anti = tuple(t for t in self.anti if t.matches_pod(pod, nsl))
+        if not matches_affinity and not anti:
+            return None
+        return matches_affinity, anti
+
+    def pod_changed(
+        self, pod: Pod, plan: tuple[bool, tuple[PodAffinityTerm, ...]], node: Node, sign: int
+    ) -> None:
         labels = node.labels
-        if self.affinity and all(t.matches_pod(pod, nsl) for t in self.affinity):
+        matches_affinity, anti = plan
+        if matches_affinity:
             for t in self.affinity:
                 value = labels.get(t.topology_key)
                 if value is not None:
                     _bump(self.affinity_counts, (t.topology_key, value), sign)
-        for t in self.anti:
-            if t.matches_pod(pod, nsl):
-                value = labels.get(t.topology_key)
-                if value is not None:
-                    _bump(self.anti_counts, (t.topology_key, value), sign)
+        for t in anti:
+            value = labels.get(t.topology_key)
+            if value is not None:
+                _bump(self.anti_counts, (t.topology_key, value), sign)
 
     def node_changed(self, ni: SimNodeInfo, sign: int) -> None:
         for pod in ni.pods.values():
-            self.pod_changed(pod, ni.node, sign)
+            plan = self.interest(pod)
+            if plan is not None:
+                self.pod_changed(pod, plan, ni.node, sign)
 
 
 class _ExistingAntiIndex:
@@ -430,12 +443,17 @@ class _ExistingAntiIndex:
         self.terms: dict[PodAffinityTerm, dict[str, int]] = {}
         self.version = 0
 
-    def pod_changed(self, pod: Pod, node: Node, sign: int) -> None:
+    def interest(self, pod: Pod) -> tuple[PodAffinityTerm, ...] | None:
         terms = pod.affinity.pod if pod.affinity is not None else None
-        if terms is None:
-            return
+        if terms is None or not terms.anti_affinity:
+            return None
+        return terms.anti_affinity
+
+    def pod_changed(
+        self, pod: Pod, plan: tuple[PodAffinityTerm, ...], node: Node, sign: int
+    ) -> None:
         labels = node.labels
-        for t in terms.anti_affinity:
+        for t in plan:
             counts = self.terms.get(t)
             if counts is None:
                 counts = self.terms[t] = {}
@@ -446,9 +464,9 @@ class _ExistingAntiIndex:
 
     def node_changed(self, ni: SimNodeInfo, sign: int) -> None:
         for pod in ni.pods.values():
-            affinity = pod.affinity
-            if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
-                self.pod_changed(pod, ni.node, sign)
+            plan = self.interest(pod)
+            if plan is not None:
+                self.pod_changed(pod, plan, ni.node, sign)
 
 
 def _bump(counts: dict[Any, int], key: Any, sign: int) -> None:
@@ -686,9 +704,6 @@ class _SpreadIndex:
         self.histogram: list[dict[int, int]] = [{} for _ in range(n)]
         self.minimum: list[int] | None = None
 
-    def _counts(self, pod: Pod) -> bool:
-        return pod.namespace == self.namespace and pod.deletion_time is None
-
     def _move(self, i: int, value: str, delta: int) -> None:
         counts = self.counts[i]
         hist = self.histogram[i]
@@ -697,15 +712,23 @@ class _SpreadIndex:
         counts[value] = old + delta
         hist[old + delta] = hist.get(old + delta, 0) + 1
 
-    def pod_changed(self, pod: Pod, node: Node, sign: int) -> None:
-        if not self._counts(pod):
-            return
+    def interest(self, pod: Pod) -> tuple[int, ...] | None:
+        """The constraints whose selector matches `pod`, if the pod counts at all."""
+        if pod.namespace != self.namespace or pod.deletion_time is not None:
+            return None
+        labels = pod.labels
+        matching = tuple(
+            i
+            for i, c in enumerate(self.constraints)
+            if c.label_selector is not None and c.label_selector.matches(labels)
+        )
+        return matching or None
+
+    def pod_changed(self, pod: Pod, plan: tuple[int, ...], node: Node, sign: int) -> None:
         name = node.name
-        for i, c in enumerate(self.constraints):
+        for i in plan:
             value = self.domain_of[i].get(name)
-            if value is None or c.label_selector is None:
-                continue
-            if c.label_selector.matches(pod.labels):
+            if value is not None:
                 self._move(i, value, sign)
                 self.minimum = None
 
@@ -715,8 +738,7 @@ class _SpreadIndex:
         if any(k not in labels for k in self.all_keys):
             return
         if sign < 0:
-            for pod in ni.pods.values():
-                self.pod_changed(pod, node, -1)
+            self._pods_on(ni, -1)
         affinity_ok: bool | None = None
         taints_ok: bool | None = None
         for i, c in enumerate(self.constraints):
@@ -749,9 +771,14 @@ class _SpreadIndex:
                     del nodes[value]
                     _bump(hist, counts.pop(value), -1)
         if sign > 0:
-            for pod in ni.pods.values():
-                self.pod_changed(pod, node, 1)
+            self._pods_on(ni, 1)
         self.minimum = None
+
+    def _pods_on(self, ni: SimNodeInfo, sign: int) -> None:
+        for pod in ni.pods.values():
+            plan = self.interest(pod)
+            if plan is not None:
+                self.pod_changed(pod, plan, ni.node, sign)
 
     def minimums(self) -> list[int]:
         if self.minimum is None:

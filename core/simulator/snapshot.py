@@ -35,6 +35,8 @@ __all__ = ["ClusterSnapshot", "SimNodeInfo", "SnapshotError", "SnapshotWatcher"]
 
 # More watchers than this are dropped together (and rebuilt on demand) rather than tracked.
 _WATCHER_LIMIT = 1024
+# Bound on remembered per-pod watcher plans (cleared, then rebuilt on demand).
+_INTEREST_LIMIT = 200_000
 
 
 class SnapshotError(ValueError):
@@ -125,8 +127,15 @@ class SnapshotWatcher(Protocol):
     the watcher's counts always describe the snapshot as it is.
     """
 
-    def pod_changed(self, pod: Pod, node: Node, sign: int) -> None:
-        """`pod` joined (`sign` 1) or left (-1) `node`, which is in the snapshot."""
+    def interest(self, pod: Pod) -> Any:
+        """What the watcher needs to know about `pod`, or `None` if it never counts it.
+
+        Pods do not change, so the snapshot asks once per pod (and again only when the
+        set of watchers changes) and hands the answer back to `pod_changed`.
+        """
+
+    def pod_changed(self, pod: Pod, plan: Any, node: Node, sign: int) -> None:
+        """`pod` joined (`sign` 1) or left (-1) `node`; `plan` is `interest(pod)`."""
 
     def node_changed(self, ni: SimNodeInfo, sign: int) -> None:
         """A node joined (1) or is leaving (-1), with the pods it has at that moment."""
@@ -179,6 +188,9 @@ class ClusterSnapshot:
         self._watch_anti: list[SnapshotWatcher] = []
         # Bumped whenever the watchers are dropped: state tied to an older epoch is stale.
         self.watch_epoch = 0
+        # Per pod, the watchers counting it and their plans, valid for one watcher set.
+        self._watch_version = 0
+        self._interests: dict[int, tuple[Pod, int, list[tuple[SnapshotWatcher, Any]]]] = {}
 
     # ------------------------------------------------------------------ construction
 
@@ -510,6 +522,7 @@ class ClusterSnapshot:
         watcher = build()
         for ni in self._nodes.values():
             watcher.node_changed(ni, 1)
+        self._watch_version += 1
         self._watchers[key] = watcher
         if anti_affinity_only:
             self._watch_anti.append(watcher)
@@ -521,17 +534,28 @@ class ClusterSnapshot:
         return watcher
 
     def _notify_pod(self, pod: Pod, node: Node, sign: int) -> None:
-        for w in self._watch_all:
-            w.pod_changed(pod, node, sign)
-        by_ns = self._watch_ns.get(pod.namespace)
-        if by_ns:
-            for w in by_ns:
-                w.pod_changed(pod, node, sign)
-        if self._watch_anti:
-            affinity = pod.affinity
-            if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
-                for w in self._watch_anti:
-                    w.pod_changed(pod, node, sign)
+        entry = self._interests.get(id(pod))
+        if entry is None or entry[0] is not pod or entry[1] != self._watch_version:
+            entry = (pod, self._watch_version, self._interested(pod))
+            if len(self._interests) > _INTEREST_LIMIT:
+                self._interests.clear()
+            self._interests[id(pod)] = entry
+        for w, plan in entry[2]:
+            w.pod_changed(pod, plan, node, sign)
+
+    def _interested(self, pod: Pod) -> list[tuple[SnapshotWatcher, Any]]:
+        """The watchers that count `pod`, with what each needs to know about it."""
+        candidates = list(self._watch_all)
+        candidates.extend(self._watch_ns.get(pod.namespace, ()))
+        affinity = pod.affinity
+        if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
+            candidates.extend(self._watch_anti)
+        out = []
+        for w in candidates:
+            plan = w.interest(pod)
+            if plan is not None:
+                out.append((w, plan))
+        return out
 
     def _notify_node(self, ni: SimNodeInfo, sign: int) -> None:
         for w in self._watchers.values():
