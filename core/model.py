@@ -15,7 +15,7 @@ Parse errors are `ModelError`s naming the object (`Pod default/web-1`), the fiel
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeAlias
@@ -1340,6 +1340,32 @@ class Pod:
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
+def _positional_constructor(cls: type[Any]) -> Callable[..., Any]:
+    """A function taking every field of the frozen, slotted dataclass `cls` positionally
+    and returning the instance.
+
+    A frozen dataclass's `__init__` sets each field through `object.__setattr__(self,
+    "name", value)`, a lookup by name per field; parsing builds one `Pod` per pod of the
+    cluster and that lookup was nearly half of `parse_pod`. Calling each slot's descriptor
+    directly gives the same object (no `__post_init__` exists to skip) at about two thirds
+    of the cost. The function is generated from `dataclasses.fields`, so it follows the
+    class's fields.
+    """
+    names = [f.name for f in dataclasses.fields(cls)]
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    for name in names:
+        namespace[f"_set_{name}"] = cls.__dict__[name].__set__
+    body = "".join(f"    _set_{name}(self, {name})\n" for name in names)
+    source = f"def construct({', '.join(names)}):\n    self = _new(_cls)\n{body}    return self\n"
+    # The source holds only the class's own field names (Python identifiers).
+    exec(source, namespace)
+    construct: Callable[..., Any] = namespace["construct"]
+    return construct
+
+
+_new_pod: Callable[..., Pod] = _positional_constructor(Pod)
+
+
 def _volume_to_k8s(v: Volume) -> dict[str, Any]:
     if v.kind == "persistentVolumeClaim":
         return {"name": v.name, "persistentVolumeClaim": {"claimName": v.claim_name}}
@@ -1634,7 +1660,7 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
     volumes = sget("volumes")
     created = mget("creationTimestamp")
     deleted = mget("deletionTimestamp")
-    return Pod(
+    return _new_pod(
         namespace,
         meta["name"],
         mget("uid") or "",

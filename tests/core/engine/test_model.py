@@ -548,3 +548,49 @@ def test_pod_to_k8s_sets_limits_for_extended_resources():
     assert resources["requests"] == {"cpu": "1", "nvidia.com/gpu": "2"}
     assert resources["limits"] == {"nvidia.com/gpu": "2"}
     assert parse_pod(pod.to_k8s()).requests == pod.requests
+
+
+def test_parsed_pod_is_an_ordinary_frozen_pod():
+    raw = pod_json(
+        {"containers": [c(requests={"cpu": "250m", "memory": "1Gi"})], "priority": 5},
+        uid="u9",
+        labels={"app": "web"},
+        ownerReferences=[{"kind": "ReplicaSet", "name": "web-abc", "controller": True}],
+        creationTimestamp="2024-01-02T03:04:05Z",
+    )
+    pod = parse_pod(raw)
+    built = Pod(**{f.name: getattr(pod, f.name) for f in dataclasses.fields(Pod)})
+    assert pod == built and hash(pod) == hash(built)
+    assert pod.requests == Resources(cpu=250, memory=1 << 30, pods=1)
+    assert pod.labels == {"app": "web"} and pod.priority == 5
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pod.name = "other"  # type: ignore[misc]
+    assert dataclasses.replace(pod, node_name="n1").node_name == "n1"
+
+
+@pytest.mark.parametrize(
+    "absent",
+    [
+        "labels",
+        "annotations",
+        "tolerations",
+        "nodeSelector",
+        "affinity",
+        "topologySpreadConstraints",
+        "volumes",
+        "creationTimestamp",
+    ],
+    ids=str,
+)
+def test_null_and_absent_fields_parse_alike(absent):
+    meta_fields = {"labels", "annotations", "creationTimestamp"}
+    raw_null = pod_json({"containers": [c(requests={"cpu": "1"})]})
+    (raw_null["metadata"] if absent in meta_fields else raw_null["spec"])[absent] = None
+    assert parse_pod(raw_null) == parse_pod(pod_json({"containers": [c(requests={"cpu": "1"})]}))
+
+
+@pytest.mark.parametrize("value", [0, False, []], ids=["zero", "false", "list"])
+def test_creation_timestamp_must_be_a_timestamp(value):
+    with pytest.raises(ModelError) as err:
+        parse_pod(pod_json({"containers": [c()]}, creationTimestamp=value))
+    assert err.value.field == "metadata.creationTimestamp"
