@@ -45,6 +45,9 @@ class ClientSettings:
     qps: float = 5.0
     burst: int = 10
     user_agent: str = "cluster-autoscaler"
+    # (connect, read) seconds for every request that does not set its own (watches do): a
+    # half-open connection must fail the call, not hang the loop or the Lease renewal.
+    request_timeout: tuple[float, float] = (10.0, 60.0)
 
     def __post_init__(self) -> None:
         if self.qps < 0:
@@ -110,15 +113,20 @@ class TokenBucket:
         return wait
 
 
-def _rate_limit(rest_client: Any, bucket: TokenBucket) -> None:
-    """Make every request of the client's REST object take a token first.
+def _rate_limit(
+    rest_client: Any, bucket: TokenBucket, request_timeout: tuple[float, float]
+) -> None:
+    """Make every request of the client's REST object take a token first, and time out.
 
     The verb helpers (``GET``, ``POST``, ...) all go through ``request``, so replacing it on
-    the instance covers them all.
+    the instance covers them all. A request without its own ``_request_timeout`` gets
+    ``request_timeout``.
     """
     original = rest_client.request
 
     def request(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("_request_timeout") is None:
+            kwargs["_request_timeout"] = request_timeout
         waited = bucket.acquire()
         if waited > 0.5:
             log.debug("kube_client_throttled", waited_seconds=round(waited, 3))
@@ -179,5 +187,9 @@ def build_api_client(settings: ClientSettings) -> Any:
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
     api_client = k8s_client.ApiClient(configuration)
     api_client.user_agent = settings.user_agent
-    _rate_limit(api_client.rest_client, TokenBucket(settings.qps, settings.burst))
+    _rate_limit(
+        api_client.rest_client,
+        TokenBucket(settings.qps, settings.burst),
+        settings.request_timeout,
+    )
     return api_client

@@ -222,6 +222,23 @@ def test_client_requests_are_rate_limited(fake_kube, tmp_path):
     assert time.monotonic() - started >= 0.19
 
 
+def test_a_hung_request_times_out_instead_of_blocking(fake_kube, tmp_path):
+    path = fake_kube.kubeconfig(tmp_path / "config")
+    api = build_api_client(
+        ClientSettings(kubeconfig=str(path), qps=100, request_timeout=(2.0, 0.5))
+    )
+    hang = fake_kube.add_fault(method="GET", path="/api/v1/nodes", delay=3.0)
+    started = time.monotonic()
+    # urllib3 retries a read timeout a few times, each bounded by the timeout.
+    with pytest.raises(Exception, match=r"(?i)read timed out"):
+        client.CoreV1Api(api).list_node()
+    assert time.monotonic() - started < 2.9
+    fake_kube.remove_fault(hang)
+    # A request that sets its own timeout keeps it.
+    fake_kube.add_fault(method="GET", path="/api/v1/nodes", delay=1.0, times=1)
+    assert client.CoreV1Api(api).list_node(_request_timeout=(2, 5)).items == []
+
+
 def test_malformed_lease_does_not_stop_the_candidate(fake_kube):
     fake_kube.create(
         {
