@@ -18,9 +18,7 @@ restarts it as a follower; the next leader removes the deletion taints a dead le
 from __future__ import annotations
 
 import argparse
-import queue
 import sys
-import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -31,7 +29,7 @@ from clusterscaler.autoscaler import Autoscaler
 from clusterscaler.cloudprovider import CloudProvider, CloudProviderError, ProviderContext
 from clusterscaler.cluster import ClusterActions
 from clusterscaler.dryrun import DryRunCloudProvider
-from clusterscaler.events import Event, EventSink, events_for_result
+from clusterscaler.events import events_for_result
 from clusterscaler.kube.client import KubeConfigError
 from clusterscaler.kube.runtime import KubeRuntime
 from clusterscaler.model import Pod, Taint
@@ -91,44 +89,6 @@ class GuardedActions:
 
     def pod_exists(self, pod: Pod) -> bool:
         return self.actions.pod_exists(pod)
-
-
-class BackgroundEventSink:
-    """Writes events from a worker thread so the loop never waits on the API server.
-
-    Event writes share the client's rate limit (`--kube-client-qps`); a scale-up that
-    triggers thousands of `TriggeredScaleUp` events must not stall the next loop. When the
-    queue is full, new events are dropped and counted, as client-go's broadcaster does.
-    """
-
-    def __init__(self, sink: EventSink, *, max_queued: int = 1000) -> None:
-        self.sink = sink
-        self.queue: queue.Queue[tuple[Event, datetime] | None] = queue.Queue(max_queued)
-        self.dropped = 0
-        self._thread = threading.Thread(target=self._work, name="events", daemon=True)
-        self._thread.start()
-
-    def write(self, event: Event, timestamp: datetime) -> None:
-        try:
-            self.queue.put_nowait((event, timestamp))
-        except queue.Full:
-            self.dropped += 1
-            log.warning("event_dropped", reason=event.reason, object=str(event.involved))
-
-    def _work(self) -> None:
-        while True:
-            item = self.queue.get()
-            if item is None:
-                return
-            self.sink.write(*item)
-
-    def close(self, timeout: float = 5.0) -> None:
-        """Flush what is queued (up to `timeout`) and stop the worker."""
-        try:
-            self.queue.put(None, timeout=timeout)
-        except queue.Full:
-            return
-        self._thread.join(timeout)
 
 
 def build_provider(ctx: CommandContext, api_client: object) -> CloudProvider:
@@ -229,8 +189,6 @@ def run(ctx: CommandContext) -> int:
     except ValueError as exc:  # --address and other values only checked against the system
         print(f"clusterscaler: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    events = BackgroundEventSink(runtime.recorder.sink)
-    runtime.recorder.sink = events
     runtime.install_signal_handlers()
     provider: CloudProvider | None = None
     try:
@@ -272,6 +230,5 @@ def run(ctx: CommandContext) -> int:
     finally:
         if provider is not None:
             provider.cleanup()
-        events.close()
         runtime.stop()
         log.info("stopped")

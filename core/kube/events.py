@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import queue
 import socket
+import threading
 import time
 from datetime import datetime
 from typing import Any
 
 import structlog
 import urllib3
-from clusterscaler.events import Event
+from clusterscaler.events import Event, EventSink
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from .responses import discard
 
-__all__ = ["COMPONENT", "KubeEventSink"]
+__all__ = ["COMPONENT", "BackgroundEventSink", "KubeEventSink"]
 
 log = structlog.get_logger()
 
@@ -85,3 +87,53 @@ class KubeEventSink:
                 reason=event.reason,
                 error=str(exc),
             )
+
+
+class BackgroundEventSink:
+    """Writes events from a worker thread so the loop never waits on the API server.
+
+    Event writes share the client's rate limit (`--kube-client-qps`); a scale-up that
+    triggers thousands of `TriggeredScaleUp` events must not stall the next loop. When the
+    queue is full, new events are dropped and counted, as client-go's broadcaster does.
+    """
+
+    def __init__(self, sink: EventSink, *, max_queued: int = 1000) -> None:
+        self.sink = sink
+        self.queue: queue.Queue[tuple[Event, datetime] | None] = queue.Queue(max_queued)
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._work, name="events", daemon=True)
+        self._thread.start()
+
+    def write(self, event: Event, timestamp: datetime) -> None:
+        try:
+            self.queue.put_nowait((event, timestamp))
+        except queue.Full:
+            self.dropped += 1
+            log.warning("event_dropped", reason=event.reason, object=str(event.involved))
+
+    def _work(self) -> None:
+        while True:
+            item = self.queue.get()
+            try:
+                if item is None:
+                    return
+                self.sink.write(*item)
+            finally:
+                self.queue.task_done()
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every queued event was written; False if `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        while self.queue.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Flush what is queued (up to `timeout`) and stop the worker."""
+        try:
+            self.queue.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        self._thread.join(timeout)

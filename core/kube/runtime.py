@@ -27,7 +27,7 @@ from clusterscaler.status import initializing_status, status_from_result
 
 from .actions import KubeClusterActions
 from .client import ClientSettings, build_api_client
-from .events import KubeEventSink
+from .events import BackgroundEventSink, KubeEventSink
 from .leaderelection import LeaderElectionConfig, LeaderElector
 from .source import KubeClusterSource
 from .status import KubeStatusWriter
@@ -85,8 +85,10 @@ class KubeRuntime:
             api_client=api,
             source=KubeClusterSource(api, namespace=options.namespace),
             actions=KubeClusterActions(api, dry_run=options.dry_run),
+            # In the background: event writes share the client's QPS limit, and a scale-up
+            # that triggers thousands of events must not stall the loop.
             recorder=EventRecorder(
-                KubeEventSink(api),
+                BackgroundEventSink(KubeEventSink(api)),
                 record_duplicates=options.record_duplicated_events,
                 dry_run=options.dry_run,
             ),
@@ -155,6 +157,8 @@ class KubeRuntime:
     def stop(self) -> None:
         """Stop caches and server; release the Lease so a standby takes over at once."""
         self.shutdown.set()
+        if isinstance(self.recorder.sink, BackgroundEventSink):
+            self.recorder.sink.close()
         if self.elector is not None:
             self.elector.stop(release=True)
         self.source.stop()

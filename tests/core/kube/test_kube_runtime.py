@@ -71,6 +71,7 @@ def test_runtime_elects_syncs_and_reports(fake_kube, tmp_path):
         )
         assert status["autoscalerStatus"] == "Running"
         assert status["nodeGroups"][0]["scaleUp"]["status"] == "InProgress"
+        assert runtime.recorder.sink.flush(10)  # events are written in the background
         reasons = {(e["involvedObject"]["kind"], e["reason"]) for e in fake_kube.list("events")}
         assert reasons >= {("ConfigMap", "ScaledUpGroup"), ("Pod", "TriggeredScaleUp")}
         cm_event = next(e for e in fake_kube.list("events") if e["reason"] == "ScaledUpGroup")
@@ -121,6 +122,7 @@ def test_dry_run_runtime_never_changes_the_cluster(fake_kube, tmp_path):
     runtime.report(loop_result())
     assert fake_kube.get("nodes", "n1")["spec"] == {}
     assert fake_kube.get("pods", "p", "default") is not None
+    assert runtime.recorder.sink.flush(10)  # events are written in the background
     messages = [e["message"] for e in fake_kube.list("events")]
     assert messages and all(m.startswith("[dry-run] ") for m in messages)
     assert fake_kube.get("configmaps", "cluster-autoscaler-status", "kube-system") is not None
