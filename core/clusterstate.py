@@ -6,6 +6,10 @@ registered (upcoming, or unregistered for longer than --max-node-provision-time)
 instances the cloud failed to create, tracks the scale-ups in flight and backs node groups
 off exponentially when they fail. Every answer is computed from `now`, never from the wall
 clock, so the simulator can drive it on a virtual clock.
+
+Readiness follows CA's taint rules (`TaintConfig`): a Ready node that still carries a
+startup taint has not started yet, as if it were not Ready; a status taint leaves the node
+Ready (its pods just cannot land there); both are dropped from template nodes.
 """
 
 from __future__ import annotations
@@ -39,6 +43,62 @@ FAKE_NODE_REASON_ANNOTATION = "k8s.io/cluster-autoscaler/fake-node-reason"
 FAKE_NODE_UNREGISTERED = "unregistered"
 FAKE_NODE_CREATE_ERROR = "create-error"
 SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+
+# Taint key prefixes with a meaning for the autoscaler, as upstream. `ignore-taint.` is the
+# deprecated spelling of `startup-taint.` and behaves the same.
+IGNORE_TAINT_PREFIX = "ignore-taint.cluster-autoscaler.kubernetes.io/"
+STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
+STATUS_TAINT_PREFIX = "status-taint.cluster-autoscaler.kubernetes.io/"
+
+
+def taint_key(value: str) -> str:
+    """The key of a taint named on the command line. CA's flags take keys; a `key=value`
+    or `key:Effect` (or both) is accepted too, since a taint key never contains `=` or
+    `:`."""
+    return value.split("=", 1)[0].split(":", 1)[0].strip()
+
+
+@dataclass(frozen=True, slots=True)
+class TaintConfig:
+    """Which taints are startup taints and which are status taints (CA's TaintConfig).
+
+    Startup taints (`--startup-taint`, `--ignore-taint`, `--startup-taint-prefix` and the
+    `startup-taint.` / `ignore-taint.cluster-autoscaler.kubernetes.io/` prefixes) mark a
+    node that is still initialising: while it carries one, a Ready node counts as not
+    started (upcoming capacity) and, after --max-node-startup-time, as unready. Status
+    taints (`--status-taint` and the `status-taint.cluster-autoscaler.kubernetes.io/`
+    prefix) describe a transient state of a Ready node: it stays Ready, and the taint keeps
+    pods off it in simulations as it does in the scheduler. Template nodes drop both.
+    """
+
+    startup_keys: frozenset[str] = frozenset()
+    status_keys: frozenset[str] = frozenset()
+    startup_prefixes: tuple[str, ...] = (IGNORE_TAINT_PREFIX, STARTUP_TAINT_PREFIX)
+    status_prefixes: tuple[str, ...] = (STATUS_TAINT_PREFIX,)
+
+    @classmethod
+    def from_options(cls, options: AutoscalingOptions) -> TaintConfig:
+        startup = {taint_key(t) for t in (*options.ignore_taint, *options.startup_taint)}
+        status = {taint_key(t) for t in options.status_taint}
+        prefixes = tuple(p for p in options.startup_taint_prefix if p)
+        return cls(
+            startup_keys=frozenset(k for k in startup if k),
+            status_keys=frozenset(k for k in status if k),
+            startup_prefixes=(IGNORE_TAINT_PREFIX, STARTUP_TAINT_PREFIX, *prefixes),
+        )
+
+    def is_startup(self, key: str) -> bool:
+        return key in self.startup_keys or key.startswith(self.startup_prefixes)
+
+    def is_status(self, key: str) -> bool:
+        return key in self.status_keys or key.startswith(self.status_prefixes)
+
+    def startup_taint(self, node: Node) -> str | None:
+        """The key of the first startup taint on `node`, or None."""
+        for t in node.taints:
+            if self.is_startup(t.key):
+                return t.key
+        return None
 
 
 def effective_options(group: NodeGroup, options: AutoscalingOptions) -> NodeGroupOptions:
@@ -235,6 +295,7 @@ class ClusterStateRegistry:
 
     def __init__(self, options: AutoscalingOptions) -> None:
         self.options = options
+        self.taints = TaintConfig.from_options(options)
         self.backoff = Backoff(
             options.initial_node_group_backoff_duration,
             options.max_node_group_backoff_duration,
@@ -294,7 +355,13 @@ class ClusterStateRegistry:
                 registered_ids.add(node.provider_id)
             if node.name in deleting or is_being_deleted(node):
                 being_deleted.add(node.name)
-            if node.ready:
+            # As CA's FilterOutNodesWithStartupTaints: a Ready node that still carries a
+            # startup taint is treated as not Ready, so it is starting (upcoming), then
+            # unready, and never ready capacity, a template or a Ready scale-down candidate.
+            starting_taint = self.taints.startup_taint(node) if node.ready else None
+            if starting_taint is not None:
+                log.debug("node_has_startup_taint", node=node.name, taint=starting_taint)
+            if node.ready and starting_taint is None:
                 ready.add(node.name)
             elif (
                 node.creation_time is not None

@@ -1,7 +1,8 @@
 """Template nodes: what a new node of each node group would look like.
 
 A template is a sanitised copy of a ready live node of the group (fresh name and uid, no
-autoscaler or startup taints, schedulable), keeping its DaemonSet and mirror pods. A group
+autoscaler, node-condition, startup or status taints, schedulable), keeping its DaemonSet
+and mirror pods. A group
 without a usable node falls back to the template last built from one of its nodes, then to
 the provider's `template_node_info()` (scale from zero) plus the DaemonSet pods that would
 run on it.
@@ -16,7 +17,11 @@ from typing import TYPE_CHECKING
 import structlog
 from clusterscaler.cloudprovider import CloudProviderError
 from clusterscaler.clusterstate import (
+    IGNORE_TAINT_PREFIX,
+    STARTUP_TAINT_PREFIX,
+    STATUS_TAINT_PREFIX,
     ClusterState,
+    TaintConfig,
     is_being_deleted,
 )
 from clusterscaler.model import DaemonSet, Node, NodeInfo, OwnerRef, Pod
@@ -28,18 +33,22 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-IGNORED_TAINT_PREFIXES = (
-    "ignore-taint.cluster-autoscaler.kubernetes.io/",
-    "startup-taint.cluster-autoscaler.kubernetes.io/",
-    "status-taint.cluster-autoscaler.kubernetes.io/",
-)
-# Taints the node lifecycle controller puts on nodes that are not (yet) healthy.
+IGNORED_TAINT_PREFIXES = (IGNORE_TAINT_PREFIX, STARTUP_TAINT_PREFIX, STATUS_TAINT_PREFIX)
+# Taints that stand for a transient node condition (CA's NodeConditionTaints): the node
+# lifecycle controller, the cloud controller manager and cloud agents put them on nodes
+# that are not (yet, or no longer) healthy. A new node does not start with them.
 NODE_CONDITION_TAINTS = (
     "node.kubernetes.io/not-ready",
     "node.kubernetes.io/unreachable",
     "node.kubernetes.io/unschedulable",
+    "node.kubernetes.io/memory-pressure",
+    "node.kubernetes.io/disk-pressure",
     "node.kubernetes.io/network-unavailable",
+    "node.kubernetes.io/pid-pressure",
     "node.cloudprovider.kubernetes.io/uninitialized",
+    "node.cloudprovider.kubernetes.io/shutdown",
+    "cloud.google.com/impending-node-termination",
+    "NodeWithImpairedVolumes",
 )
 
 
@@ -59,18 +68,16 @@ def template_name(group_id: str) -> str:
 
 
 def ignored_taint_keys(options: AutoscalingOptions) -> frozenset[str]:
-    return frozenset(
-        (
-            *NODE_CONDITION_TAINTS,
-            *options.ignore_taint,
-            *options.startup_taint,
-            *options.status_taint,
-        )
-    )
+    """Taint keys a template node drops: node-condition, startup and status taints."""
+    config = TaintConfig.from_options(options)
+    return frozenset((*NODE_CONDITION_TAINTS, *config.startup_keys, *config.status_keys))
 
 
 def ignored_taint_prefixes(options: AutoscalingOptions) -> tuple[str, ...]:
-    return (*IGNORED_TAINT_PREFIXES, *options.startup_taint_prefix)
+    """Taint key prefixes a template node drops: startup (built-in and
+    --startup-taint-prefix) and status prefixes."""
+    config = TaintConfig.from_options(options)
+    return (*config.startup_prefixes, *config.status_prefixes)
 
 
 def sanitize(
