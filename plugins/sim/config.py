@@ -7,6 +7,8 @@ nodeGroups:
     maxSize: 10
     price: 0.192            # per node-hour, optional
     provisionDelay: 60s     # how long a new node takes to become ready (default 60s)
+    nodeSelector:           # optional: existing nodes with all these labels belong here
+      eks.amazonaws.com/nodegroup: general
     template:               # a Node object: labels, taints, capacity, allocatable
       metadata:
         labels: {topology.kubernetes.io/zone: zone-a}
@@ -18,13 +20,20 @@ nodeGroups:
 ```
 
 Errors name the group and the field (`nodeGroups[1] (general): maxSize: expected ...`).
+
+A node belongs to a group through the `clusterscaler.io/node-group` label (which nodes the
+provider creates carry), else through a `sim://<group>/...` provider ID, else through the
+`nodeSelector` of a group: that is how a snapshot of a real cluster, whose nodes carry their
+cloud's labels (`eks.amazonaws.com/nodegroup`, `cloud.google.com/gke-nodepool`,
+`kubernetes.azure.com/agentpool`, ...), is autoscaled unmodified. The selector's labels are
+added to the template, so new nodes look like the adopted ones.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -42,7 +51,11 @@ from clusterscaler.model import (
 NODE_GROUP_LABEL = "clusterscaler.io/node-group"
 DEFAULT_PROVISION_DELAY = timedelta(seconds=60)
 _GROUP_KEYS = frozenset(
-    {"name", "minSize", "maxSize", "price", "template", "provisionDelay"}
+    {"name", "minSize", "maxSize", "price", "template", "provisionDelay", "nodeSelector"}
+)
+_SELECTOR_FORM = (
+    "a non-empty map of node label to value, such as "
+    "{eks.amazonaws.com/nodegroup: general}"
 )
 # Kubernetes label values: at most 63 characters of [A-Za-z0-9-_.], alphanumeric at both ends.
 _NAME_FORM = "a non-empty name of letters, digits, '-', '_' or '.' (at most 63 characters)"
@@ -58,6 +71,15 @@ class NodeGroupSpec:
     template: Node
     price: float | None = None
     provision_delay: timedelta = DEFAULT_PROVISION_DELAY
+    # Labels (all of them, with these values) by which existing nodes belong to the group.
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether a node with `labels` matches the group's `nodeSelector` (never without
+        one)."""
+        if not self.node_selector:
+            return False
+        return all(labels.get(k) == v for k, v in self.node_selector.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +109,38 @@ def _int_field(value: Any, where: str, field: str) -> int:
     return value
 
 
-def _parse_template(raw: Any, where: str, name: str) -> Node:
+def _parse_selector(raw: Any, where: str, name: str) -> dict[str, str]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise ConfigurationError(f"{where}: nodeSelector: expected {_SELECTOR_FORM}, got {raw!r}")
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or not key.strip():
+            raise ConfigurationError(
+                f"{where}: nodeSelector: expected label names as keys, got {key!r}"
+            )
+        if not isinstance(value, str):
+            # YAML reads `true`, `1` or `null` as other types; a label value is a string.
+            raise ConfigurationError(
+                f"{where}: nodeSelector.{key}: expected a label value as a string "
+                f"(quote it), got {value!r}"
+            )
+        if key == HOSTNAME_LABEL:
+            raise ConfigurationError(
+                f"{where}: nodeSelector.{key}: expected a label the group's nodes share, "
+                f"not one naming a single node"
+            )
+        if key == NODE_GROUP_LABEL and value != name:
+            raise ConfigurationError(
+                f"{where}: nodeSelector.{key}: expected {name!r} (the group's name), "
+                f"got {value!r}"
+            )
+        out[key] = value
+    return out
+
+
+def _parse_template(
+    raw: Any, where: str, name: str, selector: Mapping[str, str] | None = None
+) -> Node:
     if not isinstance(raw, Mapping):
         raise ConfigurationError(
             f"{where}: template: expected a Node object with metadata.labels, spec.taints "
@@ -133,6 +186,16 @@ def _parse_template(raw: Any, where: str, name: str) -> Node:
             f"{where}: template.metadata.labels.{NODE_GROUP_LABEL}: expected {name!r} "
             f"(the group's name) or no value, got {group_label!r}"
         )
+    # New nodes carry the labels that make existing nodes members, so that pods selecting
+    # them (a nodeSelector on the node pool label, say) fit the group's new nodes too.
+    for key, value in (selector or {}).items():
+        have = labels.get(key)
+        if have is not None and have != value:
+            raise ConfigurationError(
+                f"{where}: template.metadata.labels.{key}: expected {value!r} (the group's "
+                f"nodeSelector) or no value, got {have!r}"
+            )
+        labels[key] = value
     labels[NODE_GROUP_LABEL] = name
     labels.setdefault("kubernetes.io/os", "linux")
     labels.setdefault("kubernetes.io/arch", "amd64")
@@ -189,7 +252,10 @@ def _parse_group(raw: Any, index: int) -> NodeGroupSpec:
             delay = parse_duration(delay_raw)
         except ValueError:
             raise bad from None
-    template = _parse_template(raw["template"], where, name)
+    selector: dict[str, str] = {}
+    if "nodeSelector" in raw:
+        selector = _parse_selector(raw["nodeSelector"], where, name)
+    template = _parse_template(raw["template"], where, name, selector)
     return NodeGroupSpec(
         name=name,
         min_size=min_size,
@@ -197,6 +263,7 @@ def _parse_group(raw: Any, index: int) -> NodeGroupSpec:
         template=template,
         price=price,
         provision_delay=delay,
+        node_selector=selector,
     )
 
 
@@ -226,9 +293,35 @@ def parse_cloud_config(doc: Any, source: str = "cloud-config") -> SimCloudConfig
                 f"{source}: nodeGroups[{i}] ({spec.name}): name: expected a unique name, "
                 f"already used by nodeGroups[{seen[spec.name]}]"
             )
+        if spec.node_selector:
+            _check_selector_overlap(spec, i, groups, source)
         seen[spec.name] = i
         groups.append(spec)
     return SimCloudConfig(tuple(groups))
+
+
+def _check_selector_overlap(
+    spec: NodeGroupSpec, index: int, earlier: list[NodeGroupSpec], source: str
+) -> None:
+    """Refuse selectors where one contains the other's labels: every node the longer one
+    matches would then match both groups. Overlaps that depend on the
+    nodes (two selectors on different labels) are found when the nodes are listed."""
+    mine = set(spec.node_selector.items())
+    for j, other in enumerate(earlier):
+        theirs = set(other.node_selector.items())
+        if not theirs or not (theirs <= mine or mine <= theirs):
+            continue
+        wider = spec.node_selector if theirs <= mine else other.node_selector
+        raise ConfigurationError(
+            f"{source}: nodeGroups[{index}] ({spec.name}): nodeSelector: expected a selector "
+            f"no node shares with another group, got {_selector_text(spec.node_selector)}: "
+            f"every node labelled {_selector_text(wider)} would match both it and "
+            f"nodeGroups[{j}] ({other.name})'s {_selector_text(other.node_selector)}"
+        )
+
+
+def _selector_text(selector: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in sorted(selector.items())) + "}"
 
 
 def load_cloud_config(path: str | Path) -> SimCloudConfig:

@@ -8,7 +8,7 @@ stay comparable across groups.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -36,13 +36,16 @@ def _hours(start: datetime, end: datetime) -> float:
 
 @dataclass(frozen=True, slots=True)
 class SimPricing:
-    """`PricingModel` of the `sim` provider. `group_prices` maps group name to node-hour price."""
+    """`PricingModel` of the `sim` provider. `group_prices` maps group name to node-hour
+    price; `group_of` names a node's group (the provider's ownership rules), by default its
+    `group_label`."""
 
     group_prices: Mapping[str, float] = field(default_factory=dict)
     group_label: str = "clusterscaler.io/node-group"
+    group_of: Callable[[Node], str | None] | None = None
 
     def node_price_per_hour(self, node: Node) -> float:
-        group = node.labels.get(self.group_label)
+        group = self.group_of(node) if self.group_of is not None else node.labels.get(self.group_label)
         if group is not None and group in self.group_prices:
             return self.group_prices[group]
         return resource_price_per_hour(node.capacity)

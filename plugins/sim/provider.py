@@ -9,6 +9,11 @@ of `clusterscaler simulate` (`ProviderContext.cluster`), or a real API server
 Sizes are derived from the backend on every call (registered nodes + nodes still
 provisioning + instances that failed to provision), so the provider never drifts from the
 cluster it manages.
+
+A node belongs to the group named by its `clusterscaler.io/node-group` label, else to the
+group of its `sim://<group>/<node>` provider ID, else to the one group whose `nodeSelector`
+it matches: that is how nodes of a real cluster's snapshot are adopted. A node two groups'
+selectors match belongs to neither, and `refresh()` fails naming both groups.
 """
 
 from __future__ import annotations
@@ -98,6 +103,72 @@ def instance_name(node: Node) -> str:
     return node.name
 
 
+class NodeOwnership:
+    """Which group of the cloud-config a node belongs to (see the module docstring)."""
+
+    def __init__(self, specs: Sequence[NodeGroupSpec]) -> None:
+        self._index_of = {s.name: i for i, s in enumerate(specs)}
+        # Selecting groups indexed by one of their labels, so that a node is checked
+        # against the few groups whose first label it carries, not against all of them.
+        self._by_label: dict[str, dict[str, list[NodeGroupSpec]]] = {}
+        for spec in specs:
+            if spec.node_selector:
+                key = min(spec.node_selector)
+                values = self._by_label.setdefault(key, {})
+                values.setdefault(spec.node_selector[key], []).append(spec)
+
+    @property
+    def selects(self) -> bool:
+        """Whether any group adopts nodes by a nodeSelector."""
+        return bool(self._by_label)
+
+    def selected_by(self, node: Node) -> list[NodeGroupSpec]:
+        """The groups whose nodeSelector `node` matches, in cloud-config order."""
+        found: list[NodeGroupSpec] = []
+        labels = node.labels
+        for key, values in self._by_label.items():
+            value = labels.get(key)
+            if value is None:
+                continue
+            found.extend(s for s in values.get(value, ()) if s.selects(labels))
+        found.sort(key=lambda s: self._index_of[s.name])
+        return found
+
+    def owner(self, node: Node) -> str | None:
+        """The name of the group `node` belongs to, or None (the name may be of a group the
+        cloud-config does not declare: such nodes are not autoscaled)."""
+        label = node.labels.get(NODE_GROUP_LABEL)
+        if label:
+            return label
+        group = group_of_provider_id(node.provider_id)
+        if group:
+            return group
+        if not self._by_label:
+            return None
+        selected = self.selected_by(node)
+        return selected[0].name if len(selected) == 1 else None
+
+    def conflicts(self, nodes: Sequence[Node]) -> list[str]:
+        """One message per node that two or more groups' nodeSelectors match."""
+        out: list[str] = []
+        if not self._by_label:
+            return out
+        for node in nodes:
+            if node.labels.get(NODE_GROUP_LABEL) or group_of_provider_id(node.provider_id):
+                continue
+            selected = self.selected_by(node)
+            if len(selected) > 1:
+                groups = " and ".join(
+                    f"nodeGroups[{self._index_of[s.name]}] ({s.name})" for s in selected
+                )
+                out.append(
+                    f"node {node.name}: matched by the nodeSelector of {groups}; expected "
+                    f"one group per node: make the selectors exclusive, or label the node "
+                    f"{NODE_GROUP_LABEL}=<group>"
+                )
+        return out
+
+
 @dataclass
 class _FailedInstance:
     name: str
@@ -110,6 +181,7 @@ class SimNodeGroup:
 
     spec: NodeGroupSpec
     backend: NodeBackend
+    ownership: NodeOwnership | None = None
     _names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _failed: list[_FailedInstance] = field(default_factory=list)
 
@@ -125,8 +197,16 @@ class SimNodeGroup:
     def max_size(self) -> int:
         return self.spec.max_size
 
+    def _owner(self, node: Node) -> str | None:
+        if self.ownership is None:
+            return node.labels.get(NODE_GROUP_LABEL) or group_of_provider_id(node.provider_id)
+        return self.ownership.owner(node)
+
     def _own(self, nodes: Sequence[Node]) -> list[Node]:
-        return [n for n in nodes if n.labels.get(NODE_GROUP_LABEL) == self.spec.name]
+        name = self.spec.name
+        if self.ownership is None or not self.ownership.selects:
+            return [n for n in nodes if n.labels.get(NODE_GROUP_LABEL) == name]
+        return [n for n in nodes if self._owner(n) == name]
 
     def registered_nodes(self) -> list[Node]:
         return self._own(self.backend.list_nodes())
@@ -185,7 +265,7 @@ class SimNodeGroup:
 
     def delete_nodes(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
-            group = node.labels.get(NODE_GROUP_LABEL) or group_of_provider_id(node.provider_id)
+            group = self._owner(node)
             if group != self.id:
                 raise CloudProviderError(
                     f"node group {self.id}: delete_nodes: node {node.name} belongs to "
@@ -238,12 +318,16 @@ class SimNodeGroup:
                 remaining -= 1
 
     def nodes(self) -> Sequence[Instance]:
+        # A registered node is matched to its instance by provider ID. A node without one
+        # (an adopted node of a cluster that sets none) is its own instance: listing it
+        # under a made-up ID would read as an instance that never registered.
         out = [
             Instance(
-                id=n.provider_id or provider_id(self.id, n.name),
+                id=n.provider_id,
                 state=InstanceState.DELETING if n.deletion_time is not None else InstanceState.RUNNING,
             )
             for n in self.registered_nodes()
+            if n.provider_id
         ]
         out.extend(
             Instance(id=provider_id(self.id, n.name), state=InstanceState.CREATING)
@@ -278,10 +362,12 @@ class SimCloudProvider:
     def __init__(self, config: SimCloudConfig, backend: NodeBackend) -> None:
         self.config = config
         self.backend = backend
-        self._groups = [SimNodeGroup(spec, backend) for spec in config.node_groups]
+        self.ownership = NodeOwnership(config.node_groups)
+        self._groups = [SimNodeGroup(spec, backend, self.ownership) for spec in config.node_groups]
         self._by_name = {g.id: g for g in self._groups}
         self._pricing = SimPricing(
-            {s.name: s.price for s in config.node_groups if s.price is not None}
+            {s.name: s.price for s in config.node_groups if s.price is not None},
+            group_of=self.ownership.owner,
         )
 
     @property
@@ -295,8 +381,16 @@ class SimCloudProvider:
         return self._by_name.get(name)
 
     def node_group_for_node(self, node: Node) -> SimNodeGroup | None:
-        group = node.labels.get(NODE_GROUP_LABEL) or group_of_provider_id(node.provider_id)
+        group = self.ownership.owner(node)
         return self._by_name.get(group) if group else None
+
+    def check_nodes(self) -> None:
+        """Fail when a node matches the nodeSelector of two groups: which group scales it
+        would be a guess. Raises `ConfigurationError` naming the node and both groups."""
+        conflicts = self.ownership.conflicts(self.backend.list_nodes())
+        if conflicts:
+            more = f" (and {len(conflicts) - 1} more nodes)" if len(conflicts) > 1 else ""
+            raise ConfigurationError(f"sim cloud-config: {conflicts[0]}{more}")
 
     def has_instance(self, node: Node) -> bool:
         # The Node object is the instance: while it is listed, the instance exists.
@@ -315,6 +409,7 @@ class SimCloudProvider:
         refresh = getattr(self.backend, "refresh", None)
         if callable(refresh):
             refresh()
+        self.check_nodes()
 
     def cleanup(self) -> None:
         return None
@@ -355,4 +450,9 @@ def build_provider(context: ProviderContext) -> SimCloudProvider:
             "sim provider: neither an in-memory cluster nor a Kubernetes API client was given; "
             "use `clusterscaler simulate` offline or --kubeconfig for a real API server"
         )
-    return SimCloudProvider(config, backend)
+    provider = SimCloudProvider(config, backend)
+    if context.cluster is not None:
+        # Offline the nodes are all there: an ambiguous cloud-config is bad input, refused
+        # before the simulation starts rather than at its first loop.
+        provider.check_nodes()
+    return provider
