@@ -15,11 +15,15 @@ Parse errors are `ModelError`s naming the object (`Pod default/web-1`), the fiel
 from __future__ import annotations
 
 import dataclasses
+import gc
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeAlias
 
+import msgspec
 from clusterscaler.quantity import (
     QuantityError,
     format_bytes,
@@ -73,6 +77,8 @@ __all__ = [
     "Toleration",
     "TopologySpreadConstraint",
     "Volume",
+    "decode_json",
+    "gc_paused",
     "node_selector_matches",
     "parse_config_map",
     "parse_controller",
@@ -2155,6 +2161,45 @@ def parse_object(raw: Mapping[str, Any]) -> ModelObject:
     return result
 
 
+# --------------------------------------------------------------------------- bulk input
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold off the cyclic garbage collector while a large document is decoded and parsed.
+
+    Decoding and parsing allocate one container per JSON object and model field and free
+    almost none of them, so each automatic collection on the way scans an ever larger heap
+    for cycles that are not there: more than half the time of reading a 50,000-pod
+    snapshot. Reference counting frees objects as usual meanwhile; the collector resumes
+    afterwards if it was on (a nested or concurrent use leaves it to the outermost).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+_decode_json_fast = msgspec.json.Decoder().decode
+
+
+def decode_json(data: bytes | str) -> Any:
+    """A JSON document, exactly as `json.loads` returns it.
+
+    msgspec decodes to the same dicts, lists, strings and numbers (integers of any size
+    included) in about half the time. The few inputs it refuses and `json` accepts
+    (`NaN`, out-of-range floats, lone surrogates) and every malformed document go to
+    `json.loads`, so results and errors (`json.JSONDecodeError`) are `json`'s own.
+    """
+    try:
+        return _decode_json_fast(data)
+    except (msgspec.MsgspecError, UnicodeDecodeError):
+        return json.loads(data)
+
+
 @dataclass
 class ClusterObjects:
     """Every modelled object of a cluster, by kind."""
@@ -2220,6 +2265,13 @@ class ClusterObjects:
     ) -> ClusterObjects:
         """Parse raw objects; kinds the model does not cover are counted in `skipped`
         (or rejected with `strict`). `default_kind` applies to items without `kind`."""
+        with gc_paused():
+            return cls._from_items(items, strict=strict, default_kind=default_kind)
+
+    @classmethod
+    def _from_items(
+        cls, items: Iterable[Mapping[str, Any]], *, strict: bool, default_kind: str | None
+    ) -> ClusterObjects:
         out = cls()
         parsers = _PARSERS
         for i, raw in enumerate(items):
