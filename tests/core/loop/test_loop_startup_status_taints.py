@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from clusterscaler.decisions import DeletionKind, UnremovableReason
 from clusterscaler.model import NodeInfo, Taint
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.simulator.builders import make_node
-from clusterscaler.templates import sanitize
+from clusterscaler.templates import NODE_CONDITION_TAINTS, sanitize
 from loopkit import T0, Harness, pending_pod, running_pod
 
 STARTUP_CASES = [
@@ -195,3 +196,23 @@ def test_template_drops_condition_startup_and_status_taints(key: str) -> None:
     )
     tpl = sanitize(NodeInfo(node), "g", options)
     assert [t.key for t in tpl.node.taints] == ["dedicated"]
+
+
+GUIDE = (Path(__file__).resolve().parents[3] / "docs" / "index.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "term",
+    [
+        "`--startup-taint=<key>`",
+        "`--startup-taint-prefix=<prefix>`",
+        "`--ignore-taint=<key>`",
+        "`--status-taint=<key>`",
+        "`startup-taint.cluster-autoscaler.kubernetes.io/`",
+        "`ignore-taint.cluster-autoscaler.kubernetes.io/`",
+        "`status-taint.cluster-autoscaler.kubernetes.io/`",
+        *(key.rsplit("/", 1)[-1] for key in NODE_CONDITION_TAINTS),
+    ],
+)
+def test_taint_rules_are_documented_in_the_user_guide(term: str) -> None:
+    assert term in GUIDE
