@@ -32,6 +32,7 @@ __all__ = [
     "EvictionError",
     "InMemoryCluster",
     "NodeNotFoundError",
+    "NodePodsSource",
     "PodTable",
     "SystemClock",
 ]
@@ -65,6 +66,19 @@ class ClusterSource(Protocol):
 
         The returned object is the caller's: the source must not change it afterwards.
         """
+        ...
+
+
+@runtime_checkable
+class NodePodsSource(Protocol):
+    """A `ClusterSource` that can list one node's pods without a whole snapshot.
+
+    The actuator re-reads a node's pods after tainting it, once per deleted node; a full
+    `snapshot()` each time would make deleting many nodes quadratic in the cluster's pods.
+    """
+
+    def pods_on_node(self, name: str) -> list[Pod]:
+        """The pods bound to `name` now, in the order `snapshot().pods` would list them."""
         ...
 
 

@@ -33,6 +33,7 @@ from clusterscaler.cluster import (
     ClusterSource,
     EvictionError,
     NodeNotFoundError,
+    NodePodsSource,
 )
 from clusterscaler.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.decisions import DeletionKind, NodeDeletion
@@ -363,7 +364,15 @@ class Actuator:
         cutoff = self.options.expendable_pods_priority_cutoff
         workload: list[Pod] = []
         daemons: list[Pod] = []
-        for pod in self.source.snapshot().pods:
+        source = self.source
+        # Only this node's pods matter; a source that indexes them spares a full snapshot
+        # per deleted node.
+        pods = (
+            source.pods_on_node(name)
+            if isinstance(source, NodePodsSource)
+            else source.snapshot().pods
+        )
+        for pod in pods:
             if pod.node_name != name or pod.key in known:
                 continue
             if pod.is_terminal or pod.is_mirror or pod.deletion_time is not None:
