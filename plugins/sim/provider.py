@@ -116,6 +116,10 @@ class NodeOwnership:
                 key = min(spec.node_selector)
                 values = self._by_label.setdefault(key, {})
                 values.setdefault(spec.node_selector[key], []).append(spec)
+        # Owners by node name, valid while the backend lists the same Node object: every
+        # group filters every node several times a loop, and a node's labels only change
+        # through a new object.
+        self._cache: dict[str, tuple[Node, str | None]] = {}
 
     @property
     def selects(self) -> bool:
@@ -137,19 +141,21 @@ class NodeOwnership:
     def owner(self, node: Node) -> str | None:
         """The name of the group `node` belongs to, or None (the name may be of a group the
         cloud-config does not declare: such nodes are not autoscaled)."""
-        label = node.labels.get(NODE_GROUP_LABEL)
-        if label:
-            return label
-        group = group_of_provider_id(node.provider_id)
-        if group:
-            return group
-        if not self._by_label:
-            return None
-        selected = self.selected_by(node)
-        return selected[0].name if len(selected) == 1 else None
+        cached = self._cache.get(node.name)
+        if cached is not None and cached[0] is node:
+            return cached[1]
+        owner = node.labels.get(NODE_GROUP_LABEL) or group_of_provider_id(node.provider_id)
+        if not owner and self._by_label:
+            selected = self.selected_by(node)
+            owner = selected[0].name if len(selected) == 1 else None
+        self._cache[node.name] = (node, owner or None)
+        return owner or None
 
     def conflicts(self, nodes: Sequence[Node]) -> list[str]:
         """One message per node that two or more groups' nodeSelectors match."""
+        # Called with every node at each refresh: forget the nodes that are gone.
+        listed = {n.name for n in nodes}
+        self._cache = {k: v for k, v in self._cache.items() if k in listed}
         out: list[str] = []
         if not self._by_label:
             return out
@@ -206,7 +212,8 @@ class SimNodeGroup:
         name = self.spec.name
         if self.ownership is None or not self.ownership.selects:
             return [n for n in nodes if n.labels.get(NODE_GROUP_LABEL) == name]
-        return [n for n in nodes if self._owner(n) == name]
+        owner = self.ownership.owner
+        return [n for n in nodes if owner(n) == name]
 
     def registered_nodes(self) -> list[Node]:
         return self._own(self.backend.list_nodes())
