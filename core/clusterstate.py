@@ -51,6 +51,29 @@ STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
 STATUS_TAINT_PREFIX = "status-taint.cluster-autoscaler.kubernetes.io/"
 
 
+# Taints that stand for a transient node condition (CA's NodeConditionTaints): the node
+# lifecycle controller, the cloud controller manager and cloud agents put them on nodes
+# that are not (yet, or no longer) healthy. A new node does not start with them.
+NODE_CONDITION_TAINTS = (
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/unschedulable",
+    "node.kubernetes.io/memory-pressure",
+    "node.kubernetes.io/disk-pressure",
+    "node.kubernetes.io/network-unavailable",
+    "node.kubernetes.io/pid-pressure",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+    "node.cloudprovider.kubernetes.io/shutdown",
+    "cloud.google.com/impending-node-termination",
+    "NodeWithImpairedVolumes",
+)
+# Taint keys counted under their own name by `TaintConfig.report_type` (CA's
+# explicitlyReportedTaints); the others are counted by kind.
+_REPORTED_BY_KEY = frozenset(
+    (TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT, *NODE_CONDITION_TAINTS)
+)
+
+
 def taint_key(value: str) -> str:
     """The key of a taint named on the command line. CA's flags take keys; a `key=value`
     or `key:Effect` (or both) is accepted too, since a taint key never contains `=` or
@@ -92,6 +115,30 @@ class TaintConfig:
 
     def is_status(self, key: str) -> bool:
         return key in self.status_keys or key.startswith(self.status_prefixes)
+
+    def report_type(self, key: str) -> str:
+        """The `type` a taint is counted under in `cluster_autoscaler_node_taints_count`,
+        as CA's getTaintTypeToReport: the deprecated `ignore-taint.` prefix itself, the key
+        of the autoscaler's and node-condition taints, `startup-taint`, `status-taint`, or
+        `other`."""
+        if key.startswith(IGNORE_TAINT_PREFIX):
+            return IGNORE_TAINT_PREFIX
+        if key in _REPORTED_BY_KEY:
+            return key
+        if self.is_startup(key):
+            return "startup-taint"
+        if self.is_status(key):
+            return "status-taint"
+        return "other"
+
+    def count_node_taints(self, nodes: Iterable[Node]) -> dict[str, int]:
+        """Taints on `nodes` per `report_type` (CA's CountNodeTaints)."""
+        out: dict[str, int] = {}
+        for node in nodes:
+            for t in node.taints:
+                kind = self.report_type(t.key)
+                out[kind] = out.get(kind, 0) + 1
+        return out
 
     def startup_taint(self, node: Node) -> str | None:
         """The key of the first startup taint on `node`, or None."""
@@ -255,6 +302,9 @@ class ClusterState:
     health: ClusterHealth
     # Scale-ups that did not materialise in time, detected in this update.
     timed_out: list[ScaleUpRequest] = field(default_factory=list)
+    # Taints on the nodes per `TaintConfig.report_type`, for
+    # cluster_autoscaler_node_taints_count{type}.
+    taint_counts: dict[str, int] = field(default_factory=dict)
 
     def node_group(self, node_name: str) -> GroupState | None:
         gid = self.group_of_node.get(node_name)
@@ -442,6 +492,7 @@ class ClusterStateRegistry:
             being_deleted=being_deleted,
             health=ClusterHealth(healthy, counts, message),
             timed_out=timed_out,
+            taint_counts=self.taints.count_node_taints(nodes),
         )
 
     def _account_instances(

@@ -24,6 +24,10 @@ from clusterscaler.clusterstate import (
     TaintConfig,
     is_being_deleted,
 )
+from clusterscaler.clusterstate import (
+    # Re-exported: templates drop them, and callers look for them here.
+    NODE_CONDITION_TAINTS as NODE_CONDITION_TAINTS,
+)
 from clusterscaler.model import DaemonSet, Node, NodeInfo, OwnerRef, Pod
 from clusterscaler.simulator import pod_matches_node_affinity, tolerates_taints
 from clusterscaler.simulator.templates import sanitize_template
@@ -34,22 +38,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger()
 
 IGNORED_TAINT_PREFIXES = (IGNORE_TAINT_PREFIX, STARTUP_TAINT_PREFIX, STATUS_TAINT_PREFIX)
-# Taints that stand for a transient node condition (CA's NodeConditionTaints): the node
-# lifecycle controller, the cloud controller manager and cloud agents put them on nodes
-# that are not (yet, or no longer) healthy. A new node does not start with them.
-NODE_CONDITION_TAINTS = (
-    "node.kubernetes.io/not-ready",
-    "node.kubernetes.io/unreachable",
-    "node.kubernetes.io/unschedulable",
-    "node.kubernetes.io/memory-pressure",
-    "node.kubernetes.io/disk-pressure",
-    "node.kubernetes.io/network-unavailable",
-    "node.kubernetes.io/pid-pressure",
-    "node.cloudprovider.kubernetes.io/uninitialized",
-    "node.cloudprovider.kubernetes.io/shutdown",
-    "cloud.google.com/impending-node-termination",
-    "NodeWithImpairedVolumes",
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,3 +216,35 @@ GUIDE = (Path(__file__).resolve().parents[3] / "docs" / "index.md").read_text()
 )
 def test_taint_rules_are_documented_in_the_user_guide(term: str) -> None:
     assert term in GUIDE
+
+
+def test_taints_are_counted_by_type_as_ca_reports_them() -> None:
+    options = dataclasses.replace(
+        AutoscalingOptions(), startup_taint=["example.com/boot"], status_taint=["example.com/busy"]
+    )
+    taints = [
+        "example.com/boot",
+        "startup-taint.cluster-autoscaler.kubernetes.io/cni",
+        "ignore-taint.cluster-autoscaler.kubernetes.io/old",
+        "example.com/busy",
+        "status-taint.cluster-autoscaler.kubernetes.io/drain",
+        "ToBeDeletedByClusterAutoscaler",
+        "node.kubernetes.io/not-ready",
+        "dedicated",
+    ]
+    nodes = [
+        make_node(f"n{i}", taints=[Taint(key, "", "NoSchedule")]).with_(
+            creation_time=T0 - timedelta(days=1)
+        )
+        for i, key in enumerate(taints)
+    ]
+    h = Harness()
+    state = ClusterStateRegistry(options).update(T0, nodes, h.provider)
+    assert state.taint_counts == {
+        "startup-taint": 2,
+        "ignore-taint.cluster-autoscaler.kubernetes.io/": 1,
+        "status-taint": 2,
+        "ToBeDeletedByClusterAutoscaler": 1,
+        "node.kubernetes.io/not-ready": 1,
+        "other": 1,
+    }
