@@ -17,8 +17,9 @@ in the snapshot (which must not count itself).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from clusterscaler.model import (
@@ -600,8 +601,8 @@ def check_inter_pod_affinity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapsho
 @dataclass(slots=True)
 class _SpreadState:
     constraints: tuple[TopologySpreadConstraint, ...]
-    # per constraint: (key, value) -> matching pods, and the minimum over eligible domains
-    counts: list[dict[str, int]]
+    # per constraint: eligible domain -> matching pods, and the minimum over them
+    counts: Sequence[Mapping[str, int]]
     minimum: list[int]
     self_match: list[int]
 
@@ -670,47 +671,151 @@ def _spread_state_scratch(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadState:
     return state
 
 
+class _SpreadDomains:
+    """The eligible nodes of one topology spread constraint shape, by domain.
+
+    Eligibility depends only on the node and on what the constraint honours (the pod
+    shape's node selector and required node affinity, its tolerations), and every
+    constraint also needs the node to carry all of its pod's topology keys. Workloads
+    whose constraints agree on these share one registry, so a node joining or leaving
+    (template nodes, on every estimate) costs one update per registry rather than one per
+    workload. Registered with `empty_nodes=True`: the only watcher kind that needs nodes
+    without pods.
+    """
+
+    __slots__ = (
+        "all_keys",
+        "domain_nodes",
+        "domain_of",
+        "honor_affinity",
+        "honor_taints",
+        "shape",
+        "topology_key",
+    )
+
+    def __init__(
+        self,
+        shape: Pod,
+        constraint: TopologySpreadConstraint,
+        all_keys: tuple[str, ...],
+    ) -> None:
+        self.shape = shape
+        self.topology_key = constraint.topology_key
+        self.all_keys = all_keys
+        self.honor_affinity = constraint.node_affinity_policy == "Honor"
+        self.honor_taints = constraint.node_taints_policy == "Honor"
+        # node name -> domain, and domain -> eligible nodes (a domain exists while it has one)
+        self.domain_of: dict[str, str] = {}
+        self.domain_nodes: dict[str, int] = {}
+
+    @staticmethod
+    def key(
+        shape: Pod, constraint: TopologySpreadConstraint, all_keys: tuple[str, ...]
+    ) -> tuple[Any, ...]:
+        """The registry key: everything `node_changed` decides eligibility with."""
+        honor_affinity = constraint.node_affinity_policy == "Honor"
+        honor_taints = constraint.node_taints_policy == "Honor"
+        node_affinity = shape.affinity.node if shape.affinity is not None else None
+        # The policies themselves too: honouring taints without tolerations is not ignoring them.
+        return (
+            "topology-spread-domains",
+            constraint.topology_key,
+            tuple(sorted(set(all_keys))),
+            honor_affinity,
+            tuple(sorted(shape.node_selector.items())) if honor_affinity else (),
+            node_affinity.required if honor_affinity and node_affinity is not None else None,
+            honor_taints,
+            shape.tolerations if honor_taints else (),
+        )
+
+    def interest(self, pod: Pod) -> None:
+        return None
+
+    def pod_changed(self, pod: Pod, plan: Any, node: Node, sign: int) -> None:
+        return None
+
+    def node_changed(self, ni: SimNodeInfo, sign: int) -> None:
+        node = ni.node
+        labels = node.labels
+        for k in self.all_keys:
+            if k not in labels:
+                return
+        if self.honor_affinity and not pod_matches_node_affinity(self.shape, node):
+            return
+        if self.honor_taints and tolerates_taints(self.shape, node.taints) is not None:
+            return
+        value = labels[self.topology_key]
+        nodes = self.domain_nodes
+        if sign > 0:
+            self.domain_of[node.name] = value
+            nodes[value] = nodes.get(value, 0) + 1
+        else:
+            del self.domain_of[node.name]
+            left = nodes[value] - 1
+            if left:
+                nodes[value] = left
+            else:
+                del nodes[value]
+
+
+class _DomainCounts(Mapping[str, int]):
+    """Matching pods per eligible domain of one constraint, zero included: a live view
+    joining a registry's domains with an index's positive counts."""
+
+    __slots__ = ("_domains", "_positive")
+
+    def __init__(self, domains: _SpreadDomains, positive: dict[str, int]) -> None:
+        self._domains = domains.domain_nodes
+        self._positive = positive
+
+    def get(self, value: str, default: Any = None) -> Any:
+        n = self._positive.get(value)
+        if n is not None:
+            return n
+        return 0 if value in self._domains else default
+
+    def __getitem__(self, value: str) -> int:
+        n = self._positive.get(value)
+        if n is not None:
+            return n
+        if value in self._domains:
+            return 0
+        raise KeyError(value)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._domains)
+
+    def __len__(self) -> int:
+        return len(self._domains)
+
+
 class _SpreadIndex:
     """Pods matching each topology spread constraint of one pod shape, by domain.
 
     The shape is the namespace, the constraints and what decides which nodes count (node
     selector and required node affinity, tolerations): every pod of a workload shares one.
-    Per constraint: the domain of each eligible node, how many eligible nodes each domain
-    has (a domain exists while it has one), the matching pods per domain, and how many
-    domains have each count, so the minimum is found without scanning the domains.
+    Per constraint: the registry of eligible domains (shared with other shapes), the
+    matching pods per domain where there are any, and how many domains have each positive
+    count. A domain without matching pods has count 0, so the minimum is 0 while the
+    registry has more domains than the index has counts, else the smallest count in the
+    histogram: neither needs a scan of the domains.
     """
 
-    __slots__ = (
-        "all_keys",
-        "constraints",
-        "counts",
-        "domain_nodes",
-        "domain_of",
-        "histogram",
-        "minimum",
-        "namespace",
-        "shape",
-    )
+    __slots__ = ("constraints", "counts", "domains", "histogram", "namespace", "views")
 
-    def __init__(self, shape: Pod, constraints: tuple[TopologySpreadConstraint, ...]) -> None:
-        self.shape = shape
+    def __init__(
+        self,
+        shape: Pod,
+        constraints: tuple[TopologySpreadConstraint, ...],
+        domains: list[_SpreadDomains],
+    ) -> None:
         self.namespace = shape.namespace
         self.constraints = constraints
-        self.all_keys = [c.topology_key for c in constraints]
+        self.domains = domains
         n = len(constraints)
-        self.domain_of: list[dict[str, str]] = [{} for _ in range(n)]
-        self.domain_nodes: list[dict[str, int]] = [{} for _ in range(n)]
         self.counts: list[dict[str, int]] = [{} for _ in range(n)]
         self.histogram: list[dict[int, int]] = [{} for _ in range(n)]
-        self.minimum: list[int] | None = None
-
-    def _move(self, i: int, value: str, delta: int) -> None:
-        counts = self.counts[i]
-        hist = self.histogram[i]
-        old = counts[value]
-        _bump(hist, old, -1)
-        counts[value] = old + delta
-        hist[old + delta] = hist.get(old + delta, 0) + 1
+        self.views = [_DomainCounts(d, c) for d, c in zip(domains, self.counts, strict=True)]
 
     def interest(self, pod: Pod) -> tuple[int, ...] | None:
         """The constraints whose selector matches `pod`, if the pod counts at all."""
@@ -727,71 +832,44 @@ class _SpreadIndex:
     def pod_changed(self, pod: Pod, plan: tuple[int, ...], node: Node, sign: int) -> None:
         name = node.name
         for i in plan:
-            value = self.domain_of[i].get(name)
-            if value is not None:
-                self._move(i, value, sign)
-                self.minimum = None
-
-    def node_changed(self, ni: SimNodeInfo, sign: int) -> None:
-        node = ni.node
-        labels = node.labels
-        if any(k not in labels for k in self.all_keys):
-            return
-        if sign < 0:
-            self._pods_on(ni, -1)
-        affinity_ok: bool | None = None
-        taints_ok: bool | None = None
-        for i, c in enumerate(self.constraints):
-            if c.node_affinity_policy == "Honor":
-                if affinity_ok is None:
-                    affinity_ok = pod_matches_node_affinity(self.shape, node)
-                if not affinity_ok:
-                    continue
-            if c.node_taints_policy == "Honor":
-                if taints_ok is None:
-                    taints_ok = tolerates_taints(self.shape, node.taints) is None
-                if not taints_ok:
-                    continue
-            value = labels[c.topology_key]
-            nodes = self.domain_nodes[i]
+            value = self.domains[i].domain_of.get(name)
+            if value is None:
+                continue
             counts = self.counts[i]
             hist = self.histogram[i]
-            if sign > 0:
-                self.domain_of[i][node.name] = value
-                nodes[value] = nodes.get(value, 0) + 1
-                if value not in counts:
-                    counts[value] = 0
-                    hist[0] = hist.get(0, 0) + 1
+            old = counts.get(value, 0)
+            new = old + sign
+            if old:
+                _bump(hist, old, -1)
+            if new:
+                counts[value] = new
+                hist[new] = hist.get(new, 0) + 1
             else:
-                del self.domain_of[i][node.name]
-                left = nodes[value] - 1
-                if left:
-                    nodes[value] = left
-                else:
-                    del nodes[value]
-                    _bump(hist, counts.pop(value), -1)
-        if sign > 0:
-            self._pods_on(ni, 1)
-        self.minimum = None
+                del counts[value]
 
-    def _pods_on(self, ni: SimNodeInfo, sign: int) -> None:
+    def node_changed(self, ni: SimNodeInfo, sign: int) -> None:
+        # The registries hear about the node first when it joins and last when it leaves
+        # (the snapshot's notification order), so its domain is known either way.
+        node = ni.node
         for pod in ni.pods.values():
             plan = self.interest(pod)
             if plan is not None:
-                self.pod_changed(pod, plan, ni.node, sign)
+                self.pod_changed(pod, plan, node, sign)
 
     def minimums(self) -> list[int]:
-        if self.minimum is None:
-            out = []
-            for i, c in enumerate(self.constraints):
-                counts = self.counts[i]
-                low = min(self.histogram[i]) if counts else 0
-                if c.min_domains is not None and len(counts) < c.min_domains:
-                    # Fewer domains than required: the missing ones count as empty.
-                    low = 0
-                out.append(low)
-            self.minimum = out
-        return self.minimum
+        out = []
+        for i, c in enumerate(self.constraints):
+            domains = len(self.domains[i].domain_nodes)
+            if (c.min_domains is not None and domains < c.min_domains) or len(
+                self.counts[i]
+            ) < domains:
+                # A domain without matching pods, or fewer domains than required (the
+                # missing ones count as empty).
+                out.append(0)
+            else:
+                hist = self.histogram[i]
+                out.append(min(hist) if hist else 0)
+        return out
 
 
 class _SpreadRefs:
@@ -809,6 +887,42 @@ class _SpreadRefs:
         self.own_key = own_key
 
 
+def _watch_spread_index(
+    pod: Pod, constraints: tuple[TopologySpreadConstraint, ...], snapshot: ClusterSnapshot
+) -> _SpreadIndex:
+    honor_taints = any(c.node_taints_policy == "Honor" for c in constraints)
+    node_affinity = pod.affinity.node if pod.affinity is not None else None
+    shape = (
+        "topology-spread",
+        pod.namespace,
+        constraints,
+        tuple(sorted(pod.node_selector.items())),
+        node_affinity.required if node_affinity is not None else None,
+        pod.tolerations if honor_taints else (),
+    )
+    all_keys = tuple(c.topology_key for c in constraints)
+    while True:
+        # Registering a watcher may drop every watcher (the snapshot's bound on them);
+        # then registries fetched before belong to the old epoch: fetch them again.
+        epoch = snapshot.watch_epoch
+        domains = [
+            snapshot.watch(
+                _SpreadDomains.key(pod, c, all_keys),
+                partial(_SpreadDomains, pod, c, all_keys),
+                namespaces=(),
+                empty_nodes=True,
+            )
+            for c in constraints
+        ]
+        index = snapshot.watch(
+            shape,
+            partial(_SpreadIndex, pod, constraints, domains),
+            namespaces=(pod.namespace,),
+        )
+        if snapshot.watch_epoch == epoch:
+            return index
+
+
 def _spread_state(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadState:
     """The spread state from the snapshot's incremental index for the pod's shape.
 
@@ -821,19 +935,7 @@ def _spread_state(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadState:
         constraints = tuple(
             c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule"
         )
-        honor_taints = any(c.node_taints_policy == "Honor" for c in constraints)
-        node_affinity = pod.affinity.node if pod.affinity is not None else None
-        shape = (
-            "topology-spread",
-            pod.namespace,
-            constraints,
-            tuple(sorted(pod.node_selector.items())),
-            node_affinity.required if node_affinity is not None else None,
-            pod.tolerations if honor_taints else (),
-        )
-        index = snapshot.watch(
-            shape, lambda: _SpreadIndex(pod, constraints), namespaces=(pod.namespace,)
-        )
+        index = _watch_spread_index(pod, constraints, snapshot)
         self_match = [
             1 if c.label_selector is not None and c.label_selector.matches(pod.labels) else 0
             for c in constraints
@@ -846,7 +948,7 @@ def _spread_state(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadState:
     if refs.own_key in snapshot._pod_node:
         return _spread_state_scratch(pod, snapshot)
     index = refs.index
-    return _SpreadState(index.constraints, index.counts, index.minimums(), refs.self_match)
+    return _SpreadState(index.constraints, index.views, index.minimums(), refs.self_match)
 
 
 def check_topology_spread(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:

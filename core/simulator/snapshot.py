@@ -138,7 +138,14 @@ class SnapshotWatcher(Protocol):
         """`pod` joined (`sign` 1) or left (-1) `node`; `plan` is `interest(pod)`."""
 
     def node_changed(self, ni: SimNodeInfo, sign: int) -> None:
-        """A node joined (1) or is leaving (-1), with the pods it has at that moment."""
+        """A node joined (1) or is leaving (-1), with the pods it has at that moment.
+
+        Only watchers registered with `empty_nodes=True` hear about nodes without pods:
+        for a watcher that counts pods such a node changes nothing, and the estimator adds
+        and removes many of them. Joining nodes reach watchers in registration order and
+        leaving ones in reverse order, so a watcher may rely on one registered before it
+        (a spread index on the shared registry of its domains) knowing the node.
+        """
 
 
 W = TypeVar("W", bound=SnapshotWatcher)
@@ -186,6 +193,8 @@ class ClusterSnapshot:
         self._watch_all: list[SnapshotWatcher] = []
         self._watch_ns: dict[str, list[SnapshotWatcher]] = {}
         self._watch_anti: list[SnapshotWatcher] = []
+        # The watchers that also hear about nodes without pods.
+        self._watch_empty_nodes: list[SnapshotWatcher] = []
         # Bumped whenever the watchers are dropped: state tied to an older epoch is stale.
         self.watch_epoch = 0
         # Per pod, the watchers counting it and their plans, valid for one watcher set.
@@ -502,13 +511,15 @@ class ClusterSnapshot:
         *,
         namespaces: Iterable[str] | None = None,
         anti_affinity_only: bool = False,
+        empty_nodes: bool = False,
     ) -> W:
         """The watcher registered under `key`, built and filled from the snapshot if new.
 
         `namespaces` limits the pod changes it hears about to those namespaces (`None`:
         every namespace); `anti_affinity_only` to pods declaring required anti-affinity.
-        Every watcher hears about every node. The caller must use one `key` per kind of
-        watcher; `watch_epoch` changes when watchers are dropped.
+        Every watcher hears about every node with pods, and with `empty_nodes` about
+        nodes without pods too. The caller must use one `key` per kind of watcher;
+        `watch_epoch` changes when watchers are dropped (registering one may drop them all).
         """
         found = self._watchers.get(key)
         if found is not None:
@@ -518,12 +529,16 @@ class ClusterSnapshot:
             self._watch_all.clear()
             self._watch_ns.clear()
             self._watch_anti.clear()
+            self._watch_empty_nodes.clear()
             self.watch_epoch += 1
         watcher = build()
         for ni in self._nodes.values():
-            watcher.node_changed(ni, 1)
+            if empty_nodes or ni.pods:
+                watcher.node_changed(ni, 1)
         self._watch_version += 1
         self._watchers[key] = watcher
+        if empty_nodes:
+            self._watch_empty_nodes.append(watcher)
         if anti_affinity_only:
             self._watch_anti.append(watcher)
         elif namespaces is None:
@@ -558,8 +573,15 @@ class ClusterSnapshot:
         return out
 
     def _notify_node(self, ni: SimNodeInfo, sign: int) -> None:
-        for w in self._watchers.values():
-            w.node_changed(ni, sign)
+        if not ni.pods:
+            for w in self._watch_empty_nodes:
+                w.node_changed(ni, sign)
+        elif sign > 0:
+            for w in self._watchers.values():
+                w.node_changed(ni, sign)
+        else:
+            for w in reversed(self._watchers.values()):
+                w.node_changed(ni, sign)
 
     # ------------------------------------------------------------------ fork / revert
 
