@@ -30,14 +30,13 @@ from clusterscaler.cloudprovider import CloudProvider, CloudProviderError, Provi
 from clusterscaler.cluster import ClusterActions
 from clusterscaler.dryrun import DryRunCloudProvider
 from clusterscaler.events import events_for_result
-from clusterscaler.kube.client import KubeConfigError
-from clusterscaler.kube.runtime import KubeRuntime
 from clusterscaler.model import Pod, Taint
 from clusterscaler.scaledown.actuator import deletion_timeout
 from clusterscaler.scaledown.executor import ThreadedExecutor
 
 if TYPE_CHECKING:
     from clusterscaler.cli import CommandContext
+    from clusterscaler.kube.runtime import KubeRuntime
     from clusterscaler.options import AutoscalingOptions
 
 log = structlog.get_logger()
@@ -180,6 +179,11 @@ def _leads(runtime: KubeRuntime) -> bool:
 
 
 def run(ctx: CommandContext) -> int:
+    # The Kubernetes edge (and the kubernetes package, about a second to import) is loaded
+    # when the loop starts, so `run --help` and flag errors answer at once.
+    from clusterscaler.kube.client import KubeConfigError
+    from clusterscaler.kube.runtime import KubeRuntime
+
     options = ctx.options
     try:
         runtime = KubeRuntime.from_options(options)

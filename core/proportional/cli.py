@@ -30,7 +30,6 @@ from clusterscaler.proportional.params import (
     parse_params_document,
 )
 from clusterscaler.proportional.targets import TARGET_FORM, Target, parse_targets
-from kubernetes.config.config_exception import ConfigException
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -422,6 +421,16 @@ def run_controller(
         controller.close()
 
 
+def _startup_errors() -> tuple[type[Exception], ...]:
+    """What makes the controller fail to start: a missing or bad kubeconfig, a port taken.
+
+    The kubernetes package is imported only when one reaches `main`; `calc` never needs it.
+    """
+    from kubernetes.config.config_exception import ConfigException
+
+    return (OSError, ValueError, ConfigException)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `clusterscaler proportional ARGS...` (argv without `proportional`)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -451,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_controller(config, stop=stop)
     except KeyboardInterrupt:
         return EXIT_OK
-    except (OSError, ValueError, ConfigException) as exc:
+    except _startup_errors() as exc:
         # Startup failures only (no kubeconfig, port taken): polls catch their own errors.
         structlog.get_logger().error(
             "proportional_start_failed", error=str(exc), error_type=type(exc).__name__

@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
-import botocore.config
-import botocore.exceptions
 import structlog
 from clusterscaler.cloudprovider import CloudProviderError
 
 from clusterscaler_aws.cloud_config import CloudConfig
+
+if TYPE_CHECKING:
+    import boto3
 
 log = structlog.get_logger()
 
@@ -179,6 +179,14 @@ def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
         yield items[start : start + size]
 
 
+def _aws_errors() -> tuple[type[Exception], ...]:
+    """The errors of an AWS call: botocore's own (no credentials, connection) and the
+    service's replies. Imported on the first failure; a client exists by then."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError)
+
+
 class AwsService:
     """Thin wrapper over the autoscaling, ec2 and eks clients of one region."""
 
@@ -189,6 +197,10 @@ class AwsService:
         session: boto3.session.Session | None = None,
         page_size: int = MAX_RECORDS,
     ) -> None:
+        # boto3 takes about 0.4 s to import: only commands that build a client pay for it.
+        import boto3
+        import botocore.config
+
         config = cloud_config or CloudConfig()
         session = session or boto3.session.Session(region_name=region)
         # Adaptive retries absorb throttling (Rate exceeded) on large fleets.
@@ -241,7 +253,7 @@ class AwsService:
             for page in paginator.paginate(**params, PaginationConfig={"PageSize": self.page_size}):
                 for raw in page.get("AutoScalingGroups", []):
                     result.append(asg_from_api(raw))
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        except _aws_errors() as exc:
             raise CloudProviderError(f"DescribeAutoScalingGroups for {what} failed: {exc}") from exc
         return result
 
@@ -250,7 +262,7 @@ class AwsService:
             self.autoscaling.set_desired_capacity(
                 AutoScalingGroupName=asg, DesiredCapacity=capacity, HonorCooldown=False
             )
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        except _aws_errors() as exc:
             raise CloudProviderError(
                 f"ASG {asg!r}: SetDesiredCapacity to {capacity} failed: {exc}"
             ) from exc
@@ -260,7 +272,7 @@ class AwsService:
             self.autoscaling.terminate_instance_in_auto_scaling_group(
                 InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
             )
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        except _aws_errors() as exc:
             raise CloudProviderError(
                 f"ASG {asg!r}: TerminateInstanceInAutoScalingGroup of {instance_id} failed: {exc}"
             ) from exc
@@ -271,7 +283,7 @@ class AwsService:
             reply = self.autoscaling.describe_scaling_activities(
                 AutoScalingGroupName=asg, MaxRecords=ACTIVITIES_TO_READ
             )
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        except _aws_errors() as exc:
             raise CloudProviderError(f"ASG {asg!r}: DescribeScalingActivities failed: {exc}") from exc
         activities = [
             ScalingActivity(
@@ -291,7 +303,7 @@ class AwsService:
     def launch_configuration_instance_type(self, name: str) -> str:
         try:
             reply = self.autoscaling.describe_launch_configurations(LaunchConfigurationNames=[name])
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        except _aws_errors() as exc:
             raise CloudProviderError(
                 f"launch configuration {name!r}: DescribeLaunchConfigurations failed: {exc}"
             ) from exc
@@ -308,7 +320,7 @@ class AwsService:
             params["LaunchTemplateName"] = ref.name
         try:
             reply = self.ec2.describe_launch_template_versions(**params)
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        except _aws_errors() as exc:
             raise CloudProviderError(
                 f"launch template {ref.describe()}: DescribeLaunchTemplateVersions failed: {exc}"
             ) from exc
@@ -330,13 +342,15 @@ class AwsService:
 
     def instance_exists(self, instance_id: str) -> bool:
         """Whether EC2 still has `instance_id` in a state other than terminated."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
         try:
             reply = self.ec2.describe_instances(InstanceIds=[instance_id])
-        except botocore.exceptions.ClientError as exc:
+        except ClientError as exc:
             if exc.response.get("Error", {}).get("Code", "").startswith("InvalidInstanceID"):
                 return False
             raise CloudProviderError(f"instance {instance_id}: DescribeInstances failed: {exc}") from exc
-        except botocore.exceptions.BotoCoreError as exc:
+        except BotoCoreError as exc:
             raise CloudProviderError(f"instance {instance_id}: DescribeInstances failed: {exc}") from exc
         for reservation in reply.get("Reservations", []):
             for instance in reservation.get("Instances", []):
@@ -349,7 +363,7 @@ class AwsService:
     def describe_nodegroup(self, cluster: str, nodegroup: str) -> ManagedNodegroup:
         try:
             reply = self.eks.describe_nodegroup(clusterName=cluster, nodegroupName=nodegroup)
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        except _aws_errors() as exc:
             raise CloudProviderError(
                 f"EKS node group {cluster}/{nodegroup}: DescribeNodegroup failed: {exc}"
             ) from exc

@@ -14,7 +14,6 @@ from urllib.parse import quote
 
 import structlog
 from clusterscaler.cloudprovider import CloudProviderError
-from kubernetes.client.exceptions import ApiException
 
 log = structlog.get_logger()
 
@@ -50,6 +49,10 @@ class KubeApi:
         content_type: str = "application/json",
     ) -> Any:
         """Send one request and return the decoded JSON answer."""
+        # Imported here, not with the module: the plugin is loaded by every command, and the
+        # kubernetes package takes about a second to import.
+        from kubernetes.client.exceptions import ApiException
+
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type

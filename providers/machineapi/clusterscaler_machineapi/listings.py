@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from clusterscaler.cloudprovider import CloudProviderError
-from clusterscaler.kube.informer import Informer, ListerSpec, wait_all
 
 from clusterscaler_machineapi.apigroups import MACHINE, OPENSHIFT_NAMESPACE, PLURALS, ApiGroup
 from clusterscaler_machineapi.discovery import DiscoverySpec, namespaces_to_watch
 from clusterscaler_machineapi.kubeapi import KubeApi
 from clusterscaler_machineapi.snapshot import Listing
+
+if TYPE_CHECKING:
+    from clusterscaler.kube.informer import Informer
 
 Raw = Mapping[str, Any]
 
@@ -86,6 +88,9 @@ class WatchedListings:
         page_size: int = 500,
         watch_timeout_seconds: int = 300,
     ) -> None:
+        # The informers and the kubernetes client are imported with the first watch, not with
+        # the plugin that every command loads.
+        from clusterscaler.kube.informer import Informer, ListerSpec
         from kubernetes import client as k8s
 
         custom = k8s.CustomObjectsApi(api_client)
@@ -130,6 +135,8 @@ class WatchedListings:
             informer.start()
 
     def wait_for_sync(self, timeout: float) -> bool:
+        from clusterscaler.kube.informer import wait_all
+
         return wait_all(self._all(), timeout)
 
     def listings(self) -> list[Listing]:
