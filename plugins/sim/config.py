@@ -10,6 +10,7 @@ nodeGroups:
     nodeSelector:           # optional: existing nodes with all these labels belong here
       eks.amazonaws.com/nodegroup: general
     template:               # a Node object: labels, taints, capacity, allocatable
+                            # (optional with a nodeSelector: new nodes copy an adopted one)
       metadata:
         labels: {topology.kubernetes.io/zone: zone-a}
       spec:
@@ -68,7 +69,8 @@ class NodeGroupSpec:
     name: str
     min_size: int
     max_size: int
-    template: Node
+    # None only with a nodeSelector: new nodes then copy one of the group's nodes.
+    template: Node | None
     price: float | None = None
     provision_delay: timedelta = DEFAULT_PROVISION_DELAY
     # Labels (all of them, with these values) by which existing nodes belong to the group.
@@ -219,9 +221,14 @@ def _parse_group(raw: Any, index: int) -> NodeGroupSpec:
             f"{where}: {unknown[0]}: unknown field; expected one of "
             f"{', '.join(sorted(_GROUP_KEYS))}"
         )
-    for required in ("minSize", "maxSize", "template"):
+    for required in ("minSize", "maxSize"):
         if required not in raw:
             raise ConfigurationError(f"{where}: {required}: required field is missing")
+    if "template" not in raw and "nodeSelector" not in raw:
+        raise ConfigurationError(
+            f"{where}: template: required field is missing (or a nodeSelector, to adopt "
+            f"existing nodes and copy new ones from them)"
+        )
     min_size = _int_field(raw["minSize"], where, "minSize")
     max_size = _int_field(raw["maxSize"], where, "maxSize")
     if max_size < min_size:
@@ -255,7 +262,9 @@ def _parse_group(raw: Any, index: int) -> NodeGroupSpec:
     selector: dict[str, str] = {}
     if "nodeSelector" in raw:
         selector = _parse_selector(raw["nodeSelector"], where, name)
-    template = _parse_template(raw["template"], where, name, selector)
+    template: Node | None = None
+    if "template" in raw:
+        template = _parse_template(raw["template"], where, name, selector)
     return NodeGroupSpec(
         name=name,
         min_size=min_size,

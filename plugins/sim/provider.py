@@ -35,6 +35,12 @@ from clusterscaler.cloudprovider import (
     ProviderContext,
     ResourceLimiter,
 )
+from clusterscaler.clusterstate import (
+    DELETION_CANDIDATE_TAINT,
+    NODE_CONDITION_TAINTS,
+    TO_BE_DELETED_TAINT,
+    TaintConfig,
+)
 from clusterscaler.model import HOSTNAME_LABEL, Node, NodeInfo
 from clusterscaler.plugins.sim.config import (
     NODE_GROUP_LABEL,
@@ -175,6 +181,30 @@ class NodeOwnership:
         return out
 
 
+def copy_node(node: Node, group: str, taints: TaintConfig) -> Node:
+    """`node` as the template of `group`: what a new node like it would be. Its name-bound
+    fields (hostname, provider ID, uid, annotations) go, and so do the taints of its state
+    rather than of its kind: the autoscaler's, node-condition, startup and status taints."""
+    labels = {k: v for k, v in node.labels.items() if k != HOSTNAME_LABEL}
+    labels[NODE_GROUP_LABEL] = group
+    kept = tuple(
+        t
+        for t in node.taints
+        if t.key not in (TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT)
+        and t.key not in NODE_CONDITION_TAINTS
+        and not taints.is_startup(t.key)
+        and not taints.is_status(t.key)
+    )
+    return Node(
+        name=f"template-{group}",
+        labels=labels,
+        taints=kept,
+        capacity=node.capacity,
+        allocatable=node.allocatable,
+        ready=True,
+    )
+
+
 @dataclass
 class _FailedInstance:
     name: str
@@ -188,6 +218,9 @@ class SimNodeGroup:
     spec: NodeGroupSpec
     backend: NodeBackend
     ownership: NodeOwnership | None = None
+    # Which taints a node copied into a template loses (see `copy_node`).
+    taints: TaintConfig = field(default_factory=TaintConfig)
+    _copied: Node | None = None
     _names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _failed: list[_FailedInstance] = field(default_factory=list)
 
@@ -231,12 +264,34 @@ class SimNodeGroup:
             if name not in taken:
                 return name
 
-    def new_node(self, name: str) -> Node:
-        """A node of this group as `increase_size` creates it."""
-        labels = dict(self.spec.template.labels)
+    def template(self) -> Node:
+        """The node new nodes are made from: the cloud-config's template, else a copy of
+        one of the group's nodes (a group declared by nodeSelector alone), remembered for
+        when the group has no node left. Raises `CloudProviderError` when there is neither."""
+        if self.spec.template is not None:
+            return self.spec.template
+        candidates = sorted(
+            (n for n in self.registered_nodes() if n.deletion_time is None),
+            # A Ready, schedulable node without taints of its own state is the best model.
+            key=lambda n: (not n.ready or n.unschedulable, n.name),
+        )
+        if candidates:
+            self._copied = copy_node(candidates[0], self.spec.name, self.taints)
+        if self._copied is None:
+            raise CloudProviderError(
+                f"node group {self.id}: no template in the cloud-config and no node of the "
+                f"group to copy one from"
+            )
+        return self._copied
+
+    def new_node(self, name: str, template: Node | None = None) -> Node:
+        """A node of this group as `increase_size` creates it (from `template`, by default
+        the group's)."""
+        template = template or self.template()
+        labels = dict(template.labels)
         labels[HOSTNAME_LABEL] = name
         labels[NODE_GROUP_LABEL] = self.spec.name
-        return self.spec.template.with_(
+        return template.with_(
             name=name, labels=labels, provider_id=provider_id(self.spec.name, name), ready=True
         )
 
@@ -251,6 +306,8 @@ class SimNodeGroup:
                 f"node group {self.id}: increase_size: size increase too large, desired "
                 f"{target + delta} > max {self.max_size}"
             )
+        # Fails before anything is created when the group has nothing to copy.
+        template = self.template()
         error = self.backend.provisioning_error(self.id)
         taken = {n.name for n in self.backend.list_nodes()}
         taken.update(n.name for n in self.backend.list_pending_nodes())
@@ -261,7 +318,7 @@ class SimNodeGroup:
             if error is not None:
                 self._failed.append(_FailedInstance(name, error))
             else:
-                self.backend.create_node(self.new_node(name), self.spec.provision_delay)
+                self.backend.create_node(self.new_node(name, template), self.spec.provision_delay)
         log.debug(
             "sim_increase_size",
             node_group=self.id,
@@ -350,6 +407,17 @@ class SimNodeGroup:
         name = f"template-node-for-{self.id}"
         return NodeInfo(self.new_node(name).with_(provider_id=""))
 
+    def check_template(self) -> None:
+        """Raise `ConfigurationError` when the group has no template and no node to copy."""
+        try:
+            self.template()
+        except CloudProviderError:
+            selector = ", ".join(f"{k}: {v}" for k, v in sorted(self.spec.node_selector.items()))
+            raise ConfigurationError(
+                f"node group {self.id}: template: required when no node matches the "
+                f"nodeSelector {{{selector}}}"
+            ) from None
+
     def exist(self) -> bool:
         return True
 
@@ -366,11 +434,16 @@ class SimNodeGroup:
 class SimCloudProvider:
     """The `sim` cloud provider. Satisfies `CloudProvider`."""
 
-    def __init__(self, config: SimCloudConfig, backend: NodeBackend) -> None:
+    def __init__(
+        self, config: SimCloudConfig, backend: NodeBackend, taints: TaintConfig | None = None
+    ) -> None:
         self.config = config
         self.backend = backend
         self.ownership = NodeOwnership(config.node_groups)
-        self._groups = [SimNodeGroup(spec, backend, self.ownership) for spec in config.node_groups]
+        self._groups = [
+            SimNodeGroup(spec, backend, self.ownership, taints or TaintConfig())
+            for spec in config.node_groups
+        ]
         self._by_name = {g.id: g for g in self._groups}
         self._pricing = SimPricing(
             {s.name: s.price for s in config.node_groups if s.price is not None},
@@ -457,9 +530,12 @@ def build_provider(context: ProviderContext) -> SimCloudProvider:
             "sim provider: neither an in-memory cluster nor a Kubernetes API client was given; "
             "use `clusterscaler simulate` offline or --kubeconfig for a real API server"
         )
-    provider = SimCloudProvider(config, backend)
+    provider = SimCloudProvider(config, backend, TaintConfig.from_options(context.options))
     if context.cluster is not None:
-        # Offline the nodes are all there: an ambiguous cloud-config is bad input, refused
-        # before the simulation starts rather than at its first loop.
+        # Offline the nodes are all there: an ambiguous cloud-config, or a group with
+        # nothing to make nodes from, is bad input, refused before the simulation starts
+        # rather than at its first loop.
         provider.check_nodes()
+        for group in provider.node_groups():
+            group.check_template()
     return provider

@@ -13,7 +13,7 @@ import pytest
 from clusterscaler.cli import main
 from clusterscaler.cloudprovider import ConfigurationError, InstanceState, ProviderContext
 from clusterscaler.clusterstate import ClusterStateRegistry
-from clusterscaler.model import ClusterObjects, Node
+from clusterscaler.model import ClusterObjects, Node, Taint
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.plugins.sim import (
     EMBEDDED_CONFIG_KEY,
@@ -312,3 +312,91 @@ def test_ambiguous_cloud_config_is_bad_input(
     assert code == 2
     assert "node ip-10-0-1-11.ec2.internal: matched by the nodeSelector of nodeGroups[0] " in err
     assert "(general) and nodeGroups[1] (memory)" in err
+
+
+# --------------------------------------------------------------------------- no template
+
+
+def test_group_with_a_selector_needs_no_template() -> None:
+    (spec,) = parse_cloud_config(
+        {
+            "nodeGroups": [
+                {"name": "general", "minSize": 0, "maxSize": 3, "nodeSelector": {POOL: "g"}}
+            ]
+        }
+    ).node_groups
+    assert spec.template is None
+    with pytest.raises(
+        ConfigurationError, match=r"\(general\): template: required field is missing"
+    ):
+        parse_cloud_config({"nodeGroups": [{"name": "general", "minSize": 0, "maxSize": 3}]})
+
+
+def test_new_nodes_copy_an_adopted_node_without_its_state_taints() -> None:
+    config = {
+        "nodeGroups": [
+            {"name": "general", "minSize": 0, "maxSize": 5, "nodeSelector": {POOL: "general"}}
+        ]
+    }
+    taints = [
+        Taint("dedicated", "web", "NoSchedule"),
+        Taint("ToBeDeletedByClusterAutoscaler", "1", "NoSchedule"),
+        Taint("node.kubernetes.io/unreachable", "", "NoExecute"),
+        Taint("startup-taint.cluster-autoscaler.kubernetes.io/cni", "", "NoSchedule"),
+        Taint("example.com/draining", "", "NoSchedule"),
+    ]
+    adopted = eks_node("g1", "general", cpu="8", memory="32Gi", taints=taints)
+    clock = VirtualClock()
+    cluster = SimulatedCluster(ClusterObjects(nodes=[adopted]), clock)
+    options = replace(
+        AutoscalingOptions(),
+        status_taint=["example.com/draining"],
+        extra={EMBEDDED_CONFIG_KEY: config},
+    )
+    provider = build_provider(ProviderContext(options=options, cluster=cluster, clock=clock))
+    general = provider.node_group("general")
+    assert general is not None
+    general.increase_size(1)
+    (new,) = cluster.list_pending_nodes()
+    assert new.name == "general-00001"
+    assert new.provider_id == "sim://general/general-00001"
+    assert (new.capacity, new.allocatable) == (adopted.capacity, adopted.allocatable)
+    assert new.labels[POOL] == "general" and new.labels[ITYPE] == "m5.xlarge"
+    assert new.labels["kubernetes.io/hostname"] == "general-00001"
+    assert [(t.key, t.value) for t in new.taints] == [("dedicated", "web")]
+    # The copy outlives the node it was made from.
+    cluster.remove_node("g1")
+    assert general.template_node_info().node.capacity == adopted.capacity
+
+
+def test_group_without_template_or_node_is_bad_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "groups.yaml"
+    config.write_text(
+        "nodeGroups:\n"
+        "  - {name: general, minSize: 1, maxSize: 5, nodeSelector: {eks.amazonaws.com/nodegroup: general}}\n"
+        "  - {name: spot, minSize: 0, maxSize: 5, nodeSelector: {eks.amazonaws.com/nodegroup: spot}}\n"
+    )
+    code, _, err = simulate(capsys, "--cloud-config", str(config))
+    assert code == 2
+    assert (
+        "node group spot: template: required when no node matches the nodeSelector "
+        "{eks.amazonaws.com/nodegroup: spot}"
+    ) in err
+
+
+def test_eks_snapshot_runs_with_selectors_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "groups.yaml"
+    config.write_text(
+        "nodeGroups:\n"
+        "  - {name: general, minSize: 1, maxSize: 10, nodeSelector: {eks.amazonaws.com/nodegroup: general}}\n"
+        "  - {name: memory, minSize: 0, maxSize: 4, nodeSelector: {eks.amazonaws.com/nodegroup: memory}}\n"
+    )
+    code, out, err = simulate(capsys, "--cloud-config", str(config), "--json")
+    assert code == 0, err
+    assert [(d["nodeGroup"], d["from"], d["to"]) for d in json.loads(out)["scaleUp"]] == [
+        ("memory", 1, 2)
+    ]
