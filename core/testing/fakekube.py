@@ -34,6 +34,7 @@ import math
 import re
 import secrets
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -333,9 +334,7 @@ class FakeKubeServer:
         class Handler(_Handler):
             fake = server
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        httpd.daemon_threads = True
-        httpd.block_on_close = False
+        httpd = _HTTPServer(("127.0.0.1", 0), Handler)
         self._httpd = httpd
         self._stopping = False
         self._thread = threading.Thread(
@@ -1548,6 +1547,34 @@ class FakeKubeServer:
         if was_visible:
             return "DELETED"
         return None
+
+
+# A client closing or resetting its connection: what HTTP clients do with idle keep-alive
+# connections (urllib3's pool) and with watches they stop reading. Not a server error.
+_CLIENT_GONE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """The threaded server, quiet when a client drops its connection.
+
+    `socketserver` prints a traceback to stderr for any exception a handler lets escape;
+    dropped connections are normal client behaviour and only logged at debug level. Every
+    other exception still gets the traceback: it is a bug of the fake.
+    """
+
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, _CLIENT_GONE):
+            log.debug(
+                "fake_kube_client_disconnected",
+                client=f"{client_address[0]}:{client_address[1]}",
+                error=type(exc).__name__,
+            )
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
