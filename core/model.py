@@ -977,9 +977,10 @@ _OWNERS_CACHE: dict[Any, tuple[OwnerRef, ...]] = {}
 def _cache_key(items: list[Any]) -> Any:
     """A hashable key for a list of flat JSON objects, or `None` when not flat."""
     try:
-        key = tuple(tuple(i.items()) for i in items)
+        # Built without a Python-level loop: this runs for every pod's owners.
+        key = tuple(map(tuple, map(dict.items, items)))
         hash(key)
-    except (AttributeError, TypeError):
+    except TypeError:
         return None
     return key
 
@@ -1471,11 +1472,45 @@ def _shared_requests(
     return cached
 
 
+# Pod requests (with the pod slot) by the requests of the pod's only container.
+_ONE_CONTAINER_REQUESTS: dict[Resources, Resources] = {}
+_FIRST_REQUESTS_FIELD = "spec.containers[0].resources.requests"
+
+
 def _pod_requests(spec: Mapping[str, Any], obj: str) -> tuple[Resources, tuple[HostPort, ...]]:
-    ports: list[HostPort] = []
     containers = spec.get("containers")
     if not isinstance(containers, list):
         raise ModelError(obj, "spec.containers", "a list of containers", containers)
+    if len(containers) == 1:
+        # Most pods: one container with requests and no limits, ports, init containers,
+        # overhead or pod-level resources. The general path below gives the same vector:
+        # the container's requests plus the pod slot, shared by every pod asking for it.
+        c = containers[0]
+        if type(c) is dict and not c.get("ports"):
+            resources = c.get("resources")
+            if type(resources) is dict and not resources.get("limits"):
+                requests = resources.get("requests")
+                if (
+                    type(requests) is dict
+                    and requests
+                    and not spec.get("initContainers")
+                    and not spec.get("overhead")
+                    and not spec.get("resources")
+                ):
+                    own = Resources.from_k8s(requests, obj=obj, field=_FIRST_REQUESTS_FIELD)
+                    shared = _ONE_CONTAINER_REQUESTS.get(own)
+                    if shared is None:
+                        if len(_ONE_CONTAINER_REQUESTS) > _CACHE_LIMIT:
+                            _ONE_CONTAINER_REQUESTS.clear()
+                        shared = _ONE_CONTAINER_REQUESTS[own] = _shared_requests(
+                            own.cpu,
+                            own.memory,
+                            own.pods + 1,
+                            own.ephemeral_storage,
+                            dict(own.extended) if own.extended else None,
+                        )
+                    return shared, ()
+    ports: list[HostPort] = []
     # Regular containers are summed with plain integers: this runs for every pod.
     cpu = memory = eph = 0
     pods = 1  # the pod slot
@@ -1694,6 +1729,164 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
         owners,
         sget("priorityClassName") or "",
         sget("preemptionPolicy") or "PreemptLowerPriority",
+    )
+
+
+class _ListDocument(msgspec.Struct):
+    """A `List` document with its items left undecoded."""
+
+    items: list[msgspec.Raw]
+    kind: Any = None
+
+
+class _ItemHead(msgspec.Struct):
+    """What tells an item's kind, and a pod's parts, with `spec` left undecoded."""
+
+    kind: Any = None
+    metadata: Any = None
+    spec: msgspec.Raw = msgspec.Raw()
+    status: Any = None
+
+
+_decode_list_document = msgspec.json.Decoder(_ListDocument).decode
+_decode_item_head = msgspec.json.Decoder(_ItemHead).decode
+
+# What a pod takes from its spec, by the spec's JSON text: requests, host ports,
+# tolerations, node selector, the raw affinity and spread constraints (parsed per pod:
+# they depend on its namespace and labels), volumes, node name, priority, grace period,
+# scheduler name, priority class name, preemption policy.
+_PodSpecFields: TypeAlias = tuple[
+    Resources,
+    tuple[HostPort, ...],
+    tuple[Toleration, ...],
+    Mapping[str, str],
+    Any,
+    Any,
+    tuple[Volume, ...],
+    str,
+    int | None,
+    int | None,
+    str,
+    str,
+    str,
+]
+_POD_SPECS: dict[bytes, _PodSpecFields] = {}
+
+
+def _pod_spec_fields(spec_text: bytes, obj: str) -> _PodSpecFields:
+    """The fields `parse_pod` takes from a spec, parsed once per distinct spec text."""
+    fields = _POD_SPECS.get(spec_text)
+    if fields is not None:
+        return fields
+    spec = decode_json(spec_text)
+    if not isinstance(spec, dict):
+        raise ModelError(obj, "spec", "an object with containers", spec)
+    sget = spec.get
+    requests, ports = _pod_requests(spec, obj)
+    priority = sget("priority")
+    grace = sget("terminationGracePeriodSeconds")
+    tolerations = sget("tolerations")
+    selector = sget("nodeSelector")
+    volumes = sget("volumes")
+    fields = (
+        requests,
+        ports,
+        _parse_tolerations(tolerations, obj, "spec.tolerations") if tolerations else (),
+        {} if selector is None else _str_map(selector, obj, "spec.nodeSelector"),
+        sget("affinity"),
+        sget("topologySpreadConstraints"),
+        _parse_volumes(volumes, obj) if volumes is not None else (),
+        sget("nodeName") or "",
+        None if priority is None else _int(priority, obj, "spec.priority"),
+        None if grace is None else _int(grace, obj, "spec.terminationGracePeriodSeconds"),
+        sget("schedulerName") or DEFAULT_SCHEDULER,
+        sget("priorityClassName") or "",
+        sget("preemptionPolicy") or "PreemptLowerPriority",
+    )
+    if len(_POD_SPECS) > _CACHE_LIMIT:
+        _POD_SPECS.clear()
+    _POD_SPECS[spec_text] = fields
+    return fields
+
+
+def _pod_from_parts(meta: dict[str, Any], spec: msgspec.Raw, status: Any) -> Pod:
+    """`parse_pod` of a valid pod whose spec is still JSON text: the same `Pod`.
+
+    Checks are those of `parse_pod` but not in its order, so a pod with an error goes back
+    to `parse_pod` (see `ClusterObjects.from_json_list`), which names its first bad field.
+    """
+    name = meta["name"]
+    if type(name) is not str or not name:
+        raise ModelError("Pod", "metadata.name", "a non-empty string", name)
+    mget = meta.get
+    namespace = mget("namespace") or "default"
+    obj = f"Pod {namespace}/{name}"
+    (
+        requests,
+        ports,
+        tolerations,
+        node_selector,
+        affinity,
+        spread,
+        volumes,
+        node_name,
+        priority,
+        grace,
+        scheduler_name,
+        priority_class_name,
+        preemption_policy,
+    ) = _pod_spec_fields(bytes(spec), obj)
+    labels = mget("labels")
+    labels = {} if labels is None else _str_map(labels, obj, "metadata.labels")
+    owners = _parse_owners(meta, obj) if mget("ownerReferences") else ()
+    owner = None
+    for o in owners:
+        if o.controller:
+            owner = o
+            break
+    status = status or {}
+    unschedulable = False
+    conditions = status.get("conditions")
+    if conditions:
+        for c in _list(conditions, obj, "status.conditions"):
+            if (
+                isinstance(c, dict)
+                and c.get("type") == "PodScheduled"
+                and c.get("status") == "False"
+                and c.get("reason") == "Unschedulable"
+            ):
+                unschedulable = True
+    annotations = mget("annotations")
+    created = mget("creationTimestamp")
+    deleted = mget("deletionTimestamp")
+    return _new_pod(
+        namespace,
+        name,
+        mget("uid") or "",
+        labels,
+        {} if annotations is None else _str_map(annotations, obj, "metadata.annotations"),
+        node_name,
+        status.get("phase") or "Pending",
+        priority,
+        owner,
+        requests,
+        tolerations,
+        node_selector,
+        None
+        if affinity is None
+        else _parse_affinity(affinity, obj, "spec.affinity", namespace, labels),
+        _parse_spread(spread, obj, labels) if spread is not None else (),
+        ports,
+        volumes,
+        None if created is None else _parse_time(created, obj, "metadata.creationTimestamp"),
+        None if deleted is None else _parse_time(deleted, obj, "metadata.deletionTimestamp"),
+        grace,
+        status.get("nominatedNodeName") or "",
+        unschedulable,
+        scheduler_name,
+        owners,
+        priority_class_name,
+        preemption_policy,
     )
 
 
@@ -2273,23 +2466,73 @@ class ClusterObjects:
         cls, items: Iterable[Mapping[str, Any]], *, strict: bool, default_kind: str | None
     ) -> ClusterObjects:
         out = cls()
-        parsers = _PARSERS
         for i, raw in enumerate(items):
-            if not isinstance(raw, Mapping):
-                raise ModelError("List", f"items[{i}]", "a Kubernetes object", raw)
-            kind = raw.get("kind") or default_kind
-            parser = parsers.get(kind) if isinstance(kind, str) else None
-            if parser is None:
-                if strict or not isinstance(kind, str):
-                    raise ModelError(
-                        "List", f"items[{i}].kind", "one of " + ", ".join(SUPPORTED_KINDS), kind
+            out._add_raw(i, raw, strict=strict, default_kind=default_kind)
+        return out
+
+    def _add_raw(self, i: int, raw: Any, *, strict: bool, default_kind: str | None) -> None:
+        """Item `i` of a List, parsed by its kind or counted in `skipped`."""
+        if not isinstance(raw, Mapping):
+            raise ModelError("List", f"items[{i}]", "a Kubernetes object", raw)
+        kind = raw.get("kind") or default_kind
+        parser = _PARSERS.get(kind) if isinstance(kind, str) else None
+        if parser is None:
+            if strict or not isinstance(kind, str):
+                raise ModelError(
+                    "List", f"items[{i}].kind", "one of " + ", ".join(SUPPORTED_KINDS), kind
+                )
+            self.skipped[kind] = self.skipped.get(kind, 0) + 1
+            return
+        if parser is parse_controller:
+            self.add(parse_controller(raw, kind))
+        else:
+            self.add(parser(raw))
+
+    @classmethod
+    def from_json_list(cls, data: bytes | str, *, strict: bool = False) -> ClusterObjects | None:
+        """Parse a JSON `List` (an object with an `items` array of objects, what
+        `kubectl get -o json` prints) straight from its text.
+
+        The objects and the errors are those of `from_list(decode_json(data))`. Returns
+        `None` for anything else (malformed JSON, a plain array, a single object, items
+        that are not objects): decode it with `decode_json` and call `from_list`.
+
+        Why it is faster: each pod's `spec` stays undecoded text until needed, and the
+        scheduling fields parsed from it are shared by every pod whose spec has the same
+        text (the pods of a workload), so a workload's spec is decoded and checked once.
+        """
+        try:
+            doc = _decode_list_document(data)
+        except (msgspec.MsgspecError, UnicodeDecodeError):
+            return None
+        list_kind = doc.kind
+        default_kind = (
+            list_kind[: -len("List")]
+            if isinstance(list_kind, str) and list_kind.endswith("List") and list_kind != "List"
+            else None
+        )
+        out = cls()
+        pods = out.pods
+        with gc_paused():
+            for i, item in enumerate(doc.items):
+                try:
+                    head = _decode_item_head(item)
+                except msgspec.MsgspecError:
+                    # Not an object: `from_list` names the item.
+                    return None
+                kind = head.kind or default_kind
+                if kind == "Pod" and type(head.metadata) is dict and head.spec:
+                    try:
+                        pod = _pod_from_parts(head.metadata, head.spec, head.status)
+                    except Exception:
+                        # Whatever is wrong, the general parser reports it in its own order
+                        # of checks: the first bad field of the pod.
+                        pod = parse_pod(decode_json(bytes(item)))
+                    pods.append(pod)
+                else:
+                    out._add_raw(
+                        i, decode_json(bytes(item)), strict=strict, default_kind=default_kind
                     )
-                out.skipped[kind] = out.skipped.get(kind, 0) + 1
-                continue
-            if parser is parse_controller:
-                out.add(parse_controller(raw, kind))
-            else:
-                out.add(parser(raw))
         return out
 
     @classmethod

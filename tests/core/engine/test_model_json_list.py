@@ -1,0 +1,283 @@
+"""`ClusterObjects.from_json_list` parses a JSON List straight from its text: the objects
+and the errors must be those of `from_list(json.loads(text))`, whatever the pods hold."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from clusterscaler.model import ClusterObjects, ModelError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ABSENT = object()
+
+UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+RS = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u1", "controller": True}
+
+META_CHOICES: dict[str, list[Any]] = {
+    "name": ["web-1", "web-2", "", None, 5, ABSENT],
+    "namespace": [ABSENT, "default", "batch", None, ""],
+    "uid": [ABSENT, "uid-1", None],
+    "labels": [ABSENT, None, {"app": "web"}, {"app": "web", "tier": "a"}, "bad"],
+    "annotations": [ABSENT, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}, 3],
+    "ownerReferences": [
+        ABSENT,
+        [],
+        [RS],
+        [{"kind": "Node", "name": "n", "uid": "x"}, RS],
+        "bad",
+        [{"kind": 1, "name": "x"}],
+        [3],
+    ],
+    "creationTimestamp": [ABSENT, "2024-05-01T10:00:00Z", "2024-05-01T10:00:00+02:00", "nope"],
+    "deletionTimestamp": [ABSENT, None, "2024-05-01T11:00:00Z", 7],
+}
+
+
+def container(**fields: Any) -> dict[str, Any]:
+    return {"name": "c", "image": "x", **fields}
+
+
+SPEC_CHOICES: dict[str, list[Any]] = {
+    "containers": [
+        [container(resources={"requests": {"cpu": "200m", "memory": "200"}})],
+        [container(resources={"requests": {"cpu": "1", "nvidia.com/gpu": "1"}})],
+        [container(resources={"limits": {"cpu": "1", "memory": "1Gi"}})],
+        [container(resources={"requests": {"cpu": "100m"}, "limits": {"memory": "1Gi"}})],
+        [container(), container(resources={"requests": {"memory": "64Mi"}})],
+        [
+            container(
+                resources={"requests": {"cpu": "1"}},
+                ports=[{"containerPort": 80, "hostPort": 8080}],
+            )
+        ],
+        [container(resources={})],
+        [container(resources={"requests": {"cpu": "lots"}})],
+        [container(resources={"requests": "bad"})],
+        [container(resources=5)],
+        [3],
+        [],
+        "bad",
+        ABSENT,
+    ],
+    "initContainers": [
+        ABSENT,
+        [container(resources={"requests": {"cpu": "2"}})],
+        [container(resources={"requests": {"cpu": "50m"}}, restartPolicy="Always")],
+        "bad",
+    ],
+    "overhead": [ABSENT, {"cpu": "10m"}, {"cpu": "x"}],
+    "resources": [ABSENT, {"requests": {"memory": "2Gi"}}],
+    "nodeName": [ABSENT, "node-1", "node-2", None],
+    "priority": [ABSENT, 0, 1000, None, "high", True],
+    "terminationGracePeriodSeconds": [ABSENT, 30, 1.5],
+    "tolerations": [
+        ABSENT,
+        [{"key": "k", "operator": "Exists"}],
+        [{"key": "k", "operator": "Maybe"}],
+        [{"key": "k", "value": {"nested": 1}}],
+        "bad",
+    ],
+    "nodeSelector": [ABSENT, None, {"zone": "a"}, ["bad"]],
+    "affinity": [
+        ABSENT,
+        None,
+        {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "z", "operator": "In", "values": ["a"]}]}
+                    ]
+                }
+            }
+        },
+        {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        },
+        {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "z", "operator": "Like"}]}]
+                }
+            }
+        },
+    ],
+    "topologySpreadConstraints": [
+        ABSENT,
+        [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+                "matchLabelKeys": ["tier"],
+            }
+        ],
+        [{"maxSkew": 0, "topologyKey": "z"}],
+    ],
+    "volumes": [
+        ABSENT,
+        [{"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}}],
+        [{"name": "tmp", "emptyDir": {}}],
+        [{"name": "data", "persistentVolumeClaim": {}}],
+    ],
+    "schedulerName": [ABSENT, "default-scheduler", "other"],
+    "priorityClassName": [ABSENT, "critical"],
+    "preemptionPolicy": [ABSENT, "Never"],
+}
+
+STATUS_CHOICES: list[Any] = [
+    ABSENT,
+    None,
+    {"phase": "Running"},
+    {"phase": "Pending", "conditions": [UNSCHEDULABLE]},
+    {"conditions": [{"type": "Ready", "status": "True"}, 3]},
+    {"conditions": "bad"},
+    {"nominatedNodeName": "node-1"},
+    ["bad"],
+]
+
+
+def _pick(choices: dict[str, list[Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({k: st.sampled_from(v) for k, v in choices.items()}).map(
+        lambda d: {k: v for k, v in d.items() if v is not ABSENT}
+    )
+
+
+@st.composite
+def pods(draw: st.DrawFn) -> dict[str, Any]:
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": draw(st.sampled_from(["Pod", ABSENT]))}
+    pod["metadata"] = draw(st.one_of(_pick(META_CHOICES), st.sampled_from([ABSENT, None, 3])))
+    pod["spec"] = draw(
+        st.one_of(
+            _pick(SPEC_CHOICES),
+            _pick(SPEC_CHOICES),
+            _pick(SPEC_CHOICES),
+            st.sampled_from([ABSENT, None, 3]),
+        )
+    )
+    pod["status"] = draw(st.sampled_from(STATUS_CHOICES))
+    return {k: v for k, v in pod.items() if v is not ABSENT}
+
+
+OTHER_OBJECTS: list[Any] = [
+    {
+        "kind": "Node",
+        "metadata": {"name": "node-1", "labels": {"zone": "a"}},
+        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+        "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
+    },
+    {"kind": "Node", "metadata": {"name": "node-2"}, "status": {"capacity": {"cpu": "x"}}},
+    {
+        "kind": "ReplicaSet",
+        "apiVersion": "apps/v1",
+        "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}},
+    },
+    {"kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}, "data": {"a": "b"}},
+    {"kind": "StorageClass", "metadata": {"name": "fast"}, "provisioner": "csi.example.com"},
+    {"kind": "Service", "metadata": {"name": "svc"}},
+    {"metadata": {"name": "no-kind"}},
+    {"kind": 5},
+    3,
+    "text",
+]
+
+
+def outcome(fn: Any) -> tuple[str, Any]:
+    try:
+        return "ok", fn()
+    except (ModelError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        return type(exc).__name__, str(exc)
+
+
+def assert_same(doc: Any, strict: bool = False) -> None:
+    text = json.dumps(doc)
+    fast = outcome(lambda: ClusterObjects.from_json_list(text, strict=strict))
+    if fast == ("ok", None):
+        # Not a List of objects: the caller takes the general route.
+        assert not (
+            isinstance(doc, dict)
+            and isinstance(doc.get("items"), list)
+            and all(isinstance(i, dict) for i in doc["items"])
+        )
+        return
+    assert fast == outcome(lambda: ClusterObjects.from_list(json.loads(text), strict=strict))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.one_of(pods(), pods(), pods(), st.sampled_from(OTHER_OBJECTS)), min_size=1, max_size=6
+    ),
+    st.sampled_from(["List", "PodList", "NodeList", ABSENT]),
+    st.booleans(),
+)
+def test_same_objects_and_errors_as_from_list(items: list[Any], kind: Any, strict: bool) -> None:
+    doc: dict[str, Any] = {"apiVersion": "v1", "items": items}
+    if kind is not ABSENT:
+        doc["kind"] = kind
+    assert_same(doc, strict)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(pods(), min_size=2, max_size=8))
+def test_pods_sharing_a_spec_text_keep_their_own_fields(items: list[Any]) -> None:
+    """Pods of a workload share the spec parsed from its text; what comes from the
+    metadata and status (and the affinity and spread that depend on labels) stays each
+    pod's own."""
+    spec = {
+        "containers": [container(resources={"requests": {"cpu": "200m"}})],
+        "topologySpreadConstraints": SPEC_CHOICES["topologySpreadConstraints"][1],
+    }
+    for item in items:
+        item["spec"] = spec
+    assert_same({"kind": "List", "items": items})
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        [{"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []}}],
+        {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []}},
+        {"kind": "List", "items": 3},
+        {"kind": "List", "items": [3]},
+        {"kind": "List"},
+    ],
+    ids=["array", "single-object", "items-not-list", "item-not-object", "no-items"],
+)
+def test_other_documents_take_the_general_route(doc: Any) -> None:
+    assert ClusterObjects.from_json_list(json.dumps(doc)) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"kind": "List", "items": []', "{kind: List}", "NaN", ""],
+    ids=["truncated", "yaml", "nan", "empty"],
+)
+def test_malformed_json_takes_the_general_route(text: str) -> None:
+    assert ClusterObjects.from_json_list(text) is None
+
+
+def test_bad_pod_error_names_the_pod_and_its_first_bad_field() -> None:
+    good = {"kind": "Pod", "metadata": {"name": "a"}, "spec": {"containers": [container()]}}
+    bad = {
+        "kind": "Pod",
+        "metadata": {"name": "b", "namespace": "ns", "ownerReferences": "bad"},
+        "spec": {
+            "containers": [container(resources={"requests": {"cpu": "lots"}})],
+            "priority": "x",
+        },
+    }
+    with pytest.raises(ModelError) as info:
+        ClusterObjects.from_json_list(json.dumps({"kind": "List", "items": [good, bad]}))
+    assert info.value.obj == "Pod ns/b"
+    assert info.value.field == "spec.containers[0].resources.requests.cpu"
