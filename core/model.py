@@ -1739,13 +1739,35 @@ class _ListDocument(msgspec.Struct):
     kind: Any = None
 
 
+class _PodMetadata(msgspec.Struct):
+    """The metadata a pod keeps, owner references left undecoded."""
+
+    name: Any = None
+    namespace: Any = None
+    uid: Any = None
+    labels: Any = None
+    annotations: Any = None
+    ownerReferences: msgspec.Raw = msgspec.Raw()
+    creationTimestamp: Any = None
+    deletionTimestamp: Any = None
+
+
+class _PodStatus(msgspec.Struct):
+    """The status a pod keeps, conditions left undecoded."""
+
+    phase: Any = None
+    conditions: msgspec.Raw = msgspec.Raw()
+    nominatedNodeName: Any = None
+
+
 class _ItemHead(msgspec.Struct):
-    """What tells an item's kind, and a pod's parts, with `spec` left undecoded."""
+    """An item's kind and, for a pod, what it keeps: the parts that repeat across a
+    workload (spec, owner references, conditions) left as JSON text."""
 
     kind: Any = None
-    metadata: Any = None
+    metadata: _PodMetadata | None = None
     spec: msgspec.Raw = msgspec.Raw()
-    status: Any = None
+    status: _PodStatus | None = None
 
 
 _decode_list_document = msgspec.json.Decoder(_ListDocument).decode
@@ -1771,6 +1793,41 @@ _PodSpecFields: TypeAlias = tuple[
     str,
 ]
 _POD_SPECS: dict[bytes, _PodSpecFields] = {}
+_OWNERS_BY_TEXT: dict[bytes, tuple[OwnerRef, ...]] = {}
+_UNSCHEDULABLE_BY_TEXT: dict[bytes, bool] = {}
+
+
+def _owners_from_text(text: bytes, obj: str) -> tuple[OwnerRef, ...]:
+    """`_parse_owners` of a pod whose owner references are still JSON text."""
+    owners = _OWNERS_BY_TEXT.get(text)
+    if owners is None:
+        refs = decode_json(text) if text else None
+        owners = _parse_owners({"ownerReferences": refs}, obj) if refs else ()
+        if len(_OWNERS_BY_TEXT) > _CACHE_LIMIT:
+            _OWNERS_BY_TEXT.clear()
+        _OWNERS_BY_TEXT[text] = owners
+    return owners
+
+
+def _unschedulable_from_text(text: bytes, obj: str) -> bool:
+    """Whether conditions still in JSON text say PodScheduled=False/Unschedulable."""
+    unschedulable = _UNSCHEDULABLE_BY_TEXT.get(text)
+    if unschedulable is None:
+        conditions = decode_json(text) if text else None
+        unschedulable = False
+        if conditions:
+            for c in _list(conditions, obj, "status.conditions"):
+                if (
+                    isinstance(c, dict)
+                    and c.get("type") == "PodScheduled"
+                    and c.get("status") == "False"
+                    and c.get("reason") == "Unschedulable"
+                ):
+                    unschedulable = True
+        if len(_UNSCHEDULABLE_BY_TEXT) > _CACHE_LIMIT:
+            _UNSCHEDULABLE_BY_TEXT.clear()
+        _UNSCHEDULABLE_BY_TEXT[text] = unschedulable
+    return unschedulable
 
 
 def _pod_spec_fields(spec_text: bytes, obj: str) -> _PodSpecFields:
@@ -1809,17 +1866,16 @@ def _pod_spec_fields(spec_text: bytes, obj: str) -> _PodSpecFields:
     return fields
 
 
-def _pod_from_parts(meta: dict[str, Any], spec: msgspec.Raw, status: Any) -> Pod:
-    """`parse_pod` of a valid pod whose spec is still JSON text: the same `Pod`.
+def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | None) -> Pod:
+    """`parse_pod` of a valid pod whose repeated parts are still JSON text: the same `Pod`.
 
     Checks are those of `parse_pod` but not in its order, so a pod with an error goes back
     to `parse_pod` (see `ClusterObjects.from_json_list`), which names its first bad field.
     """
-    name = meta["name"]
+    name = meta.name
     if type(name) is not str or not name:
         raise ModelError("Pod", "metadata.name", "a non-empty string", name)
-    mget = meta.get
-    namespace = mget("namespace") or "default"
+    namespace = meta.namespace or "default"
     obj = f"Pod {namespace}/{name}"
     (
         requests,
@@ -1836,37 +1892,32 @@ def _pod_from_parts(meta: dict[str, Any], spec: msgspec.Raw, status: Any) -> Pod
         priority_class_name,
         preemption_policy,
     ) = _pod_spec_fields(bytes(spec), obj)
-    labels = mget("labels")
+    labels = meta.labels
     labels = {} if labels is None else _str_map(labels, obj, "metadata.labels")
-    owners = _parse_owners(meta, obj) if mget("ownerReferences") else ()
+    owners = _owners_from_text(bytes(meta.ownerReferences), obj)
     owner = None
     for o in owners:
         if o.controller:
             owner = o
             break
-    status = status or {}
-    unschedulable = False
-    conditions = status.get("conditions")
-    if conditions:
-        for c in _list(conditions, obj, "status.conditions"):
-            if (
-                isinstance(c, dict)
-                and c.get("type") == "PodScheduled"
-                and c.get("status") == "False"
-                and c.get("reason") == "Unschedulable"
-            ):
-                unschedulable = True
-    annotations = mget("annotations")
-    created = mget("creationTimestamp")
-    deleted = mget("deletionTimestamp")
+    if status is None:
+        phase = nominated = None
+        unschedulable = False
+    else:
+        phase = status.phase
+        nominated = status.nominatedNodeName
+        unschedulable = _unschedulable_from_text(bytes(status.conditions), obj)
+    annotations = meta.annotations
+    created = meta.creationTimestamp
+    deleted = meta.deletionTimestamp
     return _new_pod(
         namespace,
         name,
-        mget("uid") or "",
+        meta.uid or "",
         labels,
         {} if annotations is None else _str_map(annotations, obj, "metadata.annotations"),
         node_name,
-        status.get("phase") or "Pending",
+        phase or "Pending",
         priority,
         owner,
         requests,
@@ -1881,7 +1932,7 @@ def _pod_from_parts(meta: dict[str, Any], spec: msgspec.Raw, status: Any) -> Pod
         None if created is None else _parse_time(created, obj, "metadata.creationTimestamp"),
         None if deleted is None else _parse_time(deleted, obj, "metadata.deletionTimestamp"),
         grace,
-        status.get("nominatedNodeName") or "",
+        nominated or "",
         unschedulable,
         scheduler_name,
         owners,
@@ -2494,12 +2545,13 @@ class ClusterObjects:
         `kubectl get -o json` prints) straight from its text.
 
         The objects and the errors are those of `from_list(decode_json(data))`. Returns
-        `None` for anything else (malformed JSON, a plain array, a single object, items
-        that are not objects): decode it with `decode_json` and call `from_list`.
+        `None` for anything else (malformed JSON, a plain array, a single object, `items`
+        missing or not an array): decode it with `decode_json` and call `from_list`.
 
-        Why it is faster: each pod's `spec` stays undecoded text until needed, and the
-        scheduling fields parsed from it are shared by every pod whose spec has the same
-        text (the pods of a workload), so a workload's spec is decoded and checked once.
+        Why it is faster: a pod's spec, owner references and conditions stay JSON text
+        until needed, and what is parsed from each is shared by every pod with the same
+        text (the pods of a workload), so a workload's spec is decoded and checked once;
+        the fields the model does not keep are skipped by the decoder.
         """
         try:
             doc = _decode_list_document(data)
@@ -2516,12 +2568,16 @@ class ClusterObjects:
         with gc_paused():
             for i, item in enumerate(doc.items):
                 try:
-                    head = _decode_item_head(item)
+                    head: _ItemHead | None = _decode_item_head(item)
                 except msgspec.MsgspecError:
-                    # Not an object: `from_list` names the item.
-                    return None
-                kind = head.kind or default_kind
-                if kind == "Pod" and type(head.metadata) is dict and head.spec:
+                    # Not shaped like a pod (or not an object at all): the general route.
+                    head = None
+                if (
+                    head is not None
+                    and (head.kind or default_kind) == "Pod"
+                    and head.metadata is not None
+                    and head.spec
+                ):
                     try:
                         pod = _pod_from_parts(head.metadata, head.spec, head.status)
                     except Exception:
