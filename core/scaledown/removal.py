@@ -11,13 +11,13 @@ consumed; otherwise the snapshot is rolled back.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from clusterscaler.decisions import BlockingPod, BlockingPodReason, UnremovableReason
 from clusterscaler.drain import DrainContext, NodeDrainPlan, PodFilter, plan_node_drain
-from clusterscaler.model import Pod
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator, SimNodeInfo
 
 
@@ -41,7 +41,9 @@ class RemovalResult:
 class RemovalSimulator:
     """Simulates removing nodes one after another on `snapshot`.
 
-    `excluded` names nodes that can receive no pods (unready or being deleted ones).
+    `excluded` names nodes that can receive no pods (unready or being deleted ones). Pods
+    may come and go in the snapshot between calls, nodes may not: the nodes pods can move
+    to are listed once, in snapshot order, and nodes leave the list as they are removed.
     """
 
     def __init__(
@@ -59,10 +61,45 @@ class RemovalSimulator:
         self.scheduler = scheduler
         self.removed: set[str] = set()
         self.excluded = set(excluded)
+        # The nodes that may receive pods, in snapshot order, with each one's position in
+        # that order (ascending, for bisection). Every candidate scans them from the
+        # start, so filtering all nodes per pod would make the simulation quadratic.
+        self._destinations: list[SimNodeInfo] = []
+        self._positions: list[int] = []
+        self._position: dict[str, int] = {}
 
     def _destination(self, ni: SimNodeInfo) -> bool:
         name = ni.node.name
         return name not in self.removed and name not in self.excluded
+
+    def _destinations_without(self, node: str) -> list[SimNodeInfo]:
+        """The nodes the pods of `node` may go to."""
+        if len(self._position) != len(self.snapshot):
+            infos = self.snapshot.node_infos()
+            self._position = {ni.node.name: i for i, ni in enumerate(infos)}
+            kept = [(i, ni) for i, ni in enumerate(infos) if self._destination(ni)]
+            self._positions = [i for i, _ in kept]
+            self._destinations = [ni for _, ni in kept]
+        at = self._index(node)
+        if at is None:
+            return list(self._destinations)
+        return self._destinations[:at] + self._destinations[at + 1 :]
+
+    def _index(self, node: str) -> int | None:
+        position = self._position.get(node)
+        if position is None:
+            return None
+        at = bisect.bisect_left(self._positions, position)
+        if at < len(self._positions) and self._positions[at] == position:
+            return at
+        return None
+
+    def _take_out(self, node: str) -> None:
+        """`node` is removed: it receives no more pods."""
+        at = self._index(node)
+        if at is not None:
+            del self._destinations[at]
+            del self._positions[at]
 
     def drain_plan(self, node: str) -> NodeDrainPlan | None:
         ni = self.snapshot.node_info(node)
@@ -106,17 +143,22 @@ class RemovalSimulator:
         if not plan.to_move:
             if commit:
                 self.removed.add(node)
+                self._take_out(node)
             return RemovalResult(node, True, plan)
         snapshot = self.snapshot
+        destinations = self._destinations_without(node)
         snapshot.fork()
         self.removed.add(node)
         try:
-            movable: list[Pod] = []
             for pod in plan.to_move:
                 snapshot.remove_pod(pod.key)
-                movable.append(pod.with_(node_name="") if pod.node_name else pod)
             result = self.scheduler.try_schedule_pods(
-                snapshot, movable, node_filter=self._destination, break_on_failure=True
+                snapshot,
+                plan.to_move,
+                node_filter=self._destination,
+                nodes=destinations,
+                unbind=True,
+                break_on_failure=True,
             )
         except BaseException:
             self.removed.discard(node)
@@ -133,14 +175,15 @@ class RemovalSimulator:
                 UnremovableReason.NO_PLACE_TO_MOVE_PODS,
                 detail=f"no place to move pod {stuck.key}",
             )
-        destinations = {p.pod.key: p.node_name for p in result.scheduled}
+        moved_to = {p.pod.key: p.node_name for p in result.scheduled}
         if commit:
             snapshot.commit()
             self.context.pdbs.consume(plan.to_move)
+            self._take_out(node)
         else:
             self.removed.discard(node)
             snapshot.revert()
-        return RemovalResult(node, True, plan, destinations=destinations)
+        return RemovalResult(node, True, plan, destinations=moved_to)
 
 
 def simulate_nodes(
