@@ -25,6 +25,16 @@ import structlog
 from clusterscaler.equivalence import PodGroup
 from clusterscaler.estimator import Estimate, EstimationLimiter
 from clusterscaler.model import NodeInfo, Pod
+from clusterscaler.plugins.estimators.node_scan import (
+    FreeRoom,
+    OpenNodes,
+    closes_for_node_fit,
+    closes_for_pod_terms,
+    next_open_of_both,
+    node_fit_key,
+    pod_terms_key,
+    same_closure_keys,
+)
 from clusterscaler.simulator.predicates import check_predicates
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
 from clusterscaler.simulator.templates import sanitize_template
@@ -131,39 +141,6 @@ def _fit_key(pod: Pod) -> _FitKey:
     )
 
 
-class _OpenNodes:
-    """Indices of the added nodes not yet known to be closed to one fit key.
-
-    `next_open(i)` is the first such index at or after `i` (or the node count when there is
-    none): a union-find "next" array with path halving, so skipping closed nodes costs
-    amortised near-constant time. Indices at or past the end are open, which is right for
-    nodes added later.
-    """
-
-    __slots__ = ("_next",)
-
-    def __init__(self) -> None:
-        self._next: list[int] = []
-
-    def next_open(self, i: int) -> int:
-        nxt = self._next
-        while i < len(nxt):
-            j = nxt[i]
-            if j == i:
-                return i
-            # Path halving: point `i` two steps ahead before moving on.
-            k = nxt[j] if j < len(nxt) else j
-            nxt[i] = k
-            i = k
-        return i
-
-    def close(self, i: int) -> None:
-        nxt = self._next
-        while len(nxt) <= i:
-            nxt.append(len(nxt))
-        nxt[i] = i + 1
-
-
 @dataclass
 class _State:
     node_group_id: str
@@ -177,7 +154,22 @@ class _State:
     limited_by: str | None = None
     last_index: int = 0
     counter: int = 0
-    open_nodes: dict[_FitKey, _OpenNodes] = field(default_factory=dict)
+    # The free room of `new_nodes`, index for index.
+    room: FreeRoom = field(default_factory=FreeRoom)
+    # Added nodes closed to the arithmetic path's fit keys.
+    open_nodes: dict[_FitKey, OpenNodes] = field(default_factory=dict)
+    # For pods placed one by one: nodes closed by node fit key, and by pod terms key.
+    open_to_fit: dict[_FitKey, OpenNodes] = field(default_factory=dict)
+    open_to_terms: dict[_FitKey, OpenNodes] = field(default_factory=dict)
+
+    def closures(self, pod: Pod) -> tuple[OpenNodes, OpenNodes]:
+        fit = self.open_to_fit.get(key := node_fit_key(pod))
+        if fit is None:
+            fit = self.open_to_fit[key] = OpenNodes()
+        terms = self.open_to_terms.get(key := pod_terms_key(pod))
+        if terms is None:
+            terms = self.open_to_terms[key] = OpenNodes()
+        return fit, terms
 
     @property
     def last_node(self) -> str | None:
@@ -268,11 +260,15 @@ class BinpackingEstimator:
         )
         ni = snapshot.add_node(node, pods)
         state.new_nodes.append(name)
+        state.room.append(ni)
         return ni
 
-    def _place(self, state: _State, snapshot: ClusterSnapshot, pod: Pod, node: str) -> None:
-        snapshot.add_pod(pod, node)
-        state.with_pods.add(node)
+    def _place(self, state: _State, snapshot: ClusterSnapshot, pod: Pod, index: int) -> None:
+        """Put `pod` on the added node at `index`."""
+        name = state.new_nodes[index]
+        snapshot.add_pod(pod, name)
+        state.room.update(index, snapshot.get(name))
+        state.with_pods.add(name)
         state.scheduled.append(pod)
 
     # ------------------------------------------------------------------ pod by pod
@@ -280,22 +276,51 @@ class BinpackingEstimator:
     def _existing(
         self, state: _State, pods: Sequence[Pod], snapshot: ClusterSnapshot
     ) -> Sequence[Pod]:
-        """Place pods on nodes added so far; return the pods from the first that fits none."""
+        """Place pods on nodes added so far; return the pods from the first that fits none.
+
+        Each pod tries the nodes round from `last_index`, as the scheduler's search does,
+        but passes over the nodes without the free room for its requests and those a pod
+        with the same closure keys already failed for a reason that lasts (`node_scan`):
+        the first node that takes the pod is the one a plain scan finds, without running
+        the filters on every full node for every pod.
+        """
         names = state.new_nodes
         count = len(names)
         if not count:
             return pods
+        room = state.room
+        rep: Pod | None = None
+        fit = terms = OpenNodes()
         for i, pod in enumerate(pods):
-            placed = False
-            for step in range(count):
-                index = (state.last_index + step) % count
-                ni = snapshot.get(names[index])
-                if check_predicates(pod, ni, snapshot) is None:
-                    self._place(state, snapshot, pod, ni.node.name)
+            if rep is None or not same_closure_keys(pod, rep):
+                rep = pod
+                fit, terms = state.closures(pod)
+            r = pod.requests
+            cpu, memory, slots = r.cpu, r.memory, r.pods
+            start = state.last_index
+            for lo, hi in ((start, count), (0, start)):
+                index = lo
+                while True:
+                    index = room.next_fitting(index, hi, cpu, memory, slots)
+                    if index >= hi:
+                        break
+                    after = next_open_of_both(fit, terms, index)
+                    if after != index:
+                        index = after
+                        continue
+                    reason = check_predicates(pod, snapshot.get(names[index]), snapshot)
+                    if reason is None:
+                        break
+                    if closes_for_node_fit(reason):
+                        fit.close(index)
+                    elif closes_for_pod_terms(reason):
+                        terms.close(index)
+                    index += 1
+                if index < hi:
+                    self._place(state, snapshot, pod, index)
                     state.last_index = index
-                    placed = True
                     break
-            if not placed:
+            else:
                 return pods[i:]
         return ()
 
@@ -309,7 +334,7 @@ class BinpackingEstimator:
         for i, pod in enumerate(pods):
             last = state.last_node
             if last is not None and check_predicates(pod, snapshot.get(last), snapshot) is None:
-                self._place(state, snapshot, pod, last)
+                self._place(state, snapshot, pod, len(state.new_nodes) - 1)
                 continue
             if last is not None and last not in state.with_pods:
                 # The last node is still empty: a fresh copy would not take the pod either.
@@ -324,7 +349,7 @@ class BinpackingEstimator:
             if check_predicates(pod, ni, snapshot) is not None:
                 state.unscheduled.extend(pods[i:])
                 return
-            self._place(state, snapshot, pod, ni.node.name)
+            self._place(state, snapshot, pod, len(state.new_nodes) - 1)
 
     # ------------------------------------------------------------------ arithmetic
 
@@ -334,13 +359,16 @@ class BinpackingEstimator:
         snapshot: ClusterSnapshot,
         pods: Sequence[Pod],
         start: int,
-        node: str,
+        index: int,
         n: int,
     ) -> int:
+        """Put `n` pods from `start` on the added node at `index`; returns the next start."""
+        node = state.new_nodes[index]
         batch = pods[start : start + n]
         snapshot.add_pods(batch, node)
         state.scheduled.extend(batch)
         if n:
+            state.room.update(index, snapshot.get(node))
             state.with_pods.add(node)
         return start + n
 
@@ -357,7 +385,7 @@ class BinpackingEstimator:
         key = _fit_key(rep)
         open_nodes = state.open_nodes.get(key)
         if open_nodes is None:
-            open_nodes = state.open_nodes[key] = _OpenNodes()
+            open_nodes = state.open_nodes[key] = OpenNodes()
         total = len(pods)
         done = 0
         start = state.last_index
@@ -368,9 +396,7 @@ class BinpackingEstimator:
                 ni = snapshot.get(names[index])
                 k = _capacity(rep, ni, snapshot)
                 if k:
-                    done = self._fill(
-                        state, snapshot, pods, done, ni.node.name, min(k, total - done)
-                    )
+                    done = self._fill(state, snapshot, pods, done, index, min(k, total - done))
                     state.last_index = index
                 else:
                     # Usage only grows within an estimate: the node stays closed to the key.
@@ -391,7 +417,7 @@ class BinpackingEstimator:
         last = state.last_node
         if last is not None:
             k = _capacity(rep, snapshot.get(last), snapshot)
-            done = self._fill(state, snapshot, pods, done, last, min(k, total))
+            done = self._fill(state, snapshot, pods, done, len(state.new_nodes) - 1, min(k, total))
         while done < total:
             last = state.last_node
             if last is not None and last not in state.with_pods:
@@ -404,5 +430,7 @@ class BinpackingEstimator:
             k = _capacity(rep, ni, snapshot)
             if not k:
                 break
-            done = self._fill(state, snapshot, pods, done, ni.node.name, min(k, total - done))
+            done = self._fill(
+                state, snapshot, pods, done, len(state.new_nodes) - 1, min(k, total - done)
+            )
         state.unscheduled.extend(pods[done:])

@@ -1,0 +1,249 @@
+"""The estimator's node skipping (`node_scan`) never changes where a pod goes.
+
+The pod-by-pod search passes over nodes without free room for a pod's requests and nodes
+an equal pod already failed for a lasting reason. A reference estimator that runs the
+filters on every node, round from the last placement as the scheduler does, must produce
+the very same estimate for mixed workloads: spread, pod affinity, anti-affinity (own and
+of pods already in the cluster), host ports, taints and resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from clusterscaler.equivalence import group_pods
+from clusterscaler.estimator import Estimate, EstimationLimits, ThresholdLimiter
+from clusterscaler.model import NodeInfo, OwnerRef, Pod, Taint, Toleration
+from clusterscaler.plugins.estimators import BinpackingEstimator
+from clusterscaler.plugins.estimators.node_scan import FreeRoom, OpenNodes
+from clusterscaler.simulator import ClusterSnapshot, check_predicates
+from clusterscaler.simulator.builders import affinity_term, make_node, make_pod, spread
+from clusterscaler.simulator.snapshot import SimNodeInfo
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+TAINT = Taint("dedicated", "batch", "NoSchedule")
+
+
+class EveryNodeEstimator(BinpackingEstimator):
+    """The reference: every added node tried in turn, with the filters run on each."""
+
+    def _existing(self, state, pods, snapshot):  # type: ignore[no-untyped-def]
+        names = state.new_nodes
+        count = len(names)
+        if not count:
+            return pods
+        for i, pod in enumerate(pods):
+            for step in range(count):
+                index = (state.last_index + step) % count
+                if check_predicates(pod, snapshot.get(names[index]), snapshot) is None:
+                    self._place(state, snapshot, pod, index)
+                    state.last_index = index
+                    break
+            else:
+                return pods[i:]
+        return ()
+
+
+def template(zone: str, cpu: str, memory: str, pods: int, tainted: bool) -> NodeInfo:
+    node = make_node(
+        "tmpl",
+        cpu,
+        memory,
+        pods,
+        labels={ZONE: zone, HOST: "tmpl"},
+        taints=[TAINT] if tainted else [],
+    )
+    return NodeInfo(node, ())
+
+
+TEMPLATES = st.builds(
+    template,
+    st.sampled_from(["a", "b"]),
+    st.sampled_from(["1", "2", "4"]),
+    st.sampled_from(["2Gi", "4Gi", "8Gi"]),
+    st.sampled_from([4, 8, 110]),
+    st.booleans(),
+)
+KINDS = ("plain", "zone-spread", "host-spread", "zone-affinity", "host-anti", "zone-anti", "port")
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> list[Pod]:
+    """Workloads of every kind; several share requests or labels, so closures are shared."""
+    pods: list[Pod] = []
+    for w in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(KINDS))
+        # Few labels and sizes: different workloads often look alike to the closures.
+        app = draw(st.sampled_from(["x", "y", f"w{w}"]))
+        cpu = draw(st.sampled_from(["100m", "300m", "500m", "900m"]))
+        memory = draw(st.sampled_from(["100Mi", "500Mi", "1Gi", "3Gi"]))
+        tolerate = draw(st.booleans())
+        owner = OwnerRef("ReplicaSet", f"rs{w}", f"rs-{w}", True) if draw(st.booleans()) else None
+        selector = {"app": app}
+        extra: dict[str, object] = {}
+        if kind == "zone-spread":
+            extra["topology_spread"] = [spread(ZONE, selector, draw(st.integers(1, 2)))]
+        elif kind == "host-spread":
+            extra["topology_spread"] = [spread(HOST, selector, draw(st.integers(1, 2)))]
+        elif kind == "zone-affinity":
+            extra["affinity"] = [affinity_term(ZONE, selector)]
+        elif kind == "host-anti":
+            extra["anti_affinity"] = [affinity_term(HOST, selector)]
+        elif kind == "zone-anti":
+            extra["anti_affinity"] = [affinity_term(ZONE, selector)]
+        elif kind == "port":
+            extra["host_ports"] = [8000 + draw(st.integers(0, 1))]
+        for i in range(draw(st.integers(1, 25))):
+            pods.append(
+                make_pod(
+                    f"{kind}-{w}-{i}",
+                    cpu,
+                    memory,
+                    owner=owner,
+                    labels=selector,
+                    tolerations=[Toleration("dedicated", "Exists")] if tolerate else [],
+                    **extra,  # type: ignore[arg-type]
+                )
+            )
+    return pods
+
+
+def cluster(old_node: bool, anti_app: str | None) -> ClusterSnapshot:
+    """Maybe an existing node in zone a (without a hostname label, so that it is no
+    hostname domain and hostname spread can tighten and relax), maybe with a pod whose
+    anti-affinity repels some new pods from zone a."""
+    snap = ClusterSnapshot()
+    if old_node:
+        snap.add_node(make_node("old", "1", "1Gi", labels={ZONE: "a"}))
+        if anti_app is not None:
+            guard = make_pod(
+                "guard",
+                "10m",
+                labels={"app": "guard"},
+                anti_affinity=[affinity_term(ZONE, {"app": anti_app})],
+            )
+            snap.add_pod(guard, "old")
+    return snap
+
+
+def run(
+    estimator: BinpackingEstimator,
+    pods: Sequence[Pod],
+    tmpl: NodeInfo,
+    snap: ClusterSnapshot,
+    cap: int | None,
+) -> Estimate:
+    limits = EstimationLimits(max_nodes_per_scale_up=cap, max_duration=None)
+    return estimator.estimate(group_pods(pods), tmpl, snap, ThresholdLimiter(limits))
+
+
+def shape(result: Estimate) -> tuple[object, ...]:
+    return (
+        result.node_count,
+        result.limited_by,
+        [p.key for p in result.scheduled_pods],
+        [p.key for p in result.unscheduled_pods],
+        [(ni.node.name, [p.key for p in ni.pods]) for ni in result.new_nodes],
+    )
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    workloads(),
+    TEMPLATES,
+    st.booleans(),
+    st.sampled_from([None, "x", "y"]),
+    st.one_of(st.none(), st.integers(0, 12)),
+)
+def test_skipping_nodes_gives_the_estimate_of_trying_every_node(pods, tmpl, old, anti_app, cap):
+    fast = run(BinpackingEstimator(), pods, tmpl, cluster(old, anti_app), cap)
+    slow = run(EveryNodeEstimator(), pods, tmpl, cluster(old, anti_app), cap)
+    assert shape(fast) == shape(slow)
+
+
+def test_a_node_failing_the_spread_is_tried_again_once_the_spread_relaxes():
+    # Three nodes half full of other pods; six hostname-spread pods go one per node, then,
+    # with every node holding one (the minimum is 1), a second round on the same nodes.
+    # A node that failed the spread for the second pod must take the fifth.
+    web = OwnerRef("ReplicaSet", "web", "rs-web", True)
+    spreading = OwnerRef("ReplicaSet", "spread", "rs-spread", True)
+    pods = [make_pod(f"p{i}", "600m", "100Mi", owner=web, labels={"app": "a"}) for i in range(3)]
+    pods += [
+        make_pod(
+            f"h{i}",
+            "100m",
+            "100Mi",
+            owner=spreading,
+            labels={"app": "x"},
+            topology_spread=[spread(HOST, {"app": "x"}, 1)],
+        )
+        for i in range(6)
+    ]
+    tmpl = template("a", "1", "4Gi", 110, False)
+    fast = run(BinpackingEstimator(), pods, tmpl, cluster(False, None), None)
+    assert shape(fast) == shape(run(EveryNodeEstimator(), pods, tmpl, cluster(False, None), None))
+    assert [sorted(p.name for p in ni.pods) for ni in fast.new_nodes] == [
+        ["h0", "h4", "p0"],
+        ["h1", "h5", "p1"],
+        ["h2", "h3", "p2"],
+    ]
+
+
+# ----------------------------------------------------------------------------- structures
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 70)), st.integers(0, 80))
+def test_open_nodes_finds_the_first_index_not_closed(closed, start):
+    open_nodes = OpenNodes()
+    for i in closed:
+        open_nodes.close(i)
+    expected = next(i for i in range(start, 200) if i not in set(closed))
+    assert open_nodes.next_open(start) == expected
+
+
+def node_info(index: int, cpu: int, memory: int, pods: int) -> SimNodeInfo:
+    ni = SimNodeInfo(make_node(f"n{index}", "4", "4Gi", 10))
+    alloc = ni.node.allocatable
+    ni.req_cpu, ni.req_memory, ni.req_pods = (
+        alloc.cpu - cpu,
+        alloc.memory - memory,
+        alloc.pods - pods,
+    )
+    return ni
+
+
+FREE = st.tuples(st.integers(-100, 4000), st.integers(0, 4 << 30), st.integers(0, 10))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(FREE, min_size=1, max_size=100),
+    st.lists(st.tuples(st.integers(0, 99), FREE)),
+    st.tuples(st.integers(0, 4000), st.integers(0, 4 << 30), st.integers(0, 2)),
+    st.integers(0, 100),
+)
+def test_free_room_finds_the_first_node_with_room(frees, updates, want, start):
+    room = FreeRoom()
+    current = list(frees)
+    for i, free in enumerate(frees):
+        room.append(node_info(i, *free))
+    # Nodes only fill up during an estimate, but the structure must follow any change.
+    for i, free in updates:
+        if i < len(current):
+            current[i] = free
+            room.update(i, node_info(i, *free))
+    cpu, memory, slots = want
+    hi = len(current)
+    expected = next(
+        (
+            i
+            for i in range(start, hi)
+            if current[i][0] >= cpu and current[i][1] >= memory and current[i][2] >= slots
+        ),
+        hi,
+    )
+    assert room.next_fitting(start, hi, cpu, memory, slots) == expected
