@@ -6,7 +6,8 @@ import pytest
 from clusterscaler.cloudprovider import ProviderProblem
 from clusterscaler.metrics import Metrics
 from clusterscaler.status import status_from_result
-from loopkit import FakeProvider, Harness
+from clusterscaler.testing.fakecloud import FakeCloud
+from loopkit import Harness
 from test_loop_background_deletion import ELEVEN_MINUTES, RETRY, Background
 
 
@@ -38,7 +39,7 @@ def test_pending_node_deletions_follow_the_deletions_in_flight() -> None:
         b.close()
 
 
-class ProblemProvider(FakeProvider):
+class ProblemProvider(FakeCloud):
     """A provider that reports configuration problems (as the AWS and Machine API ones do
     for bad tags and annotations)."""
 

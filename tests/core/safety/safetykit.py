@@ -1,24 +1,16 @@
-"""A small world for the safety scenarios: an in-memory cluster, a cloud whose node groups
-turn requested capacity into Nodes on demand, a virtual clock, and an `Autoscaler` built
-with `Autoscaler.from_registry` from the installed plugins."""
+"""A small world for the safety scenarios: an in-memory cluster, a `FakeCloud` whose node
+groups turn requested capacity into Nodes on demand, a virtual clock, and an `Autoscaler`
+built with `Autoscaler.from_registry` from the installed plugins."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clusterscaler.autoscaler import Autoscaler
-from clusterscaler.cloudprovider import (
-    CloudProviderError,
-    Instance,
-    InstanceState,
-    NodeGroupOptions,
-    PricingModel,
-    ResourceLimiter,
-)
 from clusterscaler.cluster import InMemoryCluster
 from clusterscaler.decisions import (
     LoopResult,
@@ -33,8 +25,6 @@ from clusterscaler.model import (
     DaemonSet,
     LabelSelector,
     Node,
-    NodeCondition,
-    NodeInfo,
     OwnerRef,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -45,11 +35,10 @@ from clusterscaler.options import AutoscalingOptions
 from clusterscaler.pluginmanager import Registry, build_plugin_manager, collect_registry
 from clusterscaler.simulation.clock import VirtualClock
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
-from clusterscaler.simulator.builders import make_node, make_pod
-from clusterscaler.utilization import GPU_RESOURCE
+from clusterscaler.simulator.builders import make_pod
+from clusterscaler.testing.fakecloud import GPU_LABEL as GPU_LABEL
+from clusterscaler.testing.fakecloud import FakeCloud, FakeNodeGroup
 
-GROUP_LABEL = "safety.clusterscaler.io/group"
-GPU_LABEL = "safety.clusterscaler.io/accelerator"
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 # Longer than the default --scale-down-unneeded-time (10m).
 PAST_UNNEEDED = timedelta(minutes=11)
@@ -87,170 +76,6 @@ class StorageCluster(InMemoryCluster):
             self.evicted_objects[pod.key] = current
 
 
-class Group:
-    """A node group of `Cloud`: requested instances stay `CREATING` until `register()`."""
-
-    def __init__(self, cloud: Cloud, id: str, min_size: int, max_size: int, template: Node) -> None:
-        self.cloud = cloud
-        self._id = id
-        self._min = min_size
-        self._max = max_size
-        self.template = template
-        self.target = 0
-        self.serial = 0
-        self.instances: dict[str, Instance] = {}
-        self.increases: list[int] = []
-        self.deleted: list[str] = []
-        self.fail_increase = ""
-        self.fail_delete = ""
-        self.options: NodeGroupOptions | None = None
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def min_size(self) -> int:
-        return self._min
-
-    @property
-    def max_size(self) -> int:
-        return self._max
-
-    def target_size(self) -> int:
-        return self.target
-
-    def _new_node(self) -> Node:
-        self.serial += 1
-        name = f"{self.id}-{self.serial}"
-        return self.template.with_(
-            name=name,
-            uid=f"uid-{name}",
-            provider_id=f"safety://{name}",
-            labels={**self.template.labels, "kubernetes.io/hostname": name},
-        )
-
-    def add_running(self, count: int, created: datetime) -> list[Node]:
-        made = []
-        for _ in range(count):
-            node = self._new_node().with_(creation_time=created)
-            self.cloud.cluster.add_node(node)
-            self.instances[node.provider_id] = Instance(node.provider_id, InstanceState.RUNNING)
-            self.target += 1
-            made.append(node)
-        return made
-
-    def increase_size(self, delta: int) -> None:
-        self.increases.append(delta)
-        if self.fail_increase:
-            raise CloudProviderError(f"node group {self.id}: {self.fail_increase}")
-        if delta <= 0 or self.target + delta > self.max_size:
-            raise CloudProviderError(
-                f"node group {self.id}: increase by {delta} from {self.target} exceeds max "
-                f"{self.max_size}"
-            )
-        self.target += delta
-        for _ in range(delta):
-            self.serial += 1
-            pid = f"safety://{self.id}-{self.serial}"
-            self.instances[pid] = Instance(pid, InstanceState.CREATING)
-
-    def register(self, count: int | None = None) -> list[Node]:
-        """Creating instances (all, or the first `count`) become ready Nodes now."""
-        made: list[Node] = []
-        for pid, inst in list(self.instances.items()):
-            if inst.state is not InstanceState.CREATING:
-                continue
-            if count is not None and len(made) >= count:
-                break
-            name = pid.removeprefix("safety://")
-            node = self.template.with_(
-                name=name,
-                uid=f"uid-{name}",
-                provider_id=pid,
-                labels={**self.template.labels, "kubernetes.io/hostname": name},
-                creation_time=self.cloud.clock.now(),
-                conditions=(NodeCondition("Ready", "True"),),
-            )
-            self.cloud.cluster.add_node(node)
-            self.instances[pid] = Instance(pid, InstanceState.RUNNING)
-            made.append(node)
-        return made
-
-    def delete_nodes(self, nodes: Sequence[Node]) -> None:
-        if self.fail_delete:
-            raise CloudProviderError(f"node group {self.id}: {self.fail_delete}")
-        if self.target - len(nodes) < self.min_size:
-            raise CloudProviderError(
-                f"node group {self.id}: deleting {len(nodes)} would go below min {self.min_size}"
-            )
-        for node in nodes:
-            if node.provider_id not in self.instances:
-                raise CloudProviderError(f"node group {self.id}: {node.name} is not a member")
-        for node in nodes:
-            del self.instances[node.provider_id]
-            self.cloud.cluster.remove_node(node.name)
-            self.target -= 1
-            self.deleted.append(node.name)
-
-    def decrease_target_size(self, delta: int) -> None:
-        if delta >= 0 or self.target + delta < len(self.instances):
-            raise CloudProviderError(f"node group {self.id}: cannot decrease by {delta}")
-        self.target += delta
-
-    def nodes(self) -> Sequence[Instance]:
-        return list(self.instances.values())
-
-    def template_node_info(self) -> NodeInfo:
-        return NodeInfo(self.template.with_(name=f"{self.id}-template"))
-
-    def exist(self) -> bool:
-        return True
-
-    def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
-        return self.options
-
-    def debug(self) -> str:
-        return f"{self.id} target={self.target} min={self.min_size} max={self.max_size}"
-
-
-class Cloud:
-    """The cloud provider of the scenarios; a node's group is read from `GROUP_LABEL`."""
-
-    name = "safety"
-
-    def __init__(self, cluster: InMemoryCluster, clock: VirtualClock) -> None:
-        self.cluster = cluster
-        self.clock = clock
-        self.groups: dict[str, Group] = {}
-
-    def node_groups(self) -> Sequence[Group]:
-        return [self.groups[k] for k in sorted(self.groups)]
-
-    def node_group_for_node(self, node: Node) -> Group | None:
-        gid = node.labels.get(GROUP_LABEL)
-        return self.groups.get(gid) if gid else None
-
-    def has_instance(self, node: Node) -> bool:
-        g = self.node_group_for_node(node)
-        return g is not None and node.provider_id in g.instances
-
-    def pricing(self) -> PricingModel | None:
-        return None
-
-    def resource_limiter(self) -> ResourceLimiter | None:
-        return None
-
-    def gpu_label(self) -> str:
-        return GPU_LABEL
-
-    def refresh(self) -> None:
-        return None
-
-    def cleanup(self) -> None:
-        return None
-
-
 class World:
     """Cluster, cloud, clock and the autoscaler under test."""
 
@@ -270,7 +95,9 @@ class World:
             daemonsets=[DaemonSet("default", "agent", "uid-ds-agent")],
             recreate_evicted=recreate_evicted,
         )
-        self.cloud = Cloud(self.cluster, self.clock)
+        self.cloud = FakeCloud(
+            self.cluster, self.clock, name="safety", existing_since=T0 - timedelta(days=1)
+        )
         self.options = dataclasses.replace(AutoscalingOptions(), **options)
         self._autoscaler: Autoscaler | None = None
 
@@ -289,34 +116,9 @@ class World:
 
     # ------------------------------------------------------------------ building
 
-    def group(
-        self,
-        id: str,
-        min_size: int = 0,
-        max_size: int = 10,
-        *,
-        nodes: int = 0,
-        cpu: str = "4",
-        memory: str = "16Gi",
-        gpus: int = 0,
-        labels: dict[str, str] | None = None,
-        **node_kw: Any,
-    ) -> Group:
-        all_labels = {GROUP_LABEL: id, **(labels or {})}
-        extended = {GPU_RESOURCE: gpus} if gpus else None
-        template = make_node(
-            f"{id}-0",
-            cpu,
-            memory,
-            labels=all_labels,
-            extended=extended,
-            provider_id=f"safety://{id}-0",
-            **node_kw,
-        )
-        g = Group(self.cloud, id, min_size, max_size, template)
-        self.cloud.groups[id] = g
-        g.add_running(nodes, T0 - timedelta(days=1))
-        return g
+    def group(self, id: str, *args: Any, **kw: Any) -> FakeNodeGroup:
+        """A node group of the cloud (`FakeCloud.add_group`), its nodes a day old."""
+        return self.cloud.add_group(id, *args, **kw)
 
     def pods(self, *pods: Pod) -> None:
         for p in pods:
