@@ -30,12 +30,15 @@ __all__ = [
     "NodeDrainPlan",
     "PdbTracker",
     "PodFilter",
+    "RememberedDecisions",
     "build_pod_filters",
     "plan_node_drain",
 ]
 
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION = (
+    "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+)
 
 
 class DrainOutcome(enum.Enum):
@@ -69,6 +72,9 @@ class PdbTracker:
         self._by_namespace: dict[str, list[PodDisruptionBudget]] = {}
         for p in self.pdbs:
             self._by_namespace.setdefault(p.namespace, []).append(p)
+        # Bumped whenever `consume` changes a budget: decisions depending on the budgets
+        # and remembered under an older version are stale.
+        self.version = 0
 
     def matching(self, pod: Pod) -> list[PodDisruptionBudget]:
         return [p for p in self._by_namespace.get(pod.namespace, ()) if p.matches(pod)]
@@ -78,6 +84,8 @@ class PdbTracker:
 
     def first_exhausted(self, pods: Sequence[Pod]) -> tuple[Pod, PodDisruptionBudget] | None:
         """The first pod whose removal together with the others would exceed a budget."""
+        if not self._by_namespace:
+            return None
         used: dict[str, int] = {}
         for pod in pods:
             for pdb in self.matching(pod):
@@ -87,9 +95,12 @@ class PdbTracker:
         return None
 
     def consume(self, pods: Sequence[Pod]) -> None:
+        if not self._by_namespace:
+            return
         for pod in pods:
             for pdb in self.matching(pod):
                 self.remaining[pdb.key] -= 1
+                self.version += 1
 
     def copy(self) -> PdbTracker:
         out = PdbTracker(self.pdbs)
@@ -154,7 +165,10 @@ class PodFilter(Protocol):
     name: str
     order: int
 
-    def check(self, pod: Pod, context: DrainContext) -> DrainDecision | None: ...
+    def check(self, pod: Pod, context: DrainContext) -> DrainDecision | None:
+        """The decision for `pod`, a function of the pod and `context` only: the removal
+        simulation asks once per pod while the PDB budgets stay as they are."""
+        ...
 
 
 def build_pod_filters(registry: Registry, options: AutoscalingOptions) -> list[PodFilter]:
@@ -178,6 +192,31 @@ def decide(pod: Pod, filters: Sequence[PodFilter], context: DrainContext) -> Dra
         if decision is not None:
             return decision
     return DrainDecision(DrainOutcome.MOVE)
+
+
+class RememberedDecisions:
+    """`decide`, remembering each pod's decision while the PDB budgets stay unchanged.
+
+    The removal simulation classifies a pod again on every node it is moved through and
+    on every candidate that fails; filters depend only on the pod and the context, and of
+    the context only the budgets change as nodes are chosen (`PdbTracker.version`). Use
+    one instance per filter list and context. Pods are remembered by identity.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[Pod, int, DrainDecision]] = {}
+
+    def __call__(
+        self, pod: Pod, filters: Sequence[PodFilter], context: DrainContext
+    ) -> DrainDecision:
+        version = context.pdbs.version
+        hit = self._memo.get(id(pod))
+        if hit is not None and hit[0] is pod and hit[1] == version:
+            return hit[2]
+        decision = decide(pod, filters, context)
+        # The pod is kept with its decision, so its id cannot be reused while remembered.
+        self._memo[id(pod)] = (pod, version, decision)
+        return decision
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,13 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from clusterscaler.decisions import BlockingPod, BlockingPodReason, UnremovableReason
-from clusterscaler.drain import DrainContext, NodeDrainPlan, PodFilter, plan_node_drain
+from clusterscaler.drain import (
+    DrainContext,
+    NodeDrainPlan,
+    PodFilter,
+    RememberedDecisions,
+    plan_node_drain,
+)
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator, SimNodeInfo
 
 
@@ -67,6 +73,7 @@ class RemovalSimulator:
         self._destinations: list[SimNodeInfo] = []
         self._positions: list[int] = []
         self._position: dict[str, int] = {}
+        self._decide = RememberedDecisions()
 
     def _destination(self, ni: SimNodeInfo) -> bool:
         name = ni.node.name
@@ -105,7 +112,7 @@ class RemovalSimulator:
         ni = self.snapshot.node_info(node)
         if ni is None:
             return None
-        return plan_node_drain(ni.pods.values(), self.filters, self.context)
+        return plan_node_drain(ni.pods.values(), self.filters, self.context, decide_fn=self._decide)
 
     def try_remove(self, node: str, *, commit: bool = True) -> RemovalResult:
         """Simulate removing `node`; with `commit`, a removable node stays removed in the
