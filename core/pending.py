@@ -10,14 +10,14 @@ upcoming capacity.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.durations import parse_duration
-from clusterscaler.equivalence import group_pods
+from clusterscaler.equivalence import group_pods, scheduling_key
 from clusterscaler.model import DEFAULT_SCHEDULER, Pod
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 
@@ -117,13 +117,49 @@ def drop_schedulable(
     Nodes in `unusable` (unready, being deleted) receive nothing. Placed pods stay in the
     snapshot, so capacity they take is not offered twice.
     """
+    groups = group_pods(pending.unschedulable)
+    if not len(snapshot):
+        # No node at all (a cluster scaling from zero): nothing fits, and no search can
+        # say otherwise. The pods stay in group order, as below.
+        pending.unschedulable = [p for g in groups for p in g.pods]
+        return
     node_filter = (lambda ni: ni.node.name not in unusable) if unusable else None
     remaining: list[Pod] = []
-    for group in group_pods(pending.unschedulable):
+    # Twins (see `_twin_key`) of a pod that found no node: placing pods since has only
+    # taken room away, so they find none either and skip the search (bare pods, one
+    # group each, are where this counts).
+    failed: set[Hashable] = set()
+    for group in groups:
+        first = group.pods[0]
+        twin = _twin_key(first)
+        if twin is not None and twin in failed and snapshot.pod_node(first.key) is None:
+            remaining.extend(group.pods)
+            continue
         result = simulator.try_schedule_pods(
             snapshot, group.pods, node_filter=node_filter, break_on_failure=True
         )
         pending.fit_existing.extend(p.pod for p in result.scheduled)
         # Equivalent pods fail alike: once one does not fit, the others will not either.
-        remaining.extend(group.pods[len(result.scheduled) :])
+        placed = len(result.scheduled)
+        remaining.extend(group.pods[placed:])
+        if placed < len(group.pods):
+            failed_twin = twin if placed == 0 else _twin_key(group.pods[placed])
+            if failed_twin is not None:
+                failed.add(failed_twin)
     pending.unschedulable = remaining
+
+
+def _twin_key(pod: Pod) -> Hashable | None:
+    """A key under which a pod that found no node makes its twins fail without a search:
+    its namespace and everything that decides where it schedules.
+
+    Placing pods only takes room away, except for pods that need other pods (required pod
+    affinity) or balance against them (topology spread): those have no key and are always
+    searched.
+    """
+    if pod.topology_spread:
+        return None
+    affinity = pod.affinity
+    if affinity is not None and affinity.pod is not None and affinity.pod.affinity:
+        return None
+    return (pod.namespace, scheduling_key(pod))
