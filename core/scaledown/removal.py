@@ -24,7 +24,8 @@ from clusterscaler.drain import (
     RememberedDecisions,
     plan_node_drain,
 )
-from clusterscaler.simulator import ClusterSnapshot, HintingSimulator, SimNodeInfo
+from clusterscaler.model import Pod
+from clusterscaler.simulator import ClusterSnapshot, HintingSimulator, Placement, SimNodeInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +45,44 @@ class RemovalResult:
         return not self.plan.to_move
 
 
+class _NodeList:
+    """Node infos in snapshot order, each with its position in that order (ascending, for
+    bisection): nodes leave by position, and copies leave one node out."""
+
+    __slots__ = ("infos", "positions")
+
+    def __init__(self, entries: Sequence[tuple[int, SimNodeInfo]]) -> None:
+        self.positions = [position for position, _ in entries]
+        self.infos = [ni for _, ni in entries]
+
+    def _index(self, position: int) -> int | None:
+        at = bisect.bisect_left(self.positions, position)
+        if at < len(self.positions) and self.positions[at] == position:
+            return at
+        return None
+
+    def discard(self, position: int) -> None:
+        at = self._index(position)
+        if at is not None:
+            del self.infos[at]
+            del self.positions[at]
+
+    def without(self, position: int) -> list[SimNodeInfo]:
+        at = self._index(position)
+        if at is None:
+            return list(self.infos)
+        return self.infos[:at] + self.infos[at + 1 :]
+
+
+def _no_pod_slot_left(ni: SimNodeInfo) -> bool:
+    return ni.req_pods >= ni.node.allocatable.pods
+
+
 class RemovalSimulator:
     """Simulates removing nodes one after another on `snapshot`.
 
-    `excluded` names nodes that can receive no pods (unready or being deleted ones). Pods
-    may come and go in the snapshot between calls, nodes may not: the nodes pods can move
-    to are listed once, in snapshot order, and nodes leave the list as they are removed.
+    `excluded` names nodes that can receive no pods (unready or being deleted ones). While
+    the simulator is in use, the snapshot changes only through it.
     """
 
     def __init__(
@@ -67,46 +100,57 @@ class RemovalSimulator:
         self.scheduler = scheduler
         self.removed: set[str] = set()
         self.excluded = set(excluded)
-        # The nodes that may receive pods, in snapshot order, with each one's position in
-        # that order (ascending, for bisection). Every candidate scans them from the
-        # start, so filtering all nodes per pod would make the simulation quadratic.
-        self._destinations: list[SimNodeInfo] = []
-        self._positions: list[int] = []
+        # The nodes that may receive pods, listed once in snapshot order; nodes leave as
+        # they are removed. Every candidate scans them from the start, so filtering all
+        # nodes for every pod would make the simulation quadratic.
         self._position: dict[str, int] = {}
+        self._all = _NodeList(())
+        # The same without nodes whose pod slots are all taken. Such a node stays full:
+        # while the simulation runs, pods leave a node only when it is the candidate (and
+        # it is then removed, or everything is rolled back), so no pod that needs a slot
+        # can go there again. Long runs of full nodes are not scanned, and a candidate
+        # whose pods have no node with a free slot fails without touching the snapshot.
+        self._open = _NodeList(())
         self._decide = RememberedDecisions()
 
     def _destination(self, ni: SimNodeInfo) -> bool:
         name = ni.node.name
         return name not in self.removed and name not in self.excluded
 
-    def _destinations_without(self, node: str) -> list[SimNodeInfo]:
-        """The nodes the pods of `node` may go to."""
+    def _destinations(self, node: str, pods: Sequence[Pod]) -> list[SimNodeInfo]:
+        """The nodes the pods of `node` may go to, in snapshot order (without full ones
+        when every pod needs a slot)."""
         if len(self._position) != len(self.snapshot):
             infos = self.snapshot.node_infos()
             self._position = {ni.node.name: i for i, ni in enumerate(infos)}
             kept = [(i, ni) for i, ni in enumerate(infos) if self._destination(ni)]
-            self._positions = [i for i, _ in kept]
-            self._destinations = [ni for _, ni in kept]
-        at = self._index(node)
-        if at is None:
-            return list(self._destinations)
-        return self._destinations[:at] + self._destinations[at + 1 :]
-
-    def _index(self, node: str) -> int | None:
-        position = self._position.get(node)
-        if position is None:
-            return None
-        at = bisect.bisect_left(self._positions, position)
-        if at < len(self._positions) and self._positions[at] == position:
-            return at
-        return None
+            self._all = _NodeList(kept)
+            self._open = _NodeList([(i, ni) for i, ni in kept if not _no_pod_slot_left(ni)])
+        position = self._position.get(node, -1)
+        for pod in pods:
+            if pod.requests.pods <= 0:
+                return self._all.without(position)
+        return self._open.without(position)
 
     def _take_out(self, node: str) -> None:
         """`node` is removed: it receives no more pods."""
-        at = self._index(node)
-        if at is not None:
-            del self._destinations[at]
-            del self._positions[at]
+        position = self._position.get(node)
+        if position is not None:
+            self._all.discard(position)
+            self._open.discard(position)
+
+    def _filled(self, placements: Sequence[Placement]) -> None:
+        """Close the nodes that `placements` left without a free pod slot."""
+        seen: set[str] = set()
+        for placement in placements:
+            name = placement.node_name
+            if name in seen:
+                continue
+            seen.add(name)
+            ni = self.snapshot.node_info(name)
+            position = self._position.get(name)
+            if ni is not None and position is not None and _no_pod_slot_left(ni):
+                self._open.discard(position)
 
     def drain_plan(self, node: str) -> NodeDrainPlan | None:
         ni = self.snapshot.node_info(node)
@@ -153,7 +197,11 @@ class RemovalSimulator:
                 self._take_out(node)
             return RemovalResult(node, True, plan)
         snapshot = self.snapshot
-        destinations = self._destinations_without(node)
+        destinations = self._destinations(node, plan.to_move)
+        if not destinations:
+            # Nowhere to go, whatever the snapshot says about the pods themselves: the
+            # first pod is the one that finds no place (even its hinted node is full).
+            return self._no_place(node, plan, plan.to_move[0])
         snapshot.fork()
         self.removed.add(node)
         try:
@@ -174,23 +222,27 @@ class RemovalSimulator:
         if result.unschedulable:
             self.removed.discard(node)
             snapshot.revert()
-            stuck = result.unschedulable[0]
-            return RemovalResult(
-                node,
-                False,
-                plan,
-                UnremovableReason.NO_PLACE_TO_MOVE_PODS,
-                detail=f"no place to move pod {stuck.key}",
-            )
+            return self._no_place(node, plan, result.unschedulable[0])
         moved_to = {p.pod.key: p.node_name for p in result.scheduled}
         if commit:
             snapshot.commit()
             self.context.pdbs.consume(plan.to_move)
             self._take_out(node)
+            self._filled(result.scheduled)
         else:
             self.removed.discard(node)
             snapshot.revert()
         return RemovalResult(node, True, plan, destinations=moved_to)
+
+    @staticmethod
+    def _no_place(node: str, plan: NodeDrainPlan, stuck: Pod) -> RemovalResult:
+        return RemovalResult(
+            node,
+            False,
+            plan,
+            UnremovableReason.NO_PLACE_TO_MOVE_PODS,
+            detail=f"no place to move pod {stuck.key}",
+        )
 
 
 def simulate_nodes(
