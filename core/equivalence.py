@@ -63,12 +63,25 @@ def group_pods(
     """Group pods in order of first appearance."""
     groups: list[PodGroup] = []
     by_controller: dict[str, dict[Hashable, PodGroup]] = {}
+    # Per controller, its latest pod and the group it joined (None: a singleton past the
+    # cap). The pods of a workload mostly come in a row and alike: comparing the fields
+    # with that pod's is cheaper than building the key, and lands in the same group.
+    latest: dict[str, tuple[Pod, PodGroup | None]] = {}
     for pod in pods:
         owner = pod.owner
         if owner is None or owner.kind == "DaemonSet" or not owner.uid:
             groups.append(PodGroup([pod]))
             continue
-        known = by_controller.setdefault(owner.uid, {})
+        uid = owner.uid
+        previous = latest.get(uid)
+        if previous is not None and _same_scheduling(pod, previous[0]):
+            group = previous[1]
+            if group is not None:
+                group.pods.append(pod)
+            else:
+                groups.append(PodGroup([pod]))
+            continue
+        known = by_controller.setdefault(uid, {})
         key = scheduling_key(pod)
         group = known.get(key)
         if group is not None:
@@ -79,7 +92,26 @@ def group_pods(
             groups.append(group)
         else:
             groups.append(PodGroup([pod]))
+            group = None
+        latest[uid] = (pod, group)
     return groups
+
+
+def _same_scheduling(a: Pod, b: Pod) -> bool:
+    """Whether `scheduling_key(a) == scheduling_key(b)`, without building either key."""
+    return (
+        a.requests == b.requests
+        and a.labels == b.labels
+        and a.tolerations == b.tolerations
+        and a.node_selector == b.node_selector
+        and a.affinity == b.affinity
+        and a.topology_spread == b.topology_spread
+        and a.host_ports == b.host_ports
+        and a.volumes == b.volumes
+        and a.scheduler_name == b.scheduler_name
+        and a.priority == b.priority
+        and a.node_name == b.node_name
+    )
 
 
 def flatten(groups: Sequence[PodGroup]) -> list[Pod]:
