@@ -89,9 +89,10 @@ def test_dropped_client_connections_print_nothing(
         sock.sendall(LIST_PODS)
         assert _read_response(sock).startswith(b"HTTP/1.1 200")
         sock.close()
-    err = capfd.readouterr().err
+    out, err = capfd.readouterr()
     assert "Traceback" not in err
     assert "Exception occurred" not in err
+    assert "ConnectionReset" not in out + err and "BrokenPipe" not in out + err
 
 
 def test_server_errors_still_print_their_traceback(capfd: pytest.CaptureFixture[str]) -> None:
