@@ -27,6 +27,7 @@ from clusterscaler.model import (
     LEGACY_ZONE_LABEL,
     REGION_LABEL,
     ZONE_LABEL,
+    LabelSelector,
     Node,
     Pod,
     PodAffinityTerm,
@@ -299,6 +300,23 @@ def _remember(snapshot: ClusterSnapshot, key: object, value: object) -> None:
     snapshot.cache[key] = value
 
 
+_Label = tuple[str, str]
+
+
+def _label_gate(ways: Iterable[LabelSelector | None]) -> frozenset[_Label] | None:
+    """Labels a pod needs one of to count for a watcher that counts pods matching any of
+    `ways` (`ClusterSnapshot.watch`'s `labels`); `None` when every pod may count."""
+    gate: set[_Label] = set()
+    for selector in ways:
+        if selector is None:
+            continue  # matches no pod
+        if not selector.match_labels:
+            return None
+        # Any of its labels is necessary; the first will do.
+        gate.add(selector.match_labels[0])
+    return frozenset(gate)
+
+
 def _term_candidates(
     term: PodAffinityTerm, owner_namespace: str, snapshot: ClusterSnapshot
 ) -> Iterable[tuple[Pod, str]]:
@@ -526,10 +544,21 @@ def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
                     break
                 assert namespaces is not None
                 namespaces.update(t.namespaces)
+            # A pod counts when it matches every affinity term (so the first's label is
+            # necessary, if it has one) or any anti-affinity term.
+            ways = [t.label_selector for t in terms.anti_affinity]
+            if terms.affinity:
+                labelled = [
+                    t.label_selector
+                    for t in terms.affinity
+                    if t.label_selector is None or t.label_selector.match_labels
+                ]
+                ways.append(labelled[0] if labelled else LabelSelector(()))
             own = snapshot.watch(
                 ("pod-affinity", terms.affinity, terms.anti_affinity),
                 lambda: _OwnTermsIndex(terms.affinity, terms.anti_affinity, nsl),
                 namespaces=namespaces,
+                labels=_label_gate(ways),
             )
         existing = snapshot.watch(
             "existing-anti-affinity", _ExistingAntiIndex, anti_affinity_only=True
@@ -918,6 +947,7 @@ def _watch_spread_index(
             shape,
             partial(_SpreadIndex, pod, constraints, domains),
             namespaces=(pod.namespace,),
+            labels=_label_gate(c.label_selector for c in constraints),
         )
         if snapshot.watch_epoch == epoch:
             return index

@@ -193,6 +193,12 @@ class ClusterSnapshot:
         self._watch_all: list[SnapshotWatcher] = []
         self._watch_ns: dict[str, list[SnapshotWatcher]] = {}
         self._watch_anti: list[SnapshotWatcher] = []
+        # Watchers that only count pods carrying one of some labels, by label (key, value),
+        # with the namespaces they hear about (`None`: every namespace): a pod is offered
+        # to the watchers of its own labels, not to every workload's.
+        self._watch_gated: dict[
+            tuple[str, str], list[tuple[SnapshotWatcher, frozenset[str] | None]]
+        ] = {}
         # The watchers that also hear about nodes without pods.
         self._watch_empty_nodes: list[SnapshotWatcher] = []
         # Bumped whenever the watchers are dropped: state tied to an older epoch is stale.
@@ -512,13 +518,16 @@ class ClusterSnapshot:
         namespaces: Iterable[str] | None = None,
         anti_affinity_only: bool = False,
         empty_nodes: bool = False,
+        labels: Iterable[tuple[str, str]] | None = None,
     ) -> W:
         """The watcher registered under `key`, built and filled from the snapshot if new.
 
         `namespaces` limits the pod changes it hears about to those namespaces (`None`:
         every namespace); `anti_affinity_only` to pods declaring required anti-affinity.
-        Every watcher hears about every node with pods, and with `empty_nodes` about
-        nodes without pods too. The caller must use one `key` per kind of watcher;
+        `labels`, when given, promises that the watcher counts no pod without one of
+        these labels (key, value), so other pods are not offered to it. Every watcher
+        hears about every node with pods, and with `empty_nodes` about nodes without pods
+        too. The caller must use one `key` per kind of watcher;
         `watch_epoch` changes when watchers are dropped (registering one may drop them all).
         """
         found = self._watchers.get(key)
@@ -529,6 +538,7 @@ class ClusterSnapshot:
             self._watch_all.clear()
             self._watch_ns.clear()
             self._watch_anti.clear()
+            self._watch_gated.clear()
             self._watch_empty_nodes.clear()
             self.watch_epoch += 1
         watcher = build()
@@ -541,6 +551,10 @@ class ClusterSnapshot:
             self._watch_empty_nodes.append(watcher)
         if anti_affinity_only:
             self._watch_anti.append(watcher)
+        elif labels is not None:
+            scope = None if namespaces is None else frozenset(namespaces)
+            for label in set(labels):
+                self._watch_gated.setdefault(label, []).append((watcher, scope))
         elif namespaces is None:
             self._watch_all.append(watcher)
         else:
@@ -565,6 +579,15 @@ class ClusterSnapshot:
         affinity = pod.affinity
         if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
             candidates.extend(self._watch_anti)
+        gated = self._watch_gated
+        if gated:
+            namespace = pod.namespace
+            offered: dict[int, SnapshotWatcher] = {}
+            for label in pod.labels.items():
+                for w, scope in gated.get(label, ()):
+                    if scope is None or namespace in scope:
+                        offered[id(w)] = w
+            candidates.extend(offered.values())
         out = []
         for w in candidates:
             plan = w.interest(pod)

@@ -8,9 +8,17 @@ a set of probe pods with the state computed from every node and pod.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
-from clusterscaler.model import LabelSelector, Node, Pod, Taint, Toleration
+from clusterscaler.model import (
+    LabelSelector,
+    LabelSelectorRequirement,
+    Node,
+    Pod,
+    Taint,
+    Toleration,
+)
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
 from clusterscaler.simulator.builders import affinity_term, make_node, make_pod, node_term, spread
 from clusterscaler.simulator.predicates import (
@@ -49,20 +57,37 @@ def nodes(draw: st.DrawFn, index: int) -> Node:
 
 
 @st.composite
+def selectors(draw: st.DrawFn) -> LabelSelector | None:
+    """Selectors by label, by expression (no single label is necessary), every pod, none."""
+    app = draw(st.sampled_from(APPS))
+    kind = draw(st.sampled_from(["labels", "labels", "labels", "in", "not-in", "all", "none"]))
+    if kind == "labels":
+        return LabelSelector((("app", app),))
+    if kind == "in":
+        return LabelSelector((), (LabelSelectorRequirement("app", "In", (app, "db")),))
+    if kind == "not-in":
+        return LabelSelector((), (LabelSelectorRequirement("app", "NotIn", (app,)),))
+    return LabelSelector() if kind == "all" else None
+
+
+@st.composite
 def pods(draw: st.DrawFn, name: str) -> Pod:
     app = draw(st.sampled_from(APPS))
     namespace = draw(st.sampled_from(NAMESPACES))
     constraints = []
     for _ in range(draw(st.integers(0, 2))):
         constraints.append(
-            spread(
-                draw(st.sampled_from([ZONE, HOST, RACK])),
-                {"app": draw(st.sampled_from(APPS))},
-                draw(st.integers(1, 2)),
-                when_unsatisfiable=draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway"])),
-                min_domains=draw(st.sampled_from([None, 2, 5])),
-                node_affinity_policy=draw(st.sampled_from(["Honor", "Ignore"])),
-                node_taints_policy=draw(st.sampled_from(["Honor", "Ignore"])),
+            replace(
+                spread(
+                    draw(st.sampled_from([ZONE, HOST, RACK])),
+                    {"app": draw(st.sampled_from(APPS))},
+                    draw(st.integers(1, 2)),
+                    when_unsatisfiable=draw(st.sampled_from(["DoNotSchedule", "ScheduleAnyway"])),
+                    min_domains=draw(st.sampled_from([None, 2, 5])),
+                    node_affinity_policy=draw(st.sampled_from(["Honor", "Ignore"])),
+                    node_taints_policy=draw(st.sampled_from(["Honor", "Ignore"])),
+                ),
+                label_selector=draw(selectors()),
             )
         )
 
@@ -70,8 +95,10 @@ def pods(draw: st.DrawFn, name: str) -> Pod:
         key = draw(st.sampled_from([ZONE, HOST, RACK]))
         match = {"app": draw(st.sampled_from(APPS))}
         if draw(st.integers(0, 3)) == 0:
-            return affinity_term(key, match, namespace_selector=LabelSelector((("env", "prod"),)))
-        return affinity_term(key, match, namespaces=(namespace,))
+            made = affinity_term(key, match, namespace_selector=LabelSelector((("env", "prod"),)))
+        else:
+            made = affinity_term(key, match, namespaces=(namespace,))
+        return replace(made, label_selector=draw(selectors()))
 
     return make_pod(
         name,
