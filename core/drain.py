@@ -166,8 +166,10 @@ class PodFilter(Protocol):
     order: int
 
     def check(self, pod: Pod, context: DrainContext) -> DrainDecision | None:
-        """The decision for `pod`, a function of the pod and `context` only: the removal
-        simulation asks once per pod while the PDB budgets stay as they are."""
+        """The decision for `pod`, a function of the pod and `context` only (not of the
+        node it is on: `pod.node_name` is not a criterion). The removal simulation asks
+        once per pod, however often it moves the pod, while the PDB budgets stay as they
+        are."""
         ...
 
 
@@ -217,6 +219,14 @@ class RememberedDecisions:
         # The pod is kept with its decision, so its id cannot be reused while remembered.
         self._memo[id(pod)] = (pod, version, decision)
         return decision
+
+    def share(self, moved: Pod, original: Pod) -> None:
+        """`moved` is `original` placed elsewhere by the simulation (a copy that differs
+        only in `node_name`): it has the same decision, since filters judge the pod, not
+        the node it is on."""
+        hit = self._memo.get(id(original))
+        if hit is not None and hit[0] is original:
+            self._memo[id(moved)] = (moved, hit[1], hit[2])
 
 
 @dataclass(frozen=True, slots=True)

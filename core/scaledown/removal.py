@@ -226,6 +226,11 @@ class RemovalSimulator:
         moved_to = {p.pod.key: p.node_name for p in result.scheduled}
         if commit:
             snapshot.commit()
+            # The moved copies are the same pods to the filters when their new node is
+            # tried in turn. Placements follow `to_move` one for one (none failed).
+            for original, placement in zip(plan.to_move, result.scheduled, strict=True):
+                if placement.pod is not original:
+                    self._decide.share(placement.pod, original)
             self.context.pdbs.consume(plan.to_move)
             self._take_out(node)
             self._filled(result.scheduled)

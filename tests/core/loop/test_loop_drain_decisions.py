@@ -97,3 +97,16 @@ def test_pod_decided_before_a_budget_is_spent_is_decided_again() -> None:
         "default/w1",
         BlockingPodReason.NOT_ENOUGH_PDB,
     )
+
+
+def test_moved_pod_is_not_decided_again_on_its_new_node() -> None:
+    snap = ClusterSnapshot()
+    snap.add_node(make_node("n0", "4"), [make_pod("a", "1", node_name="n0")])
+    snap.add_node(make_node("n1", "4"), [make_pod("b", "1", node_name="n1")])
+    snap.add_node(make_node("n2", "4"), [make_pod("c", "2", node_name="n2")])
+    rule = BudgetRule()
+    context = DrainContext.build(NOW, pdbs=PdbTracker([]))
+    simulator = RemovalSimulator(snap, [rule], context, HintingSimulator())
+    assert simulator.try_remove("n0").destinations == {"default/a": "n1"}
+    assert simulator.try_remove("n1").destinations == {"default/b": "n2", "default/a": "n2"}
+    assert rule.asked == ["a", "b"]
