@@ -337,15 +337,16 @@ class InMemoryCluster:
             self.nodes[node_name] = dataclasses.replace(node, unschedulable=unschedulable)
 
     def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        key = pod.key
         with self._lock:
-            current = self.pods.get(pod.key)
+            current = self.pods.get(key)
             if current is None or (pod.uid and current.uid and current.uid != pod.uid):
                 return
-            covering = [b for b in self.pdbs.values() if b.matches(current)]
+            covering = [b for b in self.pdbs.values() if b.matches(current)] if self.pdbs else []
             for pdb in covering:
                 if pdb.disruptions_allowed < 1:
                     raise EvictionError(
-                        pod.key,
+                        key,
                         f"cannot evict pod as it would violate the pod's disruption budget "
                         f"{pdb.key}",
                         retryable=True,
@@ -354,8 +355,8 @@ class InMemoryCluster:
                 self.pdbs[pdb.key] = dataclasses.replace(
                     pdb, disruptions_allowed=pdb.disruptions_allowed - 1
                 )
-            del self.pods[pod.key]
-            self.evicted.append(pod.key)
+            del self.pods[key]
+            self.evicted.append(key)
             if self.recreate_evicted and current.owner is not None and not current.is_daemonset:
                 self._recreated += 1
                 name = f"{current.name}-r{self._recreated}"

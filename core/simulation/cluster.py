@@ -172,10 +172,11 @@ class SimulatedCluster(InMemoryCluster):
     # ------------------------------------------------------------------ actions
 
     def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
-        current = self.pods.get(pod.key)
+        key = pod.key
+        current = self.pods.get(key)
         super().evict(pod, grace_period_seconds)
         self._changed()
-        if current is not None and pod.key not in self.pods:
+        if current is not None and key not in self.pods:
             self._recreate(current)
 
     # ------------------------------------------------------------------ time passing
@@ -254,9 +255,7 @@ class SimulatedCluster(InMemoryCluster):
         if self._generation == self._scheduled_generation and all(p.unschedulable for p in pending):
             # Nothing changed since these pods last found no node: they still would not.
             return 0
-        pending.sort(
-            key=lambda p: (-(p.priority or 0), p.creation_time or self.clock.start, p.key)
-        )
+        pending.sort(key=lambda p: (-(p.priority or 0), p.creation_time or self.clock.start, p.key))
         snap = ClusterSnapshot.from_objects(self.snapshot())
         with self._lock:
             ready = {n.name for n in self.nodes.values() if n.ready}
@@ -363,7 +362,11 @@ class SimulatedCluster(InMemoryCluster):
         if owner is None or owner.kind not in RECREATING_KINDS or pod.is_terminal:
             return
         # A StatefulSet recreates the pod under the same name; others generate a new one.
-        name = pod.name if owner.kind == "StatefulSet" else self._new_pod_name(pod.namespace, owner.name)
+        name = (
+            pod.name
+            if owner.kind == "StatefulSet"
+            else self._new_pod_name(pod.namespace, owner.name)
+        )
         self._add_pending(self._fresh(pod, name))
 
     def _new_pod_name(self, namespace: str, prefix: str) -> str:
