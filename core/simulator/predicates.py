@@ -290,11 +290,15 @@ def check_volume_limits(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) ->
 # --------------------------------------------------------------------------- inter-pod affinity
 
 
-_CACHE_LIMIT = 10_000
+# Every pending pod with spread or affinity terms keeps up to two entries (its references
+# to the indexes) for as long as they live: the bound must hold a large backlog's worth, or
+# each estimate would rebuild them all after clearing.
+_CACHE_LIMIT = 250_000
 
 
 def _remember(snapshot: ClusterSnapshot, key: object, value: object) -> None:
-    # Entries are only valid for one generation; bound the cache rather than track them.
+    # From-scratch entries are only valid for one generation; bound the cache rather than
+    # track them.
     if len(snapshot.cache) > _CACHE_LIMIT:
         snapshot.cache.clear()
     snapshot.cache[key] = value
@@ -502,7 +506,17 @@ _NO_COUNTS: dict[tuple[str, str], int] = {}
 class _AffinityRefs:
     """What one pod needs from the affinity indexes, kept while they live."""
 
-    __slots__ = ("epoch", "existing", "matches_own", "matching", "own", "own_key", "pod", "version")
+    __slots__ = (
+        "epoch",
+        "existing",
+        "matches_own",
+        "matching",
+        "own",
+        "own_key",
+        "pod",
+        "state",
+        "version",
+    )
 
     def __init__(
         self,
@@ -521,6 +535,8 @@ class _AffinityRefs:
         self.own_key = own_key
         self.version = -1
         self.matching: list[tuple[str, dict[str, int]]] = []
+        # Built when `matching` is; its counts are the indexes' own, so it stays current.
+        self.state: _AffinityState | None = None
 
 
 def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
@@ -572,7 +588,8 @@ def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
     if refs.own_key in snapshot._pod_node:
         return _affinity_state_scratch(pod, snapshot)
     existing = refs.existing
-    if refs.version != existing.version:
+    state = refs.state
+    if state is None or refs.version != existing.version:
         nsl = snapshot.namespace_labels
         refs.matching = [
             (t.topology_key, counts)
@@ -580,14 +597,15 @@ def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
             if t.matches_pod(pod, nsl)
         ]
         refs.version = existing.version
-    own = refs.own
-    return _AffinityState(
-        own.affinity_counts if own is not None else _NO_COUNTS,
-        own.anti_counts if own is not None else _NO_COUNTS,
-        _NO_COUNTS,
-        refs.matches_own,
-        refs.matching,
-    )
+        own = refs.own
+        state = refs.state = _AffinityState(
+            own.affinity_counts if own is not None else _NO_COUNTS,
+            own.anti_counts if own is not None else _NO_COUNTS,
+            _NO_COUNTS,
+            refs.matches_own,
+            refs.matching,
+        )
+    return state
 
 
 def check_inter_pod_affinity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:

@@ -203,28 +203,45 @@ class FreeRoom:
             self.block_pods[b] = max(self.block_pods[b], pods)
 
     def update(self, index: int, ni: SimNodeInfo) -> None:
-        """The node at `index` received pods."""
+        """The node at `index` received (or, in general, lost) pods.
+
+        A block's figure only has to stay an upper bound for the skipping to be right: it
+        rises with a node at once, and is brought down to the exact largest amount only
+        when a scan finds no node of the block with room (`next_fitting`).
+        """
         alloc = ni.node.allocatable
-        self.cpu[index] = alloc.cpu - ni.req_cpu
-        self.memory[index] = alloc.memory - ni.req_memory
-        self.pods[index] = alloc.pods - ni.req_pods
         b = index >> _BLOCK_SHIFT
-        lo = b << _BLOCK_SHIFT
-        hi = lo + (1 << _BLOCK_SHIFT)
-        self.block_cpu[b] = max(self.cpu[lo:hi])
-        self.block_memory[b] = max(self.memory[lo:hi])
-        self.block_pods[b] = max(self.pods[lo:hi])
+        cpu = self.cpu[index] = alloc.cpu - ni.req_cpu
+        memory = self.memory[index] = alloc.memory - ni.req_memory
+        pods = self.pods[index] = alloc.pods - ni.req_pods
+        if cpu > self.block_cpu[b]:
+            self.block_cpu[b] = cpu
+        if memory > self.block_memory[b]:
+            self.block_memory[b] = memory
+        if pods > self.block_pods[b]:
+            self.block_pods[b] = pods
 
     def next_fitting(self, i: int, hi: int, cpu: int, memory: int, pods: int) -> int:
         """The first index in [`i`, `hi`) with room for the requests, or `hi`."""
         fc, fm, fp = self.cpu, self.memory, self.pods
         bc, bm, bp = self.block_cpu, self.block_memory, self.block_pods
+        size = 1 << _BLOCK_SHIFT
         while i < hi:
             b = i >> _BLOCK_SHIFT
             if bc[b] < cpu or bm[b] < memory or bp[b] < pods:
                 i = (b + 1) << _BLOCK_SHIFT
                 continue
-            if fc[i] >= cpu and fm[i] >= memory and fp[i] >= pods:
-                return i
-            i += 1
+            lo = b << _BLOCK_SHIFT
+            whole = i == lo
+            end = min(lo + size, hi)
+            while i < end:
+                if fc[i] >= cpu and fm[i] >= memory and fp[i] >= pods:
+                    return i
+                i += 1
+            if whole and end == lo + size:
+                # No node of the block has room although its figures said one might:
+                # tighten them to the exact largest amounts.
+                bc[b] = max(fc[lo:end])
+                bm[b] = max(fm[lo:end])
+                bp[b] = max(fp[lo:end])
         return hi
