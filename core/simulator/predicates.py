@@ -69,6 +69,7 @@ __all__ = [
     "check_volume_restrictions",
     "check_volumes",
     "pod_matches_node_affinity",
+    "prepare_indexes",
     "tolerates_taints",
 ]
 
@@ -456,14 +457,16 @@ class _OwnTermsIndex:
 class _ExistingAntiIndex:
     """Required anti-affinity terms of the pods in the snapshot: term -> value -> pods.
 
-    `version` changes when a term is seen for the first time, so that per-pod lists of
-    matching terms know when to look again.
+    `version` is the number of terms seen so far: a term is never forgotten (its counts
+    may drop to nothing), so per-pod lists of matching terms only need to look at the
+    terms past the version they were made at (`order[version:]`).
     """
 
-    __slots__ = ("terms", "version")
+    __slots__ = ("order", "terms", "version")
 
     def __init__(self) -> None:
         self.terms: dict[PodAffinityTerm, dict[str, int]] = {}
+        self.order: list[tuple[PodAffinityTerm, dict[str, int]]] = []
         self.version = 0
 
     def interest(self, pod: Pod) -> tuple[PodAffinityTerm, ...] | None:
@@ -480,6 +483,7 @@ class _ExistingAntiIndex:
             counts = self.terms.get(t)
             if counts is None:
                 counts = self.terms[t] = {}
+                self.order.append((t, counts))
                 self.version += 1
             value = labels.get(t.topology_key)
             if value is not None:
@@ -533,10 +537,55 @@ class _AffinityRefs:
         self.existing = existing
         self.matches_own = matches_own
         self.own_key = own_key
-        self.version = -1
+        # How many of the existing index's terms `matching` has looked at.
+        self.version = 0
         self.matching: list[tuple[str, dict[str, int]]] = []
         # Built when `matching` is; its counts are the indexes' own, so it stays current.
         self.state: _AffinityState | None = None
+
+
+def _affinity_refs(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityRefs:
+    """The pod's references to the affinity indexes, registering them if new."""
+    key = ("affinity", id(pod))
+    cached = snapshot.cache.get(key)
+    if cached is not None and cached.pod is pod and cached.epoch == snapshot.watch_epoch:
+        refs: _AffinityRefs = cached
+        return refs
+    terms = pod.affinity.pod if pod.affinity is not None else None
+    own: _OwnTermsIndex | None = None
+    nsl = snapshot.namespace_labels
+    if terms is not None and (terms.affinity or terms.anti_affinity):
+        every = terms.affinity + terms.anti_affinity
+        namespaces: set[str] | None = set()
+        for t in every:
+            if t.namespace_selector is not None:
+                namespaces = None
+                break
+            assert namespaces is not None
+            namespaces.update(t.namespaces)
+        # A pod counts when it matches every affinity term (so the first's label is
+        # necessary, if it has one) or any anti-affinity term.
+        ways = [t.label_selector for t in terms.anti_affinity]
+        if terms.affinity:
+            labelled = [
+                t.label_selector
+                for t in terms.affinity
+                if t.label_selector is None or t.label_selector.match_labels
+            ]
+            ways.append(labelled[0] if labelled else LabelSelector(()))
+        own = snapshot.watch(
+            ("pod-affinity", terms.affinity, terms.anti_affinity),
+            lambda: _OwnTermsIndex(terms.affinity, terms.anti_affinity, nsl),
+            namespaces=namespaces,
+            labels=_label_gate(ways),
+        )
+    existing = snapshot.watch("existing-anti-affinity", _ExistingAntiIndex, anti_affinity_only=True)
+    matches_own = terms is not None and all(t.matches_pod(pod, nsl) for t in terms.affinity)
+    refs = _AffinityRefs(
+        pod, snapshot.watch_epoch, own, existing, matches_own, pod.namespace + "/" + pod.name
+    )
+    _remember(snapshot, key, refs)
+    return refs
 
 
 def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
@@ -545,57 +594,19 @@ def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
     A pod that is itself in the snapshot must not count itself; that rare case (a pod
     checked where it already runs) takes the from-scratch path.
     """
-    key = ("affinity", id(pod))
-    cached = snapshot.cache.get(key)
-    if cached is None or cached.pod is not pod or cached.epoch != snapshot.watch_epoch:
-        terms = pod.affinity.pod if pod.affinity is not None else None
-        own: _OwnTermsIndex | None = None
-        nsl = snapshot.namespace_labels
-        if terms is not None and (terms.affinity or terms.anti_affinity):
-            every = terms.affinity + terms.anti_affinity
-            namespaces: set[str] | None = set()
-            for t in every:
-                if t.namespace_selector is not None:
-                    namespaces = None
-                    break
-                assert namespaces is not None
-                namespaces.update(t.namespaces)
-            # A pod counts when it matches every affinity term (so the first's label is
-            # necessary, if it has one) or any anti-affinity term.
-            ways = [t.label_selector for t in terms.anti_affinity]
-            if terms.affinity:
-                labelled = [
-                    t.label_selector
-                    for t in terms.affinity
-                    if t.label_selector is None or t.label_selector.match_labels
-                ]
-                ways.append(labelled[0] if labelled else LabelSelector(()))
-            own = snapshot.watch(
-                ("pod-affinity", terms.affinity, terms.anti_affinity),
-                lambda: _OwnTermsIndex(terms.affinity, terms.anti_affinity, nsl),
-                namespaces=namespaces,
-                labels=_label_gate(ways),
-            )
-        existing = snapshot.watch(
-            "existing-anti-affinity", _ExistingAntiIndex, anti_affinity_only=True
-        )
-        matches_own = terms is not None and all(t.matches_pod(pod, nsl) for t in terms.affinity)
-        cached = _AffinityRefs(
-            pod, snapshot.watch_epoch, own, existing, matches_own, pod.namespace + "/" + pod.name
-        )
-        _remember(snapshot, key, cached)
-    refs: _AffinityRefs = cached
+    refs = _affinity_refs(pod, snapshot)
     if refs.own_key in snapshot._pod_node:
         return _affinity_state_scratch(pod, snapshot)
     existing = refs.existing
     state = refs.state
     if state is None or refs.version != existing.version:
         nsl = snapshot.namespace_labels
-        refs.matching = [
+        # Only the terms seen since the list was made can add to it.
+        refs.matching.extend(
             (t.topology_key, counts)
-            for t, counts in existing.terms.items()
+            for t, counts in existing.order[refs.version :]
             if t.matches_pod(pod, nsl)
-        ]
+        )
         refs.version = existing.version
         own = refs.own
         state = refs.state = _AffinityState(
@@ -971,32 +982,54 @@ def _watch_spread_index(
             return index
 
 
+def _spread_refs(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadRefs:
+    """The pod's references to its spread index, registering it if new."""
+    key = ("spread", id(pod))
+    cached = snapshot.cache.get(key)
+    if cached is not None and cached.pod is pod and cached.epoch == snapshot.watch_epoch:
+        refs: _SpreadRefs = cached
+        return refs
+    constraints = tuple(c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule")
+    index = _watch_spread_index(pod, constraints, snapshot)
+    self_match = [
+        1 if c.label_selector is not None and c.label_selector.matches(pod.labels) else 0
+        for c in constraints
+    ]
+    refs = _SpreadRefs(pod, snapshot.watch_epoch, index, self_match, pod.namespace + "/" + pod.name)
+    _remember(snapshot, key, refs)
+    return refs
+
+
 def _spread_state(pod: Pod, snapshot: ClusterSnapshot) -> _SpreadState:
     """The spread state from the snapshot's incremental index for the pod's shape.
 
     A pod that is itself in the snapshot must not count itself; that rare case takes the
     from-scratch path.
     """
-    key = ("spread", id(pod))
-    cached = snapshot.cache.get(key)
-    if cached is None or cached.pod is not pod or cached.epoch != snapshot.watch_epoch:
-        constraints = tuple(
-            c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule"
-        )
-        index = _watch_spread_index(pod, constraints, snapshot)
-        self_match = [
-            1 if c.label_selector is not None and c.label_selector.matches(pod.labels) else 0
-            for c in constraints
-        ]
-        cached = _SpreadRefs(
-            pod, snapshot.watch_epoch, index, self_match, pod.namespace + "/" + pod.name
-        )
-        _remember(snapshot, key, cached)
-    refs: _SpreadRefs = cached
+    refs = _spread_refs(pod, snapshot)
     if refs.own_key in snapshot._pod_node:
         return _spread_state_scratch(pod, snapshot)
     index = refs.index
     return _SpreadState(index.constraints, index.views, index.minimums(), refs.self_match)
+
+
+def prepare_indexes(pod: Pod, snapshot: ClusterSnapshot) -> None:
+    """Register the incremental indexes `pod`'s checks will read, if not yet there.
+
+    An index is filled from the nodes and pods of the snapshot when it is registered, so
+    a caller about to add many nodes and pods and check pods on them (the estimator)
+    calls this first, for one pod of each group: the index is then filled from the
+    snapshot as it is, not from a snapshot full of simulated pods to replay. Checks give
+    the same answers either way.
+    """
+    if pod.topology_spread and any(
+        c.when_unsatisfiable == "DoNotSchedule" for c in pod.topology_spread
+    ):
+        _spread_refs(pod, snapshot)
+    if (pod.affinity is not None and pod.affinity.pod is not None) or (
+        snapshot.has_anti_affinity_pods
+    ):
+        _affinity_refs(pod, snapshot)
 
 
 def check_topology_spread(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:

@@ -35,7 +35,7 @@ from clusterscaler.plugins.estimators.node_scan import (
     pod_terms_key,
     same_closure_keys,
 )
-from clusterscaler.simulator.predicates import check_predicates
+from clusterscaler.simulator.predicates import check_predicates, prepare_indexes
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
 from clusterscaler.simulator.templates import sanitize_template
 
@@ -209,9 +209,14 @@ class BinpackingEstimator:
             self.ignored_taints,
             self.ignored_prefixes,
         )
+        ordered = order_groups(groups, template)
+        # Indexes registered mid-estimate would be filled by replaying every pod on the
+        # template nodes added so far; registered now, they start from the cluster.
+        for group in ordered:
+            prepare_indexes(group.representative, snapshot)
         snapshot.fork()
         try:
-            for group in order_groups(groups, template):
+            for group in ordered:
                 pods = group.pods
                 simple = _is_resource_only(pods, snapshot, template)
                 if simple:
