@@ -55,7 +55,7 @@ from clusterscaler.drain import PodFilter, build_pod_filters
 from clusterscaler.estimator import Estimator
 from clusterscaler.expander import ExpanderContext, Option, build_expander_chain
 from clusterscaler.limits import Limits, Totals, node_totals, sum_totals
-from clusterscaler.model import ClusterObjects, Node, Pod
+from clusterscaler.model import ClusterObjects, Node, Pod, gc_paused
 from clusterscaler.pending import PendingPods, classify_pending, drop_schedulable
 from clusterscaler.scaledown.actuator import Actuator
 from clusterscaler.scaledown.budgets import InProgress
@@ -251,7 +251,12 @@ class Autoscaler:
         started = self.monotonic()
         # Deletions in flight call the provider only under this lock, so the loop has the
         # cloud to itself and sees each finished deletion together with its new target.
-        with self.actuator.provider_lock:
+        # The collector is held off for the loop: it allocates heavily (snapshot forks,
+        # placements, plans), and each full collection on the way would walk every object
+        # of the cluster model, which lives across the loop. That walk was a fifth of a
+        # 100,000-pod loop and grew with the cluster. Reference counting frees the
+        # loop's temporaries as usual; cycles wait for the collector after the loop.
+        with self.actuator.provider_lock, gc_paused():
             result = self._run(now)
             problems = self._provider_problems()
         result = dataclasses.replace(
