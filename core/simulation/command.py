@@ -26,6 +26,7 @@ from clusterscaler.cli import flag_given
 from clusterscaler.cloudprovider import CloudProviderError, ConfigurationError
 from clusterscaler.decisions import LoopResult
 from clusterscaler.durations import DURATION_FORM, parse_duration
+from clusterscaler.model import gc_paused
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.simulation import output
 from clusterscaler.simulation.cluster import SimulationError
@@ -143,7 +144,10 @@ def prepare(ctx: CommandContext, scenario: Scenario) -> tuple[Simulation, Autosc
             "--cloud-config: expected a cloud-config file declaring the node groups "
             "(see examples/cloud-configs/), or a scenario with cloudConfig"
         )
-    cluster, clock = build_cluster(scenario.objects, scenario)
+    # One object per pod and node goes into the in-memory cluster's tables: as for parsing,
+    # collection passes over the growing heap would find nothing to free.
+    with gc_paused():
+        cluster, clock = build_cluster(scenario.objects, scenario)
     provider = build_provider(ctx.registry, options, cluster=cluster, clock=clock)
     # `--once` decides on the cluster as given: a snapshot's unschedulable pods stay so.
     provision_initial_nodes(
