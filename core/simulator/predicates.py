@@ -1036,13 +1036,23 @@ def check_topology_spread(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) 
     """Topology spread constraints with whenUnsatisfiable=DoNotSchedule."""
     if not pod.topology_spread:
         return None
-    state = _spread_state(pod, snapshot)
+    refs = _spread_refs(pod, snapshot)
+    counts: Sequence[Mapping[str, int]]
+    if refs.own_key in snapshot._pod_node:
+        state = _spread_state_scratch(pod, snapshot)
+        constraints, counts, minimum = state.constraints, state.counts, state.minimum
+    else:
+        # The index's positive counts answer as its views do: a domain without matching
+        # pods, eligible or not, counts 0.
+        index = refs.index
+        constraints, counts, minimum = index.constraints, index.counts, index.minimums()
+    self_match = refs.self_match
     labels = ni.node.labels
-    for i, c in enumerate(state.constraints):
+    for i, c in enumerate(constraints):
         value = labels.get(c.topology_key)
         if value is None:
             return REASON_SPREAD_MISSING_LABEL
-        skew = state.counts[i].get(value, 0) + state.self_match[i] - state.minimum[i]
+        skew = counts[i].get(value, 0) + self_match[i] - minimum[i]
         if skew > c.max_skew:
             return REASON_SPREAD
     return None

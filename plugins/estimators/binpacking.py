@@ -394,9 +394,21 @@ class BinpackingEstimator:
         total = len(pods)
         done = 0
         start = state.last_index
+        room = state.room
+        r = rep.requests
+        cpu, memory, slots = r.cpu, r.memory, r.pods
+
+        def next_candidate(i: int, hi: int) -> int:
+            # Open to the key and with room for one pod (the nodes without fail the
+            # resources filter, so `_capacity` would find them closed anyway).
+            while True:
+                i = room.next_fitting(open_nodes.next_open(i), hi, cpu, memory, slots)
+                if i >= hi or open_nodes.next_open(i) == i:
+                    return i
+
         # The same visiting order as a round trip of `count` steps from `start`.
         for lo, hi in ((start, count), (0, start)):
-            index = open_nodes.next_open(lo)
+            index = next_candidate(lo, hi)
             while index < hi and done < total:
                 ni = snapshot.get(names[index])
                 k = _capacity(rep, ni, snapshot)
@@ -406,7 +418,7 @@ class BinpackingEstimator:
                 else:
                     # Usage only grows within an estimate: the node stays closed to the key.
                     open_nodes.close(index)
-                index = open_nodes.next_open(index + 1)
+                index = next_candidate(index + 1, hi)
         return pods[done:]
 
     def _new_arithmetic(
