@@ -70,6 +70,7 @@ __all__ = [
     "check_volumes",
     "pod_matches_node_affinity",
     "prepare_indexes",
+    "selected_by_existing_anti_affinity",
     "tolerates_taints",
 ]
 
@@ -588,6 +589,30 @@ def _affinity_refs(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityRefs:
     return refs
 
 
+def _refresh_matching(refs: _AffinityRefs, pod: Pod, snapshot: ClusterSnapshot) -> None:
+    """Bring the pod's list of the existing anti-affinity terms selecting it up to date."""
+    existing = refs.existing
+    if refs.version != existing.version:
+        nsl = snapshot.namespace_labels
+        # Only the terms seen since the list was made can add to it.
+        refs.matching.extend(
+            (t.topology_key, counts)
+            for t, counts in existing.order[refs.version :]
+            if t.matches_pod(pod, nsl)
+        )
+        refs.version = existing.version
+
+
+def selected_by_existing_anti_affinity(pod: Pod, snapshot: ClusterSnapshot) -> bool:
+    """Whether a required anti-affinity term of a pod in the snapshot (or one that was)
+    selects `pod`: unless one does, other pods' anti-affinity never rejects it."""
+    if not snapshot.has_anti_affinity_pods:
+        return False
+    refs = _affinity_refs(pod, snapshot)
+    _refresh_matching(refs, pod, snapshot)
+    return bool(refs.matching)
+
+
 def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
     """The affinity state from the snapshot's incremental indexes.
 
@@ -597,17 +622,9 @@ def _affinity_state(pod: Pod, snapshot: ClusterSnapshot) -> _AffinityState:
     refs = _affinity_refs(pod, snapshot)
     if refs.own_key in snapshot._pod_node:
         return _affinity_state_scratch(pod, snapshot)
-    existing = refs.existing
     state = refs.state
-    if state is None or refs.version != existing.version:
-        nsl = snapshot.namespace_labels
-        # Only the terms seen since the list was made can add to it.
-        refs.matching.extend(
-            (t.topology_key, counts)
-            for t, counts in existing.order[refs.version :]
-            if t.matches_pod(pod, nsl)
-        )
-        refs.version = existing.version
+    if state is None or refs.version != refs.existing.version:
+        _refresh_matching(refs, pod, snapshot)
         own = refs.own
         state = refs.state = _AffinityState(
             own.affinity_counts if own is not None else _NO_COUNTS,

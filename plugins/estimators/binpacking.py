@@ -8,7 +8,8 @@ fresh copy (or the last added node is still empty), more nodes would not help an
 stops. The limiter is asked before every node is added.
 
 A group of identical pods that only needs resources (no affinity, spread, host ports or
-volumes) is packed arithmetically: one predicate check per node, then as many pods as the
+volumes, and selected by no anti-affinity term of a pod already placed) is packed
+arithmetically: one predicate check per node, then as many pods as the
 node's free resources allow. Nodes only gain pods during an estimate, so a node such a pod
 does not fit stays closed to every later pod with the same requests and node constraints;
 the scan skips those nodes, which keeps the estimate linear in groups + nodes when many
@@ -35,7 +36,11 @@ from clusterscaler.plugins.estimators.node_scan import (
     pod_terms_key,
     same_closure_keys,
 )
-from clusterscaler.simulator.predicates import check_predicates, prepare_indexes
+from clusterscaler.simulator.predicates import (
+    check_predicates,
+    prepare_indexes,
+    selected_by_existing_anti_affinity,
+)
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
 from clusterscaler.simulator.templates import sanitize_template
 
@@ -75,21 +80,26 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
         or rep.host_ports
         or rep.volumes
         or _has_pod_affinity(rep)
-        or snapshot.has_anti_affinity_pods
         # Template pods land on every new node; their anti-affinity could reject ours.
         or any(_has_pod_affinity(p) for p in template.pods)
+        # Placed pods' anti-affinity terms that select these pods could reject them (the
+        # group itself adds no terms, so none selecting them now means none later).
+        or selected_by_existing_anti_affinity(rep, snapshot)
     ):
         return False
-    requests, tolerations, selector, affinity = (
+    requests, tolerations, selector, affinity, labels = (
         rep.requests,
         rep.tolerations,
         rep.node_selector,
         rep.affinity,
+        rep.labels,
     )
     for p in pods:
         # Parsed pods of one workload share these objects, so identity settles most checks.
         if (
             (p.requests is not requests and p.requests != requests)
+            or (p.labels is not labels and p.labels != labels)
+            or p.namespace != rep.namespace
             or (p.tolerations is not tolerations and p.tolerations != tolerations)
             or (p.node_selector is not selector and p.node_selector != selector)
             or (p.affinity is not affinity and p.affinity != affinity)
@@ -130,7 +140,8 @@ _FitKey = tuple[Any, ...]
 
 def _fit_key(pod: Pod) -> _FitKey:
     """What decides whether a resource-only pod fits a node (its labels do not, because
-    the arithmetic path only runs while no pod in the snapshot has anti-affinity)."""
+    the arithmetic path only runs for pods no anti-affinity term in the snapshot selects,
+    and so for them only this decides)."""
     selector = pod.node_selector
     return (
         pod.requests,
@@ -411,7 +422,9 @@ class BinpackingEstimator:
             index = next_candidate(lo, hi)
             while index < hi and done < total:
                 ni = snapshot.get(names[index])
-                k = _capacity(rep, ni, snapshot)
+                # The next pod to place stands for the rest: one already placed would be
+                # checked as a pod in the snapshot (from scratch, not counting itself).
+                k = _capacity(pods[done], ni, snapshot)
                 if k:
                     done = self._fill(state, snapshot, pods, done, index, min(k, total - done))
                     state.last_index = index
@@ -444,7 +457,7 @@ class BinpackingEstimator:
                 state.limited_by = reason
                 break
             ni = self._add_node(state, snapshot)
-            k = _capacity(rep, ni, snapshot)
+            k = _capacity(pods[done], ni, snapshot)
             if not k:
                 break
             done = self._fill(
