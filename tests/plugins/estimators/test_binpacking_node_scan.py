@@ -1,10 +1,11 @@
-"""The estimator's node skipping (`node_scan`) never changes where a pod goes.
+"""The estimator's shortcuts never change where a pod goes.
 
 The pod-by-pod search passes over nodes without free room for a pod's requests and nodes
-an equal pod already failed for a lasting reason. A reference estimator that runs the
-filters on every node, round from the last placement as the scheduler does, must produce
-the very same estimate for mixed workloads: spread, pod affinity, anti-affinity (own and
-of pods already in the cluster), host ports, taints and resources.
+an equal pod already failed for a lasting reason (`node_scan`), and groups that only need
+resources are filled arithmetically. A reference estimator that places every pod on its
+own and runs the filters on every node, round from the last placement as the scheduler
+does, must produce the very same estimate for mixed workloads: spread, pod affinity,
+anti-affinity (own and of pods already in the cluster), host ports, taints and resources.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ TAINT = Taint("dedicated", "batch", "NoSchedule")
 
 
 class EveryNodeEstimator(BinpackingEstimator):
-    """The reference: every added node tried in turn, with the filters run on each."""
+    """The reference: every pod placed on its own (no arithmetic fill), every added node
+    tried in turn with the filters run on each."""
+
+    def _existing_arithmetic(self, state, pods, snapshot):  # type: ignore[no-untyped-def]
+        return self._existing(state, pods, snapshot)
+
+    def _new_arithmetic(self, state, pods, snapshot, limiter):  # type: ignore[no-untyped-def]
+        self._new(state, pods, snapshot, limiter)
 
     def _existing(self, state, pods, snapshot):  # type: ignore[no-untyped-def]
         names = state.new_nodes
@@ -190,6 +198,24 @@ def test_a_node_failing_the_spread_is_tried_again_once_the_spread_relaxes():
         ["h1", "h5", "p1"],
         ["h2", "h3", "p2"],
     ]
+
+
+def test_pods_repelled_by_placed_pods_do_not_close_nodes_to_pods_that_are_not():
+    # The pod in the cluster repels app x from zone a. The x pods fit nowhere; y pods of
+    # the same size, which nothing repels, must still go to the first node.
+    def group(app: str, n: int, cpu: str) -> list[Pod]:
+        owner = OwnerRef("ReplicaSet", app, f"rs-{app}", True)
+        return [
+            make_pod(f"{app}{i}", cpu, "100Mi", owner=owner, labels={"app": app}) for i in range(n)
+        ]
+
+    pods = group("z", 1, "1") + group("x", 2, "300m") + group("y", 2, "300m")
+    tmpl = template("a", "2", "4Gi", 110, False)
+    fast = run(BinpackingEstimator(), pods, tmpl, cluster(True, "x"), None)
+    slow = run(EveryNodeEstimator(), pods, tmpl, cluster(True, "x"), None)
+    assert shape(fast) == shape(slow)
+    assert [sorted(p.name for p in ni.pods) for ni in fast.new_nodes] == [["y0", "y1", "z0"]]
+    assert sorted(p.name for p in fast.unscheduled_pods) == ["x0", "x1"]
 
 
 # ----------------------------------------------------------------------------- structures
