@@ -38,11 +38,14 @@ class LeastWasteExpander:
         pass
 
     def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:
-        for option in options:
-            if waste_score(option) is None:
+        # One score per option: each sums the requests of every pod the option helps.
+        scores = [waste_score(option) for option in options]
+        for option, score in zip(options, scores, strict=True):
+            if score is None:
                 log.info(
                     "least_waste_skipped",
                     node_group=option.node_group.id,
                     reason="no template capacity",
                 )
-        return options_by_score(options, waste_score)
+        by_option = {id(option): score for option, score in zip(options, scores, strict=True)}
+        return options_by_score(options, lambda option: by_option[id(option)])
