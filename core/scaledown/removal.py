@@ -7,6 +7,10 @@ with the hinting scheduler (where each pod went last loop is tried first). Nodes
 chosen for removal, and the node itself, are never destinations. When every pod finds a
 place the moves are kept (so capacity is not promised twice) and the PDB budget is
 consumed; otherwise the snapshot is rolled back.
+
+The work is linear in the pods moved: destinations are a list kept in snapshot order
+rather than every node filtered for every pod, nodes with no pod slot left drop out of it
+for good, and each pod's drain decision is taken once however often it moves.
 """
 
 from __future__ import annotations
