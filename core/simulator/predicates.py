@@ -71,6 +71,7 @@ __all__ = [
     "pod_matches_node_affinity",
     "prepare_indexes",
     "selected_by_existing_anti_affinity",
+    "spread_cannot_reject",
     "tolerates_taints",
 ]
 
@@ -1047,6 +1048,28 @@ def prepare_indexes(pod: Pod, snapshot: ClusterSnapshot) -> None:
         snapshot.has_anti_affinity_pods
     ):
         _affinity_refs(pod, snapshot)
+
+
+def spread_cannot_reject(pod: Pod, labels: Mapping[str, str], snapshot: ClusterSnapshot) -> bool:
+    """Whether `pod`'s topology spread never rejects it from nodes with `labels`, however
+    many pods like it join them, while only nodes with these labels join the snapshot.
+
+    So it is when every constraint (whenUnsatisfiable=DoNotSchedule) has at most one
+    domain, the one of `labels`, and asks for no more domains than that: the domain's count
+    is then the minimum, and a pod raises the skew to at most 1.
+    """
+    refs = _spread_refs(pod, snapshot)
+    if refs.own_key in snapshot._pod_node:
+        return False
+    index = refs.index
+    for i, c in enumerate(index.constraints):
+        value = labels.get(c.topology_key)
+        if value is None or c.max_skew < 1 or (c.min_domains is not None and c.min_domains > 1):
+            return False
+        domains = index.domains[i].domain_nodes
+        if len(domains) > 1 or (domains and value not in domains):
+            return False
+    return True
 
 
 def check_topology_spread(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:

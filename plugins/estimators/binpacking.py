@@ -7,9 +7,9 @@ onto the last added node, then onto a fresh template copy; when a pod does not f
 fresh copy (or the last added node is still empty), more nodes would not help and the group
 stops. The limiter is asked before every node is added.
 
-A group of identical pods that only needs resources (no affinity, spread, host ports or
-volumes, and selected by no anti-affinity term of a pod already placed) is packed
-arithmetically: one predicate check per node, then as many pods as the
+A group of identical pods that only needs resources (no affinity, host ports or volumes, a
+topology spread only if it cannot reject the pods from the template's copies, and selected
+by no anti-affinity term of a pod already placed) is packed arithmetically: one predicate check per node, then as many pods as the
 node's free resources allow. Nodes only gain pods during an estimate, so a node such a pod
 does not fit stays closed to every later pod with the same requests and node constraints;
 the scan skips those nodes, which keeps the estimate linear in groups + nodes when many
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from clusterscaler.equivalence import PodGroup
 from clusterscaler.estimator import Estimate, EstimationLimiter
-from clusterscaler.model import NodeInfo, Pod
+from clusterscaler.model import HOSTNAME_LABEL, NodeInfo, Pod
 from clusterscaler.plugins.estimators.node_scan import (
     FreeRoom,
     OpenNodes,
@@ -40,6 +40,7 @@ from clusterscaler.simulator.predicates import (
     check_predicates,
     prepare_indexes,
     selected_by_existing_anti_affinity,
+    spread_cannot_reject,
 )
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
 from clusterscaler.simulator.templates import sanitize_template
@@ -71,12 +72,22 @@ def _has_pod_affinity(pod: Pod) -> bool:
     return pod.affinity is not None and pod.affinity.pod is not None
 
 
+def _template_domains(template: NodeInfo) -> dict[str, str]:
+    """The labels every copy of `template` carries (all but the hostname, which
+    `sanitize_template` makes each copy's own)."""
+    return {k: v for k, v in template.node.labels.items() if k != HOSTNAME_LABEL}
+
+
 def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: NodeInfo) -> bool:
     """Whether every pod is identical to the first for scheduling, and only resources and
-    static node properties (taints, selectors, node affinity) decide where it fits."""
+    static node properties (taints, selectors, node affinity) decide where it fits: a
+    topology spread that cannot reject it from the template's copies is no obstacle."""
     rep = pods[0]
     if (
-        rep.topology_spread
+        (
+            rep.topology_spread
+            and not spread_cannot_reject(rep, _template_domains(template), snapshot)
+        )
         or rep.host_ports
         or rep.volumes
         or _has_pod_affinity(rep)
@@ -87,12 +98,13 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
         or selected_by_existing_anti_affinity(rep, snapshot)
     ):
         return False
-    requests, tolerations, selector, affinity, labels = (
+    requests, tolerations, selector, affinity, labels, spread = (
         rep.requests,
         rep.tolerations,
         rep.node_selector,
         rep.affinity,
         rep.labels,
+        rep.topology_spread,
     )
     for p in pods:
         # Parsed pods of one workload share these objects, so identity settles most checks.
@@ -104,7 +116,7 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
             or (p.node_selector is not selector and p.node_selector != selector)
             or (p.affinity is not affinity and p.affinity != affinity)
             or p.node_name != rep.node_name
-            or p.topology_spread
+            or (p.topology_spread is not spread and p.topology_spread != spread)
             or p.host_ports
             or p.volumes
         ):
@@ -149,6 +161,7 @@ def _fit_key(pod: Pod) -> _FitKey:
         tuple(sorted(selector.items())) if selector else (),
         pod.affinity,
         pod.node_name,
+        pod.topology_spread,
     )
 
 

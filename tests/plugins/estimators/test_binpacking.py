@@ -407,32 +407,29 @@ def test_adding_a_pod_never_lowers_the_node_count(pods, tmpl, limits):
     assert count([*pods, extra]) >= count(pods)
 
 
+class PodByPodEstimator(BinpackingEstimator):
+    """The estimator with every group placed pod by pod, never arithmetically."""
+
+    def _existing_arithmetic(self, state, pods, snapshot):  # type: ignore[no-untyped-def]
+        return self._existing(state, pods, snapshot)
+
+    def _new_arithmetic(self, state, pods, snapshot, limiter):  # type: ignore[no-untyped-def]
+        self._new(state, pods, snapshot, limiter)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 60), CPU, MEM, TEMPLATES, LIMITS)
 def test_arithmetic_packing_matches_pod_by_pod(n, cpu, mem, tmpl, limits):
     tol = [Toleration("t", "Exists")]
-    fast = [
+    pods = [
         make_pod(f"a{i}", cpu, mem, owner=RS, labels={"app": "a"}, tolerations=tol)
         for i in range(n)
     ]
-    # A ScheduleAnyway spread never blocks but sends the group down the pod-by-pod path.
-    slow = [
-        make_pod(
-            f"a{i}",
-            cpu,
-            mem,
-            owner=RS,
-            labels={"app": "a"},
-            tolerations=tol,
-            topology_spread=[spread(HOST, {"app": "a"}, when_unsatisfiable="ScheduleAnyway")],
-        )
-        for i in range(n)
-    ]
     a = BinpackingEstimator().estimate(
-        group_pods(fast), tmpl, ClusterSnapshot(), ThresholdLimiter(limits)
+        group_pods(pods), tmpl, ClusterSnapshot(), ThresholdLimiter(limits)
     )
-    b = BinpackingEstimator().estimate(
-        group_pods(slow), tmpl, ClusterSnapshot(), ThresholdLimiter(limits)
+    b = PodByPodEstimator().estimate(
+        group_pods(pods), tmpl, ClusterSnapshot(), ThresholdLimiter(limits)
     )
     assert (a.node_count, len(a.scheduled_pods), a.limited_by) == (
         b.node_count,
@@ -457,30 +454,22 @@ SIZES = st.tuples(CPU, MEM, st.integers(1, 15))
 @given(st.lists(SIZES, min_size=1, max_size=4), st.randoms(use_true_random=False), TEMPLATES)
 def test_bare_pods_skip_closed_nodes_without_changing_placements(sizes, rnd, tmpl):
     # Bare pods form one-pod groups; the arithmetic path skips the nodes an earlier pod with
-    # the same requests did not fit. The pod-by-pod path (forced by a spread that never
-    # blocks) checks every node, so both must put the same pods on the same nodes.
+    # the same requests did not fit. Placed pod by pod, the pods must go to the same nodes.
     tol = [Toleration("t", "Exists")]
     specs = [(cpu, mem) for cpu, mem, n in sizes for _ in range(n)]
     rnd.shuffle(specs)
+    pods = [make_pod(f"p{i}", c, m, tolerations=tol) for i, (c, m) in enumerate(specs)]
 
-    def pods(slow: bool) -> list[Pod]:
-        extra = (
-            {"topology_spread": [spread(HOST, {"x": "y"}, when_unsatisfiable="ScheduleAnyway")]}
-            if slow
-            else {}
-        )
-        return [make_pod(f"p{i}", c, m, tolerations=tol, **extra) for i, (c, m) in enumerate(specs)]
-
-    def placements(ps: list[Pod]) -> list[list[str]]:
-        result = BinpackingEstimator().estimate(
-            group_pods(ps), tmpl, ClusterSnapshot(), ThresholdLimiter(NO_LIMITS)
+    def placements(estimator: BinpackingEstimator) -> list[list[str]]:
+        result = estimator.estimate(
+            group_pods(pods), tmpl, ClusterSnapshot(), ThresholdLimiter(NO_LIMITS)
         )
         return [
             sorted(p.name for p in ni.pods if not p.name.startswith("ds"))
             for ni in result.new_nodes
         ]
 
-    assert placements(pods(False)) == placements(pods(True))
+    assert placements(BinpackingEstimator()) == placements(PodByPodEstimator())
 
 
 def test_many_bare_pods_fill_nodes_in_order():
