@@ -587,8 +587,10 @@ class Autoscaler:
             return self.expander.best_option(candidates, context)
 
         unusable = state.unready | state.not_started | state.being_deleted
-        # Hints are only worth keeping for pods still pending.
-        self.pending_hints.drop_old_hints(p.key for p in pending.unschedulable)
+        # Hints are only worth keeping for pods still pending (with none yet, as on a first
+        # loop or while nothing fits, there is nothing to drop: no key set to build).
+        if self.pending_hints.hints:
+            self.pending_hints.drop_old_hints(p.key for p in pending.unschedulable)
         # Pods that fit existing nodes stay in the snapshot: the scheduler will bind them
         # there, so scale-down must not count that capacity as free.
         drop_schedulable(pending, snapshot, self.pending_hints, unusable=unusable)
