@@ -78,6 +78,7 @@ __all__ = [
     "TopologySpreadConstraint",
     "Volume",
     "decode_json",
+    "decode_list_page",
     "gc_paused",
     "node_selector_matches",
     "parse_config_map",
@@ -91,6 +92,7 @@ __all__ = [
     "parse_object",
     "parse_pdb",
     "parse_pod",
+    "parse_pod_json",
     "parse_pv",
     "parse_pvc",
     "parse_storage_class",
@@ -1737,6 +1739,7 @@ class _ListDocument(msgspec.Struct):
 
     items: list[msgspec.Raw]
     kind: Any = None
+    metadata: Any = None
 
 
 class _PodMetadata(msgspec.Struct):
@@ -1939,6 +1942,40 @@ def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | 
         priority_class_name,
         preemption_policy,
     )
+
+
+def decode_list_page(data: bytes | str) -> tuple[Any, list[msgspec.Raw]] | None:
+    """The `metadata` (as `decode_json` gives it) and the items (undecoded, for
+    `parse_pod_json`) of a JSON List such as a page of the API server's list responses.
+
+    `None` when `data` is not a JSON object with an `items` array: decode it with
+    `decode_json` instead.
+    """
+    try:
+        doc = _decode_list_document(data)
+    except (msgspec.MsgspecError, UnicodeDecodeError):
+        return None
+    return doc.metadata, doc.items
+
+
+def parse_pod_json(text: msgspec.Raw | bytes) -> tuple[Pod, Any] | None:
+    """The pod `parse_pod(decode_json(text))` gives, and its `metadata.namespace` as
+    written, parsed as `ClusterObjects.from_json_list` parses pods.
+
+    `None` when the text is not a valid pod (or not shaped like one): `parse_pod` of the
+    decoded text then gives the reason, or the pod.
+    """
+    try:
+        head = _decode_item_head(text)
+    except msgspec.MsgspecError:
+        return None
+    meta = head.metadata
+    if meta is None or not head.spec:
+        return None
+    try:
+        return _pod_from_parts(meta, head.spec, head.status), meta.namespace
+    except Exception:
+        return None
 
 
 def _pod_from_template(template: Any, obj: str, field: str, namespace: str, name: str) -> Pod:

@@ -16,11 +16,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import structlog
 import urllib3
-from clusterscaler.model import decode_json, gc_paused
+from clusterscaler.model import (
+    decode_json,
+    decode_list_page,
+    gc_paused,
+    parse_pod,
+    parse_pod_json,
+)
 from kubernetes.client.rest import ApiException
 
 __all__ = ["Backoff", "Informer", "ListerSpec", "WatchExpiredError"]
@@ -263,12 +269,18 @@ class Informer(Generic[T]):
             # A page of a large cluster is tens of thousands of objects: decoded and parsed
             # in one go, with no collection passes over the growing cache (`gc_paused`).
             with gc_paused():
-                document = decode_json(body)
-                for raw in document.get("items") or []:
-                    parsed = self._parse(raw)
-                    if parsed is not None:
-                        items[self._key(raw)] = parsed
-            meta = document.get("metadata") or {}
+                page = decode_list_page(body) if self.spec.parse is parse_pod else None
+                if page is not None:
+                    list_meta, texts = page
+                    self._add_pods(texts, items)
+                else:
+                    document = decode_json(body)
+                    list_meta = document.get("metadata")
+                    for raw in document.get("items") or []:
+                        parsed = self._parse(raw)
+                        if parsed is not None:
+                            items[self._key(raw)] = parsed
+            meta = list_meta or {}
             continue_token = meta.get("continue") or ""
             if not continue_token:
                 resource_version = str(meta.get("resourceVersion") or "")
@@ -284,6 +296,23 @@ class Informer(Generic[T]):
             items=len(items),
             resource_version=resource_version,
         )
+
+    def _add_pods(self, texts: list[Any], items: dict[str, T]) -> None:
+        """Pods of a list page, each parsed from its JSON text (`parse_pod_json`: the
+        fields the model drops, such as managedFields, are never built); a pod that is
+        not valid goes through `_parse`, which logs why."""
+        for text in texts:
+            parsed = parse_pod_json(text)
+            if parsed is None:
+                raw = decode_json(bytes(text))
+                item = self._parse(raw)
+                if item is not None:
+                    items[self._key(raw)] = item
+                continue
+            pod, namespace = parsed
+            # As `_key` of the raw pod: the namespace as written, the name (non-empty).
+            key = f"{namespace}/{pod.name}" if namespace else pod.name
+            items[key] = cast(T, pod)
 
     def watch_once(self) -> None:
         """Watch from the cached resourceVersion until the server ends the stream."""

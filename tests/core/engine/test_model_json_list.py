@@ -7,7 +7,13 @@ import json
 from typing import Any
 
 import pytest
-from clusterscaler.model import ClusterObjects, ModelError
+from clusterscaler.model import (
+    ClusterObjects,
+    ModelError,
+    decode_list_page,
+    parse_pod,
+    parse_pod_json,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -277,3 +283,42 @@ def test_bad_pod_error_names_the_pod_and_its_first_bad_field() -> None:
         ClusterObjects.from_json_list(json.dumps({"kind": "List", "items": [good, bad]}))
     assert info.value.obj == "Pod ns/b"
     assert info.value.field == "spec.containers[0].resources.requests.cpu"
+
+
+@settings(max_examples=300, deadline=None)
+@given(pods())
+def test_parse_pod_json_as_parse_pod(pod: dict[str, Any]) -> None:
+    text = json.dumps(pod).encode()
+    expected = outcome(lambda: parse_pod(json.loads(text)))
+    parsed = parse_pod_json(text)
+    if parsed is None:
+        # Left to `parse_pod`: only pods that are invalid or not shaped as the API server
+        # writes them (metadata, spec and status objects).
+        assert expected[0] != "ok" or not (
+            isinstance(pod.get("metadata"), dict)
+            and isinstance(pod.get("spec"), dict)
+            and isinstance(pod.get("status", {}), dict | None)
+        )
+        return
+    got, namespace = parsed
+    assert ("ok", got) == expected
+    assert namespace == (pod.get("metadata") or {}).get("namespace")
+
+
+def test_parse_pod_json_leaves_invalid_pods_to_parse_pod() -> None:
+    bad = {"metadata": {"name": "b"}, "spec": {"containers": [container(resources=5)]}}
+    assert parse_pod_json(json.dumps(bad).encode()) is None
+    assert parse_pod_json(b"[1, 2]") is None
+    assert parse_pod_json(b'{"metadata": {"name": "x"}}') is None
+
+
+def test_decode_list_page_keeps_list_metadata() -> None:
+    page = decode_list_page(
+        json.dumps({"metadata": {"continue": "t", "resourceVersion": "7"}, "items": [{"a": 1}]})
+    )
+    assert page is not None
+    meta, items = page
+    assert meta == {"continue": "t", "resourceVersion": "7"}
+    assert [json.loads(bytes(i)) for i in items] == [{"a": 1}]
+    assert decode_list_page(json.dumps({"items": None})) is None
+    assert decode_list_page("[1]") is None
