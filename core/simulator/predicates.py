@@ -68,6 +68,7 @@ __all__ = [
     "check_volume_limits",
     "check_volume_restrictions",
     "check_volumes",
+    "pod_affinity_cannot_reject",
     "pod_matches_node_affinity",
     "prepare_indexes",
     "selected_by_existing_anti_affinity",
@@ -1048,6 +1049,36 @@ def prepare_indexes(pod: Pod, snapshot: ClusterSnapshot) -> None:
         snapshot.has_anti_affinity_pods
     ):
         _affinity_refs(pod, snapshot)
+
+
+def pod_affinity_cannot_reject(
+    pod: Pod, labels: Mapping[str, str], snapshot: ClusterSnapshot
+) -> bool:
+    """Whether `pod`'s required pod affinity never rejects it from nodes with `labels`,
+    however many pods like it join them (it has no anti-affinity terms of its own).
+
+    So it is when, in the domains of `labels`, pods matching every term already run, or
+    when no pod matches anywhere and the pod matches its own terms: the first such pod
+    may go anywhere, and then the pods matching run where it went.
+    """
+    terms = pod.affinity.pod if pod.affinity is not None else None
+    if terms is None or terms.anti_affinity:
+        return False
+    if not terms.affinity:
+        return True
+    refs = _affinity_refs(pod, snapshot)
+    if refs.own_key in snapshot._pod_node or refs.own is None:
+        return False
+    counts = refs.own.affinity_counts
+    domains = []
+    for t in terms.affinity:
+        value = labels.get(t.topology_key)
+        if value is None:
+            return False
+        domains.append((t.topology_key, value))
+    if all(counts.get(domain, 0) > 0 for domain in domains):
+        return True
+    return not counts and refs.matches_own
 
 
 def spread_cannot_reject(pod: Pod, labels: Mapping[str, str], snapshot: ClusterSnapshot) -> bool:

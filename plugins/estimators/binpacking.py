@@ -7,9 +7,9 @@ onto the last added node, then onto a fresh template copy; when a pod does not f
 fresh copy (or the last added node is still empty), more nodes would not help and the group
 stops. The limiter is asked before every node is added.
 
-A group of identical pods that only needs resources (no affinity, host ports or volumes, a
-topology spread only if it cannot reject the pods from the template's copies, and selected
-by no anti-affinity term of a pod already placed) is packed arithmetically: one predicate check per node, then as many pods as the
+A group of identical pods that only needs resources (no host ports or volumes, pod affinity
+or topology spread only if they cannot reject the pods from the template's copies, and
+selected by no anti-affinity term of a pod already placed) is packed arithmetically: one predicate check per node, then as many pods as the
 node's free resources allow. Nodes only gain pods during an estimate, so a node such a pod
 does not fit stays closed to every later pod with the same requests and node constraints;
 the scan skips those nodes, which keeps the estimate linear in groups + nodes when many
@@ -38,6 +38,7 @@ from clusterscaler.plugins.estimators.node_scan import (
 )
 from clusterscaler.simulator.predicates import (
     check_predicates,
+    pod_affinity_cannot_reject,
     prepare_indexes,
     selected_by_existing_anti_affinity,
     spread_cannot_reject,
@@ -81,7 +82,8 @@ def _template_domains(template: NodeInfo) -> dict[str, str]:
 def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: NodeInfo) -> bool:
     """Whether every pod is identical to the first for scheduling, and only resources and
     static node properties (taints, selectors, node affinity) decide where it fits: a
-    topology spread that cannot reject it from the template's copies is no obstacle."""
+    topology spread or pod affinity that cannot reject it from the template's copies is
+    no obstacle."""
     rep = pods[0]
     if (
         (
@@ -90,7 +92,10 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
         )
         or rep.host_ports
         or rep.volumes
-        or _has_pod_affinity(rep)
+        or (
+            _has_pod_affinity(rep)
+            and not pod_affinity_cannot_reject(rep, _template_domains(template), snapshot)
+        )
         # Template pods land on every new node; their anti-affinity could reject ours.
         or any(_has_pod_affinity(p) for p in template.pods)
         # Placed pods' anti-affinity terms that select these pods could reject them (the

@@ -75,7 +75,16 @@ TEMPLATES = st.builds(
     st.sampled_from([4, 8, 110]),
     st.booleans(),
 )
-KINDS = ("plain", "zone-spread", "host-spread", "zone-affinity", "host-anti", "zone-anti", "port")
+KINDS = (
+    "plain",
+    "zone-spread",
+    "host-spread",
+    "zone-affinity",
+    "zone-affinity-to-x",
+    "host-anti",
+    "zone-anti",
+    "port",
+)
 
 
 @st.composite
@@ -98,6 +107,8 @@ def workloads(draw: st.DrawFn) -> list[Pod]:
             extra["topology_spread"] = [spread(HOST, selector, draw(st.integers(1, 2)))]
         elif kind == "zone-affinity":
             extra["affinity"] = [affinity_term(ZONE, selector)]
+        elif kind == "zone-affinity-to-x":
+            extra["affinity"] = [affinity_term(ZONE, {"app": "x"})]
         elif kind == "host-anti":
             extra["anti_affinity"] = [affinity_term(HOST, selector)]
         elif kind == "zone-anti":
@@ -216,6 +227,34 @@ def test_pods_repelled_by_placed_pods_do_not_close_nodes_to_pods_that_are_not():
     assert shape(fast) == shape(slow)
     assert [sorted(p.name for p in ni.pods) for ni in fast.new_nodes] == [["y0", "y1", "z0"]]
     assert sorted(p.name for p in fast.unscheduled_pods) == ["x0", "x1"]
+
+
+def test_a_node_failing_pod_affinity_is_tried_again_once_the_pods_it_wants_run():
+    # y pods want to be in a zone with db pods. None run when y comes (after z made a
+    # node), so y fits nowhere; then db pods land on the first node, and y2 pods, equal
+    # to y but for their labels, must go there too.
+    def group(app: str, n: int, cpu: str, **kw: object) -> list[Pod]:
+        owner = OwnerRef("ReplicaSet", app, f"rs-{app}", True)
+        return [
+            make_pod(f"{app}-{i}", cpu, "100Mi", owner=owner, labels={"app": app}, **kw)  # type: ignore[arg-type]
+            for i in range(n)
+        ]
+
+    wants_db = {"affinity": [affinity_term(ZONE, {"app": "db"})]}
+    pods = (
+        group("z", 1, "1")
+        + group("y", 2, "300m", **wants_db)
+        + group("db", 1, "300m")
+        + group("y2", 2, "300m", **wants_db)
+    )
+    tmpl = template("a", "2", "4Gi", 110, False)
+    fast = run(BinpackingEstimator(), pods, tmpl, cluster(False, None), None)
+    slow = run(EveryNodeEstimator(), pods, tmpl, cluster(False, None), None)
+    assert shape(fast) == shape(slow)
+    assert [sorted(p.name for p in ni.pods) for ni in fast.new_nodes] == [
+        ["db-0", "y2-0", "y2-1", "z-0"]
+    ]
+    assert sorted(p.name for p in fast.unscheduled_pods) == ["y-0", "y-1"]
 
 
 # ----------------------------------------------------------------------------- structures
