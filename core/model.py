@@ -1969,11 +1969,19 @@ def parse_pod_json(text: msgspec.Raw | bytes) -> tuple[Pod, Any] | None:
         head = _decode_item_head(text)
     except msgspec.MsgspecError:
         return None
+    pod = _pod_from_head(head)
+    if pod is None or head.metadata is None:
+        return None
+    return pod, head.metadata.namespace
+
+
+def _pod_from_head(head: _ItemHead) -> Pod | None:
+    """The pod of a decoded item head; `None` when it is not a valid pod."""
     meta = head.metadata
     if meta is None or not head.spec:
         return None
     try:
-        return _pod_from_parts(meta, head.spec, head.status), meta.namespace
+        return _pod_from_parts(meta, head.spec, head.status)
     except Exception:
         return None
 
@@ -2607,22 +2615,18 @@ class ClusterObjects:
                 try:
                     head: _ItemHead | None = _decode_item_head(item)
                 except msgspec.MsgspecError:
-                    # Not shaped like a pod (or not an object at all): the general route.
+                    # Not shaped like a pod (or not an object at all).
                     head = None
-                if (
-                    head is not None
-                    and (head.kind or default_kind) == "Pod"
-                    and head.metadata is not None
-                    and head.spec
-                ):
-                    try:
-                        pod = _pod_from_parts(head.metadata, head.spec, head.status)
-                    except Exception:
-                        # Whatever is wrong, the general parser reports it in its own order
-                        # of checks: the first bad field of the pod.
-                        pod = parse_pod(decode_json(bytes(item)))
+                pod = (
+                    _pod_from_head(head)
+                    if head is not None and (head.kind or default_kind) == "Pod"
+                    else None
+                )
+                if pod is not None:
                     pods.append(pod)
                 else:
+                    # Other kinds, and pods with anything wrong: the general parser, which
+                    # reports the first bad field in its own order of checks.
                     out._add_raw(
                         i, decode_json(bytes(item)), strict=strict, default_kind=default_kind
                     )
