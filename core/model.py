@@ -10,6 +10,10 @@ treat them as read-only. Copy with `dataclasses.replace` (or the `with_` helpers
 
 Parse errors are `ModelError`s naming the object (`Pod default/web-1`), the field
 (`spec.containers[0].resources.requests.cpu`) and the expected form.
+
+Large inputs (snapshots, the API server's list pages) can also be parsed straight from
+their JSON text (`ClusterObjects.from_json_list`, `parse_pod_json`): the same objects and
+errors, with each pod spec text parsed once however many pods share it.
 """
 
 from __future__ import annotations
