@@ -4,6 +4,10 @@ Like Cluster Autoscaler's kwok provider, growing a group creates Node objects th
 API and shrinking it deletes them. Something else (kwok, or nothing at all for a dry
 experiment) plays the kubelet. Nodes are created at once and marked Ready; the group's
 provisionDelay only applies to the in-memory cluster.
+
+Only the nodes labelled `clusterscaler.io/node-group` are listed, unless a group adopts
+nodes by a `nodeSelector`: a label selector cannot say "this label, or any of these", so
+then every node is listed and the provider sorts them into groups.
 """
 
 from __future__ import annotations
@@ -24,10 +28,13 @@ log = structlog.get_logger()
 class KubeNodeBackend:
     """Nodes of the `sim` groups as objects of a real API server. Satisfies `NodeBackend`."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, *, all_nodes: bool = False) -> None:
+        """`all_nodes`: list every node, not only those labelled with a group (needed when
+        a group adopts nodes by its `nodeSelector`)."""
         from kubernetes import client
 
         self._core = client.CoreV1Api(api_client)
+        self._label_selector = None if all_nodes else NODE_GROUP_LABEL
         self._cache: list[Node] | None = None
 
     def refresh(self) -> None:
@@ -41,13 +48,20 @@ class KubeNodeBackend:
     def _list(self) -> list[Node]:
         from kubernetes.client.exceptions import ApiException
 
+        kwargs: dict[str, Any] = {"_preload_content": False}
+        if self._label_selector is not None:
+            kwargs["label_selector"] = self._label_selector
         try:
-            resp = self._core.list_node(label_selector=NODE_GROUP_LABEL, _preload_content=False)
+            resp = self._core.list_node(**kwargs)
             doc = json.loads(resp.data)
         except ApiException as exc:
+            which = (
+                "all nodes"
+                if self._label_selector is None
+                else f"nodes with label {self._label_selector}"
+            )
             raise CloudProviderError(
-                f"sim provider: listing nodes with label {NODE_GROUP_LABEL} failed: "
-                f"{exc.status} {exc.reason}"
+                f"sim provider: listing {which} failed: {exc.status} {exc.reason}"
             ) from None
         nodes: list[Node] = []
         for item in doc.get("items") or []:

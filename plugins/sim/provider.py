@@ -524,7 +524,9 @@ def build_provider(context: ProviderContext) -> SimCloudProvider:
     elif context.kube_api is not None:
         from clusterscaler.plugins.sim.kube import KubeNodeBackend
 
-        backend = KubeNodeBackend(context.kube_api)
+        # Nodes adopted by a nodeSelector carry no group label: list them all then.
+        adopts = any(spec.node_selector for spec in config.node_groups)
+        backend = KubeNodeBackend(context.kube_api, all_nodes=adopts)
     else:
         raise ConfigurationError(
             "sim provider: neither an in-memory cluster nor a Kubernetes API client was given; "
