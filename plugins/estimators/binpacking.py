@@ -79,30 +79,10 @@ def _template_domains(template: NodeInfo) -> dict[str, str]:
     return {k: v for k, v in template.node.labels.items() if k != HOSTNAME_LABEL}
 
 
-def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: NodeInfo) -> bool:
-    """Whether every pod is identical to the first for scheduling, and only resources and
-    static node properties (taints, selectors, node affinity) decide where it fits: a
-    topology spread or pod affinity that cannot reject it from the template's copies is
-    no obstacle."""
+def _all_alike(pods: Sequence[Pod]) -> bool:
+    """Whether every pod is identical to the first for scheduling, with no host ports or
+    volumes (what the arithmetic fill needs whatever the cluster)."""
     rep = pods[0]
-    if (
-        (
-            rep.topology_spread
-            and not spread_cannot_reject(rep, _template_domains(template), snapshot)
-        )
-        or rep.host_ports
-        or rep.volumes
-        or (
-            _has_pod_affinity(rep)
-            and not pod_affinity_cannot_reject(rep, _template_domains(template), snapshot)
-        )
-        # Template pods land on every new node; their anti-affinity could reject ours.
-        or any(_has_pod_affinity(p) for p in template.pods)
-        # Placed pods' anti-affinity terms that select these pods could reject them (the
-        # group itself adds no terms, so none selecting them now means none later).
-        or selected_by_existing_anti_affinity(rep, snapshot)
-    ):
-        return False
     requests, tolerations, selector, affinity, labels, spread = (
         rep.requests,
         rep.tolerations,
@@ -127,6 +107,29 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
         ):
             return False
     return True
+
+
+def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: NodeInfo) -> bool:
+    """Whether, the pods being alike (`_all_alike`), only resources and static node
+    properties (taints, selectors, node affinity) decide where they fit: a topology
+    spread or pod affinity that cannot reject them from the template's copies is no
+    obstacle."""
+    rep = pods[0]
+    return not (
+        (
+            rep.topology_spread
+            and not spread_cannot_reject(rep, _template_domains(template), snapshot)
+        )
+        or (
+            _has_pod_affinity(rep)
+            and not pod_affinity_cannot_reject(rep, _template_domains(template), snapshot)
+        )
+        # Template pods land on every new node; their anti-affinity could reject ours.
+        or any(_has_pod_affinity(p) for p in template.pods)
+        # Placed pods' anti-affinity terms that select these pods could reject them (the
+        # group itself adds no terms, so none selecting them now means none later).
+        or selected_by_existing_anti_affinity(rep, snapshot)
+    )
 
 
 def _capacity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> int:
@@ -220,6 +223,21 @@ class BinpackingEstimator:
             prefixes = tuple(options.startup_taint_prefix)
         self.ignored_taints = frozenset(ignored)
         self.ignored_prefixes = prefixes
+        # Whether each group's pods are alike, for the sequence of groups last estimated:
+        # the loop passes the same groups to the estimate of every node group.
+        self._alike_for: Sequence[PodGroup] | None = None
+        self._alike: dict[int, tuple[PodGroup, int, bool]] = {}
+
+    def _pods_alike(self, groups: Sequence[PodGroup], group: PodGroup) -> bool:
+        if self._alike_for is not groups:
+            self._alike_for = groups
+            self._alike = {}
+        known = self._alike.get(id(group))
+        if known is not None and known[0] is group and known[1] == len(group.pods):
+            return known[2]
+        alike = _all_alike(group.pods)
+        self._alike[id(group)] = (group, len(group.pods), alike)
+        return alike
 
     def estimate(
         self,
@@ -247,7 +265,9 @@ class BinpackingEstimator:
         try:
             for group in ordered:
                 pods = group.pods
-                simple = _is_resource_only(pods, snapshot, template)
+                simple = self._pods_alike(groups, group) and _is_resource_only(
+                    pods, snapshot, template
+                )
                 if simple:
                     remaining = self._existing_arithmetic(state, pods, snapshot)
                     if remaining:
