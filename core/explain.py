@@ -17,16 +17,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from clusterscaler.cloudprovider import CloudProviderError, ConfigurationError
+from clusterscaler.cloudprovider import CloudProvider, CloudProviderError, ConfigurationError
 from clusterscaler.decisions import BlockingPod, LoopResult, NoScaleUpReason
 from clusterscaler.durations import format_duration
-from clusterscaler.model import ClusterObjects, Pod
+from clusterscaler.model import ClusterObjects, Node, Pod
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.pending import classify_pending, scale_up_delay
 from clusterscaler.simulation import output
@@ -40,6 +40,8 @@ log = structlog.get_logger()
 
 OK, RUNTIME_ERROR, USAGE_ERROR = 0, 1, 2
 ALL_GROUPS = "*"
+# The `sim` provider's group label: a node's group when no provider is at hand.
+_GROUP_LABEL = "clusterscaler.io/node-group"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +108,34 @@ def _left_out(pods: Sequence[Pod], options: AutoscalingOptions, now: datetime) -
     return why
 
 
+def node_group_namer(provider: CloudProvider | None) -> Callable[[Node], str]:
+    """A node's group as `provider` sees it ("" for a node it does not autoscale); without a
+    provider, the `clusterscaler.io/node-group` label."""
+    if provider is None:
+        return lambda node: node.labels.get(_GROUP_LABEL, "")
+
+    def group_of(node: Node) -> str:
+        try:
+            group = provider.node_group_for_node(node)
+        except CloudProviderError as exc:
+            # One node the provider cannot place must not hide the answers for the others.
+            log.warning("explain_node_group_unknown", node=node.name, error=str(exc))
+            return ""
+        return group.id if group is not None else ""
+
+    return group_of
+
+
 def explain(
-    result: LoopResult, objects: ClusterObjects, options: AutoscalingOptions, now: datetime
+    result: LoopResult,
+    objects: ClusterObjects,
+    options: AutoscalingOptions,
+    now: datetime,
+    provider: CloudProvider | None = None,
 ) -> Report:
     """Combine one loop's decisions with the cluster it looked at into per-pod and
-    per-node answers."""
+    per-node answers. `provider` names the groups of the nodes the loop did not act on
+    (nodes adopted by a group's selector carry no group label)."""
     groups = [g.name for g in result.node_groups]
     left_out = _left_out(objects.pods, options, now)
     verdicts: dict[str, list[GroupVerdict]] = {}
@@ -150,7 +175,7 @@ def explain(
     return Report(
         time=now,
         pods=pod_reports,
-        nodes=_node_reports(result, objects, options),
+        nodes=_node_reports(result, objects, options, node_group_namer(provider)),
         halted=result.halted,
         errors=result.errors,
         result=result,
@@ -158,7 +183,10 @@ def explain(
 
 
 def _node_reports(
-    result: LoopResult, objects: ClusterObjects, options: AutoscalingOptions
+    result: LoopResult,
+    objects: ClusterObjects,
+    options: AutoscalingOptions,
+    group_of: Callable[[Node], str],
 ) -> tuple[NodeReport, ...]:
     down = result.scale_down
     unremovable = {u.node: u for u in down.unremovable}
@@ -172,7 +200,6 @@ def _node_reports(
     deleting = {d.node: d for d in down.deletions}
     reports = []
     for node in sorted(objects.nodes, key=lambda n: n.name):
-        group = node.labels.get("clusterscaler.io/node-group", "")
         if node.name in deleting:
             d = deleting[node.name]
             reports.append(
@@ -197,11 +224,18 @@ def _node_reports(
         elif node.name in unremovable:
             u2 = unremovable[node.name]
             reports.append(
-                NodeReport(node.name, group, False, u2.reason.value, u2.blocking_pod, u2.detail)
+                NodeReport(
+                    node.name,
+                    group_of(node),
+                    False,
+                    u2.reason.value,
+                    u2.blocking_pod,
+                    u2.detail,
+                )
             )
         else:
             why = down.cooldown_reason or f"scale-down {down.status.value}"
-            reports.append(NodeReport(node.name, group, False, f"not evaluated: {why}"))
+            reports.append(NodeReport(node.name, group_of(node), False, f"not evaluated: {why}"))
     return tuple(reports)
 
 
@@ -284,7 +318,7 @@ def _one_loop(
     objects: ClusterObjects,
     now: datetime,
     kube_api: Any | None,
-) -> LoopResult:
+) -> tuple[LoopResult, CloudProvider]:
     """One dry-run loop over an in-memory copy of `objects`: nothing real changes."""
     from clusterscaler.simulation.setup import build_cluster, build_loop, build_provider
 
@@ -298,7 +332,7 @@ def _one_loop(
         clock=clock,
     )
     loop = build_loop(registry, options, provider, cluster, clock)
-    return loop.run_once(now)
+    return loop.run_once(now), provider
 
 
 def evaluate(
@@ -308,7 +342,20 @@ def evaluate(
     now: datetime,
     kube_api: Any | None = None,
 ) -> LoopResult:
-    """The loop's decisions about `objects` at `now`, with an answer for every node.
+    """The loop's decisions about `objects` at `now`, with an answer for every node
+    (see `evaluate_with_provider`)."""
+    return evaluate_with_provider(registry, options, objects, now, kube_api)[0]
+
+
+def evaluate_with_provider(
+    registry: Registry,
+    options: AutoscalingOptions,
+    objects: ClusterObjects,
+    now: datetime,
+    kube_api: Any | None = None,
+) -> tuple[LoopResult, CloudProvider]:
+    """The loop's decisions about `objects` at `now`, with an answer for every node, and
+    the cloud provider the loop ran with (it names the nodes' groups).
 
     A loop that scales up skips scale-down (cooldown), so its result says nothing about
     nodes. Cluster Autoscaler still computes unneeded nodes in that loop, and its removal
@@ -316,18 +363,19 @@ def evaluate(
     second loop over the same cluster without its pending pods.
     """
     options = dataclasses.replace(options, dry_run=True)
-    result = _one_loop(registry, options, objects, now, kube_api)
+    result, provider = _one_loop(registry, options, objects, now, kube_api)
     down = result.scale_down
     if result.scale_up.decisions and not down.unneeded and not down.unremovable:
         running = dataclasses.replace(objects, pods=[p for p in objects.pods if p.node_name])
-        calm = _one_loop(registry, options, running, now, kube_api)
+        calm, _ = _one_loop(registry, options, running, now, kube_api)
         result = dataclasses.replace(result, scale_down=calm.scale_down)
-    return result
+    return result, provider
 
 
-def _offline(
-    ctx: CommandContext,
-) -> tuple[LoopResult, ClusterObjects, AutoscalingOptions, datetime]:
+_Evaluated = tuple[LoopResult, CloudProvider, ClusterObjects, AutoscalingOptions, datetime]
+
+
+def _offline(ctx: CommandContext) -> _Evaluated:
     from clusterscaler.simulation.loader import load_snapshot, snapshot_time
     from clusterscaler.simulation.setup import SIM_PROVIDER
 
@@ -344,10 +392,11 @@ def _offline(
     objects = load_snapshot(ctx.args.snapshot)
     # The snapshot is a moment of a real cluster: "now" is its newest object.
     now = snapshot_time(objects) or DEFAULT_START
-    return evaluate(ctx.registry, options, objects, now), objects, options, now
+    result, provider = evaluate_with_provider(ctx.registry, options, objects, now)
+    return result, provider, objects, options, now
 
 
-def _live(ctx: CommandContext) -> tuple[LoopResult, ClusterObjects, AutoscalingOptions, datetime]:
+def _live(ctx: CommandContext) -> _Evaluated:
     from clusterscaler.kube.client import ClientSettings, build_api_client
     from clusterscaler.kube.source import KubeClusterSource
 
@@ -358,7 +407,8 @@ def _live(ctx: CommandContext) -> tuple[LoopResult, ClusterObjects, AutoscalingO
             raise CloudProviderError("explain: the Kubernetes caches did not sync within 60s")
         objects = source.snapshot()
     now = datetime.now(UTC)
-    return evaluate(ctx.registry, options, objects, now, kube_api=api), objects, options, now
+    result, provider = evaluate_with_provider(ctx.registry, options, objects, now, kube_api=api)
+    return result, provider, objects, options, now
 
 
 def run(ctx: CommandContext) -> int:
@@ -370,16 +420,16 @@ def run(ctx: CommandContext) -> int:
     quiet_logs(ctx.options)
     try:
         if ctx.args.snapshot:
-            result, objects, options, now = _offline(ctx)
+            result, provider, objects, options, now = _offline(ctx)
         else:
-            result, objects, options, now = _live(ctx)
+            result, provider, objects, options, now = _live(ctx)
     except (InputError, ConfigurationError, SimulationError, KubeConfigError) as exc:
         print(f"clusterscaler explain: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except (CloudProviderError, OSError) as exc:
         print(f"clusterscaler explain: error: {exc}", file=sys.stderr)
         return RUNTIME_ERROR
-    report = explain(result, objects, options, now)
+    report = explain(result, objects, options, now, provider)
     if ctx.args.json:
         output.write_json_line(sys.stdout, report_json(report))
     else:

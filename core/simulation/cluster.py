@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import structlog
-from clusterscaler.cloudprovider import InstanceErrorClass, InstanceErrorInfo
+from clusterscaler.cloudprovider import (
+    CloudProvider,
+    CloudProviderError,
+    InstanceErrorClass,
+    InstanceErrorInfo,
+)
 from clusterscaler.cluster import InMemoryCluster
 from clusterscaler.equivalence import scheduling_key
 from clusterscaler.model import (
@@ -103,6 +108,9 @@ class SimulatedCluster(InMemoryCluster):
         )
         self.clock = clock
         self.group_label = group_label
+        # The provider whose groups these nodes are (see `use_provider`); until one is
+        # attached, a node's group is its group label.
+        self.provider: CloudProvider | None = None
         self.pvs: list[PersistentVolume] = list(objects.pvs)
         self.pvcs: list[PersistentVolumeClaim] = list(objects.pvcs)
         self.storage_classes: list[StorageClass] = list(objects.storage_classes)
@@ -498,7 +506,20 @@ class SimulatedCluster(InMemoryCluster):
         with self._lock:
             return sum(1 for p in self.pods.values() if not p.node_name and not p.is_terminal)
 
+    def use_provider(self, provider: CloudProvider) -> None:
+        """Name the groups of nodes (in events) as `provider` does: nodes a group adopts by
+        its nodeSelector carry no group label."""
+        self.provider = provider
+
     def group_of(self, node: Node) -> str:
+        """The node group of `node`, "" when it has none."""
+        if self.provider is not None:
+            try:
+                group = self.provider.node_group_for_node(node)
+            except CloudProviderError as exc:
+                log.warning("sim_node_group_unknown", node=node.name, error=str(exc))
+            else:
+                return group.id if group is not None else ""
         return node.labels.get(self.group_label, "")
 
     def _event(self, action: str, node: Node, detail: str = "") -> None:

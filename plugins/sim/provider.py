@@ -534,6 +534,11 @@ def build_provider(context: ProviderContext) -> SimCloudProvider:
         )
     provider = SimCloudProvider(config, backend, TaintConfig.from_options(context.options))
     if context.cluster is not None:
+        # The in-memory cluster names the groups of nodes in its events (node-deleted, ...):
+        # it needs the provider's rules, since adopted nodes carry no group label.
+        use_provider = getattr(context.cluster, "use_provider", None)
+        if callable(use_provider):
+            use_provider(provider)
         # Offline the nodes are all there: an ambiguous cloud-config, or a group with
         # nothing to make nodes from, is bad input, refused before the simulation starts
         # rather than at its first loop.
