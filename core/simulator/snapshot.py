@@ -384,13 +384,17 @@ class ClusterSnapshot:
             )
         where = self._pod_node
         keys = [pod.namespace + "/" + pod.name for pod in pods]
-        seen: set[str] = set()
-        for key in keys:
-            if key in where or key in seen:
-                raise SnapshotError(f"pod {key} is already in the snapshot")
-            seen.add(key)
+        if len(set(keys)) != len(keys) or not where.keys().isdisjoint(keys):
+            seen: set[str] = set()
+            for key in keys:
+                if key in where or key in seen:
+                    raise SnapshotError(f"pod {key} is already in the snapshot")
+                seen.add(key)
         node_pods = ni.pods
+        node = ni.node
         by_namespace = self._by_namespace
+        anti = self._anti_affinity
+        notify = self._notify_pod if self._watchers else None
         cpu = memory = count = eph = 0
         for key, pod in zip(keys, pods, strict=True):
             node_pods[key] = pod
@@ -408,9 +412,9 @@ class ClusterSnapshot:
                 ni._account_extra(pod, 1, self.csi_volumes_of(pod) if pod.volumes else _NONE)
             affinity = pod.affinity
             if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
-                self._anti_affinity[key] = (pod, node_name)
-            if self._watchers:
-                self._notify_pod(pod, ni.node, 1)
+                anti[key] = (pod, node_name)
+            if notify is not None:
+                notify(pod, node, 1)
         ni.req_cpu += cpu
         ni.req_memory += memory
         ni.req_pods += count
@@ -482,8 +486,11 @@ class ClusterSnapshot:
     def _delete_pods(self, ni: SimNodeInfo, keys: Sequence[str]) -> None:
         """Undo `add_pods`: the inverse of its single pass."""
         node_pods = ni.pods
+        node = ni.node
         where = self._pod_node
         by_namespace = self._by_namespace
+        anti = self._anti_affinity
+        notify = self._notify_pod if self._watchers else None
         cpu = memory = count = eph = 0
         for key in keys:
             pod = node_pods.pop(key)
@@ -499,9 +506,10 @@ class ClusterSnapshot:
             eph += r.ephemeral_storage
             if r.extended or pod.host_ports or pod.volumes:
                 ni._account_extra(pod, -1, self.csi_volumes_of(pod) if pod.volumes else _NONE)
-            self._anti_affinity.pop(key, None)
-            if self._watchers:
-                self._notify_pod(pod, ni.node, -1)
+            if anti:
+                anti.pop(key, None)
+            if notify is not None:
+                notify(pod, node, -1)
         ni.req_cpu -= cpu
         ni.req_memory -= memory
         ni.req_pods -= count
