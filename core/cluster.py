@@ -78,7 +78,7 @@ class NodePodsSource(Protocol):
     """
 
     def pods_on_node(self, name: str) -> list[Pod]:
-        """The pods bound to `name` now, in the order `snapshot().pods` would list them."""
+        """The pods bound to `name` now (their order is the order they are evicted in)."""
         ...
 
 

@@ -48,7 +48,9 @@ class ListerSpec(Generic[T]):
 
     ``list_function`` is a typed client method (``CoreV1Api(...).list_node``) called with
     ``_preload_content=False``; ``kind`` is put on items, since the API server leaves it
-    out of list items; ``parse`` turns a raw object into a model object.
+    out of list items; ``parse`` turns a raw object into a model object. ``index_by``, when
+    set, names the value a secondary index groups the objects by (a pod's node), so
+    ``Informer.indexed`` answers without walking the whole cache.
     """
 
     resource: str
@@ -56,6 +58,7 @@ class ListerSpec(Generic[T]):
     list_function: Lister
     parse: Callable[[Mapping[str, Any]], T]
     kwargs: Mapping[str, Any] | None = None
+    index_by: Callable[[T], str] | None = None
 
 
 class Backoff:
@@ -124,6 +127,8 @@ class Informer(Generic[T]):
         self.watch_timeout_seconds = watch_timeout_seconds
         self.backoff = backoff or Backoff()
         self._items: dict[str, T] = {}
+        # index value -> key -> object, kept with `_items` under the same lock.
+        self._index: dict[str, dict[str, T]] = {}
         self._lock = threading.Lock()
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -148,6 +153,33 @@ class Informer(Generic[T]):
         """The cached objects (a new list; the objects themselves are immutable)."""
         with self._lock:
             return list(self._items.values())
+
+    def indexed(self, value: str) -> list[T]:
+        """The cached objects whose ``spec.index_by`` is ``value`` (in the order they
+        entered that index); empty when the spec has no index."""
+        with self._lock:
+            return list(self._index.get(value, {}).values())
+
+    def _build_index(self, items: Mapping[str, T]) -> dict[str, dict[str, T]]:
+        index: dict[str, dict[str, T]] = {}
+        index_by = self.spec.index_by
+        if index_by is not None:
+            for key, item in items.items():
+                index.setdefault(index_by(item), {})[key] = item
+        return index
+
+    def _unindex(self, key: str) -> None:
+        """Drop ``key`` from the index; the caller holds the lock."""
+        index_by = self.spec.index_by
+        old = self._items.get(key)
+        if index_by is None or old is None:
+            return
+        value = index_by(old)
+        bucket = self._index.get(value)
+        if bucket is not None:
+            bucket.pop(key, None)
+            if not bucket:
+                del self._index[value]
 
     def get(self, key: str) -> T | None:
         """The cached object ``namespace/name`` (or ``name`` for cluster-scoped kinds)."""
@@ -285,8 +317,10 @@ class Informer(Generic[T]):
             if not continue_token:
                 resource_version = str(meta.get("resourceVersion") or "")
                 break
+        index = self._build_index(items)
         with self._lock:
             self._items = items
+            self._index = index
             self.resource_version = resource_version
         self.relists += 1
         self._synced.set()
@@ -352,13 +386,18 @@ class Informer(Generic[T]):
         key = self._key(obj)
         if kind in ("ADDED", "MODIFIED"):
             parsed = self._parse(dict(obj))
+            index_by = self.spec.index_by
             with self._lock:
+                self._unindex(key)
                 if parsed is None:
                     self._items.pop(key, None)
                 else:
                     self._items[key] = parsed
+                    if index_by is not None:
+                        self._index.setdefault(index_by(parsed), {})[key] = parsed
         elif kind == "DELETED":
             with self._lock:
+                self._unindex(key)
                 self._items.pop(key, None)
         if resource_version:
             self.resource_version = resource_version

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from clusterscaler.model import (
     ClusterObjects,
+    Pod,
     parse_config_map,
     parse_controller,
     parse_csinode,
@@ -32,6 +33,10 @@ class CacheNotSyncedError(RuntimeError):
     """A snapshot was asked for before every cache completed its first list."""
 
 
+def _pod_node(pod: Pod) -> str:
+    return pod.node_name
+
+
 def lister_specs(api_client: Any, namespace: str) -> list[ListerSpec[Any]]:
     """The resources the autoscaler reads: cluster-wide, plus ConfigMaps in ``namespace``."""
     core = k8s.CoreV1Api(api_client)
@@ -41,7 +46,13 @@ def lister_specs(api_client: Any, namespace: str) -> list[ListerSpec[Any]]:
     storage = k8s.StorageV1Api(api_client)
     return [
         ListerSpec("nodes", "Node", core.list_node, parse_node),
-        ListerSpec("pods", "Pod", core.list_pod_for_all_namespaces, parse_pod),
+        ListerSpec(
+            "pods",
+            "Pod",
+            core.list_pod_for_all_namespaces,
+            parse_pod,
+            index_by=_pod_node,
+        ),
         ListerSpec(
             "poddisruptionbudgets",
             "PodDisruptionBudget",
@@ -133,6 +144,15 @@ class KubeClusterSource:
     def wait_for_sync(self, timeout: float) -> bool:
         """Block until every cache has synced; False if ``timeout`` seconds passed first."""
         return wait_all(list(self.informers.values()), timeout)
+
+    def pods_on_node(self, name: str) -> list[Pod]:
+        """The cached pods bound to node ``name`` (``NodePodsSource``): the actuator re-reads
+        a node's pods after tainting it, and a whole snapshot per deleted node would copy
+        every cache each time."""
+        pods = self.informers["pods"]
+        if not pods.has_synced:
+            raise CacheNotSyncedError("Kubernetes caches have not synced yet: pods")
+        return cast(list[Pod], pods.indexed(name))
 
     def snapshot(self) -> ClusterObjects:
         missing = [name for name, i in self.informers.items() if not i.has_synced]

@@ -273,3 +273,36 @@ def test_unexpected_event_relists_instead_of_ending_the_thread(fake_kube):
         assert "AttributeError" in informer.last_error
     finally:
         informer.stop()
+
+
+def test_pods_on_node_follows_lists_binds_moves_and_deletes(fake_kube):
+    """The actuator re-reads a tainted node's pods through `pods_on_node`: it must see a
+    pod bound after the list, lose a deleted one, and never answer from a stale node."""
+    fake_kube.create(node("n1"))
+    fake_kube.create(node("n2"))
+    fake_kube.create(pod("a", node_name="n1"))
+    fake_kube.create(pod("b", node_name="n2"))
+    fake_kube.create(pod("pending"))
+    with KubeClusterSource(fake_kube.api_client()) as source:
+        assert source.wait_for_sync(5)
+
+        def on(name: str) -> list[str]:
+            return sorted(p.key for p in source.pods_on_node(name))
+
+        assert on("n1") == ["default/a"]
+        assert on("n2") == ["default/b"]
+        fake_kube.patch("pods", "pending", {"spec": {"nodeName": "n1"}}, "default")
+        eventually(lambda: on("n1") == ["default/a", "default/pending"])
+        fake_kube.patch("pods", "b", {"spec": {"nodeName": "n1"}}, "default")
+        eventually(lambda: on("n1") == ["default/a", "default/b", "default/pending"])
+        assert on("n2") == []
+        fake_kube.delete("pods", "a", "default")
+        eventually(lambda: on("n1") == ["default/b", "default/pending"])
+        snapshot_view = sorted(p.key for p in source.snapshot().pods if p.node_name == "n1")
+        assert on("n1") == snapshot_view
+
+
+def test_pods_on_node_refuses_before_the_pod_cache_synced(fake_kube):
+    source = KubeClusterSource(fake_kube.api_client())
+    with pytest.raises(CacheNotSyncedError):
+        source.pods_on_node("n1")
