@@ -30,7 +30,7 @@ from clusterscaler.model import gc_paused
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.simulation import output
 from clusterscaler.simulation.cluster import SimulationError
-from clusterscaler.simulation.loader import InputError
+from clusterscaler.simulation.loader import InputError, load_snapshot
 from clusterscaler.simulation.runner import (
     Simulation,
     SimulationResult,
@@ -42,7 +42,6 @@ from clusterscaler.simulation.scenario import (
     Scenario,
     load_scenario,
     parse_scenario,
-    read_snapshot,
 )
 from clusterscaler.simulation.setup import (
     SIM_PROVIDER,
@@ -119,11 +118,11 @@ def load_inputs(args: argparse.Namespace) -> Scenario:
     if args.scenario:
         scenario = load_scenario(args.scenario)
         if args.snapshot:
-            scenario.objects = read_snapshot(args.snapshot)
+            scenario.objects = load_snapshot(args.snapshot)
         return scenario
     if args.snapshot:
         scenario = Scenario(name=Path(args.snapshot).stem, source=args.snapshot)
-        scenario.objects = read_snapshot(args.snapshot)
+        scenario.objects = load_snapshot(args.snapshot)
         return scenario
     return demo_scenario()
 

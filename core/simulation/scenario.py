@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 from clusterscaler.durations import DURATION_FORM, parse_duration
-from clusterscaler.model import ClusterObjects, ModelError, Pod, decode_json, gc_paused
+from clusterscaler.model import ClusterObjects, ModelError, Pod
 from clusterscaler.options import flag_specs
 from clusterscaler.simulation.cluster import controller_key
 from clusterscaler.simulation.loader import InputError, load_snapshot, merge, parse_snapshot_doc
@@ -429,7 +429,7 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
     if snap is not None:
         if not isinstance(snap, str):
             raise _fail(source, "snapshot", "a path to a Kubernetes List file", snap)
-        objects = read_snapshot(base / snap)
+        objects = load_snapshot(base / snap)
     inline = spec.get("objects")
     if inline is not None:
         if not isinstance(inline, list):
@@ -467,37 +467,6 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
     # Stable: events at the same time keep the file's order.
     scenario.events = sorted(parsed, key=lambda e: e.at)
     return scenario
-
-
-def read_snapshot(path: str | Path) -> ClusterObjects:
-    """The objects of a snapshot file, as `loader.load_snapshot` reads them.
-
-    A JSON `List` (what `kubectl get -o json` prints) is parsed straight from its text by
-    `ClusterObjects.from_json_list`, other JSON documents are decoded by `decode_json`,
-    both with the garbage collector held off: about a third of the time of the generic
-    route for large clusters. Everything else (YAML, a file that cannot be read or
-    decoded, malformed JSON, which might still be YAML) takes `load_snapshot`, so the
-    objects and the error messages are the loader's.
-    """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return load_snapshot(p)
-    if not text.lstrip().startswith(("{", "[")):
-        return load_snapshot(p)
-    with gc_paused():
-        try:
-            objects = ClusterObjects.from_json_list(text)
-        except ModelError as exc:
-            raise InputError(f"{p}: {exc}") from None
-        if objects is not None:
-            return objects
-        try:
-            doc = decode_json(text)
-        except ValueError:
-            return load_snapshot(p)
-        return parse_snapshot_doc(doc, str(p))
 
 
 def load_scenario(path: str | Path) -> Scenario:
