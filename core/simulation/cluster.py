@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import structlog
 from clusterscaler.cloudprovider import (
@@ -88,6 +90,70 @@ def controller_key(kind: str, namespace: str, name: str) -> str:
     return f"{kind}/{namespace}/{name}"
 
 
+class NodeTable(dict[str, Node]):
+    """The cluster's nodes by name, journaling the names whose node changed (added,
+    replaced or removed). A reader that indexes the nodes (the `sim` provider's group
+    membership) then catches up in the time of the changes, not of the cluster: deleting
+    1,000 nodes one call at a time must not rescan the cluster 1,000 times."""
+
+    # Changes remembered; a reader further behind rebuilds from the whole table.
+    JOURNAL = 8192
+
+    def __init__(self, nodes: Iterable[tuple[str, Node]] = ()) -> None:
+        super().__init__(nodes)
+        self._journal: deque[str] = deque(maxlen=self.JOURNAL)
+        self.version = 0
+
+    def _touch(self, name: str) -> None:
+        self._journal.append(name)
+        self.version += 1
+
+    def changes_since(self, version: int) -> list[str] | None:
+        """Names changed after `version` (oldest first, repeats possible), or `None` when
+        the journal no longer reaches back that far."""
+        behind = self.version - version
+        if behind < 0 or behind > len(self._journal):
+            return None
+        journal = self._journal
+        return [journal[-i] for i in range(behind, 0, -1)]
+
+    def __setitem__(self, name: str, node: Node) -> None:
+        super().__setitem__(name, node)
+        self._touch(name)
+
+    def __delitem__(self, name: str) -> None:
+        super().__delitem__(name)
+        self._touch(name)
+
+    def pop(self, name: str, *default: Any) -> Any:
+        if name in self:
+            self._touch(name)
+        return super().pop(name, *default)
+
+    def popitem(self) -> tuple[str, Node]:
+        name, node = super().popitem()
+        self._touch(name)
+        return name, node
+
+    def setdefault(self, name: str, default: Node, /) -> Node:
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def update(self, *args: Any, **kwargs: Node) -> None:
+        for name, node in dict(*args, **kwargs).items():
+            self[name] = node
+
+    def __ior__(self, other: Any) -> NodeTable:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+    def clear(self) -> None:
+        for name in list(self):
+            self._touch(name)
+        super().clear()
+
+
 class SimulatedCluster(InMemoryCluster):
     """An in-memory cluster with provisioning delay, a scheduler and controllers."""
 
@@ -108,6 +174,7 @@ class SimulatedCluster(InMemoryCluster):
         )
         self.clock = clock
         self.group_label = group_label
+        self.nodes: NodeTable = NodeTable(self.nodes.items())
         # The provider whose groups these nodes are (see `use_provider`); until one is
         # attached, a node's group is its group label.
         self.provider: CloudProvider | None = None
@@ -153,6 +220,19 @@ class SimulatedCluster(InMemoryCluster):
 
     def list_pending_nodes(self) -> Sequence[Node]:
         return [p.node for p in self.pending_nodes.values()]
+
+    def node_version(self) -> int:
+        """A counter of node changes (see `NodeTable`)."""
+        return self.nodes.version
+
+    def node_changes_since(self, version: int) -> list[str] | None:
+        """Names of the nodes changed after `node_version()` was `version`, or `None` when
+        too many changed to tell (see `NodeTable.changes_since`)."""
+        with self._lock:
+            return self.nodes.changes_since(version)
+
+    def get_node(self, name: str) -> Node | None:
+        return self.nodes.get(name)
 
     def create_node(self, node: Node, ready_after: timedelta) -> None:
         now = self.clock.now()

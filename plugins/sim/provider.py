@@ -19,10 +19,10 @@ selectors match belongs to neither, and `refresh()` fails naming both groups.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 from clusterscaler.cloudprovider import (
@@ -181,6 +181,89 @@ class NodeOwnership:
         return out
 
 
+def member_rule(ownership: NodeOwnership | None) -> Callable[[Node], str | None]:
+    """The group whose registered nodes include `node`: by the group label alone unless a
+    group adopts nodes by nodeSelector (then by the ownership rules)."""
+    if ownership is None or not ownership.selects:
+        return lambda node: node.labels.get(NODE_GROUP_LABEL)
+    return ownership.owner
+
+
+class GroupIndex:
+    """The registered nodes of every group, kept current from a backend that journals its
+    node changes (`node_version()`, `node_changes_since(version)`, `get_node(name)`: the
+    in-memory cluster does). Sizes then cost the time of the changes since the last call,
+    not of the whole cluster: the autoscaler deletes nodes one call at a time, and each
+    call checks the group's size against its minimum."""
+
+    def __init__(self, backend: NodeBackend, member_of: Callable[[Node], str | None]) -> None:
+        self._backend: Any = backend
+        self._member_of = member_of
+        self._version: int | None = None
+        self._members: dict[str, dict[str, Node]] = {}
+        # Members whose Node object is being deleted (a deletionTimestamp): not counted.
+        self._deleting: dict[str, set[str]] = {}
+        self._group_of: dict[str, str] = {}
+
+    @staticmethod
+    def supports(backend: object) -> bool:
+        return all(
+            callable(getattr(backend, name, None))
+            for name in ("node_version", "node_changes_since", "get_node")
+        )
+
+    def members(self, group: str) -> list[Node]:
+        """The group's registered nodes, in the order they joined the group (a node that
+        moved from another group comes last)."""
+        self._sync()
+        return list(self._members.get(group, {}).values())
+
+    def active(self, group: str) -> int:
+        """How many of the group's registered nodes are not being deleted."""
+        self._sync()
+        return len(self._members.get(group, ())) - len(self._deleting.get(group, ()))
+
+    def _sync(self) -> None:
+        # The version is read before the changes: a change landing in between is applied
+        # now and again at the next call, which is harmless (updates are idempotent).
+        version = self._backend.node_version()
+        if version == self._version:
+            return
+        changes = None
+        if self._version is not None:
+            changes = self._backend.node_changes_since(self._version)
+        if changes is None:
+            self._members.clear()
+            self._deleting.clear()
+            self._group_of.clear()
+            for node in self._backend.list_nodes():
+                self._update(node.name, node)
+        else:
+            get_node = self._backend.get_node
+            for name in dict.fromkeys(changes):
+                self._update(name, get_node(name))
+        self._version = version
+
+    def _update(self, name: str, node: Node | None) -> None:
+        old = self._group_of.get(name)
+        new = self._member_of(node) if node is not None else None
+        if old is not None and old != new:
+            del self._members[old][name]
+            self._deleting[old].discard(name)
+            del self._group_of[name]
+        if node is None or new is None:
+            return
+        # Assigned in place: a node replaced by a new object (a taint added, say) keeps
+        # its position, as in the backend's listing.
+        self._members.setdefault(new, {})[name] = node
+        self._group_of[name] = new
+        deleting = self._deleting.setdefault(new, set())
+        if node.deletion_time is None:
+            deleting.discard(name)
+        else:
+            deleting.add(name)
+
+
 def copy_node(node: Node, group: str, taints: TaintConfig) -> Node:
     """`node` as the template of `group`: what a new node like it would be. Its name-bound
     fields (hostname, provider ID, uid, annotations) go, and so do the taints of its state
@@ -220,6 +303,8 @@ class SimNodeGroup:
     ownership: NodeOwnership | None = None
     # Which taints a node copied into a template loses (see `copy_node`).
     taints: TaintConfig = field(default_factory=TaintConfig)
+    # Registered nodes by group, when the backend journals its changes (see `GroupIndex`).
+    index: GroupIndex | None = None
     _copied: Node | None = None
     _names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _failed: list[_FailedInstance] = field(default_factory=list)
@@ -243,20 +328,23 @@ class SimNodeGroup:
 
     def _own(self, nodes: Sequence[Node]) -> list[Node]:
         name = self.spec.name
-        if self.ownership is None or not self.ownership.selects:
-            return [n for n in nodes if n.labels.get(NODE_GROUP_LABEL) == name]
-        owner = self.ownership.owner
-        return [n for n in nodes if owner(n) == name]
+        member_of = member_rule(self.ownership)
+        return [n for n in nodes if member_of(n) == name]
 
     def registered_nodes(self) -> list[Node]:
+        if self.index is not None:
+            return self.index.members(self.spec.name)
         return self._own(self.backend.list_nodes())
 
     def pending_nodes(self) -> list[Node]:
         return self._own(self.backend.list_pending_nodes())
 
     def target_size(self) -> int:
-        registered = [n for n in self.registered_nodes() if n.deletion_time is None]
-        return len(registered) + len(self.pending_nodes()) + len(self._failed)
+        if self.index is not None:
+            registered = self.index.active(self.spec.name)
+        else:
+            registered = sum(1 for n in self.registered_nodes() if n.deletion_time is None)
+        return registered + len(self.pending_nodes()) + len(self._failed)
 
     def _new_name(self, taken: set[str]) -> str:
         while True:
@@ -349,13 +437,16 @@ class SimNodeGroup:
                 f"node group {self.id}: delete_nodes: min size reached, deleting "
                 f"{len(nodes)} of {target} nodes would go below min {self.min_size}"
             )
+        dropped: set[str] = set()
         for name in names:
             if name in failed:
-                self._failed = [f for f in self._failed if f.name != name]
+                dropped.add(name)
             elif name in pending:
                 self.backend.cancel_pending_node(name)
             else:
                 self.backend.delete_node(name)
+        if dropped:
+            self._failed = [f for f in self._failed if f.name not in dropped]
         log.debug("sim_delete_nodes", node_group=self.id, nodes=names)
 
     def decrease_target_size(self, delta: int) -> None:
@@ -440,8 +531,13 @@ class SimCloudProvider:
         self.config = config
         self.backend = backend
         self.ownership = NodeOwnership(config.node_groups)
+        index = (
+            GroupIndex(backend, member_rule(self.ownership))
+            if GroupIndex.supports(backend)
+            else None
+        )
         self._groups = [
-            SimNodeGroup(spec, backend, self.ownership, taints or TaintConfig())
+            SimNodeGroup(spec, backend, self.ownership, taints or TaintConfig(), index)
             for spec in config.node_groups
         ]
         self._by_name = {g.id: g for g in self._groups}
