@@ -24,138 +24,42 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 from clusterscaler.autoscaler import Autoscaler, build_estimator, build_expander
-from clusterscaler.cloudprovider import (
-    CloudProviderError,
-    Instance,
-    InstanceState,
-    NodeGroupOptions,
-    PricingModel,
-    ResourceLimiter,
-)
 from clusterscaler.cluster import InMemoryCluster
 from clusterscaler.drain import build_pod_filters
-from clusterscaler.model import Controller, Node, NodeInfo, OwnerRef
+from clusterscaler.model import Controller, OwnerRef
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.pluginmanager import build_plugin_manager, collect_registry
 from clusterscaler.plugins import estimators, expanders, pod_filters
 from clusterscaler.simulation.clock import VirtualClock
-from clusterscaler.simulator.builders import make_node, make_pod
+from clusterscaler.simulator.builders import make_pod
+from clusterscaler.testing.fakecloud import FakeCloud
 
-GROUP_LABEL = "bench.clusterscaler.io/group"
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
 
-
-class BenchGroup:
-    """A node group over an in-memory cluster; growing only records the new target."""
-
-    def __init__(self, id: str, max_size: int, template: Node, cluster: InMemoryCluster) -> None:
-        self._id = id
-        self._max = max_size
-        self.template = template
-        self.cluster = cluster
-        self.instances: dict[str, Instance] = {}
-        self.target = 0
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def min_size(self) -> int:
-        return 0
-
-    @property
-    def max_size(self) -> int:
-        return self._max
-
-    def target_size(self) -> int:
-        return self.target
-
-    def increase_size(self, delta: int) -> None:
-        if self.target + delta > self._max:
-            raise CloudProviderError(f"node group {self.id}: above max size")
-        self.target += delta
-
-    def delete_nodes(self, nodes: Sequence[Node]) -> None:
-        for n in nodes:
-            self.instances.pop(n.provider_id, None)
-            self.cluster.remove_node(n.name)
-            self.target -= 1
-
-    def decrease_target_size(self, delta: int) -> None:
-        self.target += delta
-
-    def nodes(self) -> Sequence[Instance]:
-        return list(self.instances.values())
-
-    def template_node_info(self) -> NodeInfo:
-        return NodeInfo(self.template)
-
-    def exist(self) -> bool:
-        return True
-
-    def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
-        return None
-
-    def debug(self) -> str:
-        return self.id
-
-
-class BenchProvider:
-    name = "bench"
-
-    def __init__(self, groups: Sequence[BenchGroup]) -> None:
-        self.groups = {g.id: g for g in groups}
-
-    def node_groups(self) -> Sequence[BenchGroup]:
-        return list(self.groups.values())
-
-    def node_group_for_node(self, node: Node) -> BenchGroup | None:
-        return self.groups.get(node.labels.get(GROUP_LABEL, ""))
-
-    def has_instance(self, node: Node) -> bool:
-        return True
-
-    def pricing(self) -> PricingModel | None:
-        return None
-
-    def resource_limiter(self) -> ResourceLimiter | None:
-        return None
-
-    def gpu_label(self) -> str:
-        return ""
-
-    def refresh(self) -> None:
-        return None
-
-    def cleanup(self) -> None:
-        return None
+BenchCloud = FakeCloud[InMemoryCluster]
 
 
 def build_cluster(
     nodes: int, pods_per_node: int, pod_cpu: str, groups: int = 4
-) -> tuple[InMemoryCluster, BenchProvider]:
+) -> tuple[InMemoryCluster, BenchCloud]:
+    """`nodes` running 16-core nodes spread round-robin over `groups` node groups (of up to
+    twice `nodes` each), `pods_per_node` running pods of `pod_cpu` on each."""
     owners = [OwnerRef("ReplicaSet", f"app{i}", f"uid-app{i}", True, "apps/v1") for i in range(20)]
     cluster = InMemoryCluster(
         controllers=[
             Controller("ReplicaSet", "default", o.name, o.uid, replicas=10_000) for o in owners
         ]
     )
-    bench_groups = []
-    for gi in range(groups):
-        gid = f"group-{gi}"
-        template = make_node(f"{gid}-template", "16", "64Gi", labels={GROUP_LABEL: gid})
-        bench_groups.append(BenchGroup(gid, nodes * 2, template, cluster))
+    cloud = FakeCloud(cluster, VirtualClock(NOW), name="bench")
+    bench_groups = [
+        cloud.add_group(f"group-{gi}", max_size=nodes * 2, cpu="16", memory="64Gi")
+        for gi in range(groups)
+    ]
+    created = NOW - timedelta(days=1)
     seq = 0
     for i in range(nodes):
-        group = bench_groups[i % groups]
-        name = f"{group.id}-n{i}"
-        node = make_node(
-            name, "16", "64Gi", labels={GROUP_LABEL: group.id}, provider_id=f"bench://{name}"
-        ).with_(creation_time=NOW - timedelta(days=1))
-        cluster.add_node(node)
-        group.instances[node.provider_id] = Instance(node.provider_id, InstanceState.RUNNING)
-        group.target += 1
+        # Round-robin, so that the groups' nodes interleave in the cluster as in a real one.
+        (node,) = bench_groups[i % groups].add_running(1, created)
         for _ in range(pods_per_node):
             owner = owners[seq % len(owners)]
             cluster.add_pod(
@@ -165,16 +69,16 @@ def build_cluster(
                     "256Mi",
                     owner=owner,
                     labels={"app": owner.name},
-                    node_name=name,
+                    node_name=node.name,
                     phase="Running",
                     creation_time=NOW - timedelta(hours=1),
                 )
             )
             seq += 1
-    return cluster, BenchProvider(bench_groups)
+    return cluster, cloud
 
 
-def autoscaler(cluster: InMemoryCluster, provider: BenchProvider) -> Autoscaler:
+def autoscaler(cluster: InMemoryCluster, provider: BenchCloud) -> Autoscaler:
     host = build_plugin_manager(
         autoload=False,
         extra_plugins={
