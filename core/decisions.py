@@ -282,6 +282,11 @@ class LoopResult:
     # Configuration problems the cloud provider reported at its last refresh (bad tags or
     # annotations of a node group), so users see a misconfigured group.
     problems: tuple[ProviderProblem, ...] = ()
+    # Taints on the cluster's nodes by type, as CA's CountNodeTaints reports them (see
+    # `TaintConfig.report_type`: "startup-taint", "status-taint", "other", the key of the
+    # autoscaler's and node-condition taints, the deprecated ignore-taint prefix), for
+    # cluster_autoscaler_node_taints_count{type}. None: the loop stopped before counting.
+    taint_counts: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enums by value, times in ISO 8601)."""

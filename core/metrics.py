@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -187,6 +187,12 @@ class Metrics:
         self.old_unregistered_nodes_removed_count = gauge(
             "old_unregistered_nodes_removed_count", "Number of unregistered nodes removed by CA."
         )
+        self.node_taints_count = gauge(
+            "node_taints_count", "Number of taints per type used in the cluster.", ("type",)
+        )
+        # Taint types reported so far: a type whose taints are all gone drops to 0 rather
+        # than keeping its last count.
+        self._taint_types: set[str] = set()
         self.skipped_scale_events_count = gauge(
             "skipped_scale_events_count",
             "Count of scaling events that the CA has chosen to skip.",
@@ -313,9 +319,20 @@ class Metrics:
         ]
         if removed:
             self.old_unregistered_nodes_removed_count.inc(len(removed))
+        if result.taint_counts is not None:
+            self.update_node_taints(result.taint_counts)
         # Errors are free text; a fixed type keeps the series' cardinality bounded.
         for _ in result.errors:
             self.register_error("internalError")
+
+    def update_node_taints(self, counts: Mapping[str, int]) -> None:
+        """Set node_taints_count{type} to `counts` (taints on the nodes by report type);
+        types reported before and absent now are set to 0."""
+        for taint_type in self._taint_types - counts.keys():
+            self.node_taints_count.labels(type=taint_type).set(0)
+        for taint_type, count in counts.items():
+            self.node_taints_count.labels(type=taint_type).set(count)
+        self._taint_types.update(counts)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
