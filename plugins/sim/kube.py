@@ -35,15 +35,43 @@ class KubeNodeBackend:
 
         self._core = client.CoreV1Api(api_client)
         self._label_selector = None if all_nodes else NODE_GROUP_LABEL
-        self._cache: list[Node] | None = None
+        # The nodes as last listed, minus those deleted since: the autoscaler deletes nodes
+        # one call at a time, and each call must not list the cluster again.
+        self._cache: dict[str, Node] | None = None
+        # Changes of the cached nodes (see `node_changes_since`): a new listing is version
+        # `_listed_at`, and each deletion since adds one version and its name.
+        self._version = 0
+        self._listed_at = 0
+        self._deleted: list[str] = []
 
     def refresh(self) -> None:
         self._cache = None
 
-    def list_nodes(self) -> Sequence[Node]:
+    def _nodes(self) -> dict[str, Node]:
         if self._cache is None:
-            self._cache = self._list()
+            self._cache = {n.name: n for n in self._list()}
+            self._version += 1
+            self._listed_at = self._version
+            self._deleted = []
         return self._cache
+
+    def list_nodes(self) -> Sequence[Node]:
+        return list(self._nodes().values())
+
+    def node_version(self) -> int:
+        """A counter of changes to the listed nodes (a new listing, a deletion)."""
+        self._nodes()
+        return self._version
+
+    def node_changes_since(self, version: int) -> list[str] | None:
+        """Names of the nodes deleted since `version`, or `None` when the nodes were listed
+        again since (any node may have changed)."""
+        if version < self._listed_at or version > self._version:
+            return None
+        return self._deleted[version - self._listed_at :]
+
+    def get_node(self, name: str) -> Node | None:
+        return self._nodes().get(name)
 
     def _list(self) -> list[Node]:
         from kubernetes.client.exceptions import ApiException
@@ -109,7 +137,11 @@ class KubeNodeBackend:
                 raise CloudProviderError(
                     f"sim provider: deleting node {name} failed: {exc.status} {exc.reason}"
                 ) from None
-        self._cache = None
+        # The node is gone, or going (a finalizer holds it until the next listing shows
+        # it with its deletionTimestamp): either way it no longer counts.
+        if self._cache is not None and self._cache.pop(name, None) is not None:
+            self._version += 1
+            self._deleted.append(name)
 
     def cancel_pending_node(self, name: str) -> bool:
         return False

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from clusterscaler.cloudprovider import InstanceState, ProviderContext
+import pytest
+from clusterscaler.cloudprovider import CloudProviderError, InstanceState, ProviderContext
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.plugins.sim import (
     EMBEDDED_CONFIG_KEY,
@@ -121,3 +122,37 @@ def test_without_node_selector_only_group_labelled_nodes_are_listed(
     assert [n.name for n in provider.backend.list_nodes()] == ["labelled-00001"]
     queries = node_list_queries(fake_kube)
     assert queries and all(q.get("labelSelector") == NODE_GROUP_LABEL for q in queries)
+
+
+def test_deleting_nodes_one_call_at_a_time_lists_the_api_server_once(
+    fake_kube: Any, fake_kube_client: Any
+) -> None:
+    seed(fake_kube)
+    for i in range(2, 6):
+        fake_kube.create(node_obj(f"ip-10-0-1-{i + 1}", {POOL: "general"}))
+    config = {
+        "nodeGroups": [
+            {"name": "general", "minSize": 2, "maxSize": 9, "nodeSelector": {POOL: "general"}},
+        ]
+    }
+    provider = provider_for(config, fake_kube_client)
+    general = provider.node_groups()[0]
+    assert general.target_size() == 6
+    before = len(node_list_queries(fake_kube))
+
+    by_name = {n.name: n for n in provider.backend.list_nodes()}
+    for name in ("ip-10-0-1-2", "ip-10-0-1-4", "ip-10-0-1-5", "ip-10-0-1-6"):
+        general.delete_nodes([by_name[name]])
+    with pytest.raises(CloudProviderError, match="min size reached"):
+        general.delete_nodes([by_name["ip-10-0-1-1"]])
+
+    assert len(node_list_queries(fake_kube)) == before
+    assert general.target_size() == 2
+    assert sorted(n.name for n in general.registered_nodes()) == ["ip-10-0-1-1", "ip-10-0-1-3"]
+    stored = {o["metadata"]["name"] for o in fake_kube.list("nodes")}
+    assert stored == {"ip-10-0-1-1", "ip-10-0-1-3", "ip-10-0-2-1", "control-plane",
+                      "labelled-00001"}
+    # The next loop lists the API server again and finds the same nodes.
+    provider.refresh()
+    assert general.target_size() == 2
+    assert len(node_list_queries(fake_kube)) == before + 1
