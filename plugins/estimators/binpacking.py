@@ -9,11 +9,15 @@ stops. The limiter is asked before every node is added.
 
 A group of identical pods that only needs resources (no host ports or volumes, pod affinity
 or topology spread only if they cannot reject the pods from the template's copies, and
-selected by no anti-affinity term of a pod already placed) is packed arithmetically: one predicate check per node, then as many pods as the
-node's free resources allow. Nodes only gain pods during an estimate, so a node such a pod
-does not fit stays closed to every later pod with the same requests and node constraints;
-the scan skips those nodes, which keeps the estimate linear in groups + nodes when many
-bare pods form one-pod groups.
+selected by no anti-affinity term of a pod already placed) is packed arithmetically: one
+predicate check per node, then as many pods as the node's free resources allow. Nodes only
+gain pods during an estimate, so a node such a pod does not fit stays closed to every later
+pod with the same requests and node constraints; the scan skips those nodes, which keeps
+the estimate linear in groups + nodes when many bare pods form one-pod groups.
+
+Both paths pass over nodes without the free room for a pod's requests, and the pod-by-pod
+path over nodes an equal pod failed for a lasting reason (`node_scan`); neither changes
+which node a pod goes to.
 """
 
 from __future__ import annotations
