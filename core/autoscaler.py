@@ -378,6 +378,7 @@ class Autoscaler:
             return LoopResult(
                 time=now,
                 health=state.health,
+                taint_counts=state.taint_counts,
                 node_groups=state.statuses(),
                 scale_down=self._not_tried(finished),
                 halted=f"cluster is unhealthy: {state.health.message}",
@@ -423,6 +424,7 @@ class Autoscaler:
             return LoopResult(
                 time=now,
                 health=state.health,
+                taint_counts=state.taint_counts,
                 node_groups=_statuses_after(state, scale_up, ()),
                 scale_up=scale_up,
                 scale_down=self._not_tried(finished),
@@ -449,6 +451,7 @@ class Autoscaler:
         return LoopResult(
             time=now,
             health=state.health,
+            taint_counts=state.taint_counts,
             node_groups=_statuses_after(state, scale_up, removed),
             scale_up=scale_up,
             scale_down=scale_down,

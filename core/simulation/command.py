@@ -204,7 +204,7 @@ def _once(sim: Simulation, options: AutoscalingOptions, as_json: bool, out: Text
     if as_json:
         output.write_json_line(out, output.decision_json(result, options.scale_down_unneeded_time))
         return OK
-    report = explain.explain(result, objects, options, now)
+    report = explain.explain(result, objects, options, now, sim.provider)
     out.write(explain.render(report) + "\n")
     return OK
 

@@ -85,3 +85,20 @@ def test_gauge_follows_the_latest_count(
 def test_taint_counts_are_part_of_the_loop_result_document() -> None:
     assert loop_result({"other": 2}).to_dict()["taint_counts"] == {"other": 2}
     assert loop_result(None).to_dict()["taint_counts"] is None
+
+
+def test_a_loop_reports_the_taints_of_its_nodes_to_the_metrics() -> None:
+    """End to end through `run_once`: the count the cluster state takes is the one the
+    gauge shows."""
+    from loopkit import Harness, pending_pod
+
+    h = Harness()
+    g = h.provider.add_group("g", 0, 10, nodes=1)
+    node = h.cluster.nodes[g.nodes()[0].id.split("://")[-1]]
+    h.cluster.add_node(node.with_(taints=(t("dedicated"),)))
+    h.add_pods([pending_pod("p", cpu="1")])
+    metrics = Metrics()
+    result = h.run()
+    metrics.record_loop(result)
+    assert result.taint_counts == {"other": 1}
+    assert taints(metrics) == {"other": 1}
