@@ -153,6 +153,7 @@ def finish_deletions(
     flags) and report how they ended; False when some were still running."""
     in_flight = sorted(autoscaler.deletions_in_flight())
     done = True
+    runtime.health.stop_monitoring()
     if in_flight:
         timeout = deletion_timeout(options).total_seconds()
         log.info("waiting_for_deletions", nodes=in_flight, timeout_seconds=timeout)

@@ -369,6 +369,14 @@ class HealthCheck:
         with self._lock:
             self._last_activity = self.clock()
 
+    def stop_monitoring(self) -> None:
+        """Shutdown has begun: no loop runs any more, on purpose. The wait for deletions in
+        flight can last longer than --max-inactivity (eviction retries and pod termination
+        by the flags' defaults take ~15 minutes), and a liveness probe failing meanwhile
+        would kill the process mid-drain, leaving tainted nodes behind."""
+        with self._lock:
+            self._monitoring = False
+
     def update_last_successful_run(self) -> None:
         """A loop completed: that is activity too."""
         with self._lock:

@@ -24,6 +24,7 @@ from clusterscaler.decisions import (
     UnremovableReason,
 )
 from clusterscaler.events import SCALE_DOWN, SCALE_DOWN_FAILED, ObjectRef, events_for_result
+from clusterscaler.metrics import HealthCheck as LivenessCheck
 from clusterscaler.model import Pod
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.scaledown.actuator import deletion_timeout
@@ -272,12 +273,14 @@ class _Recorder:
 
 
 class _Runtime:
-    """The parts of `KubeRuntime` that shutdown uses: leadership and the event recorder."""
+    """The parts of `KubeRuntime` that shutdown uses: leadership, health and the event
+    recorder."""
 
-    def __init__(self) -> None:
+    def __init__(self, health: LivenessCheck | None = None) -> None:
         self.elector = None
         self.status_ref = STATUS
         self.recorder = _Recorder()
+        self.health = health or LivenessCheck(timedelta(minutes=10), timedelta(minutes=15))
 
 
 def test_shutdown_waits_for_deletions_and_reports_them(bg_factory: Any) -> None:
@@ -302,6 +305,33 @@ def test_shutdown_waits_for_deletions_and_reports_them(bg_factory: Any) -> None:
     assert "g-2" not in b.cluster.nodes
     # The drain's outcome is still recorded: the evicted pod's event.
     assert SCALE_DOWN in {e.reason for e in runtime.recorder.events if e.involved.name == "small-2"}
+
+
+def test_health_check_stays_healthy_through_a_shutdown_wait_longer_than_max_inactivity(
+    bg_factory: Any,
+) -> None:
+    """Liveness must not kill the process while it waits for a drain at shutdown: the wait
+    may last longer than --max-inactivity, and no loop runs meanwhile."""
+    b = bg_factory(nodes=2)
+    b.cluster.refused.add("default/small-2")
+    b.run()
+    b.run(ELEVEN_MINUTES)
+    monotonic = [0.0]
+    health = LivenessCheck(timedelta(minutes=10), timedelta(minutes=15), clock=lambda: monotonic[0])
+    health.start_monitoring()
+    runtime = _Runtime(health)
+    shutdown = threading.Thread(
+        target=lambda: finish_deletions(b.h.autoscaler, runtime, b.h.options)  # type: ignore[arg-type]
+    )
+    shutdown.start()
+    shutdown.join(0.2)
+    assert shutdown.is_alive()
+    monotonic[0] += timedelta(minutes=20).total_seconds()
+    assert health.check() == (True, "OK")
+    b.cluster.refused.clear()
+    b.clock.advance(RETRY)
+    shutdown.join(5)
+    assert not shutdown.is_alive()
 
 
 def test_shutdown_wait_is_bounded_by_the_deletion_timeouts() -> None:
