@@ -11,7 +11,7 @@ and the cluster's cores, memory and GPU limits. The expander chain picks one opt
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -108,6 +108,26 @@ def _not_schedulable_detail(pod: Pod, template: NodeInfo, snapshot: ClusterSnaps
         snapshot.revert()
 
 
+class _PodKeys:
+    """The `namespace/name` key of each pending pod, built once per plan.
+
+    The plan keys its rejections, helped pods and options by pod key, asking for the keys
+    of every pod once per node group: about 1.7 million `Pod.key` strings at 20,000 pods.
+    The pods are held for the whole plan, so no other object can have the id of one of
+    them meanwhile; a pod the estimator returns that is not one of them (a copy) gets its
+    key built as before, so the keys are the same either way.
+    """
+
+    __slots__ = ("_by_id",)
+
+    def __init__(self, pods: Sequence[Pod]) -> None:
+        self._by_id = {id(p): p.key for p in pods}
+
+    def all(self, pods: Iterable[Pod]) -> list[str]:
+        by_id = self._by_id
+        return [by_id.get(id(p)) or p.key for p in pods]
+
+
 def plan_scale_up(
     *,
     now: datetime,
@@ -127,20 +147,21 @@ def plan_scale_up(
     capacity). `totals` covers registered and upcoming nodes. The snapshot is left as given."""
     if not pods:
         return ScaleUpPlan(ScaleUpResult(status=ScaleUpStatus.NOT_NEEDED))
+    keys = _PodKeys(pods)
     if not options.scale_up_from_zero and not state.ready:
         reason = GroupRejection("", NoScaleUpReason.SCALE_UP_FROM_ZERO_DISABLED)
         return ScaleUpPlan(
             ScaleUpResult(
                 status=ScaleUpStatus.NOT_TRIED,
-                pods_remaining={p.key: (reason,) for p in pods},
+                pods_remaining={k: (reason,) for k in keys.all(pods)},
             )
         )
     pod_groups = group_pods(pods)
-    rejections: dict[str, list[GroupRejection]] = {p.key: [] for p in pods}
+    rejections: dict[str, list[GroupRejection]] = {k: [] for k in keys.all(pods)}
 
     def reject_all(r: GroupRejection, which: Sequence[Pod] = pods) -> None:
-        for p in which:
-            rejections[p.key].append(r)
+        for k in keys.all(which):
+            rejections[k].append(r)
 
     cluster_nodes = totals.nodes
     # --max-binpacking-time bounds the estimations of all groups together.
@@ -184,9 +205,11 @@ def plan_scale_up(
             clock=monotonic,
         )
         estimate = estimator.estimate(pod_groups, tpl, snapshot, limiter, node_group_id=gid)
-        scheduled = {p.key for p in estimate.scheduled_pods}
+        scheduled = set(keys.all(estimate.scheduled_pods))
         for pg in pod_groups:
-            missing = [p for p in pg.pods if p.key not in scheduled]
+            missing = [
+                p for p, k in zip(pg.pods, keys.all(pg.pods), strict=True) if k not in scheduled
+            ]
             if not missing:
                 continue
             if len(missing) < len(pg.pods) and estimate.limited_by:
@@ -220,13 +243,13 @@ def plan_scale_up(
                 )
             )
 
-    helped = {p.key for o in options_out for p in o.pods}
+    helped = {k for o in options_out for k in keys.all(o.pods)}
     remaining = {k: tuple(v) for k, v in rejections.items() if k not in helped}
     if not options_out:
         return ScaleUpPlan(
             ScaleUpResult(status=ScaleUpStatus.NO_OPTIONS_AVAILABLE, pods_remaining=remaining)
         )
-    values = tuple(_option_value(o) for o in options_out)
+    values = tuple(_option_value(o, keys) for o in options_out)
     best = choose(options_out)
     if best is None:
         return ScaleUpPlan(
@@ -237,7 +260,7 @@ def plan_scale_up(
             )
         )
     best_id = best.node_group.id
-    best_pods = tuple(p.key for p in best.pods)
+    best_pods = tuple(keys.all(best.pods))
     increases = {best_id: best.node_count}
     if options.balance_similar_node_groups:
         similar = [g.id for g in best.similar_node_groups if g.id in eligible]
@@ -269,11 +292,11 @@ def plan_scale_up(
     )
 
 
-def _option_value(o: Option) -> ScaleUpOption:
+def _option_value(o: Option, keys: _PodKeys) -> ScaleUpOption:
     return ScaleUpOption(
         node_group=o.node_group.id,
         node_count=o.node_count,
-        pods=tuple(p.key for p in o.pods),
+        pods=tuple(keys.all(o.pods)),
         similar_node_groups=tuple(g.id for g in o.similar_node_groups),
         debug=o.debug,
     )
