@@ -83,6 +83,7 @@ __all__ = [
     "Volume",
     "decode_json",
     "decode_list_page",
+    "field_replacer",
     "gc_paused",
     "node_selector_matches",
     "parse_config_map",
@@ -1377,6 +1378,43 @@ def _positional_constructor(cls: type[Any]) -> Callable[..., Any]:
 
 
 _new_pod: Callable[..., Pod] = _positional_constructor(Pod)
+
+
+def field_replacer(cls: type[Any], changed: Sequence[str]) -> Callable[..., Any]:
+    """A function `replace(obj, *values)` returning a copy of `obj`, an instance of the
+    frozen, slotted dataclass `cls`, with the fields named in `changed` set to `values`
+    (in that order): what `dataclasses.replace(obj, **dict(zip(changed, values)))` returns.
+
+    `dataclasses.replace` goes through `__init__` with a keyword per field; simulation
+    copies template nodes and their pods by the thousand, so the copy reads and writes each
+    slot through its descriptor instead. Valid only for classes without `__post_init__` or
+    `init=False` fields (checked here); generated from `dataclasses.fields`, so it follows
+    the class's fields.
+    """
+    fields = dataclasses.fields(cls)
+    names = [f.name for f in fields]
+    unknown = [n for n in changed if n not in names]
+    if unknown or len(set(changed)) != len(changed):
+        raise TypeError(f"{cls.__name__}: expected distinct field names, got {list(changed)}")
+    if hasattr(cls, "__post_init__") or any(not f.init for f in fields):
+        raise TypeError(f"{cls.__name__}: a copy must run __init__ (post-init or init=False)")
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    lines = []
+    for name in names:
+        descriptor = cls.__dict__[name]
+        namespace[f"_set_{name}"] = descriptor.__set__
+        namespace[f"_get_{name}"] = descriptor.__get__
+        value = name if name in changed else f"_get_{name}(obj)"
+        lines.append(f"    _set_{name}(new, {value})\n")
+    source = (
+        f"def replace(obj, {', '.join(changed)}):\n    new = _new(_cls)\n"
+        + "".join(lines)
+        + "    return new\n"
+    )
+    # The source holds only the class's own field names (Python identifiers).
+    exec(source, namespace)
+    replace: Callable[..., Any] = namespace["replace"]
+    return replace
 
 
 def _volume_to_k8s(v: Volume) -> dict[str, Any]:

@@ -48,7 +48,7 @@ from clusterscaler.simulator.predicates import (
     spread_cannot_reject,
 )
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
-from clusterscaler.simulator.templates import sanitize_template
+from clusterscaler.simulator.templates import TemplateCopier
 
 if TYPE_CHECKING:
     from clusterscaler.options import AutoscalingOptions
@@ -181,8 +181,8 @@ def _fit_key(pod: Pod) -> _FitKey:
 class _State:
     node_group_id: str
     template: NodeInfo
-    ignored_taints: frozenset[str]
-    ignored_prefixes: tuple[str, ...]
+    # Makes each added node from the template (the sanitised copy, built per name).
+    copier: TemplateCopier
     new_nodes: list[str] = field(default_factory=list)
     with_pods: set[str] = field(default_factory=set)
     scheduled: list[Pod] = field(default_factory=list)
@@ -257,8 +257,7 @@ class BinpackingEstimator:
         state = _State(
             node_group_id or template.node.name,
             template,
-            self.ignored_taints,
-            self.ignored_prefixes,
+            TemplateCopier(template, self.ignored_taints, self.ignored_prefixes),
         )
         ordered = order_groups(groups, template)
         # Indexes registered mid-estimate would be filled by replaying every pod on the
@@ -313,9 +312,7 @@ class BinpackingEstimator:
             name = f"template-node-for-{state.node_group_id}-{state.counter}"
             if name not in snapshot:
                 break
-        node, pods = sanitize_template(
-            state.template, name, state.ignored_taints, state.ignored_prefixes
-        )
+        node, pods = state.copier.copy(name)
         ni = snapshot.add_node(node, pods)
         state.new_nodes.append(name)
         state.room.append(ni)
