@@ -731,6 +731,9 @@ class Autoscaler:
             in_progress=in_progress,
             allow_deletion=not cooldown,
             gpu_label=gpu_label,
+            # Scale-down planning is the loop's last reader of the snapshot (built afresh
+            # each loop): its removal simulation need not be undone.
+            last_use=True,
         )
         if not cooldown:
             # As in CA, soft taints change only when scale-down may act. Nodes being deleted

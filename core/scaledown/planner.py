@@ -95,10 +95,14 @@ class ScaleDownPlanner:
         in_progress: InProgress,
         allow_deletion: bool,
         gpu_label: str = "",
+        last_use: bool = False,
     ) -> ScaleDownPlan:
         """Find unneeded nodes and, with `allow_deletion`, the ones to delete now.
 
-        The snapshot is left as given.
+        The snapshot is left as given, unless the caller says this is its `last_use` of
+        it: then the removal simulation is abandoned in it rather than undone (undoing it
+        is a large share of planning on big clusters), and the snapshot refuses any later
+        listing or fork.
         """
         options = self.options
         candidates, unremovable = check_eligibility(
@@ -142,7 +146,10 @@ class ScaleDownPlanner:
                 clock=self.clock,
             )
         finally:
-            snapshot.revert()
+            if last_use:
+                snapshot.abandon()
+            else:
+                snapshot.revert()
         for name in untried:
             unremovable.append(
                 UnremovableNode(

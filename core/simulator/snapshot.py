@@ -178,6 +178,9 @@ class ClusterSnapshot:
         self._anti_affinity: dict[str, tuple[Pod, str]] = {}
         self._pod_node: dict[str, str] = {}
         self._journals: list[list[tuple[int, Any, Any]]] = []
+        # Set by `abandon()`: the snapshot holds simulated changes and no longer describes
+        # the cluster, so it may not be read again.
+        self._abandoned = False
         self.generation = 0
         self.pvs: dict[str, PersistentVolume] = {pv.name: pv for pv in pvs}
         self.pvcs: dict[str, PersistentVolumeClaim] = {pvc.key: pvc for pvc in pvcs}
@@ -256,12 +259,15 @@ class ClusterSnapshot:
         return ni
 
     def node_infos(self) -> list[SimNodeInfo]:
+        self._check_live()
         return list(self._nodes.values())
 
     def node_names(self) -> list[str]:
+        self._check_live()
         return list(self._nodes)
 
     def __iter__(self) -> Iterator[SimNodeInfo]:
+        self._check_live()
         return iter(list(self._nodes.values()))
 
     def pod_node(self, pod_key: str) -> str | None:
@@ -623,10 +629,12 @@ class ClusterSnapshot:
 
     def fork(self) -> None:
         """Start a change set that `revert()` can undo."""
+        self._check_live()
         self._journals.append([])
 
     def commit(self) -> None:
         """Keep the changes since the last `fork()` (they join the enclosing fork, if any)."""
+        self._check_live()
         if not self._journals:
             raise SnapshotError("commit() without a matching fork()")
         journal = self._journals.pop()
@@ -635,6 +643,7 @@ class ClusterSnapshot:
 
     def revert(self) -> None:
         """Undo every change since the last `fork()`."""
+        self._check_live()
         if not self._journals:
             raise SnapshotError("revert() without a matching fork()")
         journal = self._journals.pop()
@@ -657,6 +666,22 @@ class ClusterSnapshot:
                 if self._watchers:
                     self._notify_node(ni, 1)
         self.generation += 1
+
+    def abandon(self) -> None:
+        """Close the last fork without undoing it, for a caller that is done with the
+        snapshot: undoing a large simulation costs about as much as making it, and nobody
+        would see the result. The snapshot then holds simulated changes, so listing its
+        nodes or forking it again raises `SnapshotError`."""
+        if not self._journals:
+            raise SnapshotError("abandon() without a matching fork()")
+        self._journals.clear()
+        self._abandoned = True
+
+    def _check_live(self) -> None:
+        if self._abandoned:
+            raise SnapshotError(
+                "snapshot was abandoned with simulated changes; build a new one from the cluster"
+            )
 
 
 _NONE: list[tuple[str, str]] = []
