@@ -123,9 +123,19 @@ class _PodKeys:
     def __init__(self, pods: Sequence[Pod]) -> None:
         self._by_id = {id(p): p.key for p in pods}
 
-    def all(self, pods: Iterable[Pod]) -> list[str]:
-        by_id = self._by_id
-        return [by_id.get(id(p)) or p.key for p in pods]
+    def every(self) -> Iterable[str]:
+        """The keys of the pending pods, in their order."""
+        return self._by_id.values()
+
+    def all(self, pods: Sequence[Pod]) -> list[str]:
+        keys: list[str | None] = list(map(self._by_id.get, map(id, pods)))
+        if None in keys:  # pods the estimator made itself
+            return [k if k is not None else p.key for k, p in zip(keys, pods, strict=True)]
+        return keys  # type: ignore[return-value]  # no None left
+
+    def covers(self, ids: set[int]) -> bool:
+        """Whether every id in `ids` is one of the pending pods'."""
+        return ids <= self._by_id.keys()
 
 
 def plan_scale_up(
@@ -157,7 +167,7 @@ def plan_scale_up(
             )
         )
     pod_groups = group_pods(pods)
-    rejections: dict[str, list[GroupRejection]] = {k: [] for k in keys.all(pods)}
+    rejections: dict[str, list[GroupRejection]] = {k: [] for k in keys.every()}
 
     def reject_all(r: GroupRejection, which: Sequence[Pod] = pods) -> None:
         for k in keys.all(which):
@@ -205,13 +215,24 @@ def plan_scale_up(
             clock=monotonic,
         )
         estimate = estimator.estimate(pod_groups, tpl, snapshot, limiter, node_group_id=gid)
-        scheduled = set(keys.all(estimate.scheduled_pods))
+        # By identity when the estimate holds the pending pods themselves (checked), by key
+        # when it made copies: the same pods are missing either way.
+        scheduled_ids = set(map(id, estimate.scheduled_pods))
+        by_identity = keys.covers(scheduled_ids)
+        scheduled_keys = set() if by_identity else set(keys.all(estimate.scheduled_pods))
         for pg in pod_groups:
-            missing = [
-                p for p, k in zip(pg.pods, keys.all(pg.pods), strict=True) if k not in scheduled
-            ]
-            if not missing:
-                continue
+            if by_identity:
+                if scheduled_ids.issuperset(map(id, pg.pods)):
+                    continue
+                missing = [p for p in pg.pods if id(p) not in scheduled_ids]
+            else:
+                missing = [
+                    p
+                    for p, k in zip(pg.pods, keys.all(pg.pods), strict=True)
+                    if k not in scheduled_keys
+                ]
+                if not missing:
+                    continue
             if len(missing) < len(pg.pods) and estimate.limited_by:
                 reason = GroupRejection(gid, NoScaleUpReason.MAX_SIZE_REACHED, estimate.limited_by)
             else:
@@ -243,13 +264,13 @@ def plan_scale_up(
                 )
             )
 
-    helped = {k for o in options_out for k in keys.all(o.pods)}
+    values = tuple(_option_value(o, keys) for o in options_out)
+    helped = set().union(*(v.pods for v in values))
     remaining = {k: tuple(v) for k, v in rejections.items() if k not in helped}
     if not options_out:
         return ScaleUpPlan(
             ScaleUpResult(status=ScaleUpStatus.NO_OPTIONS_AVAILABLE, pods_remaining=remaining)
         )
-    values = tuple(_option_value(o, keys) for o in options_out)
     best = choose(options_out)
     if best is None:
         return ScaleUpPlan(
@@ -260,7 +281,10 @@ def plan_scale_up(
             )
         )
     best_id = best.node_group.id
-    best_pods = tuple(keys.all(best.pods))
+    best_pods = next(
+        (v.pods for o, v in zip(options_out, values, strict=True) if o is best),
+        None,
+    ) or tuple(keys.all(best.pods))
     increases = {best_id: best.node_count}
     if options.balance_similar_node_groups:
         similar = [g.id for g in best.similar_node_groups if g.id in eligible]
