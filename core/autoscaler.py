@@ -613,6 +613,7 @@ class Autoscaler:
             plan = plan_scale_up(
                 now=now,
                 pods=pending.unschedulable,
+                groups=pending.unschedulable_groups(),
                 state=state,
                 templates=templates,
                 snapshot=snapshot,

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 
 from clusterscaler.model import Pod
 
-__all__ = ["MAX_GROUPS_PER_CONTROLLER", "PodGroup", "flatten", "group_pods", "scheduling_key"]
+__all__ = [
+    "MAX_GROUPS_PER_CONTROLLER",
+    "PodGroup",
+    "flatten",
+    "group_pods",
+    "regroups_alike",
+    "scheduling_key",
+]
 
 MAX_GROUPS_PER_CONTROLLER = 10
 
@@ -112,6 +119,32 @@ def _same_scheduling(a: Pod, b: Pod) -> bool:
         and a.priority == b.priority
         and a.node_name == b.node_name
     )
+
+
+def regroups_alike(
+    groups: Sequence[PodGroup], max_groups_per_controller: int = MAX_GROUPS_PER_CONTROLLER
+) -> bool:
+    """Whether `groups`, as `group_pods` returned them, come back unchanged from
+    `group_pods` of their pods in group order, and so do any non-empty tails of them.
+
+    Below the per-controller cap a group is exactly the pods of one controller and one
+    scheduling key (or a single pod without a controller), and groups come in the order of
+    their first pod: regrouping them, whole or cut to tails, finds the same groups in the
+    same order. A controller that reached the cap left its later variants as singletons,
+    and in group order another variant may come first and take a capped slot: those
+    groups are not reusable. The cap is counted conservatively (as many groups as the cap
+    counts as reached).
+    """
+    per_controller: dict[str, int] = {}
+    for group in groups:
+        owner = group.pods[0].owner
+        if owner is None or owner.kind == "DaemonSet" or not owner.uid:
+            continue
+        count = per_controller.get(owner.uid, 0) + 1
+        if count >= max_groups_per_controller:
+            return False
+        per_controller[owner.uid] = count
+    return True
 
 
 def flatten(groups: Sequence[PodGroup]) -> list[Pod]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.durations import parse_duration
-from clusterscaler.equivalence import group_pods, scheduling_key
+from clusterscaler.equivalence import PodGroup, group_pods, regroups_alike, scheduling_key
 from clusterscaler.model import DEFAULT_SCHEDULER, Pod
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 
@@ -42,6 +42,28 @@ class PendingPods:
     fit_existing: list[Pod] = field(default_factory=list)
     # Bad annotations, as "<pod>: <problem>".
     errors: list[str] = field(default_factory=list)
+    # The equivalence groups `drop_schedulable` left `unschedulable` in, with the list they
+    # describe and its length: kept only when grouping that list again gives them.
+    _groups: tuple[list[Pod], int, list[PodGroup]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def unschedulable_groups(self) -> list[PodGroup]:
+        """`group_pods(self.unschedulable)`.
+
+        Grouping costs a pass over every pending pod; the groups `drop_schedulable` ended
+        with are returned instead while they are provably the same: the list is the one it
+        left (same object, same length) and no controller reached the per-controller group
+        cap (`regroups_alike`). Callers must not change the groups returned.
+        """
+        known = self._groups
+        if (
+            known is not None
+            and known[0] is self.unschedulable
+            and known[1] == len(self.unschedulable)
+        ):
+            return known[2]
+        return group_pods(self.unschedulable)
 
 
 def scale_up_delay(pod: Pod, default: timedelta) -> tuple[timedelta, str]:
@@ -117,14 +139,14 @@ def drop_schedulable(
     Nodes in `unusable` (unready, being deleted) receive nothing. Placed pods stay in the
     snapshot, so capacity they take is not offered twice.
     """
-    groups = group_pods(pending.unschedulable)
+    groups = pending.unschedulable_groups()
     if not len(snapshot):
         # No node at all (a cluster scaling from zero): nothing fits, and no search can
         # say otherwise. The pods stay in group order, as below.
-        pending.unschedulable = [p for g in groups for p in g.pods]
+        _keep(pending, [PodGroup(list(g.pods)) for g in groups], regroups_alike(groups))
         return
     node_filter = (lambda ni: ni.node.name not in unusable) if unusable else None
-    remaining: list[Pod] = []
+    kept: list[PodGroup] = []
     # Twins (see `_twin_key`) of a pod that found no node: placing pods since has only
     # taken room away, so they find none either and skip the search (bare pods, one
     # group each, are where this counts).
@@ -133,7 +155,7 @@ def drop_schedulable(
         first = group.pods[0]
         twin = _twin_key(first)
         if twin is not None and twin in failed and snapshot.pod_node(first.key) is None:
-            remaining.extend(group.pods)
+            kept.append(PodGroup(list(group.pods)))
             continue
         result = simulator.try_schedule_pods(
             snapshot, group.pods, node_filter=node_filter, break_on_failure=True
@@ -141,12 +163,23 @@ def drop_schedulable(
         pending.fit_existing.extend(p.pod for p in result.scheduled)
         # Equivalent pods fail alike: once one does not fit, the others will not either.
         placed = len(result.scheduled)
-        remaining.extend(group.pods[placed:])
         if placed < len(group.pods):
+            kept.append(PodGroup(group.pods[placed:]))
             failed_twin = twin if placed == 0 else _twin_key(group.pods[placed])
             if failed_twin is not None:
                 failed.add(failed_twin)
-    pending.unschedulable = remaining
+    _keep(pending, kept, regroups_alike(groups))
+
+
+def _keep(pending: PendingPods, kept: list[PodGroup], reusable: bool) -> None:
+    """Leave the pods of `kept` (tails of the groups of the unschedulable pods) as the
+    unschedulable ones, in group order, and remember the groups when `reusable`: when the
+    groups they were cut from regroup alike (`regroups_alike`), and so do their tails.
+    Checking the tails alone would not do: two capped singletons of one variant regroup
+    as one group once enough other groups are gone."""
+    pods = [p for g in kept for p in g.pods]
+    pending.unschedulable = pods
+    pending._groups = (pods, len(pods), kept) if reusable else None
 
 
 def _twin_key(pod: Pod) -> Hashable | None:

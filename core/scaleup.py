@@ -28,7 +28,7 @@ from clusterscaler.decisions import (
     ScaleUpResult,
     ScaleUpStatus,
 )
-from clusterscaler.equivalence import group_pods
+from clusterscaler.equivalence import PodGroup, group_pods
 from clusterscaler.estimator import Estimator, ThresholdLimiter, limits_from_options
 from clusterscaler.expander import Option
 from clusterscaler.limits import CPU, MEMORY, NODES, Limits, Totals, node_totals
@@ -152,9 +152,13 @@ def plan_scale_up(
     options: AutoscalingOptions,
     gpu_label: str = "",
     monotonic: Callable[[], float] = time.monotonic,
+    groups: Sequence[PodGroup] | None = None,
 ) -> ScaleUpPlan:
     """Decide a scale-up for `pods` (already filtered: none fits existing or upcoming
-    capacity). `totals` covers registered and upcoming nodes. The snapshot is left as given."""
+    capacity). `totals` covers registered and upcoming nodes. The snapshot is left as given.
+
+    `groups`, when the caller has them, are `group_pods(pods)` (see
+    `PendingPods.unschedulable_groups`); they are not grouped again."""
     if not pods:
         return ScaleUpPlan(ScaleUpResult(status=ScaleUpStatus.NOT_NEEDED))
     keys = _PodKeys(pods)
@@ -166,7 +170,7 @@ def plan_scale_up(
                 pods_remaining={k: (reason,) for k in keys.all(pods)},
             )
         )
-    pod_groups = group_pods(pods)
+    pod_groups = group_pods(pods) if groups is None else groups
     rejections: dict[str, list[GroupRejection]] = {k: [] for k in keys.every()}
 
     def reject_all(r: GroupRejection, which: Sequence[Pod] = pods) -> None:
