@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.durations import parse_duration
-from clusterscaler.equivalence import PodGroup, group_pods, regroups_alike, scheduling_key
+from clusterscaler.equivalence import PodGroup, group_pods, regroups_alike
 from clusterscaler.model import DEFAULT_SCHEDULER, Pod
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
+from clusterscaler.simulator.scheduler import twin_key
 
 if TYPE_CHECKING:
     from clusterscaler.options import AutoscalingOptions
@@ -147,13 +148,13 @@ def drop_schedulable(
         return
     node_filter = (lambda ni: ni.node.name not in unusable) if unusable else None
     kept: list[PodGroup] = []
-    # Twins (see `_twin_key`) of a pod that found no node: placing pods since has only
+    # Twins (see `twin_key`) of a pod that found no node: placing pods since has only
     # taken room away, so they find none either and skip the search (bare pods, one
     # group each, are where this counts).
     failed: set[Hashable] = set()
     for group in groups:
         first = group.pods[0]
-        twin = _twin_key(first)
+        twin = twin_key(first)
         if twin is not None and twin in failed and snapshot.pod_node(first.key) is None:
             kept.append(PodGroup(list(group.pods)))
             continue
@@ -165,7 +166,7 @@ def drop_schedulable(
         placed = len(result.scheduled)
         if placed < len(group.pods):
             kept.append(PodGroup(group.pods[placed:]))
-            failed_twin = twin if placed == 0 else _twin_key(group.pods[placed])
+            failed_twin = twin if placed == 0 else twin_key(group.pods[placed])
             if failed_twin is not None:
                 failed.add(failed_twin)
     _keep(pending, kept, regroups_alike(groups))
@@ -181,18 +182,3 @@ def _keep(pending: PendingPods, kept: list[PodGroup], reusable: bool) -> None:
     pending.unschedulable = pods
     pending._groups = (pods, len(pods), kept) if reusable else None
 
-
-def _twin_key(pod: Pod) -> Hashable | None:
-    """A key under which a pod that found no node makes its twins fail without a search:
-    its namespace and everything that decides where it schedules.
-
-    Placing pods only takes room away, except for pods that need other pods (required pod
-    affinity) or balance against them (topology spread): those have no key and are always
-    searched.
-    """
-    if pod.topology_spread:
-        return None
-    affinity = pod.affinity
-    if affinity is not None and affinity.pod is not None and affinity.pod.affinity:
-        return None
-    return (pod.namespace, scheduling_key(pod))

@@ -91,11 +91,13 @@ def format_unschedulable(reasons: Counter[str], total_nodes: int) -> str:
     return f"0/{total_nodes} nodes are available: {', '.join(parts)}."
 
 
-def _failure_signature(pod: Pod) -> Hashable | None:
-    """A key under which a pod that found no node makes its twins skip the search.
+def twin_key(pod: Pod) -> Hashable | None:
+    """A key under which a pod that found no node makes its twins fail without a search:
+    its namespace and everything that decides where it schedules.
 
     Placing pods only takes room away, except for pods that need other pods (required pod
-    affinity) or balance against them (topology spread): those are always searched.
+    affinity) or balance against them (topology spread): those have no key and are always
+    searched.
     """
     if pod.topology_spread:
         return None
@@ -221,7 +223,7 @@ class HintingSimulator:
                     target = ni
             signature: Hashable | None = None
             if target is None and failed:
-                signature = _failure_signature(pod)
+                signature = twin_key(pod)
                 if signature is not None and signature in failed:
                     # An identical pod found no node, and placing pods since cannot have
                     # made room for it.
@@ -260,7 +262,7 @@ class HintingSimulator:
                 if break_on_failure:
                     break
                 if signature is None:
-                    signature = _failure_signature(pod)
+                    signature = twin_key(pod)
                 if signature is not None:
                     failed.add(signature)
                 continue
