@@ -1724,17 +1724,7 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
         if o.controller:
             owner = o
             break
-    unschedulable = False
-    conditions = status.get("conditions")
-    if conditions:
-        for c in _list(conditions, obj, "status.conditions"):
-            if (
-                isinstance(c, dict)
-                and c.get("type") == "PodScheduled"
-                and c.get("status") == "False"
-                and c.get("reason") == "Unschedulable"
-            ):
-                unschedulable = True
+    unschedulable = _marked_unschedulable(status.get("conditions"), obj)
     priority = sget("priority")
     grace = sget("terminationGracePeriodSeconds")
     annotations = mget("annotations")
@@ -1842,6 +1832,20 @@ _OWNERS_BY_TEXT: dict[bytes, tuple[OwnerRef, ...]] = {}
 _UNSCHEDULABLE_BY_TEXT: dict[bytes, bool] = {}
 
 
+def _marked_unschedulable(conditions: Any, obj: str) -> bool:
+    """Whether a pod's `status.conditions` hold the scheduler's verdict
+    PodScheduled=False/Unschedulable."""
+    if not conditions:
+        return False
+    return any(
+        isinstance(c, dict)
+        and c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in _list(conditions, obj, "status.conditions")
+    )
+
+
 def _owners_from_text(text: bytes, obj: str) -> tuple[OwnerRef, ...]:
     """`_parse_owners` of a pod whose owner references are still JSON text."""
     owners = _OWNERS_BY_TEXT.get(text)
@@ -1858,17 +1862,7 @@ def _unschedulable_from_text(text: bytes, obj: str) -> bool:
     """Whether conditions still in JSON text say PodScheduled=False/Unschedulable."""
     unschedulable = _UNSCHEDULABLE_BY_TEXT.get(text)
     if unschedulable is None:
-        conditions = decode_json(text) if text else None
-        unschedulable = False
-        if conditions:
-            for c in _list(conditions, obj, "status.conditions"):
-                if (
-                    isinstance(c, dict)
-                    and c.get("type") == "PodScheduled"
-                    and c.get("status") == "False"
-                    and c.get("reason") == "Unschedulable"
-                ):
-                    unschedulable = True
+        unschedulable = _marked_unschedulable(decode_json(text) if text else None, obj)
         if len(_UNSCHEDULABLE_BY_TEXT) > _CACHE_LIMIT:
             _UNSCHEDULABLE_BY_TEXT.clear()
         _UNSCHEDULABLE_BY_TEXT[text] = unschedulable
