@@ -341,18 +341,6 @@ def evaluate(
     objects: ClusterObjects,
     now: datetime,
     kube_api: Any | None = None,
-) -> LoopResult:
-    """The loop's decisions about `objects` at `now`, with an answer for every node
-    (see `evaluate_with_provider`)."""
-    return evaluate_with_provider(registry, options, objects, now, kube_api)[0]
-
-
-def evaluate_with_provider(
-    registry: Registry,
-    options: AutoscalingOptions,
-    objects: ClusterObjects,
-    now: datetime,
-    kube_api: Any | None = None,
 ) -> tuple[LoopResult, CloudProvider]:
     """The loop's decisions about `objects` at `now`, with an answer for every node, and
     the cloud provider the loop ran with (it names the nodes' groups).
@@ -392,7 +380,7 @@ def _offline(ctx: CommandContext) -> _Evaluated:
     objects = load_snapshot(ctx.args.snapshot)
     # The snapshot is a moment of a real cluster: "now" is its newest object.
     now = snapshot_time(objects) or DEFAULT_START
-    result, provider = evaluate_with_provider(ctx.registry, options, objects, now)
+    result, provider = evaluate(ctx.registry, options, objects, now)
     return result, provider, objects, options, now
 
 
@@ -407,7 +395,7 @@ def _live(ctx: CommandContext) -> _Evaluated:
             raise CloudProviderError("explain: the Kubernetes caches did not sync within 60s")
         objects = source.snapshot()
     now = datetime.now(UTC)
-    result, provider = evaluate_with_provider(ctx.registry, options, objects, now, kube_api=api)
+    result, provider = evaluate(ctx.registry, options, objects, now, kube_api=api)
     return result, provider, objects, options, now
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from clusterscaler.cli import load_plugins, main
 from clusterscaler.cloudprovider import ProviderContext
-from clusterscaler.explain import evaluate_with_provider, explain, render
+from clusterscaler.explain import evaluate, explain, render
 from clusterscaler.model import ClusterObjects, Node, OwnerRef
 from clusterscaler.options import AutoscalingOptions
 from clusterscaler.plugins.sim import EMBEDDED_CONFIG_KEY, build_provider
@@ -52,7 +52,7 @@ def test_explain_names_the_group_of_adopted_nodes() -> None:
         pods=[busy_pod("p1", "a-1"), busy_pod("p2", "b-1")],
     )
     options = replace(AutoscalingOptions(), extra={EMBEDDED_CONFIG_KEY: CLOUD})
-    result, provider = evaluate_with_provider(REGISTRY, options, objects, NOW)
+    result, provider = evaluate(REGISTRY, options, objects, NOW)
 
     report = explain(result, objects, options, NOW, provider)
 

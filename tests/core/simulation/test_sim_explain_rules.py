@@ -55,7 +55,7 @@ def running(name: str, node: str, cpu: str = "100m", owner: OwnerRef | None = RS
 
 def answer(objects: ClusterObjects, options: AutoscalingOptions | None = None):
     opts = replace(options or AutoscalingOptions(), extra={EMBEDDED_CONFIG_KEY: CLOUD})
-    result = evaluate(REGISTRY, opts, objects, NOW)
+    result, _ = evaluate(REGISTRY, opts, objects, NOW)
     return explain(result, objects, opts, NOW)
 
 
