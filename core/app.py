@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -88,6 +88,9 @@ class GuardedActions:
 
     def pod_exists(self, pod: Pod) -> bool:
         return self.actions.pod_exists(pod)
+
+    def registered_instances(self, provider_ids: Collection[str]) -> set[str]:
+        return self.actions.registered_instances(provider_ids)
 
 
 def build_provider(ctx: CommandContext, api_client: object) -> CloudProvider:

@@ -31,7 +31,13 @@ from clusterscaler.cloudprovider import (
     ProviderProblem,
     provider_problems,
 )
-from clusterscaler.cluster import Clock, ClusterActions, ClusterSource, SystemClock
+from clusterscaler.cluster import (
+    Clock,
+    ClusterActions,
+    ClusterSource,
+    StaleSource,
+    SystemClock,
+)
 from clusterscaler.clusterstate import (
     ClusterState,
     ClusterStateRegistry,
@@ -52,12 +58,13 @@ from clusterscaler.decisions import (
     ScaleUpStatus,
 )
 from clusterscaler.drain import PodFilter, build_pod_filters
+from clusterscaler.errors import describe_error
 from clusterscaler.estimator import Estimator
 from clusterscaler.expander import ExpanderContext, Option, build_expander_chain
 from clusterscaler.limits import Limits, Totals, node_totals, sum_totals
 from clusterscaler.model import ClusterObjects, Node, Pod, gc_paused
 from clusterscaler.pending import PendingPods, classify_pending, drop_schedulable
-from clusterscaler.scaledown.actuator import Actuator
+from clusterscaler.scaledown.actuator import Actuator, has_autoscaler_taint
 from clusterscaler.scaledown.budgets import InProgress
 from clusterscaler.scaledown.executor import DeletionExecutor, InlineExecutor
 from clusterscaler.scaledown.planner import ScaleDownInputs, ScaleDownPlanner
@@ -213,7 +220,10 @@ class Autoscaler:
         self.last_scale_up: datetime | None = None
         self.last_scale_down_delete: datetime | None = None
         self.last_scale_down_failure: datetime | None = None
-        self._started = False
+        # Nodes carrying our taints when this process first looked, left by an earlier run
+        # (a crash mid-drain); None until the first loop. Cleaning is retried every loop
+        # until each of them is done.
+        self._stale_taint_nodes: set[str] | None = None
         self._last_result: LoopResult | None = None
         self._seen_problems: set[ProviderProblem] = set()
         self._announced: set[str] = set()
@@ -358,18 +368,15 @@ class Autoscaler:
                 errors=(str(exc),),
             )
         objects = self.source.snapshot()
-        if not self._started:
-            self._started = True
-            if not options.dry_run:
-                cleaned = self.actuator.clean_stale_taints(objects.nodes)
-                if cleaned:
-                    objects = self.source.snapshot()
+        stale = self._stale_caches()
+        if self._clean_stale_taints(objects.nodes):
+            objects = self.source.snapshot()
         objects = _mark_unready_gpus(objects, self.provider.gpu_label())
         state = self.registry.update(
             now, objects.nodes, self.provider, deleting=set(self.deletions_in_flight())
         )
         errors: list[str] = []
-        cleanups = self._clean_up_instances(state, now, errors)
+        cleanups = self._clean_up_instances(state, now, errors, stale)
         if not state.health.healthy:
             log.warning("cluster_unhealthy", message=state.health.message)
             # As CA (CleanUpUnneededNodes on halting): time spent unhealthy does not count
@@ -384,6 +391,7 @@ class Autoscaler:
                 halted=f"cluster is unhealthy: {state.health.message}",
                 cleanups=tuple(cleanups),
                 errors=tuple(errors),
+                stale_caches=stale,
             )
 
         # As CA (FilterOutExpendablePods before the snapshot is built): scheduled expendable
@@ -431,23 +439,35 @@ class Autoscaler:
                 pending_pods=tuple(p.key for p in pending.unschedulable),
                 cleanups=tuple(cleanups),
                 errors=tuple(errors),
+                stale_caches=stale,
             )
 
-        # Scale-down sees the pods as the snapshot has them, including pending pods the
-        # scheduler is about to bind to existing nodes.
-        scheduled = {ni.name: list(ni.pods.values()) for ni in snapshot.node_infos()}
-        scale_down, removed = self._scale_down(
-            now,
-            objects,
-            state,
-            scheduled,
-            snapshot,
-            limits,
-            remaining_totals,
-            gpu_label,
-            scaled_up,
-            finished,
-        )
+        if stale:
+            # A node that looks empty in a cache that stopped following the cluster may
+            # run pods bound since: no scale-down on a guess. Time spent blind does not
+            # count towards --scale-down-unneeded-time either.
+            log.warning("scale_down_skipped", reason="stale caches", caches=list(stale))
+            self.planner.timers.clear()
+            scale_down = dataclasses.replace(
+                self._not_tried(finished), cooldown_reason="stale caches: " + "; ".join(stale)
+            )
+            removed: list[NodeDeletion] = []
+        else:
+            # Scale-down sees the pods as the snapshot has them, including pending pods the
+            # scheduler is about to bind to existing nodes.
+            scheduled = {ni.name: list(ni.pods.values()) for ni in snapshot.node_infos()}
+            scale_down, removed = self._scale_down(
+                now,
+                objects,
+                state,
+                scheduled,
+                snapshot,
+                limits,
+                remaining_totals,
+                gpu_label,
+                scaled_up,
+                finished,
+            )
         return LoopResult(
             time=now,
             health=state.health,
@@ -458,20 +478,59 @@ class Autoscaler:
             pending_pods=tuple(p.key for p in pending.unschedulable),
             cleanups=tuple(cleanups),
             errors=tuple(errors),
+            stale_caches=stale,
         )
 
     # ------------------------------------------------------------------ cluster upkeep
 
+    def _stale_caches(self) -> tuple[str, ...]:
+        """The source's caches that stopped following the cluster (none for sources that
+        cannot fall behind)."""
+        source = self.source
+        return source.stale_caches() if isinstance(source, StaleSource) else ()
+
+    def _clean_stale_taints(self, nodes: Sequence[Node]) -> bool:
+        """Remove the taints an earlier run left (see `_stale_taint_nodes`), node by node,
+        until every node that had one is done; True when a node changed."""
+        if self.options.dry_run:
+            return False
+        if self._stale_taint_nodes is None:
+            self._stale_taint_nodes = {n.name for n in nodes if has_autoscaler_taint(n)}
+        pending = self._stale_taint_nodes - set(self.deletions_in_flight())
+        if not pending:
+            self._stale_taint_nodes.clear()
+            return False
+        cleaned, failed = self.actuator.clean_stale_taints(n for n in nodes if n.name in pending)
+        self._stale_taint_nodes = set(failed)
+        if failed:
+            log.warning("stale_taints_remaining", nodes=sorted(failed), retry="next loop")
+        return bool(cleaned)
+
     def _clean_up_instances(
-        self, state: ClusterState, now: datetime, errors: list[str]
+        self, state: ClusterState, now: datetime, errors: list[str], stale: tuple[str, ...]
     ) -> list[NodeDeletion]:
         """Remove instances that never registered in time or failed to be created, and
         cancel requested capacity of scale-ups that timed out. The group states are updated
-        so that the rest of the loop sees the new targets."""
+        so that the rest of the loop sees the new targets.
+
+        Nothing is deleted while a cache is stale (an instance looks unregistered when the
+        node cache missed its Node), and an unregistered instance only once a fresh list of
+        the Nodes confirms that none belongs to it."""
         out: list[NodeDeletion] = []
         if self.options.dry_run:
             return out
-        for g, fakes in long_unregistered_nodes(state):
+        unregistered = list(long_unregistered_nodes(state))
+        failed = list(create_error_nodes(state))
+        if stale and (unregistered or failed):
+            log.warning("instance_cleanup_skipped", reason="stale caches", caches=list(stale))
+            unregistered, failed = [], []
+        registered = self._registered(
+            [f.provider_id for _, fakes in unregistered for f in fakes], errors
+        )
+        for g, fakes in unregistered:
+            if registered is None:
+                break
+            fakes = [f for f in fakes if f.provider_id not in registered]
             allowed = len(fakes)
             if not self.options.force_delete_unregistered_nodes:
                 allowed = max(0, min(allowed, g.target - g.group.min_size))
@@ -482,7 +541,7 @@ class Autoscaler:
             )
             g.target -= sum(1 for d in done if d.ok)
             out.extend(done)
-        for g, fakes in create_error_nodes(state):
+        for g, fakes in failed:
             done = self._delete_instances(g.group, fakes, DeletionKind.CREATE_ERROR, errors)
             g.target -= sum(1 for d in done if d.ok)
             out.extend(done)
@@ -514,6 +573,26 @@ class Autoscaler:
                 except CloudProviderError as exc:
                     errors.append(f"node group {g.id}: decrease_target_size failed: {exc}")
         return out
+
+    def _registered(self, provider_ids: list[str], errors: list[str]) -> set[str] | None:
+        """Which of these instances, unregistered by the cache, have a Node after all (a
+        fresh read); None when the read failed, so nothing is deleted as unregistered."""
+        if not provider_ids:
+            return set()
+        try:
+            registered = self.actions.registered_instances(provider_ids)
+        except Exception as exc:
+            message = f"confirming unregistered instances failed: {describe_error(exc)}"
+            errors.append(message)
+            log.error("unregistered_check_failed", error=describe_error(exc))
+            return None
+        for provider_id in sorted(registered):
+            log.warning(
+                "unregistered_instance_has_node",
+                instance=provider_id,
+                reason="the node cache missed its Node; not deleted",
+            )
+        return registered
 
     def _delete_instances(
         self, group: NodeGroup, fakes: list[Node], kind: DeletionKind, errors: list[str]

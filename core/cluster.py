@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar, overload, runtime_checkable
 
@@ -83,6 +83,20 @@ class NodePodsSource(Protocol):
 
 
 @runtime_checkable
+class StaleSource(Protocol):
+    """A `ClusterSource` whose caches can fall behind the cluster (list+watch caches).
+
+    The loop asks before each destructive step: a node that looks empty, or an instance
+    that looks unregistered, in a cache that stopped following the cluster is a guess.
+    """
+
+    def stale_caches(self) -> tuple[str, ...]:
+        """Each cache that may no longer follow the cluster, as `resource: why`; empty
+        when every cache is current."""
+        ...
+
+
+@runtime_checkable
 class ClusterActions(Protocol):
     """The changes the loop makes to Kubernetes objects (never to the cloud)."""
 
@@ -110,6 +124,12 @@ class ClusterActions(Protocol):
 
     def pod_exists(self, pod: Pod) -> bool:
         """Whether the pod (same namespace, name and uid) still exists."""
+        ...
+
+    def registered_instances(self, provider_ids: Collection[str]) -> set[str]:
+        """Which of `provider_ids` a Node carries now, read afresh from the source of
+        truth (never a cache): an instance is deleted as unregistered only when this
+        confirms that no Node belongs to it."""
         ...
 
 
@@ -374,3 +394,8 @@ class InMemoryCluster:
         with self._lock:
             current = self.pods.get(pod.key)
             return current is not None and (not pod.uid or current.uid == pod.uid)
+
+    def registered_instances(self, provider_ids: Collection[str]) -> set[str]:
+        wanted = set(provider_ids)
+        with self._lock:
+            return {n.provider_id for n in self.nodes.values() if n.provider_id in wanted}

@@ -287,6 +287,9 @@ class LoopResult:
     # autoscaler's and node-condition taints, the deprecated ignore-taint prefix), for
     # cluster_autoscaler_node_taints_count{type}. None: the loop stopped before counting.
     taint_counts: dict[str, int] | None = None
+    # The caches that stopped following the cluster (`resource: why`): while any is
+    # stale, the loop takes no destructive action (scale-down, instance clean-up).
+    stale_caches: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enums by value, times in ISO 8601)."""

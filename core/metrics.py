@@ -357,6 +357,10 @@ class HealthCheck:
         self._monitoring = False
         self._last_activity = clock()
         self._last_success = clock()
+        # Caches that stopped following the cluster as the last loop saw them: named in
+        # every answer. Such loops are not successful, so past --max-failing-time the
+        # check fails and a restart relists everything.
+        self._stale_caches: tuple[str, ...] = ()
 
     def start_monitoring(self) -> None:
         with self._lock:
@@ -384,25 +388,37 @@ class HealthCheck:
             self._last_success = now
             self._last_activity = now
 
+    def update_stale_caches(self, stale: tuple[str, ...]) -> None:
+        """The caches the last loop found stale (empty: all current)."""
+        with self._lock:
+            self._stale_caches = stale
+
     def check(self) -> tuple[bool, str]:
         """(healthy, message)."""
         with self._lock:
-            if not self._monitoring:
-                return True, "OK"
+            monitoring = self._monitoring
             now = self.clock()
             inactive = now - self._last_activity
             failing = now - self._last_success
+            stale = self._stale_caches
+        note = (
+            "; stale caches, scale-down and instance clean-up paused: " + "; ".join(stale)
+            if stale
+            else ""
+        )
+        if not monitoring:
+            return True, "OK" + note
         if inactive > self.max_inactivity:
             return False, (
                 f"Error: last activity more than {inactive:.0f}s ago "
-                f"(--max-inactivity {self.max_inactivity:.0f}s)"
+                f"(--max-inactivity {self.max_inactivity:.0f}s)" + note
             )
         if failing > self.max_failing_time:
             return False, (
                 f"Error: last successful run more than {failing:.0f}s ago "
-                f"(--max-failing-time {self.max_failing_time:.0f}s)"
+                f"(--max-failing-time {self.max_failing_time:.0f}s)" + note
             )
-        return True, "OK"
+        return True, "OK" + note
 
 
 def parse_address(address: str) -> tuple[str, int]:

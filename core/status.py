@@ -267,7 +267,8 @@ def status_from_result(result: LoopResult) -> AutoscalerStatus:
     As in CA, cluster-wide scale-up is InProgress while any group waits for requested nodes
     and NoActivity otherwise; a group in backoff says Backoff with its error code and
     message; scale-down lists how many nodes are unneeded. The message names why the loop
-    halted and each configuration problem the provider reported, as
+    halted, the caches that stopped following the cluster (scale-down and instance
+    clean-up wait for them) and each configuration problem the provider reported, as
     ``<node group>: <reason>: <message>``.
     """
     now = result.time
@@ -304,6 +305,11 @@ def status_from_result(result: LoopResult) -> AutoscalerStatus:
     # CA's per-group schema has no message field: the provider's configuration problems
     # (a misconfigured node group) go into the cluster-wide message, after the halt reason.
     parts = [result.halted or result.health.message]
+    if result.stale_caches:
+        parts.append(
+            "stale caches, scale-down and instance clean-up paused: "
+            + "; ".join(result.stale_caches)
+        )
     parts.extend(f"{p.node_group}: {p.reason}: {p.message}" for p in result.problems)
     return AutoscalerStatus(
         time=now,

@@ -10,7 +10,7 @@ decides). With ``dry_run`` nothing is written: each skipped write is logged.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import structlog
@@ -158,6 +158,27 @@ class KubeClusterActions:
                 retryable=exc.status in _RETRYABLE_EVICTION,
             ) from exc
         log.info("pod_evicted", pod=pod.key, node=pod.node_name)
+
+    def registered_instances(self, provider_ids: Collection[str]) -> set[str]:
+        """A fresh list of the Nodes (never the cache), page by page: which of
+        ``provider_ids`` a Node carries. Reads are allowed in dry-run."""
+        wanted = set(provider_ids)
+        found: set[str] = set()
+        if not wanted:
+            return found
+        continue_token = ""
+        while True:
+            kwargs: dict[str, Any] = {"limit": 500}
+            if continue_token:
+                kwargs["_continue"] = continue_token
+            page = read_json(self.core.list_node(_preload_content=False, **kwargs))
+            for item in page.get("items") or []:
+                provider_id = (item.get("spec") or {}).get("providerID") or ""
+                if provider_id in wanted:
+                    found.add(provider_id)
+            continue_token = (page.get("metadata") or {}).get("continue") or ""
+            if not continue_token:
+                return found
 
     def pod_exists(self, pod: Pod) -> bool:
         try:

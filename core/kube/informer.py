@@ -6,6 +6,14 @@ from the list's resourceVersion with bookmarks. A watch that ends is resumed fro
 resourceVersion seen; a 410 Gone (too old resourceVersion, expired continue token) relists;
 other errors back off exponentially. ``has_synced`` is false until the first complete list,
 and the cache is replaced atomically on relists, so readers never see a partial cluster.
+
+Health cannot lie: a watch answer must be a stream of watch events. Anything else (a list
+body, a line that is not JSON, an event of no known type) or a stream that ends at once
+without a single event counts as a failure, is logged with its reason, backs off and
+relists, since the server evidently does not stream changes. ``stale_reason()`` says when
+the cache was last known to follow the cluster (an open watch stream, or the end of a
+successful list, event or full-length watch) longer ago than ``stale_after`` seconds: the
+loop then refuses destructive actions until the cache is current again.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from clusterscaler.model import (
 )
 from kubernetes.client.rest import ApiException
 
-__all__ = ["Backoff", "Informer", "ListerSpec", "WatchExpiredError"]
+__all__ = ["Backoff", "Informer", "ListerSpec", "WatchExpiredError", "WatchProtocolError"]
 
 log = structlog.get_logger()
 
@@ -38,8 +46,34 @@ T = TypeVar("T")
 Lister = Callable[..., Any]
 
 
+# A watch that ends cleanly this soon after it opened, without one event, is a server or
+# proxy that does not stream (a real API server holds a watch until its timeout).
+IMMEDIATE_END_SECONDS = 1.0
+WATCH_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
+
+
 class WatchExpiredError(Exception):
     """The resourceVersion the cache holds is too old: the resource must be relisted."""
+
+
+class WatchProtocolError(Exception):
+    """The answer to a watch request is not a stream of watch events."""
+
+
+def _not_an_event(event: Any) -> str:
+    """Why a decoded watch line is not a watch event (empty when it is one)."""
+    if not isinstance(event, dict):
+        return f"a JSON {type(event).__name__} instead of a watch event"
+    kind = event.get("type")
+    if kind in WATCH_EVENT_TYPES and isinstance(event.get("object"), dict):
+        return ""
+    if kind is None and isinstance(event.get("items"), list):
+        return f"a {event.get('kind') or 'list'} body instead of watch events"
+    if kind is None:
+        return f"an object of kind {event.get('kind') or 'unknown'} instead of a watch event"
+    if kind in WATCH_EVENT_TYPES:
+        return f"{kind} event whose object is not a JSON object"
+    return f"a watch event of unknown type {str(kind)[:40]!r}"
 
 
 @dataclass(frozen=True)
@@ -121,6 +155,8 @@ class Informer(Generic[T]):
         page_size: int = 500,
         watch_timeout_seconds: int = 300,
         backoff: Backoff | None = None,
+        stale_after: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.spec = spec
         self.page_size = page_size
@@ -139,6 +175,15 @@ class Informer(Generic[T]):
         self.watch_restarts = 0
         self.parse_errors = 0
         self.last_error: str = ""
+        # An open watch keeps the cache current; between streams, the cache is as current
+        # as the last list, event or full-length watch. Past `stale_after` it is stale:
+        # by default a tenth of the watch timeout (30 s for 300 s), at least 10 s.
+        self.stale_after = (
+            stale_after if stale_after is not None else max(10.0, watch_timeout_seconds / 10)
+        )
+        self._clock = clock
+        self._confirmed: float | None = None
+        self._watching = False
 
     # ------------------------------------------------------------------ readers
 
@@ -148,6 +193,24 @@ class Informer(Generic[T]):
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self._synced.wait(timeout)
+
+    def stale_reason(self) -> str:
+        """Why the cache may no longer follow the cluster; empty while it is current.
+
+        Current means a watch stream is open, or the last successful list, watch event or
+        full-length watch ended less than ``stale_after`` seconds ago. Not yet synced
+        counts as stale too.
+        """
+        if not self.has_synced:
+            return "not listed yet"
+        if self._watching:
+            return ""
+        confirmed = self._confirmed
+        age = self._clock() - confirmed if confirmed is not None else float("inf")
+        if age <= self.stale_after:
+            return ""
+        why = f"last list or watch event {age:.0f}s ago"
+        return f"{why} ({self.last_error})" if self.last_error else why
 
     def items(self) -> list[T]:
         """The cached objects (a new list; the objects themselves are immutable)."""
@@ -227,6 +290,11 @@ class Informer(Generic[T]):
             except WatchExpiredError:
                 log.info("informer_relist", resource=self.spec.resource, reason="expired")
                 need_list = True
+            except WatchProtocolError as exc:
+                # The server does not stream changes: whatever it sent, the cache cannot
+                # follow through this watch. Lists still work, so relist after the backoff.
+                need_list = True
+                self._failed(f"watch: {exc}")
             except ApiException as exc:
                 if exc.status == 410:
                     need_list = True
@@ -323,6 +391,7 @@ class Informer(Generic[T]):
             self._index = index
             self.resource_version = resource_version
         self.relists += 1
+        self._confirmed = self._clock()
         self._synced.set()
         log.debug(
             "informer_listed",
@@ -349,7 +418,11 @@ class Informer(Generic[T]):
             items[key] = cast(T, pod)
 
     def watch_once(self) -> None:
-        """Watch from the cached resourceVersion until the server ends the stream."""
+        """Watch from the cached resourceVersion until the server ends the stream.
+
+        Raises ``WatchProtocolError`` when the answer is not a stream of watch events or
+        ends at once without any.
+        """
         timeout = self.watch_timeout_seconds
         response = self._call(
             watch=True,
@@ -358,15 +431,33 @@ class Informer(Generic[T]):
             timeout_seconds=timeout,
             _request_timeout=(10, timeout + 30),
         )
+        opened = self._clock()
+        events = 0
         self._response = response
+        self._watching = True
         try:
             for line in _lines(response):
                 if self._stop.is_set():
                     return
-                self._apply(decode_json(line))
+                try:
+                    event = decode_json(line)
+                except ValueError as exc:
+                    raise WatchProtocolError(f"a line that is not JSON ({exc})") from None
+                wrong = _not_an_event(event)
+                if wrong:
+                    raise WatchProtocolError(wrong)
+                self._apply(event)
+                events += 1
+                self._confirmed = self._clock()
         finally:
+            self._watching = False
             self._response = None
             _release(response)
+        ended = self._clock()
+        if not events and ended - opened < IMMEDIATE_END_SECONDS and not self._stop.is_set():
+            raise WatchProtocolError("the watch ended at once without any event")
+        # The stream stayed open until the server ended it: nothing was missed meanwhile.
+        self._confirmed = ended
         self.watch_restarts += 1
 
     def _apply(self, event: Mapping[str, Any]) -> None:

@@ -138,6 +138,7 @@ class KubeRuntime:
         """
         self.metrics.record_loop(result)
         self.health.update_last_activity()
+        self.health.update_stale_caches(result.stale_caches)
         if not self.may_act():
             return
         if self.status_writer is not None:
@@ -151,7 +152,7 @@ class KubeRuntime:
             )
         for event in events_for_result(result, self.status_ref):
             self.recorder.record(event)
-        if not result.errors and not result.halted:
+        if not result.errors and not result.halted and not result.stale_caches:
             self.health.update_last_successful_run()
 
     def stop(self) -> None:

@@ -24,13 +24,17 @@ from kubernetes import client as k8s
 
 from .informer import Informer, ListerSpec, wait_all
 
-__all__ = ["CacheNotSyncedError", "KubeClusterSource", "lister_specs"]
+__all__ = ["CacheNotSyncedError", "KubeClusterSource", "StaleCacheError", "lister_specs"]
 
 log = structlog.get_logger()
 
 
 class CacheNotSyncedError(RuntimeError):
     """A snapshot was asked for before every cache completed its first list."""
+
+
+class StaleCacheError(RuntimeError):
+    """A cache a destructive action depends on no longer follows the cluster."""
 
 
 def _pod_node(pod: Pod) -> str:
@@ -104,7 +108,9 @@ class KubeClusterSource:
     """A ``ClusterSource`` backed by one informer per resource.
 
     ``snapshot()`` raises ``CacheNotSyncedError`` until every informer has listed once, so
-    the loop never decides on a partial view of the cluster.
+    the loop never decides on a partial view of the cluster. ``stale_caches()`` names the
+    caches that stopped following the cluster (``StaleSource``): the loop takes no
+    destructive action on them.
     """
 
     def __init__(
@@ -114,10 +120,14 @@ class KubeClusterSource:
         namespace: str = "kube-system",
         page_size: int = 500,
         watch_timeout_seconds: int = 300,
+        stale_after: float | None = None,
     ) -> None:
         self.informers: dict[str, Informer[Any]] = {
             spec.resource: Informer(
-                spec, page_size=page_size, watch_timeout_seconds=watch_timeout_seconds
+                spec,
+                page_size=page_size,
+                watch_timeout_seconds=watch_timeout_seconds,
+                stale_after=stale_after,
             )
             for spec in lister_specs(api_client, namespace)
         }
@@ -145,13 +155,26 @@ class KubeClusterSource:
         """Block until every cache has synced; False if ``timeout`` seconds passed first."""
         return wait_all(list(self.informers.values()), timeout)
 
+    def stale_caches(self) -> tuple[str, ...]:
+        """Each cache that may no longer follow the cluster, as ``resource: why``."""
+        return tuple(
+            f"{name}: {reason}"
+            for name, informer in sorted(self.informers.items())
+            if (reason := informer.stale_reason())
+        )
+
     def pods_on_node(self, name: str) -> list[Pod]:
         """The cached pods bound to node ``name`` (``NodePodsSource``): the actuator re-reads
         a node's pods after tainting it, and a whole snapshot per deleted node would copy
-        every cache each time."""
+        every cache each time. Raises ``StaleCacheError`` when the pod cache no longer
+        follows the cluster: a pod bound since would be missed, and the node deleted with
+        it."""
         pods = self.informers["pods"]
         if not pods.has_synced:
             raise CacheNotSyncedError("Kubernetes caches have not synced yet: pods")
+        reason = pods.stale_reason()
+        if reason:
+            raise StaleCacheError(f"the pod cache is stale: {reason}")
         return cast(list[Pod], pods.indexed(name))
 
     def snapshot(self) -> ClusterObjects:

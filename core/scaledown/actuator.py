@@ -37,6 +37,7 @@ from clusterscaler.cluster import (
 )
 from clusterscaler.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.decisions import DeletionKind, NodeDeletion
+from clusterscaler.errors import describe_error
 from clusterscaler.model import Node, Pod, Taint
 from clusterscaler.scaledown.budgets import RemovableNode
 from clusterscaler.scaledown.executor import DeletionExecutor, InlineExecutor
@@ -87,6 +88,14 @@ def deletion_candidate_taint(now: datetime) -> Taint:
     return Taint(DELETION_CANDIDATE_TAINT, str(int(now.timestamp())), "PreferNoSchedule")
 
 
+AUTOSCALER_TAINTS = (TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT)
+
+
+def has_autoscaler_taint(node: Node) -> bool:
+    """Whether the node carries a taint this autoscaler sets."""
+    return any(has_taint(node, key) for key in AUTOSCALER_TAINTS)
+
+
 def has_taint(node: Node, key: str) -> bool:
     return any(t.key == key for t in node.taints)
 
@@ -119,22 +128,30 @@ class Actuator:
 
     # ------------------------------------------------------------------ taints
 
-    def clean_stale_taints(self, nodes: Iterable[Node]) -> list[str]:
-        """Remove autoscaler taints left by an earlier run (e.g. after a crash)."""
-        cleaned = []
+    def clean_stale_taints(self, nodes: Iterable[Node]) -> tuple[list[str], list[str]]:
+        """Remove autoscaler taints left by an earlier run (e.g. after a crash), node by
+        node: a failure on one node is logged and leaves the others to be cleaned.
+
+        Returns the nodes cleaned and the nodes whose cleaning failed (to retry)."""
+        cleaned: set[str] = set()
+        failed: list[str] = []
         for node in nodes:
-            for key in (TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT):
-                if has_taint(node, key):
-                    try:
-                        self.actions.remove_taint(node.name, key)
-                    except NodeNotFoundError:
+            try:
+                for key in AUTOSCALER_TAINTS:
+                    # Asked of the node as it is now, not as a cache last saw it.
+                    if not self.actions.remove_taint(node.name, key):
                         continue
-                    cleaned.append(node.name)
+                    cleaned.add(node.name)
                     if key == TO_BE_DELETED_TAINT and node.unschedulable:
                         # We cordoned it before the crash; give it back to the scheduler.
                         self.actions.set_unschedulable(node.name, False)
                     log.info("stale_taint_removed", node=node.name, taint=key)
-        return sorted(set(cleaned))
+            except NodeNotFoundError:
+                continue
+            except Exception as exc:
+                log.error("stale_taint_removal_failed", node=node.name, error=describe_error(exc))
+                failed.append(node.name)
+        return sorted(cleaned), failed
 
     def update_soft_taints(
         self, nodes: Sequence[Node], unneeded: Iterable[str], now: datetime

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clusterscaler.autoscaler import Autoscaler, build_estimator, build_expander
-from clusterscaler.cluster import InMemoryCluster
+from clusterscaler.cluster import ClusterActions, ClusterSource, InMemoryCluster
 from clusterscaler.drain import build_pod_filters
 from clusterscaler.model import Controller, DaemonSet, OwnerRef, Pod
 from clusterscaler.options import AutoscalingOptions
@@ -128,6 +128,10 @@ class Harness:
             self.cluster, self.clock, name="fake", existing_since=T0 - timedelta(days=1)
         )
         self.options = dataclasses.replace(AutoscalingOptions(), **option_overrides)
+        # Where the loop reads and writes, when not straight to `cluster` (set before the
+        # first run): a lagging cache, actions that fail.
+        self.source: ClusterSource | None = None
+        self.actions: ClusterActions | None = None
         self._autoscaler: Autoscaler | None = None
 
     def set_options(self, **changes: Any) -> None:
@@ -141,8 +145,8 @@ class Harness:
             self._autoscaler = Autoscaler(
                 options=self.options,
                 provider=self.provider,
-                source=self.cluster,
-                actions=self.cluster,
+                source=self.source or self.cluster,
+                actions=self.actions or self.cluster,
                 estimator=build_estimator(reg, self.options),
                 expander=build_expander(reg, self.options, self.provider),
                 pod_filters=build_pod_filters(reg, self.options),
