@@ -5,17 +5,25 @@ followed through their bindings), then ask it about the requests ``FakeKubeServe
 recorded::
 
     authorizer = RbacAuthorizer.from_manifests(["deploy/rbac.yaml"])
-    assert authorizer.denied(fake_kube.requests) == []
+    assert authorizer.denied(fake_kube.requests) == []  # nothing missing
+    assert authorizer.unused(fake_kube.requests) == []  # nothing extra
 
 It evaluates rules as the Kubernetes RBAC authorizer does for resource requests: API group,
 resource (``pods/eviction`` for subresources), verb, and ``resourceNames`` (which never
 match requests without a name, such as list or create). Discovery (``/api``, ``/apis``,
 ``/version``) is allowed, as ``system:discovery`` grants it to every authenticated user.
+
+``unused`` is the other direction: every permission the manifests give (each API group,
+resource, verb and resource name of each rule, cluster-wide or in a namespace) that no
+request needed. A cluster-wide permission is needed only by a request a namespaced one could
+not serve: on a cluster-scoped resource or across all namespaces, or in a namespace other
+than the service account's that no Role there covers. Anything else belongs in a Role.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +32,47 @@ import yaml
 
 from .fakekube import RecordedRequest
 
-__all__ = ["RbacAuthorizer", "Rule"]
+__all__ = ["Grant", "RbacAuthorizer", "Rule"]
+
+
+def _covers(granted: str, requested: str) -> bool:
+    return granted in (requested, "*")
+
+
+def _resource_of(request: RecordedRequest) -> str:
+    return request.resource + (f"/{request.subresource}" if request.subresource else "")
+
+
+@dataclass(frozen=True, order=True)
+class Grant:
+    """One permission: ``verb`` on ``resource`` (``pods/eviction`` for a subresource) of API
+    group ``group``, on the object ``name`` only when it is set; in ``namespace``, or
+    cluster-wide when that is empty."""
+
+    namespace: str
+    group: str
+    resource: str
+    verb: str
+    name: str = ""
+
+    def matches(self, request: RecordedRequest) -> bool:
+        """Whether this permission allows ``request`` (whatever its namespace when
+        cluster-wide)."""
+        return (
+            (not self.namespace or request.namespace == self.namespace)
+            and _covers(self.group, request.group)
+            and _covers(self.resource, _resource_of(request))
+            and _covers(self.verb, request.verb)
+            and (not self.name or request.name == self.name)
+        )
+
+    def __str__(self) -> str:
+        what = f"{self.verb} {self.resource}"
+        if self.group:
+            what += f".{self.group}"
+        if self.name:
+            what += f" {self.name!r}"
+        return what + (f" in {self.namespace}" if self.namespace else " cluster-wide")
 
 
 @dataclass(frozen=True)
@@ -51,24 +99,31 @@ class Rule:
         )
 
     def allows(self, request: RecordedRequest) -> bool:
-        resource = request.resource + (f"/{request.subresource}" if request.subresource else "")
-        if request.group not in self.api_groups and "*" not in self.api_groups:
-            return False
-        if resource not in self.resources and "*" not in self.resources:
-            return False
-        if request.verb not in self.verbs and "*" not in self.verbs:
-            return False
-        return not self.resource_names or request.name in self.resource_names
+        return any(grant.matches(request) for grant in self.grants())
+
+    def grants(self, namespace: str = "") -> Iterator[Grant]:
+        """Each permission of the rule, in ``namespace`` (empty: cluster-wide)."""
+        names = sorted(self.resource_names) or [""]
+        for group, resource, verb, name in itertools.product(
+            sorted(self.api_groups), sorted(self.resources), sorted(self.verbs), names
+        ):
+            yield Grant(namespace, group, resource, verb, name)
 
 
 class RbacAuthorizer:
     """Cluster-wide rules, plus rules that apply in one namespace only."""
 
     def __init__(
-        self, cluster_rules: Iterable[Rule], namespaced_rules: Mapping[str, Iterable[Rule]]
+        self,
+        cluster_rules: Iterable[Rule],
+        namespaced_rules: Mapping[str, Iterable[Rule]],
+        *,
+        home_namespace: str = "",
     ):
+        """``home_namespace``: the service account's (see ``unused``)."""
         self.cluster_rules = tuple(cluster_rules)
         self.namespaced_rules = {ns: tuple(rules) for ns, rules in namespaced_rules.items()}
+        self.home_namespace = home_namespace
 
     @classmethod
     def from_manifests(
@@ -117,16 +172,49 @@ class RbacAuthorizer:
                 cluster.extend(roles[key])
             else:
                 namespaced.setdefault(binding_ns, []).extend(roles[key])
-        return cls(cluster, namespaced)
+        return cls(cluster, namespaced, home_namespace=namespace)
 
     def allows(self, request: RecordedRequest) -> bool:
         if not request.resource:
             return True  # discovery and other non-resource URLs
         if any(rule.allows(request) for rule in self.cluster_rules):
             return True
+        return self._namespaced_allows(request)
+
+    def _namespaced_allows(self, request: RecordedRequest) -> bool:
         return any(
             rule.allows(request) for rule in self.namespaced_rules.get(request.namespace, ())
         )
+
+    def grants(self) -> list[Grant]:
+        """Every permission of the bound roles, cluster-wide ones first."""
+        out = {g for rule in self.cluster_rules for g in rule.grants()}
+        out.update(
+            g
+            for namespace, rules in self.namespaced_rules.items()
+            for rule in rules
+            for g in rule.grants(namespace)
+        )
+        return sorted(out)
+
+    def _needs_cluster_scope(self, request: RecordedRequest) -> bool:
+        """Whether only a cluster-wide permission should serve ``request``: it is on a
+        cluster-scoped resource or across all namespaces, or in a namespace other than the
+        service account's that no Role covers."""
+        if not request.namespace:
+            return True
+        return request.namespace != self.home_namespace and not self._namespaced_allows(request)
+
+    def unused(self, requests: Iterable[RecordedRequest]) -> list[Grant]:
+        """The permissions that none of ``requests`` needed (see the module's docstring)."""
+        made = [r for r in requests if r.resource]
+        return [
+            grant
+            for grant in self.grants()
+            if not any(
+                grant.matches(r) and (grant.namespace or self._needs_cluster_scope(r)) for r in made
+            )
+        ]
 
     def denied(self, requests: Iterable[RecordedRequest]) -> list[tuple[str, str, str, str, str]]:
         """The distinct (verb, group, resource[/subresource], namespace, name) not allowed."""
