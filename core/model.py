@@ -19,6 +19,7 @@ errors, with each pod spec text parsed once however many pods share it.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import gc
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -37,6 +38,7 @@ from clusterscaler.quantity import (
 )
 
 __all__ = [
+    "BUILTIN_API_GROUPS",
     "CONTROLLER_KINDS",
     "DAEMONSET_POD_ANNOTATION",
     "DEFAULT_SCHEDULER",
@@ -48,6 +50,7 @@ __all__ = [
     "POD_SLOT",
     "REGION_LABEL",
     "SUPPORTED_KINDS",
+    "UNREAD_KINDS",
     "ZERO",
     "ZONE_LABEL",
     "Affinity",
@@ -85,6 +88,7 @@ __all__ = [
     "decode_list_page",
     "field_replacer",
     "gc_paused",
+    "is_unread_kind",
     "node_selector_matches",
     "parse_config_map",
     "parse_controller",
@@ -121,12 +125,20 @@ class ModelError(ValueError):
     The message names the object, the field and the expected form.
     """
 
-    def __init__(self, obj: str, field: str, expected: str, value: object = dataclasses.MISSING):
+    def __init__(
+        self,
+        obj: str,
+        field: str,
+        expected: str,
+        value: object = dataclasses.MISSING,
+        hint: str = "",
+    ):
         self.obj = obj
         self.field = field
         self.expected = expected
         got = "" if value is dataclasses.MISSING else f", got {value!r}"
-        super().__init__(f"{obj}: {field}: expected {expected}{got}")
+        after = f"; {hint}" if hint else ""
+        super().__init__(f"{obj}: {field}: expected {expected}{got}{after}")
 
 
 # --------------------------------------------------------------------------- resources
@@ -1008,7 +1020,13 @@ def _parse_tolerations(value: Any, obj: str, field: str) -> tuple[Toleration, ..
     return result
 
 
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_TOLERATION_EFFECT_FORM = "one of " + ", ".join(_TAINT_EFFECTS) + " or empty (every effect)"
+
+
 def _parse_tolerations_uncached(value: Any, obj: str, field: str) -> tuple[Toleration, ...]:
+    # The API server refuses what is refused here; a snapshot or scenario has no API server
+    # in front of it, and a misspelt effect would otherwise tolerate nothing, silently.
     out = []
     for i, t in enumerate(_list(value, obj, field)):
         f = f"{field}[{i}]"
@@ -1016,22 +1034,28 @@ def _parse_tolerations_uncached(value: Any, obj: str, field: str) -> tuple[Toler
         op = t.get("operator") or "Equal"
         if op not in ("Equal", "Exists"):
             raise ModelError(obj, f"{f}.operator", "Equal or Exists", op)
+        effect = t.get("effect") or ""
+        if effect and effect not in _TAINT_EFFECTS:
+            raise ModelError(obj, f"{f}.effect", _TOLERATION_EFFECT_FORM, effect)
+        key = t.get("key") or ""
+        if not isinstance(key, str):
+            raise ModelError(obj, f"{f}.key", "a string", key)
+        val = t.get("value") or ""
+        if not isinstance(val, str):
+            raise ModelError(obj, f"{f}.value", "a string", val)
         seconds = t.get("tolerationSeconds")
         out.append(
             Toleration(
-                key=t.get("key") or "",
+                key=key,
                 operator=op,
-                value=t.get("value") or "",
-                effect=t.get("effect") or "",
+                value=val,
+                effect=effect,
                 toleration_seconds=None
                 if seconds is None
                 else _int(seconds, obj, f"{f}.tolerationSeconds"),
             )
         )
     return tuple(out)
-
-
-_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def _parse_taints(value: Any, obj: str, field: str) -> tuple[Taint, ...]:
@@ -1045,7 +1069,10 @@ def _parse_taints(value: Any, obj: str, field: str) -> tuple[Taint, ...]:
         effect = t.get("effect")
         if effect not in _TAINT_EFFECTS:
             raise ModelError(obj, f"{f}.effect", "one of " + ", ".join(_TAINT_EFFECTS), effect)
-        out.append(Taint(key, t.get("value") or "", effect))
+        val = t.get("value") or ""
+        if not isinstance(val, str):
+            raise ModelError(obj, f"{f}.value", "a string", val)
+        out.append(Taint(key, val, effect))
     return tuple(out)
 
 
@@ -2468,6 +2495,66 @@ _PARSERS: dict[str, Any] = {
 
 SUPPORTED_KINDS = tuple(_PARSERS)
 
+# Built-in kinds that a `kubectl get ... -o json` snapshot may hold and that the autoscaler
+# does not read (Cluster Autoscaler does not either, or they change nothing it simulates):
+# skipped with a warning. Any other kind of a built-in API group is refused, so that a typo
+# (`Deploymnet`) is not silently a missing object.
+UNREAD_KINDS = frozenset(
+    {
+        # v1
+        "Binding", "ComponentStatus", "Endpoints", "Event", "LimitRange", "PodTemplate",
+        "ResourceQuota", "Secret", "Service", "ServiceAccount",
+        # apps, batch, autoscaling, policy
+        "ControllerRevision", "CronJob", "Deployment", "HorizontalPodAutoscaler",
+        "PodSecurityPolicy",
+        # networking.k8s.io, discovery.k8s.io, events.k8s.io
+        "EndpointSlice", "IPAddress", "Ingress", "IngressClass", "NetworkPolicy", "ServiceCIDR",
+        # rbac.authorization.k8s.io
+        "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+        # storage.k8s.io
+        "CSIDriver", "CSIStorageCapacity", "VolumeAttachment", "VolumeAttributesClass",
+        # scheduling, coordination, node, certificates
+        "CertificateSigningRequest", "ClusterTrustBundle", "Lease", "LeaseCandidate",
+        "PriorityClass", "RuntimeClass",
+        # resource.k8s.io
+        "DeviceClass", "DeviceTaintRule", "ResourceClaim", "ResourceClaimTemplate",
+        "ResourceSlice",
+        # API machinery: admission, extension, flow control, storage versions, metrics
+        "APIService", "CustomResourceDefinition", "FlowSchema", "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding", "MutatingWebhookConfiguration",
+        "PriorityLevelConfiguration", "StorageVersion", "StorageVersionMigration",
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+        "ValidatingWebhookConfiguration", "NodeMetrics", "PodMetrics",
+    }
+)  # fmt: skip
+
+# The API groups of Kubernetes itself (`v1` is the core group ""). An object of another
+# group is a custom resource, which a snapshot of a real cluster may hold.
+BUILTIN_API_GROUPS = frozenset(
+    {
+        "", "admissionregistration.k8s.io", "apiextensions.k8s.io", "apiregistration.k8s.io",
+        "apps", "authentication.k8s.io", "authorization.k8s.io", "autoscaling", "batch",
+        "certificates.k8s.io", "coordination.k8s.io", "discovery.k8s.io", "events.k8s.io",
+        "extensions", "flowcontrol.apiserver.k8s.io", "internal.apiserver.k8s.io",
+        "metrics.k8s.io", "networking.k8s.io", "node.k8s.io", "policy",
+        "rbac.authorization.k8s.io", "resource.k8s.io", "scheduling.k8s.io",
+        "storage.k8s.io", "storagemigration.k8s.io",
+    }
+)  # fmt: skip
+
+
+def is_unread_kind(kind: str, api_version: object) -> bool:
+    """Whether an object the model does not parse may be skipped (with a warning): a
+    built-in kind of `UNREAD_KINDS`, or a custom resource (an API group outside
+    Kubernetes'). Anything else, `Frobnicator` of `v1` or a kind without `apiVersion`, is
+    most likely a mistake."""
+    if kind in UNREAD_KINDS:
+        return True
+    if not isinstance(api_version, str) or not api_version:
+        return False
+    group, slash, _ = api_version.rpartition("/")
+    return bool(slash) and group not in BUILTIN_API_GROUPS
+
 
 def parse_object(raw: Mapping[str, Any]) -> ModelObject:
     """Parse one Kubernetes object by its `kind`."""
@@ -2523,6 +2610,33 @@ def decode_json(data: bytes | str) -> Any:
         return _decode_json_fast(data)
     except (msgspec.MsgspecError, UnicodeDecodeError):
         return json.loads(data)
+
+
+def _unknown_kind(i: int, raw: Mapping[str, Any], kind: object, *, strict: bool) -> ModelError:
+    """The error for item `i` of a List, of a kind the model neither reads nor may skip."""
+    meta = raw.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+    what = f"items[{i}]"
+    if isinstance(name, str) and name:
+        ref = f"{namespace}/{name}" if isinstance(namespace, str) and namespace else name
+        what += f" ({kind} {ref})" if isinstance(kind, str) else f" ({ref})"
+    read = ", ".join(SUPPORTED_KINDS)
+    if strict:
+        return ModelError(what, "kind", f"one of {read}", kind)
+    hint = ""
+    if isinstance(kind, str):
+        close = difflib.get_close_matches(kind, [*SUPPORTED_KINDS, *sorted(UNREAD_KINDS)], n=1)
+        if close:
+            hint = f"did you mean {close[0]}?"
+    return ModelError(
+        what,
+        "kind",
+        f"a kind the autoscaler reads ({read}) or one it skips with a warning (built-in kinds "
+        "it does not need, such as Service or Deployment, and custom resources)",
+        kind,
+        hint,
+    )
 
 
 @dataclass
@@ -2603,16 +2717,19 @@ class ClusterObjects:
         return out
 
     def _add_raw(self, i: int, raw: Any, *, strict: bool, default_kind: str | None) -> None:
-        """Item `i` of a List, parsed by its kind or counted in `skipped`."""
+        """Item `i` of a List, parsed by its kind, or counted in `skipped` when its kind is
+        one the model may skip (`is_unread_kind`); any other kind is an error."""
         if not isinstance(raw, Mapping):
             raise ModelError("List", f"items[{i}]", "a Kubernetes object", raw)
         kind = raw.get("kind") or default_kind
         parser = _PARSERS.get(kind) if isinstance(kind, str) else None
         if parser is None:
-            if strict or not isinstance(kind, str):
-                raise ModelError(
-                    "List", f"items[{i}].kind", "one of " + ", ".join(SUPPORTED_KINDS), kind
-                )
+            if (
+                strict
+                or not isinstance(kind, str)
+                or not is_unread_kind(kind, raw.get("apiVersion"))
+            ):
+                raise _unknown_kind(i, raw, kind, strict=strict)
             self.skipped[kind] = self.skipped.get(kind, 0) + 1
             return
         if parser is parse_controller:

@@ -1,6 +1,12 @@
 """Loading cluster snapshots: what `kubectl get nodes,pods,pdb,ds,rs,sts,jobs,cm -A -o json`
 prints, in JSON or YAML (a `List`, a typed `*List`, a plain array or a stream of YAML
-documents)."""
+documents).
+
+A snapshot is one moment of one cluster, so it is checked as an API server would hold it:
+an object given twice (two Nodes of one name, two Pods of one namespace and name) is an
+error, as is an item of a kind that is neither read nor known to be safely skipped (see
+`clusterscaler.model.is_unread_kind`); the kinds skipped are named in a warning.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import structlog
 import yaml
-from clusterscaler.model import ClusterObjects, ModelError, decode_json, gc_paused
+from clusterscaler.model import (
+    ClusterObjects,
+    Controller,
+    ModelError,
+    ModelObject,
+    Node,
+    Pod,
+    decode_json,
+    gc_paused,
+)
+
+log = structlog.get_logger()
 
 
 class InputError(ValueError):
@@ -38,7 +56,7 @@ def parse_snapshot_text(text: str, source: str) -> ClusterObjects:
         except ModelError as exc:
             raise InputError(f"{source}: {exc}") from None
         if objects is not None:
-            return objects
+            return checked(objects, source)
         try:
             doc = decode_json(text)
         except json.JSONDecodeError as exc:
@@ -77,9 +95,69 @@ def parse_snapshot_doc(doc: Any, source: str) -> ClusterObjects:
             f"got {type(doc).__name__}"
         )
     try:
-        return ClusterObjects.from_list(doc)
+        objects = ClusterObjects.from_list(doc)
     except ModelError as exc:
         raise InputError(f"{source}: {exc}") from None
+    return checked(objects, source)
+
+
+def checked(objects: ClusterObjects, source: str) -> ClusterObjects:
+    """`objects`, once they are known to hold each object once; the kinds skipped while
+    parsing them are logged as a warning."""
+    check_unique(objects, source)
+    if objects.skipped:
+        log.warning(
+            "snapshot_kinds_skipped",
+            source=source,
+            kinds=dict(sorted(objects.skipped.items())),
+            reason="the autoscaler does not read these kinds",
+        )
+    return objects
+
+
+def _identity(item: ModelObject) -> tuple[str, str, str]:
+    """Kind, namespace and name: what makes an object one object to the API server."""
+    if isinstance(item, Controller):
+        return item.kind, item.namespace, item.name
+    namespace = getattr(item, "namespace", "")
+    return type(item).__name__, namespace if isinstance(namespace, str) else "", item.name
+
+
+def _describe(identity: tuple[str, str, str]) -> str:
+    kind, namespace, name = identity
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def check_unique(objects: ClusterObjects, source: str) -> None:
+    """Refuse an object given twice: the in-memory cluster would keep one of them at
+    random, and a real cluster cannot hold both."""
+    # Nodes and pods are most of a snapshot: their keys are built without a dispatch.
+    seen_nodes: set[str] = set()
+    for node in objects.nodes:
+        if node.name in seen_nodes:
+            raise _duplicate(source, ("Node", "", node.name))
+        seen_nodes.add(node.name)
+    seen_pods: set[tuple[str, str]] = set()
+    for pod in objects.pods:
+        key = (pod.namespace, pod.name)
+        if key in seen_pods:
+            raise _duplicate(source, ("Pod", *key))
+        seen_pods.add(key)
+    seen: set[tuple[str, str, str]] = set()
+    for item in objects:
+        if isinstance(item, Node | Pod):
+            continue
+        identity = _identity(item)
+        if identity in seen:
+            raise _duplicate(source, identity)
+        seen.add(identity)
+
+
+def _duplicate(source: str, identity: tuple[str, str, str]) -> InputError:
+    return InputError(
+        f"{source}: {_describe(identity)}: given more than once; expected each object once "
+        "(one kind, namespace and name per object, as in a cluster)"
+    )
 
 
 def load_snapshot(path: str | Path) -> ClusterObjects:
@@ -103,8 +181,9 @@ def snapshot_time(objects: ClusterObjects) -> datetime | None:
     return max(stamps) if stamps else None
 
 
-def merge(base: ClusterObjects, extra: ClusterObjects) -> ClusterObjects:
-    """`base` with `extra`'s objects added (scenario objects on top of a snapshot)."""
+def merge(base: ClusterObjects, extra: ClusterObjects, source: str) -> ClusterObjects:
+    """`base` with `extra`'s objects added (scenario objects on top of a snapshot). An
+    object of `extra` that `base` holds too is an error naming it and `source`."""
     out = ClusterObjects()
     for item in base:
         out.add(item)
@@ -112,4 +191,5 @@ def merge(base: ClusterObjects, extra: ClusterObjects) -> ClusterObjects:
         out.add(item)
     for kind, count in (*base.skipped.items(), *extra.skipped.items()):
         out.skipped[kind] = out.skipped.get(kind, 0) + count
+    check_unique(out, source)
     return out

@@ -435,7 +435,7 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
         if not isinstance(inline, list):
             raise _fail(source, "objects", "a list of Kubernetes objects", inline)
         inline_objects = parse_snapshot_doc({"kind": "List", "items": inline}, f"{source}: objects")
-        objects = merge(objects, inline_objects)
+        objects = merge(objects, inline_objects, f"{source}: objects")
     workloads = spec.get("workloads") or []
     if not isinstance(workloads, list):
         raise _fail(source, "workloads", "a list of workloads", workloads)
@@ -446,7 +446,7 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
         docs.extend(workload_docs)
         template_docs.append(template)
     if docs:
-        objects = merge(objects, _parse_objects(docs, source, "workloads"))
+        objects = merge(objects, _parse_objects(docs, source, "workloads"), f"{source}: workloads")
         for pod in _parse_objects(template_docs, source, "workloads").pods:
             if pod.owner is not None:
                 key = controller_key(pod.owner.kind, pod.namespace, pod.owner.name)

@@ -1,0 +1,108 @@
+"""Objects the API server would have refused (a toleration effect `Sometimes`, a taint
+effect it does not know) are refused by the same parsers the caches use: such an object is
+logged by name and left out of the cache, and the rest of the cluster is cached, whether it
+comes in a list or a watch event."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from clusterscaler.kube.informer import Backoff, Informer, ListerSpec
+from clusterscaler.model import parse_node, parse_pod
+from clusterscaler.testing.fakekube import FakeKubeServer
+from kubernetes import client
+from structlog.testing import capture_logs
+
+
+def pod(name: str, tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
+
+
+def node(name: str, taints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"taints": taints or []},
+        "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}},
+    }
+
+
+def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def pod_informer(kube: FakeKubeServer) -> Informer[Any]:
+    api = client.CoreV1Api(kube.api_client())
+    return Informer(
+        ListerSpec("pods", "Pod", api.list_pod_for_all_namespaces, parse_pod),
+        backoff=Backoff(initial=0.05, maximum=0.2),
+    )
+
+
+def node_informer(kube: FakeKubeServer) -> Informer[Any]:
+    api = client.CoreV1Api(kube.api_client())
+    return Informer(
+        ListerSpec("nodes", "Node", api.list_node, parse_node),
+        backoff=Backoff(initial=0.05, maximum=0.2),
+    )
+
+
+BAD_TOLERATIONS = [
+    pytest.param([{"key": "gpu", "operator": "Exists", "effect": "Sometimes"}], "effect", id="effect"),
+    pytest.param([{"key": "gpu", "operator": "Among", "value": "x"}], "operator", id="operator"),
+]
+
+
+@pytest.mark.parametrize(("tolerations", "field"), BAD_TOLERATIONS)
+def test_listed_pod_with_an_invalid_toleration_is_logged_and_skipped(
+    fake_kube: FakeKubeServer, tolerations: list[dict[str, Any]], field: str
+) -> None:
+    fake_kube.create(pod("good", [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]))
+    fake_kube.create(pod("bad", tolerations))
+    fake_kube.create(pod("also-good"))
+    informer = pod_informer(fake_kube)
+    with capture_logs() as logs:
+        informer.list_once()
+    assert sorted(p.name for p in informer.items()) == ["also-good", "good"]
+    assert informer.parse_errors == 1
+    (warning,) = [e for e in logs if e["event"] == "informer_parse_error"]
+    assert warning["object"] == "default/bad"
+    assert f"Pod default/bad: spec.tolerations[0].{field}: expected" in warning["error"]
+
+
+def test_watched_objects_with_an_invalid_effect_are_logged_and_skipped(
+    fake_kube: FakeKubeServer,
+) -> None:
+    fake_kube.create(node("n0"))
+    informer = node_informer(fake_kube)
+    with capture_logs() as logs:
+        informer.start()
+        try:
+            assert informer.wait_for_sync(5)
+            fake_kube.create(node("bad", [{"key": "gpu", "effect": "Sometimes"}]))
+            fake_kube.create(node("n1", [{"key": "gpu", "effect": "NoSchedule"}]))
+            eventually(lambda: {n.name for n in informer.items()} == {"n0", "n1"})
+            eventually(lambda: informer.parse_errors == 1)
+        finally:
+            informer.stop()
+    errors = [e for e in logs if e["event"] == "informer_parse_error"]
+    assert [e["object"] for e in errors] == ["bad"]
+    assert "Node bad: spec.taints[0].effect: expected one of NoSchedule" in errors[0]["error"]
