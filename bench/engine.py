@@ -29,12 +29,12 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from clusterscaler.equivalence import group_pods
-from clusterscaler.estimator import EstimationLimits, ThresholdLimiter
+from clusterscaler.loop.estimator import EstimationLimits, ThresholdLimiter
 from clusterscaler.model import NodeInfo, OwnerRef, Pod, parse_pod
 from clusterscaler.plugins.estimators import BinpackingEstimator
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator, check_predicates
 from clusterscaler.simulator.builders import make_node, make_pod
+from clusterscaler.simulator.equivalence import group_pods
 
 # CPU time of this process: the machine is shared, and other jobs' load must not count
 # against the engine. `--wall` switches to wall-clock time.

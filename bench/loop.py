@@ -23,15 +23,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import structlog
-from clusterscaler.autoscaler import Autoscaler, build_estimator, build_expander
-from clusterscaler.cluster import InMemoryCluster
-from clusterscaler.drain import build_pod_filters
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.loop.autoscaler import Autoscaler, build_estimator, build_expander
 from clusterscaler.model import Controller, OwnerRef
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.plugins import estimators, expanders, pod_filters
-from clusterscaler.simulation.clock import VirtualClock
 from clusterscaler.simulator.builders import make_pod
+from clusterscaler.simulator.drain import build_pod_filters
 from clusterscaler.testing.fakecloud import FakeCloud
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)

@@ -184,7 +184,7 @@ def _peak_rss() -> int:
 
 def decision_of(result: Any) -> Decision:
     """Reduce a `LoopResult` to the figures the scenarios check."""
-    from clusterscaler.decisions import DeletionKind, NoScaleUpReason
+    from clusterscaler.loop.decisions import DeletionKind, NoScaleUpReason
 
     groups: dict[str, int] = {}
     for d in result.scale_up.decisions:
@@ -230,9 +230,10 @@ def _simulate_argv(directory: Path, flags: Sequence[str]) -> list[str]:
 
 def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, Any]:
     """Measure the scenario in `directory` in this process; returns the figures as JSON."""
-    from clusterscaler import cli
-    from clusterscaler.logs import configure_logging
-    from clusterscaler.simulation import command, output
+    from clusterscaler.commands import cli
+    from clusterscaler.commands import simulate as command
+    from clusterscaler.offline import output
+    from clusterscaler.report.logs import configure_logging
 
     meta = json.loads((directory / "scenario.json").read_text())
     argv = _simulate_argv(directory, meta["flags"])

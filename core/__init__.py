@@ -1,7 +1,7 @@
 """clusterscaler: a pluggable, explainable Kubernetes cluster autoscaler.
 
 Plugins import `hookimpl` from here to implement the hooks declared in
-`clusterscaler.hookspecs`.
+`clusterscaler.framework.hookspecs`.
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from clusterscaler.cli import main
+from clusterscaler.commands.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,7 +20,7 @@ group and implements ``clusterscaler_register_cloud_providers``::
 from __future__ import annotations
 
 from clusterscaler import ENTRY_POINT_GROUP, hookimpl
-from clusterscaler.cloudprovider import (
+from clusterscaler.framework.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     ConfigurationError,
@@ -36,11 +36,12 @@ from clusterscaler.cloudprovider import (
     ProviderProblem,
     ResourceLimiter,
 )
-from clusterscaler.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
-from clusterscaler.drain import DrainContext, DrainDecision, DrainOutcome, PodFilter
-from clusterscaler.durations import DURATION_FORM, parse_duration
-from clusterscaler.estimator import Estimate, EstimationLimiter, Estimator
-from clusterscaler.expander import Expander, ExpanderContext, Option, options_by_score
+from clusterscaler.framework.durations import DURATION_FORM, parse_duration
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import Registry
+from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
+from clusterscaler.loop.estimator import Estimate, EstimationLimiter, Estimator
+from clusterscaler.loop.expander import Expander, ExpanderContext, Option, options_by_score
 from clusterscaler.model import (
     HOSTNAME_LABEL,
     ModelError,
@@ -54,14 +55,13 @@ from clusterscaler.model import (
     parse_node,
     parse_pod,
 )
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pluginmanager import Registry
-from clusterscaler.quantity import (
+from clusterscaler.model.quantity import (
     QuantityError,
     parse_cpu_millis,
     parse_int_quantity,
     parse_quantity,
 )
+from clusterscaler.simulator.drain import DrainContext, DrainDecision, DrainOutcome, PodFilter
 
 __all__ = [
     "DELETION_CANDIDATE_TAINT",

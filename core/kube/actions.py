@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 import structlog
-from clusterscaler.cluster import EvictionError, NodeNotFoundError
+from clusterscaler.framework.cluster import EvictionError, NodeNotFoundError
 from clusterscaler.model import Pod, Taint
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException

@@ -11,7 +11,7 @@ from typing import Any
 
 import structlog
 import urllib3
-from clusterscaler.events import Event, EventSink
+from clusterscaler.report.events import Event, EventSink
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import structlog
 import urllib3
-from clusterscaler.status import (
+from clusterscaler.report.status import (
     LAST_UPDATED_ANNOTATION,
     STATUS_KEY,
     AutoscalerStatus,

@@ -20,7 +20,6 @@ from typing import IO, Any, NoReturn
 
 import structlog
 from clusterscaler import __version__
-from clusterscaler.logs import configure_logging
 from clusterscaler.proportional.calculator import ClusterSize, compute_replicas
 from clusterscaler.proportional.cluster import LABELS_FORM, parse_node_labels
 from clusterscaler.proportional.params import (
@@ -30,6 +29,7 @@ from clusterscaler.proportional.params import (
     parse_params_document,
 )
 from clusterscaler.proportional.targets import TARGET_FORM, Target, parse_targets
+from clusterscaler.report.logs import configure_logging
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterscaler.model.quantity import parse_cpu_millis
 from clusterscaler.proportional.calculator import ClusterSize
-from clusterscaler.quantity import parse_cpu_millis
 
 LABELS_FORM = "a comma separated list of key=value pairs, e.g. pool=dns,zone=a"
 

@@ -1,5 +1,10 @@
 """Scheduling simulation: the cluster snapshot, the scheduler's filter predicates and the
-hinting scheduler used by scale-up (estimation) and scale-down (removal simulation)."""
+hinting scheduler used by scale-up (estimation) and scale-down (removal simulation); pod
+equivalence groups; node utilization; the drainability rules (`drain`) that decide which
+pods may be moved.
+
+Imports: `framework`, `model`. Never the loop.
+"""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from clusterscaler.equivalence import scheduling_key
 from clusterscaler.model import Pod, field_replacer
+from clusterscaler.simulator.equivalence import scheduling_key
 from clusterscaler.simulator.predicates import check_predicates
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo, SnapshotError
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from clusterscaler.pluginmanager import (
+from clusterscaler.framework.pluginmanager import (
     PluginHost,
     PluginSource,
     Registry,

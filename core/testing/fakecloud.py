@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar, overload
 
-from clusterscaler.cloudprovider import (
+from clusterscaler.framework.cloudprovider import (
     CloudProviderError,
     Instance,
     InstanceErrorInfo,
@@ -37,11 +37,11 @@ from clusterscaler.cloudprovider import (
     PricingModel,
     ResourceLimiter,
 )
-from clusterscaler.cluster import InMemoryCluster
+from clusterscaler.framework.cluster import InMemoryCluster
 from clusterscaler.model import Node, NodeCondition, NodeInfo
-from clusterscaler.simulation.clock import VirtualClock
+from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.simulator.builders import make_node
-from clusterscaler.utilization import GPU_RESOURCE
+from clusterscaler.simulator.utilization import GPU_RESOURCE
 
 __all__ = [
     "ESTABLISHED_AGE",

@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from clusterscaler.equivalence import PodGroup
-from clusterscaler.estimator import Estimate, EstimationLimiter
+from clusterscaler.loop.estimator import Estimate, EstimationLimiter
 from clusterscaler.model import HOSTNAME_LABEL, NodeInfo, Pod
 from clusterscaler.plugins.estimators.node_scan import (
     FreeRoom,
@@ -40,6 +39,7 @@ from clusterscaler.plugins.estimators.node_scan import (
     pod_terms_key,
     same_closure_keys,
 )
+from clusterscaler.simulator.equivalence import PodGroup
 from clusterscaler.simulator.predicates import (
     check_predicates,
     pod_affinity_cannot_reject,
@@ -51,7 +51,7 @@ from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
 from clusterscaler.simulator.templates import TemplateCopier
 
 if TYPE_CHECKING:
-    from clusterscaler.options import AutoscalingOptions
+    from clusterscaler.framework.options import AutoscalingOptions
 
 __all__ = ["BinpackingEstimator", "order_groups"]
 

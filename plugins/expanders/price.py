@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 import structlog
-from clusterscaler.expander import ExpanderContext, Option, debug_with
+from clusterscaler.loop.expander import ExpanderContext, Option, debug_with
 from clusterscaler.model import POD_SLOT, Node, Pod, Resources
 
 log = structlog.get_logger()

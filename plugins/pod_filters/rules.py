@@ -10,18 +10,18 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from clusterscaler.decisions import BlockingPodReason
-from clusterscaler.drain import (
+from clusterscaler.loop.decisions import BlockingPodReason
+from clusterscaler.model import Pod
+from clusterscaler.simulator.drain import (
     SAFE_TO_EVICT_ANNOTATION,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
     DrainContext,
     DrainDecision,
     DrainOutcome,
 )
-from clusterscaler.model import Pod
 
 if TYPE_CHECKING:
-    from clusterscaler.options import AutoscalingOptions
+    from clusterscaler.framework.options import AutoscalingOptions
 
 # A pod whose deletion is this much overdue past its grace period no longer counts.
 LONG_TERMINATING_EXTRA = timedelta(seconds=30)

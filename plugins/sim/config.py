@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from clusterscaler.cloudprovider import ConfigurationError
-from clusterscaler.durations import DURATION_FORM, parse_duration
+from clusterscaler.framework.cloudprovider import ConfigurationError
+from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.model import (
     HOSTNAME_LABEL,
     ModelError,

@@ -25,7 +25,7 @@ from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
 import structlog
-from clusterscaler.cloudprovider import (
+from clusterscaler.framework.cloudprovider import (
     CloudProviderError,
     ConfigurationError,
     Instance,
@@ -35,7 +35,7 @@ from clusterscaler.cloudprovider import (
     ProviderContext,
     ResourceLimiter,
 )
-from clusterscaler.clusterstate import (
+from clusterscaler.loop.clusterstate import (
     DELETION_CANDIDATE_TAINT,
     NODE_CONDITION_TAINTS,
     TO_BE_DELETED_TAINT,

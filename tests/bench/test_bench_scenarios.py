@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from clusterscaler.offline.loader import parse_snapshot_doc
 from clusterscaler.plugins.sim.config import parse_cloud_config
-from clusterscaler.simulation.loader import parse_snapshot_doc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 import structlog
-from clusterscaler.cloudprovider import (
+from clusterscaler.framework.cloudprovider import (
     CloudProviderError,
     ConfigurationError,
     Instance,

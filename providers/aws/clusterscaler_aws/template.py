@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from clusterscaler.cloudprovider import ConfigurationError
+from clusterscaler.framework.cloudprovider import ConfigurationError
 from clusterscaler.model import ModelError, Node, NodeCondition, NodeInfo, Resources, Taint
 
 from clusterscaler_aws.instance_types import InstanceTypeInfo

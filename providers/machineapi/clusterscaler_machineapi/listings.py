@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from clusterscaler.cloudprovider import CloudProviderError
+from clusterscaler.framework.cloudprovider import CloudProviderError
 
 from clusterscaler_machineapi.apigroups import MACHINE, OPENSHIFT_NAMESPACE, PLURALS, ApiGroup
 from clusterscaler_machineapi.discovery import DiscoverySpec, namespaces_to_watch

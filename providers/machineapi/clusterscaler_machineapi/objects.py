@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterscaler.cloudprovider import ConfigurationError
+from clusterscaler.framework.cloudprovider import ConfigurationError
 from clusterscaler.model import Taint
 
 from clusterscaler_machineapi.apigroups import ApiGroup

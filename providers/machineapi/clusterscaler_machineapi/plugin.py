@@ -8,7 +8,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler import hookimpl
-from clusterscaler.cloudprovider import CloudProviderError, ConfigurationError, ProviderContext
+from clusterscaler.framework.cloudprovider import (
+    CloudProviderError,
+    ConfigurationError,
+    ProviderContext,
+)
 
 from clusterscaler_machineapi import PROVIDER_ALIASES, PROVIDER_NAME
 from clusterscaler_machineapi.apigroups import (
@@ -26,7 +30,7 @@ from clusterscaler_machineapi.listings import ListingSource, WatchedListings
 from clusterscaler_machineapi.provider import MachineApiCloudProvider
 
 if TYPE_CHECKING:
-    from clusterscaler.pluginmanager import Registry
+    from clusterscaler.framework.pluginmanager import Registry
 
 log = structlog.get_logger()
 

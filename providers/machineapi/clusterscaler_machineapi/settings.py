@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from clusterscaler.cloudprovider import ConfigurationError, NodeGroupOptions
-from clusterscaler.durations import DURATION_FORM, parse_duration
+from clusterscaler.framework.cloudprovider import ConfigurationError, NodeGroupOptions
+from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 
 from clusterscaler_machineapi.apigroups import (
     OPTION_MAX_NODE_PROVISION_TIME,

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterscaler.cloudprovider import ConfigurationError
+from clusterscaler.framework.cloudprovider import ConfigurationError
 from clusterscaler.model import Node, NodeInfo, Resources, Taint
-from clusterscaler.quantity import QuantityError, parse_cpu_millis, parse_int_quantity
+from clusterscaler.model.quantity import QuantityError, parse_cpu_millis, parse_int_quantity
 
 from clusterscaler_machineapi.apigroups import (
     CAPACITY_CPU,

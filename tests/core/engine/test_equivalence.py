@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from clusterscaler.equivalence import MAX_GROUPS_PER_CONTROLLER, group_pods
 from clusterscaler.model import OwnerRef, Toleration
 from clusterscaler.simulator.builders import make_pod
+from clusterscaler.simulator.equivalence import MAX_GROUPS_PER_CONTROLLER, group_pods
 
 RS = OwnerRef("ReplicaSet", "web", "rs-1", True)
 RS2 = OwnerRef("ReplicaSet", "api", "rs-2", True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from clusterscaler.equivalence import PodGroup, group_pods, scheduling_key
 from clusterscaler.model import OwnerRef, Pod, Toleration
 from clusterscaler.simulator.builders import make_pod
+from clusterscaler.simulator.equivalence import PodGroup, group_pods, scheduling_key
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

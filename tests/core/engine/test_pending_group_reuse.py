@@ -4,11 +4,15 @@ groups either way, also past the per-controller group cap."""
 
 from __future__ import annotations
 
-from clusterscaler.equivalence import MAX_GROUPS_PER_CONTROLLER, group_pods, regroups_alike
+from clusterscaler.loop.pending import PendingPods, drop_schedulable
 from clusterscaler.model import OwnerRef, Pod
-from clusterscaler.pending import PendingPods, drop_schedulable
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.builders import make_node, make_pod
+from clusterscaler.simulator.equivalence import (
+    MAX_GROUPS_PER_CONTROLLER,
+    group_pods,
+    regroups_alike,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

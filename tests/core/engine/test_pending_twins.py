@@ -3,11 +3,11 @@ search when there is no node: the outcome must be the plain group-by-group searc
 
 from __future__ import annotations
 
-from clusterscaler.equivalence import group_pods
+from clusterscaler.loop.pending import PendingPods, drop_schedulable
 from clusterscaler.model import OwnerRef, Pod
-from clusterscaler.pending import PendingPods, drop_schedulable
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.builders import affinity_term, make_node, make_pod, spread
+from clusterscaler.simulator.equivalence import group_pods
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from clusterscaler.quantity import (
+from clusterscaler.model.quantity import (
     QuantityError,
     format_bytes,
     format_cpu,

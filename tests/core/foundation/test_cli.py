@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 from clusterscaler import hookimpl
-from clusterscaler.cli import main, normalize_bool_flags, parse_autoscaler_args
-from clusterscaler.options import GpuLimit, MinMax
-from clusterscaler.pluginmanager import PluginHost, Registry
+from clusterscaler.commands.cli import main, normalize_bool_flags, parse_autoscaler_args
+from clusterscaler.framework.options import GpuLimit, MinMax
+from clusterscaler.framework.pluginmanager import PluginHost, Registry
 
 
 class _Names:

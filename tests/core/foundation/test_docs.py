@@ -6,8 +6,8 @@ import inspect
 from pathlib import Path
 
 import pytest
-from clusterscaler import hookspecs
-from clusterscaler.flagdocs import render_flags_markdown
+from clusterscaler.commands.flagdocs import render_flags_markdown
+from clusterscaler.framework import hookspecs
 
 ROOT = Path(__file__).resolve().parents[3]
 HOOKS = sorted(
@@ -20,7 +20,7 @@ HOOKS = sorted(
 def test_flags_reference_is_generated_from_the_option_table() -> None:
     committed = (ROOT / "docs" / "flags.md").read_text()
     assert committed == render_flags_markdown(), (
-        "docs/flags.md is stale: run `python -m clusterscaler.flagdocs > docs/flags.md`"
+        "docs/flags.md is stale: run `python -m clusterscaler.commands.flagdocs > docs/flags.md`"
     )
 
 

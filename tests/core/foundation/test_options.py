@@ -3,8 +3,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from clusterscaler.durations import format_duration, parse_duration
-from clusterscaler.options import (
+from clusterscaler.framework.durations import format_duration, parse_duration
+from clusterscaler.framework.options import (
     AutoscalingOptions,
     GpuLimit,
     MinMax,

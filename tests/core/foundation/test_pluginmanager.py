@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from clusterscaler import hookimpl
-from clusterscaler.pluginmanager import (
+from clusterscaler.framework.pluginmanager import (
     DuplicateNameError,
     PluginError,
     PluginHost,

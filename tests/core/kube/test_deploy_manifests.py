@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clusterscaler.cli import load_plugins, parse_autoscaler_args
-from clusterscaler.cloudprovider import ProviderContext
-from clusterscaler.events import ObjectRef
+from clusterscaler.commands.cli import load_plugins, parse_autoscaler_args
+from clusterscaler.commands.runtime import KubeRuntime
+from clusterscaler.framework.cloudprovider import ProviderContext
+from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.kube.events import BackgroundEventSink
-from clusterscaler.kube.runtime import KubeRuntime
 from clusterscaler.model import Taint, parse_pod
-from clusterscaler.options import AutoscalingOptions
 from clusterscaler.plugins.sim import EMBEDDED_CONFIG_KEY
 from clusterscaler.plugins.sim import build_provider as build_sim_provider
-from clusterscaler.status import AutoscalerStatus
+from clusterscaler.report.events import ObjectRef
+from clusterscaler.report.status import AutoscalerStatus
 from clusterscaler.testing.fakekube import RecordedRequest
 from clusterscaler.testing.rbac import RbacAuthorizer
 

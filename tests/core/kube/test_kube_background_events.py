@@ -6,8 +6,8 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from clusterscaler.events import NORMAL, Event, ObjectRef
 from clusterscaler.kube.events import BackgroundEventSink
+from clusterscaler.report.events import NORMAL, Event, ObjectRef
 
 
 class SlowSink:

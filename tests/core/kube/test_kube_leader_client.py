@@ -7,9 +7,9 @@ import time
 from datetime import timedelta
 
 import pytest
+from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.kube.client import ClientSettings, KubeConfigError, TokenBucket, build_api_client
 from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
-from clusterscaler.options import AutoscalingOptions
 from kubernetes import client
 
 CONFIG = LeaderElectionConfig(

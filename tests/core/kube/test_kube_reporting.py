@@ -8,12 +8,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
-from clusterscaler import events as ev
-from clusterscaler.events import Event, EventRecorder, GroupResize, MemoryEventSink, ObjectRef
 from clusterscaler.kube.events import KubeEventSink
 from clusterscaler.kube.status import KubeStatusWriter
-from clusterscaler.metrics import HealthCheck, Metrics, OperationsServer, parse_address
-from clusterscaler.status import (
+from clusterscaler.report import events as ev
+from clusterscaler.report.events import (
+    Event,
+    EventRecorder,
+    GroupResize,
+    MemoryEventSink,
+    ObjectRef,
+)
+from clusterscaler.report.metrics import HealthCheck, Metrics, OperationsServer, parse_address
+from clusterscaler.report.status import (
     LAST_UPDATED_ANNOTATION,
     AutoscalerStatus,
     Condition,

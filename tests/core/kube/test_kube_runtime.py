@@ -6,7 +6,9 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import yaml
-from clusterscaler.decisions import (
+from clusterscaler.commands.runtime import KubeRuntime
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.decisions import (
     ClusterHealth,
     LoopResult,
     NodeCounts,
@@ -15,9 +17,7 @@ from clusterscaler.decisions import (
     ScaleUpResult,
     ScaleUpStatus,
 )
-from clusterscaler.kube.runtime import KubeRuntime
 from clusterscaler.model import Taint, parse_pod
-from clusterscaler.options import AutoscalingOptions
 
 
 def options(tmp_path, fake_kube, **changes):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from clusterscaler.decisions import (
+from clusterscaler.loop.decisions import (
     BackoffInfo,
     ClusterHealth,
     DeletionKind,
@@ -21,9 +21,9 @@ from clusterscaler.decisions import (
     ScaleUpStatus,
     UnneededNode,
 )
-from clusterscaler.events import ObjectRef, events_for_result
-from clusterscaler.metrics import Metrics
-from clusterscaler.status import status_from_result, to_dict
+from clusterscaler.report.events import ObjectRef, events_for_result
+from clusterscaler.report.metrics import Metrics
+from clusterscaler.report.status import status_from_result, to_dict
 from prometheus_client.utils import floatToGoString
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -10,16 +10,16 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clusterscaler.autoscaler import Autoscaler, build_estimator, build_expander
-from clusterscaler.cluster import ClusterActions, ClusterSource, InMemoryCluster
-from clusterscaler.drain import build_pod_filters
+from clusterscaler.framework.cluster import ClusterActions, ClusterSource, InMemoryCluster
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import Registry, build_plugin_manager, collect_registry
+from clusterscaler.loop.autoscaler import Autoscaler, build_estimator, build_expander
+from clusterscaler.loop.scaledown.executor import DeletionExecutor
 from clusterscaler.model import Controller, DaemonSet, OwnerRef, Pod
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pluginmanager import Registry, build_plugin_manager, collect_registry
+from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.plugins import estimators, expanders, pod_filters
-from clusterscaler.scaledown.executor import DeletionExecutor
-from clusterscaler.simulation.clock import VirtualClock
 from clusterscaler.simulator.builders import make_pod
+from clusterscaler.simulator.drain import build_pod_filters
 from clusterscaler.testing.fakecloud import GPU_LABEL as GPU_LABEL
 from clusterscaler.testing.fakecloud import GROUP_LABEL as GROUP_LABEL
 from clusterscaler.testing.fakecloud import FakeCloud

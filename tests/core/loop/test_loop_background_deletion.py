@@ -14,21 +14,21 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.app import finish_deletions
-from clusterscaler.cluster import EvictionError, InMemoryCluster
-from clusterscaler.clusterstate import TO_BE_DELETED_TAINT
-from clusterscaler.decisions import (
+from clusterscaler.commands.run import finish_deletions
+from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
+from clusterscaler.loop.decisions import (
     DeletionKind,
     LoopResult,
     ScaleDownStatus,
     UnremovableReason,
 )
-from clusterscaler.events import SCALE_DOWN, SCALE_DOWN_FAILED, ObjectRef, events_for_result
-from clusterscaler.metrics import HealthCheck as LivenessCheck
+from clusterscaler.loop.scaledown.actuator import deletion_timeout
+from clusterscaler.loop.scaledown.executor import ThreadedExecutor
 from clusterscaler.model import Pod
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.scaledown.actuator import deletion_timeout
-from clusterscaler.scaledown.executor import ThreadedExecutor
+from clusterscaler.report.events import SCALE_DOWN, SCALE_DOWN_FAILED, ObjectRef, events_for_result
+from clusterscaler.report.metrics import HealthCheck as LivenessCheck
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loopkit import GatedClock, Harness, pending_pod, running_pod

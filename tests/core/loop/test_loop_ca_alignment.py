@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from clusterscaler.cluster import InMemoryCluster
-from clusterscaler.clusterstate import TO_BE_DELETED_TAINT
-from clusterscaler.decisions import LoopResult, ScaleDownStatus, ScaleUpStatus
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
+from clusterscaler.loop.decisions import LoopResult, ScaleDownStatus, ScaleUpStatus
 from clusterscaler.model import MIRROR_POD_ANNOTATION, OwnerRef, Pod, Taint
 from loopkit import T0, Harness, pending_pod, running_pod
 
@@ -189,7 +189,7 @@ def test_nodes_being_deleted_leave_the_cores_minimum(
 ) -> None:
     """CA's calculateScaleDownCoresMemoryTotal skips nodes being deleted: three idle 4-core
     nodes, one of them already being deleted, have 8 cores left towards --cores-total."""
-    from clusterscaler.options import MinMax
+    from clusterscaler.framework.options import MinMax
 
     h = Harness(cores_total=MinMax(min_cores, 1000))
     h.provider.add_group("g", 0, 10, nodes=3)
@@ -268,7 +268,7 @@ def test_min_size_enforcement_is_capped_by_the_cluster_limits(
 ) -> None:
     """CA's ScaleUpToNodeGroupMinSize caps each group's increase by --max-nodes-total and
     the resource maxima, serving groups in order from what the earlier ones left."""
-    from clusterscaler.options import MinMax
+    from clusterscaler.framework.options import MinMax
 
     opts = {k: MinMax(*v) if isinstance(v, tuple) else v for k, v in limits.items()}
     h = Harness(enforce_node_group_min_size=True, **opts)
@@ -294,7 +294,7 @@ def test_gpu_node_is_ready_only_once_its_gpus_are_advertised(
     """CA's FilterOutNodesWithUnreadyResources: a Ready node with the GPU label and no
     allocatable GPU counts as not Ready: starting (upcoming) while young, unready later."""
     from clusterscaler.simulator.builders import resources
-    from clusterscaler.utilization import GPU_RESOURCE
+    from clusterscaler.simulator.utilization import GPU_RESOURCE
     from loopkit import GPU_LABEL
 
     h = Harness()

@@ -8,7 +8,7 @@ longer cut the candidates, on the first loop or later ones.
 from __future__ import annotations
 
 import pytest
-from clusterscaler.decisions import UnremovableReason
+from clusterscaler.loop.decisions import UnremovableReason
 from loopkit import Harness, running_pod
 
 NODES = 8

@@ -3,9 +3,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from clusterscaler.cloudprovider import InstanceErrorClass, InstanceErrorInfo
-from clusterscaler.clusterstate import Backoff
-from clusterscaler.decisions import DeletionKind, NoScaleUpReason, ScaleUpStatus
+from clusterscaler.framework.cloudprovider import InstanceErrorClass, InstanceErrorInfo
+from clusterscaler.loop.clusterstate import Backoff
+from clusterscaler.loop.decisions import DeletionKind, NoScaleUpReason, ScaleUpStatus
 from loopkit import T0, Harness, pending_pod, running_pod
 
 
@@ -162,7 +162,7 @@ def test_scale_from_zero_template_includes_daemonset_pods() -> None:
 
 
 def test_cpu_limit_rejects_scale_up() -> None:
-    from clusterscaler.options import MinMax
+    from clusterscaler.framework.options import MinMax
 
     h = Harness(cores_total=MinMax(0, 8))
     h.provider.add_group("g", 0, 10, nodes=2)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-from clusterscaler.decisions import DeletionKind, NodeDeletion
-from clusterscaler.scaledown.executor import InlineExecutor, ThreadedExecutor
-from clusterscaler.scaledown.tracker import DeletionTracker
+from clusterscaler.loop.decisions import DeletionKind, NodeDeletion
+from clusterscaler.loop.scaledown.executor import InlineExecutor, ThreadedExecutor
+from clusterscaler.loop.scaledown.tracker import DeletionTracker
 from loopkit import T0
 
 

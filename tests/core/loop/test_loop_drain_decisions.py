@@ -7,18 +7,18 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from clusterscaler.decisions import BlockingPodReason, UnremovableReason
-from clusterscaler.drain import (
+from clusterscaler.loop.decisions import BlockingPodReason, UnremovableReason
+from clusterscaler.loop.scaledown.removal import RemovalSimulator
+from clusterscaler.model import LabelSelector, Pod, PodDisruptionBudget
+from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
+from clusterscaler.simulator.builders import make_node, make_pod
+from clusterscaler.simulator.drain import (
     DrainContext,
     DrainDecision,
     DrainOutcome,
     PdbTracker,
     RememberedDecisions,
 )
-from clusterscaler.model import LabelSelector, Pod, PodDisruptionBudget
-from clusterscaler.scaledown.removal import RemovalSimulator
-from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
-from clusterscaler.simulator.builders import make_node, make_pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 WEB = {"app": "web"}

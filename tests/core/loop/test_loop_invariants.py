@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from clusterscaler.framework.options import MinMax
 from clusterscaler.model import LabelSelector, PodDisruptionBudget
-from clusterscaler.options import MinMax
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loopkit import Harness, pending_pod, running_pod
@@ -123,7 +123,7 @@ def test_scale_up_never_exceeds_limits(
     new=st.integers(min_value=0, max_value=60),
 )
 def test_balance_is_even_and_respects_max(sizes, new):
-    from clusterscaler.balancing import GroupSize, balance
+    from clusterscaler.loop.balancing import GroupSize, balance
 
     groups = [GroupSize(f"g{i}", min(c, m), m) for i, (c, m) in enumerate(sizes)]
     out = balance(groups, new)

@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.cluster import InMemoryCluster, NodePodsSource
-from clusterscaler.clusterstate import TO_BE_DELETED_TAINT
+from clusterscaler.framework.cluster import InMemoryCluster, NodePodsSource
+from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
 from clusterscaler.model import Pod, Taint
 from loopkit import Harness, running_pod
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from clusterscaler.decisions import UnremovableReason
-from clusterscaler.drain import DrainContext, PdbTracker
+from clusterscaler.loop.decisions import UnremovableReason
+from clusterscaler.loop.scaledown.removal import RemovalSimulator, simulate_nodes
 from clusterscaler.model import Resources
-from clusterscaler.scaledown.removal import RemovalSimulator, simulate_nodes
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.builders import make_node, make_pod
+from clusterscaler.simulator.drain import DrainContext, PdbTracker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

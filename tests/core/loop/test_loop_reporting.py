@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from clusterscaler.cloudprovider import ProviderProblem
-from clusterscaler.metrics import Metrics
-from clusterscaler.status import status_from_result
+from clusterscaler.framework.cloudprovider import ProviderProblem
+from clusterscaler.report.metrics import Metrics
+from clusterscaler.report.status import status_from_result
 from clusterscaler.testing.fakecloud import FakeCloud
 from loopkit import Harness
 from test_loop_background_deletion import ELEVEN_MINUTES, RETRY, Background

@@ -4,9 +4,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.cluster import EvictionError, InMemoryCluster
-from clusterscaler.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
-from clusterscaler.decisions import (
+from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
+from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
+from clusterscaler.loop.decisions import (
     BlockingPodReason,
     DeletionKind,
     ScaleDownStatus,
@@ -139,7 +139,7 @@ def test_min_size_counts_nodes_chosen_in_the_same_loop() -> None:
 
 
 def test_cores_minimum_blocks_removal() -> None:
-    from clusterscaler.options import MinMax
+    from clusterscaler.framework.options import MinMax
 
     h = Harness(cores_total=MinMax(8, 100))
     h.provider.add_group("g", 0, 10, nodes=2)
@@ -536,7 +536,7 @@ def test_gpu_nodes_use_the_gpu_threshold(threshold, removable) -> None:
 
 
 def test_group_options_override_unneeded_time_and_threshold() -> None:
-    from clusterscaler.cloudprovider import NodeGroupOptions
+    from clusterscaler.framework.cloudprovider import NodeGroupOptions
 
     h = Harness()
     h.provider.add_group(

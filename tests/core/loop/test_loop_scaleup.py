@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from clusterscaler.decisions import NoScaleUpReason, ScaleUpStatus
+from clusterscaler.loop.decisions import NoScaleUpReason, ScaleUpStatus
 from loopkit import Harness, pending_pod, running_pod
 
 

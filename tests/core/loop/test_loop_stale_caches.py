@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from clusterscaler.cluster import InMemoryCluster
-from clusterscaler.clusterstate import TO_BE_DELETED_TAINT
-from clusterscaler.decisions import DeletionKind, ScaleDownStatus
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
+from clusterscaler.loop.decisions import DeletionKind, ScaleDownStatus
 from clusterscaler.model import ClusterObjects, Taint
-from clusterscaler.status import status_from_result
+from clusterscaler.report.status import status_from_result
 from loopkit import Harness, pending_pod, running_pod
 
 PAST_UNNEEDED = timedelta(minutes=11)

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterscaler.clusterstate import ClusterStateRegistry, TaintConfig, taint_key
-from clusterscaler.decisions import DeletionKind, UnremovableReason
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.clusterstate import ClusterStateRegistry, TaintConfig, taint_key
+from clusterscaler.loop.decisions import DeletionKind, UnremovableReason
+from clusterscaler.loop.templates import NODE_CONDITION_TAINTS, sanitize
 from clusterscaler.model import NodeInfo, Taint
-from clusterscaler.options import AutoscalingOptions
 from clusterscaler.simulator.builders import make_node
-from clusterscaler.templates import NODE_CONDITION_TAINTS, sanitize
 from loopkit import T0, Harness, pending_pod, running_pod
 
 STARTUP_CASES = [

@@ -7,11 +7,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
-from clusterscaler.clusterstate import TaintConfig
-from clusterscaler.decisions import ClusterHealth, LoopResult, NodeCounts
-from clusterscaler.metrics import Metrics
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.clusterstate import TaintConfig
+from clusterscaler.loop.decisions import ClusterHealth, LoopResult, NodeCounts
 from clusterscaler.model import Taint
-from clusterscaler.options import AutoscalingOptions
+from clusterscaler.report.metrics import Metrics
 from clusterscaler.simulator.builders import make_node
 
 NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)

@@ -4,11 +4,11 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.pending import classify_pending, scale_up_delay
+from clusterscaler.loop.templates import sanitize
 from clusterscaler.model import NodeInfo, OwnerRef, Taint
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pending import classify_pending, scale_up_delay
 from clusterscaler.simulator.builders import make_node, make_pod
-from clusterscaler.templates import sanitize
 from loopkit import Harness, pending_pod, running_pod
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)

@@ -5,13 +5,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.balancing import GroupSize, balance, similar
-from clusterscaler.cloudprovider import ResourceLimiter
-from clusterscaler.limits import GIB, Limits, Totals, node_totals, sum_totals
+from clusterscaler.framework.cloudprovider import ResourceLimiter
+from clusterscaler.framework.options import AutoscalingOptions, GpuLimit, MinMax
+from clusterscaler.loop.balancing import GroupSize, balance, similar
+from clusterscaler.loop.limits import GIB, Limits, Totals, node_totals, sum_totals
 from clusterscaler.model import NodeInfo, OwnerRef
-from clusterscaler.options import AutoscalingOptions, GpuLimit, MinMax
 from clusterscaler.simulator.builders import make_node, make_pod
-from clusterscaler.utilization import node_utilization
+from clusterscaler.simulator.utilization import node_utilization
 from loopkit import GROUP_LABEL, Harness, pending_pod
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
@@ -165,9 +165,9 @@ def test_gpu_limit_counts_by_gpu_type_label() -> None:
 
 
 def test_removal_simulation_stops_at_the_timeout() -> None:
-    from clusterscaler.drain import DrainContext, PdbTracker
-    from clusterscaler.scaledown.removal import RemovalSimulator, simulate_nodes
+    from clusterscaler.loop.scaledown.removal import RemovalSimulator, simulate_nodes
     from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
+    from clusterscaler.simulator.drain import DrainContext, PdbTracker
 
     snapshot = ClusterSnapshot.from_node_infos(
         NodeInfo(make_node(f"n{i}", "4", "16Gi")) for i in range(5)

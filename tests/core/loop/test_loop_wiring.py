@@ -4,10 +4,10 @@ import dataclasses
 from datetime import timedelta
 
 import pytest
-from clusterscaler.autoscaler import Autoscaler, AutoscalerError, build_estimator
-from clusterscaler.clusterstate import DELETION_CANDIDATE_TAINT
-from clusterscaler.decisions import ScaleDownStatus, ScaleUpStatus
-from clusterscaler.options import AutoscalingOptions
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError, build_estimator
+from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT
+from clusterscaler.loop.decisions import ScaleDownStatus, ScaleUpStatus
 from loopkit import Harness, pending_pod, registry, running_pod
 
 

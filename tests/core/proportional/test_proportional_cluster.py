@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from clusterscaler.model.quantity import QuantityError
 from clusterscaler.proportional.calculator import ClusterSize
 from clusterscaler.proportional.cluster import (
     count_cluster,
@@ -11,7 +12,6 @@ from clusterscaler.proportional.cluster import (
     parse_node_labels,
 )
 from clusterscaler.proportional.targets import Target, parse_targets
-from clusterscaler.quantity import QuantityError
 
 
 def node(

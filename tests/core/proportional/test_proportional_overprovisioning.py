@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from clusterscaler.options import AutoscalingOptions
+from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.proportional.cli import main, parse_controller_args
 from clusterscaler.proportional.controller import Controller
 from clusterscaler.proportional.params import parse_configmap_data, parse_params_document

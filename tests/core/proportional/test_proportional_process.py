@@ -16,7 +16,7 @@ from typing import Any
 from clusterscaler.testing.fakekube import FakeKubeServer
 
 NS = "dns"
-RUN = "import sys; from clusterscaler.cli import main; sys.exit(main(sys.argv[1:]))"
+RUN = "import sys; from clusterscaler.commands.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def free_port() -> int:

@@ -10,9 +10,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clusterscaler.autoscaler import Autoscaler
-from clusterscaler.cluster import InMemoryCluster
-from clusterscaler.decisions import (
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import Registry, build_plugin_manager, collect_registry
+from clusterscaler.loop.autoscaler import Autoscaler
+from clusterscaler.loop.decisions import (
     LoopResult,
     NoScaleUpReason,
     UnremovableNode,
@@ -31,9 +33,7 @@ from clusterscaler.model import (
     Pod,
     PodDisruptionBudget,
 )
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pluginmanager import Registry, build_plugin_manager, collect_registry
-from clusterscaler.simulation.clock import VirtualClock
+from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
 from clusterscaler.simulator.builders import make_pod
 from clusterscaler.testing.fakecloud import GPU_LABEL as GPU_LABEL

@@ -13,9 +13,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.decisions import BlockingPodReason, UnremovableReason
-from clusterscaler.drain import SAFE_TO_EVICT_ANNOTATION, SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION
+from clusterscaler.loop.decisions import BlockingPodReason, UnremovableReason
 from clusterscaler.model import Controller, OwnerRef, Pod, Volume
+from clusterscaler.simulator.drain import (
+    SAFE_TO_EVICT_ANNOTATION,
+    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+)
 from safetykit import (
     T0,
     World,

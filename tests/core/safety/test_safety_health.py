@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.decisions import NoScaleUpReason, ScaleDownStatus
+from clusterscaler.loop.decisions import NoScaleUpReason, ScaleDownStatus
 from safetykit import World, pending, pod, rejections, scaled, unneeded_names
 
 MIN = timedelta(minutes=1)

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.decisions import BlockingPodReason, UnremovableReason
+from clusterscaler.loop.decisions import BlockingPodReason, UnremovableReason
 from safetykit import PAST_UNNEEDED, World, pod, unremovable
 
 WEB = {"app": "web"}

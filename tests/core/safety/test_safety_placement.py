@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.decisions import UnremovableReason
+from clusterscaler.loop.decisions import UnremovableReason
 from clusterscaler.model import (
     LEGACY_ZONE_LABEL,
     ZONE_LABEL,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusterscaler.decisions import DeletionKind, LoopResult
+from clusterscaler.loop.decisions import DeletionKind, LoopResult
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

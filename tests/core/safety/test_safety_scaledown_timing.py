@@ -15,9 +15,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.cloudprovider import NodeGroupOptions
-from clusterscaler.decisions import ScaleDownStatus, UnremovableReason
-from clusterscaler.options import MinMax
+from clusterscaler.framework.cloudprovider import NodeGroupOptions
+from clusterscaler.framework.options import MinMax
+from clusterscaler.loop.decisions import ScaleDownStatus, UnremovableReason
 from safetykit import PAST_UNNEEDED, T0, World, pending, pod, reason_of, unneeded_names
 
 MIN = timedelta(minutes=1)
@@ -295,7 +295,7 @@ def test_parallelism_budget_spreads_deletions_over_loops() -> None:
 
 def test_gpu_minimum_total_keeps_gpu_nodes() -> None:
     """CA: --gpu-total=<type>:<min>:<max> keeps at least <min> GPUs of that type."""
-    from clusterscaler.options import GpuLimit
+    from clusterscaler.framework.options import GpuLimit
     from safetykit import GPU_LABEL
 
     w = World(gpu_total=[GpuLimit("a100", 2, 10)])

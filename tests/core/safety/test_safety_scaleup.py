@@ -14,10 +14,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.decisions import NoScaleUpReason, ScaleUpStatus
+from clusterscaler.framework.options import GpuLimit, MinMax
+from clusterscaler.loop.decisions import NoScaleUpReason, ScaleUpStatus
 from clusterscaler.model import Pod
-from clusterscaler.options import GpuLimit, MinMax
-from clusterscaler.utilization import GPU_RESOURCE
+from clusterscaler.simulator.utilization import GPU_RESOURCE
 from safetykit import GPU_LABEL, T0, World, pending, pod, rejections, scaled
 
 MIN = timedelta(minutes=1)

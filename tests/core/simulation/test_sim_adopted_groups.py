@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterscaler.cli import load_plugins, main
-from clusterscaler.cloudprovider import ProviderContext
-from clusterscaler.explain import evaluate, explain, render
+from clusterscaler.commands.cli import load_plugins, main
+from clusterscaler.commands.explain import evaluate, explain, render
+from clusterscaler.framework.cloudprovider import ProviderContext
+from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.model import ClusterObjects, Node, OwnerRef
-from clusterscaler.options import AutoscalingOptions
+from clusterscaler.offline.clock import VirtualClock
+from clusterscaler.offline.cluster import SimulatedCluster
 from clusterscaler.plugins.sim import EMBEDDED_CONFIG_KEY, build_provider
-from clusterscaler.simulation.clock import VirtualClock
-from clusterscaler.simulation.cluster import SimulatedCluster
 from clusterscaler.simulator.builders import make_node, make_pod
 
 _, REGISTRY = load_plugins([])

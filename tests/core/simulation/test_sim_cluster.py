@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from clusterscaler.cluster import EvictionError
+from clusterscaler.framework.cluster import EvictionError
 from clusterscaler.model import (
     ClusterObjects,
     Controller,
@@ -15,8 +15,8 @@ from clusterscaler.model import (
     PodDisruptionBudget,
     Taint,
 )
-from clusterscaler.simulation.clock import VirtualClock
-from clusterscaler.simulation.cluster import SimulatedCluster, SimulationError
+from clusterscaler.offline.clock import VirtualClock
+from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
 from clusterscaler.simulator.builders import make_node, make_pod
 
 RS = OwnerRef(kind="ReplicaSet", name="web", uid="rs-web", controller=True)

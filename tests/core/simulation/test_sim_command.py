@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterscaler.cli import main
+from clusterscaler.commands.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"

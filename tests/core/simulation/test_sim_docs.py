@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 
 import pytest
-from clusterscaler import explain
-from clusterscaler.cli import main
-from clusterscaler.decisions import BlockingPodReason, NoScaleUpReason, UnremovableReason
-from clusterscaler.simulation import command, scenario
+from clusterscaler.commands import explain
+from clusterscaler.commands import simulate as command
+from clusterscaler.commands.cli import main
+from clusterscaler.loop.decisions import BlockingPodReason, NoScaleUpReason, UnremovableReason
+from clusterscaler.offline import scenario
 
 ROOT = Path(__file__).resolve().parents[3]
 SIMULATE = (ROOT / "docs" / "simulate.md").read_text()

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from clusterscaler.cli import main
+from clusterscaler.commands.cli import main
 from clusterscaler.testing.fakekube import FakeKubeServer
 
 ROOT = Path(__file__).resolve().parents[3]

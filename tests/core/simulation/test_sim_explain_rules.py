@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.cli import load_plugins
-from clusterscaler.explain import evaluate, explain
+from clusterscaler.commands.cli import load_plugins
+from clusterscaler.commands.explain import evaluate, explain
+from clusterscaler.framework.options import AutoscalingOptions, MinMax
 from clusterscaler.model import (
     ClusterObjects,
     Controller,
@@ -18,8 +19,7 @@ from clusterscaler.model import (
     PodDisruptionBudget,
     Volume,
 )
-from clusterscaler.options import AutoscalingOptions, MinMax
-from clusterscaler.simulation.setup import EMBEDDED_CONFIG_KEY
+from clusterscaler.offline.setup import EMBEDDED_CONFIG_KEY
 from clusterscaler.simulator.builders import make_node, make_pod
 
 _, REGISTRY = load_plugins([])

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterscaler import cli
-from clusterscaler.simulation import command
-from clusterscaler.simulation.runner import provision_initial_nodes
-from clusterscaler.simulation.scenario import parse_scenario
-from clusterscaler.simulation.setup import (
+from clusterscaler.commands import cli
+from clusterscaler.commands import simulate as command
+from clusterscaler.offline.runner import provision_initial_nodes
+from clusterscaler.offline.scenario import parse_scenario
+from clusterscaler.offline.setup import (
     build_cluster,
     build_provider,
     merge_options,

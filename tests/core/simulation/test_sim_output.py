@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from clusterscaler.decisions import (
+from clusterscaler.commands.explain import explain, render, report_json
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.decisions import (
     BlockingPod,
     BlockingPodReason,
     ClusterHealth,
@@ -29,10 +31,8 @@ from clusterscaler.decisions import (
     UnremovableNode,
     UnremovableReason,
 )
-from clusterscaler.explain import explain, render, report_json
 from clusterscaler.model import ClusterObjects
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.simulation.output import (
+from clusterscaler.offline.output import (
     Sample,
     Summary,
     TimelineRow,
@@ -252,7 +252,7 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
 def test_progress_bar_on_a_terminal_only() -> None:
     import io
 
-    from clusterscaler.simulation.output import Progress
+    from clusterscaler.offline.output import Progress
 
     stream = io.StringIO()
     bar = Progress(timedelta(minutes=10), stream=stream, enabled=True)
@@ -269,7 +269,7 @@ def test_progress_bar_on_a_terminal_only() -> None:
 
 
 def test_plot_to_an_unwritable_path(tmp_path: Path) -> None:
-    from clusterscaler.simulation.output import PlotError
+    from clusterscaler.offline.output import PlotError
 
     samples = [Sample(timedelta(0), {"g": 1}, 0, 0.0)]
     with pytest.raises(PlotError, match="cannot write the file"):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from clusterscaler.cluster import InMemoryCluster, PodTable
+from clusterscaler.framework.cluster import InMemoryCluster, PodTable
 from clusterscaler.model import ClusterObjects, OwnerRef
-from clusterscaler.simulation.clock import VirtualClock
-from clusterscaler.simulation.cluster import SimulatedCluster
+from clusterscaler.offline.clock import VirtualClock
+from clusterscaler.offline.cluster import SimulatedCluster
 from clusterscaler.simulator.builders import make_node, make_pod
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from datetime import timedelta
 
-from clusterscaler.cli import load_plugins
+from clusterscaler.commands.cli import load_plugins
 from clusterscaler.model import Resources
-from clusterscaler.simulation.runner import Simulation, provision_initial_nodes, run
-from clusterscaler.simulation.scenario import parse_scenario
-from clusterscaler.simulation.setup import (
+from clusterscaler.offline.runner import Simulation, provision_initial_nodes, run
+from clusterscaler.offline.scenario import parse_scenario
+from clusterscaler.offline.setup import (
     build_cluster,
     build_loop,
     build_provider,

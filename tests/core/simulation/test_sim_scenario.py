@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterscaler.simulation.loader import InputError, load_snapshot, parse_snapshot_text
-from clusterscaler.simulation.scenario import (
+from clusterscaler.offline.loader import InputError, load_snapshot, parse_snapshot_text
+from clusterscaler.offline.scenario import (
     AddPods,
     Cordon,
     DeletePods,

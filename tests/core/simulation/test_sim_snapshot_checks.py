@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
-from clusterscaler.cli import main
-from clusterscaler.simulation.loader import InputError, load_snapshot, parse_snapshot_doc
-from clusterscaler.simulation.scenario import parse_scenario
+from clusterscaler.commands.cli import main
+from clusterscaler.offline.loader import InputError, load_snapshot, parse_snapshot_doc
+from clusterscaler.offline.scenario import parse_scenario
 from structlog.testing import capture_logs
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from clusterscaler.model import ClusterObjects
-from clusterscaler.simulation.loader import InputError, load_snapshot, parse_snapshot_doc
+from clusterscaler.offline.loader import InputError, load_snapshot, parse_snapshot_doc
 
 
 def decoded_first(path: Path) -> ClusterObjects:

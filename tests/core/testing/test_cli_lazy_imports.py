@@ -19,7 +19,7 @@ HEAVY = ("kubernetes", "boto3", "botocore")
 # that ended up in `sys.modules`.
 _PROBE = """
 import contextlib, io, json, sys
-from clusterscaler.cli import main
+from clusterscaler.commands.cli import main
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
     try:

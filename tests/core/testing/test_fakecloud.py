@@ -6,8 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from clusterscaler.autoscaler import Autoscaler
-from clusterscaler.cloudprovider import (
+from clusterscaler.framework.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     InstanceErrorClass,
@@ -15,13 +14,15 @@ from clusterscaler.cloudprovider import (
     InstanceState,
     NodeGroup,
 )
-from clusterscaler.cluster import InMemoryCluster
-from clusterscaler.decisions import ScaleUpStatus
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import PluginHost, Registry
+from clusterscaler.loop.autoscaler import Autoscaler
+from clusterscaler.loop.decisions import ScaleUpStatus
 from clusterscaler.model import Node
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pluginmanager import PluginHost, Registry
-from clusterscaler.simulation.clock import VirtualClock
+from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.simulator.builders import make_pod
+from clusterscaler.simulator.utilization import GPU_RESOURCE
 from clusterscaler.testing.fakecloud import (
     ESTABLISHED_AGE,
     GPU_LABEL,
@@ -29,7 +30,6 @@ from clusterscaler.testing.fakecloud import (
     FakeCloud,
     FakeNodeGroup,
 )
-from clusterscaler.utilization import GPU_RESOURCE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -4,8 +4,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
-from clusterscaler.equivalence import group_pods
-from clusterscaler.estimator import (
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.estimator import (
     LIMIT_CLUSTER_MAX_NODES,
     LIMIT_DURATION,
     LIMIT_MAX_BINPACKING_TIME,
@@ -17,10 +17,10 @@ from clusterscaler.estimator import (
     limits_from_options,
 )
 from clusterscaler.model import NodeInfo, OwnerRef, Pod, Taint, Toleration
-from clusterscaler.options import AutoscalingOptions
 from clusterscaler.plugins.estimators import BinpackingEstimator
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
 from clusterscaler.simulator.builders import affinity_term, make_node, make_pod, spread
+from clusterscaler.simulator.equivalence import group_pods
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -440,7 +440,7 @@ def test_arithmetic_packing_matches_pod_by_pod(n, cpu, mem, tmpl, limits):
 
 
 def test_registered_through_the_entry_point():
-    from clusterscaler.pluginmanager import build_plugin_manager, collect_registry
+    from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
 
     registry = collect_registry(build_plugin_manager())
     entry = registry.estimators["binpacking"]

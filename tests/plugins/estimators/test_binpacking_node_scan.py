@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clusterscaler.equivalence import group_pods
-from clusterscaler.estimator import Estimate, EstimationLimits, ThresholdLimiter
+from clusterscaler.loop.estimator import Estimate, EstimationLimits, ThresholdLimiter
 from clusterscaler.model import NodeInfo, OwnerRef, Pod, Taint, Toleration
 from clusterscaler.plugins.estimators import BinpackingEstimator
 from clusterscaler.plugins.estimators.node_scan import FreeRoom, OpenNodes
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
 from clusterscaler.simulator.builders import affinity_term, make_node, make_pod, spread
+from clusterscaler.simulator.equivalence import group_pods
 from clusterscaler.simulator.snapshot import SimNodeInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st

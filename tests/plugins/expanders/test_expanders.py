@@ -4,15 +4,15 @@ import random
 from dataclasses import dataclass
 
 import pytest
-from clusterscaler.expander import (
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import Registry
+from clusterscaler.loop.expander import (
     ExpanderConfigError,
     ExpanderContext,
     Option,
     build_expander_chain,
 )
 from clusterscaler.model import ConfigMap, NodeInfo
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pluginmanager import Registry
 from clusterscaler.plugins.expanders import clusterscaler_register_expanders
 from clusterscaler.plugins.expanders.least_nodes import LeastNodesExpander
 from clusterscaler.plugins.expanders.least_waste import LeastWasteExpander
@@ -443,7 +443,7 @@ def test_chain_result_is_one_of_the_options(pairs, seed):
 
 
 def test_registered_through_the_entry_point():
-    from clusterscaler.pluginmanager import build_plugin_manager, collect_registry
+    from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
 
     registry = collect_registry(build_plugin_manager())
     for name in ("random", "most-pods", "least-waste", "least-nodes", "price", "priority"):

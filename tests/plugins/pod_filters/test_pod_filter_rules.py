@@ -5,8 +5,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.decisions import BlockingPodReason
-from clusterscaler.drain import DrainContext, DrainOutcome, PdbTracker, build_pod_filters, decide
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.loop.decisions import BlockingPodReason
 from clusterscaler.model import (
     Controller,
     DaemonSet,
@@ -15,10 +16,15 @@ from clusterscaler.model import (
     PodDisruptionBudget,
     Volume,
 )
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pluginmanager import build_plugin_manager, collect_registry
 from clusterscaler.plugins import pod_filters
 from clusterscaler.simulator.builders import make_pod
+from clusterscaler.simulator.drain import (
+    DrainContext,
+    DrainOutcome,
+    PdbTracker,
+    build_pod_filters,
+    decide,
+)
 
 NOW = datetime(2024, 1, 1, 12, tzinfo=UTC)
 RS = OwnerRef("ReplicaSet", "web", "uid-web", True, "apps/v1")

@@ -8,10 +8,16 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clusterscaler.cloudprovider import CloudProviderError, InstanceErrorInfo, ProviderContext
-from clusterscaler.clusterstate import TaintConfig
+from clusterscaler.framework.cloudprovider import (
+    CloudProviderError,
+    InstanceErrorInfo,
+    ProviderContext,
+)
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.clusterstate import TaintConfig
 from clusterscaler.model import ClusterObjects, Node, Taint
-from clusterscaler.options import AutoscalingOptions
+from clusterscaler.offline.clock import VirtualClock
+from clusterscaler.offline.cluster import NodeTable, SimulatedCluster
 from clusterscaler.plugins.sim import (
     EMBEDDED_CONFIG_KEY,
     NODE_GROUP_LABEL,
@@ -20,8 +26,6 @@ from clusterscaler.plugins.sim import (
     parse_cloud_config,
 )
 from clusterscaler.plugins.sim.provider import GroupIndex
-from clusterscaler.simulation.clock import VirtualClock
-from clusterscaler.simulation.cluster import NodeTable, SimulatedCluster
 from clusterscaler.simulator.builders import make_node
 from hypothesis import given, settings
 from hypothesis import strategies as st

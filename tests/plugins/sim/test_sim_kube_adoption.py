@@ -7,8 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from clusterscaler.cloudprovider import CloudProviderError, InstanceState, ProviderContext
-from clusterscaler.options import AutoscalingOptions
+from clusterscaler.framework.cloudprovider import CloudProviderError, InstanceState, ProviderContext
+from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.plugins.sim import (
     EMBEDDED_CONFIG_KEY,
     NODE_GROUP_LABEL,

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterscaler.cli import main
-from clusterscaler.cloudprovider import ConfigurationError, InstanceState, ProviderContext
-from clusterscaler.clusterstate import ClusterStateRegistry
+from clusterscaler.commands.cli import main
+from clusterscaler.framework.cloudprovider import ConfigurationError, InstanceState, ProviderContext
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.clusterstate import ClusterStateRegistry
 from clusterscaler.model import ClusterObjects, Node, Taint
-from clusterscaler.options import AutoscalingOptions
+from clusterscaler.offline.clock import VirtualClock
+from clusterscaler.offline.cluster import SimulatedCluster
 from clusterscaler.plugins.sim import (
     EMBEDDED_CONFIG_KEY,
     NODE_GROUP_LABEL,
@@ -22,8 +24,6 @@ from clusterscaler.plugins.sim import (
     build_provider,
     parse_cloud_config,
 )
-from clusterscaler.simulation.clock import VirtualClock
-from clusterscaler.simulation.cluster import SimulatedCluster
 from clusterscaler.simulator.builders import make_node
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.cloudprovider import (
+from clusterscaler.framework.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     ConfigurationError,
@@ -15,8 +15,10 @@ from clusterscaler.cloudprovider import (
     NodeGroup,
     ProviderContext,
 )
+from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.model import ClusterObjects, Node, Resources
-from clusterscaler.options import AutoscalingOptions
+from clusterscaler.offline.clock import VirtualClock
+from clusterscaler.offline.cluster import SimulatedCluster
 from clusterscaler.plugins.sim import (
     EMBEDDED_CONFIG_KEY,
     NODE_GROUP_LABEL,
@@ -24,8 +26,6 @@ from clusterscaler.plugins.sim import (
     build_provider,
     parse_cloud_config,
 )
-from clusterscaler.simulation.clock import VirtualClock
-from clusterscaler.simulation.cluster import SimulatedCluster
 from clusterscaler.testing.fakekube import FakeKubeServer
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -11,8 +11,8 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 from aws_fakes import REGION, AwsFixtures, ProviderFactory, ProxyState, make_handler
-from clusterscaler.cloudprovider import ProviderContext
-from clusterscaler.options import AutoscalingOptions
+from clusterscaler.framework.cloudprovider import ProviderContext
+from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler_aws.plugin import build_provider
 from clusterscaler_aws.provider import AwsCloudProvider
 from moto.server import ThreadedMotoServer

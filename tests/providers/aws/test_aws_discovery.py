@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
-from clusterscaler.cloudprovider import ConfigurationError, InstanceState, provider_problems
+from clusterscaler.framework.cloudprovider import (
+    ConfigurationError,
+    InstanceState,
+    provider_problems,
+)
 from clusterscaler.model import Node
 
 ENABLED = "k8s.io/cluster-autoscaler/enabled"

@@ -12,12 +12,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
-from clusterscaler.autoscaler import Autoscaler
-from clusterscaler.cloudprovider import InstanceState
-from clusterscaler.cluster import InMemoryCluster
+from clusterscaler.framework.cloudprovider import InstanceState
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import Registry, build_plugin_manager, collect_registry
+from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.model import OwnerRef, Pod
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pluginmanager import Registry, build_plugin_manager, collect_registry
 from clusterscaler.plugins import estimators, expanders, pod_filters
 from clusterscaler.simulator.builders import make_pod
 from clusterscaler_aws.provider import AwsCloudProvider

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from aws_fakes import AwsFixtures, ProviderFactory
-from clusterscaler.cli import parse_autoscaler_args
-from clusterscaler.cloudprovider import CloudProvider, NodeGroup, NodeGroupOptions
-from clusterscaler.pluginmanager import PluginHost, Registry
+from clusterscaler.commands.cli import parse_autoscaler_args
+from clusterscaler.framework.cloudprovider import CloudProvider, NodeGroup, NodeGroupOptions
+from clusterscaler.framework.pluginmanager import PluginHost, Registry
 from clusterscaler.testing import RegisterPlugin
 from clusterscaler_aws import plugin
 from clusterscaler_aws.tags import TaintSpec, parse_node_group_options, parse_template_tags

@@ -7,7 +7,11 @@ from typing import Any
 
 import pytest
 from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
-from clusterscaler.cloudprovider import CloudProviderError, ConfigurationError, NodeGroupOptions
+from clusterscaler.framework.cloudprovider import (
+    CloudProviderError,
+    ConfigurationError,
+    NodeGroupOptions,
+)
 from clusterscaler.model import Node, Resources, Taint
 
 PREFIX = "k8s.io/cluster-autoscaler/node-template/"

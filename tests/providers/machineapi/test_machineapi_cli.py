@@ -34,7 +34,7 @@ def clusterscaler_command() -> list[str]:
     script = Path(sys.executable).with_name("clusterscaler")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from clusterscaler.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from clusterscaler.commands.cli import main; sys.exit(main())"]
 
 
 def replicas(kube: FakeKubeServer) -> int:

@@ -12,12 +12,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clusterscaler.autoscaler import Autoscaler
-from clusterscaler.decisions import NoScaleUpReason
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
 from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.source import KubeClusterSource
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.loop.autoscaler import Autoscaler
+from clusterscaler.loop.decisions import NoScaleUpReason
 from clusterscaler.testing.fakekube import FakeKubeServer
 from machineapi_builders import (
     OPENSHIFT,

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from clusterscaler import hookimpl
 
 if TYPE_CHECKING:
-    from clusterscaler.expander import ExpanderContext, Option
-    from clusterscaler.options import AutoscalingOptions
-    from clusterscaler.pluginmanager import Registry
+    from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.framework.pluginmanager import Registry
+    from clusterscaler.loop.expander import ExpanderContext, Option
 
 NAME = "smallest-group"
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import clusterscaler_example_expander as plugin
-from clusterscaler.expander import ExpanderContext, Option, build_expander_chain
+from clusterscaler.loop.expander import ExpanderContext, Option, build_expander_chain
 
 
 @dataclass

@@ -1,0 +1,357 @@
+"""The `clusterscaler` command line.
+
+Two phases: plugins are loaded first, then the parser is built, so `--cloud-provider`,
+`--expander` and `--estimator` accept exactly the names installed plugins registered, and
+plugin flags (`clusterscaler_add_options`) appear in `--help`.
+
+Commands: `run` (the autoscaler; the default when no command is given), `simulate`,
+`explain`, `plugins`, `proportional`. A bad flag value exits with status 2 and names the
+flag, the value and the expected form.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn, Protocol
+
+import structlog
+from clusterscaler import __version__
+from clusterscaler.framework.options import (
+    BOOL,
+    GPU_TOTAL,
+    STRING_ARRAY,
+    STRING_SLICE,
+    AutoscalingOptions,
+    FlagSpec,
+    OptionError,
+    flag_specs,
+    format_value,
+    validate,
+    validate_names,
+)
+from clusterscaler.framework.pluginmanager import (
+    PluginError,
+    PluginHost,
+    Registry,
+    build_plugin_manager,
+    collect_registry,
+    describe,
+    hook_names,
+)
+from clusterscaler.report.logs import configure_logging
+
+USAGE_ERROR = 2
+RUNTIME_ERROR = 1
+DISABLE_FLAG = "--disable-plugins"
+
+log = structlog.get_logger()
+
+
+@dataclass
+class CommandContext:
+    """What a command's `run` receives."""
+
+    host: PluginHost
+    registry: Registry
+    options: AutoscalingOptions
+    args: argparse.Namespace
+
+
+class CommandModule(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, ctx: CommandContext) -> int: ...
+
+
+# Commands that share the autoscaler's flags, by the module that implements them.
+AUTOSCALER_COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("clusterscaler.commands.run", "Run the autoscaler against a Kubernetes cluster (the default)."),
+    "simulate": (
+        "clusterscaler.commands.simulate",
+        "Run the real loop against a simulated cluster on a virtual clock.",
+    ),
+    "explain": (
+        "clusterscaler.commands.explain",
+        "Explain, per pending pod and per node, what the autoscaler would do and why.",
+    ),
+}
+OTHER_COMMANDS = {
+    "plugins": "List installed plugin distributions and what they register.",
+    "proportional": "The cluster-proportional-autoscaler (scales a workload with cluster size).",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with Go-flag conventions: no abbreviations, exit status 2 on bad input."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        # The full usage of ~130 flags would bury the one line that matters.
+        self.exit(
+            USAGE_ERROR,
+            f"{self.prog}: error: {message}\n(run `{self.prog} --help` for every flag)\n",
+        )
+
+
+# Default of every autoscaler flag in the parser, so that a flag given on the command line
+# can be told from one left at its default (scenario files yield to given flags).
+UNSET: Any = object()
+
+
+def flag_given(ns: argparse.Namespace, dest: str) -> bool:
+    """Whether the flag of `dest` was given on the command line (not just defaulted)."""
+    raw = getattr(ns, dest, UNSET)
+    return raw is not UNSET and raw is not None
+
+
+def _type_for(spec: FlagSpec) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return spec.parse(text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(
+                f"invalid value {text!r}: expected {exc.expected}"
+            ) from None
+
+    return convert
+
+
+def add_autoscaler_flags(parser: argparse.ArgumentParser, registry: Registry) -> None:
+    """Add every flag of the option table to `parser`, grouped as in `docs/flags.md`."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    choices = {
+        "cloud_provider": sorted(registry.cloud_providers),
+        "expander": sorted(registry.expanders),
+        "estimator": sorted(registry.estimators),
+    }
+    for spec in flag_specs():
+        group = groups.get(spec.group)
+        if group is None:
+            group = groups[spec.group] = parser.add_argument_group(f"{spec.group} flags")
+        help_text = spec.help.replace("%", "%%")
+        if spec.dest in choices:
+            help_text += f" Installed: {', '.join(choices[spec.dest]) or 'none'}."
+        help_text += f" (default {format_value(spec.kind, spec.default)})"
+        names = [spec.flag]
+        if spec.name == "v":
+            names.append("-v")
+        kwargs: dict[str, Any] = {"dest": spec.dest, "default": UNSET, "help": help_text}
+        if spec.kind in (STRING_ARRAY, GPU_TOTAL, STRING_SLICE):
+            kwargs["action"] = "append"
+            kwargs["default"] = None  # argparse appends to the default; None means unset
+        kwargs["type"] = _type_for(spec)
+        kwargs["metavar"] = spec.kind
+        group.add_argument(*names, **kwargs)
+    parser.add_argument(
+        DISABLE_FLAG,
+        dest="disable_plugins",
+        default="",
+        metavar="names",
+        help="Comma-separated entry-point names of plugins not to load (also "
+        "CLUSTERSCALER_DISABLE_PLUGINS).",
+    )
+
+
+def normalize_bool_flags(argv: Sequence[str], bool_flags: set[str]) -> list[str]:
+    """Turn Go-style boolean flags into `--flag=value` form.
+
+    `--flag` alone means true; `--flag true|false` (space form) is accepted too.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            out.extend(argv[i:])
+            break
+        if token in bool_flags:
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if nxt is not None and nxt.lower() in ("true", "false"):
+                out.append(f"{token}={nxt}")
+                i += 2
+                continue
+            out.append(f"{token}=true")
+        else:
+            out.append(token)
+        i += 1
+    return out
+
+
+def options_from_namespace(
+    ns: argparse.Namespace, parser_dests: set[str]
+) -> tuple[AutoscalingOptions, list[FlagSpec]]:
+    """Build options from parsed flags; also return the deprecated flags that were given."""
+    values: dict[str, Any] = {}
+    deprecated_given: list[FlagSpec] = []
+    for spec in flag_specs():
+        if not flag_given(ns, spec.dest):
+            continue
+        raw = getattr(ns, spec.dest)
+        if spec.kind == STRING_SLICE:
+            raw = [item for chunk in raw for item in chunk]
+        values[spec.dest] = raw
+        if spec.deprecated:
+            deprecated_given.append(spec)
+    known = {spec.dest for spec in flag_specs()} | {"disable_plugins", "command"}
+    extra = {
+        dest: getattr(ns, dest)
+        for dest in sorted(parser_dests)
+        if dest not in known and hasattr(ns, dest)
+    }
+    return AutoscalingOptions(**values, extra=extra), deprecated_given
+
+
+def _split_disable(argv: Sequence[str]) -> str:
+    """Read `--disable-plugins` before plugins are loaded (the parser needs them loaded)."""
+    values = []
+    for i, token in enumerate(argv):
+        if token == "--":
+            break
+        if token.startswith(DISABLE_FLAG + "="):
+            values.append(token.split("=", 1)[1])
+        elif token == DISABLE_FLAG and i + 1 < len(argv):
+            values.append(argv[i + 1])
+    return ",".join(values)
+
+
+def load_plugins(argv: Sequence[str]) -> tuple[PluginHost, Registry]:
+    host = build_plugin_manager(disabled=_split_disable(argv))
+    return host, collect_registry(host)
+
+
+def build_parser(
+    host: PluginHost, registry: Registry, command: str, module: CommandModule | None
+) -> argparse.ArgumentParser:
+    prog = "clusterscaler" if command == "run" else f"clusterscaler {command}"
+    parser = _Parser(
+        prog=prog,
+        description=AUTOSCALER_COMMANDS[command][1],
+        formatter_class=argparse.HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"clusterscaler {__version__}")
+    if module is not None:
+        module.add_arguments(parser)
+    add_autoscaler_flags(parser, registry)
+    host.hook.clusterscaler_add_options(parser=parser)
+    return parser
+
+
+def _dests(parser: argparse.ArgumentParser) -> set[str]:
+    return {action.dest for action in parser._actions if action.dest not in ("help", "version")}
+
+
+def parse_autoscaler_args(
+    argv: Sequence[str],
+    host: PluginHost,
+    registry: Registry,
+    command: str = "run",
+    module: CommandModule | None = None,
+) -> tuple[AutoscalingOptions, argparse.Namespace]:
+    """Parse and validate autoscaler flags. Exits with status 2 on bad input."""
+    parser = build_parser(host, registry, command, module)
+    bool_flags = {
+        action.option_strings[0]
+        for action in parser._actions
+        if action.option_strings and getattr(action, "metavar", None) == BOOL
+    }
+    ns = parser.parse_args(normalize_bool_flags(argv, bool_flags))
+    options, deprecated = options_from_namespace(ns, _dests(parser))
+    try:
+        validate(options)
+        validate_names("--cloud-provider", [options.cloud_provider], list(registry.cloud_providers), "cloud providers")
+        validate_names("--expander", options.expander, list(registry.expanders), "expanders")
+        validate_names("--estimator", [options.estimator], list(registry.estimators), "estimators")
+    except OptionError as exc:
+        parser.error(str(exc))
+    for spec in deprecated:
+        log.warning("deprecated_flag", flag=spec.flag, advice=spec.deprecated)
+    return options, ns
+
+
+def _plugins_command(argv: Sequence[str]) -> int:
+    parser = _Parser(prog="clusterscaler plugins", description=OTHER_COMMANDS["plugins"])
+    parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
+    parser.add_argument(DISABLE_FLAG, dest="disable_plugins", default="", metavar="names")
+    args = parser.parse_args(list(argv))
+    host, registry = load_plugins(argv)
+    doc = describe(host, registry)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    rows = [("DISTRIBUTION", "VERSION", "ENTRY POINT", "HOOKS")]
+    for loaded in sorted(host.loaded, key=lambda p: (p.source.distribution, p.name)):
+        rows.append(
+            (
+                loaded.source.distribution,
+                loaded.source.version,
+                loaded.name,
+                ", ".join(h.removeprefix("clusterscaler_") for h in hook_names(loaded.plugin)),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3])
+    print()
+    for key, label in (
+        ("cloudProviders", "cloud providers"),
+        ("expanders", "expanders"),
+        ("estimators", "estimators"),
+        ("podFilters", "pod filters"),
+    ):
+        print(f"{label}: {', '.join(doc[key]) or '(none)'}")
+    return 0
+
+
+def _top_level_help() -> str:
+    lines = [
+        "usage: clusterscaler [COMMAND] [flags]",
+        "",
+        "A pluggable, explainable Kubernetes cluster autoscaler.",
+        "",
+        "commands:",
+    ]
+    for name, (_, text) in AUTOSCALER_COMMANDS.items():
+        lines.append(f"  {name:<13} {text}")
+    for name, text in OTHER_COMMANDS.items():
+        lines.append(f"  {name:<13} {text}")
+    lines += ["", "Run `clusterscaler COMMAND --help` for the flags of a command."]
+    return "\n".join(lines)
+
+
+def _import_command(command: str) -> CommandModule:
+    module_name = AUTOSCALER_COMMANDS[command][0]
+    module: Any = importlib.import_module(module_name)
+    return module  # type: ignore[no-any-return]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help", "help"):
+        print(_top_level_help())
+        return 0
+    command = "run"
+    if args and args[0] in (*AUTOSCALER_COMMANDS, *OTHER_COMMANDS):
+        command = args.pop(0)
+    if command == "proportional":
+        from clusterscaler.proportional import cli as proportional_cli
+
+        return proportional_cli.main(args)
+    try:
+        if command == "plugins":
+            return _plugins_command(args)
+        host, registry = load_plugins(args)
+    except PluginError as exc:
+        print(f"clusterscaler: error: {exc}", file=sys.stderr)
+        return RUNTIME_ERROR
+    module = _import_command(command)
+    options, ns = parse_autoscaler_args(args, host, registry, command, module)
+    configure_logging(options.v, options.logging_format)
+    return module.run(CommandContext(host=host, registry=registry, options=options, args=ns))

@@ -1,0 +1,429 @@
+"""`clusterscaler explain`: per pending pod and per node, what the autoscaler would do and why.
+
+It runs one loop in dry-run mode (nothing is changed: not the cluster, not the cloud) and
+reads its `LoopResult`: for each pending pod, per node group, whether a new node would help
+and if not why (predicate reason, max size reached, backoff, resource limit, ...), plus the
+pods the loop leaves out (expendable, too young, waiting for preemption); for each node,
+whether it is removable and if not why (reason and blocking pod). This is Cluster
+Autoscaler's troubleshooting FAQ turned into a command.
+
+Offline it reads `--snapshot` and `--cloud-config` (the `sim` provider stands in for the
+cloud); live it reads the cluster of `--kubeconfig` with the provider of `--cloud-provider`.
+`--json` prints the keys of `simulate --once --json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from clusterscaler.framework.cloudprovider import (
+    CloudProvider,
+    CloudProviderError,
+    ConfigurationError,
+)
+from clusterscaler.framework.durations import format_duration
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.decisions import BlockingPod, LoopResult, NoScaleUpReason
+from clusterscaler.loop.pending import classify_pending, scale_up_delay
+from clusterscaler.model import ClusterObjects, Node, Pod
+from clusterscaler.offline import output
+from clusterscaler.offline.clock import DEFAULT_START
+
+if TYPE_CHECKING:
+    from clusterscaler.commands.cli import CommandContext
+    from clusterscaler.framework.pluginmanager import Registry
+
+log = structlog.get_logger()
+
+OK, RUNTIME_ERROR, USAGE_ERROR = 0, 1, 2
+ALL_GROUPS = "*"
+# The `sim` provider's group label: a node's group when no provider is at hand.
+_GROUP_LABEL = "clusterscaler.io/node-group"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVerdict:
+    """Whether a new node of `node_group` would help a pod, and why (not)."""
+
+    node_group: str
+    helps: bool
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodReport:
+    pod: str
+    verdicts: tuple[GroupVerdict, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    node: str
+    node_group: str
+    removable: bool
+    reason: str
+    blocking_pod: BlockingPod | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    time: datetime
+    result: LoopResult = field(compare=False)
+    pods: tuple[PodReport, ...] = ()
+    nodes: tuple[NodeReport, ...] = ()
+    halted: str = ""
+    errors: tuple[str, ...] = ()
+
+
+def _age(pod: Pod, now: datetime) -> timedelta:
+    return now - pod.creation_time if pod.creation_time is not None else timedelta(0)
+
+
+def _short(value: timedelta) -> str:
+    return format_duration(timedelta(seconds=round(value.total_seconds())))
+
+
+def _left_out(pods: Sequence[Pod], options: AutoscalingOptions, now: datetime) -> dict[str, str]:
+    """Pending pods the loop does not try to help, with why (same for every group)."""
+    pending = classify_pending(pods, options, now)
+    why: dict[str, str] = {}
+    cutoff = options.expendable_pods_priority_cutoff
+    for pod in pending.expendable:
+        why[pod.key] = (
+            f"expendable: priority {pod.priority} is below "
+            f"--expendable-pods-priority-cutoff={cutoff}"
+        )
+    for pod in pending.too_young:
+        delay, _ = scale_up_delay(pod, options.new_pod_scale_up_delay)
+        why[pod.key] = (
+            f"too young: pending for {_short(_age(pod, now))}, scale-up waits {_short(delay)} "
+            "(--new-pod-scale-up-delay or the pod-scale-up-delay annotation)"
+        )
+    for pod in pending.awaiting_preemption:
+        why[pod.key] = f"waiting for preemption on node {pod.nominated_node_name}"
+    return why
+
+
+def node_group_namer(provider: CloudProvider | None) -> Callable[[Node], str]:
+    """A node's group as `provider` sees it ("" for a node it does not autoscale); without a
+    provider, the `clusterscaler.io/node-group` label."""
+    if provider is None:
+        return lambda node: node.labels.get(_GROUP_LABEL, "")
+
+    def group_of(node: Node) -> str:
+        try:
+            group = provider.node_group_for_node(node)
+        except CloudProviderError as exc:
+            # One node the provider cannot place must not hide the answers for the others.
+            log.warning("explain_node_group_unknown", node=node.name, error=str(exc))
+            return ""
+        return group.id if group is not None else ""
+
+    return group_of
+
+
+def explain(
+    result: LoopResult,
+    objects: ClusterObjects,
+    options: AutoscalingOptions,
+    now: datetime,
+    provider: CloudProvider | None = None,
+) -> Report:
+    """Combine one loop's decisions with the cluster it looked at into per-pod and
+    per-node answers. `provider` names the groups of the nodes the loop did not act on
+    (nodes adopted by a group's selector carry no group label)."""
+    groups = [g.name for g in result.node_groups]
+    left_out = _left_out(objects.pods, options, now)
+    verdicts: dict[str, list[GroupVerdict]] = {}
+    for decision in result.scale_up.decisions:
+        text = f"scale-up {decision.target_before} -> {decision.target_before + decision.delta}"
+        for pod in decision.pods:
+            verdicts.setdefault(pod, []).append(GroupVerdict(decision.node_group, True, text))
+    chosen = {d.node_group for d in result.scale_up.decisions}
+    for option in result.scale_up.options:
+        if option.node_group in chosen:
+            continue
+        for pod in option.pods:
+            verdicts.setdefault(pod, []).append(
+                GroupVerdict(option.node_group, True, NoScaleUpReason.NOT_SELECTED.value)
+            )
+    for pod, rejections in result.scale_up.pods_remaining.items():
+        verdicts.setdefault(pod, []).extend(
+            GroupVerdict(r.node_group, False, output.rejection_text(r)) for r in rejections
+        )
+    for pod, why in left_out.items():
+        verdicts.setdefault(pod, []).extend(
+            GroupVerdict(g, False, why) for g in groups or [ALL_GROUPS]
+        )
+    for waiting in objects.pods:
+        if waiting.node_name or waiting.is_terminal or waiting.key in verdicts:
+            continue
+        why = (
+            "fits on an existing or upcoming node: no new node needed"
+            if waiting.unschedulable
+            else "not marked unschedulable by the scheduler (yet): the autoscaler waits"
+        )
+        verdicts[waiting.key] = [GroupVerdict(ALL_GROUPS, False, why)]
+    pod_reports = tuple(
+        PodReport(pod, tuple(sorted(v, key=lambda x: (not x.helps, x.node_group))))
+        for pod, v in sorted(verdicts.items())
+    )
+    return Report(
+        time=now,
+        pods=pod_reports,
+        nodes=_node_reports(result, objects, options, node_group_namer(provider)),
+        halted=result.halted,
+        errors=result.errors,
+        result=result,
+    )
+
+
+def _node_reports(
+    result: LoopResult,
+    objects: ClusterObjects,
+    options: AutoscalingOptions,
+    group_of: Callable[[Node], str],
+) -> tuple[NodeReport, ...]:
+    down = result.scale_down
+    unremovable = {u.node: u for u in down.unremovable}
+    # Unneeded nodes that something else keeps (the group's minimum, a resource minimum)
+    # are answered by that reason; "not unneeded long enough" only means "not yet".
+    unneeded = {
+        u.node: u
+        for u in down.unneeded
+        if u.node not in unremovable or unremovable[u.node].reason in output.WAITING_REASONS
+    }
+    deleting = {d.node: d for d in down.deletions}
+    reports = []
+    for node in sorted(objects.nodes, key=lambda n: n.name):
+        if node.name in deleting:
+            d = deleting[node.name]
+            reports.append(
+                NodeReport(
+                    node.name, d.node_group, True, f"being deleted ({d.kind.value})", detail=d.error
+                )
+            )
+        elif node.name in unneeded:
+            u = unneeded[node.name]
+            waited = result.time - u.since
+            left = options.scale_down_unneeded_time - waited
+            when = "now" if left <= timedelta(0) else f"after {_short(left)} more unneeded"
+            kind = "empty" if u.empty else f"drain {len(u.destinations)} pods"
+            reports.append(
+                NodeReport(
+                    node.name,
+                    u.node_group,
+                    True,
+                    f"unneeded ({kind}, utilization {u.utilization:.0%}): removable {when}",
+                )
+            )
+        elif node.name in unremovable:
+            u2 = unremovable[node.name]
+            reports.append(
+                NodeReport(
+                    node.name,
+                    group_of(node),
+                    False,
+                    u2.reason.value,
+                    u2.blocking_pod,
+                    u2.detail,
+                )
+            )
+        else:
+            why = down.cooldown_reason or f"scale-down {down.status.value}"
+            reports.append(NodeReport(node.name, group_of(node), False, f"not evaluated: {why}"))
+    return tuple(reports)
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The keys of `simulate --once --json`; every removable node is listed."""
+    doc = output.decision_json(report.result, timedelta(0))
+    # Listed as removable, a node is not also "not unneeded long enough".
+    removable = {entry["node"] for entry in doc["scaleDown"]}
+    doc["unremovable"] = [u for u in doc["unremovable"] if u["node"] not in removable]
+    listed = {entry["pod"] for entry in doc["unschedulable"]}
+    for pod in report.pods:
+        if pod.pod in listed or any(v.helps for v in pod.verdicts):
+            continue
+        doc["unschedulable"].append(
+            {"pod": pod.pod, "reasons": {v.node_group: v.why for v in pod.verdicts}}
+        )
+    doc["unschedulable"].sort(key=lambda e: e["pod"])
+    return doc
+
+
+def render(report: Report) -> str:
+    lines: list[str] = []
+    if report.halted:
+        lines += [f"The loop stopped early: {report.halted}", ""]
+    lines.append("Pending pods")
+    if report.pods:
+        rows = []
+        for pod in report.pods:
+            for i, v in enumerate(pod.verdicts):
+                rows.append(
+                    (pod.pod if i == 0 else "", v.node_group, "yes" if v.helps else "no", v.why)
+                )
+        lines.append(output.render_table(("POD", "NODE GROUP", "NEW NODE HELPS", "WHY"), rows))
+    else:
+        lines.append("(none)")
+    lines += ["", "Nodes"]
+    if report.nodes:
+        node_rows = [
+            (
+                n.node,
+                n.node_group or "-",
+                "yes" if n.removable else "no",
+                n.reason,
+                f"{n.blocking_pod.pod} ({n.blocking_pod.reason.value})" if n.blocking_pod else "",
+            )
+            for n in report.nodes
+        ]
+        lines.append(
+            output.render_table(
+                ("NODE", "NODE GROUP", "REMOVABLE", "REASON", "BLOCKING POD"), node_rows
+            )
+        )
+    else:
+        lines.append("(none)")
+    if report.errors:
+        lines += ["", "Errors"] + [f"  {e}" for e in report.errors]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- command
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("explain flags")
+    group.add_argument(
+        "--snapshot",
+        default="",
+        metavar="FILE",
+        help="Explain this snapshot (a Kubernetes List in JSON or YAML) with --cloud-config, "
+        "instead of the live cluster of --kubeconfig.",
+    )
+    group.add_argument(
+        "--json", action="store_true", help="Print JSON (the keys of simulate --once --json)."
+    )
+
+
+def _one_loop(
+    registry: Registry,
+    options: AutoscalingOptions,
+    objects: ClusterObjects,
+    now: datetime,
+    kube_api: Any | None,
+) -> tuple[LoopResult, CloudProvider]:
+    """One dry-run loop over an in-memory copy of `objects`: nothing real changes."""
+    from clusterscaler.offline.setup import build_cluster, build_loop, build_provider
+
+    cluster, clock = build_cluster(objects)
+    clock.advance_to(now)
+    provider = build_provider(
+        registry,
+        options,
+        cluster=cluster if kube_api is None else None,
+        kube_api=kube_api,
+        clock=clock,
+    )
+    loop = build_loop(registry, options, provider, cluster, clock)
+    return loop.run_once(now), provider
+
+
+def evaluate(
+    registry: Registry,
+    options: AutoscalingOptions,
+    objects: ClusterObjects,
+    now: datetime,
+    kube_api: Any | None = None,
+) -> tuple[LoopResult, CloudProvider]:
+    """The loop's decisions about `objects` at `now`, with an answer for every node, and
+    the cloud provider the loop ran with (it names the nodes' groups).
+
+    A loop that scales up skips scale-down (cooldown), so its result says nothing about
+    nodes. Cluster Autoscaler still computes unneeded nodes in that loop, and its removal
+    simulation only moves pods that are already running: the node answers then come from a
+    second loop over the same cluster without its pending pods.
+    """
+    options = dataclasses.replace(options, dry_run=True)
+    result, provider = _one_loop(registry, options, objects, now, kube_api)
+    down = result.scale_down
+    if result.scale_up.decisions and not down.unneeded and not down.unremovable:
+        running = dataclasses.replace(objects, pods=[p for p in objects.pods if p.node_name])
+        calm, _ = _one_loop(registry, options, running, now, kube_api)
+        result = dataclasses.replace(result, scale_down=calm.scale_down)
+    return result, provider
+
+
+_Evaluated = tuple[LoopResult, CloudProvider, ClusterObjects, AutoscalingOptions, datetime]
+
+
+def _offline(ctx: CommandContext) -> _Evaluated:
+    from clusterscaler.offline.loader import load_snapshot, snapshot_time
+    from clusterscaler.offline.setup import SIM_PROVIDER
+
+    options = ctx.options
+    if options.cloud_provider != SIM_PROVIDER:
+        raise ConfigurationError(
+            f"--cloud-provider: explaining a snapshot needs the {SIM_PROVIDER} provider and a "
+            f"cloud-config describing the node groups, got {options.cloud_provider!r}"
+        )
+    if not options.cloud_config:
+        raise ConfigurationError(
+            "--cloud-config: expected a sim cloud-config declaring the node groups of the snapshot"
+        )
+    objects = load_snapshot(ctx.args.snapshot)
+    # The snapshot is a moment of a real cluster: "now" is its newest object.
+    now = snapshot_time(objects) or DEFAULT_START
+    result, provider = evaluate(ctx.registry, options, objects, now)
+    return result, provider, objects, options, now
+
+
+def _live(ctx: CommandContext) -> _Evaluated:
+    from clusterscaler.kube.client import ClientSettings, build_api_client
+    from clusterscaler.kube.source import KubeClusterSource
+
+    options = ctx.options
+    api = build_api_client(ClientSettings.from_options(options))
+    with KubeClusterSource(api, namespace=options.namespace) as source:
+        if not source.wait_for_sync(60):
+            raise CloudProviderError("explain: the Kubernetes caches did not sync within 60s")
+        objects = source.snapshot()
+    now = datetime.now(UTC)
+    result, provider = evaluate(ctx.registry, options, objects, now, kube_api=api)
+    return result, provider, objects, options, now
+
+
+def run(ctx: CommandContext) -> int:
+    from clusterscaler.commands.simulate import quiet_logs
+    from clusterscaler.kube.client import KubeConfigError
+    from clusterscaler.offline.cluster import SimulationError
+    from clusterscaler.offline.loader import InputError
+
+    quiet_logs(ctx.options)
+    try:
+        if ctx.args.snapshot:
+            result, provider, objects, options, now = _offline(ctx)
+        else:
+            result, provider, objects, options, now = _live(ctx)
+    except (InputError, ConfigurationError, SimulationError, KubeConfigError) as exc:
+        print(f"clusterscaler explain: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except (CloudProviderError, OSError) as exc:
+        print(f"clusterscaler explain: error: {exc}", file=sys.stderr)
+        return RUNTIME_ERROR
+    report = explain(result, objects, options, now, provider)
+    if ctx.args.json:
+        output.write_json_line(sys.stdout, report_json(report))
+    else:
+        print(render(report))
+    return OK

@@ -1,0 +1,180 @@
+"""Everything the autoscaling loop needs from Kubernetes, wired from the flags.
+
+``KubeRuntime.from_options(options)`` builds the client (``--kubeconfig``, ``--kubernetes``,
+in-cluster; QPS and burst), the cluster source, the actions (inert with ``--dry-run``), the
+event recorder (deduplicated unless ``--record-duplicated-events``, marked in dry-run), the
+status ConfigMap writer (``--write-status-configmap``), leader election (``--leader-elect``),
+the metrics and the ``/metrics`` + ``/health-check`` server on ``--address``.
+
+The loop calls ``may_act()`` before acting (false as soon as leadership is lost),
+``source.snapshot()`` to observe, and ``report(result)`` after each loop; ``stop()``
+releases the Lease. A SIGTERM sets ``shutdown`` (see ``install_signal_handlers``) so the
+loop can finish or roll back an in-flight drain before stopping.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from clusterscaler.kube.actions import KubeClusterActions
+from clusterscaler.kube.client import ClientSettings, build_api_client
+from clusterscaler.kube.events import BackgroundEventSink, KubeEventSink
+from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
+from clusterscaler.kube.source import KubeClusterSource
+from clusterscaler.kube.status import KubeStatusWriter
+from clusterscaler.report.events import EventRecorder, ObjectRef, events_for_result
+from clusterscaler.report.metrics import HealthCheck, Metrics, OperationsServer
+from clusterscaler.report.status import initializing_status, status_from_result
+
+if TYPE_CHECKING:
+    from clusterscaler.loop.decisions import LoopResult
+
+__all__ = ["KubeRuntime"]
+
+log = structlog.get_logger()
+
+
+@dataclass
+class KubeRuntime:
+    """The Kubernetes edge of one autoscaler process."""
+
+    api_client: Any
+    source: KubeClusterSource
+    actions: KubeClusterActions
+    recorder: EventRecorder
+    metrics: Metrics
+    health: HealthCheck
+    server: OperationsServer | None
+    status_writer: KubeStatusWriter | None
+    elector: LeaderElector | None
+    status_ref: ObjectRef
+    shutdown: threading.Event = field(default_factory=threading.Event)
+    _initializing_written: bool = field(default=False, repr=False)
+
+    @classmethod
+    def from_options(
+        cls,
+        options: Any,
+        *,
+        api_client: Any = None,
+        identity: str | None = None,
+        serve: bool = True,
+    ) -> KubeRuntime:
+        """Build from an ``AutoscalingOptions``; ``serve=False`` skips the HTTP server."""
+        settings = ClientSettings.from_options(options)
+        api = api_client or build_api_client(settings)
+        metrics = Metrics(emit_per_nodegroup_metrics=options.emit_per_nodegroup_metrics)
+        health = HealthCheck(options.max_inactivity, options.max_failing_time)
+        elector = None
+        if options.leader_elect:
+            elector = LeaderElector(
+                api, LeaderElectionConfig.from_options(options), identity=identity
+            )
+        writer = None
+        if options.write_status_configmap:
+            writer = KubeStatusWriter(
+                api, namespace=options.namespace, name=options.status_config_map_name
+            )
+        return cls(
+            api_client=api,
+            source=KubeClusterSource(api, namespace=options.namespace),
+            actions=KubeClusterActions(api, dry_run=options.dry_run),
+            # In the background: event writes share the client's QPS limit, and a scale-up
+            # that triggers thousands of events must not stall the loop.
+            recorder=EventRecorder(
+                BackgroundEventSink(KubeEventSink(api)),
+                record_duplicates=options.record_duplicated_events,
+                dry_run=options.dry_run,
+            ),
+            metrics=metrics,
+            health=health,
+            server=OperationsServer(options.address, metrics, health) if serve else None,
+            status_writer=writer,
+            elector=elector,
+            status_ref=ObjectRef.config_map(options.namespace, options.status_config_map_name),
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Serve metrics, campaign for leadership and start the caches (all non-blocking)."""
+        if self.server is not None:
+            self.server.start()
+        if self.elector is not None:
+            self.elector.on_stopped_leading = self._lost_leadership
+            self.elector.start()
+        self.source.start()
+
+    def wait_until_ready(self, timeout: float | None = None) -> bool:
+        """Block until leader (when electing) and the caches have synced; write Initializing."""
+        if self.elector is not None and not self.elector.wait_for_leadership(timeout):
+            return False
+        if self.status_writer is not None and not self._initializing_written:
+            # Once: callers poll this with short timeouts while the caches sync.
+            self._initializing_written = True
+            self.status_writer.write(initializing_status(datetime.now(UTC)))
+        ready = self.source.wait_for_sync(timeout if timeout is not None else 3600.0)
+        if ready:
+            self.health.start_monitoring()
+        return ready
+
+    def may_act(self) -> bool:
+        """Whether this process may change the cluster now (leader, not shutting down)."""
+        if self.shutdown.is_set():
+            return False
+        return self.elector is None or self.elector.is_leader
+
+    def report(self, result: LoopResult) -> None:
+        """Publish one loop: status ConfigMap, metrics, events, health.
+
+        A process that is not the leader (any more) only updates its own metrics and health:
+        the status and events belong to the leader.
+        """
+        self.metrics.record_loop(result)
+        self.health.update_last_activity()
+        self.health.update_stale_caches(result.stale_caches)
+        if not self.may_act():
+            return
+        if self.status_writer is not None:
+            self.status_writer.write(status_from_result(result))
+        if self.status_writer is not None and self.status_writer.uid:
+            self.status_ref = ObjectRef(
+                self.status_ref.kind,
+                self.status_ref.name,
+                self.status_ref.namespace,
+                self.status_writer.uid,
+            )
+        for event in events_for_result(result, self.status_ref):
+            self.recorder.record(event)
+        if not result.errors and not result.halted and not result.stale_caches:
+            self.health.update_last_successful_run()
+
+    def stop(self) -> None:
+        """Stop caches and server; release the Lease so a standby takes over at once."""
+        self.shutdown.set()
+        if isinstance(self.recorder.sink, BackgroundEventSink):
+            self.recorder.sink.close()
+        if self.elector is not None:
+            self.elector.stop(release=True)
+        self.source.stop()
+        if self.server is not None:
+            self.server.stop()
+
+    def _lost_leadership(self) -> None:
+        log.error("leadership_lost_stopping")
+        self.shutdown.set()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT set ``shutdown`` (main thread only)."""
+
+        def handle(signum: int, _frame: Any) -> None:
+            log.info("shutdown_requested", signal=signal.Signals(signum).name)
+            self.shutdown.set()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)

@@ -1,0 +1,244 @@
+"""`clusterscaler simulate`: the real loop against an in-memory cluster on a virtual clock.
+
+With no arguments the built-in demo runs. A scenario file bundles a snapshot, a
+cloud-config, flags and timed events; `--snapshot` and `--cloud-config` describe a cluster
+directly (for example your own, from `kubectl get ... -o json`). `--once` runs one loop and
+prints its decisions (`--json` for the JSON contract); otherwise the loop runs for
+`--duration` at `--scan-interval` and a timeline and summary are printed (`--json`: one
+JSON object per line; `--plot out.png`: a chart).
+
+Exit status: 0 ok, 1 runtime error, 2 bad input (snapshot, scenario, cloud-config, flags).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from datetime import timedelta
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import structlog
+import yaml
+from clusterscaler.commands.cli import flag_given
+from clusterscaler.framework.cloudprovider import CloudProviderError, ConfigurationError
+from clusterscaler.framework.durations import DURATION_FORM, parse_duration
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.decisions import LoopResult
+from clusterscaler.model import gc_paused
+from clusterscaler.offline import output
+from clusterscaler.offline.cluster import SimulationError
+from clusterscaler.offline.loader import InputError, load_snapshot
+from clusterscaler.offline.runner import (
+    Simulation,
+    SimulationResult,
+    provision_initial_nodes,
+    validate_events,
+)
+from clusterscaler.offline.runner import run as run_simulation
+from clusterscaler.offline.scenario import (
+    Scenario,
+    load_scenario,
+    parse_scenario,
+)
+from clusterscaler.offline.setup import (
+    SIM_PROVIDER,
+    build_cluster,
+    build_loop,
+    build_provider,
+    merge_options,
+    with_cloud_config,
+)
+
+if TYPE_CHECKING:
+    from clusterscaler.commands.cli import CommandContext
+
+log = structlog.get_logger()
+
+OK, RUNTIME_ERROR, USAGE_ERROR = 0, 1, 2
+DEFAULT_DURATION = timedelta(hours=1)
+
+
+def _duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: expected {DURATION_FORM}"
+        ) from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("simulate flags")
+    group.add_argument(
+        "scenario",
+        nargs="?",
+        default=None,
+        help="A scenario file (YAML: snapshot, cloudConfig, flags, workloads, events). "
+        "Without one and without --snapshot, the built-in demo runs.",
+    )
+    group.add_argument(
+        "--snapshot",
+        default="",
+        metavar="FILE",
+        help="A Kubernetes List in JSON or YAML, as `kubectl get nodes,pods,pdb,ds,rs,sts,"
+        "jobs,cm -A -o json` prints it.",
+    )
+    group.add_argument("--once", action="store_true", help="Run one loop and print its decisions.")
+    group.add_argument(
+        "--json",
+        action="store_true",
+        help="With --once, one JSON object with scaleUp, scaleDown, unschedulable and "
+        "unremovable; otherwise JSON lines (events, samples, summary).",
+    )
+    group.add_argument(
+        "--duration",
+        type=_duration,
+        default=None,
+        metavar="duration",
+        help="Simulated time to run (default: the scenario's, else 1h).",
+    )
+    group.add_argument(
+        "--plot",
+        default="",
+        metavar="FILE",
+        help="Write a PNG chart of nodes per group, pending pods and cost over time.",
+    )
+
+
+def demo_scenario() -> Scenario:
+    text = resources.files("clusterscaler.offline").joinpath("demo.yaml").read_text("utf-8")
+    return parse_scenario(yaml.safe_load(text), "built-in demo")
+
+
+def load_inputs(args: argparse.Namespace) -> Scenario:
+    """The scenario to run: a file, a snapshot given by flags, or the demo."""
+    if args.scenario:
+        scenario = load_scenario(args.scenario)
+        if args.snapshot:
+            scenario.objects = load_snapshot(args.snapshot)
+        return scenario
+    if args.snapshot:
+        scenario = Scenario(name=Path(args.snapshot).stem, source=args.snapshot)
+        scenario.objects = load_snapshot(args.snapshot)
+        return scenario
+    return demo_scenario()
+
+
+def prepare(ctx: CommandContext, scenario: Scenario) -> tuple[Simulation, AutoscalingOptions]:
+    args = ctx.args
+    options = merge_options(args, scenario.flags, scenario.source)
+    options = with_cloud_config(
+        options, scenario, args.cloud_config if flag_given(args, "cloud_config") else ""
+    )
+    if options.cloud_provider != SIM_PROVIDER:
+        raise InputError(
+            f"--cloud-provider: simulate runs on an in-memory cluster and needs the "
+            f"{SIM_PROVIDER} provider, got {options.cloud_provider!r}"
+        )
+    if not options.cloud_config and "sim_cloud_config" not in options.extra:
+        raise InputError(
+            "--cloud-config: expected a cloud-config file declaring the node groups "
+            "(see examples/cloud-configs/), or a scenario with cloudConfig"
+        )
+    # One object per pod and node goes into the in-memory cluster's tables: as for parsing,
+    # collection passes over the growing heap would find nothing to free.
+    with gc_paused():
+        cluster, clock = build_cluster(scenario.objects, scenario)
+    provider = build_provider(ctx.registry, options, cluster=cluster, clock=clock)
+    # `--once` decides on the cluster as given: a snapshot's unschedulable pods stay so.
+    provision_initial_nodes(
+        cluster,
+        provider,
+        scenario.initial_nodes,
+        retry_unschedulable=not getattr(args, "once", False),
+    )
+    validate_events(cluster, provider, scenario.events)
+    loop = build_loop(ctx.registry, options, provider, cluster, clock)
+    duration = args.duration or scenario.duration or DEFAULT_DURATION
+    sim = Simulation(
+        cluster=cluster,
+        clock=clock,
+        provider=provider,
+        loop=loop,
+        scan_interval=options.scan_interval,
+        duration=duration,
+        events=scenario.events,
+    )
+    return sim, options
+
+
+def quiet_logs(options: AutoscalingOptions) -> None:
+    """The timeline is the output: the loop's own info logs only show with --v=2 or more."""
+    if options.v < 2:
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+def run(ctx: CommandContext) -> int:
+    out = sys.stdout
+    quiet_logs(ctx.options)
+    try:
+        scenario = load_inputs(ctx.args)
+        sim, options = prepare(ctx, scenario)
+        if ctx.args.once:
+            return _once(sim, options, ctx.args.json, out)
+        return _run(sim, scenario, ctx.args, out)
+    except (InputError, ConfigurationError, SimulationError) as exc:
+        print(f"clusterscaler simulate: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except (CloudProviderError, output.PlotError, OSError) as exc:
+        print(f"clusterscaler simulate: error: {exc}", file=sys.stderr)
+        return RUNTIME_ERROR
+
+
+def _once(sim: Simulation, options: AutoscalingOptions, as_json: bool, out: TextIO) -> int:
+    from clusterscaler.commands import explain
+
+    # Pods a real scheduler already found no room for stay pending, as in the snapshot.
+    sim.cluster.step(retry_unschedulable=False)
+    objects = sim.cluster.snapshot()
+    now = sim.clock.now()
+    result = sim.loop.run_once(now)
+    if as_json:
+        output.write_json_line(out, output.decision_json(result, options.scale_down_unneeded_time))
+        return OK
+    report = explain.explain(result, objects, options, now, sim.provider)
+    out.write(explain.render(report) + "\n")
+    return OK
+
+
+def _run(sim: Simulation, scenario: Scenario, args: argparse.Namespace, out: TextIO) -> int:
+    if args.plot:
+        output.check_plotting()
+    progress = output.Progress(sim.duration, enabled=None if not args.json else False)
+    emitted = 0
+
+    def stream_rows(_: LoopResult, partial: SimulationResult) -> None:
+        nonlocal emitted
+        if args.json:
+            for row in partial.rows[emitted:]:
+                output.write_json_line(out, row.to_json())
+            output.write_json_line(out, partial.samples[-1].to_json())
+        emitted = len(partial.rows)
+
+    if not args.json:
+        out.write(f"scenario: {scenario.name}\n")
+        if scenario.description:
+            out.write(f"{scenario.description}\n")
+        out.write("\n")
+    result, summary = run_simulation(sim, on_loop=stream_rows, progress=progress.update)
+    progress.done()
+    if args.json:
+        for row in result.rows[emitted:]:
+            output.write_json_line(out, row.to_json())
+        output.write_json_line(out, summary.to_json())
+    else:
+        out.write(output.render_timeline(result.rows) + "\n\n")
+        out.write(output.render_summary(summary) + "\n")
+    if args.plot:
+        output.plot(result.samples, args.plot, title=f"clusterscaler simulate: {scenario.name}")
+        if not args.json:
+            out.write(f"\nplot written to {args.plot}\n")
+    return OK

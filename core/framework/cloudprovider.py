@@ -1,0 +1,257 @@
+"""The cloud provider interface: what the autoscaler needs from a cloud.
+
+A provider distribution registers a factory with
+`registry.add_cloud_provider(name, factory)`; the factory receives a `ProviderContext` and
+returns an object satisfying `CloudProvider`. Node groups satisfy `NodeGroup`.
+
+These mirror the upstream Cluster Autoscaler interfaces (Name, NodeGroups,
+NodeGroupForNode, HasInstance, Pricing, GetResourceLimiter, GPULabel, Refresh, Cleanup;
+MinSize, MaxSize, TargetSize, IncreaseSize, DeleteNodes, DecreaseTargetSize, Nodes,
+TemplateNodeInfo, Exist, GetOptions) with Python names.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.model import Node, NodeInfo, Pod
+
+
+class CloudProviderError(Exception):
+    """A provider call failed. The message names the node group and the call."""
+
+
+class ConfigurationError(CloudProviderError):
+    """The provider's configuration (cloud-config, tags, annotations, flags) is invalid.
+
+    The message names the object, the field and the expected form.
+    """
+
+
+class NodeGroupNotFoundError(CloudProviderError):
+    """A node group that was expected to exist is gone."""
+
+
+class InstanceState(enum.Enum):
+    RUNNING = "Running"
+    CREATING = "Creating"
+    DELETING = "Deleting"
+
+
+class InstanceErrorClass(enum.Enum):
+    OUT_OF_RESOURCES = "OutOfResources"
+    OTHER = "Other"
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceErrorInfo:
+    """Why an instance could not be created (stockout, quota, ...)."""
+
+    error_class: InstanceErrorClass
+    error_code: str
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """One machine of a node group, whether or not it has become a Node yet.
+
+    `id` is the provider ID the Node will carry (`spec.providerID`), e.g.
+    `aws:///us-east-1a/i-0123`; instances that are only requested carry a placeholder ID.
+    """
+
+    id: str
+    state: InstanceState | None = None
+    error: InstanceErrorInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderProblem:
+    """Something wrong with one node group (or a resource that should have been one).
+
+    `node_group` is the group id, or the resource's name when the problem keeps it from
+    being a node group; `reason` is a short CamelCase code; `message` names the object, the
+    field and the expected form. One problem never stops the other groups.
+    """
+
+    node_group: str
+    reason: str
+    message: str
+
+
+@runtime_checkable
+class ReportsProblems(Protocol):
+    """Optional for a `CloudProvider`: configuration problems found at the last refresh.
+
+    The autoscaler shows them in the status ConfigMap, logs and `explain`.
+    """
+
+    def problems(self) -> Sequence[ProviderProblem]: ...
+
+
+def provider_problems(provider: object) -> list[ProviderProblem]:
+    """The provider's problems, or none when it does not report any."""
+    if isinstance(provider, ReportsProblems):
+        return list(provider.problems())
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroupOptions:
+    """Per-node-group overrides of autoscaling options. `None` means "use the flag"."""
+
+    scale_down_utilization_threshold: float | None = None
+    scale_down_gpu_utilization_threshold: float | None = None
+    scale_down_unneeded_time: timedelta | None = None
+    scale_down_unready_time: timedelta | None = None
+    max_node_provision_time: timedelta | None = None
+    zero_or_max_node_scaling: bool | None = None
+    ignore_daemonsets_utilization: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceLimiter:
+    """Cluster-wide minimum and maximum per resource.
+
+    Keys are `cpu` (cores), `memory` (bytes), `nodes`, and GPU types. A resource missing
+    from a map has no limit in that direction.
+    """
+
+    min_limits: Mapping[str, int] = field(default_factory=dict)
+    max_limits: Mapping[str, int] = field(default_factory=dict)
+
+    def min(self, resource: str) -> int:
+        return self.min_limits.get(resource, 0)
+
+    def max(self, resource: str) -> int | None:
+        return self.max_limits.get(resource)
+
+
+class PricingModel(Protocol):
+    """Prices used by the `price` expander, in any currency, consistently."""
+
+    def node_price(self, node: Node, start: datetime, end: datetime) -> float:
+        """Price of running `node` from `start` to `end`."""
+        ...
+
+    def pod_price(self, pod: Pod, start: datetime, end: datetime) -> float:
+        """Price of running `pod` (by its requests) from `start` to `end`."""
+        ...
+
+
+@runtime_checkable
+class NodeGroup(Protocol):
+    """A set of nodes with the same shape that the cloud can grow and shrink."""
+
+    @property
+    def id(self) -> str:
+        """Unique, stable name of the group (ASG name, MIG URL, MachineSet ns/name, ...)."""
+        ...
+
+    @property
+    def min_size(self) -> int: ...
+
+    @property
+    def max_size(self) -> int: ...
+
+    def target_size(self) -> int:
+        """The size the cloud is asked to have, which may differ from registered nodes."""
+        ...
+
+    def increase_size(self, delta: int) -> None:
+        """Ask for `delta` (> 0) more nodes. Must refuse to go beyond `max_size`."""
+        ...
+
+    def delete_nodes(self, nodes: Sequence[Node]) -> None:
+        """Delete these nodes, shrinking the target. Must refuse to go below `min_size`."""
+        ...
+
+    def decrease_target_size(self, delta: int) -> None:
+        """Shrink the target by `-delta` (delta < 0) without deleting any existing node.
+
+        Only cancels requested capacity that has not become instances or nodes yet.
+        """
+        ...
+
+    def nodes(self) -> Sequence[Instance]:
+        """Every instance of the group, including ones not registered as nodes yet."""
+        ...
+
+    def template_node_info(self) -> NodeInfo:
+        """A node as a new instance of this group would look, with its DaemonSet-free pods.
+
+        Used to scale from zero. Raises `CloudProviderError` (or `ConfigurationError`) when
+        the group cannot describe itself; the autoscaler then skips it for scale-up from zero.
+        """
+        ...
+
+    def exist(self) -> bool: ...
+
+    def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
+        """Per-group option overrides, or `None` to use `defaults`."""
+        ...
+
+    def debug(self) -> str:
+        """One line describing the group for logs and status."""
+        ...
+
+
+@runtime_checkable
+class CloudProvider(Protocol):
+    """A cloud (or simulation) that owns node groups."""
+
+    @property
+    def name(self) -> str: ...
+
+    def node_groups(self) -> Sequence[NodeGroup]: ...
+
+    def node_group_for_node(self, node: Node) -> NodeGroup | None:
+        """The group that owns `node`, or `None` when the node is not autoscaled."""
+        ...
+
+    def has_instance(self, node: Node) -> bool:
+        """Whether the cloud still has an instance backing `node`."""
+        ...
+
+    def pricing(self) -> PricingModel | None:
+        """The pricing model, or `None` when the provider has none."""
+        ...
+
+    def resource_limiter(self) -> ResourceLimiter | None:
+        """Cluster-wide limits the provider imposes, or `None` to use only the flags."""
+        ...
+
+    def gpu_label(self) -> str:
+        """The node label whose presence marks a GPU node (e.g. `cloud.google.com/gke-accelerator`)."""
+        ...
+
+    def refresh(self) -> None:
+        """Called at the start of every loop to refresh cached cloud state."""
+        ...
+
+    def cleanup(self) -> None:
+        """Called once at shutdown."""
+        ...
+
+
+@dataclass
+class ProviderContext:
+    """What a cloud provider factory receives.
+
+    `options` carries every parsed flag (including `--cloud-config`, `--nodes` and
+    `--node-group-auto-discovery`, and plugin flags in `options.extra`). `kube_api` is a
+    configured `kubernetes.client.ApiClient` when the autoscaler talks to a real API server,
+    for providers that keep state in Kubernetes objects (Machine API, `sim`); `None`
+    offline. `cluster` is the in-memory cluster during `clusterscaler simulate`.
+    """
+
+    options: AutoscalingOptions
+    kube_api: Any | None = None
+    cluster: Any | None = None
+    clock: Any | None = None

@@ -1,0 +1,440 @@
+"""Every autoscaler flag, with Cluster Autoscaler's names and defaults.
+
+`AutoscalingOptions` is the option table: one dataclass field per flag, in snake_case,
+typed, with the help text and the value form in the field metadata. The command-line parser
+(`clusterscaler.commands.cli`), `docs/flags.md` and the validation below are all derived from it, so
+a flag exists in exactly one place.
+
+Values follow CA's conventions: Go-style durations (`10m`, `1h30m`, `500ms`), booleans as
+`--flag`, `--flag=true|false`, repeatable flags (`--nodes` ...) as lists, `<min>:<max>` totals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from clusterscaler.framework.durations import DURATION_FORM, format_duration, parse_duration
+
+
+class OptionError(ValueError):
+    """A flag has a value of the wrong form. The message names the flag and the value."""
+
+    def __init__(self, flag: str, value: object, expected: str) -> None:
+        super().__init__(f"invalid value {value!r} for {flag}: expected {expected}")
+        self.flag = flag
+        self.value = value
+        self.expected = expected
+
+
+@dataclass(frozen=True, slots=True)
+class MinMax:
+    """A `<min>:<max>` pair of non-negative integers (min <= max)."""
+
+    min: int
+    max: int
+
+    def __str__(self) -> str:
+        return f"{self.min}:{self.max}"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLimit:
+    """One `--gpu-total=<gpu_type>:<min>:<max>`."""
+
+    gpu_type: str
+    min: int
+    max: int
+
+    def __str__(self) -> str:
+        return f"{self.gpu_type}:{self.min}:{self.max}"
+
+
+# Value kinds: each maps a command-line string to a typed value.
+BOOL = "bool"
+INT = "int"
+FLOAT = "float"
+STRING = "string"
+DURATION = "duration"
+STRING_ARRAY = "stringArray"  # repeatable: each occurrence adds one element
+STRING_SLICE = "stringSlice"  # comma-separated, repeatable
+MIN_MAX = "minMax"
+GPU_TOTAL = "gpuTotal"  # repeatable <type>:<min>:<max>
+
+_MINMAX = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
+_GPU = re.compile(r"^\s*([^:\s]+)\s*:\s*(\d+)\s*:\s*(\d+)\s*$")
+
+FORMS: dict[str, str] = {
+    BOOL: "true or false",
+    INT: "an integer",
+    FLOAT: "a number",
+    STRING: "a string",
+    DURATION: DURATION_FORM,
+    STRING_ARRAY: "a string (repeat the flag for more)",
+    STRING_SLICE: "a comma-separated list",
+    MIN_MAX: "<min>:<max> with non-negative integers and min <= max",
+    GPU_TOTAL: "<gpu_type>:<min>:<max> with non-negative integers and min <= max",
+}
+
+REPEATABLE = frozenset({STRING_ARRAY, STRING_SLICE, GPU_TOTAL})
+
+
+def parse_bool(flag: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "t", "yes"):
+        return True
+    if lowered in ("false", "0", "f", "no"):
+        return False
+    raise OptionError(flag, text, FORMS[BOOL])
+
+
+def parse_min_max(flag: str, text: str) -> MinMax:
+    match = _MINMAX.match(text)
+    if match is None:
+        raise OptionError(flag, text, FORMS[MIN_MAX])
+    low, high = int(match.group(1)), int(match.group(2))
+    if low > high:
+        raise OptionError(flag, text, FORMS[MIN_MAX])
+    return MinMax(low, high)
+
+
+def parse_gpu_limit(flag: str, text: str) -> GpuLimit:
+    match = _GPU.match(text)
+    if match is None:
+        raise OptionError(flag, text, FORMS[GPU_TOTAL])
+    low, high = int(match.group(2)), int(match.group(3))
+    if low > high:
+        raise OptionError(flag, text, FORMS[GPU_TOTAL])
+    return GpuLimit(match.group(1), low, high)
+
+
+def parse_value(kind: str, flag: str, text: str) -> Any:
+    """Convert one command-line string of `kind` for `flag`. Raises `OptionError`."""
+    if kind == BOOL:
+        return parse_bool(flag, text)
+    if kind == INT:
+        try:
+            return int(text.strip())
+        except ValueError:
+            raise OptionError(flag, text, FORMS[INT]) from None
+    if kind == FLOAT:
+        try:
+            return float(text.strip())
+        except ValueError:
+            raise OptionError(flag, text, FORMS[FLOAT]) from None
+    if kind == DURATION:
+        try:
+            return parse_duration(text)
+        except ValueError:
+            raise OptionError(flag, text, FORMS[DURATION]) from None
+    if kind == MIN_MAX:
+        return parse_min_max(flag, text)
+    if kind == GPU_TOTAL:
+        return parse_gpu_limit(flag, text)
+    if kind == STRING_SLICE:
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return text
+
+
+def format_value(kind: str, value: Any) -> str:
+    """Render a typed value back in command-line form (for docs and `--help`)."""
+    if kind == BOOL:
+        return "true" if value else "false"
+    if kind == DURATION:
+        return format_duration(value)
+    if kind in REPEATABLE:
+        if kind == STRING_SLICE:
+            return ",".join(str(v) for v in value)
+        return "[" + ", ".join(str(v) for v in value) + "]" if value else "[]"
+    if kind == STRING:
+        return f'"{value}"'
+    return str(value)
+
+
+def opt(
+    default: Any,
+    help: str,
+    *,
+    kind: str | None = None,
+    flag: str | None = None,
+    deprecated: str | None = None,
+    group: str = "general",
+) -> Any:
+    """Declare one flag. `kind` is derived from the default's type when not given."""
+    if kind is None:
+        if isinstance(default, bool):
+            kind = BOOL
+        elif isinstance(default, int):
+            kind = INT
+        elif isinstance(default, float):
+            kind = FLOAT
+        elif isinstance(default, timedelta):
+            kind = DURATION
+        elif isinstance(default, MinMax):
+            kind = MIN_MAX
+        elif isinstance(default, str):
+            kind = STRING
+        else:
+            raise TypeError(f"flag kind for default {default!r} must be given explicitly")
+    metadata = {"help": help, "kind": kind, "flag": flag, "deprecated": deprecated, "group": group}
+    if isinstance(default, list):
+        frozen = tuple(default)
+        return field(default_factory=lambda: list(frozen), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _m(minutes: float) -> timedelta:
+    return timedelta(minutes=minutes)
+
+
+def _s(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+@dataclass
+class AutoscalingOptions:
+    """Every flag of the autoscaler. Field name = flag name with `-` replaced by `_`."""
+
+    # --- Cluster and cloud -------------------------------------------------------------
+    cloud_provider: str = opt("sim", "Cloud provider type (one of the installed providers).", group="cloud")
+    cloud_config: str = opt("", "The path to the cloud provider configuration file. Empty string for no configuration file.", group="cloud")
+    cluster_name: str = opt("", "Autoscaled cluster name, if available.", group="cloud")
+    nodes: list[str] = opt([], "Sets min,max size and other configuration data for a node group in a format accepted by the cloud provider. Can be used multiple times. Format: <min>:<max>:<other...>", kind=STRING_ARRAY, group="cloud")
+    node_group_auto_discovery: list[str] = opt([], "One or more definition(s) of node group auto-discovery, `<name of discoverer>:[<key>[=<value>]]`, e.g. `asg:tag=tagKey,anotherTagKey`, `mig:namePrefix=pfx,min=0,max=10`, `label:foo=bar`, `clusterapi:namespace=ns`. Can be used multiple times.", kind=STRING_ARRAY, group="cloud")
+    regional: bool = opt(False, "Cluster is regional.", group="cloud")
+    kubernetes: str = opt("", "Kubernetes API server location. Leave blank for the default (kubeconfig or in-cluster).", group="kubernetes")
+    kubeconfig: str = opt("", "Path to kubeconfig file with authorization and API server location information.", group="kubernetes")
+    kube_client_qps: float = opt(5.0, "QPS value for the Kubernetes client.", group="kubernetes")
+    kube_client_burst: int = opt(10, "Burst value for the Kubernetes client.", group="kubernetes")
+    namespace: str = opt("kube-system", "Namespace in which the autoscaler runs (status ConfigMap, priority expander ConfigMap, Lease).", group="kubernetes")
+    user_agent: str = opt("cluster-autoscaler", "User agent used for HTTP calls to the API server.", group="kubernetes")
+
+    # --- Loop ------------------------------------------------------------------------------
+    scan_interval: timedelta = opt(_s(10), "How often the cluster is reevaluated for scale up or down.", group="loop")
+    max_inactivity: timedelta = opt(_m(10), "Maximum time from last recorded autoscaler activity before /health-check fails.", group="loop")
+    max_failing_time: timedelta = opt(_m(15), "Maximum time from last recorded successful autoscaler run before /health-check fails.", group="loop")
+    address: str = opt(":8085", "The address to expose Prometheus metrics and /health-check on.", group="loop")
+    dry_run: bool = opt(False, "Decide, log, emit events (marked dry-run), write status and metrics, but never change nodes, pods or the cloud.", group="loop")
+    profiling: bool = opt(False, "Enable /debug/pprof-like profiling endpoints.", group="loop")
+    write_status_configmap: bool = opt(True, "Should the autoscaler write status information to a ConfigMap.", group="loop")
+    status_config_map_name: str = opt("cluster-autoscaler-status", "Status ConfigMap name.", group="loop")
+    record_duplicated_events: bool = opt(False, "Record duplicated events within a 5 minute window.", group="loop")
+    emit_per_nodegroup_metrics: bool = opt(False, "Emit per node group metrics (min/max/target count).", group="loop")
+
+    # --- Limits ----------------------------------------------------------------------------
+    max_nodes_total: int = opt(0, "Maximum number of nodes in all node groups. The autoscaler will not grow the cluster beyond this number (0: no limit).", group="limits")
+    cores_total: MinMax = opt(MinMax(0, 320000), "Minimum and maximum number of cores in cluster, in the format <min>:<max>.", group="limits")
+    memory_total: MinMax = opt(MinMax(0, 6400000), "Minimum and maximum number of gigabytes of memory in cluster, in the format <min>:<max>.", group="limits")
+    gpu_total: list[GpuLimit] = opt([], "Minimum and maximum number of different GPUs in cluster, in the format <gpu_type>:<min>:<max>. Can be passed multiple times.", kind=GPU_TOTAL, group="limits")
+    max_total_unready_percentage: float = opt(45.0, "Maximum percentage of unready nodes in the cluster. After this is exceeded, the autoscaler halts operations.", group="limits")
+    ok_total_unready_count: int = opt(3, "Number of allowed unready nodes, irrespective of max-total-unready-percentage.", group="limits")
+
+    # --- Scale-up --------------------------------------------------------------------------
+    estimator: str = opt("binpacking", "Type of resource estimator to be used in scale up.", group="scale-up")
+    expander: list[str] = opt(["least-waste"], "Type of node group expander to be used in scale up; a comma-separated chain such as `priority,least-waste`.", kind=STRING_SLICE, group="scale-up")
+    expendable_pods_priority_cutoff: int = opt(-10, "Pods with priority below cutoff are expendable: they can be killed without any consideration during scale down and they don't cause scale up. Pods with null priority are not expendable.", group="scale-up")
+    new_pod_scale_up_delay: timedelta = opt(_s(0), "Pods younger than this are not considered for scale-up (overridable per pod with the cluster-autoscaler.kubernetes.io/pod-scale-up-delay annotation).", group="scale-up")
+    max_nodes_per_scaleup: int = opt(1000, "Maximum number of nodes that can be added in a single scale-up.", group="scale-up")
+    max_nodegroup_binpacking_duration: timedelta = opt(_s(10), "Maximum time spent binpacking for a single node group.", group="scale-up")
+    max_binpacking_time: timedelta = opt(_m(5), "Maximum time spent binpacking in one scale-up across node groups.", group="scale-up")
+    balance_similar_node_groups: bool = opt(False, "Detect similar node groups and balance the number of nodes between them.", group="scale-up")
+    balancing_ignore_label: list[str] = opt([], "A node label to ignore when considering node group similarity. One label per flag occurrence.", kind=STRING_ARRAY, group="scale-up")
+    balancing_label: list[str] = opt([], "A node label to use (exclusively) when considering node group similarity. One label per flag occurrence.", kind=STRING_ARRAY, group="scale-up")
+    memory_difference_ratio: float = opt(0.015, "Maximum difference in memory capacity between two similar node groups, as a ratio of the smaller.", group="scale-up")
+    max_allocatable_difference_ratio: float = opt(0.05, "Maximum difference in allocatable resources between two similar node groups.", group="scale-up")
+    max_free_difference_ratio: float = opt(0.05, "Maximum difference in free resources between two similar node groups.", group="scale-up")
+    scale_up_from_zero: bool = opt(True, "Should the autoscaler scale up when there are 0 ready nodes.", group="scale-up")
+    enforce_node_group_min_size: bool = opt(False, "Scale up node groups below their configured minimum size to the minimum.", group="scale-up")
+    max_node_provision_time: timedelta = opt(_m(15), "Maximum time the autoscaler waits for a node to be provisioned.", group="scale-up")
+    max_node_startup_time: timedelta = opt(_m(15), "Maximum time the autoscaler waits for a registered node to become ready.", group="scale-up")
+    initial_node_group_backoff_duration: timedelta = opt(_m(5), "Duration of the first backoff after a failed scale-up of a node group.", group="scale-up")
+    max_node_group_backoff_duration: timedelta = opt(_m(30), "Maximum backoff duration for a node group after failed scale-ups.", group="scale-up")
+    node_group_backoff_reset_timeout: timedelta = opt(_m(180), "Time after the last failed scale-up at which a node group's backoff is reset.", group="scale-up")
+    ignore_taint: list[str] = opt([], "Taint treated as a startup taint (deprecated: use --startup-taint).", kind=STRING_ARRAY, group="scale-up")
+    startup_taint: list[str] = opt([], "Taint placed on nodes at startup and removed later: a node carrying it is treated as not ready (starting, then unready), and the taint is ignored in node templates. Equivalent to --ignore-taint.", kind=STRING_ARRAY, group="scale-up")
+    startup_taint_prefix: list[str] = opt([], "Taint key prefix: taints whose key starts with it are startup taints, in addition to startup-taint.cluster-autoscaler.kubernetes.io/ and ignore-taint.cluster-autoscaler.kubernetes.io/.", kind=STRING_ARRAY, group="scale-up")
+    status_taint: list[str] = opt([], "Taint reflecting node status: ignored in node templates; nodes carrying it are still treated as ready.", kind=STRING_ARRAY, group="scale-up")
+    allowed_scheduler_names: list[str] = opt([], "Pods with these scheduler names (besides default-scheduler) are considered for scale-up.", kind=STRING_SLICE, group="scale-up")
+    bypassed_scheduler_names: list[str] = opt([], "Pods with these scheduler names are considered for scale-up without waiting for the scheduler to mark them unschedulable.", kind=STRING_SLICE, group="scale-up")
+    force_ds: bool = opt(False, "Add pending DaemonSet pods to node templates even when they are not scheduled yet.", group="scale-up")
+
+    # --- Scale-down ------------------------------------------------------------------------
+    scale_down_enabled: bool = opt(True, "Should the autoscaler scale down the cluster.", group="scale-down")
+    scale_down_delay_after_add: timedelta = opt(_m(10), "How long after scale up that scale down evaluation resumes.", group="scale-down")
+    scale_down_delay_after_delete: timedelta = opt(_s(0), "How long after node deletion that scale down evaluation resumes.", group="scale-down")
+    scale_down_delay_after_failure: timedelta = opt(_m(3), "How long after scale down failure that scale down evaluation resumes.", group="scale-down")
+    scale_down_unneeded_time: timedelta = opt(_m(10), "How long a node should be unneeded before it is eligible for scale down.", group="scale-down")
+    scale_down_unready_time: timedelta = opt(_m(20), "How long an unready node should be unneeded before it is eligible for scale down.", group="scale-down")
+    scale_down_unready_enabled: bool = opt(True, "Should the autoscaler scale down unready nodes.", group="scale-down")
+    scale_down_utilization_threshold: float = opt(0.5, "Sum of cpu or memory of all pods running on the node divided by the node's allocatable, below which a node can be considered for scale down.", group="scale-down")
+    scale_down_gpu_utilization_threshold: float = opt(0.5, "Sum of GPU requests of all pods running on the node divided by the node's allocatable GPUs, below which a GPU node can be considered for scale down.", group="scale-down")
+    scale_down_non_empty_candidates_count: int = opt(30, "Maximum number of non empty nodes considered in one iteration as candidates for scale down with drain. Non-positive turns the heuristic off.", group="scale-down")
+    scale_down_candidates_pool_ratio: float = opt(0.1, "Accepted for compatibility and has no effect: as in Cluster Autoscaler's current planner, every eligible node is simulated (bounded by --scale-down-simulation-timeout and --scale-down-non-empty-candidates-count).", group="scale-down")
+    scale_down_candidates_pool_min_count: int = opt(50, "Accepted for compatibility and has no effect (see --scale-down-candidates-pool-ratio).", group="scale-down")
+    scale_down_simulation_timeout: timedelta = opt(_s(30), "Timeout for the scale-down removal simulation.", group="scale-down")
+    unremovable_node_recheck_timeout: timedelta = opt(_m(5), "The timeout before a node that could not be removed is checked again.", group="scale-down")
+    max_scale_down_parallelism: int = opt(10, "Maximum number of nodes (empty or needing drain) that can be deleted in parallel.", group="scale-down")
+    max_drain_parallelism: int = opt(1, "Maximum number of nodes needing drain that can be drained and deleted in parallel.", group="scale-down")
+    max_graceful_termination_sec: int = opt(600, "Maximum number of seconds the autoscaler waits for pod termination when trying to scale down a node.", group="scale-down")
+    max_pod_eviction_time: timedelta = opt(_m(2), "Maximum time the autoscaler tries to evict a pod before giving up.", group="scale-down")
+    max_bulk_soft_taint_count: int = opt(10, "Maximum number of nodes that can be soft-tainted or untainted with PreferNoSchedule at the same time (0 disables soft tainting).", group="scale-down")
+    max_bulk_soft_taint_time: timedelta = opt(_s(3), "Maximum duration of soft tainting or untainting in one loop.", group="scale-down")
+    node_delete_delay_after_taint: timedelta = opt(_s(5), "How long to wait before deleting a node after tainting it.", group="scale-down")
+    node_deletion_delay_timeout: timedelta = opt(_m(2), "Maximum time to wait for delay-deletion.cluster-autoscaler.kubernetes.io/ annotations to be removed before deleting a node.", group="scale-down")
+    min_replica_count: int = opt(0, "Minimum number of replicas that a ReplicaSet or ReplicationController should have to allow deleting their pods in scale down.", group="scale-down")
+    skip_nodes_with_system_pods: bool = opt(True, "Never delete nodes with pods from kube-system (except DaemonSet or mirror pods, or pods covered by a PDB).", group="scale-down")
+    skip_nodes_with_local_storage: bool = opt(True, "Never delete nodes with pods with local storage, e.g. EmptyDir or HostPath.", group="scale-down")
+    skip_nodes_with_custom_controller_pods: bool = opt(True, "Never delete nodes with pods owned by custom controllers, or whose controller cannot be found.", group="scale-down")
+    blocking_system_pod_distruption_timeout: timedelta = opt(_m(60), "How long after its creation a kube-system pod without a PDB keeps blocking the removal of its node.", group="scale-down")
+    ignore_daemonsets_utilization: bool = opt(False, "Ignore DaemonSet pods when calculating resource utilization for scale down.", group="scale-down")
+    ignore_mirror_pods_utilization: bool = opt(False, "Ignore mirror pods when calculating resource utilization for scale down.", group="scale-down")
+    daemonset_eviction_for_empty_nodes: bool = opt(False, "Gracefully terminate DaemonSet pods from empty nodes.", group="scale-down")
+    daemonset_eviction_for_occupied_nodes: bool = opt(True, "Gracefully terminate DaemonSet pods from non-empty nodes.", group="scale-down")
+    cordon_node_before_terminating: bool = opt(True, "Cordon nodes before terminating them during scale down.", group="scale-down")
+    force_delete_unregistered_nodes: bool = opt(False, "Delete unregistered nodes even when that would take a node group below its minimum size.", group="scale-down")
+
+    # --- Leader election -------------------------------------------------------------------
+    leader_elect: bool = opt(True, "Start a leader election client and gain leadership before executing the main loop.", group="leader-election")
+    leader_elect_lease_duration: timedelta = opt(_s(15), "The duration that non-leader candidates wait after observing a leadership renewal before trying to acquire leadership.", group="leader-election")
+    leader_elect_renew_deadline: timedelta = opt(_s(10), "The interval between attempts by the leader to renew its lease before it stops leading. Must be <= the lease duration.", group="leader-election")
+    leader_elect_retry_period: timedelta = opt(_s(2), "The duration clients wait between attempts of acquisition and renewal of leadership.", group="leader-election")
+    leader_elect_resource_lock: str = opt("leases", "The type of resource object used for locking during leader election (only `leases` is supported).", group="leader-election")
+    leader_elect_resource_name: str = opt("cluster-autoscaler", "The name of the Lease used for leader election.", group="leader-election")
+    leader_elect_resource_namespace: str = opt("", "The namespace of the Lease used for leader election (default: --namespace).", group="leader-election")
+
+    # --- Logging ---------------------------------------------------------------------------
+    v: int = opt(0, "Log verbosity: 0-1 warnings and major decisions, 2-3 info, 4 debug, 5+ trace.", group="logging")
+    logging_format: str = opt("text", "Log format: text or json.", group="logging")
+
+    # --- Removed upstream, accepted with a warning ---------------------------------------------
+    max_empty_bulk_delete: int = opt(10, "Removed upstream: empty nodes now share --max-scale-down-parallelism.", deprecated="use --max-scale-down-parallelism", group="deprecated")
+    parallel_drain: bool = opt(True, "Removed upstream: parallel drain is always on.", deprecated="parallel drain is always on; use --max-drain-parallelism", group="deprecated")
+    node_autoprovisioning_enabled: bool = opt(False, "Removed upstream: node auto-provisioning is not supported.", deprecated="node auto-provisioning is not supported", group="deprecated")
+    max_autoprovisioned_node_group_count: int = opt(15, "Removed upstream: node auto-provisioning is not supported.", deprecated="node auto-provisioning is not supported", group="deprecated")
+
+    # Values of flags added by plugins through `clusterscaler_add_options`, by argparse dest.
+    extra: dict[str, Any] = field(default_factory=dict, metadata={"flag": None, "internal": True})
+
+    @property
+    def lease_namespace(self) -> str:
+        return self.leader_elect_resource_namespace or self.namespace
+
+
+@dataclass(frozen=True, slots=True)
+class FlagSpec:
+    """One flag as derived from the option table."""
+
+    name: str  # without dashes, e.g. "scan-interval"
+    dest: str  # AutoscalingOptions field
+    kind: str
+    default: Any
+    help: str
+    group: str
+    deprecated: str | None
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.name}"
+
+    @property
+    def form(self) -> str:
+        return FORMS[self.kind]
+
+    def parse(self, text: str) -> Any:
+        return parse_value(self.kind, self.flag, text)
+
+
+def flag_specs() -> list[FlagSpec]:
+    """The option table, in declaration order."""
+    specs = []
+    defaults = AutoscalingOptions()
+    for f in dataclasses.fields(AutoscalingOptions):
+        if f.metadata.get("internal"):
+            continue
+        specs.append(
+            FlagSpec(
+                name=f.metadata.get("flag") or f.name.replace("_", "-"),
+                dest=f.name,
+                kind=f.metadata["kind"],
+                default=getattr(defaults, f.name),
+                help=f.metadata["help"],
+                group=f.metadata["group"],
+                deprecated=f.metadata.get("deprecated"),
+            )
+        )
+    return specs
+
+
+def validate(options: AutoscalingOptions) -> None:
+    """Check relations between values that no single flag can check. Raises `OptionError`."""
+    checks: list[tuple[str, Any, bool, str]] = [
+        ("--scale-down-utilization-threshold", options.scale_down_utilization_threshold,
+         0.0 <= options.scale_down_utilization_threshold <= 1.0, "a number between 0 and 1"),
+        ("--scale-down-gpu-utilization-threshold", options.scale_down_gpu_utilization_threshold,
+         0.0 <= options.scale_down_gpu_utilization_threshold <= 1.0, "a number between 0 and 1"),
+        ("--max-total-unready-percentage", options.max_total_unready_percentage,
+         0.0 <= options.max_total_unready_percentage <= 100.0, "a percentage between 0 and 100"),
+        ("--scale-down-candidates-pool-ratio", options.scale_down_candidates_pool_ratio,
+         0.0 <= options.scale_down_candidates_pool_ratio <= 1.0, "a number between 0 and 1"),
+        ("--max-nodes-total", options.max_nodes_total, options.max_nodes_total >= 0,
+         "a non-negative integer (0: no limit)"),
+        ("--max-nodes-per-scaleup", options.max_nodes_per_scaleup,
+         options.max_nodes_per_scaleup > 0, "a positive integer"),
+        ("--max-scale-down-parallelism", options.max_scale_down_parallelism,
+         options.max_scale_down_parallelism > 0, "a positive integer"),
+        ("--max-drain-parallelism", options.max_drain_parallelism,
+         options.max_drain_parallelism > 0, "a positive integer"),
+        ("--max-graceful-termination-sec", options.max_graceful_termination_sec,
+         options.max_graceful_termination_sec >= 0, "a non-negative integer"),
+        ("--ok-total-unready-count", options.ok_total_unready_count,
+         options.ok_total_unready_count >= 0, "a non-negative integer"),
+        ("--min-replica-count", options.min_replica_count, options.min_replica_count >= 0,
+         "a non-negative integer"),
+        ("--kube-client-qps", options.kube_client_qps, options.kube_client_qps > 0,
+         "a positive number"),
+        ("--kube-client-burst", options.kube_client_burst, options.kube_client_burst > 0,
+         "a positive integer"),
+        ("--scan-interval", format_duration(options.scan_interval),
+         options.scan_interval > timedelta(0), "a positive Go duration such as 10s"),
+        ("--logging-format", options.logging_format, options.logging_format in ("text", "json"),
+         "text or json"),
+        ("--v", options.v, options.v >= 0, "a non-negative integer"),
+        ("--leader-elect-resource-lock", options.leader_elect_resource_lock,
+         options.leader_elect_resource_lock in ("leases",), "leases"),
+        ("--leader-elect-renew-deadline", format_duration(options.leader_elect_renew_deadline),
+         options.leader_elect_renew_deadline <= options.leader_elect_lease_duration,
+         "a duration no longer than --leader-elect-lease-duration "
+         f"({format_duration(options.leader_elect_lease_duration)})"),
+        ("--leader-elect-retry-period", format_duration(options.leader_elect_retry_period),
+         options.leader_elect_retry_period < options.leader_elect_renew_deadline,
+         "a duration shorter than --leader-elect-renew-deadline "
+         f"({format_duration(options.leader_elect_renew_deadline)})"),
+        ("--expander", ",".join(options.expander), bool(options.expander),
+         "a comma-separated list of expander names"),
+    ]
+    for flag, value, ok, expected in checks:
+        if not ok:
+            raise OptionError(flag, value, expected)
+    gpu_types = [limit.gpu_type for limit in options.gpu_total]
+    duplicates = sorted({t for t in gpu_types if gpu_types.count(t) > 1})
+    if duplicates:
+        raise OptionError(
+            "--gpu-total", duplicates[0], "each GPU type at most once"
+        )
+
+
+def validate_names(
+    flag: str, names: Sequence[str], installed: Sequence[str], kind: str
+) -> None:
+    """Check that every name in a plugin-backed flag is installed; list the choices if not."""
+    for name in names:
+        if name not in installed:
+            choices = ", ".join(sorted(installed)) or "none installed"
+            raise OptionError(flag, name, f"one of the installed {kind}: {choices}")
+
+
+ValueParser = Callable[[str], Any]

@@ -1,0 +1,883 @@
+"""The autoscaling loop.
+
+`Autoscaler.run_once(now)` observes the cluster through a `ClusterSource`, the cloud
+through a `CloudProvider`, decides scale-up and scale-down with Cluster Autoscaler's
+semantics, acts through `ClusterActions` and the provider, and returns a `LoopResult` that
+events, the status ConfigMap, metrics, logs, `explain` and `simulate --once --json` read.
+
+Decisions depend only on the inputs and `now` (the simulator drives the loop on a virtual
+clock); only the scale-down simulation timeout and the actuator's waits use a clock.
+
+Node deletions are started by the loop (the nodes are tainted before `run_once` returns) and
+finish on a `DeletionExecutor`: in the background for `clusterscaler run`, at once for
+`simulate` and tests. Deletions in flight are seen by the following loops as nodes being
+deleted, and their outcomes are reported by the first loop after they finish.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
+from clusterscaler.framework.cloudprovider import (
+    CloudProvider,
+    CloudProviderError,
+    NodeGroup,
+    ProviderProblem,
+    provider_problems,
+)
+from clusterscaler.framework.cluster import (
+    Clock,
+    ClusterActions,
+    ClusterSource,
+    StaleSource,
+    SystemClock,
+)
+from clusterscaler.framework.errors import describe_error
+from clusterscaler.loop.clusterstate import (
+    ClusterState,
+    ClusterStateRegistry,
+    create_error_nodes,
+    long_unregistered_nodes,
+)
+from clusterscaler.loop.decisions import (
+    ClusterHealth,
+    DeletionKind,
+    LoopResult,
+    NodeCounts,
+    NodeDeletion,
+    NodeGroupStatus,
+    ScaleDownResult,
+    ScaleDownStatus,
+    ScaleUpDecision,
+    ScaleUpResult,
+    ScaleUpStatus,
+)
+from clusterscaler.loop.estimator import Estimator
+from clusterscaler.loop.expander import ExpanderContext, Option, build_expander_chain
+from clusterscaler.loop.limits import Limits, Totals, node_totals, sum_totals
+from clusterscaler.loop.pending import PendingPods, classify_pending, drop_schedulable
+from clusterscaler.loop.scaledown.actuator import Actuator, has_autoscaler_taint
+from clusterscaler.loop.scaledown.budgets import InProgress
+from clusterscaler.loop.scaledown.executor import DeletionExecutor, InlineExecutor
+from clusterscaler.loop.scaledown.planner import ScaleDownInputs, ScaleDownPlanner
+from clusterscaler.loop.scaledown.tracker import InFlightDeletion
+from clusterscaler.loop.scaleup import (
+    current_totals,
+    execute_scale_up,
+    plan_min_size_enforcement,
+    plan_scale_up,
+)
+from clusterscaler.loop.templates import TemplateCache, instantiate
+from clusterscaler.model import ClusterObjects, Node, Pod, gc_paused
+from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
+from clusterscaler.simulator.drain import PodFilter, build_pod_filters
+from clusterscaler.simulator.utilization import GPU_RESOURCE
+
+if TYPE_CHECKING:
+    from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.framework.pluginmanager import Registry
+
+log = structlog.get_logger()
+
+
+class AutoscalerError(Exception):
+    """The autoscaler cannot be built from its options and plugins."""
+
+
+def build_estimator(registry: Registry, options: AutoscalingOptions) -> Estimator:
+    entry = registry.estimators.get(options.estimator)
+    if entry is None:
+        raise AutoscalerError(
+            f"--estimator={options.estimator}: expected one of "
+            f"{', '.join(sorted(registry.estimators)) or '(none installed)'}"
+        )
+    estimator: Estimator = entry.factory(options)
+    return estimator
+
+
+class BestOption(Protocol):
+    """What the loop needs of the expander chain (`clusterscaler.loop.expander.ExpanderChain`)."""
+
+    def best_option(self, options: Sequence[Option], context: ExpanderContext) -> Option | None: ...
+
+
+def build_expander(
+    registry: Registry, options: AutoscalingOptions, provider: CloudProvider
+) -> BestOption:
+    """The expander chain of --expander."""
+    return build_expander_chain(
+        options.expander, registry, options, pricing_available=provider.pricing() is not None
+    )
+
+
+def _statuses_after(
+    state: ClusterState, scale_up: ScaleUpResult, removed: Sequence[NodeDeletion]
+) -> tuple[NodeGroupStatus, ...]:
+    """Node group statuses with the targets this loop's actions changed; `removed` are the
+    nodes deleted after the targets were read."""
+    delta: dict[str, int] = {}
+    for d in scale_up.decisions:
+        delta[d.node_group] = delta.get(d.node_group, 0) + d.delta
+    for x in removed:
+        if x.ok:
+            delta[x.node_group] = delta.get(x.node_group, 0) - 1
+    return tuple(
+        dataclasses.replace(
+            s,
+            target_size=s.target_size + delta.get(s.name, 0),
+            upcoming=max(0, s.upcoming + max(0, delta.get(s.name, 0))),
+            scale_up_in_progress=s.scale_up_in_progress or delta.get(s.name, 0) > 0,
+        )
+        for s in state.statuses()
+    )
+
+
+def _pods_by_node(pods: Sequence[Pod]) -> dict[str, list[Pod]]:
+    out: dict[str, list[Pod]] = {}
+    for p in pods:
+        if p.node_name:
+            out.setdefault(p.node_name, []).append(p)
+    return out
+
+
+def _mark_unready_gpus(objects: ClusterObjects, gpu_label: str) -> ClusterObjects:
+    """`objects` where a Ready node carrying the GPU label but advertising no GPU is not
+    Ready: its device plugin has not started yet. As CA's
+    FilterOutNodesWithUnreadyResources, such a node is then a starting (upcoming) node, not
+    a template with no GPUs, a destination for pods or a scale-down candidate."""
+    if not gpu_label:
+        return objects
+    unready = {
+        n.name
+        for n in objects.nodes
+        if n.ready and gpu_label in n.labels and n.allocatable.extended.get(GPU_RESOURCE, 0) <= 0
+    }
+    if not unready:
+        return objects
+    log.info("gpu_not_advertised", nodes=len(unready), first=min(unready))
+    return dataclasses.replace(
+        objects,
+        nodes=[n.with_(ready=False) if n.name in unready else n for n in objects.nodes],
+    )
+
+
+def _without_expendable(objects: ClusterObjects, cutoff: int) -> ClusterObjects:
+    """`objects` without the scheduled pods whose priority is below `cutoff`; pending
+    expendable pods stay (`classify_pending` sets them aside)."""
+    kept = [
+        p
+        for p in objects.pods
+        if not (p.node_name and p.priority is not None and p.priority < cutoff)
+    ]
+    if len(kept) == len(objects.pods):
+        return objects
+    return dataclasses.replace(objects, pods=kept)
+
+
+class Autoscaler:
+    """The loop and the state it keeps between iterations."""
+
+    def __init__(
+        self,
+        *,
+        options: AutoscalingOptions,
+        provider: CloudProvider,
+        source: ClusterSource,
+        actions: ClusterActions,
+        estimator: Estimator,
+        expander: BestOption,
+        pod_filters: Sequence[PodFilter],
+        clock: Clock | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        executor: DeletionExecutor | None = None,
+    ) -> None:
+        self.options = options
+        self.provider = provider
+        self.source = source
+        self.actions = actions
+        self.estimator = estimator
+        self.expander = expander
+        self.clock: Clock = clock or SystemClock()
+        self.monotonic = monotonic
+        self.registry = ClusterStateRegistry(options)
+        self.templates = TemplateCache(options)
+        self.planner = ScaleDownPlanner(options, pod_filters, clock=monotonic)
+        self.actuator = Actuator(
+            actions,
+            options,
+            self.clock,
+            monotonic=monotonic,
+            source=source,
+            executor=executor or InlineExecutor(),
+        )
+        self.pending_hints = HintingSimulator()
+        self.last_scale_up: datetime | None = None
+        self.last_scale_down_delete: datetime | None = None
+        self.last_scale_down_failure: datetime | None = None
+        # Nodes carrying our taints when this process first looked, left by an earlier run
+        # (a crash mid-drain); None until the first loop. Cleaning is retried every loop
+        # until each of them is done.
+        self._stale_taint_nodes: set[str] | None = None
+        self._last_result: LoopResult | None = None
+        self._seen_problems: set[ProviderProblem] = set()
+        self._announced: set[str] = set()
+
+    @classmethod
+    def from_registry(
+        cls,
+        registry: Registry,
+        *,
+        options: AutoscalingOptions,
+        provider: CloudProvider,
+        source: ClusterSource,
+        actions: ClusterActions,
+        clock: Clock | None = None,
+        executor: DeletionExecutor | None = None,
+    ) -> Autoscaler:
+        """Build the estimator, expander chain and pod filters from installed plugins.
+
+        Without `executor`, node deletions finish inside the loop that starts them."""
+        return cls(
+            options=options,
+            provider=provider,
+            source=source,
+            actions=actions,
+            estimator=build_estimator(registry, options),
+            expander=build_expander(registry, options, provider),
+            pod_filters=build_pod_filters(registry, options),
+            clock=clock,
+            executor=executor,
+        )
+
+    # ------------------------------------------------------------------ the loop
+
+    def run_once(self, now: datetime) -> LoopResult:
+        started = self.monotonic()
+        # Deletions in flight call the provider only under this lock, so the loop has the
+        # cloud to itself and sees each finished deletion together with its new target.
+        # The collector is held off for the loop: it allocates heavily (snapshot forks,
+        # placements, plans), and each full collection on the way would walk every object
+        # of the cluster model, which lives across the loop. That walk was a fifth of a
+        # 100,000-pod loop and grew with the cluster. Reference counting frees the
+        # loop's temporaries as usual; cycles wait for the collector after the loop.
+        with self.actuator.provider_lock, gc_paused():
+            result = self._run(now)
+            problems = self._provider_problems()
+        result = dataclasses.replace(
+            result,
+            duration=timedelta(seconds=self.monotonic() - started),
+            problems=problems,
+        )
+        self._last_result = result
+        return result
+
+    def _provider_problems(self) -> tuple[ProviderProblem, ...]:
+        """The provider's configuration problems; each is logged when it appears, not at
+        every loop."""
+        try:
+            problems = tuple(provider_problems(self.provider))
+        except CloudProviderError as exc:
+            log.error("provider_problems_failed", error=str(exc))
+            return ()
+        for p in problems:
+            if p not in self._seen_problems:
+                log.warning(
+                    "node_group_problem",
+                    node_group=p.node_group,
+                    reason=p.reason,
+                    message=p.message,
+                )
+        for p in self._seen_problems - set(problems):
+            log.info("node_group_problem_resolved", node_group=p.node_group, reason=p.reason)
+        self._seen_problems = set(problems)
+        return problems
+
+    # ------------------------------------------------------------------ deletions in flight
+
+    def deletions_in_flight(self) -> Mapping[str, InFlightDeletion]:
+        """Nodes whose deletion has started and not finished, by name."""
+        return self.actuator.tracker.in_flight()
+
+    def wait_for_deletions(self, timeout: float | None = None) -> bool:
+        """Wait up to `timeout` seconds for the deletions in flight to finish or roll back;
+        True when none is left."""
+        return self.actuator.executor.wait(timeout)
+
+    def report_finished(self, now: datetime) -> LoopResult | None:
+        """The deletions that finished since the last loop, as a result without any new
+        decision (for the last report before exiting); None when nothing finished."""
+        finished = self._collect_finished(now)
+        if not finished:
+            return None
+        last = self._last_result
+        scale_down = ScaleDownResult(
+            status=ScaleDownStatus.NOT_TRIED,
+            deletions=tuple(finished),
+            in_flight=tuple(sorted(self.deletions_in_flight())),
+        )
+        if last is None:
+            return LoopResult(
+                time=now, health=ClusterHealth(True, NodeCounts()), scale_down=scale_down
+            )
+        return dataclasses.replace(
+            last,
+            time=now,
+            scale_up=ScaleUpResult(status=ScaleUpStatus.NOT_TRIED),
+            scale_down=scale_down,
+            pending_pods=(),
+            cleanups=(),
+            errors=(),
+            duration=timedelta(0),
+        )
+
+    def _collect_finished(self, now: datetime) -> list[NodeDeletion]:
+        """Take the deletions finished since the last call and update the timers: a failed
+        node waits --unremovable-node-recheck-timeout before it is considered again, and
+        scale-down waits --scale-down-delay-after-failure."""
+        finished = [
+            dataclasses.replace(d, start_reported=True) if d.node in self._announced else d
+            for d in self.actuator.tracker.take_finished()
+        ]
+        self._announced.difference_update(d.node for d in finished)
+        for d in finished:
+            if d.ok:
+                self.planner.timers.drop(d.node)
+            else:
+                self.last_scale_down_failure = now
+                self.planner.recheck.add(d.node, now)
+        return finished
+
+    def _run(self, now: datetime) -> LoopResult:
+        options = self.options
+        finished = self._collect_finished(now)
+        try:
+            self.provider.refresh()
+        except CloudProviderError as exc:
+            log.error("cloud_provider_refresh_failed", error=str(exc))
+            return LoopResult(
+                time=now,
+                health=ClusterHealth(False, NodeCounts(), "cloud provider refresh failed"),
+                scale_down=self._not_tried(finished),
+                halted=f"cloud provider refresh failed: {exc}",
+                errors=(str(exc),),
+            )
+        objects = self.source.snapshot()
+        stale = self._stale_caches()
+        if self._clean_stale_taints(objects.nodes):
+            objects = self.source.snapshot()
+        objects = _mark_unready_gpus(objects, self.provider.gpu_label())
+        state = self.registry.update(
+            now, objects.nodes, self.provider, deleting=set(self.deletions_in_flight())
+        )
+        errors: list[str] = []
+        cleanups = self._clean_up_instances(state, now, errors, stale)
+        if not state.health.healthy:
+            log.warning("cluster_unhealthy", message=state.health.message)
+            # As CA (CleanUpUnneededNodes on halting): time spent unhealthy does not count
+            # towards --scale-down-unneeded-time.
+            self.planner.timers.clear()
+            return LoopResult(
+                time=now,
+                health=state.health,
+                taint_counts=state.taint_counts,
+                node_groups=state.statuses(),
+                scale_down=self._not_tried(finished),
+                halted=f"cluster is unhealthy: {state.health.message}",
+                cleanups=tuple(cleanups),
+                errors=tuple(errors),
+                stale_caches=stale,
+            )
+
+        # As CA (FilterOutExpendablePods before the snapshot is built): scheduled expendable
+        # pods take no room in any simulation. The scheduler preempts them for pending pods,
+        # and they are not moved when their node goes.
+        simulated = _without_expendable(objects, options.expendable_pods_priority_cutoff)
+        pods_by_node = _pods_by_node(simulated.pods)
+        snapshot = ClusterSnapshot.from_objects(simulated)
+        gpu_label = self.provider.gpu_label()
+        limits = Limits.from_options(options, self.provider.resource_limiter())
+        # As CA's calculateScaleDownCoresMemoryTotal: nodes being deleted (ours in flight
+        # included) no longer count towards the --cores-total/--memory-total/--gpu-total
+        # minimums, so deletions started in earlier loops are not spent twice.
+        remaining_totals = sum_totals(
+            (n for n in objects.nodes if n.name not in state.being_deleted), gpu_label
+        )
+        # Nodes of a group that have not started are counted in its upcoming nodes (as
+        # templates), so scale-up leaves them out of the registered totals.
+        started_totals = sum_totals(
+            (
+                n
+                for n in objects.nodes
+                if n.name not in state.not_started or n.name not in state.group_of_node
+            ),
+            gpu_label,
+        )
+
+        scale_up, pending = self._scale_up(
+            now, objects, state, pods_by_node, snapshot, limits, started_totals, gpu_label, errors
+        )
+        scaled_up = any(d.delta > 0 for d in scale_up.decisions)
+        if scaled_up:
+            self.last_scale_up = now
+        if scale_up.status is ScaleUpStatus.ERROR:
+            # As CA's postScaleUp: a loop whose scale-up failed ends there, so nothing is
+            # deleted while the capacity the pods need could not be bought.
+            log.warning("scale_down_skipped", reason="scale-up failed", error=scale_up.error)
+            return LoopResult(
+                time=now,
+                health=state.health,
+                taint_counts=state.taint_counts,
+                node_groups=_statuses_after(state, scale_up, ()),
+                scale_up=scale_up,
+                scale_down=self._not_tried(finished),
+                pending_pods=tuple(p.key for p in pending.unschedulable),
+                cleanups=tuple(cleanups),
+                errors=tuple(errors),
+                stale_caches=stale,
+            )
+
+        if stale:
+            # A node that looks empty in a cache that stopped following the cluster may
+            # run pods bound since: no scale-down on a guess. Time spent blind does not
+            # count towards --scale-down-unneeded-time either.
+            log.warning("scale_down_skipped", reason="stale caches", caches=list(stale))
+            self.planner.timers.clear()
+            scale_down = dataclasses.replace(
+                self._not_tried(finished), cooldown_reason="stale caches: " + "; ".join(stale)
+            )
+            removed: list[NodeDeletion] = []
+        else:
+            # Scale-down sees the pods as the snapshot has them, including pending pods the
+            # scheduler is about to bind to existing nodes.
+            scheduled = {ni.name: list(ni.pods.values()) for ni in snapshot.node_infos()}
+            scale_down, removed = self._scale_down(
+                now,
+                objects,
+                state,
+                scheduled,
+                snapshot,
+                limits,
+                remaining_totals,
+                gpu_label,
+                scaled_up,
+                finished,
+            )
+        return LoopResult(
+            time=now,
+            health=state.health,
+            taint_counts=state.taint_counts,
+            node_groups=_statuses_after(state, scale_up, removed),
+            scale_up=scale_up,
+            scale_down=scale_down,
+            pending_pods=tuple(p.key for p in pending.unschedulable),
+            cleanups=tuple(cleanups),
+            errors=tuple(errors),
+            stale_caches=stale,
+        )
+
+    # ------------------------------------------------------------------ cluster upkeep
+
+    def _stale_caches(self) -> tuple[str, ...]:
+        """The source's caches that stopped following the cluster (none for sources that
+        cannot fall behind)."""
+        source = self.source
+        return source.stale_caches() if isinstance(source, StaleSource) else ()
+
+    def _clean_stale_taints(self, nodes: Sequence[Node]) -> bool:
+        """Remove the taints an earlier run left (see `_stale_taint_nodes`), node by node,
+        until every node that had one is done; True when a node changed."""
+        if self.options.dry_run:
+            return False
+        if self._stale_taint_nodes is None:
+            self._stale_taint_nodes = {n.name for n in nodes if has_autoscaler_taint(n)}
+        pending = self._stale_taint_nodes - set(self.deletions_in_flight())
+        if not pending:
+            self._stale_taint_nodes.clear()
+            return False
+        cleaned, failed = self.actuator.clean_stale_taints(n for n in nodes if n.name in pending)
+        self._stale_taint_nodes = set(failed)
+        if failed:
+            log.warning("stale_taints_remaining", nodes=sorted(failed), retry="next loop")
+        return bool(cleaned)
+
+    def _clean_up_instances(
+        self, state: ClusterState, now: datetime, errors: list[str], stale: tuple[str, ...]
+    ) -> list[NodeDeletion]:
+        """Remove instances that never registered in time or failed to be created, and
+        cancel requested capacity of scale-ups that timed out. The group states are updated
+        so that the rest of the loop sees the new targets.
+
+        Nothing is deleted while a cache is stale (an instance looks unregistered when the
+        node cache missed its Node), and an unregistered instance only once a fresh list of
+        the Nodes confirms that none belongs to it."""
+        out: list[NodeDeletion] = []
+        if self.options.dry_run:
+            return out
+        unregistered = list(long_unregistered_nodes(state))
+        failed = list(create_error_nodes(state))
+        if stale and (unregistered or failed):
+            log.warning("instance_cleanup_skipped", reason="stale caches", caches=list(stale))
+            unregistered, failed = [], []
+        registered = self._registered(
+            [f.provider_id for _, fakes in unregistered for f in fakes], errors
+        )
+        for g, fakes in unregistered:
+            if registered is None:
+                break
+            fakes = [f for f in fakes if f.provider_id not in registered]
+            allowed = len(fakes)
+            if not self.options.force_delete_unregistered_nodes:
+                allowed = max(0, min(allowed, g.target - g.group.min_size))
+            if allowed <= 0:
+                continue
+            done = self._delete_instances(
+                g.group, fakes[:allowed], DeletionKind.UNREGISTERED, errors
+            )
+            g.target -= sum(1 for d in done if d.ok)
+            out.extend(done)
+        for g, fakes in failed:
+            done = self._delete_instances(g.group, fakes, DeletionKind.CREATE_ERROR, errors)
+            g.target -= sum(1 for d in done if d.ok)
+            out.extend(done)
+        for req in state.timed_out:
+            timed = state.groups.get(req.node_group)
+            if timed is None:
+                continue
+            g = timed
+            # Capacity requested but never turned into instances has nothing to delete.
+            never_created = (
+                g.target
+                - g.counts.total
+                - len(g.unregistered)
+                - len(g.long_unregistered)
+                - len(g.create_errors)
+            )
+            if never_created > 0:
+                try:
+                    g.group.decrease_target_size(-never_created)
+                    # This loop must not count the cancelled capacity as upcoming.
+                    g.target -= never_created
+                    g.upcoming = max(0, g.upcoming - never_created)
+                    log.info(
+                        "scale_up_cancelled",
+                        node_group=g.id,
+                        delta=-never_created,
+                        reason="timeout",
+                    )
+                except CloudProviderError as exc:
+                    errors.append(f"node group {g.id}: decrease_target_size failed: {exc}")
+        return out
+
+    def _registered(self, provider_ids: list[str], errors: list[str]) -> set[str] | None:
+        """Which of these instances, unregistered by the cache, have a Node after all (a
+        fresh read); None when the read failed, so nothing is deleted as unregistered."""
+        if not provider_ids:
+            return set()
+        try:
+            registered = self.actions.registered_instances(provider_ids)
+        except Exception as exc:
+            message = f"confirming unregistered instances failed: {describe_error(exc)}"
+            errors.append(message)
+            log.error("unregistered_check_failed", error=describe_error(exc))
+            return None
+        for provider_id in sorted(registered):
+            log.warning(
+                "unregistered_instance_has_node",
+                instance=provider_id,
+                reason="the node cache missed its Node; not deleted",
+            )
+        return registered
+
+    def _delete_instances(
+        self, group: NodeGroup, fakes: list[Node], kind: DeletionKind, errors: list[str]
+    ) -> list[NodeDeletion]:
+        try:
+            group.delete_nodes(fakes)
+        except CloudProviderError as exc:
+            message = f"node group {group.id}: deleting {kind.value} instances failed: {exc}"
+            errors.append(message)
+            log.error(
+                "instance_cleanup_failed", node_group=group.id, kind=kind.value, error=str(exc)
+            )
+            return [NodeDeletion(f.name, group.id, kind, error=str(exc)) for f in fakes]
+        log.info("instances_removed", node_group=group.id, kind=kind.value, count=len(fakes))
+        return [NodeDeletion(f.name, group.id, kind) for f in fakes]
+
+    # ------------------------------------------------------------------ scale-up
+
+    def _scale_up(
+        self,
+        now: datetime,
+        objects: ClusterObjects,
+        state: ClusterState,
+        pods_by_node: Mapping[str, Sequence[Pod]],
+        snapshot: ClusterSnapshot,
+        limits: Limits,
+        base_totals: Totals,
+        gpu_label: str,
+        errors: list[str],
+    ) -> tuple[ScaleUpResult, PendingPods]:
+        options = self.options
+        templates = self.templates.build(state, pods_by_node, objects.daemonsets)
+        pending = classify_pending(
+            objects.pods, options, now, node_names=set(snapshot.node_names())
+        )
+        errors.extend(pending.errors)
+        # As CA's filterOutExpendable: a pod waiting for the scheduler to preempt its way onto
+        # its nominated node takes room there, so that node is neither offered to other
+        # pending pods nor drained as underutilized.
+        for pod in pending.awaiting_preemption:
+            snapshot.add_pod(pod, pod.nominated_node_name)
+        decisions: list[ScaleUpDecision] = []
+        totals = current_totals(state, templates, gpu_label, base_totals)
+        if options.enforce_node_group_min_size:
+            decisions.extend(
+                plan_min_size_enforcement(
+                    state,
+                    now,
+                    templates=templates,
+                    limits=limits,
+                    totals=totals,
+                    gpu_label=gpu_label,
+                )
+            )
+            # The pending pods' scale-up gets what the enforcement left of the limits.
+            for d in decisions:
+                tpl = templates.get(d.node_group)
+                if tpl is not None and tpl.node_info is not None:
+                    totals = totals.plus(node_totals(tpl.node_info.node, gpu_label), d.delta)
+                else:
+                    totals = totals.plus(Totals(nodes=1), d.delta)
+        context = ExpanderContext(
+            pricing=self.provider.pricing(),
+            cluster_node_count=len(objects.nodes),
+            config_maps={c.key: c for c in objects.config_maps},
+            namespace=options.namespace,
+            now=now,
+            gpu_label=gpu_label,
+            # Seeded by the loop time so that a replayed loop makes the same random choice.
+            rng=random.Random(int(now.timestamp())),
+        )
+
+        def choose(candidates: Sequence[Option]) -> Option | None:
+            return self.expander.best_option(candidates, context)
+
+        unusable = state.unready | state.not_started | state.being_deleted
+        # Hints are only worth keeping for pods still pending (with none yet, as on a first
+        # loop or while nothing fits, there is nothing to drop: no key set to build).
+        if self.pending_hints.hints:
+            self.pending_hints.drop_old_hints(p.key for p in pending.unschedulable)
+        # Pods that fit existing nodes stay in the snapshot: the scheduler will bind them
+        # there, so scale-down must not count that capacity as free.
+        drop_schedulable(pending, snapshot, self.pending_hints, unusable=unusable)
+        snapshot.fork()
+        try:
+            upcoming = 0
+            for gid, g in sorted(state.groups.items()):
+                tpl = templates.get(gid)
+                if not g.upcoming or tpl is None or tpl.node_info is None:
+                    continue
+                for i in range(g.upcoming):
+                    info = instantiate(tpl.node_info, f"{tpl.node_info.node.name}-upcoming-{i}")
+                    snapshot.add_node(info.node, info.pods)
+                    upcoming += 1
+            if upcoming:
+                drop_schedulable(pending, snapshot, self.pending_hints, unusable=unusable)
+            plan = plan_scale_up(
+                now=now,
+                pods=pending.unschedulable,
+                groups=pending.unschedulable_groups(),
+                state=state,
+                templates=templates,
+                snapshot=snapshot,
+                estimator=self.estimator,
+                choose=choose,
+                limits=limits,
+                totals=totals,
+                options=options,
+                gpu_label=gpu_label,
+                monotonic=self.monotonic,
+            )
+        finally:
+            snapshot.revert()
+        if context.warnings:
+            plan.result = dataclasses.replace(
+                plan.result, expander_warnings=tuple(context.warnings)
+            )
+        enforced = {d.node_group for d in decisions}
+        decisions.extend(d for d in plan.result.decisions if d.node_group not in enforced)
+        if not decisions:
+            return plan.result, pending
+        done, failures = execute_scale_up(
+            decisions, state, self.registry, now, dry_run=options.dry_run
+        )
+        errors.extend(failures)
+        status = plan.result.status
+        if failures and not done:
+            status = ScaleUpStatus.ERROR
+        elif done and status is not ScaleUpStatus.SUCCESSFUL:
+            status = ScaleUpStatus.SUCCESSFUL
+        return (
+            dataclasses.replace(
+                plan.result,
+                status=status,
+                decisions=tuple(done),
+                error="; ".join(failures),
+            ),
+            pending,
+        )
+
+    # ------------------------------------------------------------------ scale-down
+
+    def _cooldown(self, now: datetime, scaled_up: bool) -> str:
+        o = self.options
+        if scaled_up:
+            return "scale-up in this loop"
+        if (
+            self.last_scale_up is not None
+            and now < self.last_scale_up + o.scale_down_delay_after_add
+        ):
+            return "--scale-down-delay-after-add"
+        delay_after_delete = o.scale_down_delay_after_delete or o.scan_interval
+        if (
+            self.last_scale_down_delete is not None
+            and now < self.last_scale_down_delete + delay_after_delete
+        ):
+            return "--scale-down-delay-after-delete"
+        if (
+            self.last_scale_down_failure is not None
+            and now < self.last_scale_down_failure + o.scale_down_delay_after_failure
+        ):
+            return "--scale-down-delay-after-failure"
+        return ""
+
+    def _not_tried(self, finished: Sequence[NodeDeletion]) -> ScaleDownResult:
+        return ScaleDownResult(
+            status=ScaleDownStatus.NOT_TRIED,
+            deletions=tuple(finished),
+            in_flight=tuple(sorted(self.deletions_in_flight())),
+        )
+
+    def _scale_down(
+        self,
+        now: datetime,
+        objects: ClusterObjects,
+        state: ClusterState,
+        pods_by_node: Mapping[str, Sequence[Pod]],
+        snapshot: ClusterSnapshot,
+        limits: Limits,
+        base_totals: Totals,
+        gpu_label: str,
+        scaled_up: bool,
+        finished: Sequence[NodeDeletion],
+    ) -> tuple[ScaleDownResult, list[NodeDeletion]]:
+        """Plan scale-down and start the deletions chosen. Returns the result and the
+        deletions that succeeded during this call (the group targets read at the start of
+        the loop do not reflect them yet)."""
+        options = self.options
+        if not options.scale_down_enabled:
+            return self._not_tried(finished), []
+        if scaled_up:
+            return (
+                ScaleDownResult(
+                    status=ScaleDownStatus.IN_COOLDOWN,
+                    cooldown_reason="scale-up in this loop",
+                    deletions=tuple(finished),
+                    in_flight=tuple(sorted(self.deletions_in_flight())),
+                ),
+                [],
+            )
+        cooldown = self._cooldown(now, scaled_up)
+        in_progress = self._in_progress(state, pods_by_node)
+        plan = self.planner.plan(
+            now,
+            ScaleDownInputs(
+                nodes=objects.nodes,
+                pods_by_node=pods_by_node,
+                pdbs=objects.pdbs,
+                controllers=objects.controllers,
+                daemonsets=objects.daemonsets,
+            ),
+            snapshot,
+            state,
+            limits=limits,
+            totals=base_totals,
+            in_progress=in_progress,
+            allow_deletion=not cooldown,
+            gpu_label=gpu_label,
+            # Scale-down planning is the loop's last reader of the snapshot (built afresh
+            # each loop): its removal simulation need not be undone.
+            last_use=True,
+        )
+        if not cooldown:
+            # As in CA, soft taints change only when scale-down may act. Nodes being deleted
+            # are left to their deletion, which writes their taints concurrently.
+            self.actuator.update_soft_taints(
+                [n for n in objects.nodes if n.name not in state.being_deleted],
+                (u.node for u in plan.unneeded),
+                now,
+            )
+        groups = {gid: g.group for gid, g in state.groups.items()}
+        selected = [*plan.selection.empty, *plan.selection.drain]
+        started = self.actuator.start(plan.selection.empty, plan.selection.drain, groups, now)
+        # Reported in this loop's `started`: when they finish, their start events are done.
+        self._announced.update(d.node for d in started)
+        for d in started:
+            # A node being deleted is no longer unneeded; if its deletion fails it must be
+            # unneeded for the full time again.
+            self.planner.timers.drop(d.node)
+        # Deletions that finished while this loop ran: taint failures, and every deletion
+        # when the executor runs them inline.
+        during = self._collect_finished(now)
+        failed_now = {d.node for d in during if not d.ok}
+        live = [d for d in started if d.node not in failed_now]
+        if cooldown:
+            status = ScaleDownStatus.IN_COOLDOWN
+        elif live:
+            status = ScaleDownStatus.NODE_DELETE_STARTED
+            self.last_scale_down_delete = now
+        elif selected:
+            status = ScaleDownStatus.ERROR
+        elif plan.unneeded:
+            status = ScaleDownStatus.NO_NODE_DELETED
+        else:
+            status = ScaleDownStatus.NO_UNNEEDED
+        result = ScaleDownResult(
+            status=status,
+            unneeded=tuple(plan.unneeded),
+            unremovable=tuple(plan.unremovable),
+            deletions=(*finished, *during),
+            cooldown_reason=cooldown,
+            started=tuple(started),
+            in_flight=tuple(sorted(self.deletions_in_flight())),
+        )
+        return result, [d for d in during if d.ok]
+
+    def _in_progress(
+        self, state: ClusterState, pods_by_node: Mapping[str, Sequence[Pod]]
+    ) -> InProgress:
+        """Deletions under way: ours in flight (known drains), and nodes others marked for
+        deletion (a drain when they still run pods to move)."""
+        in_flight = self.deletions_in_flight()
+        per_group: dict[str, int] = {}
+        drains = 0
+        for name in sorted(state.being_deleted | set(in_flight)):
+            ours = in_flight.get(name)
+            gid = state.group_of_node.get(name) or (ours.node_group if ours else None)
+            if gid is None:
+                continue
+            per_group[gid] = per_group.get(gid, 0) + 1
+            if ours is not None:
+                drains += 1 if ours.drain else 0
+            elif any(
+                not (p.is_daemonset or p.is_mirror or p.is_terminal)
+                for p in pods_by_node.get(name, ())
+            ):
+                drains += 1
+        return InProgress(total=sum(per_group.values()), drains=drains, per_group=per_group)

@@ -1,0 +1,311 @@
+"""The decisions of one autoscaling loop, as plain values.
+
+`run_once` returns a `LoopResult`; events, the status ConfigMap, metrics, logs, `explain`
+and `simulate --once --json` all read it. Reason names are Cluster Autoscaler's, so users
+can search for them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from clusterscaler.framework.cloudprovider import ProviderProblem
+from clusterscaler.loop.expander import ExpanderWarning
+
+
+class UnremovableReason(enum.Enum):
+    """Why a node cannot be removed (CA's `simulator.UnremovableReason`)."""
+
+    NO_REASON = "NoReason"
+    SCALE_DOWN_DISABLED_ANNOTATION = "ScaleDownDisabledAnnotation"
+    SCALE_DOWN_UNREADY_DISABLED = "ScaleDownUnreadyDisabled"
+    NOT_AUTOSCALED = "NotAutoscaled"
+    NOT_UNNEEDED_LONG_ENOUGH = "NotUnneededLongEnough"
+    NOT_UNREADY_LONG_ENOUGH = "NotUnreadyLongEnough"
+    NODE_GROUP_MIN_SIZE_REACHED = "NodeGroupMinSizeReached"
+    NODE_GROUP_MAX_DELETION_COUNT_REACHED = "NodeGroupMaxDeletionCountReached"
+    ATOMIC_SCALE_DOWN_FAILED = "AtomicScaleDownFailed"
+    MINIMAL_RESOURCE_LIMIT_EXCEEDED = "MinimalResourceLimitExceeded"
+    CURRENTLY_BEING_DELETED = "CurrentlyBeingDeleted"
+    NOT_UNDERUTILIZED = "NotUnderutilized"
+    NOT_UNNEEDED_OTHER_REASON = "NotUnneededOtherReason"
+    RECENTLY_UNREMOVABLE = "RecentlyUnremovable"
+    NO_PLACE_TO_MOVE_PODS = "NoPlaceToMovePods"
+    BLOCKED_BY_POD = "BlockedByPod"
+    UNEXPECTED_ERROR = "UnexpectedError"
+    NO_NODE_INFO = "NoNodeInfo"
+
+
+class BlockingPodReason(enum.Enum):
+    """Why a pod blocks the removal of its node (CA's `drain.BlockingPodReason`)."""
+
+    NO_REASON = "NoReason"
+    CONTROLLER_NOT_FOUND = "ControllerNotFound"
+    MIN_REPLICAS_REACHED = "MinReplicasReached"
+    NOT_REPLICATED = "NotReplicated"
+    LOCAL_STORAGE_REQUESTED = "LocalStorageRequested"
+    NOT_SAFE_TO_EVICT_ANNOTATION = "NotSafeToEvictAnnotation"
+    UNMOVABLE_KUBE_SYSTEM_POD = "UnmovableKubeSystemPod"
+    NOT_ENOUGH_PDB = "NotEnoughPdb"
+    UNEXPECTED_ERROR = "UnexpectedError"
+
+
+class NoScaleUpReason(enum.Enum):
+    """Why a node group cannot help a pending pod; the text is what CA's event says."""
+
+    NOT_SCHEDULABLE = "pod does not fit the node group's template"
+    MAX_SIZE_REACHED = "max node group size reached"
+    BACKED_OFF = "in backoff after failed scale-up"
+    UNHEALTHY = "node group has too many unready nodes"
+    NOT_EXIST = "node group does not exist"
+    NO_TEMPLATE = "no template node available"
+    MAX_NODES_TOTAL_REACHED = "max node total count already reached"
+    CPU_LIMIT_REACHED = "max cluster cpu limit reached"
+    MEMORY_LIMIT_REACHED = "max cluster memory limit reached"
+    GPU_LIMIT_REACHED = "max cluster gpu limit reached"
+    NOT_SELECTED = "another node group was chosen"
+    SCALE_UP_FROM_ZERO_DISABLED = "scale-up from zero ready nodes is disabled"
+
+
+class ScaleUpStatus(enum.Enum):
+    """CA's `ScaleUpStatus` results, which status and metrics report."""
+
+    SUCCESSFUL = "Successful"
+    ERROR = "Error"
+    NO_OPTIONS_AVAILABLE = "NoOptionsAvailable"
+    NOT_NEEDED = "NotNeeded"
+    NOT_TRIED = "NotTried"
+    IN_COOLDOWN = "InCooldown"
+
+
+class ScaleDownStatus(enum.Enum):
+    """CA's `ScaleDownResult` values."""
+
+    NO_UNNEEDED = "NoUnneeded"
+    NO_NODE_DELETED = "NoNodeDeleted"
+    NODE_DELETE_STARTED = "NodeDeleteStarted"
+    IN_COOLDOWN = "InCooldown"
+    ERROR = "Error"
+    NOT_TRIED = "NotTried"
+
+
+class DeletionKind(enum.Enum):
+    EMPTY = "empty"
+    DRAIN = "drain"
+    UNREADY = "unready"
+    UNREGISTERED = "unregistered"
+    CREATE_ERROR = "create-error"
+
+
+@dataclass(frozen=True, slots=True)
+class BlockingPod:
+    """The pod that blocks a node's removal, with the reason."""
+
+    pod: str
+    reason: BlockingPodReason
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRejection:
+    """Why one node group could not help a set of pending pods."""
+
+    node_group: str
+    reason: NoScaleUpReason
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUpOption:
+    """One way to help pending pods: `node_count` new nodes in `node_group`, holding `pods`."""
+
+    node_group: str
+    node_count: int
+    pods: tuple[str, ...]
+    similar_node_groups: tuple[str, ...] = ()
+    debug: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUpDecision:
+    """One `increase_size` call: the group, by how much, and the size before."""
+
+    node_group: str
+    delta: int
+    target_before: int
+    pods: tuple[str, ...] = ()
+    reason: str = "pending pods"
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUpResult:
+    status: ScaleUpStatus
+    decisions: tuple[ScaleUpDecision, ...] = ()
+    # Pods that the chosen scale-up will help (TriggeredScaleUp events).
+    triggered_pods: tuple[str, ...] = ()
+    # Pods that no node group can help, with each group's reason (NotTriggerScaleUp).
+    pods_remaining: dict[str, tuple[GroupRejection, ...]] = field(default_factory=dict)
+    options: tuple[ScaleUpOption, ...] = ()
+    error: str = ""
+    # Warnings expanders raised while choosing (e.g. priority ConfigMap problems).
+    expander_warnings: tuple[ExpanderWarning, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UnremovableNode:
+    node: str
+    reason: UnremovableReason
+    blocking_pod: BlockingPod | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UnneededNode:
+    """A node that could be removed, unneeded since `since`; `empty` means nothing to move."""
+
+    node: str
+    node_group: str
+    since: datetime
+    empty: bool
+    utilization: float
+    # Where the simulation moved each pod (pod key -> node), reused as hints next loop.
+    destinations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDeletion:
+    """One node's deletion: started (in `ScaleDownResult.started`), or finished with its
+    outcome (in `ScaleDownResult.deletions` and `LoopResult.cleanups`); `error` is empty
+    on success."""
+
+    node: str
+    node_group: str
+    kind: DeletionKind
+    evicted_pods: tuple[str, ...] = ()
+    error: str = ""
+    # On a finished deletion: its start was reported in `started` of a loop, so the events
+    # CA records when a deletion starts have been recorded already.
+    start_reported: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownResult:
+    """Scale-down in one loop.
+
+    Deletions run in the background: `started` are the deletions this loop started,
+    `deletions` those that finished (succeeded or failed and rolled back) since the previous
+    loop, each reported once, and `in_flight` the nodes still being deleted when the loop
+    ended. A deletion that finishes within its loop (always, with the inline executor of
+    `simulate`) is in both `started` and `deletions`.
+    """
+
+    status: ScaleDownStatus
+    unneeded: tuple[UnneededNode, ...] = ()
+    unremovable: tuple[UnremovableNode, ...] = ()
+    deletions: tuple[NodeDeletion, ...] = ()
+    cooldown_reason: str = ""
+    started: tuple[NodeDeletion, ...] = ()
+    in_flight: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BackoffInfo:
+    until: datetime
+    error_class: str
+    error_code: str
+    error_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCounts:
+    """Registered nodes by state, plus unregistered instances (CA's ``NodeCount``), as the
+    status ConfigMap reports them."""
+
+    total: int = 0
+    ready: int = 0
+    unready: int = 0
+    # Of the unready ones, those only missing resources (e.g. GPUs not advertised yet).
+    resource_unready: int = 0
+    not_started: int = 0
+    being_deleted: int = 0
+    unregistered: int = 0
+    long_unregistered: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroupStatus:
+    name: str
+    min_size: int
+    max_size: int
+    target_size: int
+    counts: NodeCounts
+    upcoming: int
+    healthy: bool
+    backoff: BackoffInfo | None = None
+    scale_up_in_progress: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterHealth:
+    healthy: bool
+    counts: NodeCounts
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LoopResult:
+    """Everything one `run_once` decided and did."""
+
+    time: datetime
+    health: ClusterHealth
+    node_groups: tuple[NodeGroupStatus, ...] = ()
+    scale_up: ScaleUpResult = field(
+        default_factory=lambda: ScaleUpResult(status=ScaleUpStatus.NOT_TRIED)
+    )
+    scale_down: ScaleDownResult = field(
+        default_factory=lambda: ScaleDownResult(status=ScaleDownStatus.NOT_TRIED)
+    )
+    # Why the loop stopped early (unhealthy cluster, provider failure), empty otherwise.
+    halted: str = ""
+    pending_pods: tuple[str, ...] = ()
+    # Deletions of unregistered or failed instances done by cluster-state upkeep.
+    cleanups: tuple[NodeDeletion, ...] = ()
+    errors: tuple[str, ...] = ()
+    duration: timedelta = timedelta(0)
+    # Configuration problems the cloud provider reported at its last refresh (bad tags or
+    # annotations of a node group), so users see a misconfigured group.
+    problems: tuple[ProviderProblem, ...] = ()
+    # Taints on the cluster's nodes by type, as CA's CountNodeTaints reports them (see
+    # `TaintConfig.report_type`: "startup-taint", "status-taint", "other", the key of the
+    # autoscaler's and node-condition taints, the deprecated ignore-taint prefix), for
+    # cluster_autoscaler_node_taints_count{type}. None: the loop stopped before counting.
+    taint_counts: dict[str, int] | None = None
+    # The caches that stopped following the cluster (`resource: why`): while any is
+    # stale, the loop takes no destructive action (scale-down, instance clean-up).
+    stale_caches: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (enums by value, times in ISO 8601)."""
+        out: dict[str, Any] = _jsonable(asdict(self))
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value

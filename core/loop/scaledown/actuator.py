@@ -1,0 +1,486 @@
+"""Carrying out scale-down: taint, cordon, evict, delete, and undo on failure.
+
+A node chosen for deletion first gets the `ToBeDeletedByClusterAutoscaler` NoSchedule taint
+(value: unix time) and, with --cordon-node-before-terminating, is cordoned; this happens in
+the loop. The rest runs on a `DeletionExecutor` (in the background for `clusterscaler run`)
+and is tracked by the `DeletionTracker` until it finishes. Empty nodes are deleted through
+their node group --node-delete-delay-after-taint later (their DaemonSet pods evicted first
+with --daemonset-eviction-for-empty-nodes). A node to drain has its pods evicted through the
+Eviction API (those of the plan and any bound to it since, re-read after the taint), each
+retried every 10s while its PDB refuses, until --max-pod-eviction-time; then the actuator
+waits for them to terminate (their grace period, capped by --max-graceful-termination-sec,
+plus 30s) before deleting the node. Drains run in parallel.
+Any failure removes the taint, uncordons, and is reported in the `NodeDeletion`.
+
+Unneeded nodes get the soft `DeletionCandidateOfClusterAutoscaler` PreferNoSchedule taint
+(at most --max-bulk-soft-taint-count changes per loop), removed once they are needed again.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import structlog
+from clusterscaler.framework.cloudprovider import CloudProviderError, NodeGroup
+from clusterscaler.framework.cluster import (
+    Clock,
+    ClusterActions,
+    ClusterSource,
+    EvictionError,
+    NodeNotFoundError,
+    NodePodsSource,
+)
+from clusterscaler.framework.errors import describe_error
+from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
+from clusterscaler.loop.decisions import DeletionKind, NodeDeletion
+from clusterscaler.loop.scaledown.budgets import RemovableNode
+from clusterscaler.loop.scaledown.executor import DeletionExecutor, InlineExecutor
+from clusterscaler.loop.scaledown.tracker import DeletionTracker
+from clusterscaler.model import Node, Pod, Taint
+
+if TYPE_CHECKING:
+    from clusterscaler.framework.options import AutoscalingOptions
+
+log = structlog.get_logger()
+
+EVICTION_RETRY_SECONDS = 10.0
+TERMINATION_POLL_SECONDS = 5.0
+TERMINATION_EXTRA_SECONDS = 30
+DEFAULT_GRACE_SECONDS = 30
+DELETION_MARGIN_SECONDS = 30
+
+
+DELAY_DELETION_PREFIX = "delay-deletion.cluster-autoscaler.kubernetes.io/"
+DELAY_DELETION_POLL_SECONDS = 5.0
+
+
+def deletion_timeout(options: AutoscalingOptions) -> timedelta:
+    """The longest one deletion can take by the flags: the wait after tainting, the
+    eviction retries, the pods' termination, a delay-deletion annotation, and a margin for
+    the API and cloud calls. Shutdown waits this long for deletions in flight."""
+    return (
+        options.node_delete_delay_after_taint
+        + options.max_pod_eviction_time
+        + timedelta(seconds=options.max_graceful_termination_sec + TERMINATION_EXTRA_SECONDS)
+        + (options.node_deletion_delay_timeout or timedelta(0))
+        + timedelta(seconds=DELETION_MARGIN_SECONDS)
+    )
+
+
+def _delays_deletion(node: Node) -> bool:
+    return any(k.startswith(DELAY_DELETION_PREFIX) for k in node.annotations)
+
+
+class DeletionFailed(Exception):
+    """One step of deleting a node failed; the message names the node and the step."""
+
+
+def to_be_deleted_taint(now: datetime) -> Taint:
+    return Taint(TO_BE_DELETED_TAINT, str(int(now.timestamp())), "NoSchedule")
+
+
+def deletion_candidate_taint(now: datetime) -> Taint:
+    return Taint(DELETION_CANDIDATE_TAINT, str(int(now.timestamp())), "PreferNoSchedule")
+
+
+AUTOSCALER_TAINTS = (TO_BE_DELETED_TAINT, DELETION_CANDIDATE_TAINT)
+
+
+def has_autoscaler_taint(node: Node) -> bool:
+    """Whether the node carries a taint this autoscaler sets."""
+    return any(has_taint(node, key) for key in AUTOSCALER_TAINTS)
+
+
+def has_taint(node: Node, key: str) -> bool:
+    return any(t.key == key for t in node.taints)
+
+
+class Actuator:
+    """Executes deletions chosen by the planner."""
+
+    def __init__(
+        self,
+        actions: ClusterActions,
+        options: AutoscalingOptions,
+        clock: Clock,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        source: ClusterSource | None = None,
+        executor: DeletionExecutor | None = None,
+        tracker: DeletionTracker | None = None,
+    ) -> None:
+        self.source = source
+        self.executor: DeletionExecutor = executor or InlineExecutor()
+        self.tracker = tracker or DeletionTracker()
+        self.actions = actions
+        self.options = options
+        self.clock = clock
+        self.monotonic = monotonic
+        # Held by the loop while it runs and by deletions around `delete_nodes`: providers
+        # are not required to be thread-safe, so the cloud is never called from two threads
+        # at once. Reentrant because the inline executor deletes from the loop's thread.
+        self.provider_lock = threading.RLock()
+
+    # ------------------------------------------------------------------ taints
+
+    def clean_stale_taints(self, nodes: Iterable[Node]) -> tuple[list[str], list[str]]:
+        """Remove autoscaler taints left by an earlier run (e.g. after a crash), node by
+        node: a failure on one node is logged and leaves the others to be cleaned.
+
+        Returns the nodes cleaned and the nodes whose cleaning failed (to retry)."""
+        cleaned: set[str] = set()
+        failed: list[str] = []
+        for node in nodes:
+            try:
+                for key in AUTOSCALER_TAINTS:
+                    # Asked of the node as it is now, not as a cache last saw it.
+                    if not self.actions.remove_taint(node.name, key):
+                        continue
+                    cleaned.add(node.name)
+                    if key == TO_BE_DELETED_TAINT and node.unschedulable:
+                        # We cordoned it before the crash; give it back to the scheduler.
+                        self.actions.set_unschedulable(node.name, False)
+                    log.info("stale_taint_removed", node=node.name, taint=key)
+            except NodeNotFoundError:
+                continue
+            except Exception as exc:
+                log.error("stale_taint_removal_failed", node=node.name, error=describe_error(exc))
+                failed.append(node.name)
+        return sorted(cleaned), failed
+
+    def update_soft_taints(
+        self, nodes: Sequence[Node], unneeded: Iterable[str], now: datetime
+    ) -> tuple[list[str], list[str]]:
+        """Soft-taint unneeded nodes and untaint the others, within
+        --max-bulk-soft-taint-count changes and --max-bulk-soft-taint-time.
+
+        Returns the nodes tainted and untainted.
+        """
+        budget = self.options.max_bulk_soft_taint_count
+        deadline = self.monotonic() + self.options.max_bulk_soft_taint_time.total_seconds()
+        if budget <= 0 or self.options.dry_run:
+            return [], []
+        wanted = set(unneeded)
+        tainted: list[str] = []
+        untainted: list[str] = []
+        for node in sorted(nodes, key=lambda n: n.name):
+            if budget <= 0 or self.monotonic() > deadline:
+                break
+            present = has_taint(node, DELETION_CANDIDATE_TAINT)
+            try:
+                if node.name in wanted and not present:
+                    self.actions.add_taint(node.name, deletion_candidate_taint(now))
+                    tainted.append(node.name)
+                    budget -= 1
+                elif node.name not in wanted and present:
+                    self.actions.remove_taint(node.name, DELETION_CANDIDATE_TAINT)
+                    untainted.append(node.name)
+                    budget -= 1
+            except NodeNotFoundError:
+                continue
+        return tainted, untainted
+
+    # ------------------------------------------------------------------ deletion
+
+    def start(
+        self,
+        empty: Sequence[RemovableNode],
+        drain: Sequence[RemovableNode],
+        groups: Mapping[str, NodeGroup],
+        now: datetime,
+    ) -> list[NodeDeletion]:
+        """Start deleting `empty` and `drain` nodes; returns the deletions started.
+
+        As in CA, the nodes are tainted (and cordoned) here, so the scheduler stops placing
+        pods on them before this returns; the rest runs on the executor and reports its
+        outcome to the tracker. A node whose taint fails is reported as finished (failed)
+        at once and is not returned.
+        """
+        if self.options.dry_run:
+            dry = [
+                NodeDeletion(r.node.name, r.node_group, self._kind(r, not r.empty))
+                for r in (*empty, *drain)
+            ]
+            for d in dry:
+                self.tracker.finish(d)
+            return dry
+        started: list[NodeDeletion] = []
+        tainted: list[tuple[RemovableNode, bool]] = []
+        for r in empty:
+            cordoned = self._start_one(r, now, drain=False)
+            if cordoned is not None:
+                tainted.append((r, cordoned))
+                started.append(NodeDeletion(r.node.name, r.node_group, self._kind(r, False)))
+        if tainted:
+            batch = list(tainted)
+            self.executor.submit(
+                f"empty-{batch[0][0].node.name}",
+                functools.partial(self._delete_empty, batch, groups),
+            )
+        for r in drain:
+            cordoned = self._start_one(r, now, drain=True)
+            if cordoned is None:
+                continue
+            started.append(NodeDeletion(r.node.name, r.node_group, self._kind(r, True)))
+            self.executor.submit(
+                r.node.name, functools.partial(self._report, r, groups, cordoned, drain=True)
+            )
+        return started
+
+    def _start_one(self, r: RemovableNode, now: datetime, *, drain: bool) -> bool | None:
+        """Taint the node and record it in flight; None when tainting failed (reported)."""
+        try:
+            cordoned = self._taint(r.node.name, now)
+        except DeletionFailed as exc:
+            self.tracker.finish(self._failed(r, self._kind(r, drain), [], str(exc)))
+            return None
+        self.tracker.start(r.node.name, r.node_group, drain=drain, now=now)
+        log.info(
+            "scale_down_started",
+            node=r.node.name,
+            node_group=r.node_group,
+            kind=self._kind(r, drain).value,
+        )
+        return cordoned
+
+    def _delete_empty(
+        self, tainted: Sequence[tuple[RemovableNode, bool]], groups: Mapping[str, NodeGroup]
+    ) -> None:
+        """Empty nodes are deleted --node-delete-delay-after-taint after their taint, so
+        that the scheduler sees the taint before the nodes disappear."""
+        delay = self.options.node_delete_delay_after_taint.total_seconds()
+        if delay > 0:
+            try:
+                self.clock.sleep(delay)
+            except Exception as exc:
+                log.error("scale_down_delay_failed", error=f"{type(exc).__name__}: {exc}")
+        for r, cordoned in tainted:
+            self._report(r, groups, cordoned, drain=False)
+
+    def _report(
+        self,
+        r: RemovableNode,
+        groups: Mapping[str, NodeGroup],
+        cordoned: bool,
+        *,
+        drain: bool,
+    ) -> None:
+        """Finish one node's deletion and make sure its outcome reaches the tracker: a node
+        left in flight would count against the budgets and stay out of scale-down forever."""
+        name = r.node.name
+        try:
+            group = groups.get(r.node_group)
+            if group is None:
+                self._rollback(name, True, cordoned)
+                error = f"node {name}: node group {r.node_group} is gone"
+                self.tracker.finish(self._failed(r, self._kind(r, drain), [], error))
+            else:
+                self._finish(r, group, cordoned, drain=drain)
+        finally:
+            if name in self.tracker.in_flight():
+                # Interrupted (the process is exiting): the next leader removes the taint.
+                self.tracker.finish(
+                    NodeDeletion(name, r.node_group, self._kind(r, drain), error="interrupted")
+                )
+
+    def _taint(self, name: str, now: datetime) -> bool:
+        """Taint (and cordon) a node for deletion; returns whether it was cordoned."""
+        try:
+            self.actions.add_taint(name, to_be_deleted_taint(now))
+        except Exception as exc:
+            raise DeletionFailed(f"node {name}: tainting failed: {exc}") from exc
+        if self.options.cordon_node_before_terminating:
+            try:
+                self.actions.set_unschedulable(name, True)
+            except Exception as exc:
+                self._rollback(name, True, False)
+                raise DeletionFailed(f"node {name}: cordoning failed: {exc}") from exc
+            return True
+        return False
+
+    @staticmethod
+    def _kind(r: RemovableNode, drain: bool) -> DeletionKind:
+        if not r.ready:
+            return DeletionKind.UNREADY
+        return DeletionKind.DRAIN if drain else DeletionKind.EMPTY
+
+    def _failed(
+        self, r: RemovableNode, kind: DeletionKind, evicted: list[str], error: str
+    ) -> NodeDeletion:
+        log.error("scale_down_failed", node=r.node.name, node_group=r.node_group, error=error)
+        return NodeDeletion(r.node.name, r.node_group, kind, tuple(evicted), error)
+
+    def _finish(self, r: RemovableNode, group: NodeGroup, cordoned: bool, *, drain: bool) -> None:
+        """Evict what must go and delete the tainted node; roll back on failure. The outcome
+        goes to the tracker; a success is recorded under the provider lock, so a loop never
+        sees the group's smaller target without the finished deletion (or the reverse)."""
+        name = r.node.name
+        kind = self._kind(r, drain)
+        evicted: list[str] = []
+        evict_ds = (
+            self.options.daemonset_eviction_for_occupied_nodes
+            if drain
+            else self.options.daemonset_eviction_for_empty_nodes
+        )
+        # Only pods bound to this node are evicted: the plan may also hold pending pods the
+        # simulation expected the scheduler to put here, which must not be touched.
+        to_move = [p for p in r.plan.to_move if p.node_name == name]
+        daemons = [p for p in r.plan.daemonset if p.node_name == name]
+        try:
+            if drain:
+                # Pods the plan chose to leave (skipped) stay left.
+                late, late_daemons = self._bound_since_plan(
+                    name, [*to_move, *daemons, *r.plan.skipped]
+                )
+                to_move.extend(late)
+                daemons.extend(late_daemons)
+            if drain:
+                evicted.extend(self._evict_all(name, to_move, required=True))
+            if evict_ds and daemons:
+                # DaemonSet pods are evicted best-effort: they do not hold the node back.
+                evicted.extend(self._evict_all(name, daemons, required=False))
+            self._wait_for_delay_deletion(r.node)
+            with self.provider_lock:
+                try:
+                    group.delete_nodes([r.node])
+                except CloudProviderError as exc:
+                    raise DeletionFailed(
+                        f"node {name}: node group {group.id}: delete_nodes failed: {exc}"
+                    ) from exc
+                log.info(
+                    "scale_down",
+                    node=name,
+                    node_group=r.node_group,
+                    kind=kind.value,
+                    evicted=len(evicted),
+                )
+                self.tracker.finish(NodeDeletion(name, r.node_group, kind, tuple(evicted)))
+        except DeletionFailed as exc:
+            self._rollback(name, True, cordoned)
+            self.tracker.finish(self._failed(r, kind, evicted, str(exc)))
+        except Exception as exc:
+            # Whatever failed (an API error, a provider bug), the node must not stay tainted.
+            self._rollback(name, True, cordoned)
+            error = f"node {name}: {type(exc).__name__}: {exc}"
+            self.tracker.finish(self._failed(r, kind, evicted, error))
+
+    def _bound_since_plan(self, name: str, planned: Sequence[Pod]) -> tuple[list[Pod], list[Pod]]:
+        """Pods bound to the tainted node that the plan does not know: the scheduler may
+        have bound them between the loop's snapshot and the taint. As CA's actuator, which
+        re-lists the node's pods after tainting, they are evicted too (rather than killed
+        with the node), except mirror pods and expendable pods (below
+        --expendable-pods-priority-cutoff). Returns the workload and the DaemonSet pods."""
+        if self.source is None:
+            return [], []
+        known = {p.key for p in planned}
+        cutoff = self.options.expendable_pods_priority_cutoff
+        workload: list[Pod] = []
+        daemons: list[Pod] = []
+        source = self.source
+        # Only this node's pods matter; a source that indexes them spares a full snapshot
+        # per deleted node.
+        pods = (
+            source.pods_on_node(name)
+            if isinstance(source, NodePodsSource)
+            else source.snapshot().pods
+        )
+        for pod in pods:
+            if pod.node_name != name or pod.key in known:
+                continue
+            if pod.is_terminal or pod.is_mirror or pod.deletion_time is not None:
+                continue
+            if pod.priority is not None and pod.priority < cutoff:
+                continue
+            (daemons if pod.is_daemonset else workload).append(pod)
+        if workload or daemons:
+            log.info(
+                "scale_down_late_pods",
+                node=name,
+                pods=len(workload),
+                daemonset_pods=len(daemons),
+            )
+        return workload, daemons
+
+    def _wait_for_delay_deletion(self, node: Node) -> None:
+        """Hold the deletion while the node carries a `delay-deletion.cluster-autoscaler.
+        kubernetes.io/*` annotation, up to --node-deletion-delay-timeout; then go ahead."""
+        timeout = self.options.node_deletion_delay_timeout
+        if self.source is None or not timeout or not _delays_deletion(node):
+            return
+        end = self.clock.now() + timeout
+        log.info("waiting_for_delay_deletion", node=node.name, timeout_s=timeout.total_seconds())
+        while self.clock.now() < end:
+            self.clock.sleep(DELAY_DELETION_POLL_SECONDS)
+            fresh = next((n for n in self.source.snapshot().nodes if n.name == node.name), None)
+            if fresh is None or not _delays_deletion(fresh):
+                return
+        log.warning("delay_deletion_timed_out", node=node.name, timeout_s=timeout.total_seconds())
+
+    def _rollback(self, name: str, tainted: bool, cordoned: bool) -> None:
+        try:
+            if tainted:
+                self.actions.remove_taint(name, TO_BE_DELETED_TAINT)
+            if cordoned:
+                self.actions.set_unschedulable(name, False)
+        except NodeNotFoundError:
+            pass
+        except Exception as exc:
+            # Logged for the operator; the stale taint is cleaned at the next start.
+            log.error("scale_down_rollback_failed", node=name, error=f"{type(exc).__name__}: {exc}")
+
+    def _grace(self, pod: Pod) -> int:
+        grace = pod.termination_grace_seconds
+        grace = DEFAULT_GRACE_SECONDS if grace is None else grace
+        return min(grace, self.options.max_graceful_termination_sec)
+
+    def _evict_all(self, node: str, pods: Sequence[Pod], *, required: bool) -> list[str]:
+        """Evict `pods`, retrying refusals until --max-pod-eviction-time; with `required`,
+        then wait for them to terminate. Raises `DeletionFailed` when a required pod stays."""
+        clock = self.clock
+        deadline = clock.now() + self.options.max_pod_eviction_time
+        pending = list(pods)
+        evicted: list[str] = []
+        while pending:
+            retry: list[Pod] = []
+            last_error = ""
+            for pod in pending:
+                try:
+                    self.actions.evict(pod, self._grace(pod))
+                    evicted.append(pod.key)
+                except EvictionError as exc:
+                    last_error = str(exc)
+                    if not exc.retryable:
+                        if required:
+                            raise DeletionFailed(f"node {node}: {exc}") from exc
+                        continue
+                    retry.append(pod)
+            pending = retry
+            if not pending:
+                break
+            if clock.now() + timedelta(seconds=EVICTION_RETRY_SECONDS) > deadline:
+                if required:
+                    raise DeletionFailed(
+                        f"node {node}: failed to evict {len(pending)} pods within "
+                        f"--max-pod-eviction-time: {last_error}"
+                    )
+                break
+            clock.sleep(EVICTION_RETRY_SECONDS)
+        if required and pods:
+            wait = max(self._grace(p) for p in pods) + TERMINATION_EXTRA_SECONDS
+            end = clock.now() + timedelta(seconds=wait)
+            while True:
+                remaining = [p for p in pods if self.actions.pod_exists(p)]
+                if not remaining:
+                    break
+                if clock.now() >= end:
+                    raise DeletionFailed(
+                        f"node {node}: {len(remaining)} pods still running {wait}s after "
+                        f"eviction, e.g. {remaining[0].key}"
+                    )
+                clock.sleep(TERMINATION_POLL_SECONDS)
+        return evicted

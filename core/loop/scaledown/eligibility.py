@@ -1,0 +1,104 @@
+"""Which nodes scale-down may consider, and why the others are excluded."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from clusterscaler.loop.clusterstate import (
+    SCALE_DOWN_DISABLED_ANNOTATION,
+    ClusterState,
+    is_being_deleted,
+)
+from clusterscaler.loop.decisions import UnremovableNode, UnremovableReason
+from clusterscaler.model import Node, Pod
+from clusterscaler.simulator.utilization import Utilization, is_gpu_node, node_utilization
+
+if TYPE_CHECKING:
+    from clusterscaler.framework.options import AutoscalingOptions
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A node that passed eligibility: it may be removed if its pods can move."""
+
+    node: Node
+    node_group: str
+    utilization: Utilization
+    ready: bool
+
+
+def check_eligibility(
+    nodes: Sequence[Node],
+    pods_by_node: Mapping[str, Sequence[Pod]],
+    state: ClusterState,
+    options: AutoscalingOptions,
+    now: datetime,
+    *,
+    gpu_label: str = "",
+) -> tuple[list[Candidate], list[UnremovableNode]]:
+    """Split nodes into candidates and unremovable ones (with CA's reason names)."""
+    candidates: list[Candidate] = []
+    unremovable: list[UnremovableNode] = []
+    for node in nodes:
+        name = node.name
+        if name in state.being_deleted or is_being_deleted(node):
+            unremovable.append(UnremovableNode(name, UnremovableReason.CURRENTLY_BEING_DELETED))
+            continue
+        if node.annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) == "true":
+            unremovable.append(
+                UnremovableNode(name, UnremovableReason.SCALE_DOWN_DISABLED_ANNOTATION)
+            )
+            continue
+        group = state.node_group(name)
+        if group is None:
+            unremovable.append(UnremovableNode(name, UnremovableReason.NOT_AUTOSCALED))
+            continue
+        if name in state.not_started:
+            # CA counts such a node as upcoming capacity, so it is no candidate until it has
+            # been unready for longer than --max-node-startup-time.
+            unremovable.append(
+                UnremovableNode(
+                    name,
+                    UnremovableReason.NOT_UNNEEDED_OTHER_REASON,
+                    detail="not started: registered, not Ready within --max-node-startup-time",
+                )
+            )
+            continue
+        ready = name in state.ready
+        if not ready and not options.scale_down_unready_enabled:
+            unremovable.append(UnremovableNode(name, UnremovableReason.SCALE_DOWN_UNREADY_DISABLED))
+            continue
+        gopts = group.options
+        ignore_ds = (
+            gopts.ignore_daemonsets_utilization
+            if gopts.ignore_daemonsets_utilization is not None
+            else options.ignore_daemonsets_utilization
+        )
+        util = node_utilization(
+            node,
+            pods_by_node.get(name, ()),
+            now=now,
+            gpu_label=gpu_label,
+            ignore_daemonsets=ignore_ds,
+            ignore_mirror_pods=options.ignore_mirror_pods_utilization,
+        )
+        if ready:
+            if is_gpu_node(node, gpu_label) and util.gpu is not None:
+                threshold = gopts.scale_down_gpu_utilization_threshold
+            else:
+                threshold = gopts.scale_down_utilization_threshold
+            assert threshold is not None
+            if util.value >= threshold:
+                unremovable.append(
+                    UnremovableNode(
+                        name,
+                        UnremovableReason.NOT_UNDERUTILIZED,
+                        detail=f"{util.resource} utilization {util.value:.3f} >= {threshold:g}",
+                    )
+                )
+                continue
+        candidates.append(Candidate(node, group.id, util, ready))
+    return candidates, unremovable

@@ -1,0 +1,227 @@
+"""The scale-down planner: unneeded nodes, their timers, and the nodes to delete now.
+
+Each loop, eligible nodes are simulated for removal in a stable order: the nodes unneeded
+last loop first (their timers keep running only if they stay unneeded), then the others by
+ascending utilization. Empty nodes are always considered; non-empty ones are simulated until
+--scale-down-non-empty-candidates-count are found removable or
+--scale-down-simulation-timeout passes. Nodes found unremovable by the simulation are not
+retried before --unremovable-node-recheck-timeout.
+
+As in Cluster Autoscaler's current planner (`categorizeNodes`), every eligible candidate is
+simulated: --scale-down-candidates-pool-ratio and --scale-down-candidates-pool-min-count
+belonged to the legacy scale-down, which cut the non-empty candidates to that pool, and are
+accepted but have no effect.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import structlog
+from clusterscaler.loop.clusterstate import ClusterState
+from clusterscaler.loop.decisions import UnneededNode, UnremovableNode, UnremovableReason
+from clusterscaler.loop.limits import Limits, Totals
+from clusterscaler.loop.scaledown.budgets import (
+    InProgress,
+    RemovableNode,
+    Selection,
+    select_deletions,
+)
+from clusterscaler.loop.scaledown.eligibility import Candidate, check_eligibility
+from clusterscaler.loop.scaledown.removal import RemovalSimulator, simulate_nodes
+from clusterscaler.loop.scaledown.unneeded import UnneededTimers, UnremovableCache
+from clusterscaler.model import Controller, DaemonSet, Node, Pod, PodDisruptionBudget
+from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
+from clusterscaler.simulator.drain import DrainContext, PdbTracker, PodFilter
+
+if TYPE_CHECKING:
+    from clusterscaler.framework.options import AutoscalingOptions
+
+log = structlog.get_logger()
+
+# Simulation outcomes that are worth remembering until the recheck timeout.
+_RECHECK_REASONS = frozenset(
+    {UnremovableReason.NO_PLACE_TO_MOVE_PODS, UnremovableReason.BLOCKED_BY_POD}
+)
+
+
+@dataclass
+class ScaleDownPlan:
+    unneeded: list[UnneededNode] = field(default_factory=list)
+    unremovable: list[UnremovableNode] = field(default_factory=list)
+    selection: Selection = field(default_factory=Selection)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownInputs:
+    """The cluster as scale-down sees it."""
+
+    nodes: Sequence[Node]
+    pods_by_node: Mapping[str, Sequence[Pod]]
+    pdbs: Sequence[PodDisruptionBudget]
+    controllers: Sequence[Controller]
+    daemonsets: Sequence[DaemonSet]
+
+
+def _looks_empty(pods: Sequence[Pod]) -> bool:
+    return all(p.is_daemonset or p.is_mirror or p.is_terminal for p in pods)
+
+
+class ScaleDownPlanner:
+    """Keeps unneeded timers, recheck delays and placement hints between loops."""
+
+    def __init__(
+        self,
+        options: AutoscalingOptions,
+        filters: Sequence[PodFilter],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.options = options
+        self.filters = list(filters)
+        self.timers = UnneededTimers()
+        self.recheck = UnremovableCache(options.unremovable_node_recheck_timeout)
+        self.scheduler = HintingSimulator()
+        self.clock = clock
+
+    def plan(
+        self,
+        now: datetime,
+        inputs: ScaleDownInputs,
+        snapshot: ClusterSnapshot,
+        state: ClusterState,
+        *,
+        limits: Limits,
+        totals: Totals,
+        in_progress: InProgress,
+        allow_deletion: bool,
+        gpu_label: str = "",
+        last_use: bool = False,
+    ) -> ScaleDownPlan:
+        """Find unneeded nodes and, with `allow_deletion`, the ones to delete now.
+
+        The snapshot is left as given, unless the caller says this is its `last_use` of
+        it: then the removal simulation is abandoned in it rather than undone (undoing it
+        is a large share of planning on big clusters), and the snapshot refuses any later
+        listing or fork.
+        """
+        options = self.options
+        candidates, unremovable = check_eligibility(
+            inputs.nodes, inputs.pods_by_node, state, options, now, gpu_label=gpu_label
+        )
+        self.recheck.forget_missing(n.name for n in inputs.nodes)
+        by_name: dict[str, Candidate] = {}
+        fresh: list[Candidate] = []
+        for c in candidates:
+            pods = (p.key for p in inputs.pods_by_node.get(c.node.name, ()))
+            if self.recheck.recently_unremovable(c.node.name, now, pods):
+                unremovable.append(
+                    UnremovableNode(c.node.name, UnremovableReason.RECENTLY_UNREMOVABLE)
+                )
+                continue
+            by_name[c.node.name] = c
+            fresh.append(c)
+        order = self._order(fresh, inputs.pods_by_node)
+
+        excluded = {
+            n.name
+            for n in inputs.nodes
+            if n.name not in state.ready or n.name in state.being_deleted
+        }
+        context = DrainContext.build(
+            now,
+            pdbs=PdbTracker(inputs.pdbs),
+            controllers=inputs.controllers,
+            daemonsets=inputs.daemonsets,
+        )
+        simulator = RemovalSimulator(
+            snapshot, self.filters, context, self.scheduler, excluded=excluded
+        )
+        snapshot.fork()
+        try:
+            results, untried = simulate_nodes(
+                simulator,
+                order,
+                max_non_empty=options.scale_down_non_empty_candidates_count,
+                timeout_seconds=options.scale_down_simulation_timeout.total_seconds(),
+                clock=self.clock,
+            )
+        finally:
+            if last_use:
+                snapshot.abandon()
+            else:
+                snapshot.revert()
+        for name in untried:
+            unremovable.append(
+                UnremovableNode(
+                    name,
+                    UnremovableReason.NOT_UNNEEDED_OTHER_REASON,
+                    detail="--scale-down-simulation-timeout reached",
+                )
+            )
+
+        removable_results = [r for r in results if r.removable]
+        self.timers.update((r.node for r in removable_results), now)
+        unneeded: list[UnneededNode] = []
+        removable: list[RemovableNode] = []
+        for r in removable_results:
+            c = by_name[r.node]
+            since = self.timers.since[r.node]
+            unneeded.append(
+                UnneededNode(
+                    node=r.node,
+                    node_group=c.node_group,
+                    since=since,
+                    empty=r.empty,
+                    utilization=c.utilization.value,
+                    destinations=r.destinations,
+                )
+            )
+            removable.append(RemovableNode(c.node, c.node_group, since, c.ready, r.plan))
+        for r in results:
+            if r.removable:
+                continue
+            if r.reason in _RECHECK_REASONS:
+                self.recheck.add(r.node, now, (p.key for p in inputs.pods_by_node.get(r.node, ())))
+            unremovable.append(UnremovableNode(r.node, r.reason, r.blocking, r.detail))
+        # Hints only matter for pods that may move again.
+        self.scheduler.drop_old_hints(k for u in unneeded for k in u.destinations)
+
+        selection = Selection()
+        if allow_deletion:
+            selection = select_deletions(
+                removable,
+                state,
+                options,
+                now,
+                limits=limits,
+                totals=totals,
+                in_progress=in_progress,
+                gpu_label=gpu_label,
+            )
+            unremovable.extend(selection.unremovable)
+        unremovable.sort(key=lambda u: u.node)
+        log.debug(
+            "scale_down_plan",
+            candidates=len(candidates),
+            unneeded=len(unneeded),
+            unremovable=len(unremovable),
+            empty=len(selection.empty),
+            drain=len(selection.drain),
+        )
+        return ScaleDownPlan(unneeded, unremovable, selection)
+
+    def _order(
+        self, candidates: Sequence[Candidate], pods_by_node: Mapping[str, Sequence[Pod]]
+    ) -> list[str]:
+        previous = [c for c in candidates if c.node.name in self.timers.since]
+        previous.sort(key=lambda c: (self.timers.since[c.node.name], c.node.name))
+        others = [c for c in candidates if c.node.name not in self.timers.since]
+        others.sort(key=lambda c: (c.utilization.value, c.node.name))
+        empty = [c for c in others if _looks_empty(pods_by_node.get(c.node.name, ()))]
+        busy = [c for c in others if not _looks_empty(pods_by_node.get(c.node.name, ()))]
+        return [c.node.name for c in (*previous, *empty, *busy)]

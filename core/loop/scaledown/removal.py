@@ -1,0 +1,291 @@
+"""Removal simulation: could this node go, with its pods moved elsewhere?
+
+Nodes are tried one by one on one snapshot. For each, the pod filters classify its pods;
+a blocking pod, or pods needing more disruptions than their PDBs have left, make the node
+unremovable. Otherwise the pods to move are taken off the node and placed on other nodes
+with the hinting scheduler (where each pod went last loop is tried first). Nodes already
+chosen for removal, and the node itself, are never destinations. When every pod finds a
+place the moves are kept (so capacity is not promised twice) and the PDB budget is
+consumed; otherwise the snapshot is rolled back.
+
+The work is linear in the pods moved: destinations are a list kept in snapshot order
+rather than every node filtered for every pod, nodes with no pod slot left drop out of it
+for good, and each pod's drain decision is taken once however often it moves.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+from clusterscaler.loop.decisions import BlockingPod, BlockingPodReason, UnremovableReason
+from clusterscaler.model import Pod
+from clusterscaler.simulator import ClusterSnapshot, HintingSimulator, Placement, SimNodeInfo
+from clusterscaler.simulator.drain import (
+    DrainContext,
+    NodeDrainPlan,
+    PodFilter,
+    RememberedDecisions,
+    plan_node_drain,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RemovalResult:
+    """The outcome for one node: removable (with where its pods go) or not (and why)."""
+
+    node: str
+    removable: bool
+    plan: NodeDrainPlan
+    reason: UnremovableReason = UnremovableReason.NO_REASON
+    blocking: BlockingPod | None = None
+    detail: str = ""
+    destinations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.plan.to_move
+
+
+class _NodeList:
+    """Node infos in snapshot order, each with its position in that order (ascending, for
+    bisection): nodes leave by position, and copies leave one node out."""
+
+    __slots__ = ("infos", "positions")
+
+    def __init__(self, entries: Sequence[tuple[int, SimNodeInfo]]) -> None:
+        self.positions = [position for position, _ in entries]
+        self.infos = [ni for _, ni in entries]
+
+    def _index(self, position: int) -> int | None:
+        at = bisect.bisect_left(self.positions, position)
+        if at < len(self.positions) and self.positions[at] == position:
+            return at
+        return None
+
+    def discard(self, position: int) -> None:
+        at = self._index(position)
+        if at is not None:
+            del self.infos[at]
+            del self.positions[at]
+
+    def without(self, position: int) -> list[SimNodeInfo]:
+        at = self._index(position)
+        if at is None:
+            return list(self.infos)
+        return self.infos[:at] + self.infos[at + 1 :]
+
+
+def _no_pod_slot_left(ni: SimNodeInfo) -> bool:
+    return ni.req_pods >= ni.node.allocatable.pods
+
+
+class RemovalSimulator:
+    """Simulates removing nodes one after another on `snapshot`.
+
+    `excluded` names nodes that can receive no pods (unready or being deleted ones). While
+    the simulator is in use, the snapshot changes only through it.
+    """
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        filters: Sequence[PodFilter],
+        context: DrainContext,
+        scheduler: HintingSimulator,
+        *,
+        excluded: Collection[str] = (),
+    ) -> None:
+        self.snapshot = snapshot
+        self.filters = filters
+        self.context = context
+        self.scheduler = scheduler
+        self.removed: set[str] = set()
+        self.excluded = set(excluded)
+        # The nodes that may receive pods, listed once in snapshot order; nodes leave as
+        # they are removed. Every candidate scans them from the start, so filtering all
+        # nodes for every pod would make the simulation quadratic.
+        self._position: dict[str, int] = {}
+        self._all = _NodeList(())
+        # The same without nodes whose pod slots are all taken. Such a node stays full:
+        # while the simulation runs, pods leave a node only when it is the candidate (and
+        # it is then removed, or everything is rolled back), so no pod that needs a slot
+        # can go there again. Long runs of full nodes are not scanned, and a candidate
+        # whose pods have no node with a free slot fails without touching the snapshot.
+        self._open = _NodeList(())
+        self._decide = RememberedDecisions()
+
+    def _destination(self, ni: SimNodeInfo) -> bool:
+        name = ni.node.name
+        return name not in self.removed and name not in self.excluded
+
+    def _destinations(self, node: str, pods: Sequence[Pod]) -> list[SimNodeInfo]:
+        """The nodes the pods of `node` may go to, in snapshot order (without full ones
+        when every pod needs a slot)."""
+        if len(self._position) != len(self.snapshot):
+            infos = self.snapshot.node_infos()
+            self._position = {ni.node.name: i for i, ni in enumerate(infos)}
+            kept = [(i, ni) for i, ni in enumerate(infos) if self._destination(ni)]
+            self._all = _NodeList(kept)
+            self._open = _NodeList([(i, ni) for i, ni in kept if not _no_pod_slot_left(ni)])
+        position = self._position.get(node, -1)
+        for pod in pods:
+            if pod.requests.pods <= 0:
+                return self._all.without(position)
+        return self._open.without(position)
+
+    def _take_out(self, node: str) -> None:
+        """`node` is removed: it receives no more pods."""
+        position = self._position.get(node)
+        if position is not None:
+            self._all.discard(position)
+            self._open.discard(position)
+
+    def _filled(self, placements: Sequence[Placement]) -> None:
+        """Close the nodes that `placements` left without a free pod slot."""
+        seen: set[str] = set()
+        for placement in placements:
+            name = placement.node_name
+            if name in seen:
+                continue
+            seen.add(name)
+            ni = self.snapshot.node_info(name)
+            position = self._position.get(name)
+            if ni is not None and position is not None and _no_pod_slot_left(ni):
+                self._open.discard(position)
+
+    def drain_plan(self, node: str) -> NodeDrainPlan | None:
+        ni = self.snapshot.node_info(node)
+        if ni is None:
+            return None
+        return plan_node_drain(ni.pods.values(), self.filters, self.context, decide_fn=self._decide)
+
+    def try_remove(self, node: str, *, commit: bool = True) -> RemovalResult:
+        """Simulate removing `node`; with `commit`, a removable node stays removed in the
+        snapshot (its pods on their new nodes) and its PDB disruptions are consumed."""
+        plan = self.drain_plan(node)
+        if plan is None:
+            return RemovalResult(
+                node,
+                False,
+                NodeDrainPlan(),
+                UnremovableReason.NO_NODE_INFO,
+                detail="not in snapshot",
+            )
+        if plan.blocking is not None and plan.decision is not None:
+            return RemovalResult(
+                node,
+                False,
+                plan,
+                UnremovableReason.BLOCKED_BY_POD,
+                BlockingPod(plan.blocking.key, plan.decision.reason, plan.decision.detail),
+                detail=plan.decision.detail,
+            )
+        exhausted = self.context.pdbs.first_exhausted(plan.to_move)
+        if exhausted is not None:
+            pod, pdb = exhausted
+            detail = f"PodDisruptionBudget {pdb.key} allows too few disruptions"
+            return RemovalResult(
+                node,
+                False,
+                plan,
+                UnremovableReason.BLOCKED_BY_POD,
+                BlockingPod(pod.key, BlockingPodReason.NOT_ENOUGH_PDB, detail),
+                detail=detail,
+            )
+        if not plan.to_move:
+            if commit:
+                self.removed.add(node)
+                self._take_out(node)
+            return RemovalResult(node, True, plan)
+        snapshot = self.snapshot
+        destinations = self._destinations(node, plan.to_move)
+        if not destinations:
+            # Nowhere to go, whatever the snapshot says about the pods themselves: the
+            # first pod is the one that finds no place (even its hinted node is full).
+            return self._no_place(node, plan, plan.to_move[0])
+        snapshot.fork()
+        self.removed.add(node)
+        try:
+            for pod in plan.to_move:
+                snapshot.remove_pod(pod.key)
+            result = self.scheduler.try_schedule_pods(
+                snapshot,
+                plan.to_move,
+                node_filter=self._destination,
+                nodes=destinations,
+                unbind=True,
+                break_on_failure=True,
+            )
+        except BaseException:
+            self.removed.discard(node)
+            snapshot.revert()
+            raise
+        if result.unschedulable:
+            self.removed.discard(node)
+            snapshot.revert()
+            return self._no_place(node, plan, result.unschedulable[0])
+        moved_to = {p.pod.key: p.node_name for p in result.scheduled}
+        if commit:
+            snapshot.commit()
+            # The moved copies are the same pods to the filters when their new node is
+            # tried in turn. Placements follow `to_move` one for one (none failed).
+            for original, placement in zip(plan.to_move, result.scheduled, strict=True):
+                if placement.pod is not original:
+                    self._decide.share(placement.pod, original)
+            self.context.pdbs.consume(plan.to_move)
+            self._take_out(node)
+            self._filled(result.scheduled)
+        else:
+            self.removed.discard(node)
+            snapshot.revert()
+        return RemovalResult(node, True, plan, destinations=moved_to)
+
+    @staticmethod
+    def _no_place(node: str, plan: NodeDrainPlan, stuck: Pod) -> RemovalResult:
+        return RemovalResult(
+            node,
+            False,
+            plan,
+            UnremovableReason.NO_PLACE_TO_MOVE_PODS,
+            detail=f"no place to move pod {stuck.key}",
+        )
+
+
+def simulate_nodes(
+    simulator: RemovalSimulator,
+    nodes: Sequence[str],
+    *,
+    max_non_empty: int,
+    timeout_seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[list[RemovalResult], list[str]]:
+    """Try `nodes` in order until `max_non_empty` removable non-empty nodes are found
+    (<= 0: no limit) or the timeout passes. Returns the results and the nodes not tried."""
+    results: list[RemovalResult] = []
+    found = 0
+    start = clock()
+    for i, node in enumerate(nodes):
+        if clock() - start > timeout_seconds:
+            return results, list(nodes[i:])
+        if 0 < max_non_empty <= found:
+            # Still let empty nodes through: they need no simulation budget.
+            plan = simulator.drain_plan(node)
+            if plan is None or plan.to_move or plan.blocking is not None:
+                results.append(
+                    RemovalResult(
+                        node,
+                        False,
+                        plan or NodeDrainPlan(),
+                        UnremovableReason.NOT_UNNEEDED_OTHER_REASON,
+                        detail="non-empty candidate limit reached",
+                    )
+                )
+                continue
+        r = simulator.try_remove(node)
+        if r.removable and not r.empty:
+            found += 1
+        results.append(r)
+    return results, []

@@ -1,0 +1,173 @@
+"""Template nodes: what a new node of each node group would look like.
+
+A template is a sanitised copy of a ready live node of the group (fresh name and uid, no
+autoscaler, node-condition, startup or status taints, schedulable), keeping its DaemonSet
+and mirror pods. A group
+without a usable node falls back to the template last built from one of its nodes, then to
+the provider's `template_node_info()` (scale from zero) plus the DaemonSet pods that would
+run on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+from clusterscaler.framework.cloudprovider import CloudProviderError
+from clusterscaler.loop.clusterstate import (
+    IGNORE_TAINT_PREFIX,
+    STARTUP_TAINT_PREFIX,
+    STATUS_TAINT_PREFIX,
+    ClusterState,
+    TaintConfig,
+    is_being_deleted,
+)
+from clusterscaler.loop.clusterstate import (
+    # Re-exported: templates drop them, and callers look for them here.
+    NODE_CONDITION_TAINTS as NODE_CONDITION_TAINTS,
+)
+from clusterscaler.model import DaemonSet, Node, NodeInfo, OwnerRef, Pod
+from clusterscaler.simulator import pod_matches_node_affinity, tolerates_taints
+from clusterscaler.simulator.templates import sanitize_template
+
+if TYPE_CHECKING:
+    from clusterscaler.framework.options import AutoscalingOptions
+
+log = structlog.get_logger()
+
+IGNORED_TAINT_PREFIXES = (IGNORE_TAINT_PREFIX, STARTUP_TAINT_PREFIX, STATUS_TAINT_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A group's template node, where it came from, or why there is none."""
+
+    node_group: str
+    node_info: NodeInfo | None
+    source: str  # "node", "cache", "provider" or "" when unavailable
+    error: str = ""
+
+
+def template_name(group_id: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-." else "-" for c in group_id.lower())
+    return f"template-node-for-{safe}"
+
+
+def ignored_taint_keys(options: AutoscalingOptions) -> frozenset[str]:
+    """Taint keys a template node drops: node-condition, startup and status taints."""
+    config = TaintConfig.from_options(options)
+    return frozenset((*NODE_CONDITION_TAINTS, *config.startup_keys, *config.status_keys))
+
+
+def ignored_taint_prefixes(options: AutoscalingOptions) -> tuple[str, ...]:
+    """Taint key prefixes a template node drops: startup (built-in and
+    --startup-taint-prefix) and status prefixes."""
+    config = TaintConfig.from_options(options)
+    return (*config.startup_prefixes, *config.status_prefixes)
+
+
+def sanitize(
+    node_info: NodeInfo, group_id: str, options: AutoscalingOptions, name: str | None = None
+) -> NodeInfo:
+    """A copy of `node_info` as a brand-new node of `group_id` would be: DaemonSet and
+    mirror pods only, no autoscaler, startup or status taints, schedulable and ready."""
+    kept = NodeInfo(
+        node_info.node, tuple(p for p in node_info.pods if p.is_daemonset or p.is_mirror)
+    )
+    node, pods = sanitize_template(
+        kept,
+        name or template_name(group_id),
+        ignored_taint_keys(options),
+        ignored_taint_prefixes(options),
+    )
+    node = node.with_(ready=True, conditions=())
+    return NodeInfo(node, tuple(p.with_(phase="Running", unschedulable=False) for p in pods))
+
+
+def instantiate(template: NodeInfo, name: str) -> NodeInfo:
+    """Another node made from a template under a new name (upcoming nodes, estimation)."""
+    node, pods = sanitize_template(template, name)
+    return NodeInfo(node, tuple(pods))
+
+
+def daemonset_pods_for(node: Node, daemonsets: Iterable[DaemonSet]) -> list[Pod]:
+    """Pods of the DaemonSets that would run on `node` (selector, affinity, taints)."""
+    out: list[Pod] = []
+    for ds in daemonsets:
+        tpl = ds.template
+        if tpl is None:
+            continue
+        pod = tpl.with_(
+            name=f"{ds.name}-{node.name}"[:253],
+            namespace=ds.namespace,
+            uid=f"uid-{ds.namespace}-{ds.name}-{node.name}",
+            owner=OwnerRef("DaemonSet", ds.name, ds.uid, True, "apps/v1"),
+            owners=(OwnerRef("DaemonSet", ds.name, ds.uid, True, "apps/v1"),),
+            node_name=node.name,
+            phase="Running",
+        )
+        if not pod_matches_node_affinity(pod, node):
+            continue
+        if tolerates_taints(pod, node.taints) is not None:
+            continue
+        out.append(pod)
+    return out
+
+
+class TemplateCache:
+    """Templates per node group, remembered across loops."""
+
+    def __init__(self, options: AutoscalingOptions) -> None:
+        self.options = options
+        self._from_nodes: dict[str, NodeInfo] = {}
+
+    def build(
+        self,
+        state: ClusterState,
+        pods_by_node: Mapping[str, Sequence[Pod]],
+        daemonsets: Sequence[DaemonSet],
+    ) -> dict[str, Template]:
+        out: dict[str, Template] = {}
+        for gid, group in sorted(state.groups.items()):
+            live = self._usable_node(group.nodes, state)
+            if live is not None:
+                info = sanitize(
+                    NodeInfo(live, tuple(pods_by_node.get(live.name, ()))), gid, self.options
+                )
+                self._from_nodes[gid] = info
+                out[gid] = Template(gid, info, "node")
+                continue
+            cached = self._from_nodes.get(gid)
+            if cached is not None:
+                out[gid] = Template(gid, cached, "cache")
+                continue
+            try:
+                provided = group.group.template_node_info()
+            except (CloudProviderError, ValueError) as exc:
+                # A provider that cannot describe one group (or describes it with a malformed
+                # quantity) costs that group its scale-from-zero, never the whole loop.
+                log.info("template_unavailable", node_group=gid, error=str(exc))
+                out[gid] = Template(gid, None, "", str(exc))
+                continue
+            info = sanitize(provided, gid, self.options)
+            ds_pods = daemonset_pods_for(info.node, daemonsets)
+            known = {(p.namespace, p.owner.name) for p in info.pods if p.owner is not None}
+            extra = tuple(
+                p for p in ds_pods if p.owner is None or (p.namespace, p.owner.name) not in known
+            )
+            out[gid] = Template(gid, NodeInfo(info.node, info.pods + extra), "provider")
+        for gone in [g for g in self._from_nodes if g not in state.groups]:
+            del self._from_nodes[gone]
+        return out
+
+    @staticmethod
+    def _usable_node(nodes: Iterable[Node], state: ClusterState) -> Node | None:
+        best: Node | None = None
+        for n in nodes:
+            if n.name not in state.ready or is_being_deleted(n) or n.unschedulable:
+                continue
+            if best is None or n.name < best.name:
+                best = n
+        return best

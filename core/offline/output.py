@@ -1,0 +1,365 @@
+"""What `clusterscaler simulate` prints: the `--once --json` document, the timeline table,
+the summary, JSON lines and the `--plot` image.
+
+Everything here is a pure function of plain data (`LoopResult`, timeline rows, samples),
+so the same values feed the table, the JSON and the plot.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+from clusterscaler.framework.durations import format_duration
+from clusterscaler.loop.decisions import GroupRejection, LoopResult, UnremovableReason
+
+# Unremovable reasons that only mean "not yet": the node is unneeded and its timer runs.
+WAITING_REASONS = frozenset(
+    {UnremovableReason.NOT_UNNEEDED_LONG_ENOUGH, UnremovableReason.NOT_UNREADY_LONG_ENOUGH}
+)
+
+
+def rejection_text(rejection: GroupRejection) -> str:
+    """`<CA's reason>` or `<reason>: <detail>`."""
+    text = rejection.reason.value
+    return f"{text}: {rejection.detail}" if rejection.detail else text
+
+
+def removable_now(result: LoopResult, unneeded_time: timedelta) -> list[dict[str, Any]]:
+    """Nodes the loop acts on now: deletions it started, plus nodes unneeded for at least
+    `unneeded_time` (budgets may defer some of those to later loops)."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for deletion in result.scale_down.deletions:
+        if deletion.error or deletion.node in seen:
+            continue
+        seen.add(deletion.node)
+        out.append(
+            {
+                "node": deletion.node,
+                "nodeGroup": deletion.node_group,
+                "empty": deletion.kind.value == "empty",
+            }
+        )
+    # An unneeded node can still be kept (the group's minimum, a resource minimum, the
+    # deletion budget): the loop reports it as unremovable too, and does not act on it.
+    kept = {
+        u.node
+        for u in result.scale_down.unremovable
+        if u.reason not in WAITING_REASONS
+    }
+    for unneeded in result.scale_down.unneeded:
+        if (
+            unneeded.node in seen
+            or unneeded.node in kept
+            or result.time - unneeded.since < unneeded_time
+        ):
+            continue
+        seen.add(unneeded.node)
+        out.append(
+            {"node": unneeded.node, "nodeGroup": unneeded.node_group, "empty": unneeded.empty}
+        )
+    return out
+
+
+def decision_json(result: LoopResult, unneeded_time: timedelta) -> dict[str, Any]:
+    """The `simulate --once --json` / `explain --json` document."""
+    scale_up = [
+        {
+            "nodeGroup": d.node_group,
+            "from": d.target_before,
+            "to": d.target_before + d.delta,
+            "pods": list(d.pods),
+        }
+        for d in result.scale_up.decisions
+    ]
+    unschedulable = [
+        {
+            "pod": pod,
+            "reasons": {r.node_group: rejection_text(r) for r in rejections},
+        }
+        for pod, rejections in sorted(result.scale_up.pods_remaining.items())
+    ]
+    unremovable = []
+    for u in sorted(result.scale_down.unremovable, key=lambda u: u.node):
+        entry: dict[str, Any] = {"node": u.node, "reason": u.reason.value, "blockingPod": None}
+        if u.blocking_pod is not None:
+            entry["blockingPod"] = {
+                "pod": u.blocking_pod.pod,
+                "reason": u.blocking_pod.reason.value,
+            }
+        unremovable.append(entry)
+    return {
+        "scaleUp": scale_up,
+        "scaleDown": removable_now(result, unneeded_time),
+        "unschedulable": unschedulable,
+        "unremovable": unremovable,
+    }
+
+
+# --------------------------------------------------------------------------- timeline
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineRow:
+    """One line of the timeline: what happened, to which group, sizes after, pods pending."""
+
+    offset: timedelta
+    action: str
+    node_group: str
+    detail: str
+    sizes: Mapping[str, int]
+    pending: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "event",
+            "time": self.offset.total_seconds(),
+            "action": self.action,
+            "nodeGroup": self.node_group,
+            "detail": self.detail,
+            "sizes": dict(self.sizes),
+            "pending": self.pending,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """The cluster after one loop: ready nodes per group, pending pods, cost so far."""
+
+    offset: timedelta
+    nodes: Mapping[str, int]
+    pending: int
+    cost: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "sample",
+            "time": self.offset.total_seconds(),
+            "nodes": dict(self.nodes),
+            "pending": self.pending,
+            "cost": round(self.cost, 6),
+        }
+
+
+def clock_text(offset: timedelta) -> str:
+    total = int(offset.total_seconds())
+    hours, rem = divmod(total, 3600)
+    minutes, seconds = divmod(rem, 60)
+    return f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+
+
+def _sizes_text(sizes: Mapping[str, int]) -> str:
+    return " ".join(f"{g}={n}" for g, n in sorted(sizes.items()))
+
+
+def render_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [len(h) for h in header]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(header)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
+    return "\n".join(lines)
+
+
+def render_timeline(rows: Sequence[TimelineRow]) -> str:
+    if not rows:
+        return "(nothing happened)"
+    return render_table(
+        ("TIME", "ACTION", "GROUP", "DETAIL", "NODES", "PENDING"),
+        [
+            (
+                clock_text(r.offset),
+                r.action,
+                r.node_group or "-",
+                r.detail,
+                _sizes_text(r.sizes),
+                str(r.pending),
+            )
+            for r in rows
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (`q` in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    duration: timedelta
+    loops: int
+    scale_ups: int
+    nodes_added: int
+    scale_downs: int
+    nodes_removed: int
+    node_hours: Mapping[str, float]
+    cost: float
+    pending_p50: timedelta | None
+    pending_p95: timedelta | None
+    pending_max: timedelta | None
+    still_pending: int
+    final_sizes: Mapping[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        def secs(value: timedelta | None) -> float | None:
+            return None if value is None else value.total_seconds()
+
+        return {
+            "type": "summary",
+            "duration": self.duration.total_seconds(),
+            "loops": self.loops,
+            "scaleUps": self.scale_ups,
+            "nodesAdded": self.nodes_added,
+            "scaleDowns": self.scale_downs,
+            "nodesRemoved": self.nodes_removed,
+            "nodeHours": {g: round(h, 4) for g, h in sorted(self.node_hours.items())},
+            "cost": round(self.cost, 4),
+            "podPendingSeconds": {
+                "p50": secs(self.pending_p50),
+                "p95": secs(self.pending_p95),
+                "max": secs(self.pending_max),
+            },
+            "stillPending": self.still_pending,
+            "finalNodes": dict(sorted(self.final_sizes.items())),
+        }
+
+
+def pending_stats(waits: Sequence[timedelta]) -> tuple[timedelta | None, ...]:
+    if not waits:
+        return (None, None, None)
+    secs = [w.total_seconds() for w in waits]
+    return (
+        timedelta(seconds=percentile(secs, 50)),
+        timedelta(seconds=percentile(secs, 95)),
+        timedelta(seconds=max(secs)),
+    )
+
+
+def render_summary(summary: Summary) -> str:
+    def dur(value: timedelta | None) -> str:
+        return (
+            "-"
+            if value is None
+            else format_duration(timedelta(seconds=round(value.total_seconds())))
+        )
+
+    hours = ", ".join(f"{g} {h:.2f}" for g, h in sorted(summary.node_hours.items())) or "-"
+    lines = [
+        f"simulated       {format_duration(summary.duration)} in {summary.loops} loops",
+        f"scale-ups       {summary.scale_ups} ({summary.nodes_added} nodes added)",
+        f"scale-downs     {summary.scale_downs} ({summary.nodes_removed} nodes removed)",
+        f"node-hours      {sum(summary.node_hours.values()):.2f} ({hours})",
+        f"cost            {summary.cost:.2f}",
+        f"pod pending     p50 {dur(summary.pending_p50)}, p95 {dur(summary.pending_p95)}, "
+        f"max {dur(summary.pending_max)}",
+        f"still pending   {summary.still_pending} pods",
+        f"final nodes     {_sizes_text(summary.final_sizes) or '-'}",
+    ]
+    return "\n".join(lines)
+
+
+def write_json_line(stream: TextIO, doc: Mapping[str, Any]) -> None:
+    stream.write(json.dumps(doc, sort_keys=False) + "\n")
+
+
+# --------------------------------------------------------------------------- plot
+
+
+class PlotError(RuntimeError):
+    """The plot cannot be drawn (matplotlib missing, file not writable)."""
+
+
+def check_plotting() -> None:
+    """Fail before a long run, not after it, when matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise PlotError(
+            "--plot: needs matplotlib; install it with `pip install clusterscaler[plot]`"
+        ) from None
+
+
+def plot(samples: Sequence[Sample], path: str | Path, title: str = "") -> None:
+    """Nodes per group, pending pods and cost over time, as a PNG."""
+    check_plotting()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    minutes = [s.offset.total_seconds() / 60 for s in samples]
+    groups = sorted({g for s in samples for g in s.nodes})
+    fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
+    try:
+        nodes_ax, pending_ax, cost_ax = axes
+        if groups:
+            nodes_ax.stackplot(
+                minutes,
+                [[s.nodes.get(g, 0) for s in samples] for g in groups],
+                labels=groups,
+                step="post",
+            )
+            nodes_ax.legend(loc="upper left", fontsize="small")
+        nodes_ax.set_ylabel("ready nodes")
+        pending_ax.step(minutes, [s.pending for s in samples], where="post", color="tab:red")
+        pending_ax.set_ylabel("pending pods")
+        cost_ax.plot(minutes, [s.cost for s in samples], color="tab:green")
+        cost_ax.set_ylabel("cost")
+        cost_ax.set_xlabel("minutes")
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
+        try:
+            fig.savefig(str(path), format="png")
+        except OSError as exc:
+            raise PlotError(
+                f"--plot {str(path)!r}: cannot write the file: {exc.strerror or exc}"
+            ) from None
+    finally:
+        plt.close(fig)
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class Progress:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    def __init__(
+        self, total: timedelta, stream: TextIO | None = None, enabled: bool | None = None
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self.total = total.total_seconds()
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self._last = -1
+
+    def update(self, elapsed: timedelta) -> None:
+        if not self.enabled or self.total <= 0:
+            return
+        pct = min(100, int(elapsed.total_seconds() * 100 / self.total))
+        if pct == self._last:
+            return
+        self._last = pct
+        filled = pct * 30 // 100
+        self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {pct:3d}% simulated")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.enabled and self._last >= 0:
+            self.stream.write("\r" + " " * 50 + "\r")
+            self.stream.flush()

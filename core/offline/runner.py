@@ -1,0 +1,323 @@
+"""Running the real autoscaling loop against the simulated cluster on a virtual clock.
+
+Each tick: apply the scenario events that are due, let the cluster register nodes and
+schedule pods, run one loop (`Autoscaler.run_once(now)`), record what happened, then move
+the clock to the next scan (stopping at node registrations on the way, so that pods are
+bound as soon as their node is ready, as kube-scheduler would).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import structlog
+from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError, PricingModel
+from clusterscaler.loop.decisions import LoopResult
+from clusterscaler.model import Node
+from clusterscaler.offline.clock import VirtualClock
+from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
+from clusterscaler.offline.output import Sample, Summary, TimelineRow, pending_stats
+from clusterscaler.offline.scenario import (
+    AddPods,
+    Cordon,
+    DeletePods,
+    FailGroup,
+    RecoverGroup,
+    ScaleWorkload,
+    ScenarioEvent,
+)
+
+log = structlog.get_logger()
+
+
+class Loop(Protocol):
+    """What the simulation needs from the autoscaler: one loop at a given time."""
+
+    def run_once(self, now: datetime) -> LoopResult: ...
+
+
+@dataclass
+class Simulation:
+    """Everything one run needs; built by the command from flags and the scenario."""
+
+    cluster: SimulatedCluster
+    clock: VirtualClock
+    provider: CloudProvider
+    loop: Loop
+    scan_interval: timedelta
+    duration: timedelta
+    events: Sequence[ScenarioEvent] = ()
+
+
+@dataclass
+class SimulationResult:
+    """What a run produced so far (callbacks see it grow loop by loop)."""
+
+    rows: list[TimelineRow] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    results: list[LoopResult] = field(default_factory=list)
+
+
+def provision_initial_nodes(
+    cluster: SimulatedCluster,
+    provider: CloudProvider,
+    counts: dict[str, int],
+    *,
+    retry_unschedulable: bool = True,
+) -> None:
+    """Create the scenario's initial nodes through the provider, ready at the start.
+
+    Without `retry_unschedulable`, pods already marked unschedulable keep that verdict
+    unless initial nodes were added (room the verdict did not know about).
+    """
+    groups = {g.id: g for g in provider.node_groups()}
+    for name, count in counts.items():
+        group = groups.get(name)
+        if group is None:
+            raise SimulationError(
+                f"initialNodes.{name}: expected a node group of the cloud-config "
+                f"({', '.join(sorted(groups)) or 'none'})"
+            )
+        if count:
+            group.increase_size(count)
+    # The clusters a scenario starts from already exist: no provisioning delay for them.
+    for pending in list(cluster.pending_nodes.values()):
+        pending.ready_at = cluster.clock.now()
+    added = bool(cluster.pending_nodes)
+    cluster.events.clear()
+    cluster.step(retry_unschedulable=retry_unschedulable or added)
+    cluster.events.clear()
+
+
+class _Accounting:
+    """Node-hours and cost, integrated between samples over requested and ready nodes."""
+
+    def __init__(self, provider: CloudProvider) -> None:
+        self.provider = provider
+        self.pricing: PricingModel | None = provider.pricing()
+        self.node_hours: dict[str, float] = {}
+        self.cost = 0.0
+
+    def group_of(self, node: Node) -> str:
+        group = self.provider.node_group_for_node(node)
+        return group.id if group is not None else "(not autoscaled)"
+
+    def add(self, nodes: Sequence[Node], start: datetime, end: datetime) -> None:
+        if end <= start:
+            return
+        hours = (end - start).total_seconds() / 3600
+        for node in nodes:
+            group = self.group_of(node)
+            self.node_hours[group] = self.node_hours.get(group, 0.0) + hours
+            if self.pricing is not None:
+                self.cost += self.pricing.node_price(node, start, end)
+
+
+def _sizes(cluster: SimulatedCluster, accounting: _Accounting) -> dict[str, int]:
+    sizes: Counter[str] = Counter({g.id: 0 for g in accounting.provider.node_groups()})
+    for node in cluster.nodes.values():
+        if node.ready:
+            sizes[accounting.group_of(node)] += 1
+    return dict(sizes)
+
+
+def validate_events(
+    cluster: SimulatedCluster, provider: CloudProvider, events: Sequence[ScenarioEvent]
+) -> None:
+    """Refuse events that can never apply: unknown workloads or node groups.
+
+    Pods and nodes may appear during the run, so events naming them are checked when due.
+    """
+    groups = sorted(g.id for g in provider.node_groups())
+    for event in events:
+        action = event.action
+        if isinstance(action, ScaleWorkload):
+            cluster.find_controller(action.workload)
+        elif isinstance(action, FailGroup | RecoverGroup) and action.node_group not in groups:
+            raise SimulationError(
+                f"event at {event.at} ({event.text}): nodeGroup: expected one of "
+                f"{', '.join(groups) or '(none)'}, got {action.node_group!r}"
+            )
+
+
+def apply_event(cluster: SimulatedCluster, event: ScenarioEvent) -> str:
+    """Apply one scenario event; returns the timeline detail."""
+    action = event.action
+    if isinstance(action, ScaleWorkload):
+        delta = cluster.scale(action.workload, action.replicas)
+        return f"{event.text} ({delta:+d} pods)"
+    if isinstance(action, AddPods):
+        cluster.add_pods(action.pods)
+    elif isinstance(action, DeletePods):
+        cluster.delete_pods(action.keys)
+    elif isinstance(action, Cordon):
+        cluster.cordon(action.node, action.unschedulable)
+    elif isinstance(action, FailGroup):
+        cluster.fail_group(
+            action.node_group, action.error_code, action.message, action.out_of_resources
+        )
+    elif isinstance(action, RecoverGroup):
+        cluster.recover_group(action.node_group)
+    return event.text
+
+
+def _loop_rows(
+    result: LoopResult, offset: timedelta, sizes: dict[str, int], pending: int
+) -> list[TimelineRow]:
+    rows: list[TimelineRow] = []
+    for d in result.scale_up.decisions:
+        rows.append(
+            TimelineRow(
+                offset,
+                "scale-up",
+                d.node_group,
+                f"{d.target_before} -> {d.target_before + d.delta} for {len(d.pods)} pods",
+                sizes,
+                pending,
+            )
+        )
+    if result.scale_up.error:
+        rows.append(
+            TimelineRow(offset, "scale-up-failed", "", result.scale_up.error, sizes, pending)
+        )
+    cleanups = {id(c) for c in result.cleanups}
+    for deletion in (*result.scale_down.deletions, *result.cleanups):
+        # Cleanups remove instances that never became nodes (failed or too slow).
+        action = "cleanup" if id(deletion) in cleanups else "scale-down"
+        if not deletion.ok:
+            action += "-failed"
+        detail = f"{deletion.node} ({deletion.kind.value}"
+        if deletion.evicted_pods:
+            detail += f", {len(deletion.evicted_pods)} pods evicted"
+        detail += ")" if deletion.ok else f"): {deletion.error}"
+        rows.append(TimelineRow(offset, action, deletion.node_group, detail, sizes, pending))
+    for error in result.errors:
+        rows.append(TimelineRow(offset, "error", "", error, sizes, pending))
+    return rows
+
+
+def _cluster_rows(
+    cluster: SimulatedCluster, start: datetime, sizes: dict[str, int], pending: int
+) -> list[TimelineRow]:
+    """Node registrations and deletions since the last call, one row per group and kind."""
+    grouped: dict[tuple[datetime, str, str], list[str]] = {}
+    for event in cluster.events:
+        if event.action == "workload-scaled":
+            continue
+        grouped.setdefault((event.time, event.action, event.node_group), []).append(event.detail)
+    cluster.events.clear()
+    rows = []
+    for (when, action, group), details in grouped.items():
+        if action == "node-deleted":
+            # The loop's own scale-down row already says which node went away.
+            continue
+        text = details[0] if len(details) == 1 else f"{len(details)} nodes"
+        rows.append(TimelineRow(when - start, action, group, text, sizes, pending))
+    return rows
+
+
+def run(
+    sim: Simulation,
+    *,
+    on_loop: Callable[[LoopResult, SimulationResult], None] | None = None,
+    progress: Callable[[timedelta], Any] | None = None,
+) -> tuple[SimulationResult, Summary]:
+    """Run the loop every `scan_interval` for `duration` of simulated time."""
+    cluster, clock = sim.cluster, sim.clock
+    start = clock.now()
+    end = start + sim.duration
+    accounting = _Accounting(sim.provider)
+    out = SimulationResult()
+    events = sorted(sim.events, key=lambda e: e.at)
+    next_event = 0
+    tick = start
+    last_sample = start
+    while True:
+        now = clock.now()
+        while next_event < len(events) and start + events[next_event].at <= now:
+            event = events[next_event]
+            next_event += 1
+            action = "event"
+            try:
+                detail = apply_event(cluster, event)
+            except SimulationError as exc:
+                action, detail = "event-failed", f"{event.text}: {exc}"
+                log.warning("simulation_event_failed", scenario_event=event.text, error=str(exc))
+            cluster.step()
+            out.rows.append(
+                TimelineRow(
+                    now - start,
+                    action,
+                    "",
+                    detail,
+                    _sizes(cluster, accounting),
+                    cluster.pending_pod_count(),
+                )
+            )
+        cluster.step()
+        sizes = _sizes(cluster, accounting)
+        out.rows.extend(_cluster_rows(cluster, start, sizes, cluster.pending_pod_count()))
+        try:
+            result = sim.loop.run_once(now)
+        except CloudProviderError as exc:
+            out.rows.append(
+                TimelineRow(now - start, "error", "", str(exc), sizes, cluster.pending_pod_count())
+            )
+            result = None
+        # The actuator may have slept on the virtual clock (evictions, taint delays).
+        cluster.step()
+        sizes = _sizes(cluster, accounting)
+        pending = cluster.pending_pod_count()
+        if result is not None:
+            out.results.append(result)
+            out.rows.extend(_loop_rows(result, now - start, sizes, pending))
+        out.rows.extend(_cluster_rows(cluster, start, sizes, pending))
+        billable = [*cluster.nodes.values(), *cluster.list_pending_nodes()]
+        accounting.add(billable, last_sample, clock.now())
+        last_sample = clock.now()
+        out.samples.append(Sample(clock.now() - start, sizes, pending, accounting.cost))
+        if result is not None and on_loop is not None:
+            on_loop(result, out)
+        if progress is not None:
+            progress(clock.now() - start)
+        tick = tick + sim.scan_interval
+        if tick > end:
+            break
+        # Nodes that become ready before the next scan get their pods right away.
+        while True:
+            due = cluster.next_registration()
+            if due is None or due >= tick:
+                break
+            before = [*cluster.nodes.values(), *cluster.list_pending_nodes()]
+            clock.advance_to(due)
+            accounting.add(before, last_sample, clock.now())
+            last_sample = clock.now()
+            cluster.step()
+            out.rows.extend(
+                _cluster_rows(
+                    cluster, start, _sizes(cluster, accounting), cluster.pending_pod_count()
+                )
+            )
+        clock.advance_to(tick)
+    waits = list(cluster.times.waits)
+    p50, p95, worst = pending_stats(waits)
+    summary = Summary(
+        duration=clock.now() - start,
+        loops=len(out.results),
+        scale_ups=sum(len(r.scale_up.decisions) for r in out.results),
+        nodes_added=sum(d.delta for r in out.results for d in r.scale_up.decisions),
+        scale_downs=sum(1 for r in out.results if any(d.ok for d in r.scale_down.deletions)),
+        nodes_removed=sum(1 for r in out.results for d in r.scale_down.deletions if d.ok),
+        node_hours=dict(accounting.node_hours),
+        cost=accounting.cost,
+        pending_p50=p50,
+        pending_p95=p95,
+        pending_max=worst,
+        still_pending=cluster.pending_pod_count(),
+        final_sizes=_sizes(cluster, accounting),
+    )
+    return out, summary

@@ -1,0 +1,132 @@
+"""Turning parsed flags and a scenario into a ready simulation: options, the in-memory
+cluster, the `sim` provider built through the plugin registry, and the loop."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from clusterscaler.commands.cli import flag_given, options_from_namespace
+from clusterscaler.framework.cloudprovider import CloudProvider, ProviderContext
+from clusterscaler.framework.options import (
+    BOOL,
+    GPU_TOTAL,
+    STRING_ARRAY,
+    STRING_SLICE,
+    AutoscalingOptions,
+    FlagSpec,
+    OptionError,
+    flag_specs,
+    validate,
+)
+from clusterscaler.framework.pluginmanager import Registry
+from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError
+from clusterscaler.model import ClusterObjects
+from clusterscaler.offline.clock import DEFAULT_START, VirtualClock
+from clusterscaler.offline.cluster import SimulatedCluster
+from clusterscaler.offline.loader import InputError, snapshot_time
+from clusterscaler.offline.scenario import Scenario
+
+SIM_PROVIDER = "sim"
+# The sim provider reads an inline cloud-config from this `options.extra` key.
+EMBEDDED_CONFIG_KEY = "sim_cloud_config"
+
+
+def _scenario_value(spec: FlagSpec, value: Any, source: str) -> Any:
+    """A scenario's flag value in the form argparse would have produced."""
+    where = f"{source}: flags.{spec.name}"
+    try:
+        if spec.kind == STRING_SLICE:
+            items = value if isinstance(value, list) else [value]
+            return [spec.parse(",".join(str(v) for v in items))]
+        if spec.kind in (STRING_ARRAY, GPU_TOTAL):
+            items = value if isinstance(value, list) else [value]
+            return [spec.parse(str(v)) for v in items]
+        if spec.kind == BOOL and isinstance(value, bool):
+            return spec.parse("true" if value else "false")
+        return spec.parse(str(value))
+    except OptionError as exc:
+        raise InputError(f"{where}: expected {exc.expected}, got {value!r}") from None
+
+
+def merge_options(
+    args: argparse.Namespace, scenario_flags: Mapping[str, Any], source: str
+) -> AutoscalingOptions:
+    """Options from defaults, then the scenario's flags, then flags given on the command line."""
+    specs = {spec.name: spec for spec in flag_specs()}
+    ns = argparse.Namespace(**vars(args))
+    for name, value in scenario_flags.items():
+        spec = specs[name]
+        if not flag_given(args, spec.dest):
+            setattr(ns, spec.dest, _scenario_value(spec, value, source))
+    options, _ = options_from_namespace(ns, set(vars(ns)))
+    try:
+        validate(options)
+    except OptionError as exc:
+        raise InputError(f"{source}: flags: {exc}") from None
+    return options
+
+
+def with_cloud_config(
+    options: AutoscalingOptions, scenario: Scenario, cli_cloud_config: str
+) -> AutoscalingOptions:
+    """The cloud-config of the command line wins over the scenario's."""
+    if cli_cloud_config:
+        return dataclasses.replace(options, cloud_config=cli_cloud_config)
+    if scenario.cloud_config is not None:
+        extra = {**options.extra, EMBEDDED_CONFIG_KEY: dict(scenario.cloud_config)}
+        return dataclasses.replace(options, cloud_config="", extra=extra)
+    if scenario.cloud_config_path:
+        return dataclasses.replace(options, cloud_config=scenario.cloud_config_path)
+    return options
+
+
+def build_cluster(
+    objects: ClusterObjects, scenario: Scenario | None = None
+) -> tuple[SimulatedCluster, VirtualClock]:
+    taken = snapshot_time(objects)
+    # A snapshot of a real cluster continues from the moment it was taken.
+    clock = VirtualClock(taken) if taken is not None and taken > DEFAULT_START else VirtualClock()
+    cluster = SimulatedCluster(objects, clock)
+    if scenario is not None:
+        for key, template in scenario.templates.items():
+            cluster.templates.setdefault(key, template)
+    return cluster, clock
+
+
+def build_provider(
+    registry: Registry,
+    options: AutoscalingOptions,
+    *,
+    cluster: SimulatedCluster | None = None,
+    clock: VirtualClock | None = None,
+    kube_api: Any | None = None,
+) -> CloudProvider:
+    entry = registry.cloud_providers.get(options.cloud_provider)
+    if entry is None:
+        raise InputError(
+            f"--cloud-provider: expected one of {', '.join(sorted(registry.cloud_providers))}, "
+            f"got {options.cloud_provider!r}"
+        )
+    provider: CloudProvider = entry.factory(
+        ProviderContext(options=options, kube_api=kube_api, cluster=cluster, clock=clock)
+    )
+    return provider
+
+
+def build_loop(
+    registry: Registry,
+    options: AutoscalingOptions,
+    provider: CloudProvider,
+    cluster: SimulatedCluster,
+    clock: VirtualClock,
+) -> Autoscaler:
+    """The real loop, reading and acting on the in-memory cluster, on the virtual clock."""
+    try:
+        return Autoscaler.from_registry(
+            registry, options=options, provider=provider, source=cluster, actions=cluster, clock=clock
+        )
+    except AutoscalerError as exc:
+        raise InputError(str(exc)) from None

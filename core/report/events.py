@@ -1,0 +1,349 @@
+"""Events with Cluster Autoscaler's reasons and messages, deduplicated as CA does.
+
+Where CA records them:
+
+- on the status ConfigMap: ``ScaledUpGroup``, ``ScaleDownEmpty``, ``ScaleDown``;
+- on nodes: ``ScaleDown`` (progress of a node's removal), ``ScaleDownFailed``;
+- on pods: ``TriggeredScaleUp``, ``NotTriggerScaleUp``, ``ScaleDown`` (evicted for a drain).
+
+Node deletions run in the background: ``ScaleDown``/``ScaleDownEmpty`` on the ConfigMap and
+"marked the node as toBeDeleted/unschedulable" are recorded when a deletion starts; pod
+evictions and ``ScaleDownFailed`` when it finishes. Each is recorded once.
+
+An event equal to one recorded less than five minutes ago (same object, type, reason and
+message) is dropped unless ``--record-duplicated-events``. In ``--dry-run`` every message is
+prefixed with ``[dry-run]`` so nobody mistakes a decision for an action.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
+
+if TYPE_CHECKING:
+    from clusterscaler.loop.decisions import LoopResult, NodeDeletion
+
+__all__ = [
+    "DEDUP_WINDOW",
+    "DRY_RUN_PREFIX",
+    "NORMAL",
+    "NOT_TRIGGER_SCALE_UP",
+    "SCALED_UP_GROUP",
+    "SCALE_DOWN",
+    "SCALE_DOWN_EMPTY",
+    "SCALE_DOWN_FAILED",
+    "TRIGGERED_SCALE_UP",
+    "WARNING",
+    "Event",
+    "EventRecorder",
+    "EventSink",
+    "GroupResize",
+    "MemoryEventSink",
+    "ObjectRef",
+    "events_for_result",
+    "messages",
+]
+
+log = structlog.get_logger()
+
+NORMAL = "Normal"
+WARNING = "Warning"
+
+SCALED_UP_GROUP = "ScaledUpGroup"
+SCALE_DOWN_EMPTY = "ScaleDownEmpty"
+SCALE_DOWN = "ScaleDown"
+SCALE_DOWN_FAILED = "ScaleDownFailed"
+TRIGGERED_SCALE_UP = "TriggeredScaleUp"
+NOT_TRIGGER_SCALE_UP = "NotTriggerScaleUp"
+
+DEDUP_WINDOW = timedelta(minutes=5)
+DRY_RUN_PREFIX = "[dry-run] "
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """The object an event is about (its ``involvedObject``)."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    api_version: str = "v1"
+
+    @classmethod
+    def node(cls, name: str, uid: str = "") -> ObjectRef:
+        return cls("Node", name, "", uid)
+
+    @classmethod
+    def pod(cls, namespace: str, name: str, uid: str = "") -> ObjectRef:
+        return cls("Pod", name, namespace, uid)
+
+    @classmethod
+    def config_map(cls, namespace: str, name: str, uid: str = "") -> ObjectRef:
+        return cls("ConfigMap", name, namespace, uid)
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind}/{where}{self.name}"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event: ``type`` is Normal or Warning; ``reason`` one of CA's reasons."""
+
+    involved: ObjectRef
+    type: str
+    reason: str
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.type not in (NORMAL, WARNING):
+            raise ValueError(
+                f"event {self.reason} on {self.involved}: type {self.type!r} must be "
+                f"{NORMAL!r} or {WARNING!r}"
+            )
+
+
+class EventSink(Protocol):
+    """Where recorded events go (the Kubernetes API, a list in tests)."""
+
+    def write(self, event: Event, timestamp: datetime) -> None:
+        """Persist one event. Failures must be handled (logged) by the sink, not raised."""
+        ...
+
+
+@dataclass(frozen=True)
+class GroupResize:
+    """One node group's planned resize, as CA prints it in scale-up events."""
+
+    group: str
+    current: int
+    new: int
+    max: int
+
+    def __str__(self) -> str:
+        return f"{{{self.group} {self.current}->{self.new} (max: {self.max})}}"
+
+
+class messages:
+    """CA's event messages, word for word."""
+
+    @staticmethod
+    def scaled_up_group(group: str, current: int, new: int, max_size: int) -> str:
+        return (
+            f"Scale-up: setting group {group} size to {new} instead of {current} (max: {max_size})"
+        )
+
+    @staticmethod
+    def triggered_scale_up(resizes: Iterable[GroupResize]) -> str:
+        return f"pod triggered scale-up: [{' '.join(str(r) for r in resizes)}]"
+
+    @staticmethod
+    def not_trigger_scale_up(reasons: Iterable[str]) -> str:
+        return f"pod didn't trigger scale-up: {', '.join(reasons)}"
+
+    @staticmethod
+    def scale_down_empty(node: str) -> str:
+        # Current CA quotes the name (%q).
+        return f'Scale-down: removing empty node "{node}"'
+
+    @staticmethod
+    def scale_down(node: str, utilization: float, pods: Iterable[str]) -> str:
+        return (
+            f"Scale-down: removing node {node}, utilization: {utilization:g}, "
+            f"pods to reschedule: {','.join(pods)}"
+        )
+
+    @staticmethod
+    def node_marked() -> str:
+        return "marked the node as toBeDeleted/unschedulable"
+
+    @staticmethod
+    def node_deleted() -> str:
+        return "node removed by cluster autoscaler"
+
+    @staticmethod
+    def pod_evicted() -> str:
+        return "deleting pod for node scale down"
+
+    @staticmethod
+    def scale_down_failed(error: str) -> str:
+        return f"failed to delete the node: {error}"
+
+    @staticmethod
+    def taint_failed(error: str) -> str:
+        return f"failed to mark the node as toBeDeleted/unschedulable: {error}"
+
+    @staticmethod
+    def pod_eviction_failed() -> str:
+        """On the pod whose eviction timed out (ScaleDownFailed, Warning)."""
+        return "failed to delete pod for ScaleDown"
+
+    @staticmethod
+    def drain_failed(error: str) -> str:
+        return f"failed to drain the node, aborting ScaleDown: {error}"
+
+
+class EventRecorder:
+    """Records events to a sink, dropping duplicates within ``DEDUP_WINDOW``."""
+
+    def __init__(
+        self,
+        sink: EventSink,
+        *,
+        record_duplicates: bool = False,
+        dry_run: bool = False,
+        window: timedelta = DEDUP_WINDOW,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.sink = sink
+        self.record_duplicates = record_duplicates
+        self.dry_run = dry_run
+        self.window = window
+        self.clock = clock
+        self._last_seen: dict[Event, datetime] = {}
+        self._lock = threading.Lock()
+        self.dropped = 0
+
+    def record(self, event: Event) -> bool:
+        """Record ``event``; False when it was dropped as a duplicate."""
+        if self.dry_run and not event.message.startswith(DRY_RUN_PREFIX):
+            event = Event(event.involved, event.type, event.reason, DRY_RUN_PREFIX + event.message)
+        now = self.clock()
+        with self._lock:
+            last = self._last_seen.get(event)
+            if not self.record_duplicates and last is not None and now - last < self.window:
+                self.dropped += 1
+                return False
+            self._last_seen[event] = now
+            if len(self._last_seen) > 4096:
+                self._forget(now)
+        log.info(
+            "event",
+            object=str(event.involved),
+            type=event.type,
+            reason=event.reason,
+            message=event.message,
+        )
+        self.sink.write(event, now)
+        return True
+
+    def _forget(self, now: datetime) -> None:
+        for key in [k for k, t in self._last_seen.items() if now - t >= self.window]:
+            del self._last_seen[key]
+
+    def normal(self, involved: ObjectRef, reason: str, message: str) -> bool:
+        return self.record(Event(involved, NORMAL, reason, message))
+
+    def warning(self, involved: ObjectRef, reason: str, message: str) -> bool:
+        return self.record(Event(involved, WARNING, reason, message))
+
+
+class MemoryEventSink:
+    """Keeps events in a list (for ``simulate`` and tests)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Event, datetime]] = []
+
+    def write(self, event: Event, timestamp: datetime) -> None:
+        self.events.append((event, timestamp))
+
+
+def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[Event]:
+    """The events CA records for one loop's decisions, in CA's words.
+
+    Pods are named ``namespace/name`` in the result; their events carry no uid.
+    """
+    from clusterscaler.loop.decisions import DeletionKind
+
+    out: list[Event] = []
+    max_sizes = {g.name: g.max_size for g in result.node_groups}
+    resizes_by_pod: dict[str, list[GroupResize]] = {}
+    for decision in result.scale_up.decisions:
+        new = decision.target_before + decision.delta
+        max_size = max_sizes.get(decision.node_group, new)
+        out.append(
+            Event(
+                status_config_map,
+                NORMAL,
+                SCALED_UP_GROUP,
+                messages.scaled_up_group(
+                    decision.node_group, decision.target_before, new, max_size
+                ),
+            )
+        )
+        resize = GroupResize(decision.node_group, decision.target_before, new, max_size)
+        for pod in decision.pods:
+            resizes_by_pod.setdefault(pod, []).append(resize)
+    for pod, resizes in resizes_by_pod.items():
+        out.append(
+            Event(_pod_ref(pod), NORMAL, TRIGGERED_SCALE_UP, messages.triggered_scale_up(resizes))
+        )
+    for pod, rejections in result.scale_up.pods_remaining.items():
+        if pod in resizes_by_pod:
+            continue
+        counts: dict[str, int] = {}
+        for rejection in rejections:
+            text = rejection.reason.value
+            counts[text] = counts.get(text, 0) + 1
+        # As CA: "<count> <reason>" per distinct reason, sorted as strings; with no node
+        # group at all CA's message ends after the colon.
+        reasons = sorted(f"{n} {text}" for text, n in counts.items())
+        out.append(
+            Event(
+                _pod_ref(pod), NORMAL, NOT_TRIGGER_SCALE_UP, messages.not_trigger_scale_up(reasons)
+            )
+        )
+    unneeded = {u.node: u for u in result.scale_down.unneeded}
+
+    def started_events(deletion: NodeDeletion, pods: Iterable[str]) -> list[Event]:
+        # What CA records when it starts removing a node: on the status ConfigMap, and on
+        # the node once it carries the ToBeDeleted taint.
+        node = ObjectRef.node(deletion.node)
+        if deletion.kind is DeletionKind.EMPTY:
+            announce = Event(
+                status_config_map,
+                NORMAL,
+                SCALE_DOWN_EMPTY,
+                messages.scale_down_empty(deletion.node),
+            )
+        else:
+            u = unneeded.get(deletion.node)
+            announce = Event(
+                status_config_map,
+                NORMAL,
+                SCALE_DOWN,
+                messages.scale_down(deletion.node, u.utilization if u else 0.0, pods),
+            )
+        return [announce, Event(node, NORMAL, SCALE_DOWN, messages.node_marked())]
+
+    # Deletions run in the background: the start events come with `started`, the outcome
+    # (evicted pods, or the failure) with `deletions` when the deletion finished.
+    started_nodes = {d.node for d in result.scale_down.started}
+    for deletion in result.scale_down.started:
+        u = unneeded.get(deletion.node)
+        out.extend(started_events(deletion, sorted(u.destinations) if u else ()))
+    for deletion in result.scale_down.deletions:
+        node = ObjectRef.node(deletion.node)
+        if deletion.error:
+            out.append(
+                Event(node, WARNING, SCALE_DOWN_FAILED, messages.scale_down_failed(deletion.error))
+            )
+            continue
+        if not deletion.start_reported and deletion.node not in started_nodes:
+            # A finished deletion whose start no result reported (a result built by hand,
+            # or a loop that did not report `started`): its start events come now.
+            out.extend(started_events(deletion, deletion.evicted_pods))
+        for pod in deletion.evicted_pods:
+            out.append(Event(_pod_ref(pod), NORMAL, SCALE_DOWN, messages.pod_evicted()))
+    return out
+
+
+def _pod_ref(key: str) -> ObjectRef:
+    namespace, _, name = key.partition("/")
+    return ObjectRef.pod(namespace, name) if name else ObjectRef.pod("default", namespace)

@@ -1,0 +1,492 @@
+"""Prometheus metrics with Cluster Autoscaler's names, the health check, and their HTTP server.
+
+Every metric lives in the ``Metrics`` object's own ``CollectorRegistry`` (never the global
+one), so several autoscalers, or tests, can run in one process. Names, labels and meanings
+follow CA's pkg/metrics; two CA counters whose names do not end in ``_total``
+(``old_unregistered_nodes_removed_count``, ``skipped_scale_events_count``) are exposed as
+gauges that only go up, to keep CA's exact series names.
+
+``HealthCheck`` implements ``/health-check`` as CA does: healthy until monitoring starts
+(the first loop), then unhealthy when no activity was recorded for ``--max-inactivity`` or
+no loop succeeded for ``--max-failing-time``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+if TYPE_CHECKING:
+    from clusterscaler.loop.decisions import LoopResult
+
+__all__ = [
+    "FUNCTION_DURATION_BUCKETS",
+    "NAMESPACE",
+    "HealthCheck",
+    "Metrics",
+    "OperationsServer",
+    "parse_address",
+]
+
+log = structlog.get_logger()
+
+NAMESPACE = "cluster_autoscaler"
+
+FUNCTION_DURATION_BUCKETS = (
+    0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 7.5, 10.0, 12.5, 15.0, 17.5, 20.0, 22.5, 25.0,
+    27.5, 30.0, 50.0, 75.0, 100.0, 1000.0,
+)  # fmt: skip
+
+# Activities for last_activity{activity}, as CA names them.
+ACTIVITIES = ("autoscaling", "main", "scaleUp", "scaleDown", "reconfigure")
+
+
+class Metrics:
+    """All autoscaler metrics, registered in ``self.registry``.
+
+    ``emit_per_nodegroup_metrics`` (``--emit-per-nodegroup-metrics``) enables the
+    ``node_group_min_count`` / ``_max_count`` / ``_target_count`` series.
+    """
+
+    def __init__(
+        self,
+        *,
+        emit_per_nodegroup_metrics: bool = False,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.emit_per_nodegroup_metrics = emit_per_nodegroup_metrics
+        r = self.registry
+
+        def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(name, doc, labels, namespace=NAMESPACE, registry=r)
+
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, labels, namespace=NAMESPACE, registry=r)
+
+        self.cluster_safe_to_autoscale = gauge(
+            "cluster_safe_to_autoscale",
+            "Whether or not cluster is healthy enough for autoscaling. 1 if it is, 0 otherwise.",
+        )
+        self.nodes_count = gauge("nodes_count", "Number of nodes in cluster.", ("state",))
+        self.node_groups_count = gauge(
+            "node_groups_count", "Number of node groups managed by CA.", ("node_group_type",)
+        )
+        self.unschedulable_pods_count = gauge(
+            "unschedulable_pods_count", "Number of unschedulable pods in the cluster.", ("type",)
+        )
+        self.max_nodes_count = gauge(
+            "max_nodes_count", "Maximum number of nodes in all node groups"
+        )
+        self.cluster_cpu_current_cores = gauge(
+            "cluster_cpu_current_cores",
+            "Current number of cores in the cluster, minus deleting nodes.",
+        )
+        self.cpu_limits_cores = gauge(
+            "cpu_limits_cores",
+            "Minimum and maximum number of cores in the cluster.",
+            ("direction",),
+        )
+        self.cluster_memory_current_bytes = gauge(
+            "cluster_memory_current_bytes",
+            "Current number of bytes of memory in the cluster, minus deleting nodes.",
+        )
+        self.memory_limits_bytes = gauge(
+            "memory_limits_bytes",
+            "Minimum and maximum number of bytes of memory in cluster.",
+            ("direction",),
+        )
+        self.node_group_min_count = gauge(
+            "node_group_min_count", "Minimum number of nodes in the node group", ("node_group",)
+        )
+        self.node_group_max_count = gauge(
+            "node_group_max_count", "Maximum number of nodes in the node group", ("node_group",)
+        )
+        self.node_group_target_count = gauge(
+            "node_group_target_count",
+            "Target number of nodes in the node group by CA.",
+            ("node_group",),
+        )
+        self.node_group_healthiness = gauge(
+            "node_group_healthiness",
+            "Whether or not node group is healthy enough for autoscaling. 1 if it is, 0 otherwise.",
+            ("node_group",),
+        )
+        self.node_group_backoff_status = gauge(
+            "node_group_backoff_status",
+            "Whether or not node group is backoff for not autoscaling. 1 if it is, 0 otherwise.",
+            ("node_group", "reason"),
+        )
+        self.last_activity = gauge(
+            "last_activity", "Last time certain part of CA logic executed.", ("activity",)
+        )
+        self.function_duration_seconds = Histogram(
+            "function_duration_seconds",
+            "Time taken by various parts of CA main loop.",
+            ("function",),
+            namespace=NAMESPACE,
+            registry=r,
+            buckets=FUNCTION_DURATION_BUCKETS,
+        )
+        self.pending_node_deletions = gauge(
+            "pending_node_deletions",
+            "Number of nodes that haven't been removed or aborted after finished scale-down phase.",
+        )
+        self.errors_total = counter(
+            "errors_total", "The number of CA loops failed due to an error.", ("type",)
+        )
+        self.scaled_up_nodes_total = counter(
+            "scaled_up_nodes_total", "Number of nodes added by CA."
+        )
+        self.scaled_up_gpu_nodes_total = counter(
+            "scaled_up_gpu_nodes_total",
+            "Number of GPU nodes added by CA, by GPU name.",
+            ("gpu_resource_name", "gpu_name"),
+        )
+        self.failed_scale_ups_total = counter(
+            "failed_scale_ups_total", "Number of times scale-up operation has failed.", ("reason",)
+        )
+        self.scaled_down_nodes_total = counter(
+            "scaled_down_nodes_total", "Number of nodes removed by CA.", ("reason",)
+        )
+        self.scaled_down_gpu_nodes_total = counter(
+            "scaled_down_gpu_nodes_total",
+            "Number of GPU nodes removed by CA, by reason and GPU name.",
+            ("reason", "gpu_resource_name", "gpu_name"),
+        )
+        self.evicted_pods_total = counter(
+            "evicted_pods_total", "Number of pods evicted by CA", ("eviction_result",)
+        )
+        self.unneeded_nodes_count = gauge(
+            "unneeded_nodes_count", "Number of nodes currently considered unneeded by CA."
+        )
+        self.unremovable_nodes_count = gauge(
+            "unremovable_nodes_count",
+            "Number of nodes currently considered unremovable by CA.",
+            ("reason",),
+        )
+        self.scale_down_in_cooldown = gauge(
+            "scale_down_in_cooldown",
+            "Whether or not the scale down is in cooldown. 1 if its, 0 otherwise.",
+        )
+        self.old_unregistered_nodes_removed_count = gauge(
+            "old_unregistered_nodes_removed_count", "Number of unregistered nodes removed by CA."
+        )
+        self.node_taints_count = gauge(
+            "node_taints_count", "Number of taints per type used in the cluster.", ("type",)
+        )
+        # Taint types reported so far: a type whose taints are all gone drops to 0 rather
+        # than keeping its last count.
+        self._taint_types: set[str] = set()
+        self.skipped_scale_events_count = gauge(
+            "skipped_scale_events_count",
+            "Count of scaling events that the CA has chosen to skip.",
+            ("direction", "reason"),
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def update_last_activity(self, activity: str, now: float | None = None) -> None:
+        self.last_activity.labels(activity=activity).set(time.time() if now is None else now)
+
+    @contextmanager
+    def time_function(self, function: str) -> Iterator[None]:
+        """Observe the duration of a block into ``function_duration_seconds{function}``."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.function_duration_seconds.labels(function=function).observe(
+                time.perf_counter() - started
+            )
+
+    def register_error(self, error_type: str) -> None:
+        self.errors_total.labels(type=error_type).inc()
+
+    def update_node_group(self, name: str, *, min_size: int, max_size: int, target: int) -> None:
+        """Per node group sizes; a no-op without ``--emit-per-nodegroup-metrics``."""
+        if not self.emit_per_nodegroup_metrics:
+            return
+        self.node_group_min_count.labels(node_group=name).set(min_size)
+        self.node_group_max_count.labels(node_group=name).set(max_size)
+        self.node_group_target_count.labels(node_group=name).set(target)
+
+    def update_nodes_count(
+        self,
+        *,
+        ready: int,
+        unready: int,
+        not_started: int,
+        long_unregistered: int,
+        unregistered: int,
+    ) -> None:
+        for state, value in (
+            ("ready", ready),
+            ("unready", unready),
+            ("notStarted", not_started),
+            ("longUnregistered", long_unregistered),
+            ("unregistered", unregistered),
+        ):
+            self.nodes_count.labels(state=state).set(value)
+
+    def record_loop(self, result: LoopResult) -> None:
+        """Update every metric a finished loop informs, as CA's static autoscaler does."""
+        from clusterscaler.loop.decisions import DeletionKind, ScaleDownStatus, ScaleUpStatus
+
+        counts = result.health.counts
+        self.cluster_safe_to_autoscale.set(1 if result.health.healthy and not result.halted else 0)
+        self.update_nodes_count(
+            ready=counts.ready,
+            unready=counts.unready,
+            not_started=counts.not_started,
+            long_unregistered=counts.long_unregistered,
+            unregistered=counts.unregistered,
+        )
+        self.node_groups_count.labels(node_group_type="autoscaled").set(len(result.node_groups))
+        self.unschedulable_pods_count.labels(type="unschedulable").set(len(result.pending_pods))
+        self.max_nodes_count.set(sum(g.max_size for g in result.node_groups))
+        self.function_duration_seconds.labels(function="main").observe(
+            result.duration.total_seconds()
+        )
+        stamp = result.time.timestamp()
+        self.update_last_activity("main", stamp)
+        if not result.halted:
+            self.update_last_activity("autoscaling", stamp)
+        for group in result.node_groups:
+            self.update_node_group(
+                group.name,
+                min_size=group.min_size,
+                max_size=group.max_size,
+                target=group.target_size,
+            )
+            self.node_group_healthiness.labels(node_group=group.name).set(1 if group.healthy else 0)
+            if group.backoff is not None and group.backoff.until > result.time:
+                self.node_group_backoff_status.labels(
+                    node_group=group.name, reason=group.backoff.error_class
+                ).set(1)
+        scale_up = result.scale_up
+        if scale_up.status is ScaleUpStatus.SUCCESSFUL:
+            self.update_last_activity("scaleUp", stamp)
+            self.scaled_up_nodes_total.inc(sum(max(0, d.delta) for d in scale_up.decisions))
+        elif scale_up.status is ScaleUpStatus.ERROR:
+            self.failed_scale_ups_total.labels(reason="cloudProviderError").inc()
+        scale_down = result.scale_down
+        self.unneeded_nodes_count.set(len(scale_down.unneeded))
+        # Deletions run in the background: the nodes whose deletion started and has not
+        # finished (or been rolled back) when the loop ended.
+        self.pending_node_deletions.set(len(scale_down.in_flight))
+        self.unremovable_nodes_count.clear()
+        for unremovable in scale_down.unremovable:
+            self.unremovable_nodes_count.labels(reason=unremovable.reason.value).inc()
+        self.scale_down_in_cooldown.set(
+            1 if scale_down.status is ScaleDownStatus.IN_COOLDOWN else 0
+        )
+        reasons = {
+            DeletionKind.EMPTY: "empty",
+            DeletionKind.DRAIN: "underutilized",
+            DeletionKind.UNREADY: "unready",
+        }
+        for deletion in scale_down.deletions:
+            if deletion.error:
+                if deletion.kind is DeletionKind.DRAIN:
+                    self.evicted_pods_total.labels(eviction_result="failed").inc()
+                continue
+            self.update_last_activity("scaleDown", stamp)
+            self.scaled_down_nodes_total.labels(
+                reason=reasons.get(deletion.kind, "undefined")
+            ).inc()
+            if deletion.evicted_pods:
+                self.evicted_pods_total.labels(eviction_result="succeeded").inc(
+                    len(deletion.evicted_pods)
+                )
+        removed = [
+            c for c in result.cleanups if c.kind is DeletionKind.UNREGISTERED and not c.error
+        ]
+        if removed:
+            self.old_unregistered_nodes_removed_count.inc(len(removed))
+        if result.taint_counts is not None:
+            self.update_node_taints(result.taint_counts)
+        # Errors are free text; a fixed type keeps the series' cardinality bounded.
+        for _ in result.errors:
+            self.register_error("internalError")
+
+    def update_node_taints(self, counts: Mapping[str, int]) -> None:
+        """Set node_taints_count{type} to `counts` (taints on the nodes by report type);
+        types reported before and absent now are set to 0."""
+        for taint_type in self._taint_types - counts.keys():
+            self.node_taints_count.labels(type=taint_type).set(0)
+        for taint_type, count in counts.items():
+            self.node_taints_count.labels(type=taint_type).set(count)
+        self._taint_types.update(counts)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+
+class HealthCheck:
+    """``/health-check``: fails after ``max_inactivity`` without activity or
+    ``max_failing_time`` without a successful loop, once monitoring has started."""
+
+    def __init__(
+        self,
+        max_inactivity: timedelta,
+        max_failing_time: timedelta,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_inactivity = max_inactivity.total_seconds()
+        self.max_failing_time = max_failing_time.total_seconds()
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._monitoring = False
+        self._last_activity = clock()
+        self._last_success = clock()
+        # Caches that stopped following the cluster as the last loop saw them: named in
+        # every answer. Such loops are not successful, so past --max-failing-time the
+        # check fails and a restart relists everything.
+        self._stale_caches: tuple[str, ...] = ()
+
+    def start_monitoring(self) -> None:
+        with self._lock:
+            now = self.clock()
+            self._monitoring = True
+            self._last_activity = now
+            self._last_success = now
+
+    def update_last_activity(self) -> None:
+        with self._lock:
+            self._last_activity = self.clock()
+
+    def stop_monitoring(self) -> None:
+        """Shutdown has begun: no loop runs any more, on purpose. The wait for deletions in
+        flight can last longer than --max-inactivity (eviction retries and pod termination
+        by the flags' defaults take ~15 minutes), and a liveness probe failing meanwhile
+        would kill the process mid-drain, leaving tainted nodes behind."""
+        with self._lock:
+            self._monitoring = False
+
+    def update_last_successful_run(self) -> None:
+        """A loop completed: that is activity too."""
+        with self._lock:
+            now = self.clock()
+            self._last_success = now
+            self._last_activity = now
+
+    def update_stale_caches(self, stale: tuple[str, ...]) -> None:
+        """The caches the last loop found stale (empty: all current)."""
+        with self._lock:
+            self._stale_caches = stale
+
+    def check(self) -> tuple[bool, str]:
+        """(healthy, message)."""
+        with self._lock:
+            monitoring = self._monitoring
+            now = self.clock()
+            inactive = now - self._last_activity
+            failing = now - self._last_success
+            stale = self._stale_caches
+        note = (
+            "; stale caches, scale-down and instance clean-up paused: " + "; ".join(stale)
+            if stale
+            else ""
+        )
+        if not monitoring:
+            return True, "OK" + note
+        if inactive > self.max_inactivity:
+            return False, (
+                f"Error: last activity more than {inactive:.0f}s ago "
+                f"(--max-inactivity {self.max_inactivity:.0f}s)" + note
+            )
+        if failing > self.max_failing_time:
+            return False, (
+                f"Error: last successful run more than {failing:.0f}s ago "
+                f"(--max-failing-time {self.max_failing_time:.0f}s)" + note
+            )
+        return True, "OK" + note
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``--address`` (``:8085``, ``0.0.0.0:8085``, ``[::1]:8085``) as (host, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"--address {address!r}: expected [host]:port such as :8085")
+    return host.strip("[]"), int(port)
+
+
+class OperationsServer:
+    """Serves ``/metrics`` and ``/health-check`` (and ``/healthz``) in a background thread."""
+
+    def __init__(self, address: str, metrics: Metrics, health: HealthCheck) -> None:
+        self.host, self.port = parse_address(address)
+        self.metrics = metrics
+        self.health = health
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    body = owner.metrics.render()
+                    self._send(200, body, CONTENT_TYPE_LATEST)
+                elif path in ("/health-check", "/healthz"):
+                    ok, message = owner.health.check()
+                    self._send(200 if ok else 500, message.encode(), "text/plain; charset=utf-8")
+                else:
+                    self._send(404, b"not found\n", "text/plain; charset=utf-8")
+
+            def _send(self, status: int, body: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # scrapes every few seconds would drown the autoscaler's own logs
+
+        httpd = ThreadingHTTPServer((self.host, self.port), Handler)
+        httpd.daemon_threads = True
+        self._httpd = httpd
+        self.port = int(httpd.server_address[1])
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, name="operations-server", daemon=True
+        )
+        self._thread.start()
+        log.info("operations_server_started", host=self.host or "0.0.0.0", port=self.port)
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> OperationsServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
