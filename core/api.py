@@ -19,6 +19,8 @@ group and implements ``clusterscaler_register_cloud_providers``::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from clusterscaler import ENTRY_POINT_GROUP, hookimpl
 from clusterscaler.framework.cloudprovider import (
     CloudProvider,
@@ -37,13 +39,25 @@ from clusterscaler.framework.cloudprovider import (
     ResourceLimiter,
 )
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
-from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.options import BOOL, AutoscalingOptions
 from clusterscaler.framework.pluginmanager import Registry
-from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
+from clusterscaler.loop.clusterstate import (
+    DELETION_CANDIDATE_TAINT,
+    NODE_CONDITION_TAINTS,
+    TO_BE_DELETED_TAINT,
+    TaintConfig,
+)
 from clusterscaler.loop.estimator import Estimate, EstimationLimiter, Estimator
-from clusterscaler.loop.expander import Expander, ExpanderContext, Option, options_by_score
+from clusterscaler.loop.expander import (
+    Expander,
+    ExpanderContext,
+    Option,
+    debug_with,
+    options_by_score,
+)
 from clusterscaler.model import (
     HOSTNAME_LABEL,
+    POD_SLOT,
     ModelError,
     Node,
     NodeCondition,
@@ -61,17 +75,56 @@ from clusterscaler.model.quantity import (
     parse_int_quantity,
     parse_quantity,
 )
-from clusterscaler.simulator.drain import DrainContext, DrainDecision, DrainOutcome, PodFilter
+from clusterscaler.simulator.drain import (
+    SAFE_TO_EVICT_ANNOTATION,
+    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+    BlockingPodReason,
+    DrainContext,
+    DrainDecision,
+    DrainOutcome,
+    PodFilter,
+)
+from clusterscaler.simulator.equivalence import PodGroup
+from clusterscaler.simulator.predicates import (
+    REASON_ANTI_AFFINITY,
+    REASON_EXISTING_ANTI_AFFINITY,
+    REASON_NODE_AFFINITY,
+    REASON_NODE_NAME,
+    REASON_PORTS,
+    REASON_TOO_MANY_PODS,
+    REASON_UNSCHEDULABLE,
+    check_predicates,
+    pod_affinity_cannot_reject,
+    prepare_indexes,
+    selected_by_existing_anti_affinity,
+    spread_cannot_reject,
+)
+from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
+from clusterscaler.simulator.templates import TemplateCopier
 
 __all__ = [
+    "BOOL",
     "DELETION_CANDIDATE_TAINT",
     "DURATION_FORM",
     "ENTRY_POINT_GROUP",
     "HOSTNAME_LABEL",
+    "NODE_CONDITION_TAINTS",
+    "POD_SLOT",
+    "REASON_ANTI_AFFINITY",
+    "REASON_EXISTING_ANTI_AFFINITY",
+    "REASON_NODE_AFFINITY",
+    "REASON_NODE_NAME",
+    "REASON_PORTS",
+    "REASON_TOO_MANY_PODS",
+    "REASON_UNSCHEDULABLE",
+    "SAFE_TO_EVICT_ANNOTATION",
+    "SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION",
     "TO_BE_DELETED_TAINT",
     "AutoscalingOptions",
+    "BlockingPodReason",
     "CloudProvider",
     "CloudProviderError",
+    "ClusterSnapshot",
     "ConfigurationError",
     "DrainContext",
     "DrainDecision",
@@ -81,10 +134,12 @@ __all__ = [
     "Estimator",
     "Expander",
     "ExpanderContext",
+    "Informer",
     "Instance",
     "InstanceErrorClass",
     "InstanceErrorInfo",
     "InstanceState",
+    "ListerSpec",
     "ModelError",
     "Node",
     "NodeCondition",
@@ -95,6 +150,7 @@ __all__ = [
     "Option",
     "Pod",
     "PodFilter",
+    "PodGroup",
     "PricingModel",
     "ProviderContext",
     "ProviderProblem",
@@ -102,8 +158,13 @@ __all__ = [
     "Registry",
     "ResourceLimiter",
     "Resources",
+    "SimNodeInfo",
     "Taint",
+    "TaintConfig",
+    "TemplateCopier",
     "Toleration",
+    "check_predicates",
+    "debug_with",
     "hookimpl",
     "options_by_score",
     "parse_cpu_millis",
@@ -112,4 +173,26 @@ __all__ = [
     "parse_node",
     "parse_pod",
     "parse_quantity",
+    "pod_affinity_cannot_reject",
+    "prepare_indexes",
+    "selected_by_existing_anti_affinity",
+    "spread_cannot_reject",
+    "wait_all",
 ]
+
+
+# The Kubernetes caches, for providers that keep their state in Kubernetes objects (the
+# Machine API): imported on first use, so that loading a plugin does not load the
+# kubernetes client.
+_KUBE_CACHES = {"Informer", "ListerSpec", "wait_all"}
+
+if TYPE_CHECKING:
+    from clusterscaler.kube.informer import Informer, ListerSpec, wait_all
+
+
+def __getattr__(name: str) -> Any:
+    if name in _KUBE_CACHES:
+        from clusterscaler.kube import informer
+
+        return getattr(informer, name)
+    raise AttributeError(f"module 'clusterscaler.api' has no attribute {name!r}")

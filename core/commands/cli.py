@@ -26,11 +26,13 @@ from clusterscaler.framework.options import (
     GPU_TOTAL,
     STRING_ARRAY,
     STRING_SLICE,
+    UNSET,
     AutoscalingOptions,
     FlagSpec,
     OptionError,
     flag_specs,
     format_value,
+    options_from_namespace,
     validate,
     validate_names,
 )
@@ -99,17 +101,6 @@ class _Parser(argparse.ArgumentParser):
             USAGE_ERROR,
             f"{self.prog}: error: {message}\n(run `{self.prog} --help` for every flag)\n",
         )
-
-
-# Default of every autoscaler flag in the parser, so that a flag given on the command line
-# can be told from one left at its default (scenario files yield to given flags).
-UNSET: Any = object()
-
-
-def flag_given(ns: argparse.Namespace, dest: str) -> bool:
-    """Whether the flag of `dest` was given on the command line (not just defaulted)."""
-    raw = getattr(ns, dest, UNSET)
-    return raw is not UNSET and raw is not None
 
 
 def _type_for(spec: FlagSpec) -> Callable[[str], Any]:
@@ -183,30 +174,6 @@ def normalize_bool_flags(argv: Sequence[str], bool_flags: set[str]) -> list[str]
             out.append(token)
         i += 1
     return out
-
-
-def options_from_namespace(
-    ns: argparse.Namespace, parser_dests: set[str]
-) -> tuple[AutoscalingOptions, list[FlagSpec]]:
-    """Build options from parsed flags; also return the deprecated flags that were given."""
-    values: dict[str, Any] = {}
-    deprecated_given: list[FlagSpec] = []
-    for spec in flag_specs():
-        if not flag_given(ns, spec.dest):
-            continue
-        raw = getattr(ns, spec.dest)
-        if spec.kind == STRING_SLICE:
-            raw = [item for chunk in raw for item in chunk]
-        values[spec.dest] = raw
-        if spec.deprecated:
-            deprecated_given.append(spec)
-    known = {spec.dest for spec in flag_specs()} | {"disable_plugins", "command"}
-    extra = {
-        dest: getattr(ns, dest)
-        for dest in sorted(parser_dests)
-        if dest not in known and hasattr(ns, dest)
-    }
-    return AutoscalingOptions(**values, extra=extra), deprecated_given
 
 
 def _split_disable(argv: Sequence[str]) -> str:

@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, TextIO
 
 import structlog
 import yaml
-from clusterscaler.commands.cli import flag_given
 from clusterscaler.framework.cloudprovider import CloudProviderError, ConfigurationError
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
-from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.options import AutoscalingOptions, flag_given
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import gc_paused
 from clusterscaler.offline import output

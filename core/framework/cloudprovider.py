@@ -39,12 +39,18 @@ class NodeGroupNotFoundError(CloudProviderError):
 
 
 class InstanceState(enum.Enum):
+    """Where an instance is in its life, as CA's `cloudprovider.InstanceState`: creating
+    instances count as upcoming nodes, deleting ones as being deleted."""
+
     RUNNING = "Running"
     CREATING = "Creating"
     DELETING = "Deleting"
 
 
 class InstanceErrorClass(enum.Enum):
+    """The kind of a creation error: `OUT_OF_RESOURCES` (stockout, quota) backs the node
+    group off so that scale-up tries another group; `OTHER` is any other failure."""
+
     OUT_OF_RESOURCES = "OutOfResources"
     OTHER = "Other"
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from clusterscaler.framework.cloudprovider import ProviderProblem
 from clusterscaler.loop.expander import ExpanderWarning
+from clusterscaler.simulator.drain import BlockingPodReason
 
 
 class UnremovableReason(enum.Enum):
@@ -37,20 +38,6 @@ class UnremovableReason(enum.Enum):
     BLOCKED_BY_POD = "BlockedByPod"
     UNEXPECTED_ERROR = "UnexpectedError"
     NO_NODE_INFO = "NoNodeInfo"
-
-
-class BlockingPodReason(enum.Enum):
-    """Why a pod blocks the removal of its node (CA's `drain.BlockingPodReason`)."""
-
-    NO_REASON = "NoReason"
-    CONTROLLER_NOT_FOUND = "ControllerNotFound"
-    MIN_REPLICAS_REACHED = "MinReplicasReached"
-    NOT_REPLICATED = "NotReplicated"
-    LOCAL_STORAGE_REQUESTED = "LocalStorageRequested"
-    NOT_SAFE_TO_EVICT_ANNOTATION = "NotSafeToEvictAnnotation"
-    UNMOVABLE_KUBE_SYSTEM_POD = "UnmovableKubeSystemPod"
-    NOT_ENOUGH_PDB = "NotEnoughPdb"
-    UNEXPECTED_ERROR = "UnexpectedError"
 
 
 class NoScaleUpReason(enum.Enum):

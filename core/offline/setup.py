@@ -8,7 +8,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from clusterscaler.commands.cli import flag_given, options_from_namespace
 from clusterscaler.framework.cloudprovider import CloudProvider, ProviderContext
 from clusterscaler.framework.options import (
     BOOL,
@@ -18,7 +17,9 @@ from clusterscaler.framework.options import (
     AutoscalingOptions,
     FlagSpec,
     OptionError,
+    flag_given,
     flag_specs,
+    options_from_namespace,
     validate,
 )
 from clusterscaler.framework.pluginmanager import Registry

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from clusterscaler.loop.decisions import BlockingPodReason
 from clusterscaler.model import Controller, DaemonSet, Pod, PodDisruptionBudget
 
 if TYPE_CHECKING:
@@ -39,6 +38,21 @@ SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION = (
     "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 )
+
+
+class BlockingPodReason(enum.Enum):
+    """Why a pod blocks the removal of its node (CA's `drain.BlockingPodReason`)."""
+
+    NO_REASON = "NoReason"
+    CONTROLLER_NOT_FOUND = "ControllerNotFound"
+    MIN_REPLICAS_REACHED = "MinReplicasReached"
+    NOT_REPLICATED = "NotReplicated"
+    LOCAL_STORAGE_REQUESTED = "LocalStorageRequested"
+    NOT_SAFE_TO_EVICT_ANNOTATION = "NotSafeToEvictAnnotation"
+    UNMOVABLE_KUBE_SYSTEM_POD = "UnmovableKubeSystemPod"
+    NOT_ENOUGH_PDB = "NotEnoughPdb"
+    UNEXPECTED_ERROR = "UnexpectedError"
+
 
 
 class DrainOutcome(enum.Enum):

@@ -8,7 +8,7 @@ from clusterscaler import hookimpl
 from clusterscaler.plugins.estimators.binpacking import BinpackingEstimator, order_groups
 
 if TYPE_CHECKING:
-    from clusterscaler.framework.pluginmanager import Registry
+    from clusterscaler.api import Registry
 
 __all__ = ["BinpackingEstimator", "clusterscaler_register_estimators", "order_groups"]
 

@@ -27,8 +27,22 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from clusterscaler.loop.estimator import Estimate, EstimationLimiter
-from clusterscaler.model import HOSTNAME_LABEL, NodeInfo, Pod
+from clusterscaler.api import (
+    HOSTNAME_LABEL,
+    ClusterSnapshot,
+    Estimate,
+    EstimationLimiter,
+    NodeInfo,
+    Pod,
+    PodGroup,
+    SimNodeInfo,
+    TemplateCopier,
+    check_predicates,
+    pod_affinity_cannot_reject,
+    prepare_indexes,
+    selected_by_existing_anti_affinity,
+    spread_cannot_reject,
+)
 from clusterscaler.plugins.estimators.node_scan import (
     FreeRoom,
     OpenNodes,
@@ -39,19 +53,9 @@ from clusterscaler.plugins.estimators.node_scan import (
     pod_terms_key,
     same_closure_keys,
 )
-from clusterscaler.simulator.equivalence import PodGroup
-from clusterscaler.simulator.predicates import (
-    check_predicates,
-    pod_affinity_cannot_reject,
-    prepare_indexes,
-    selected_by_existing_anti_affinity,
-    spread_cannot_reject,
-)
-from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
-from clusterscaler.simulator.templates import TemplateCopier
 
 if TYPE_CHECKING:
-    from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.api import AutoscalingOptions
 
 __all__ = ["BinpackingEstimator", "order_groups"]
 

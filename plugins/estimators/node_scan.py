@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusterscaler.model import Pod
-from clusterscaler.simulator.predicates import (
+from clusterscaler.api import (
     REASON_ANTI_AFFINITY,
     REASON_EXISTING_ANTI_AFFINITY,
     REASON_NODE_AFFINITY,
@@ -26,8 +25,9 @@ from clusterscaler.simulator.predicates import (
     REASON_PORTS,
     REASON_TOO_MANY_PODS,
     REASON_UNSCHEDULABLE,
+    Pod,
+    SimNodeInfo,
 )
-from clusterscaler.simulator.snapshot import SimNodeInfo
 
 __all__ = [
     "FreeRoom",

@@ -13,7 +13,7 @@ from clusterscaler.plugins.expanders.priority import PriorityExpander
 from clusterscaler.plugins.expanders.random import RandomExpander
 
 if TYPE_CHECKING:
-    from clusterscaler.framework.pluginmanager import Registry
+    from clusterscaler.api import Registry
 
 __all__ = [
     "LeastNodesExpander",

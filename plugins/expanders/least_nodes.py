@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from clusterscaler.loop.expander import ExpanderContext, Option
+from clusterscaler.api import ExpanderContext, Option
 
 
 class LeastNodesExpander:

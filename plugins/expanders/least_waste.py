@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import structlog
-from clusterscaler.loop.expander import ExpanderContext, Option, options_by_score
+from clusterscaler.api import ExpanderContext, Option, options_by_score
 
 log = structlog.get_logger()
 

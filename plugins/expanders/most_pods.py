@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from clusterscaler.loop.expander import ExpanderContext, Option, options_by_score
+from clusterscaler.api import ExpanderContext, Option, options_by_score
 
 
 class MostPodsExpander:

@@ -19,8 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 import structlog
-from clusterscaler.loop.expander import ExpanderContext, Option, debug_with
-from clusterscaler.model import POD_SLOT, Node, Pod, Resources
+from clusterscaler.api import POD_SLOT, ExpanderContext, Node, Option, Pod, Resources, debug_with
 
 log = structlog.get_logger()
 

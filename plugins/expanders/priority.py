@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import yaml
-from clusterscaler.loop.expander import ExpanderContext, Option
+from clusterscaler.api import ExpanderContext, Option
 
 CONFIG_MAP_NAME = "cluster-autoscaler-priority-expander"
 CONFIG_MAP_KEY = "priorities"

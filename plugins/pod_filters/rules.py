@@ -10,18 +10,18 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from clusterscaler.loop.decisions import BlockingPodReason
-from clusterscaler.model import Pod
-from clusterscaler.simulator.drain import (
+from clusterscaler.api import (
     SAFE_TO_EVICT_ANNOTATION,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+    BlockingPodReason,
     DrainContext,
     DrainDecision,
     DrainOutcome,
+    Pod,
 )
 
 if TYPE_CHECKING:
-    from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.api import AutoscalingOptions
 
 # A pod whose deletion is this much overdue past its grace period no longer counts.
 LONG_TERMINATING_EXTRA = timedelta(seconds=30)

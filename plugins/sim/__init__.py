@@ -29,7 +29,7 @@ from clusterscaler.plugins.sim.provider import (
 )
 
 if TYPE_CHECKING:
-    from clusterscaler.framework.pluginmanager import Registry
+    from clusterscaler.api import Registry
 
 __all__ = [
     "DEFAULT_PROVISION_DELAY",

@@ -40,12 +40,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from clusterscaler.framework.cloudprovider import ConfigurationError
-from clusterscaler.framework.durations import DURATION_FORM, parse_duration
-from clusterscaler.model import (
+from clusterscaler.api import (
+    DURATION_FORM,
     HOSTNAME_LABEL,
+    ConfigurationError,
     ModelError,
     Node,
+    parse_duration,
     parse_node,
 )
 

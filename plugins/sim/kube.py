@@ -18,8 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProviderError, InstanceErrorInfo
-from clusterscaler.model import ModelError, Node, parse_node
+from clusterscaler.api import CloudProviderError, InstanceErrorInfo, ModelError, Node, parse_node
 from clusterscaler.plugins.sim.config import NODE_GROUP_LABEL
 
 log = structlog.get_logger()

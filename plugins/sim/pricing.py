@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from clusterscaler.model import Node, Pod, Resources
+from clusterscaler.api import Node, Pod, Resources
 
 CPU_PRICE_PER_CORE_HOUR = 0.033174
 MEMORY_PRICE_PER_GIB_HOUR = 0.004446

@@ -25,23 +25,23 @@ from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
 import structlog
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.api import (
+    DELETION_CANDIDATE_TAINT,
+    HOSTNAME_LABEL,
+    NODE_CONDITION_TAINTS,
+    TO_BE_DELETED_TAINT,
     CloudProviderError,
     ConfigurationError,
     Instance,
     InstanceErrorInfo,
     InstanceState,
+    Node,
     NodeGroupOptions,
+    NodeInfo,
     ProviderContext,
     ResourceLimiter,
-)
-from clusterscaler.loop.clusterstate import (
-    DELETION_CANDIDATE_TAINT,
-    NODE_CONDITION_TAINTS,
-    TO_BE_DELETED_TAINT,
     TaintConfig,
 )
-from clusterscaler.model import HOSTNAME_LABEL, Node, NodeInfo
 from clusterscaler.plugins.sim.config import (
     NODE_GROUP_LABEL,
     NodeGroupSpec,

@@ -20,10 +20,11 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
-from clusterscaler.loop.decisions import BlockingPod, BlockingPodReason, UnremovableReason
+from clusterscaler.loop.decisions import BlockingPod, UnremovableReason
 from clusterscaler.model import Pod
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator, Placement, SimNodeInfo
 from clusterscaler.simulator.drain import (
+    BlockingPodReason,
     DrainContext,
     NodeDrainPlan,
     PodFilter,

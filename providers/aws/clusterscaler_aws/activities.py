@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from clusterscaler.framework.cloudprovider import InstanceErrorClass, InstanceErrorInfo
+from clusterscaler.api import InstanceErrorClass, InstanceErrorInfo
 
 from clusterscaler_aws.service import ScalingActivity
 

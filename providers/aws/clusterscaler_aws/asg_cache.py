@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import structlog
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.api import (
     CloudProviderError,
     Instance,
     InstanceErrorInfo,

@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from clusterscaler.framework.cloudprovider import ConfigurationError
+from clusterscaler.api import ConfigurationError
 
 SERVICES = ("autoscaling", "ec2", "eks")
 

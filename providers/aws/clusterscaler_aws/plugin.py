@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from clusterscaler import hookimpl
-from clusterscaler.framework.cloudprovider import ConfigurationError, ProviderContext
-from clusterscaler.framework.options import BOOL
+from clusterscaler.api import BOOL, ConfigurationError, ProviderContext
 
 from clusterscaler_aws.asg_cache import AsgCache
 from clusterscaler_aws.cloud_config import load_cloud_config, resolve_region
@@ -18,7 +17,7 @@ from clusterscaler_aws.service import AwsService
 from clusterscaler_aws.specs import parse_discovery_specs, parse_node_group_specs
 
 if TYPE_CHECKING:
-    from clusterscaler.framework.pluginmanager import Registry
+    from clusterscaler.api import Registry
 
 log = structlog.get_logger()
 

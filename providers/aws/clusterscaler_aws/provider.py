@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 import structlog
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.api import (
     CloudProviderError,
     ConfigurationError,
     Instance,
@@ -46,7 +46,7 @@ from clusterscaler_aws.service import (
 from clusterscaler_aws.template import TemplateInput, build_template_node_info
 
 if TYPE_CHECKING:
-    from clusterscaler.model import Node, NodeInfo
+    from clusterscaler.api import Node, NodeInfo
 
 log = structlog.get_logger()
 T = TypeVar("T")

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProviderError
+from clusterscaler.api import CloudProviderError
 
 from clusterscaler_aws.cloud_config import CloudConfig
 

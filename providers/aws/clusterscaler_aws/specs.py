@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from clusterscaler.framework.cloudprovider import ConfigurationError
+from clusterscaler.api import ConfigurationError
 
 NODES_FORM = "<min>:<max>:<asg-name> with 0 <= min <= max, e.g. 1:10:my-asg"
 DISCOVERY_FORM = (

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from clusterscaler.framework.cloudprovider import NodeGroupOptions
-from clusterscaler.framework.durations import parse_duration
+from clusterscaler.api import NodeGroupOptions, parse_duration
 
 TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 LABEL_PREFIX = TEMPLATE_PREFIX + "label/"

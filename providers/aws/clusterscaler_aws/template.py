@@ -12,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from clusterscaler.framework.cloudprovider import ConfigurationError
-from clusterscaler.model import ModelError, Node, NodeCondition, NodeInfo, Resources, Taint
+from clusterscaler.api import (
+    ConfigurationError,
+    ModelError,
+    Node,
+    NodeCondition,
+    NodeInfo,
+    Resources,
+    Taint,
+)
 
 from clusterscaler_aws.instance_types import InstanceTypeInfo
 from clusterscaler_aws.service import ManagedNodegroup

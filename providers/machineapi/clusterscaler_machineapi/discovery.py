@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from clusterscaler.framework.cloudprovider import ConfigurationError
+from clusterscaler.api import ConfigurationError
 
 from clusterscaler_machineapi.objects import ScalableResource
 

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProviderError
+from clusterscaler.api import CloudProviderError
 
 log = structlog.get_logger()
 

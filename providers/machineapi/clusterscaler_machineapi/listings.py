@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from clusterscaler.framework.cloudprovider import CloudProviderError
+from clusterscaler.api import CloudProviderError
 
 from clusterscaler_machineapi.apigroups import MACHINE, OPENSHIFT_NAMESPACE, PLURALS, ApiGroup
 from clusterscaler_machineapi.discovery import DiscoverySpec, namespaces_to_watch
@@ -21,7 +21,7 @@ from clusterscaler_machineapi.kubeapi import KubeApi
 from clusterscaler_machineapi.snapshot import Listing
 
 if TYPE_CHECKING:
-    from clusterscaler.kube.informer import Informer
+    from clusterscaler.api import Informer
 
 Raw = Mapping[str, Any]
 
@@ -90,7 +90,7 @@ class WatchedListings:
     ) -> None:
         # The informers and the kubernetes client are imported with the first watch, not with
         # the plugin that every command loads.
-        from clusterscaler.kube.informer import Informer, ListerSpec
+        from clusterscaler.api import Informer, ListerSpec
         from kubernetes import client as k8s
 
         custom = k8s.CustomObjectsApi(api_client)
@@ -135,7 +135,7 @@ class WatchedListings:
             informer.start()
 
     def wait_for_sync(self, timeout: float) -> bool:
-        from clusterscaler.kube.informer import wait_all
+        from clusterscaler.api import wait_all
 
         return wait_all(self._all(), timeout)
 

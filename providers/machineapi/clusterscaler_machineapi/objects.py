@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterscaler.framework.cloudprovider import ConfigurationError
-from clusterscaler.model import Taint
+from clusterscaler.api import ConfigurationError, Taint
 
 from clusterscaler_machineapi.apigroups import ApiGroup
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler import hookimpl
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.api import (
     CloudProviderError,
     ConfigurationError,
     ProviderContext,
@@ -30,7 +30,7 @@ from clusterscaler_machineapi.listings import ListingSource, WatchedListings
 from clusterscaler_machineapi.provider import MachineApiCloudProvider
 
 if TYPE_CHECKING:
-    from clusterscaler.framework.pluginmanager import Registry
+    from clusterscaler.api import Registry
 
 log = structlog.get_logger()
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.api import (
     CloudProviderError,
     Instance,
     InstanceErrorClass,
@@ -43,7 +43,7 @@ from clusterscaler_machineapi.snapshot import (
 from clusterscaler_machineapi.template import build_template_node_info
 
 if TYPE_CHECKING:
-    from clusterscaler.model import Node, NodeInfo
+    from clusterscaler.api import Node, NodeInfo
 
 log = structlog.get_logger()
 

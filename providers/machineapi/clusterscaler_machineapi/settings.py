@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from clusterscaler.framework.cloudprovider import ConfigurationError, NodeGroupOptions
-from clusterscaler.framework.durations import DURATION_FORM, parse_duration
+from clusterscaler.api import DURATION_FORM, ConfigurationError, NodeGroupOptions, parse_duration
 
 from clusterscaler_machineapi.apigroups import (
     OPTION_MAX_NODE_PROVISION_TIME,

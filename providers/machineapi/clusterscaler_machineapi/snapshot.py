@@ -12,8 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterscaler.framework.cloudprovider import ConfigurationError, ProviderProblem
-from clusterscaler.model import Node
+from clusterscaler.api import ConfigurationError, Node, ProviderProblem
 
 from clusterscaler_machineapi.apigroups import MACHINE_DEPLOYMENT, MACHINE_SET, ApiGroup
 from clusterscaler_machineapi.discovery import DiscoverySpec, allowed

@@ -13,9 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterscaler.framework.cloudprovider import ConfigurationError
-from clusterscaler.model import Node, NodeInfo, Resources, Taint
-from clusterscaler.model.quantity import QuantityError, parse_cpu_millis, parse_int_quantity
+from clusterscaler.api import (
+    ConfigurationError,
+    Node,
+    NodeInfo,
+    QuantityError,
+    Resources,
+    Taint,
+    parse_cpu_millis,
+    parse_int_quantity,
+)
 
 from clusterscaler_machineapi.apigroups import (
     CAPACITY_CPU,

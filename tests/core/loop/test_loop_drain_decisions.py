@@ -7,12 +7,13 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from clusterscaler.loop.decisions import BlockingPodReason, UnremovableReason
+from clusterscaler.loop.decisions import UnremovableReason
 from clusterscaler.loop.scaledown.removal import RemovalSimulator
 from clusterscaler.model import LabelSelector, Pod, PodDisruptionBudget
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.builders import make_node, make_pod
 from clusterscaler.simulator.drain import (
+    BlockingPodReason,
     DrainContext,
     DrainDecision,
     DrainOutcome,

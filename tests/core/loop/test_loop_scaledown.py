@@ -7,12 +7,12 @@ import pytest
 from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
 from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.loop.decisions import (
-    BlockingPodReason,
     DeletionKind,
     ScaleDownStatus,
     UnremovableReason,
 )
 from clusterscaler.model import LabelSelector, OwnerRef, Pod, PodDisruptionBudget, Taint
+from clusterscaler.simulator.drain import BlockingPodReason
 from loopkit import Harness, running_pod
 
 ELEVEN_MINUTES = timedelta(minutes=11)

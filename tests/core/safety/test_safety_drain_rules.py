@@ -13,11 +13,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.loop.decisions import BlockingPodReason, UnremovableReason
+from clusterscaler.loop.decisions import UnremovableReason
 from clusterscaler.model import Controller, OwnerRef, Pod, Volume
 from clusterscaler.simulator.drain import (
     SAFE_TO_EVICT_ANNOTATION,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+    BlockingPodReason,
 )
 from safetykit import (
     T0,

@@ -12,7 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.loop.decisions import BlockingPodReason, UnremovableReason
+from clusterscaler.loop.decisions import UnremovableReason
+from clusterscaler.simulator.drain import BlockingPodReason
 from safetykit import PAST_UNNEEDED, World, pod, unremovable
 
 WEB = {"app": "web"}

@@ -12,7 +12,6 @@ from clusterscaler.commands.explain import explain, render, report_json
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.loop.decisions import (
     BlockingPod,
-    BlockingPodReason,
     ClusterHealth,
     DeletionKind,
     GroupRejection,
@@ -44,6 +43,7 @@ from clusterscaler.offline.output import (
     render_timeline,
 )
 from clusterscaler.simulator.builders import make_node, make_pod
+from clusterscaler.simulator.drain import BlockingPodReason
 
 NOW = datetime(2024, 1, 1, 12, tzinfo=UTC)
 

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
-from clusterscaler.loop.decisions import BlockingPodReason
 from clusterscaler.model import (
     Controller,
     DaemonSet,
@@ -19,6 +18,7 @@ from clusterscaler.model import (
 from clusterscaler.plugins import pod_filters
 from clusterscaler.simulator.builders import make_pod
 from clusterscaler.simulator.drain import (
+    BlockingPodReason,
     DrainContext,
     DrainOutcome,
     PdbTracker,

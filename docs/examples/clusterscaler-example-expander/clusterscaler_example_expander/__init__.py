@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from clusterscaler import hookimpl
+from clusterscaler.api import hookimpl
 
 if TYPE_CHECKING:
-    from clusterscaler.framework.options import AutoscalingOptions
-    from clusterscaler.framework.pluginmanager import Registry
-    from clusterscaler.loop.expander import ExpanderContext, Option
+    from clusterscaler.api import AutoscalingOptions, ExpanderContext, Option, Registry
 
 NAME = "smallest-group"
 

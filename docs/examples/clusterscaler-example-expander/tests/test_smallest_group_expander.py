@@ -4,7 +4,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import clusterscaler_example_expander as plugin
-from clusterscaler.loop.expander import ExpanderContext, Option, build_expander_chain
+from clusterscaler.api import ExpanderContext, Option
+from clusterscaler.loop.expander import build_expander_chain
 
 
 @dataclass
