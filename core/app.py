@@ -185,10 +185,21 @@ def _leads(runtime: KubeRuntime) -> bool:
 def run(ctx: CommandContext) -> int:
     # The Kubernetes edge (and the kubernetes package, about a second to import) is loaded
     # when the loop starts, so `run --help` and flag errors answer at once.
+    from clusterscaler.cloudprovider import ConfigurationError
     from clusterscaler.kube.client import KubeConfigError
     from clusterscaler.kube.runtime import KubeRuntime
 
     options = ctx.options
+    # The provider's flags (--nodes, --node-group-auto-discovery, --cloud-config, its own)
+    # are checked before anything starts: no API client, no metrics server, no Lease.
+    try:
+        ctx.registry.check_cloud_provider_options(options)
+    except ConfigurationError as exc:
+        print(
+            f"clusterscaler: error: --cloud-provider={options.cloud_provider}: {exc}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     try:
         runtime = KubeRuntime.from_options(options)
     except KubeConfigError as exc:
