@@ -176,3 +176,18 @@ def test_the_process_exits_2_without_a_request_or_binding_its_address(
         f"be integers; {AWS_NODES_FORM}\n"
     )
     assert kube.requests == []
+
+
+def test_explain_of_a_live_cluster_checks_provider_flags_first(
+    kube: FakeKubeServer, files: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("clusterscaler_aws")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    code = main(
+        ["explain", f"--kubeconfig={files / 'kubeconfig'}", "--cloud-provider=aws", "--nodes=1:10"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    assert err == f"clusterscaler explain: error: --nodes='1:10': {AWS_NODES_FORM}\n"
+    assert kube.requests == []
