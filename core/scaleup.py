@@ -29,6 +29,7 @@ from clusterscaler.decisions import (
     ScaleUpStatus,
 )
 from clusterscaler.equivalence import PodGroup, group_pods
+from clusterscaler.errors import LoopError, describe
 from clusterscaler.estimator import Estimator, ThresholdLimiter, limits_from_options
 from clusterscaler.expander import Option
 from clusterscaler.limits import CPU, MEMORY, NODES, Limits, Totals, node_totals
@@ -420,7 +421,7 @@ def execute_scale_up(
                 error_code="cloudProviderError",
                 message=str(exc),
             )
-            errors.append(message)
+            errors.append(LoopError(message, describe(exc).type))
             continue
         registry.register_scale_up(g.group, d.delta, now)
         log.info(
