@@ -393,6 +393,8 @@ def _live(ctx: CommandContext) -> _Evaluated:
     from clusterscaler.kube.source import KubeClusterSource
 
     options = ctx.options
+    # Bad provider flags are reported before the API server is asked anything.
+    ctx.registry.check_cloud_provider_options(options)
     api = build_api_client(ClientSettings.from_options(options))
     with KubeClusterSource(api, namespace=options.namespace) as source:
         if not source.wait_for_sync(60):

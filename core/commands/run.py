@@ -28,6 +28,7 @@ import structlog
 from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError, ProviderContext
 from clusterscaler.framework.cluster import ClusterActions
 from clusterscaler.framework.dryrun import DryRunCloudProvider
+from clusterscaler.framework.errors import ErrorType, LoopAbortedError, describe
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.loop.scaledown.actuator import deletion_timeout
 from clusterscaler.loop.scaledown.executor import ThreadedExecutor
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`run` takes only the autoscaler flags."""
 
 
-class LeadershipLostError(RuntimeError):
+class LeadershipLostError(LoopAbortedError):
     """A write was refused because this process no longer holds the Lease."""
 
 
@@ -120,7 +121,16 @@ def _wait_until_ready(runtime: KubeRuntime) -> bool:
 
 
 def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingOptions) -> int:
-    """One loop per scan interval until shutdown; 1 when leadership was lost."""
+    """One loop per scan interval until shutdown; 1 when leadership was lost.
+
+    An action on one object that fails (a taint, an eviction, a deletion, an event) fails
+    inside the loop, which goes on and reports. What reaches here ended the loop early:
+    leadership lost, no view of the cluster (caches not synced), a call about the whole
+    cluster that failed. Each is one log line (status and reason, never HTTP headers or
+    bodies) and one count in errors_total by its type; a bug's line carries its traceback.
+    """
+    from clusterscaler.kube.source import CacheNotSyncedError, StaleCacheError
+
     interval = options.scan_interval.total_seconds()
     while not runtime.shutdown.is_set():
         started = time.monotonic()
@@ -138,8 +148,12 @@ def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingO
         except LeadershipLostError as exc:
             log.error("leadership_lost", error=str(exc))
         except Exception as exc:  # one bad loop must not end the autoscaler
-            log.exception("loop_failed", error=str(exc))
-            runtime.metrics.register_error("internalError")
+            # The caches not (or no longer) following the cluster is no bug: the next loop
+            # may see it again.
+            blind = isinstance(exc, CacheNotSyncedError | StaleCacheError)
+            info = describe(exc, default=ErrorType.TRANSIENT if blind else ErrorType.INTERNAL)
+            log.error("loop_failed", **info.fields(exc))
+            runtime.metrics.register_error(info.type)
         if not _leads(runtime):
             break
         runtime.shutdown.wait(max(0.0, interval - (time.monotonic() - started)))
@@ -186,9 +200,20 @@ def run(ctx: CommandContext) -> int:
     # The Kubernetes edge (and the kubernetes package, about a second to import) is loaded
     # when the loop starts, so `run --help` and flag errors answer at once.
     from clusterscaler.commands.runtime import KubeRuntime
+    from clusterscaler.framework.cloudprovider import ConfigurationError
     from clusterscaler.kube.client import KubeConfigError
 
     options = ctx.options
+    # The provider's flags (--nodes, --node-group-auto-discovery, --cloud-config, its own)
+    # are checked before anything starts: no API client, no metrics server, no Lease.
+    try:
+        ctx.registry.check_cloud_provider_options(options)
+    except ConfigurationError as exc:
+        print(
+            f"clusterscaler: error: --cloud-provider={options.cloud_provider}: {exc}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     try:
         runtime = KubeRuntime.from_options(options)
     except KubeConfigError as exc:

@@ -78,7 +78,10 @@ class KubeRuntime:
         writer = None
         if options.write_status_configmap:
             writer = KubeStatusWriter(
-                api, namespace=options.namespace, name=options.status_config_map_name
+                api,
+                namespace=options.namespace,
+                name=options.status_config_map_name,
+                on_error=metrics.register_error,
             )
         return cls(
             api_client=api,
@@ -87,7 +90,7 @@ class KubeRuntime:
             # In the background: event writes share the client's QPS limit, and a scale-up
             # that triggers thousands of events must not stall the loop.
             recorder=EventRecorder(
-                BackgroundEventSink(KubeEventSink(api)),
+                BackgroundEventSink(KubeEventSink(api, on_error=metrics.register_error)),
                 record_duplicates=options.record_duplicated_events,
                 dry_run=options.dry_run,
             ),

@@ -14,11 +14,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import Distribution, EntryPoint, entry_points
 from types import ModuleType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pluggy
 from clusterscaler import ENTRY_POINT_GROUP, PROJECT_NAME
 from clusterscaler.framework import hookspecs
+
+if TYPE_CHECKING:
+    from clusterscaler.framework.options import AutoscalingOptions
 
 DISABLE_ENV = "CLUSTERSCALER_DISABLE_PLUGINS"
 
@@ -44,13 +47,18 @@ class PluginSource:
 
 @dataclass(frozen=True, slots=True)
 class Registered(Generic[T]):
-    """One registered name: its factory and who registered it."""
+    """One registered name: its factory and who registered it.
+
+    `check_options` (cloud providers only) checks the options the provider reads without
+    touching anything outside the process; see `Registry.add_cloud_provider`.
+    """
 
     name: str
     factory: Callable[..., T]
     source: PluginSource
     final_only: bool = False
     description: str = ""
+    check_options: Callable[[AutoscalingOptions], None] | None = None
 
 
 UNKNOWN_SOURCE = PluginSource(entry_point="<direct>", distribution="<unknown>", version="")
@@ -79,6 +87,7 @@ class Registry:
         *,
         final_only: bool = False,
         description: str = "",
+        check_options: Callable[[AutoscalingOptions], None] | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise PluginError(
@@ -99,12 +108,18 @@ class Registry:
                 f"{self.current_source.entry_point!r}); uninstall one or disable it with "
                 f"--disable-plugins"
             )
+        if check_options is not None and not callable(check_options):
+            raise PluginError(
+                f"{self.current_source.distribution}: the {kind} {name!r} must be registered "
+                f"with a callable check_options, got {check_options!r}"
+            )
         table[name] = Registered(
             name=name,
             factory=factory,
             source=self.current_source,
             final_only=final_only,
             description=description,
+            check_options=check_options,
         )
 
     def add_cloud_provider(
@@ -114,14 +129,36 @@ class Registry:
         *,
         aliases: Iterable[str] = (),
         description: str = "",
+        check_options: Callable[[AutoscalingOptions], None] | None = None,
     ) -> None:
-        """Register `factory(context: ProviderContext) -> CloudProvider` as `name`."""
-        self._add("cloud provider", self.cloud_providers, name, factory, description=description)
-        for alias in aliases:
+        """Register `factory(context: ProviderContext) -> CloudProvider` as `name`.
+
+        `check_options(options)`, when given, checks what the provider reads from the
+        options (`--nodes`, `--node-group-auto-discovery`, `--cloud-config`, its own flags)
+        and raises `ConfigurationError` naming the flag, the value and the expected form.
+        It is called before the autoscaler starts anything (no API client, no metrics
+        server), so it must not reach the network; the factory still gets every option.
+        """
+        for registered in (name, *aliases):
             self._add(
-                "cloud provider", self.cloud_providers, alias, factory, description=description
+                "cloud provider",
+                self.cloud_providers,
+                registered,
+                factory,
+                description=description,
+                check_options=check_options,
             )
-            self.aliases.setdefault("cloud provider", {})[alias] = name
+            if registered != name:
+                self.aliases.setdefault("cloud provider", {})[registered] = name
+
+    def check_cloud_provider_options(self, options: AutoscalingOptions) -> None:
+        """Check the options of the provider selected by `--cloud-provider` (see
+        `add_cloud_provider`); raises its `ConfigurationError`. Nothing to check for a
+        provider registered without `check_options`, or for a name not registered (the
+        flag's own check reports that)."""
+        entry = self.cloud_providers.get(options.cloud_provider)
+        if entry is not None and entry.check_options is not None:
+            entry.check_options(options)
 
     def add_expander(
         self,

@@ -9,12 +9,12 @@ decides). With ``dry_run`` nothing is written: each skipped write is logged.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection
 from typing import Any
 
 import structlog
 from clusterscaler.framework.cluster import EvictionError, NodeNotFoundError
+from clusterscaler.framework.errors import ErrorType, describe
 from clusterscaler.model import Pod, Taint
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
@@ -32,6 +32,8 @@ _RETRYABLE_EVICTION = frozenset({429, 503, 504})
 
 class ConflictRetriesExhaustedError(RuntimeError):
     """A node kept changing under us: every update attempt conflicted."""
+
+    error_type = ErrorType.API_CALL
 
 
 class KubeClusterActions:
@@ -151,11 +153,8 @@ class KubeClusterActions:
                 return  # already gone
             if exc.status == 409 and pod.uid:
                 return  # the uid precondition failed: this pod is gone, a namesake replaced it
-            message = _status_message(exc)
             raise EvictionError(
-                pod.key,
-                f"HTTP {exc.status}: {message}",
-                retryable=exc.status in _RETRYABLE_EVICTION,
+                pod.key, str(describe(exc)), retryable=exc.status in _RETRYABLE_EVICTION
             ) from exc
         log.info("pod_evicted", pod=pod.key, node=pod.node_name)
 
@@ -190,11 +189,3 @@ class KubeClusterActions:
                 return False
             raise
         return not pod.uid or (raw.get("metadata") or {}).get("uid") == pod.uid
-
-
-def _status_message(exc: ApiException) -> str:
-    try:
-        status = json.loads(exc.body or "{}")
-    except ValueError:
-        return str(exc.reason)
-    return str(status.get("message") or exc.reason)

@@ -1,4 +1,9 @@
-"""Writes events as core/v1 Event objects, as Cluster Autoscaler's event recorder does."""
+"""Writes events as core/v1 Event objects, as Cluster Autoscaler's event recorder does.
+
+A failed write loses that one event: it is logged on one line (the event's object and
+reason, the status and reason of the failure) and counted through ``on_error``; the loop
+and the other events go on.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,14 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import structlog
-import urllib3
+from clusterscaler.framework.errors import ErrorType, describe
 from clusterscaler.report.events import Event, EventSink
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
 
 from .responses import discard
 
@@ -32,13 +37,22 @@ class KubeEventSink:
     """An ``EventSink`` creating core/v1 Events; failures are logged, never raised.
 
     Events about cluster-scoped objects (nodes) go to the ``default`` namespace, as the
-    Kubernetes event recorder puts them.
+    Kubernetes event recorder puts them. ``on_error`` is told the type of each failure
+    (``Metrics.register_error``); it is called from the thread that writes.
     """
 
-    def __init__(self, api_client: Any, *, component: str = COMPONENT, instance: str = "") -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        component: str = COMPONENT,
+        instance: str = "",
+        on_error: Callable[[ErrorType], None] | None = None,
+    ) -> None:
         self.core = k8s.CoreV1Api(api_client)
         self.component = component
         self.instance = instance or socket.gethostname()
+        self.on_error = on_error
         self.failures = 0
 
     def body(self, event: Event, timestamp: datetime) -> dict[str, Any]:
@@ -78,15 +92,20 @@ class KubeEventSink:
                     body["metadata"]["namespace"], body, _preload_content=False
                 )
             )
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            # Events are informational: losing one must never stop the loop.
+        except Exception as exc:
+            # Events are informational: losing one must never stop the loop, nor (a bug
+            # here) the worker writing the next ones.
             self.failures += 1
+            info = describe(exc)
             log.warning(
                 "event_write_failed",
+                action="create_event",
                 object=str(event.involved),
-                reason=event.reason,
-                error=str(exc),
+                event_reason=event.reason,
+                **info.fields(exc),
             )
+            if self.on_error is not None:
+                self.on_error(info.type)
 
 
 class BackgroundEventSink:
@@ -118,6 +137,14 @@ class BackgroundEventSink:
                 if item is None:
                     return
                 self.sink.write(*item)
+            except Exception as exc:
+                # Sinks handle their failures; one that does not must not end the worker
+                # (every later event would be lost without a word).
+                log.error(
+                    "event_write_failed",
+                    object=str(item[0].involved) if item else "",
+                    **describe(exc).fields(exc),
+                )
             finally:
                 self.queue.task_done()
 

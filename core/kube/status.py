@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
-import urllib3
+from clusterscaler.framework.errors import ErrorType, describe
 from clusterscaler.report.status import (
     LAST_UPDATED_ANNOTATION,
     STATUS_KEY,
@@ -29,8 +30,9 @@ class KubeStatusWriter:
 
     Written in ``--dry-run`` too: it only describes decisions. The update carries the
     ConfigMap's resourceVersion and is retried on conflict; other keys and annotations of
-    the ConfigMap are kept. Failures are logged and counted, never raised: a missing status
-    must not stop autoscaling.
+    the ConfigMap are kept. Failures are logged on one line and counted (``failures``, and
+    their type through ``on_error``), never raised: a missing status must not stop
+    autoscaling.
     """
 
     def __init__(
@@ -40,11 +42,13 @@ class KubeStatusWriter:
         namespace: str = "kube-system",
         name: str = "cluster-autoscaler-status",
         conflict_retries: int = 3,
+        on_error: Callable[[ErrorType], None] | None = None,
     ) -> None:
         self.core = k8s.CoreV1Api(api_client)
         self.namespace = namespace
         self.name = name
         self.conflict_retries = conflict_retries
+        self.on_error = on_error
         self.previous: AutoscalerStatus | None = None
         self.failures = 0
         self.uid = ""
@@ -54,18 +58,24 @@ class KubeStatusWriter:
         status = with_transitions(self.previous, status)
         try:
             written = self._write(status)
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            self.failures += 1
+        except Exception as exc:
+            info = describe(exc)
             log.warning(
                 "status_configmap_write_failed",
-                namespace=self.namespace,
-                name=self.name,
-                error=str(exc),
+                action="write_status",
+                configmap=f"{self.namespace}/{self.name}",
+                **info.fields(exc),
             )
+            self._failed(info.type)
             return False
         if written:
             self.previous = status
         return written
+
+    def _failed(self, error_type: ErrorType) -> None:
+        self.failures += 1
+        if self.on_error is not None:
+            self.on_error(error_type)
 
     def _write(self, status: AutoscalerStatus) -> bool:
         document = to_yaml(status)
@@ -114,6 +124,14 @@ class KubeStatusWriter:
             except ApiException as exc:
                 if exc.status != 409:
                     raise
-        log.warning("status_configmap_conflicts", namespace=self.namespace, name=self.name)
-        self.failures += 1
+        log.warning(
+            "status_configmap_write_failed",
+            action="write_status",
+            configmap=f"{self.namespace}/{self.name}",
+            error_type=ErrorType.API_CALL.value,
+            status=409,
+            reason="Conflict",
+            message=f"still conflicting after {self.conflict_retries} attempts",
+        )
+        self._failed(ErrorType.API_CALL)
         return False

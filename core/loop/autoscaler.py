@@ -38,7 +38,7 @@ from clusterscaler.framework.cluster import (
     StaleSource,
     SystemClock,
 )
-from clusterscaler.framework.errors import describe_error
+from clusterscaler.framework.errors import LoopError, describe, describe_error
 from clusterscaler.loop.clusterstate import (
     ClusterState,
     ClusterStateRegistry,
@@ -273,6 +273,8 @@ class Autoscaler:
             result,
             duration=timedelta(seconds=self.monotonic() - started),
             problems=problems,
+            # The loop's own actions that failed without stopping it (soft taints).
+            errors=(*result.errors, *self.actuator.take_errors()),
         )
         self._last_result = result
         return result
@@ -365,7 +367,7 @@ class Autoscaler:
                 health=ClusterHealth(False, NodeCounts(), "cloud provider refresh failed"),
                 scale_down=self._not_tried(finished),
                 halted=f"cloud provider refresh failed: {exc}",
-                errors=(str(exc),),
+                errors=(LoopError(str(exc), describe(exc).type),),
             )
         objects = self.source.snapshot()
         stale = self._stale_caches()
@@ -571,7 +573,8 @@ class Autoscaler:
                         reason="timeout",
                     )
                 except CloudProviderError as exc:
-                    errors.append(f"node group {g.id}: decrease_target_size failed: {exc}")
+                    message = f"node group {g.id}: decrease_target_size failed: {exc}"
+                    errors.append(LoopError(message, describe(exc).type))
         return out
 
     def _registered(self, provider_ids: list[str], errors: list[str]) -> set[str] | None:
@@ -583,7 +586,7 @@ class Autoscaler:
             registered = self.actions.registered_instances(provider_ids)
         except Exception as exc:
             message = f"confirming unregistered instances failed: {describe_error(exc)}"
-            errors.append(message)
+            errors.append(LoopError(message, describe(exc).type))
             log.error("unregistered_check_failed", error=describe_error(exc))
             return None
         for provider_id in sorted(registered):
@@ -601,11 +604,15 @@ class Autoscaler:
             group.delete_nodes(fakes)
         except CloudProviderError as exc:
             message = f"node group {group.id}: deleting {kind.value} instances failed: {exc}"
-            errors.append(message)
+            error_type = describe(exc).type
+            errors.append(LoopError(message, error_type))
             log.error(
                 "instance_cleanup_failed", node_group=group.id, kind=kind.value, error=str(exc)
             )
-            return [NodeDeletion(f.name, group.id, kind, error=str(exc)) for f in fakes]
+            return [
+                NodeDeletion(f.name, group.id, kind, error=str(exc), error_type=error_type)
+                for f in fakes
+            ]
         log.info("instances_removed", node_group=group.id, kind=kind.value, count=len(fakes))
         return [NodeDeletion(f.name, group.id, kind) for f in fakes]
 

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from clusterscaler.framework.cloudprovider import ProviderProblem
+from clusterscaler.framework.errors import ErrorType
 from clusterscaler.loop.expander import ExpanderWarning
 from clusterscaler.simulator.drain import BlockingPodReason
 
@@ -166,7 +167,7 @@ class UnneededNode:
 class NodeDeletion:
     """One node's deletion: started (in `ScaleDownResult.started`), or finished with its
     outcome (in `ScaleDownResult.deletions` and `LoopResult.cleanups`); `error` is empty
-    on success."""
+    on success, and `error_type` is then CA's type of the failure (errors_total{type})."""
 
     node: str
     node_group: str
@@ -176,6 +177,7 @@ class NodeDeletion:
     # On a finished deletion: its start was reported in `started` of a loop, so the events
     # CA records when a deletion starts have been recorded already.
     start_reported: bool = False
+    error_type: ErrorType | None = None
 
     @property
     def ok(self) -> bool:
@@ -264,6 +266,8 @@ class LoopResult:
     pending_pods: tuple[str, ...] = ()
     # Deletions of unregistered or failed instances done by cluster-state upkeep.
     cleanups: tuple[NodeDeletion, ...] = ()
+    # What failed in this loop without stopping it; a `LoopError` entry carries CA's error
+    # type (errors_total{type}), a plain string counts as an internal error.
     errors: tuple[str, ...] = ()
     duration: timedelta = timedelta(0)
     # Configuration problems the cloud provider reported at its last refresh (bad tags or

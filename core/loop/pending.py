@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.framework.durations import parse_duration
+from clusterscaler.framework.errors import ErrorType, LoopError
 from clusterscaler.model import DEFAULT_SCHEDULER, Pod
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.equivalence import PodGroup, group_pods, regroups_alike
@@ -119,7 +120,8 @@ def classify_pending(
             continue
         delay, error = scale_up_delay(pod, options.new_pod_scale_up_delay)
         if error:
-            out.errors.append(error)
+            # A pod annotation is the user's configuration.
+            out.errors.append(LoopError(error, ErrorType.CONFIGURATION))
             log.warning("bad_pod_annotation", pod=pod.key, error=error)
         if delay and pod.creation_time is not None and now - pod.creation_time < delay:
             out.too_young.append(pod)

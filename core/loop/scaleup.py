@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.framework.cloudprovider import CloudProviderError, InstanceErrorClass, NodeGroup
+from clusterscaler.framework.errors import LoopError, describe
 from clusterscaler.loop.balancing import GroupSize, balance, find_similar
 from clusterscaler.loop.clusterstate import ClusterState, ClusterStateRegistry, GroupState
 from clusterscaler.loop.decisions import (
@@ -420,7 +421,7 @@ def execute_scale_up(
                 error_code="cloudProviderError",
                 message=str(exc),
             )
-            errors.append(message)
+            errors.append(LoopError(message, describe(exc).type))
             continue
         registry.register_scale_up(g.group, d.delta, now)
         log.info(

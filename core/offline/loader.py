@@ -131,6 +131,13 @@ def _describe(identity: tuple[str, str, str]) -> str:
 def check_unique(objects: ClusterObjects, source: str) -> None:
     """Refuse an object given twice: the in-memory cluster would keep one of them at
     random, and a real cluster cannot hold both."""
+    # One key tuple per pod: with the collector on, its passes over the parsed snapshot
+    # would cost as much as parsing it.
+    with gc_paused():
+        _check_unique(objects, source)
+
+
+def _check_unique(objects: ClusterObjects, source: str) -> None:
     # Nodes and pods are most of a snapshot: their keys are built without a dispatch.
     seen_nodes: set[str] = set()
     for node in objects.nodes:

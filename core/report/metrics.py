@@ -216,7 +216,9 @@ class Metrics:
             )
 
     def register_error(self, error_type: str) -> None:
-        self.errors_total.labels(type=error_type).inc()
+        """Count one failure in ``errors_total{type}``, ``type`` being one of CA's error
+        types (``clusterscaler.framework.errors.ErrorType``). Safe from any thread."""
+        self.errors_total.labels(type=str(error_type)).inc()
 
     def update_node_group(self, name: str, *, min_size: int, max_size: int, target: int) -> None:
         """Per node group sizes; a no-op without ``--emit-per-nodegroup-metrics``."""
@@ -246,6 +248,7 @@ class Metrics:
 
     def record_loop(self, result: LoopResult) -> None:
         """Update every metric a finished loop informs, as CA's static autoscaler does."""
+        from clusterscaler.framework.errors import ErrorType, error_type_of
         from clusterscaler.loop.decisions import DeletionKind, ScaleDownStatus, ScaleUpStatus
 
         counts = result.health.counts
@@ -305,6 +308,8 @@ class Metrics:
             if deletion.error:
                 if deletion.kind is DeletionKind.DRAIN:
                     self.evicted_pods_total.labels(eviction_result="failed").inc()
+                # Each deletion is reported once, by the loop after it finished.
+                self.register_error(deletion.error_type or ErrorType.INTERNAL)
                 continue
             self.update_last_activity("scaleDown", stamp)
             self.scaled_down_nodes_total.labels(
@@ -321,9 +326,10 @@ class Metrics:
             self.old_unregistered_nodes_removed_count.inc(len(removed))
         if result.taint_counts is not None:
             self.update_node_taints(result.taint_counts)
-        # Errors are free text; a fixed type keeps the series' cardinality bounded.
-        for _ in result.errors:
-            self.register_error("internalError")
+        # Each error by its type (the failed clean-ups are among them); the types are CA's
+        # few, so the series stay bounded.
+        for error in result.errors:
+            self.register_error(error_type_of(error))
 
     def update_node_taints(self, counts: Mapping[str, int]) -> None:
         """Set node_taints_count{type} to `counts` (taints on the nodes by report type);

@@ -6,8 +6,12 @@ kubeconfig: discovery, CRUD with resourceVersion and 409 conflicts, label and fi
 selectors, pagination, watch with bookmarks and 410 Gone, merge / strategic merge / JSON
 patches and server-side apply, the status, scale, binding and eviction subresources
 (evictions honour PodDisruptionBudgets, whose status is kept as the disruption controller
-would), finalizers, ``dryRun``, and fault injection. Every request is recorded with its RBAC
-attributes (``requests``) so tests can check what a component called.
+would), finalizers, ``dryRun``, and fault injection: error answers, slow answers, dropped
+connections, unanswered requests, and watches that end at once, answer a list, carry garbage
+or expire (``add_fault`` for one-off rules, ``set_fault_schedule`` for seeded random faults;
+see ``clusterscaler.testing.faults``). Every request is recorded with its RBAC attributes
+and any injected fault (``requests``) so tests can check what a component called;
+``on_handle`` observes each request as it is carried out.
 
 Deliberate simplifications: namespaces need not exist; there is no admission or schema
 validation beyond names, resourceVersions and the fields the subresources use; deleted pods
@@ -31,7 +35,6 @@ import contextlib
 import copy
 import json
 import math
-import re
 import secrets
 import socket
 import sys
@@ -69,11 +72,14 @@ from .fakekube_selectors import (
     SelectorError,
     label_selector_matches,
 )
+from .faults import GARBAGE_LINES, Fault, FaultKind, FaultSchedule, Injection
 
 __all__ = [
     "ApiError",
     "FakeKubeServer",
     "Fault",
+    "FaultKind",
+    "FaultSchedule",
     "RecordedRequest",
     "ResourceType",
     "ScaleSubresource",
@@ -138,36 +144,14 @@ def _status_object(code: int, message: str, reason: str, details: Obj | None = N
     }
 
 
-@dataclass
-class Fault:
-    """An injected failure: requests matching every given criterion are delayed and/or failed.
-
-    ``path`` is a regular expression searched in the request path; ``times`` limits how many
-    requests are affected (None: all until removed). ``status`` None only delays.
-    """
-
-    method: str | None = None
-    path: str | None = None
-    status: int | None = None
-    delay: float = 0.0
-    times: int | None = None
-    watch: bool | None = None
-    message: str = "injected fault"
-    hits: int = 0
-
-    def matches(self, method: str, path: str, watch: bool) -> bool:
-        if self.times is not None and self.hits >= self.times:
-            return False
-        if self.method is not None and self.method.upper() != method:
-            return False
-        if self.watch is not None and self.watch != watch:
-            return False
-        return self.path is None or re.search(self.path, path) is not None
-
-
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request as the RBAC authorizer would see it, plus the answer's status code."""
+    """One request as the RBAC authorizer would see it, plus the answer's status code.
+
+    ``status`` is 0 when the request got no answer and was not carried out (a dropped
+    connection); ``fault`` names the ``FaultKind`` injected into the request, if any (with
+    ``timeout``, the request was carried out with ``status`` but not answered).
+    """
 
     method: str
     path: str
@@ -180,6 +164,7 @@ class RecordedRequest:
     name: str
     status: int
     content_type: str = ""
+    fault: str = ""
 
 
 @dataclass(frozen=True)
@@ -300,6 +285,7 @@ class FakeKubeServer:
         self._compacted_rv = 0
         self._rv = 1
         self._faults: builtins.list[Fault] = []
+        self.fault_schedule: FaultSchedule | None = None
         self._watches: set[_WatchHandle] = set()
         self._stopping = False
         self._httpd: ThreadingHTTPServer | None = None
@@ -314,6 +300,11 @@ class FakeKubeServer:
         # Called with (method, path) before each request is handled: lets a test make a
         # concurrent change land between a client's read and its write.
         self.on_request: Callable[[str, str], None] | None = None
+        # Called with (method, path, query) under the server's lock when a request that
+        # passed fault injection is about to be carried out (not for watches or discovery):
+        # the hook reads the state the request acts on (``get``, ``list``), and nothing can
+        # change it in between. An exception it raises fails the request with a 500.
+        self.on_handle: Callable[[str, str, dict[str, str]], None] | None = None
         for rtype in (*BUILTIN_RESOURCES, *resources):
             self.register_resource(rtype)
 
@@ -540,9 +531,14 @@ class FakeKubeServer:
         times: int | None = None,
         watch: bool | None = None,
         message: str = "injected fault",
+        kind: FaultKind | None = None,
     ) -> Fault:
-        """Fail (``status``) and/or slow down (``delay`` seconds) matching requests."""
-        fault = Fault(method, path, status, delay, times, watch, message)
+        """Fail (``status``) and/or slow down (``delay`` seconds) matching requests, or make
+        them misbehave as ``kind`` says (see ``clusterscaler.testing.faults``).
+
+        Rules are tried in the order they were added, before the fault schedule.
+        """
+        fault = Fault(method, path, status, delay, times, watch, message, kind=kind)
         with self._cond:
             self._faults.append(fault)
         return fault
@@ -552,8 +548,14 @@ class FakeKubeServer:
             self._faults = [f for f in self._faults if f is not fault]
 
     def clear_faults(self) -> None:
+        """Remove every rule added by ``add_fault`` (the fault schedule stays)."""
         with self._cond:
             self._faults.clear()
+
+    def set_fault_schedule(self, schedule: FaultSchedule | None) -> None:
+        """Inject seeded random faults into every request from now on (None: stop)."""
+        with self._cond:
+            self.fault_schedule = schedule
 
     def drop_watches(self, *, clean: bool = False) -> int:
         """End every open watch: abruptly (connection reset) or cleanly (end of stream)."""
@@ -1235,6 +1237,9 @@ class FakeKubeServer:
         rtype = route.rtype
         dry_run = bool(query.get("dryRun"))
         with self._cond:
+            hook = self.on_handle
+            if hook is not None:
+                hook(method, path, query)
             if method == "GET" and not route.name:
                 return 200, self._handle_list(route, query)
             if method == "POST" and not route.name:
@@ -1391,18 +1396,25 @@ class FakeKubeServer:
             return 200, self._write_scale(route, current, patched, dry_run)
         raise ApiError(405, f"{route.rtype.plural}/scale does not support {method}")
 
-    def _apply_fault(self, method: str, path: str, watch: bool) -> None:
+    def _injection(self, method: str, path: str, watch: bool) -> Injection | None:
+        """The fault for this request: the first matching rule, else the schedule's."""
         with self._cond:
             fault = next((f for f in self._faults if f.matches(method, path, watch)), None)
             if fault is not None:
                 fault.hits += 1
-        if fault is None:
-            return
-        if fault.delay:
-            time.sleep(fault.delay)
-        if fault.status is not None:
-            headers = {"Retry-After": "1"} if fault.status == 429 else {}
-            raise ApiError(fault.status, fault.message, headers=headers)
+                return fault.injection()
+            schedule = self.fault_schedule
+        return schedule.decide(method, path, watch) if schedule is not None else None
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or until the server stops."""
+        deadline = time.monotonic() + seconds
+        with self._cond:
+            while not self._stopping:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._cond.wait(remaining)
 
     # ------------------------------------------------------------------ watch
 
@@ -1411,7 +1423,30 @@ class FakeKubeServer:
         handler: _Handler,
         route: _Route,
         query: dict[str, str],
+        injection: Injection | None = None,
     ) -> None:
+        fault_kind = injection.kind if injection is not None else None
+        if fault_kind is FaultKind.WATCH_LIST:
+            handler._send_json(200, self._handle_list(route, query))
+            return
+        if fault_kind is FaultKind.WATCH_END:
+            handler.start_stream()
+            handler.end_stream()
+            return
+        if fault_kind is FaultKind.WATCH_GONE:
+            handler.start_stream()
+            handler.write_event(
+                "ERROR",
+                _status_object(
+                    410,
+                    f"too old resource version: {query.get('resourceVersion', '')} "
+                    f"({self.resource_version})",
+                    "Expired",
+                ),
+            )
+            handler.end_stream()
+            return
+        prelude = GARBAGE_LINES if fault_kind is FaultKind.WATCH_GARBAGE else ()
         labels = LabelSelector.parse(query.get("labelSelector"))
         fields = FieldSelector.parse(query.get("fieldSelector"))
         bookmarks = _truthy(query.get("allowWatchBookmarks"))
@@ -1447,6 +1482,8 @@ class FakeKubeServer:
             self._watches.add(handle)
         try:
             handler.start_stream()
+            for line in prelude:
+                handler.write_line(line)
             for obj in initial:
                 handler.write_event("ADDED", self._versioned(obj, route))
             if send_initial and bookmarks:
@@ -1633,6 +1670,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._read_body()
         verb, group, resource, subresource, namespace, name = self._attributes(method, path, query)
 
+        injection: Injection | None = None
+
         def record(status: int) -> None:
             # Recorded before the answer is sent, so a test sees it as soon as its call returns.
             self.fake.requests.append(
@@ -1648,6 +1687,7 @@ class _Handler(BaseHTTPRequestHandler):
                     name,
                     status,
                     content_type,
+                    injection.kind.value if injection is not None else "",
                 )
             )
 
@@ -1655,11 +1695,25 @@ class _Handler(BaseHTTPRequestHandler):
             hook = self.fake.on_request
             if hook is not None:
                 hook(method, path)
-            self.fake._apply_fault(method, path, watch)
+            injection = self.fake._injection(method, path, watch)
+            if injection is not None:
+                if injection.kind is FaultKind.DROP:
+                    record(0)
+                    self.abort()
+                    return
+                self.fake._pause(injection.delay)
+                if injection.is_error:
+                    assert injection.status is not None
+                    raise ApiError(injection.status, injection.message, headers=injection.headers)
+            # Carried out, and then the connection closes without an answer.
+            unanswered = injection is not None and injection.kind is FaultKind.TIMEOUT
             if method == "GET":
                 discovery = self.fake._discovery(path)
                 if discovery is not None:
                     record(200)
+                    if unanswered:
+                        self.abort()
+                        return
                     self._send_json(200, discovery)
                     return
             body: Any = None
@@ -1676,23 +1730,35 @@ class _Handler(BaseHTTPRequestHandler):
                 if route.name or route.subresource:
                     raise ApiError(405, "watch is only supported on collections")
                 record(200)
-                self.fake._watch_events(self, route, query)
+                if unanswered:
+                    self.abort()
+                    return
+                self.fake._watch_events(self, route, query, injection)
                 return
             status, payload = self.fake._handle(method, path, query, body, content_type)
             record(status)
+            if unanswered:
+                self.abort()
+                return
             self._send_json(status, payload)
         except SelectorError as exc:
             record(400)
-            self._send_json(400, ApiError(400, str(exc)).status())
+            self._send_error(ApiError(400, str(exc)), injection)
         except ApiError as exc:
             record(exc.code)
-            self._send_json(exc.code, exc.status(), exc.headers)
+            self._send_error(exc, injection)
         except OSError:
             self.close_connection = True
         except Exception as exc:  # a bug in the fake must reach the test as a 500, not a hang
             log.exception("fake_kube_internal_error", method=method, path=path)
             record(500)
             self._send_json(500, ApiError(500, f"fake API server error: {exc!r}").status())
+
+    def _send_error(self, error: ApiError, injection: Injection | None) -> None:
+        if injection is not None and injection.kind is FaultKind.TIMEOUT:
+            self.abort()
+            return
+        self._send_json(error.code, error.status(), error.headers)
 
     def _attributes(
         self, method: str, path: str, query: dict[str, str]
@@ -1743,7 +1809,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def write_event(self, kind: str, obj: Obj) -> None:
-        line = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+        self.write_line(json.dumps({"type": kind, "object": obj}).encode())
+
+    def write_line(self, data: bytes) -> None:
+        """One line of a watch stream, as one chunk."""
+        line = data + b"\n"
         self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
         self.wfile.flush()
 

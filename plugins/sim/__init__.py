@@ -26,6 +26,7 @@ from clusterscaler.plugins.sim.provider import (
     SimCloudProvider,
     SimNodeGroup,
     build_provider,
+    check_options,
 )
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ __all__ = [
     "SimNodeGroup",
     "SimPricing",
     "build_provider",
+    "check_options",
     "load_cloud_config",
     "parse_cloud_config",
 ]
@@ -54,4 +56,5 @@ def clusterscaler_register_cloud_providers(registry: Registry) -> None:
         PROVIDER_NAME,
         build_provider,
         description="Simulated node groups from a YAML cloud-config; nodes are Node objects.",
+        check_options=check_options,
     )

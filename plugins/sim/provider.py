@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import structlog
 from clusterscaler.api import (
@@ -50,6 +50,9 @@ from clusterscaler.plugins.sim.config import (
     parse_cloud_config,
 )
 from clusterscaler.plugins.sim.pricing import SimPricing
+
+if TYPE_CHECKING:
+    from clusterscaler.api import AutoscalingOptions
 
 log = structlog.get_logger()
 
@@ -591,23 +594,32 @@ class SimCloudProvider:
         return None
 
 
+def config_from_options(options: AutoscalingOptions) -> SimCloudConfig:
+    """The node groups: from `--cloud-config`, or from an already loaded document in
+    `options.extra["sim_cloud_config"]` (scenario files embed their cloud-config)."""
+    embedded = options.extra.get(EMBEDDED_CONFIG_KEY)
+    path = options.cloud_config
+    if embedded is not None:
+        return parse_cloud_config(embedded, source="scenario cloudConfig")
+    if path:
+        return load_cloud_config(path)
+    raise ConfigurationError(
+        "--cloud-config: the sim provider needs a cloud-config file declaring nodeGroups "
+        "(see examples/cloud-configs/); got none"
+    )
+
+
+def check_options(options: AutoscalingOptions) -> None:
+    """The `check_options` of the `sim` provider: its cloud-config reads and parses."""
+    config_from_options(options)
+
+
 def build_provider(context: ProviderContext) -> SimCloudProvider:
     """The factory registered as `sim`: the in-memory cluster offline, else the API server.
 
-    The node groups come from `--cloud-config`, or from an already loaded document in
-    `options.extra["sim_cloud_config"]` (scenario files embed their cloud-config).
+    The node groups come from the cloud-config (`config_from_options`).
     """
-    embedded = context.options.extra.get(EMBEDDED_CONFIG_KEY)
-    path = context.options.cloud_config
-    if embedded is not None:
-        config = parse_cloud_config(embedded, source="scenario cloudConfig")
-    elif path:
-        config = load_cloud_config(path)
-    else:
-        raise ConfigurationError(
-            "--cloud-config: the sim provider needs a cloud-config file declaring nodeGroups "
-            "(see examples/cloud-configs/); got none"
-        )
+    config = config_from_options(context.options)
     backend: NodeBackend
     if context.cluster is not None:
         if not isinstance(context.cluster, NodeBackend):

@@ -10,7 +10,12 @@ Eviction API (those of the plan and any bound to it since, re-read after the tai
 retried every 10s while its PDB refuses, until --max-pod-eviction-time; then the actuator
 waits for them to terminate (their grace period, capped by --max-graceful-termination-sec,
 plus 30s) before deleting the node. Drains run in parallel.
-Any failure removes the taint, uncordons, and is reported in the `NodeDeletion`.
+Any failure removes the taint, uncordons, and is reported in the `NodeDeletion` with CA's
+error type; nothing is deleted on a guess.
+
+A failed API or cloud call fails that one node's deletion (or soft taint) only: it is logged
+on one line (the node, the step, status and reason, never HTTP headers or bodies) and the
+other nodes go on. Only a `LoopAbortedError` (this process may no longer act) is let through.
 
 Unneeded nodes get the soft `DeletionCandidateOfClusterAutoscaler` PreferNoSchedule taint
 (at most --max-bulk-soft-taint-count changes per loop), removed once they are needed again.
@@ -26,7 +31,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProviderError, NodeGroup
+from clusterscaler.framework.cloudprovider import NodeGroup
 from clusterscaler.framework.cluster import (
     Clock,
     ClusterActions,
@@ -35,7 +40,14 @@ from clusterscaler.framework.cluster import (
     NodeNotFoundError,
     NodePodsSource,
 )
-from clusterscaler.framework.errors import describe_error
+from clusterscaler.framework.errors import (
+    ErrorInfo,
+    ErrorType,
+    LoopAbortedError,
+    LoopError,
+    describe,
+    describe_error,
+)
 from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.loop.decisions import DeletionKind, NodeDeletion
 from clusterscaler.loop.scaledown.budgets import RemovableNode
@@ -77,7 +89,34 @@ def _delays_deletion(node: Node) -> bool:
 
 
 class DeletionFailed(Exception):
-    """One step of deleting a node failed; the message names the node and the step."""
+    """One step of deleting a node failed; the message names the node and the step.
+
+    `action` is the step (taint, cordon, evict, wait, delete, ...), `objects` what it
+    acted on besides the node (`pod=`), `info` the failure: CA's error type, the status
+    and the reason, for the log line and errors_total."""
+
+    def __init__(self, message: str, info: ErrorInfo, action: str, **objects: str) -> None:
+        super().__init__(message)
+        self.info = info
+        self.action = action
+        self.objects = objects
+
+    @classmethod
+    def of(
+        cls,
+        node: str,
+        action: str,
+        doing: str,
+        exc: BaseException,
+        *,
+        remote: ErrorType = ErrorType.API_CALL,
+        default: ErrorType = ErrorType.INTERNAL,
+        **objects: str,
+    ) -> DeletionFailed:
+        """`doing` (`action`) on `node` raised `exc`; see `describe` for `remote` and
+        `default`."""
+        info = describe(exc, remote=remote, default=default)
+        return cls(f"node {node}: {doing} failed: {info}", info, action, **objects)
 
 
 def to_be_deleted_taint(now: datetime) -> Taint:
@@ -121,6 +160,9 @@ class Actuator:
         self.options = options
         self.clock = clock
         self.monotonic = monotonic
+        # Failures of the actions the loop ran itself (soft taints), for its result; node
+        # deletions report theirs through the tracker. Only the loop's thread uses it.
+        self._loop_errors: list[LoopError] = []
         # Held by the loop while it runs and by deletions around `delete_nodes`: providers
         # are not required to be thread-safe, so the cloud is never called from two threads
         # at once. Reentrant because the inline executor deletes from the loop's thread.
@@ -153,11 +195,18 @@ class Actuator:
                 failed.append(node.name)
         return sorted(cleaned), failed
 
+    def take_errors(self) -> list[LoopError]:
+        """The failures of the actions the loop ran since the last call (soft taints)."""
+        errors, self._loop_errors = self._loop_errors, []
+        return errors
+
     def update_soft_taints(
         self, nodes: Sequence[Node], unneeded: Iterable[str], now: datetime
     ) -> tuple[list[str], list[str]]:
         """Soft-taint unneeded nodes and untaint the others, within
-        --max-bulk-soft-taint-count changes and --max-bulk-soft-taint-time.
+        --max-bulk-soft-taint-count changes and --max-bulk-soft-taint-time. A node whose
+        change fails is logged and left for the next loop (see `take_errors`); the
+        others are changed.
 
         Returns the nodes tainted and untainted.
         """
@@ -172,17 +221,31 @@ class Actuator:
             if budget <= 0 or self.monotonic() > deadline:
                 break
             present = has_taint(node, DELETION_CANDIDATE_TAINT)
+            action = ""
             try:
                 if node.name in wanted and not present:
+                    action = "add_soft_taint"
                     self.actions.add_taint(node.name, deletion_candidate_taint(now))
                     tainted.append(node.name)
                     budget -= 1
                 elif node.name not in wanted and present:
+                    action = "remove_soft_taint"
                     self.actions.remove_taint(node.name, DELETION_CANDIDATE_TAINT)
                     untainted.append(node.name)
                     budget -= 1
+            except LoopAbortedError:
+                raise
             except NodeNotFoundError:
                 continue
+            except Exception as exc:
+                # The write counts against the budget: a failing API server is not hit
+                # harder because of the failures.
+                budget -= 1
+                info = describe(exc)
+                log.error("soft_taint_failed", action=action, node=node.name, **info.fields(exc))
+                self._loop_errors.append(
+                    LoopError(f"node {node.name}: {action} failed: {info}", info.type)
+                )
         return tainted, untainted
 
     # ------------------------------------------------------------------ deletion
@@ -199,7 +262,11 @@ class Actuator:
         As in CA, the nodes are tainted (and cordoned) here, so the scheduler stops placing
         pods on them before this returns; the rest runs on the executor and reports its
         outcome to the tracker. A node whose taint fails is reported as finished (failed)
-        at once and is not returned.
+        at once and is not returned; the other nodes go on.
+
+        A `LoopAbortedError` (this process may no longer act) stops everything: no
+        deletion is handed to the executor, and the nodes tainted so far are reported as
+        interrupted (the next leader removes their taints).
         """
         if self.options.dry_run:
             dry = [
@@ -209,35 +276,50 @@ class Actuator:
             for d in dry:
                 self.tracker.finish(d)
             return dry
-        started: list[NodeDeletion] = []
-        tainted: list[tuple[RemovableNode, bool]] = []
-        for r in empty:
-            cordoned = self._start_one(r, now, drain=False)
-            if cordoned is not None:
-                tainted.append((r, cordoned))
-                started.append(NodeDeletion(r.node.name, r.node_group, self._kind(r, False)))
-        if tainted:
-            batch = list(tainted)
+        tainted_empty: list[tuple[RemovableNode, bool]] = []
+        tainted_drain: list[tuple[RemovableNode, bool]] = []
+        try:
+            for r in empty:
+                cordoned = self._start_one(r, now, drain=False)
+                if cordoned is not None:
+                    tainted_empty.append((r, cordoned))
+            for r in drain:
+                cordoned = self._start_one(r, now, drain=True)
+                if cordoned is not None:
+                    tainted_drain.append((r, cordoned))
+        except LoopAbortedError as exc:
+            for r, _ in tainted_empty:
+                self._interrupted(r, drain=False, why=describe_error(exc))
+            for r, _ in tainted_drain:
+                self._interrupted(r, drain=True, why=describe_error(exc))
+            raise
+        if tainted_empty:
+            batch = list(tainted_empty)
             self.executor.submit(
                 f"empty-{batch[0][0].node.name}",
                 functools.partial(self._delete_empty, batch, groups),
             )
-        for r in drain:
-            cordoned = self._start_one(r, now, drain=True)
-            if cordoned is None:
-                continue
-            started.append(NodeDeletion(r.node.name, r.node_group, self._kind(r, True)))
+        for r, cordoned in tainted_drain:
             self.executor.submit(
                 r.node.name, functools.partial(self._report, r, groups, cordoned, drain=True)
             )
-        return started
+        return [
+            *(
+                NodeDeletion(r.node.name, r.node_group, self._kind(r, False))
+                for r, _ in tainted_empty
+            ),
+            *(
+                NodeDeletion(r.node.name, r.node_group, self._kind(r, True))
+                for r, _ in tainted_drain
+            ),
+        ]
 
     def _start_one(self, r: RemovableNode, now: datetime, *, drain: bool) -> bool | None:
         """Taint the node and record it in flight; None when tainting failed (reported)."""
         try:
             cordoned = self._taint(r.node.name, now)
         except DeletionFailed as exc:
-            self.tracker.finish(self._failed(r, self._kind(r, drain), [], str(exc)))
+            self.tracker.finish(self._failed(r, self._kind(r, drain), [], exc))
             return None
         self.tracker.start(r.node.name, r.node_group, drain=drain, now=now)
         log.info(
@@ -247,6 +329,19 @@ class Actuator:
             kind=self._kind(r, drain).value,
         )
         return cordoned
+
+    def _interrupted(self, r: RemovableNode, *, drain: bool, why: str) -> None:
+        """Report a deletion that stopped before its outcome was known; its taint stays
+        for the next leader (or the next start) to remove."""
+        self.tracker.finish(
+            NodeDeletion(
+                r.node.name,
+                r.node_group,
+                self._kind(r, drain),
+                error=f"interrupted: {why}" if why else "interrupted",
+                error_type=ErrorType.TRANSIENT,
+            )
+        )
 
     def _delete_empty(
         self, tainted: Sequence[tuple[RemovableNode, bool]], groups: Mapping[str, NodeGroup]
@@ -258,7 +353,7 @@ class Actuator:
             try:
                 self.clock.sleep(delay)
             except Exception as exc:
-                log.error("scale_down_delay_failed", error=f"{type(exc).__name__}: {exc}")
+                log.error("scale_down_delay_failed", **describe(exc).fields(exc))
         for r, cordoned in tainted:
             self._report(r, groups, cordoned, drain=False)
 
@@ -277,29 +372,41 @@ class Actuator:
             group = groups.get(r.node_group)
             if group is None:
                 self._rollback(name, True, cordoned)
-                error = f"node {name}: node group {r.node_group} is gone"
-                self.tracker.finish(self._failed(r, self._kind(r, drain), [], error))
+                info = ErrorInfo(ErrorType.NODE_GROUP_DOES_NOT_EXIST, "NodeGroupNotFound")
+                message = f"node {name}: node group {r.node_group} is gone"
+                failure = DeletionFailed(message, info, "delete")
+                self.tracker.finish(self._failed(r, self._kind(r, drain), [], failure))
             else:
                 self._finish(r, group, cordoned, drain=drain)
         finally:
             if name in self.tracker.in_flight():
                 # Interrupted (the process is exiting): the next leader removes the taint.
-                self.tracker.finish(
-                    NodeDeletion(name, r.node_group, self._kind(r, drain), error="interrupted")
-                )
+                self._interrupted(r, drain=drain, why="")
 
     def _taint(self, name: str, now: datetime) -> bool:
-        """Taint (and cordon) a node for deletion; returns whether it was cordoned."""
+        """Taint (and cordon) a node for deletion; returns whether it was cordoned. On a
+        failure nothing of ours is left on the node (as far as the API server lets us)."""
         try:
             self.actions.add_taint(name, to_be_deleted_taint(now))
+        except LoopAbortedError:
+            raise
         except Exception as exc:
-            raise DeletionFailed(f"node {name}: tainting failed: {exc}") from exc
+            failure = DeletionFailed.of(name, "taint", "tainting", exc)
+            if not isinstance(exc, NodeNotFoundError):
+                # The write may have been applied although its answer failed (a timeout,
+                # a proxy's 500): the node must not keep the taint.
+                self._rollback(name, True, False)
+            raise failure from exc
         if self.options.cordon_node_before_terminating:
             try:
                 self.actions.set_unschedulable(name, True)
+            except LoopAbortedError:
+                raise
             except Exception as exc:
-                self._rollback(name, True, False)
-                raise DeletionFailed(f"node {name}: cordoning failed: {exc}") from exc
+                failure = DeletionFailed.of(name, "cordon", "cordoning", exc)
+                if not isinstance(exc, NodeNotFoundError):
+                    self._rollback(name, True, False)
+                raise failure from exc
             return True
         return False
 
@@ -310,10 +417,26 @@ class Actuator:
         return DeletionKind.DRAIN if drain else DeletionKind.EMPTY
 
     def _failed(
-        self, r: RemovableNode, kind: DeletionKind, evicted: list[str], error: str
+        self, r: RemovableNode, kind: DeletionKind, evicted: list[str], failure: DeletionFailed
     ) -> NodeDeletion:
-        log.error("scale_down_failed", node=r.node.name, node_group=r.node_group, error=error)
-        return NodeDeletion(r.node.name, r.node_group, kind, tuple(evicted), error)
+        """The one log line of a failed deletion, and its outcome for the tracker."""
+        log.error(
+            "scale_down_failed",
+            node=r.node.name,
+            node_group=r.node_group,
+            kind=kind.value,
+            action=failure.action,
+            **failure.objects,
+            **failure.info.fields(failure.__cause__),
+        )
+        return NodeDeletion(
+            r.node.name,
+            r.node_group,
+            kind,
+            tuple(evicted),
+            str(failure),
+            error_type=failure.info.type,
+        )
 
     def _finish(self, r: RemovableNode, group: NodeGroup, cordoned: bool, *, drain: bool) -> None:
         """Evict what must go and delete the tainted node; roll back on failure. The outcome
@@ -348,9 +471,15 @@ class Actuator:
             with self.provider_lock:
                 try:
                     group.delete_nodes([r.node])
-                except CloudProviderError as exc:
-                    raise DeletionFailed(
-                        f"node {name}: node group {group.id}: delete_nodes failed: {exc}"
+                except Exception as exc:
+                    # As CA: whatever the provider raises is a cloud provider error.
+                    raise DeletionFailed.of(
+                        name,
+                        "delete",
+                        f"deleting it through node group {group.id}",
+                        exc,
+                        remote=ErrorType.CLOUD_PROVIDER,
+                        default=ErrorType.CLOUD_PROVIDER,
                     ) from exc
                 log.info(
                     "scale_down",
@@ -362,12 +491,13 @@ class Actuator:
                 self.tracker.finish(NodeDeletion(name, r.node_group, kind, tuple(evicted)))
         except DeletionFailed as exc:
             self._rollback(name, True, cordoned)
-            self.tracker.finish(self._failed(r, kind, evicted, str(exc)))
+            self.tracker.finish(self._failed(r, kind, evicted, exc))
         except Exception as exc:
-            # Whatever failed (an API error, a provider bug), the node must not stay tainted.
+            # Whatever failed (an API error, leadership lost, a bug), the node must not stay
+            # tainted.
             self._rollback(name, True, cordoned)
-            error = f"node {name}: {type(exc).__name__}: {exc}"
-            self.tracker.finish(self._failed(r, kind, evicted, error))
+            failure = DeletionFailed.of(name, "drain" if drain else "delete", "deleting", exc)
+            self.tracker.finish(self._failed(r, kind, evicted, failure))
 
     def _bound_since_plan(self, name: str, planned: Sequence[Pod]) -> tuple[list[Pod], list[Pod]]:
         """Pods bound to the tainted node that the plan does not know: the scheduler may
@@ -384,11 +514,18 @@ class Actuator:
         source = self.source
         # Only this node's pods matter; a source that indexes them spares a full snapshot
         # per deleted node.
-        pods = (
-            source.pods_on_node(name)
-            if isinstance(source, NodePodsSource)
-            else source.snapshot().pods
-        )
+        try:
+            pods = (
+                source.pods_on_node(name)
+                if isinstance(source, NodePodsSource)
+                else source.snapshot().pods
+            )
+        except Exception as exc:
+            # The cache cannot say which pods the node runs now (not synced, stale): the
+            # node is not deleted on a guess.
+            raise DeletionFailed.of(
+                name, "list_pods", "listing its pods", exc, default=ErrorType.TRANSIENT
+            ) from exc
         for pod in pods:
             if pod.node_name != name or pod.key in known:
                 continue
@@ -416,22 +553,37 @@ class Actuator:
         log.info("waiting_for_delay_deletion", node=node.name, timeout_s=timeout.total_seconds())
         while self.clock.now() < end:
             self.clock.sleep(DELAY_DELETION_POLL_SECONDS)
-            fresh = next((n for n in self.source.snapshot().nodes if n.name == node.name), None)
+            try:
+                nodes = self.source.snapshot().nodes
+            except Exception as exc:
+                raise DeletionFailed.of(
+                    node.name,
+                    "wait",
+                    "waiting for its delay-deletion annotations",
+                    exc,
+                    default=ErrorType.TRANSIENT,
+                ) from exc
+            fresh = next((n for n in nodes if n.name == node.name), None)
             if fresh is None or not _delays_deletion(fresh):
                 return
         log.warning("delay_deletion_timed_out", node=node.name, timeout_s=timeout.total_seconds())
 
     def _rollback(self, name: str, tainted: bool, cordoned: bool) -> None:
+        """Remove our taint and uncordon, best effort: a failure is logged on one line and
+        never raised (the taint stays until a restart's clean-up removes it)."""
+        action = "untaint"
         try:
             if tainted:
                 self.actions.remove_taint(name, TO_BE_DELETED_TAINT)
+            action = "uncordon"
             if cordoned:
                 self.actions.set_unschedulable(name, False)
         except NodeNotFoundError:
             pass
         except Exception as exc:
-            # Logged for the operator; the stale taint is cleaned at the next start.
-            log.error("scale_down_rollback_failed", node=name, error=f"{type(exc).__name__}: {exc}")
+            log.error(
+                "scale_down_rollback_failed", node=name, action=action, **describe(exc).fields(exc)
+            )
 
     def _grace(self, pod: Pod) -> int:
         grace = pod.termination_grace_seconds
@@ -447,26 +599,41 @@ class Actuator:
         evicted: list[str] = []
         while pending:
             retry: list[Pod] = []
-            last_error = ""
+            last: tuple[Pod, EvictionError] | None = None
             for pod in pending:
                 try:
                     self.actions.evict(pod, self._grace(pod))
                     evicted.append(pod.key)
                 except EvictionError as exc:
-                    last_error = str(exc)
                     if not exc.retryable:
+                        failure = DeletionFailed.of(
+                            node, "evict", f"evicting pod {pod.key}", exc, pod=pod.key
+                        )
                         if required:
-                            raise DeletionFailed(f"node {node}: {exc}") from exc
+                            raise failure from exc
+                        # Best effort (DaemonSet pods): logged, and the node goes on.
+                        log.warning(
+                            "eviction_failed",
+                            node=node,
+                            pod=pod.key,
+                            **failure.info.fields(),
+                        )
                         continue
+                    last = (pod, exc)
                     retry.append(pod)
             pending = retry
             if not pending:
                 break
             if clock.now() + timedelta(seconds=EVICTION_RETRY_SECONDS) > deadline:
-                if required:
+                if required and last is not None:
+                    refused, refusal = last
+                    info = describe(refusal)
                     raise DeletionFailed(
                         f"node {node}: failed to evict {len(pending)} pods within "
-                        f"--max-pod-eviction-time: {last_error}"
+                        f"--max-pod-eviction-time: pod {refused.key}: {info}",
+                        info,
+                        "evict",
+                        pod=refused.key,
                     )
                 break
             clock.sleep(EVICTION_RETRY_SECONDS)
@@ -474,13 +641,27 @@ class Actuator:
             wait = max(self._grace(p) for p in pods) + TERMINATION_EXTRA_SECONDS
             end = clock.now() + timedelta(seconds=wait)
             while True:
-                remaining = [p for p in pods if self.actions.pod_exists(p)]
+                remaining = [p for p in pods if self._still_there(node, p)]
                 if not remaining:
                     break
                 if clock.now() >= end:
                     raise DeletionFailed(
                         f"node {node}: {len(remaining)} pods still running {wait}s after "
-                        f"eviction, e.g. {remaining[0].key}"
+                        f"eviction, e.g. {remaining[0].key}",
+                        ErrorInfo(ErrorType.TRANSIENT, "PodsRemaining"),
+                        "wait_for_pods",
+                        pod=remaining[0].key,
                     )
                 clock.sleep(TERMINATION_POLL_SECONDS)
         return evicted
+
+    def _still_there(self, node: str, pod: Pod) -> bool:
+        """Whether an evicted pod still exists. As CA, a failed read counts as still there
+        (logged): the wait goes on until its deadline instead of failing the drain."""
+        try:
+            return self.actions.pod_exists(pod)
+        except LoopAbortedError:
+            raise
+        except Exception as exc:
+            log.warning("pod_check_failed", node=node, pod=pod.key, **describe(exc).fields(exc))
+            return True

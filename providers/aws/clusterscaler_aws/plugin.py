@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -10,14 +11,19 @@ from clusterscaler import hookimpl
 from clusterscaler.api import BOOL, ConfigurationError, ProviderContext
 
 from clusterscaler_aws.asg_cache import AsgCache
-from clusterscaler_aws.cloud_config import load_cloud_config, resolve_region
+from clusterscaler_aws.cloud_config import CloudConfig, load_cloud_config, resolve_region
 from clusterscaler_aws.instance_types import InstanceTypeCatalogue
 from clusterscaler_aws.provider import PROVIDER_NAME, AwsCloudProvider
 from clusterscaler_aws.service import AwsService
-from clusterscaler_aws.specs import parse_discovery_specs, parse_node_group_specs
+from clusterscaler_aws.specs import (
+    DiscoverySpec,
+    NodeGroupSpec,
+    parse_discovery_specs,
+    parse_node_group_specs,
+)
 
 if TYPE_CHECKING:
-    from clusterscaler.api import Registry
+    from clusterscaler.api import AutoscalingOptions, Registry
 
 log = structlog.get_logger()
 
@@ -56,12 +62,25 @@ def clusterscaler_register_cloud_providers(registry: Registry) -> None:
         PROVIDER_NAME,
         build_provider,
         description="AWS Auto Scaling groups (--nodes, --node-group-auto-discovery=asg:tag=...)",
+        check_options=check_options,
     )
 
 
-def build_provider(context: ProviderContext) -> AwsCloudProvider:
-    """The factory registered as `aws`: parses the flags and discovers the ASGs once."""
-    options = context.options
+@dataclass(frozen=True, slots=True)
+class AwsSettings:
+    """What the `aws` provider reads from the options, parsed: no AWS call needed."""
+
+    explicit: list[NodeGroupSpec]
+    discovery: list[DiscoverySpec]
+    cloud_config: CloudConfig
+    region: str
+    static_only: bool
+
+
+def settings_from_options(options: AutoscalingOptions) -> AwsSettings:
+    """`--nodes`, `--node-group-auto-discovery`, `--cloud-config` (read and parsed), the
+    region and `--aws-use-static-instance-list`; `ConfigurationError` naming the flag, the
+    value and the expected form when one is wrong."""
     explicit = parse_node_group_specs(options.nodes)
     discovery = parse_discovery_specs(options.node_group_auto_discovery)
     if not explicit and not discovery:
@@ -70,18 +89,36 @@ def build_provider(context: ProviderContext) -> AwsCloudProvider:
             "--node-group-auto-discovery=asg:tag=<key>[=<value>],..."
         )
     cloud_config = load_cloud_config(options.cloud_config)
-    region = resolve_region(cloud_config)
-    static_only = bool(_extra(options).get(STATIC_LIST_DEST, False))
-    service = AwsService(region, cloud_config)
-    catalogue = InstanceTypeCatalogue(service.describe_instance_types, static_only=static_only)
-    cache = AsgCache(service, explicit, discovery)
+    return AwsSettings(
+        explicit=explicit,
+        discovery=discovery,
+        cloud_config=cloud_config,
+        region=resolve_region(cloud_config),
+        static_only=bool(_extra(options).get(STATIC_LIST_DEST, False)),
+    )
+
+
+def check_options(options: AutoscalingOptions) -> None:
+    """The `check_options` of the `aws` provider: its options parse (see
+    `settings_from_options`)."""
+    settings_from_options(options)
+
+
+def build_provider(context: ProviderContext) -> AwsCloudProvider:
+    """The factory registered as `aws`: parses the flags and discovers the ASGs once."""
+    settings = settings_from_options(context.options)
+    service = AwsService(settings.region, settings.cloud_config)
+    catalogue = InstanceTypeCatalogue(
+        service.describe_instance_types, static_only=settings.static_only
+    )
+    cache = AsgCache(service, settings.explicit, settings.discovery)
     provider = AwsCloudProvider(service, cache, catalogue)
     cache.refresh(force=True)
     log.info(
         "aws_provider_ready",
-        region=region,
+        region=settings.region,
         node_groups=[g.id for g in provider.node_groups()],
-        static_instance_list=static_only,
+        static_instance_list=settings.static_only,
     )
     return provider
 

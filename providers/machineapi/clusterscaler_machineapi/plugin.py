@@ -8,11 +8,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler import hookimpl
-from clusterscaler.api import (
-    CloudProviderError,
-    ConfigurationError,
-    ProviderContext,
-)
+from clusterscaler.api import CloudProviderError, ConfigurationError, ProviderContext
 
 from clusterscaler_machineapi import PROVIDER_ALIASES, PROVIDER_NAME
 from clusterscaler_machineapi.apigroups import (
@@ -24,13 +20,13 @@ from clusterscaler_machineapi.apigroups import (
     PLURALS,
     ApiGroup,
 )
-from clusterscaler_machineapi.discovery import parse_discovery_specs
+from clusterscaler_machineapi.discovery import DiscoverySpec, parse_discovery_specs
 from clusterscaler_machineapi.kubeapi import KubeApi, KubeApiError
 from clusterscaler_machineapi.listings import ListingSource, WatchedListings
 from clusterscaler_machineapi.provider import MachineApiCloudProvider
 
 if TYPE_CHECKING:
-    from clusterscaler.api import Registry
+    from clusterscaler.api import AutoscalingOptions, Registry
 
 log = structlog.get_logger()
 
@@ -46,7 +42,29 @@ def clusterscaler_register_cloud_providers(registry: Registry) -> None:
         aliases=list(PROVIDER_ALIASES),
         description="OpenShift MachineSets and Cluster API MachineSets/MachineDeployments "
         "(--node-group-auto-discovery=clusterapi:namespace=...,clusterName=...)",
+        check_options=check_options,
     )
+
+
+def discovery_from_options(options: AutoscalingOptions) -> list[DiscoverySpec]:
+    """The `--node-group-auto-discovery` specs, parsed. Also refuses `--cloud-config`,
+    which Cluster Autoscaler's clusterapi provider reads as the kubeconfig of a separate
+    management cluster: ignoring it would scale the MachineSets of the wrong cluster, or
+    none."""
+    if options.cloud_config:
+        raise ConfigurationError(
+            f"--cloud-config={options.cloud_config!r}: the machineapi provider reads "
+            "MachineSets and MachineDeployments from the cluster of --kubeconfig (or the "
+            "in-cluster configuration); a separate management cluster is not supported; "
+            "expected no --cloud-config"
+        )
+    return parse_discovery_specs(options.node_group_auto_discovery)
+
+
+def check_options(options: AutoscalingOptions) -> None:
+    """The `check_options` of the `machineapi` provider (`discovery_from_options`). The
+    rest of its configuration (API groups, annotations) is read from the cluster."""
+    discovery_from_options(options)
 
 
 def resolve_api_groups(api: KubeApi, environ: Mapping[str, str] | None = None) -> list[ApiGroup]:
@@ -117,7 +135,7 @@ def build_provider(
             nodes=list(options.nodes),
             reason="node groups come from the min/max size annotations",
         )
-    specs = parse_discovery_specs(options.node_group_auto_discovery)
+    specs = discovery_from_options(options)
     api = KubeApi(context.kube_api)
     try:
         apis = resolve_api_groups(api, environ)
