@@ -93,13 +93,15 @@ class DeletionFailed(Exception):
 
     `action` is the step (taint, cordon, evict, wait, delete, ...), `objects` what it
     acted on besides the node (`pod=`), `info` the failure: CA's error type, the status
-    and the reason, for the log line and errors_total."""
+    and the reason, for the log line and errors_total; `exc` the exception it came from,
+    if any (a bug's traceback)."""
 
     def __init__(self, message: str, info: ErrorInfo, action: str, **objects: str) -> None:
         super().__init__(message)
         self.info = info
         self.action = action
         self.objects = objects
+        self.exc: BaseException | None = None
 
     @classmethod
     def of(
@@ -116,7 +118,9 @@ class DeletionFailed(Exception):
         """`doing` (`action`) on `node` raised `exc`; see `describe` for `remote` and
         `default`."""
         info = describe(exc, remote=remote, default=default)
-        return cls(f"node {node}: {doing} failed: {info}", info, action, **objects)
+        failure = cls(f"node {node}: {doing} failed: {info}", info, action, **objects)
+        failure.exc = exc
+        return failure
 
 
 def to_be_deleted_taint(now: datetime) -> Taint:
@@ -427,7 +431,7 @@ class Actuator:
             kind=kind.value,
             action=failure.action,
             **failure.objects,
-            **failure.info.fields(failure.__cause__),
+            **failure.info.fields(failure.exc),
         )
         return NodeDeletion(
             r.node.name,
