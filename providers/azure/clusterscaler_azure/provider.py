@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 
 import structlog
 from clusterscaler.api import (
@@ -40,6 +41,8 @@ from clusterscaler_azure.vmss_cache import (
 log = structlog.get_logger()
 
 PROVIDER_NAME = "azure"
+# Clocks of ARM, the API server and this process may disagree by this much.
+LIST_SKEW = timedelta(seconds=60)
 
 
 class AzureNodeGroup:
@@ -338,9 +341,16 @@ class AzureCloudProvider:
         if name is None:
             # Not a managed scale set's VM: this provider cannot tell.
             return True
-        # A VM newer than the last list would look gone: read the list again (at most once
-        # per loop per scale set) before saying so.
-        self.cache.refresh_vms_once_per_loop(name)
+        # A node may be newer than the last list of its scale set: then the list is read
+        # again before the VM is said to be gone. A node older than the list that the list
+        # does not show is gone without another call.
+        listed_at = self.cache.vms_listed_at(name)
+        created = node.creation_time
+        if listed_at is None or created is None or created >= listed_at - LIST_SKEW:
+            self.cache.refresh_vms(name)
+            if self.cache.vms_listed_at(name) == listed_at:
+                # The list could not be read: never claim the VM is gone on a guess.
+                return True
         return self.cache.is_listed(node.provider_id)
 
     def pricing(self) -> PricingModel | None:

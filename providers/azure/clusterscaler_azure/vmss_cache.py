@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import structlog
 from clusterscaler.api import (
@@ -113,7 +114,8 @@ class VmssRecord:
 @dataclass
 class _VmList:
     vms: tuple[VmDescription, ...]
-    at: float
+    at: float  # monotonic; -inf marks the list as due
+    wall: datetime | None = None  # when it was read (UTC)
     error: str = ""
 
 
@@ -131,8 +133,10 @@ class VmssCache:
         vms_ttl: float,
         enable_flex: bool,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._service = service
+        self._wall_clock = wall_clock
         self._explicit = {spec.name.lower(): spec for spec in explicit}
         self._discovery = list(discovery)
         self._catalogue = catalogue
@@ -147,7 +151,6 @@ class VmssCache:
         self._index: dict[str, str] = {}  # provider ID key -> lower-cased scale set name
         self._problems: dict[str, tuple[str, ...]] = {}
         self._listed_at: float | None = None
-        self._refresh_started: float = 0.0
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -271,7 +274,6 @@ class VmssCache:
         """Regenerate the scale sets when due, then list the VMs of those that need it."""
         now = self._clock()
         with self._lock:
-            self._refresh_started = now
             due = force or self._listed_at is None or now - self._listed_at >= self._vmss_ttl
         if due:
             self.regenerate()
@@ -301,13 +303,11 @@ class VmssCache:
             # VMs coming or going: the list is read at every refresh until it settles.
             return len(vm_list.vms) != base or bool(ops.deleting)
 
-    def refresh_vms_once_per_loop(self, name: str) -> None:
-        """List the VMs of `name` unless that was done since the current refresh began."""
+    def vms_listed_at(self, name: str) -> datetime | None:
+        """When the VMs of `name` were last read successfully (UTC)."""
         with self._lock:
             vm_list = self._vm_lists.get(name.lower())
-            fresh = vm_list is not None and vm_list.at >= self._refresh_started
-        if not fresh:
-            self.refresh_vms(name)
+            return vm_list.wall if vm_list is not None else None
 
     def refresh_vms(self, name: str) -> None:
         """List the VMs of one scale set now. A failure is recorded as this scale set's
@@ -317,6 +317,7 @@ class VmssCache:
             return
         key = name.lower()
         now = self._clock()
+        wall = self._wall_clock()
         try:
             vms = tuple(self._service.list_vms(record.description))
         except CloudProviderError as exc:
@@ -325,11 +326,14 @@ class VmssCache:
                 previous = self._vm_lists.get(key)
                 # Retried at the next refresh, keeping what was known.
                 self._vm_lists[key] = _VmList(
-                    vms=previous.vms if previous else (), at=float("-inf"), error=str(exc)
+                    vms=previous.vms if previous else (),
+                    at=float("-inf"),
+                    wall=previous.wall if previous else None,
+                    error=str(exc),
                 )
             return
         with self._lock:
-            self._vm_lists[key] = _VmList(vms=vms, at=now)
+            self._vm_lists[key] = _VmList(vms=vms, at=now, wall=wall)
             listed = {ids.key(vm.provider_id) for vm in vms}
             self._index = {k: v for k, v in self._index.items() if v != key}
             for vm_key in listed:

@@ -189,6 +189,12 @@ class FakeArm:
                 self._new_vm(vmss, "Succeeded")
             vmss.capacity = capacity
 
+    def set_capacity_only(self, name: str, capacity: int) -> None:
+        """Set the capacity without creating or removing VMs (capacity Azure holds but has
+        not turned into VMs)."""
+        with self.lock:
+            self._get(name).capacity = capacity
+
     def set_tags(self, name: str, tags: dict[str, str]) -> None:
         with self.lock:
             self._get(name).tags = dict(tags)
