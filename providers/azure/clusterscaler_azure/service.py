@@ -128,7 +128,9 @@ def vmss_from_api(raw: Mapping[str, Any]) -> VmssDescription:
         orchestration_mode=str(props.get("orchestrationMode") or ORCHESTRATION_UNIFORM),
         provisioning_state=str(props.get("provisioningState") or ""),
         spot=str(profile.get("priority") or "").lower() == "spot",
-        os="windows" if os_profile.get("windowsConfiguration") else "linux",
+        os="windows"
+        if "windowsConfiguration" in os_profile or str(os_disk.get("osType", "")).lower() == "windows"
+        else "linux",
         os_disk_size_gb=disk_size if isinstance(disk_size, int) and disk_size > 0 else 0,
         os_disk_ephemeral=str(diff.get("option") or "").lower() == "local",
         os_disk_storage_type=str(managed.get("storageAccountType") or ""),

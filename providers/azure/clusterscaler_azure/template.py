@@ -119,10 +119,11 @@ def capacity(data: TemplateInput) -> Resources:
     if data.vmss.os_disk_size_gb:
         raw["ephemeral-storage"] = f"{data.vmss.os_disk_size_gb}Gi"
     raw.update(data.tags.resources)
+    field = "template capacity"
     try:
-        return Resources.from_k8s(raw, obj=f"VMSS {data.vmss.name}", field="template capacity")
+        return Resources.from_k8s(raw, obj=f"VMSS {data.vmss.name}", field=field)
     except ModelError as exc:
-        resource = exc.field.rsplit(".", 1)[-1]
+        resource = exc.field.removeprefix(field + ".")
         tag = RESOURCES_PREFIX + resource.replace("_", "~2").replace("/", "_")
         raise ConfigurationError(
             f"VMSS {data.vmss.name!r}: tag {tag!r}={raw.get(resource)!r}: expected {exc.expected}"
