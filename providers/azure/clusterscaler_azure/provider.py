@@ -123,6 +123,8 @@ class AzureNodeGroup:
             operation = self._provider.service.begin_set_capacity(record.description, new_size, done)
         except ArmError as exc:
             self._cache.abandon_operation(name, previous)
+            # Whatever ARM did before failing, the next refresh reads it back.
+            self._cache.invalidate(name)
             klass = error_class(exc.code, str(exc))
             log.warning("azure_capacity_update_refused", node_group=name, capacity=new_size,
                         error_code=exc.code, error_class=klass.value)
@@ -194,6 +196,7 @@ class AzureNodeGroup:
             )
         except ArmError as exc:
             self._cache.abandon_operation(name, previous, deleting=provider_ids)
+            self._cache.invalidate(name)
             raise CloudProviderError(f"VMSS {name!r}: ARM refused the deletion: {exc}") from exc
         self._provider.track(operation)
         log.info("azure_delete_instances", node_group=name, instances=instance_ids,

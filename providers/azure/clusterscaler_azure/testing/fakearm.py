@@ -102,8 +102,8 @@ class FakeArm:
         self.resource_group = resource_group
         self.location = location
         self.page_size = page_size
-        # Sent with 202s and operation status replies; azure-core waits that long between
-        # polls (None: the client's polling interval applies).
+        # Whole seconds, sent with accepted operations and their status replies; azure-core
+        # waits that long between polls (None: the client's polling interval applies).
         self.retry_after = retry_after
         self.lock = threading.RLock()
         self.calls: list[tuple[str, str, dict[str, str]]] = []
