@@ -437,7 +437,7 @@ def test_run_loop_goes_on_through_a_failing_node(
                 loops[:] = [e["event"] for e in logs if e["event"] in ("loop_done", "loop_failed")]
                 return len(loops) >= 3
 
-            eventually(loops_done)
+            eventually(loops_done, timeout=30.0)
         finally:
             stack.runtime.shutdown.set()
             thread.join(10)
