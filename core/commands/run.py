@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import structlog
 from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError, ProviderContext
 from clusterscaler.framework.cluster import ClusterActions
-from clusterscaler.framework.dryrun import DryRunCloudProvider
+from clusterscaler.framework.dryrun import GuardedCloudProvider, WriteGuard, dry_run_guard
 from clusterscaler.framework.errors import ErrorType, LoopAbortedError, describe
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.loop.scaledown.actuator import deletion_timeout
@@ -94,14 +94,31 @@ class GuardedActions:
         return self.actions.registered_instances(provider_ids)
 
 
-def build_provider(ctx: CommandContext, api_client: object) -> CloudProvider:
-    """The provider of `--cloud-provider`, inert for writes with `--dry-run`."""
+def leader_guard(may_act: Callable[[], bool]) -> WriteGuard:
+    """A cloud write guard that refuses every write once this process may no longer act:
+    a deletion in flight when the Lease is lost must not delete a node the next leader may
+    already have given back to the scheduler."""
+
+    def guard(action: str, node_group: str, change: object) -> bool:
+        if not may_act():
+            raise LeadershipLostError(
+                f"{action} on node group {node_group} refused: this process may no longer act"
+            )
+        return True
+
+    return guard
+
+
+def build_provider(
+    ctx: CommandContext, api_client: object, may_act: Callable[[], bool]
+) -> CloudProvider:
+    """The provider of `--cloud-provider`: inert for writes with `--dry-run`, writing only
+    while `may_act()` otherwise."""
     options = ctx.options
     entry = ctx.registry.cloud_providers[options.cloud_provider]
     provider: CloudProvider = entry.factory(ProviderContext(options=options, kube_api=api_client))
-    if options.dry_run:
-        provider = DryRunCloudProvider(provider)
-    return provider
+    guard = dry_run_guard if options.dry_run else leader_guard(may_act)
+    return GuardedCloudProvider(provider, guard)
 
 
 def _wait_until_ready(runtime: KubeRuntime) -> bool:
@@ -229,7 +246,7 @@ def run(ctx: CommandContext) -> int:
         if not _wait_until_ready(runtime):
             return EXIT_OK
         try:
-            provider = build_provider(ctx, runtime.api_client)
+            provider = build_provider(ctx, runtime.api_client, lambda: _leads(runtime))
         except CloudProviderError as exc:
             print(
                 f"clusterscaler: error: --cloud-provider={options.cloud_provider}: {exc}",

@@ -1,13 +1,16 @@
-"""`--dry-run` for the cloud: a provider whose node groups never change size.
+"""Guarded writes to the cloud: `--dry-run`, and a leader that may no longer act.
 
-Every read is passed to the real provider, so decisions are made on the real state; every
-write (`increase_size`, `delete_nodes`, `decrease_target_size`) is logged and skipped.
-Kubernetes writes are skipped by the actions' own `dry_run` switch.
+`GuardedCloudProvider` passes every read to the real provider, so decisions are made on the
+real state, and asks its guard before every write (`increase_size`, `delete_nodes`,
+`decrease_target_size`): the guard lets it through, skips it (`--dry-run`: logged, nothing
+changes), or raises (the process lost its Lease mid-drain: the write is refused, so a node
+another leader may already have given back to the scheduler is never deleted).
+Kubernetes writes are guarded by the actions' own wrappers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -17,7 +20,9 @@ from clusterscaler.framework.cloudprovider import (
     NodeGroup,
     NodeGroupOptions,
     PricingModel,
+    ProviderProblem,
     ResourceLimiter,
+    provider_problems,
 )
 
 if TYPE_CHECKING:
@@ -25,12 +30,24 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
+# Asked before each write with the action, the node group and what would change: True
+# lets the write through, False skips it; raising refuses it.
+WriteGuard = Callable[[str, str, object], bool]
 
-class DryRunNodeGroup:
-    """A node group that reports the real group's state and refuses to change it."""
 
-    def __init__(self, group: NodeGroup) -> None:
+def dry_run_guard(action: str, node_group: str, change: object) -> bool:
+    """`--dry-run`: every write is logged and skipped."""
+    log.info("dry_run_skip", action=action, node_group=node_group, change=change)
+    return False
+
+
+class GuardedNodeGroup:
+    """A node group that reports the real group's state and changes it only through its
+    guard."""
+
+    def __init__(self, group: NodeGroup, guard: WriteGuard) -> None:
         self.group = group
+        self.guard = guard
 
     @property
     def id(self) -> str:
@@ -48,18 +65,16 @@ class DryRunNodeGroup:
         return self.group.target_size()
 
     def increase_size(self, delta: int) -> None:
-        log.info("dry_run_skip", action="increase_size", node_group=self.id, delta=delta)
+        if self.guard("increase_size", self.id, delta):
+            self.group.increase_size(delta)
 
     def delete_nodes(self, nodes: Sequence[Node]) -> None:
-        log.info(
-            "dry_run_skip",
-            action="delete_nodes",
-            node_group=self.id,
-            nodes=[node.name for node in nodes],
-        )
+        if self.guard("delete_nodes", self.id, [node.name for node in nodes]):
+            self.group.delete_nodes(nodes)
 
     def decrease_target_size(self, delta: int) -> None:
-        log.info("dry_run_skip", action="decrease_target_size", node_group=self.id, delta=delta)
+        if self.guard("decrease_target_size", self.id, delta):
+            self.group.decrease_target_size(delta)
 
     def nodes(self) -> Sequence[Instance]:
         return self.group.nodes()
@@ -74,20 +89,22 @@ class DryRunNodeGroup:
         return self.group.get_options(defaults)
 
     def debug(self) -> str:
-        return f"{self.group.debug()} (dry-run)"
+        suffix = " (dry-run)" if self.guard is dry_run_guard else ""
+        return f"{self.group.debug()}{suffix}"
 
 
-class DryRunCloudProvider:
-    """Wraps a provider so that none of its node groups is ever resized."""
+class GuardedCloudProvider:
+    """Wraps a provider so that its node groups change size only through `guard`."""
 
-    def __init__(self, provider: CloudProvider) -> None:
+    def __init__(self, provider: CloudProvider, guard: WriteGuard) -> None:
         self.provider = provider
-        self._wrapped: dict[str, DryRunNodeGroup] = {}
+        self.guard = guard
+        self._wrapped: dict[str, GuardedNodeGroup] = {}
 
-    def _wrap(self, group: NodeGroup) -> DryRunNodeGroup:
+    def _wrap(self, group: NodeGroup) -> GuardedNodeGroup:
         wrapped = self._wrapped.get(group.id)
         if wrapped is None or wrapped.group is not group:
-            wrapped = self._wrapped[group.id] = DryRunNodeGroup(group)
+            wrapped = self._wrapped[group.id] = GuardedNodeGroup(group, self.guard)
         return wrapped
 
     @property
@@ -112,6 +129,10 @@ class DryRunCloudProvider:
 
     def gpu_label(self) -> str:
         return self.provider.gpu_label()
+
+    def problems(self) -> Sequence[ProviderProblem]:
+        """The wrapped provider's configuration problems (`ReportsProblems`)."""
+        return provider_problems(self.provider)
 
     def refresh(self) -> None:
         self.provider.refresh()

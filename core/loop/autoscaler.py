@@ -38,7 +38,7 @@ from clusterscaler.framework.cluster import (
     StaleSource,
     SystemClock,
 )
-from clusterscaler.framework.errors import LoopError, describe, describe_error
+from clusterscaler.framework.errors import LoopError, describe
 from clusterscaler.loop.clusterstate import (
     ClusterState,
     ClusterStateRegistry,
@@ -492,12 +492,14 @@ class Autoscaler:
         return source.stale_caches() if isinstance(source, StaleSource) else ()
 
     def _clean_stale_taints(self, nodes: Sequence[Node]) -> bool:
-        """Remove the taints an earlier run left (see `_stale_taint_nodes`), node by node,
-        until every node that had one is done; True when a node changed."""
+        """Remove the taints an earlier run left (see `_stale_taint_nodes`), and those a
+        failed rollback of ours left, node by node, until every such node is done; True
+        when a node changed."""
         if self.options.dry_run:
             return False
         if self._stale_taint_nodes is None:
             self._stale_taint_nodes = {n.name for n in nodes if has_autoscaler_taint(n)}
+        self._stale_taint_nodes |= self.actuator.take_untaint_failures()
         pending = self._stale_taint_nodes - set(self.deletions_in_flight())
         if not pending:
             self._stale_taint_nodes.clear()
@@ -585,9 +587,9 @@ class Autoscaler:
         try:
             registered = self.actions.registered_instances(provider_ids)
         except Exception as exc:
-            message = f"confirming unregistered instances failed: {describe_error(exc)}"
-            errors.append(LoopError(message, describe(exc).type))
-            log.error("unregistered_check_failed", error=describe_error(exc))
+            info = describe(exc)
+            errors.append(LoopError(f"confirming unregistered instances failed: {info}", info.type))
+            log.error("unregistered_check_failed", **info.fields(exc))
             return None
         for provider_id in sorted(registered):
             log.warning(

@@ -93,13 +93,15 @@ class DeletionFailed(Exception):
 
     `action` is the step (taint, cordon, evict, wait, delete, ...), `objects` what it
     acted on besides the node (`pod=`), `info` the failure: CA's error type, the status
-    and the reason, for the log line and errors_total."""
+    and the reason, for the log line and errors_total; `exc` the exception it came from,
+    if any (a bug's traceback)."""
 
     def __init__(self, message: str, info: ErrorInfo, action: str, **objects: str) -> None:
         super().__init__(message)
         self.info = info
         self.action = action
         self.objects = objects
+        self.exc: BaseException | None = None
 
     @classmethod
     def of(
@@ -116,7 +118,9 @@ class DeletionFailed(Exception):
         """`doing` (`action`) on `node` raised `exc`; see `describe` for `remote` and
         `default`."""
         info = describe(exc, remote=remote, default=default)
-        return cls(f"node {node}: {doing} failed: {info}", info, action, **objects)
+        failure = cls(f"node {node}: {doing} failed: {info}", info, action, **objects)
+        failure.exc = exc
+        return failure
 
 
 def to_be_deleted_taint(now: datetime) -> Taint:
@@ -163,6 +167,10 @@ class Actuator:
         # Failures of the actions the loop ran itself (soft taints), for its result; node
         # deletions report theirs through the tracker. Only the loop's thread uses it.
         self._loop_errors: list[LoopError] = []
+        # Nodes whose rollback could not remove our taint (from any thread): the loop
+        # retries them with the taints an earlier run left (`take_untaint_failures`).
+        self._untaint_failed: set[str] = set()
+        self._untaint_lock = threading.Lock()
         # Held by the loop while it runs and by deletions around `delete_nodes`: providers
         # are not required to be thread-safe, so the cloud is never called from two threads
         # at once. Reentrant because the inline executor deletes from the loop's thread.
@@ -191,9 +199,19 @@ class Actuator:
             except NodeNotFoundError:
                 continue
             except Exception as exc:
-                log.error("stale_taint_removal_failed", node=node.name, error=describe_error(exc))
+                info = describe(exc)
+                log.error("stale_taint_removal_failed", node=node.name, **info.fields(exc))
+                self._loop_errors.append(
+                    LoopError(f"node {node.name}: removing a stale taint failed: {info}", info.type)
+                )
                 failed.append(node.name)
         return sorted(cleaned), failed
+
+    def take_untaint_failures(self) -> set[str]:
+        """The nodes whose rollback left our taint on since the last call."""
+        with self._untaint_lock:
+            failed, self._untaint_failed = self._untaint_failed, set()
+        return failed
 
     def take_errors(self) -> list[LoopError]:
         """The failures of the actions the loop ran since the last call (soft taints)."""
@@ -427,7 +445,7 @@ class Actuator:
             kind=kind.value,
             action=failure.action,
             **failure.objects,
-            **failure.info.fields(failure.__cause__),
+            **failure.info.fields(failure.exc),
         )
         return NodeDeletion(
             r.node.name,
@@ -570,7 +588,7 @@ class Actuator:
 
     def _rollback(self, name: str, tainted: bool, cordoned: bool) -> None:
         """Remove our taint and uncordon, best effort: a failure is logged on one line and
-        never raised (the taint stays until a restart's clean-up removes it)."""
+        never raised; the loop retries the node (`take_untaint_failures`)."""
         action = "untaint"
         try:
             if tainted:
@@ -584,6 +602,8 @@ class Actuator:
             log.error(
                 "scale_down_rollback_failed", node=name, action=action, **describe(exc).fields(exc)
             )
+            with self._untaint_lock:
+                self._untaint_failed.add(name)
 
     def _grace(self, pod: Pod) -> int:
         grace = pod.termination_grace_seconds

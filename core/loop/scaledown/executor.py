@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 import structlog
+from clusterscaler.framework.errors import describe
 
 log = structlog.get_logger()
 
@@ -72,8 +73,9 @@ class ThreadedExecutor:
             try:
                 work()
             except BaseException as exc:
-                # Work reports its own failures; this only keeps the count right.
-                log.error("deletion_work_failed", work=name, error=f"{type(exc).__name__}: {exc}")
+                # Work reports its own failures (this is a bug); this only keeps the count
+                # right.
+                log.error("deletion_work_failed", work=name, **describe(exc).fields(exc))
             finally:
                 with self._lock:
                     self._running.discard(threading.current_thread())

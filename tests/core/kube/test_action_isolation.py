@@ -262,6 +262,76 @@ def test_a_failed_cordon_removes_the_taint_again(
     assert_no_leak(logs)
 
 
+def running_pod(name: str, node: str, cpu: str, owner: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"app": owner},
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": owner,
+                    "uid": f"rs-{owner}",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": "app", "image": owner, "resources": {"requests": {"cpu": cpu}}}
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_a_500_on_one_eviction_fails_that_drain_only(
+    fake_kube: FakeKubeServer, stack_for: Callable[..., Stack]
+) -> None:
+    for name in ("n1", "n2", "n3"):
+        fake_kube.create(node_obj(name, "blue"))
+    for owner in ("web", "db"):
+        fake_kube.create(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {"name": owner, "namespace": "default", "uid": f"rs-{owner}"},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": owner}}},
+            }
+        )
+    # n1's pod fits on n3, which is busy; n2 is empty.
+    fake_kube.create(running_pod("web-1", "n1", "500m", "web"))
+    fake_kube.create(running_pod("db-0", "n3", "3", "db"))
+    stack = stack_for(max_bulk_soft_taint_count=0)
+    now = datetime.now(UTC)
+    assert {u.node for u in stack.loop(now).scale_down.unneeded} == {"n1", "n2"}
+    eviction = fake_kube.add_fault(
+        method="POST", path="/namespaces/default/pods/web-1/eviction$", status=500
+    )
+    with capture_logs() as logs:
+        result = stack.loop(now + timedelta(minutes=11))
+
+    assert eviction.hits == 1  # a server error is not retried
+    assert deletion(result, "n2").ok and fake_kube.get("nodes", "n2") is None
+    failed = deletion(result, "n1")
+    assert failed.error_type is ErrorType.API_CALL
+    assert "evicting pod default/web-1 failed: HTTP 500" in failed.error
+    n1 = fake_kube.get("nodes", "n1")
+    assert n1 is not None and not n1["spec"].get("unschedulable")
+    assert TO_BE_DELETED_TAINT not in taint_keys(fake_kube, "n1")
+    assert fake_kube.get("pods", "web-1", "default") is not None
+    assert stack.errors_total(ErrorType.API_CALL) == 1.0
+    [line] = lines_about(logs, node="n1")
+    assert (line["action"], line["pod"], line["status"]) == ("evict", "default/web-1", 500)
+    assert_no_leak(logs)
+
+
 def test_event_and_status_write_failures_do_not_fail_the_loop_and_are_counted(
     fake_kube: FakeKubeServer, stack_for: Callable[..., Stack]
 ) -> None:
@@ -367,7 +437,7 @@ def test_run_loop_goes_on_through_a_failing_node(
                 loops[:] = [e["event"] for e in logs if e["event"] in ("loop_done", "loop_failed")]
                 return len(loops) >= 3
 
-            eventually(loops_done)
+            eventually(loops_done, timeout=30.0)
         finally:
             stack.runtime.shutdown.set()
             thread.join(10)

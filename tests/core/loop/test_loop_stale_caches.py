@@ -160,3 +160,33 @@ def test_taints_left_by_an_earlier_run_are_retried_until_every_node_is_clean() -
     assert len(actions.untaint_calls) == calls
     # Only the nodes that carried a taint were asked about.
     assert set(actions.untaint_calls) == {"g-1", "g-2"}
+
+
+def test_taint_left_by_a_failed_rollback_is_retried_next_loop_and_counted() -> None:
+    h, _ = _empty_second_node()
+    actions = FlakyActions(h.cluster)
+    h.actions = actions
+    h.run()
+    h.provider.groups["g"].fail_delete = "instance is protected"
+    actions.fail_untaint = ["g-2"]  # the rollback's untaint
+    failed = h.run(PAST_UNNEEDED)
+    (deletion,) = failed.scale_down.deletions
+    assert not deletion.ok
+    assert any(t.key == TO_BE_DELETED_TAINT for t in h.cluster.nodes["g-2"].taints)
+    h.provider.groups["g"].fail_delete = ""
+    h.run(timedelta(seconds=10))
+    assert not any(t.key == TO_BE_DELETED_TAINT for t in h.cluster.nodes["g-2"].taints)
+
+
+def test_a_stale_taint_that_cannot_be_removed_is_an_error_of_the_loop() -> None:
+    h = Harness()
+    h.provider.add_group("g", 0, 10, nodes=1)
+    h.add_pods([running_pod("busy", "g-1", cpu="3")])
+    h.cluster.add_node(h.cluster.nodes["g-1"].with_(taints=(Taint(TO_BE_DELETED_TAINT, "1"),)))
+    actions = FlakyActions(h.cluster)
+    actions.fail_untaint = ["g-1"]
+    h.actions = actions
+    result = h.run()
+    (error,) = result.errors
+    assert "node g-1: removing a stale taint failed: ConnectionResetError" in error
+    assert error.type.value == "apiCallError"  # counted in errors_total{type}

@@ -1,0 +1,202 @@
+"""Scale set tags that shape the template node and the per-group options.
+
+Azure tag names cannot hold `/`, so Cluster Autoscaler's template tags use `_` for it and
+`~2` for a literal `_`:
+
+```
+k8s.io_cluster-autoscaler_node-template_label_<key>               = <value>
+k8s.io_cluster-autoscaler_node-template_taint_<key>               = <value>:<Effect>
+k8s.io_cluster-autoscaler_node-template_resources_<name>          = <quantity>
+k8s.io_cluster-autoscaler_node-template_autoscaling-options_<opt> = <value>
+```
+
+e.g. `k8s.io_cluster-autoscaler_node-template_label_example.com_role=db` gives the label
+`example.com/role=db`. Parsing never raises: every bad tag becomes a `TagError` naming the
+scale set, the tag and the expected form, so one badly tagged scale set is reported while
+the others keep scaling.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from clusterscaler.api import NodeGroupOptions, parse_duration
+
+TEMPLATE_PREFIX = "k8s.io_cluster-autoscaler_node-template_"
+LABEL_PREFIX = TEMPLATE_PREFIX + "label_"
+TAINT_PREFIX = TEMPLATE_PREFIX + "taint_"
+RESOURCES_PREFIX = TEMPLATE_PREFIX + "resources_"
+OPTIONS_PREFIX = TEMPLATE_PREFIX + "autoscaling-options_"
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_QUALIFIED_NAME = re.compile(rf"^({_PREFIX}/)?{_NAME}$")
+_LABEL_VALUE = re.compile(rf"^({_NAME})?$")
+
+
+@dataclass(frozen=True, slots=True)
+class TagError:
+    """A tag whose name or value is not of the expected form."""
+
+    vmss: str
+    tag: str
+    value: str
+    expected: str
+
+    def __str__(self) -> str:
+        return f"VMSS {self.vmss!r}: tag {self.tag!r}={self.value!r}: expected {self.expected}"
+
+
+@dataclass(frozen=True, slots=True)
+class TaintSpec:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateTags:
+    """What a scale set's tags say about its nodes and options."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[TaintSpec, ...] = ()
+    resources: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, str] = field(default_factory=dict)
+    errors: tuple[TagError, ...] = ()
+
+
+def decode_name(encoded: str) -> str:
+    """`example.com_role` -> `example.com/role`; `~2` stands for `_`."""
+    return encoded.replace("_", "/").replace("~2", "_")
+
+
+def is_qualified_name(value: str) -> bool:
+    if len(value) > 316:
+        return False
+    prefix, _, _ = value.rpartition("/")
+    return len(prefix) <= 253 and bool(_QUALIFIED_NAME.match(value))
+
+
+def is_label_value(value: str) -> bool:
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+
+
+def _strip_prefix(tag: str, prefix: str) -> str | None:
+    # Tag names are case-insensitive in Azure; the part after the prefix keeps its case.
+    if tag[: len(prefix)].lower() == prefix:
+        return tag[len(prefix) :]
+    return None
+
+
+def parse_template_tags(vmss: str, tags: Mapping[str, str]) -> TemplateTags:
+    """Split a scale set's tags into labels, taints, resources and options, collecting errors."""
+    labels: dict[str, str] = {}
+    taints: dict[str, TaintSpec] = {}
+    resources: dict[str, str] = {}
+    options: dict[str, str] = {}
+    errors: list[TagError] = []
+    for tag in sorted(tags):
+        value = tags[tag] if tags[tag] is not None else ""
+        if (rest := _strip_prefix(tag, LABEL_PREFIX)) is not None:
+            name = decode_name(rest)
+            if not is_qualified_name(name):
+                errors.append(TagError(vmss, tag, value, f"a label key after {LABEL_PREFIX} "
+                                       "with '_' for '/', e.g. "
+                                       f"{LABEL_PREFIX}example.com_role"))
+            elif not is_label_value(value):
+                errors.append(TagError(vmss, tag, value, "a label value of at most 63 "
+                                       "alphanumerics, '-', '_' or '.', starting and ending "
+                                       "alphanumeric"))
+            else:
+                labels[name] = value
+        elif (rest := _strip_prefix(tag, TAINT_PREFIX)) is not None:
+            name = decode_name(rest)
+            taint_value, sep, effect = value.rpartition(":")
+            if not is_qualified_name(name):
+                errors.append(TagError(vmss, tag, value, f"a taint key after {TAINT_PREFIX} "
+                                       "with '_' for '/', e.g. "
+                                       f"{TAINT_PREFIX}dedicated"))
+            elif not sep or effect not in TAINT_EFFECTS:
+                errors.append(TagError(vmss, tag, value, "<value>:<effect> with effect one of "
+                                       f"{', '.join(TAINT_EFFECTS)}, e.g. gpu:NoSchedule"))
+            elif not is_label_value(taint_value):
+                errors.append(TagError(vmss, tag, value, "a taint value of at most 63 "
+                                       "alphanumerics, '-', '_' or '.' before ':<effect>'"))
+            else:
+                taints[name] = TaintSpec(key=name, value=taint_value, effect=effect)
+        elif (rest := _strip_prefix(tag, RESOURCES_PREFIX)) is not None:
+            name = decode_name(rest)
+            if not is_qualified_name(name):
+                errors.append(TagError(vmss, tag, value, f"a resource name after "
+                                       f"{RESOURCES_PREFIX} with '_' for '/', e.g. "
+                                       f"{RESOURCES_PREFIX}nvidia.com_gpu"))
+            else:
+                resources[name] = value.strip()
+        elif (rest := _strip_prefix(tag, OPTIONS_PREFIX)) is not None and rest:
+            options[rest] = value.strip()
+    return TemplateTags(
+        labels=labels,
+        taints=tuple(taints[k] for k in sorted(taints)),
+        resources=resources,
+        options=options,
+        errors=tuple(errors),
+    )
+
+
+_FLOAT_OPTIONS = {
+    "scaledownutilizationthreshold": "scale_down_utilization_threshold",
+    "scaledowngpuutilizationthreshold": "scale_down_gpu_utilization_threshold",
+}
+_DURATION_OPTIONS = {
+    "scaledownunneededtime": "scale_down_unneeded_time",
+    "scaledownunreadytime": "scale_down_unready_time",
+    "maxnodeprovisiontime": "max_node_provision_time",
+}
+_BOOL_OPTIONS = {
+    "ignoredaemonsetsutilization": "ignore_daemonsets_utilization",
+    "zeroormaxnodescaling": "zero_or_max_node_scaling",
+}
+KNOWN_OPTIONS = tuple(sorted({*_FLOAT_OPTIONS, *_DURATION_OPTIONS, *_BOOL_OPTIONS}))
+
+
+def parse_node_group_options(
+    vmss: str, options: Mapping[str, str]
+) -> tuple[NodeGroupOptions | None, tuple[TagError, ...]]:
+    """Per-group overrides from `autoscaling-options_<opt>` tags; `None` when none is set.
+    A bad or unknown option is reported and ignored, the others still apply."""
+    values: dict[str, Any] = {}
+    errors: list[TagError] = []
+    for name in sorted(options):
+        raw = options[name]
+        tag = OPTIONS_PREFIX + name
+        option = name.lower()
+        if option in _FLOAT_OPTIONS:
+            try:
+                number = float(raw)
+            except ValueError:
+                number = -1.0
+            if not 0.0 <= number <= 1.0:
+                errors.append(TagError(vmss, tag, raw, "a number between 0 and 1, e.g. 0.5"))
+                continue
+            values[_FLOAT_OPTIONS[option]] = number
+        elif option in _DURATION_OPTIONS:
+            try:
+                duration: timedelta = parse_duration(raw)
+            except ValueError:
+                errors.append(TagError(vmss, tag, raw, "a duration such as 10m, 1h30m or 45s"))
+                continue
+            values[_DURATION_OPTIONS[option]] = duration
+        elif option in _BOOL_OPTIONS:
+            lowered = raw.lower()
+            if lowered not in ("true", "false", "1", "0", "t", "f"):
+                errors.append(TagError(vmss, tag, raw, "true or false"))
+                continue
+            values[_BOOL_OPTIONS[option]] = lowered in ("true", "1", "t")
+        else:
+            errors.append(TagError(vmss, tag, raw, "an option name among " + ", ".join(KNOWN_OPTIONS)))
+    return (NodeGroupOptions(**values) if values else None), tuple(errors)
