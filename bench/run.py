@@ -247,12 +247,12 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
         t0 = time.perf_counter()
         scenario = command.load_inputs(ns)
         t1 = time.perf_counter()
-        sim, opts = command.prepare(ctx, scenario)
+        sim, _ = command.prepare(ctx, scenario)
         t2 = time.perf_counter()
         # What `simulate --once` does: the scheduler's verdicts stand, then one loop.
         sim.cluster.step(retry_unschedulable=False)
         result = sim.loop.run_once(sim.clock.now())
-        json.dumps(output.decision_json(result, opts.scale_down_unneeded_time))
+        json.dumps(output.decision_json(result))
         t3 = time.perf_counter()
         return t1 - t0, t2 - t1, t3 - t2, decision_of(result)
 

@@ -213,8 +213,8 @@ def _node_reports(
             )
         elif node.name in unneeded:
             u = unneeded[node.name]
-            waited = result.time - u.since
-            left = options.scale_down_unneeded_time - waited
+            # As the loop decided it, by the group's own unneeded (or unready) time.
+            left = u.removable_at - result.time
             when = "now" if left <= timedelta(0) else f"after {_short(left)} more unneeded"
             kind = "empty" if u.empty else f"drain {len(u.destinations)} pods"
             reports.append(
@@ -245,7 +245,7 @@ def _node_reports(
 
 def report_json(report: Report) -> dict[str, Any]:
     """The keys of `simulate --once --json`; every removable node is listed."""
-    doc = output.decision_json(report.result, timedelta(0))
+    doc = output.decision_json(report.result, include_waiting=True)
     # Listed as removable, a node is not also "not unneeded long enough".
     removable = {entry["node"] for entry in doc["scaleDown"]}
     doc["unremovable"] = [u for u in doc["unremovable"] if u["node"] not in removable]

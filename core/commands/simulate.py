@@ -201,7 +201,7 @@ def _once(sim: Simulation, options: AutoscalingOptions, as_json: bool, out: Text
     now = sim.clock.now()
     result = sim.loop.run_once(now)
     if as_json:
-        output.write_json_line(out, output.decision_json(result, options.scale_down_unneeded_time))
+        output.write_json_line(out, output.decision_json(result))
         return OK
     report = explain.explain(result, objects, options, now, sim.provider)
     out.write(explain.render(report) + "\n")

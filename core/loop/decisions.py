@@ -152,7 +152,12 @@ class UnremovableNode:
 
 @dataclass(frozen=True, slots=True)
 class UnneededNode:
-    """A node that could be removed, unneeded since `since`; `empty` means nothing to move."""
+    """A node that could be removed, unneeded since `since`; `empty` means nothing to move.
+
+    `removable_at` is when it has been unneeded long enough to go, by its node group's
+    effective --scale-down-unneeded-time (or --scale-down-unready-time for an unready
+    node), per-group overrides included: `explain` and `simulate` report it as decided.
+    """
 
     node: str
     node_group: str
@@ -161,6 +166,7 @@ class UnneededNode:
     utilization: float
     # Where the simulation moved each pod (pod key -> node), reused as hints next loop.
     destinations: dict[str, str] = field(default_factory=dict)
+    removable_at: datetime = field(kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)

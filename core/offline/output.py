@@ -31,9 +31,10 @@ def rejection_text(rejection: GroupRejection) -> str:
     return f"{text}: {rejection.detail}" if rejection.detail else text
 
 
-def removable_now(result: LoopResult, unneeded_time: timedelta) -> list[dict[str, Any]]:
-    """Nodes the loop acts on now: deletions it started, plus nodes unneeded for at least
-    `unneeded_time` (budgets may defer some of those to later loops)."""
+def removable_now(result: LoopResult, *, include_waiting: bool = False) -> list[dict[str, Any]]:
+    """Nodes the loop acts on now: deletions it started, plus unneeded nodes whose time has
+    come by their group's own unneeded time (budgets may defer some of those to later
+    loops); with `include_waiting`, also those still waiting for it."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for deletion in result.scale_down.deletions:
@@ -58,7 +59,7 @@ def removable_now(result: LoopResult, unneeded_time: timedelta) -> list[dict[str
         if (
             unneeded.node in seen
             or unneeded.node in kept
-            or result.time - unneeded.since < unneeded_time
+            or (not include_waiting and unneeded.removable_at > result.time)
         ):
             continue
         seen.add(unneeded.node)
@@ -68,7 +69,7 @@ def removable_now(result: LoopResult, unneeded_time: timedelta) -> list[dict[str
     return out
 
 
-def decision_json(result: LoopResult, unneeded_time: timedelta) -> dict[str, Any]:
+def decision_json(result: LoopResult, *, include_waiting: bool = False) -> dict[str, Any]:
     """The `simulate --once --json` / `explain --json` document."""
     scale_up = [
         {
@@ -97,7 +98,7 @@ def decision_json(result: LoopResult, unneeded_time: timedelta) -> dict[str, Any
         unremovable.append(entry)
     return {
         "scaleUp": scale_up,
-        "scaleDown": removable_now(result, unneeded_time),
+        "scaleDown": removable_now(result, include_waiting=include_waiting),
         "unschedulable": unschedulable,
         "unremovable": unremovable,
     }

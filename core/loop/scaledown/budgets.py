@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from clusterscaler.loop.clusterstate import ClusterState
 from clusterscaler.loop.decisions import UnremovableNode, UnremovableReason
 from clusterscaler.loop.limits import Limits, Totals, node_totals
+from clusterscaler.loop.scaledown.unneeded import required_unneeded_time
 from clusterscaler.model import Node
 from clusterscaler.simulator.drain import NodeDrainPlan
 
@@ -58,17 +59,6 @@ class Selection:
     deferred: list[str] = field(default_factory=list)
 
 
-def _required_time(node: RemovableNode, state: ClusterState) -> tuple[timedelta, UnremovableReason]:
-    group = state.groups[node.node_group]
-    if node.ready:
-        t = group.options.scale_down_unneeded_time
-        assert t is not None
-        return t, UnremovableReason.NOT_UNNEEDED_LONG_ENOUGH
-    t = group.options.scale_down_unready_time
-    assert t is not None
-    return t, UnremovableReason.NOT_UNREADY_LONG_ENOUGH
-
-
 def select_deletions(
     removable: Sequence[RemovableNode],
     state: ClusterState,
@@ -88,7 +78,7 @@ def select_deletions(
     ordered = sorted(removable, key=lambda r: (not r.empty, r.since, r.node.name))
     for r in ordered:
         name = r.node.name
-        needed, reason = _required_time(r, state)
+        needed, reason = required_unneeded_time(state.groups[r.node_group].options, r.ready)
         waited = now - r.since
         if waited < needed:
             out.unremovable.append(

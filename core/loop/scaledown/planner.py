@@ -33,7 +33,11 @@ from clusterscaler.loop.scaledown.budgets import (
 )
 from clusterscaler.loop.scaledown.eligibility import Candidate, check_eligibility
 from clusterscaler.loop.scaledown.removal import RemovalSimulator, simulate_nodes
-from clusterscaler.loop.scaledown.unneeded import UnneededTimers, UnremovableCache
+from clusterscaler.loop.scaledown.unneeded import (
+    UnneededTimers,
+    UnremovableCache,
+    required_unneeded_time,
+)
 from clusterscaler.model import Controller, DaemonSet, Node, Pod, PodDisruptionBudget
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.drain import DrainContext, PdbTracker, PodFilter
@@ -171,6 +175,7 @@ class ScaleDownPlanner:
         for r in removable_results:
             c = by_name[r.node]
             since = self.timers.since[r.node]
+            required, _ = required_unneeded_time(state.groups[c.node_group].options, c.ready)
             unneeded.append(
                 UnneededNode(
                     node=r.node,
@@ -179,6 +184,7 @@ class ScaleDownPlanner:
                     empty=r.empty,
                     utilization=c.utilization.value,
                     destinations=r.destinations,
+                    removable_at=since + required,
                 )
             )
             removable.append(RemovableNode(c.node, c.node_group, since, c.ready, r.plan))

@@ -1,9 +1,29 @@
-"""Unneeded-since timers and the recheck delay of unremovable nodes."""
+"""Unneeded-since timers, how long each node must stay unneeded, and the recheck delay of
+unremovable nodes."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+
+from clusterscaler.framework.cloudprovider import NodeGroupOptions
+from clusterscaler.loop.decisions import UnremovableReason
+
+
+def required_unneeded_time(
+    options: NodeGroupOptions, ready: bool
+) -> tuple[timedelta, UnremovableReason]:
+    """How long a node of a group with these (effective) options must be unneeded before
+    it may go: --scale-down-unneeded-time for a ready node, --scale-down-unready-time for
+    an unready one, each overridable per group; and the reason a node that has not waited
+    that long is kept."""
+    if ready:
+        t = options.scale_down_unneeded_time
+        assert t is not None, "effective options carry every value"
+        return t, UnremovableReason.NOT_UNNEEDED_LONG_ENOUGH
+    t = options.scale_down_unready_time
+    assert t is not None, "effective options carry every value"
+    return t, UnremovableReason.NOT_UNREADY_LONG_ENOUGH
 
 
 class UnneededTimers:

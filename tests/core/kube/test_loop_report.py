@@ -67,7 +67,12 @@ def result() -> LoopResult:
             status=ScaleDownStatus.NODE_DELETE_STARTED,
             unneeded=(
                 UnneededNode(
-                    "n2", "ng-a", NOW - timedelta(minutes=11), empty=False, utilization=0.2
+                    "n2",
+                    "ng-a",
+                    NOW - timedelta(minutes=11),
+                    empty=False,
+                    utilization=0.2,
+                    removable_at=NOW - timedelta(minutes=1),
                 ),
             ),
             deletions=(

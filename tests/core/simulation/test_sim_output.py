@@ -73,8 +73,15 @@ RESULT = LoopResult(
     scale_down=ScaleDownResult(
         status=ScaleDownStatus.NODE_DELETE_STARTED,
         unneeded=(
-            UnneededNode("n-empty", "general", NOW - timedelta(minutes=20), True, 0.0),
-            UnneededNode("n-young", "general", NOW - timedelta(minutes=1), False, 0.2, {"default/a": "n2"}),
+            # Removable ten minutes after becoming unneeded (the group's unneeded time).
+            UnneededNode(
+                "n-empty", "general", NOW - timedelta(minutes=20), True, 0.0,
+                removable_at=NOW - timedelta(minutes=10),
+            ),
+            UnneededNode(
+                "n-young", "general", NOW - timedelta(minutes=1), False, 0.2, {"default/a": "n2"},
+                removable_at=NOW + timedelta(minutes=9),
+            ),
         ),
         unremovable=(
             UnremovableNode(
@@ -90,7 +97,7 @@ RESULT = LoopResult(
 
 
 def test_once_json_contract() -> None:
-    doc = decision_json(RESULT, timedelta(minutes=10))
+    doc = decision_json(RESULT)
     assert list(doc) == ["scaleUp", "scaleDown", "unschedulable", "unremovable"]
     assert doc["scaleUp"] == [
         {"nodeGroup": "general", "from": 1, "to": 3, "pods": ["default/web-1", "default/web-2"]}
@@ -120,8 +127,8 @@ def test_once_json_contract() -> None:
     ]
 
 
-def test_zero_unneeded_time_lists_every_removable_node() -> None:
-    nodes = [e["node"] for e in decision_json(RESULT, timedelta(0))["scaleDown"]]
+def test_explain_lists_every_removable_node_including_the_waiting_ones() -> None:
+    nodes = [e["node"] for e in decision_json(RESULT, include_waiting=True)["scaleDown"]]
     assert nodes == ["n-gone", "n-empty", "n-young"]
 
 
@@ -283,7 +290,7 @@ def test_unneeded_nodes_kept_by_another_reason_are_not_acted_on() -> None:
         RESULT,
         scale_down=replace(RESULT.scale_down, unremovable=(*RESULT.scale_down.unremovable, kept, waiting)),
     )
-    doc = decision_json(result, timedelta(0))
+    doc = decision_json(result, include_waiting=True)
     assert [e["node"] for e in doc["scaleDown"]] == ["n-gone", "n-young"]
     assert {"node": "n-empty", "reason": "NodeGroupMinSizeReached", "blockingPod": None} in doc["unremovable"]
     nodes = {n.node: n for n in explain(result, cluster(), AutoscalingOptions(), NOW).nodes}
