@@ -120,6 +120,16 @@ class NodeGroupOptions:
     zero_or_max_node_scaling: bool | None = None
     ignore_daemonsets_utilization: bool | None = None
 
+    def over(self, defaults: NodeGroupOptions) -> NodeGroupOptions:
+        """These overrides on top of `defaults`: each unset (None) value taken from it.
+        The one place where per-group options meet the flags."""
+        return NodeGroupOptions(
+            **{
+                name: value if (value := getattr(self, name)) is not None else getattr(defaults, name)
+                for name in NodeGroupOptions.__dataclass_fields__
+            }
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ResourceLimiter:
@@ -200,7 +210,9 @@ class NodeGroup(Protocol):
     def exist(self) -> bool: ...
 
     def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
-        """Per-group option overrides, or `None` to use `defaults`."""
+        """The group's overrides (unset values None), or `None` for none: the core lays
+        them over `defaults` (`NodeGroupOptions.over`); `defaults` are given for values a
+        provider derives from the flags."""
         ...
 
     def debug(self) -> str:

@@ -164,13 +164,7 @@ def effective_options(group: NodeGroup, options: AutoscalingOptions) -> NodeGrou
     except CloudProviderError as exc:
         log.warning("node_group_options_failed", node_group=group.id, error=str(exc))
         return defaults
-    if got is None:
-        return defaults
-    filled = {
-        name: getattr(got, name) if getattr(got, name) is not None else getattr(defaults, name)
-        for name in NodeGroupOptions.__dataclass_fields__
-    }
-    return NodeGroupOptions(**filled)
+    return defaults if got is None else got.over(defaults)
 
 
 def is_being_deleted(node: Node) -> bool:

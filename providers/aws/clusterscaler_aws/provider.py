@@ -223,16 +223,8 @@ class AwsNodeGroup:
         return self._provider.cache.get(self._name) is not None
 
     def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
-        overrides = self._record().options
-        if overrides is None:
-            return None
-        merged = {
-            name: getattr(overrides, name)
-            if getattr(overrides, name) is not None
-            else getattr(defaults, name)
-            for name in NodeGroupOptions.__dataclass_fields__
-        }
-        return NodeGroupOptions(**merged)
+        # Only the overrides of the tags: the core lays them over the flags.
+        return self._record().options
 
     def debug(self) -> str:
         record = self._provider.cache.get(self._name)

@@ -6,7 +6,6 @@ option overrides (`<group>/autoscaling-options-*`).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -131,6 +130,5 @@ def group_options(
     resource: ScalableResource, defaults: NodeGroupOptions
 ) -> NodeGroupOptions | None:
     overrides = option_overrides(resource)
-    if not overrides:
-        return None
-    return dataclasses.replace(defaults, **overrides)
+    # Only the annotations' overrides: the core lays them over the flags.
+    return NodeGroupOptions(**overrides) if overrides else None

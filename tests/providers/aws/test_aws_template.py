@@ -147,9 +147,11 @@ def test_autoscaling_options_tags_override_defaults(aws: AwsFixtures, make_provi
         ignore_daemonsets_utilization=False,
     )
 
-    options = workers.get_options(defaults)
+    overrides = workers.get_options(defaults)
 
-    assert options == NodeGroupOptions(
+    # The provider gives the tags' overrides only; the core lays them over the flags.
+    assert overrides is not None and overrides.max_node_provision_time is None
+    assert overrides.over(defaults) == NodeGroupOptions(
         scale_down_utilization_threshold=0.7,
         scale_down_unneeded_time=timedelta(hours=1, minutes=30),
         max_node_provision_time=timedelta(minutes=15),

@@ -196,7 +196,10 @@ def test_group_options_none_without_annotations_and_bad_values_keep_defaults() -
             f"{OPENSHIFT}/autoscaling-options-maxnodeprovisiontime": "30m",
         },
     )
-    assert group_options(r, defaults) == NodeGroupOptions(
+    overrides = group_options(r, defaults)
+    # Only the valid annotation's override; the core lays it over the flags.
+    assert overrides == NodeGroupOptions(max_node_provision_time=timedelta(minutes=30))
+    assert overrides.over(defaults) == NodeGroupOptions(
         scale_down_utilization_threshold=0.5, max_node_provision_time=timedelta(minutes=30)
     )
 
