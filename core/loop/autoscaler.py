@@ -20,6 +20,7 @@ import dataclasses
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -178,6 +179,25 @@ def _without_expendable(objects: ClusterObjects, cutoff: int) -> ClusterObjects:
     if len(kept) == len(objects.pods):
         return objects
     return dataclasses.replace(objects, pods=kept)
+
+
+@dataclass(frozen=True)
+class LoopInputs:
+    """What one loop observed and derived before deciding, shared by scale-up and
+    scale-down: the cluster, its state, the scheduling snapshot, the limits and totals."""
+
+    now: datetime
+    objects: ClusterObjects
+    state: ClusterState
+    # Pods by node, without the expendable ones (they take no room in simulations).
+    pods_by_node: Mapping[str, Sequence[Pod]]
+    snapshot: ClusterSnapshot
+    limits: Limits
+    gpu_label: str
+    # Registered nodes that have started: scale-up counts the others as upcoming.
+    started_totals: Totals
+    # Nodes not being deleted: what the --cores-total/--memory-total minimums hold.
+    remaining_totals: Totals
 
 
 class Autoscaler:
@@ -421,9 +441,18 @@ class Autoscaler:
             gpu_label,
         )
 
-        scale_up, pending = self._scale_up(
-            now, objects, state, pods_by_node, snapshot, limits, started_totals, gpu_label, errors
+        inputs = LoopInputs(
+            now=now,
+            objects=objects,
+            state=state,
+            pods_by_node=pods_by_node,
+            snapshot=snapshot,
+            limits=limits,
+            gpu_label=gpu_label,
+            started_totals=started_totals,
+            remaining_totals=remaining_totals,
         )
+        scale_up, pending = self._scale_up(inputs, errors)
         scaled_up = any(d.delta > 0 for d in scale_up.decisions)
         if scaled_up:
             self.last_scale_up = now
@@ -458,18 +487,7 @@ class Autoscaler:
             # Scale-down sees the pods as the snapshot has them, including pending pods the
             # scheduler is about to bind to existing nodes.
             scheduled = {ni.name: list(ni.pods.values()) for ni in snapshot.node_infos()}
-            scale_down, removed = self._scale_down(
-                now,
-                objects,
-                state,
-                scheduled,
-                snapshot,
-                limits,
-                remaining_totals,
-                gpu_label,
-                scaled_up,
-                finished,
-            )
+            scale_down, removed = self._scale_down(inputs, scheduled, scaled_up, finished)
         return LoopResult(
             time=now,
             health=state.health,
@@ -620,18 +638,10 @@ class Autoscaler:
 
     # ------------------------------------------------------------------ scale-up
 
-    def _scale_up(
-        self,
-        now: datetime,
-        objects: ClusterObjects,
-        state: ClusterState,
-        pods_by_node: Mapping[str, Sequence[Pod]],
-        snapshot: ClusterSnapshot,
-        limits: Limits,
-        base_totals: Totals,
-        gpu_label: str,
-        errors: list[str],
-    ) -> tuple[ScaleUpResult, PendingPods]:
+    def _scale_up(self, inputs: LoopInputs, errors: list[str]) -> tuple[ScaleUpResult, PendingPods]:
+        now, objects, state, snapshot = inputs.now, inputs.objects, inputs.state, inputs.snapshot
+        pods_by_node, limits, gpu_label = inputs.pods_by_node, inputs.limits, inputs.gpu_label
+        base_totals = inputs.started_totals
         options = self.options
         templates = self.templates.build(state, pods_by_node, objects.daemonsets)
         pending = classify_pending(
@@ -775,20 +785,16 @@ class Autoscaler:
 
     def _scale_down(
         self,
-        now: datetime,
-        objects: ClusterObjects,
-        state: ClusterState,
+        inputs: LoopInputs,
         pods_by_node: Mapping[str, Sequence[Pod]],
-        snapshot: ClusterSnapshot,
-        limits: Limits,
-        base_totals: Totals,
-        gpu_label: str,
         scaled_up: bool,
         finished: Sequence[NodeDeletion],
     ) -> tuple[ScaleDownResult, list[NodeDeletion]]:
         """Plan scale-down and start the deletions chosen. Returns the result and the
         deletions that succeeded during this call (the group targets read at the start of
         the loop do not reflect them yet)."""
+        now, objects, state, snapshot = inputs.now, inputs.objects, inputs.state, inputs.snapshot
+        limits, gpu_label, base_totals = inputs.limits, inputs.gpu_label, inputs.remaining_totals
         options = self.options
         if not options.scale_down_enabled:
             return self._not_tried(finished), []
