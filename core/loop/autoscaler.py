@@ -1,5 +1,9 @@
 """The autoscaling loop.
 
+(Longer than our other modules on purpose: it is the one place that orders a loop's
+steps and carries the state kept between loops; each step it calls lives in its own
+module: cluster state, upkeep, pending pods, scale-up, scale-down.)
+
 `Autoscaler.run_once(now)` observes the cluster through a `ClusterSource`, the cloud
 through a `CloudProvider`, decides scale-up and scale-down with Cluster Autoscaler's
 semantics, acts through `ClusterActions` and the provider, and returns a `LoopResult` that
@@ -28,7 +32,6 @@ import structlog
 from clusterscaler.framework.cloudprovider import (
     CloudProvider,
     CloudProviderError,
-    NodeGroup,
     ProviderProblem,
     provider_problems,
 )
@@ -43,12 +46,9 @@ from clusterscaler.framework.errors import LoopError, describe
 from clusterscaler.loop.clusterstate import (
     ClusterState,
     ClusterStateRegistry,
-    create_error_nodes,
-    long_unregistered_nodes,
 )
 from clusterscaler.loop.decisions import (
     ClusterHealth,
-    DeletionKind,
     LoopResult,
     NodeCounts,
     NodeDeletion,
@@ -63,7 +63,7 @@ from clusterscaler.loop.estimator import Estimator
 from clusterscaler.loop.expander import ExpanderContext, Option, build_expander_chain
 from clusterscaler.loop.limits import Limits, Totals, node_totals, sum_totals
 from clusterscaler.loop.pending import PendingPods, classify_pending, drop_schedulable
-from clusterscaler.loop.scaledown.actuator import Actuator, has_autoscaler_taint
+from clusterscaler.loop.scaledown.actuator import Actuator
 from clusterscaler.loop.scaledown.budgets import InProgress
 from clusterscaler.loop.scaledown.executor import DeletionExecutor, InlineExecutor
 from clusterscaler.loop.scaledown.planner import ScaleDownInputs, ScaleDownPlanner
@@ -75,7 +75,8 @@ from clusterscaler.loop.scaleup import (
     plan_scale_up,
 )
 from clusterscaler.loop.templates import TemplateCache, instantiate
-from clusterscaler.model import ClusterObjects, Node, Pod, gc_paused
+from clusterscaler.loop.upkeep import ClusterUpkeep
+from clusterscaler.model import ClusterObjects, Pod, gc_paused
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.drain import PodFilter, build_pod_filters
 from clusterscaler.simulator.utilization import GPU_RESOURCE
@@ -240,10 +241,7 @@ class Autoscaler:
         self.last_scale_up: datetime | None = None
         self.last_scale_down_delete: datetime | None = None
         self.last_scale_down_failure: datetime | None = None
-        # Nodes carrying our taints when this process first looked, left by an earlier run
-        # (a crash mid-drain); None until the first loop. Cleaning is retried every loop
-        # until each of them is done.
-        self._stale_taint_nodes: set[str] | None = None
+        self.upkeep = ClusterUpkeep(options, actions, self.actuator)
         self._last_result: LoopResult | None = None
         self._seen_problems: set[ProviderProblem] = set()
         self._announced: set[str] = set()
@@ -391,14 +389,14 @@ class Autoscaler:
             )
         objects = self.source.snapshot()
         stale = self._stale_caches()
-        if self._clean_stale_taints(objects.nodes):
+        if self.upkeep.clean_stale_taints(objects.nodes, self.deletions_in_flight()):
             objects = self.source.snapshot()
         objects = _mark_unready_gpus(objects, self.provider.gpu_label())
         state = self.registry.update(
             now, objects.nodes, self.provider, deleting=set(self.deletions_in_flight())
         )
         errors: list[str] = []
-        cleanups = self._clean_up_instances(state, now, errors, stale)
+        cleanups = self.upkeep.clean_up_instances(state, errors, stale)
         if not state.health.healthy:
             log.warning("cluster_unhealthy", message=state.health.message)
             # As CA (CleanUpUnneededNodes on halting): time spent unhealthy does not count
@@ -508,133 +506,6 @@ class Autoscaler:
         cannot fall behind)."""
         source = self.source
         return source.stale_caches() if isinstance(source, StaleSource) else ()
-
-    def _clean_stale_taints(self, nodes: Sequence[Node]) -> bool:
-        """Remove the taints an earlier run left (see `_stale_taint_nodes`), and those a
-        failed rollback of ours left, node by node, until every such node is done; True
-        when a node changed."""
-        if self.options.dry_run:
-            return False
-        if self._stale_taint_nodes is None:
-            self._stale_taint_nodes = {n.name for n in nodes if has_autoscaler_taint(n)}
-        self._stale_taint_nodes |= self.actuator.take_untaint_failures()
-        pending = self._stale_taint_nodes - set(self.deletions_in_flight())
-        if not pending:
-            self._stale_taint_nodes.clear()
-            return False
-        cleaned, failed = self.actuator.clean_stale_taints(n for n in nodes if n.name in pending)
-        self._stale_taint_nodes = set(failed)
-        if failed:
-            log.warning("stale_taints_remaining", nodes=sorted(failed), retry="next loop")
-        return bool(cleaned)
-
-    def _clean_up_instances(
-        self, state: ClusterState, now: datetime, errors: list[str], stale: tuple[str, ...]
-    ) -> list[NodeDeletion]:
-        """Remove instances that never registered in time or failed to be created, and
-        cancel requested capacity of scale-ups that timed out. The group states are updated
-        so that the rest of the loop sees the new targets.
-
-        Nothing is deleted while a cache is stale (an instance looks unregistered when the
-        node cache missed its Node), and an unregistered instance only once a fresh list of
-        the Nodes confirms that none belongs to it."""
-        out: list[NodeDeletion] = []
-        if self.options.dry_run:
-            return out
-        unregistered = list(long_unregistered_nodes(state))
-        failed = list(create_error_nodes(state))
-        if stale and (unregistered or failed):
-            log.warning("instance_cleanup_skipped", reason="stale caches", caches=list(stale))
-            unregistered, failed = [], []
-        registered = self._registered(
-            [f.provider_id for _, fakes in unregistered for f in fakes], errors
-        )
-        for g, fakes in unregistered:
-            if registered is None:
-                break
-            fakes = [f for f in fakes if f.provider_id not in registered]
-            allowed = len(fakes)
-            if not self.options.force_delete_unregistered_nodes:
-                allowed = max(0, min(allowed, g.target - g.group.min_size))
-            if allowed <= 0:
-                continue
-            done = self._delete_instances(
-                g.group, fakes[:allowed], DeletionKind.UNREGISTERED, errors
-            )
-            g.target -= sum(1 for d in done if d.ok)
-            out.extend(done)
-        for g, fakes in failed:
-            done = self._delete_instances(g.group, fakes, DeletionKind.CREATE_ERROR, errors)
-            g.target -= sum(1 for d in done if d.ok)
-            out.extend(done)
-        for req in state.timed_out:
-            timed = state.groups.get(req.node_group)
-            if timed is None:
-                continue
-            g = timed
-            # Capacity requested but never turned into instances has nothing to delete.
-            never_created = (
-                g.target
-                - g.counts.total
-                - len(g.unregistered)
-                - len(g.long_unregistered)
-                - len(g.create_errors)
-            )
-            if never_created > 0:
-                try:
-                    g.group.decrease_target_size(-never_created)
-                    # This loop must not count the cancelled capacity as upcoming.
-                    g.target -= never_created
-                    g.upcoming = max(0, g.upcoming - never_created)
-                    log.info(
-                        "scale_up_cancelled",
-                        node_group=g.id,
-                        delta=-never_created,
-                        reason="timeout",
-                    )
-                except CloudProviderError as exc:
-                    message = f"node group {g.id}: decrease_target_size failed: {exc}"
-                    errors.append(LoopError(message, describe(exc).type))
-        return out
-
-    def _registered(self, provider_ids: list[str], errors: list[str]) -> set[str] | None:
-        """Which of these instances, unregistered by the cache, have a Node after all (a
-        fresh read); None when the read failed, so nothing is deleted as unregistered."""
-        if not provider_ids:
-            return set()
-        try:
-            registered = self.actions.registered_instances(provider_ids)
-        except Exception as exc:
-            info = describe(exc)
-            errors.append(LoopError(f"confirming unregistered instances failed: {info}", info.type))
-            log.error("unregistered_check_failed", **info.fields(exc))
-            return None
-        for provider_id in sorted(registered):
-            log.warning(
-                "unregistered_instance_has_node",
-                instance=provider_id,
-                reason="the node cache missed its Node; not deleted",
-            )
-        return registered
-
-    def _delete_instances(
-        self, group: NodeGroup, fakes: list[Node], kind: DeletionKind, errors: list[str]
-    ) -> list[NodeDeletion]:
-        try:
-            group.delete_nodes(fakes)
-        except CloudProviderError as exc:
-            message = f"node group {group.id}: deleting {kind.value} instances failed: {exc}"
-            error_type = describe(exc).type
-            errors.append(LoopError(message, error_type))
-            log.error(
-                "instance_cleanup_failed", node_group=group.id, kind=kind.value, error=str(exc)
-            )
-            return [
-                NodeDeletion(f.name, group.id, kind, error=str(exc), error_type=error_type)
-                for f in fakes
-            ]
-        log.info("instances_removed", node_group=group.id, kind=kind.value, count=len(fakes))
-        return [NodeDeletion(f.name, group.id, kind) for f in fakes]
 
     # ------------------------------------------------------------------ scale-up
 

@@ -1,5 +1,8 @@
 """The in-memory cluster `clusterscaler simulate` runs the loop against.
 
+(Long on purpose: the kubelet, scheduler and controllers it stands in for act on the
+same objects within one virtual tick.)
+
 `SimulatedCluster` is the core's `InMemoryCluster` (a `ClusterSource` and `ClusterActions`)
 plus what a real cluster does on its own while the autoscaler waits:
 

@@ -1,5 +1,8 @@
 """Scheduler filter predicates, answering in kube-scheduler's words.
 
+(Long on purpose: the predicates share the per-constraint indexes below and the
+scheduler's filter order; split, each would reach into the others' indexes.)
+
 Each predicate takes `(pod, node_info, snapshot)` and returns `None` when the pod fits or
 the reason it does not, worded as kube-scheduler words it in events
 (`Insufficient cpu`, `node(s) had untolerated taint {dedicated: gpu}`, ...).

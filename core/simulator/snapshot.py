@@ -1,5 +1,8 @@
 """The cluster snapshot the scheduler simulation runs on.
 
+(Long on purpose: every mutation and its inverse in the undo journal must sit together,
+so that fork and revert stay exact.)
+
 A `ClusterSnapshot` holds one `SimNodeInfo` per node (the node, its pods, the resources they
 request, the host ports and CSI volumes they use) plus the cluster-wide objects predicates
 consult (PVs, PVCs, storage classes, CSINodes, namespace labels).

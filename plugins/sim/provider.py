@@ -1,5 +1,8 @@
 """The `sim` cloud provider: node groups whose instances are Node objects.
 
+(Long on purpose: it has two backends, the in-memory cluster and a real API server, that
+must answer alike.)
+
 The provider keeps no machines. Growing a group creates Node objects from the group's
 template (fresh names, the group label, `sim://<group>/<node>` provider IDs); shrinking it
 deletes them. Where the Node objects live is the backend's business: the in-memory cluster

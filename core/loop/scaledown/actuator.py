@@ -1,5 +1,8 @@
 """Carrying out scale-down: taint, cordon, evict, delete, and undo on failure.
 
+(Long on purpose: each step's failure must roll back the steps before it, so the steps
+and their rollbacks are kept in one place.)
+
 A node chosen for deletion first gets the `ToBeDeletedByClusterAutoscaler` NoSchedule taint
 (value: unix time) and, with --cordon-node-before-terminating, is cordoned; this happens in
 the loop. The rest runs on a `DeletionExecutor` (in the background for `clusterscaler run`)

@@ -112,7 +112,7 @@ def test_unneeded_timer_restarts_when_node_becomes_needed() -> None:
 )
 def test_unremovable_reasons(setup, reason) -> None:
     h = two_node_cluster()
-    h.autoscaler._stale_taint_nodes = set()  # keep the taint set up by the case
+    h.autoscaler.upkeep.stale_taint_nodes = set()  # keep the taint set up by the case
     setup(h)
     result = h.run()
     assert unremovable(result, "g-2").reason is reason
