@@ -1,6 +1,6 @@
 """The autoscaling loop.
 
-(Longer than our other modules on purpose: it is the one place that orders a loop's
+(Long on purpose: it is the one place that orders a loop's
 steps and carries the state kept between loops; each step it calls lives in its own
 module: cluster state, upkeep, pending pods, scale-up, scale-down.)
 
