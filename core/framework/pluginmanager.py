@@ -14,14 +14,26 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import Distribution, EntryPoint, entry_points
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 import pluggy
 from clusterscaler import ENTRY_POINT_GROUP, PROJECT_NAME
 from clusterscaler.framework import hookspecs
 
 if TYPE_CHECKING:
+    # Types only: the registry holds the factories of the kinds the rest of the core
+    # defines, and never imports them at run time.
+    from clusterscaler.framework.cloudprovider import CloudProvider, ProviderContext
     from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.loop.estimator import Estimator
+    from clusterscaler.loop.expander import Expander
+    from clusterscaler.simulator.drain import PodFilter
+
+# What each kind of plugin registers: a factory that builds it.
+CloudProviderFactory: TypeAlias = "Callable[[ProviderContext], CloudProvider]"
+ExpanderFactory: TypeAlias = "Callable[[AutoscalingOptions], Expander]"
+EstimatorFactory: TypeAlias = "Callable[[AutoscalingOptions], Estimator]"
+PodFilterFactory: TypeAlias = "Callable[[AutoscalingOptions], PodFilter]"
 
 DISABLE_ENV = "CLUSTERSCALER_DISABLE_PLUGINS"
 
@@ -68,10 +80,10 @@ UNKNOWN_SOURCE = PluginSource(entry_point="<direct>", distribution="<unknown>", 
 class Registry:
     """Named plugins by kind. Names are unique per kind across all distributions."""
 
-    cloud_providers: dict[str, Registered[Any]] = field(default_factory=dict)
-    expanders: dict[str, Registered[Any]] = field(default_factory=dict)
-    estimators: dict[str, Registered[Any]] = field(default_factory=dict)
-    pod_filters: dict[str, Registered[Any]] = field(default_factory=dict)
+    cloud_providers: dict[str, Registered[CloudProvider]] = field(default_factory=dict)
+    expanders: dict[str, Registered[Expander]] = field(default_factory=dict)
+    estimators: dict[str, Registered[Estimator]] = field(default_factory=dict)
+    pod_filters: dict[str, Registered[PodFilter]] = field(default_factory=dict)
     # Set by the manager while a plugin's registration hook runs, so that every entry
     # records which distribution it came from.
     current_source: PluginSource = UNKNOWN_SOURCE
@@ -125,7 +137,7 @@ class Registry:
     def add_cloud_provider(
         self,
         name: str,
-        factory: Callable[..., Any],
+        factory: CloudProviderFactory,
         *,
         aliases: Iterable[str] = (),
         description: str = "",
@@ -163,7 +175,7 @@ class Registry:
     def add_expander(
         self,
         name: str,
-        factory: Callable[..., Any],
+        factory: ExpanderFactory,
         *,
         final_only: bool = False,
         description: str = "",
@@ -179,13 +191,13 @@ class Registry:
         )
 
     def add_estimator(
-        self, name: str, factory: Callable[..., Any], *, description: str = ""
+        self, name: str, factory: EstimatorFactory, *, description: str = ""
     ) -> None:
         """Register `factory(options: AutoscalingOptions) -> Estimator` as `name`."""
         self._add("estimator", self.estimators, name, factory, description=description)
 
     def add_pod_filter(
-        self, name: str, factory: Callable[..., Any], *, description: str = ""
+        self, name: str, factory: PodFilterFactory, *, description: str = ""
     ) -> None:
         """Register `factory(options: AutoscalingOptions) -> PodFilter` as `name`."""
         self._add("pod filter", self.pod_filters, name, factory, description=description)
@@ -330,9 +342,12 @@ def collect_registry(host: PluginHost) -> Registry:
     registry = Registry()
     for hook_name in _REGISTRATION_HOOKS:
         hook = getattr(host.hook, hook_name)
-        for impl in hook.get_hookimpls():
-            registry.current_source = host.source_of(impl.plugin)
-            impl.function(**{arg: registry for arg in impl.argnames})
+        plugins = [impl.plugin for impl in hook.get_hookimpls()]
+        for plugin in plugins:
+            # Through pluggy, one plugin at a time, so that each entry records its source.
+            others = [p for p in plugins if p is not plugin]
+            registry.current_source = host.source_of(plugin)
+            host.manager.subset_hook_caller(hook_name, remove_plugins=others)(registry=registry)
     registry.current_source = UNKNOWN_SOURCE
     return registry
 

@@ -105,6 +105,10 @@ class ExpanderContext:
 class Expander(Protocol):
     """A filter over expansion options."""
 
+    # True when the expander needs the cloud provider's pricing model (as `price`): the
+    # chain is refused at start-up when the provider has none.
+    requires_pricing: bool
+
     def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:
         """The best options (a subset, in input order); ties are kept.
 
@@ -178,7 +182,7 @@ def build_expander_chain(
                 f"expander in the chain, got {','.join(cleaned)}"
             )
         expander = entry.factory(options)
-        if pricing_available is False and getattr(expander, "requires_pricing", False):
+        if pricing_available is False and expander.requires_pricing:
             raise ExpanderConfigError(
                 f"--expander: {name!r} needs prices, but the cloud provider has no pricing model"
             )
@@ -192,6 +196,8 @@ def build_expander_chain(
 
 class _FirstOption:
     """Tie-break when no `random` expander is installed: keep the first option."""
+
+    requires_pricing = False
 
     def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:
         return list(options[:1])

@@ -4,15 +4,16 @@ never chosen)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from clusterscaler.api import ExpanderContext, Option
+from clusterscaler.api import AutoscalingOptions, ExpanderContext, Option
 
 
 class LeastNodesExpander:
     name = "least-nodes"
 
-    def __init__(self, options: Any = None) -> None:
+    requires_pricing = False
+
+    def __init__(self, options: AutoscalingOptions | None = None) -> None:
         pass
 
     def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:

@@ -9,10 +9,9 @@ sum of the option's pod requests. Lowest wins; ties are kept.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import structlog
-from clusterscaler.api import ExpanderContext, Option, options_by_score
+from clusterscaler.api import AutoscalingOptions, ExpanderContext, Option, options_by_score
 
 log = structlog.get_logger()
 
@@ -34,7 +33,9 @@ def waste_score(option: Option) -> float | None:
 class LeastWasteExpander:
     name = "least-waste"
 
-    def __init__(self, options: Any = None) -> None:
+    requires_pricing = False
+
+    def __init__(self, options: AutoscalingOptions | None = None) -> None:
         pass
 
     def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:

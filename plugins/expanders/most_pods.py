@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from clusterscaler.api import ExpanderContext, Option, options_by_score
+from clusterscaler.api import AutoscalingOptions, ExpanderContext, Option, options_by_score
 
 
 class MostPodsExpander:
     name = "most-pods"
 
-    def __init__(self, options: Any = None) -> None:
+    requires_pricing = False
+
+    def __init__(self, options: AutoscalingOptions | None = None) -> None:
         pass
 
     def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:

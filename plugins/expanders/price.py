@@ -16,10 +16,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
 
 import structlog
-from clusterscaler.api import POD_SLOT, ExpanderContext, Node, Option, Pod, Resources, debug_with
+from clusterscaler.api import (
+    POD_SLOT,
+    AutoscalingOptions,
+    ExpanderContext,
+    Node,
+    Option,
+    Pod,
+    Resources,
+    debug_with,
+)
 
 log = structlog.get_logger()
 
@@ -74,7 +82,7 @@ class PriceExpander:
     name = "price"
     requires_pricing = True
 
-    def __init__(self, options: Any = None) -> None:
+    def __init__(self, options: AutoscalingOptions | None = None) -> None:
         pass
 
     def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 import yaml
-from clusterscaler.api import ExpanderContext, Option
+from clusterscaler.api import AutoscalingOptions, ExpanderContext, Option
 
 CONFIG_MAP_NAME = "cluster-autoscaler-priority-expander"
 CONFIG_MAP_KEY = "priorities"
@@ -76,7 +75,9 @@ def parse_priorities(text: str) -> dict[int, list[re.Pattern[str]]]:
 class PriorityExpander:
     name = "priority"
 
-    def __init__(self, options: Any = None) -> None:
+    requires_pricing = False
+
+    def __init__(self, options: AutoscalingOptions | None = None) -> None:
         self._cache: tuple[str, dict[int, list[re.Pattern[str]]]] | None = None
 
     def _priorities(self, context: ExpanderContext) -> dict[int, list[re.Pattern[str]]] | None:

@@ -37,8 +37,25 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
-def imported_modules(path: Path) -> Iterator[tuple[int, str]]:
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """Line numbers of imports under `if TYPE_CHECKING:`: annotations only, no run-time
+    dependency (the registry names the kinds the loop defines this way)."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for inner in node.body:
+                for sub in ast.walk(inner):
+                    if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                        lines.add(sub.lineno)
+    return lines
+
+
+def imported_modules(path: Path, *, runtime_only: bool = False) -> Iterator[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _type_checking_only(tree) if runtime_only else set()
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             yield node.lineno, node.module
         elif isinstance(node, ast.Import):
@@ -55,7 +72,7 @@ def core_imports() -> Iterator[tuple[str, str, str]]:
     """(module path:line, its folder, the folder it imports) for every core import."""
     for path in sorted(CORE.rglob("*.py")):
         source = concern(path)
-        for line, module in imported_modules(path):
+        for line, module in imported_modules(path, runtime_only=True):
             parts = module.split(".")
             if parts[0] != "clusterscaler" or len(parts) < 2 or parts[1] == "plugins":
                 continue

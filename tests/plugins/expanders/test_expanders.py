@@ -386,6 +386,7 @@ def test_registered_names(registry):
 
 class Counting:
     calls = 0
+    requires_pricing = False
 
     def __init__(self, options=None):
         pass

@@ -20,6 +20,9 @@ class SmallestGroup:
     expander, or the final random pick, decides among the equally small groups.
     """
 
+    # Prices play no part here (the `price` expander sets this to True).
+    requires_pricing = False
+
     def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:
         if not options:
             return []
