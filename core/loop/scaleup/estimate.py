@@ -1,0 +1,197 @@
+"""How many template nodes each eligible node group needs for the pending pods, as
+expansion options, and why the pods an option leaves out stay pending.
+
+Each group's count is capped by its headroom (with --balance-similar-node-groups, its
+similar groups' too), --max-nodes-total, --max-nodes-per-scaleup, the cluster's cores,
+memory and GPU limits, and --max-binpacking-time across all groups.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from clusterscaler.framework.cloudprovider import NodeGroup
+from clusterscaler.loop.balancing import find_similar
+from clusterscaler.loop.clusterstate import GroupState
+from clusterscaler.loop.decisions import GroupRejection, NoScaleUpReason
+from clusterscaler.loop.estimator import Estimator, ThresholdLimiter, limits_from_options
+from clusterscaler.loop.expander import Option
+from clusterscaler.loop.limits import CPU, MEMORY, NODES, Limits, Totals, node_totals
+from clusterscaler.loop.templates import Template, instantiate
+from clusterscaler.model import NodeInfo, Pod
+from clusterscaler.simulator import ClusterSnapshot, check_predicates
+from clusterscaler.simulator.equivalence import PodGroup
+
+if TYPE_CHECKING:
+    from clusterscaler.framework.options import AutoscalingOptions
+
+_LIMIT_REASONS = {
+    CPU: NoScaleUpReason.CPU_LIMIT_REACHED,
+    MEMORY: NoScaleUpReason.MEMORY_LIMIT_REACHED,
+    NODES: NoScaleUpReason.MAX_NODES_TOTAL_REACHED,
+}
+
+
+class PodKeys:
+    """The `namespace/name` key of each pending pod, built once per plan.
+
+    The plan keys its rejections, helped pods and options by pod key, asking for the keys
+    of every pod once per node group: about 1.7 million `Pod.key` strings at 20,000 pods.
+    The pods are held for the whole plan, so no other object can have the id of one of
+    them meanwhile; a pod the estimator returns that is not one of them (a copy) gets its
+    key built as before, so the keys are the same either way.
+    """
+
+    __slots__ = ("_by_id",)
+
+    def __init__(self, pods: Sequence[Pod]) -> None:
+        self._by_id = {id(p): p.key for p in pods}
+
+    def every(self) -> Iterable[str]:
+        """The keys of the pending pods, in their order."""
+        return self._by_id.values()
+
+    def all(self, pods: Sequence[Pod]) -> list[str]:
+        keys: list[str | None] = list(map(self._by_id.get, map(id, pods)))
+        if None in keys:  # pods the estimator made itself
+            return [k if k is not None else p.key for k, p in zip(keys, pods, strict=True)]
+        return keys  # type: ignore[return-value]  # no None left
+
+    def covers(self, ids: set[int]) -> bool:
+        """Whether every id in `ids` is one of the pending pods'."""
+        return ids <= self._by_id.keys()
+
+
+class Rejections:
+    """Why each pending pod stays pending: the rejections of every group, by pod key."""
+
+    __slots__ = ("by_pod", "keys")
+
+    def __init__(self, keys: PodKeys) -> None:
+        self.keys = keys
+        self.by_pod: dict[str, list[GroupRejection]] = {k: [] for k in keys.every()}
+
+    def add(self, rejection: GroupRejection, pods: Sequence[Pod]) -> None:
+        for k in self.keys.all(pods):
+            self.by_pod[k].append(rejection)
+
+
+def not_schedulable_detail(pod: Pod, template: NodeInfo, snapshot: ClusterSnapshot) -> str:
+    """Why `pod` does not fit an empty node of the group (the failing predicate)."""
+    node = instantiate(template, f"{template.node.name}-probe")
+    snapshot.fork()
+    try:
+        ni = snapshot.add_node(node.node, node.pods)
+        return check_predicates(pod, ni, snapshot) or ""
+    finally:
+        snapshot.revert()
+
+
+def template_infos(templates: Mapping[str, Template]) -> dict[str, NodeInfo]:
+    """The template node of each group that has one."""
+    return {gid: t.node_info for gid, t in templates.items() if t.node_info is not None}
+
+
+def estimate_options(
+    *,
+    pods: Sequence[Pod],
+    pod_groups: Sequence[PodGroup],
+    eligible: Mapping[str, GroupState],
+    templates: Mapping[str, Template],
+    snapshot: ClusterSnapshot,
+    estimator: Estimator,
+    limits: Limits,
+    totals: Totals,
+    options: AutoscalingOptions,
+    gpu_label: str,
+    monotonic: Callable[[], float],
+    rejections: Rejections,
+) -> list[Option]:
+    """One option per eligible group that can help some pods; the pods a group cannot help
+    are rejected with the reason (the failing predicate, or the limit that capped it)."""
+    keys = rejections.keys
+    cluster_nodes = totals.nodes
+    # --max-binpacking-time bounds the estimations of all groups together.
+    deadline = monotonic() + options.max_binpacking_time.total_seconds()
+    out: list[Option] = []
+    for gid, g in eligible.items():
+        tpl = templates[gid].node_info
+        assert tpl is not None
+        room, which = limits.max_new_nodes(totals, node_totals(tpl.node, gpu_label))
+        if room <= 0:
+            rejections.add(
+                GroupRejection(
+                    gid,
+                    _LIMIT_REASONS.get(which, NoScaleUpReason.GPU_LIMIT_REACHED),
+                    f"limit on {which}",
+                ),
+                pods,
+            )
+            continue
+        headroom = min(g.group.max_size - g.target, room)
+        if options.balance_similar_node_groups:
+            for other in find_similar(gid, template_infos(templates), options, eligible):
+                og = eligible[other]
+                headroom += og.group.max_size - og.target
+            headroom = min(headroom, room)
+        limiter = ThresholdLimiter(
+            limits_from_options(
+                options,
+                node_group_headroom=headroom,
+                cluster_node_count=cluster_nodes,
+                deadline=deadline,
+            ),
+            clock=monotonic,
+        )
+        estimate = estimator.estimate(pod_groups, tpl, snapshot, limiter, node_group_id=gid)
+        # By identity when the estimate holds the pending pods themselves (checked), by key
+        # when it made copies: the same pods are missing either way.
+        scheduled_ids = set(map(id, estimate.scheduled_pods))
+        by_identity = keys.covers(scheduled_ids)
+        scheduled_keys = set() if by_identity else set(keys.all(estimate.scheduled_pods))
+        for pg in pod_groups:
+            if by_identity:
+                if scheduled_ids.issuperset(map(id, pg.pods)):
+                    continue
+                missing = [p for p in pg.pods if id(p) not in scheduled_ids]
+            else:
+                missing = [
+                    p
+                    for p, k in zip(pg.pods, keys.all(pg.pods), strict=True)
+                    if k not in scheduled_keys
+                ]
+                if not missing:
+                    continue
+            if len(missing) < len(pg.pods) and estimate.limited_by:
+                reason = GroupRejection(gid, NoScaleUpReason.MAX_SIZE_REACHED, estimate.limited_by)
+            else:
+                detail = not_schedulable_detail(pg.representative, tpl, snapshot)
+                if detail:
+                    reason = GroupRejection(gid, NoScaleUpReason.NOT_SCHEDULABLE, detail)
+                else:
+                    reason = GroupRejection(
+                        gid, NoScaleUpReason.MAX_SIZE_REACHED, estimate.limited_by or ""
+                    )
+            rejections.add(reason, missing)
+        if estimate.node_count > 0:
+            similar_groups: tuple[NodeGroup, ...] = ()
+            if options.balance_similar_node_groups:
+                similar_groups = tuple(
+                    eligible[o].group
+                    for o in find_similar(gid, template_infos(templates), options, eligible)
+                )
+            out.append(
+                Option(
+                    node_group=g.group,
+                    node_count=estimate.node_count,
+                    pods=tuple(estimate.scheduled_pods),
+                    similar_node_groups=similar_groups,
+                    template=tpl,
+                    debug=f"estimate limited by {estimate.limited_by}"
+                    if estimate.limited_by
+                    else "",
+                )
+            )
+    return out

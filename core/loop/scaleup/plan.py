@@ -1,0 +1,141 @@
+"""A scale-up decided: the eligible groups, their estimates as options, the chosen option
+balanced over similar groups, and why each pod left pending stays pending."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from clusterscaler.loop.clusterstate import ClusterState
+from clusterscaler.loop.decisions import (
+    GroupRejection,
+    NoScaleUpReason,
+    ScaleUpResult,
+    ScaleUpStatus,
+)
+from clusterscaler.loop.estimator import Estimator
+from clusterscaler.loop.expander import Option
+from clusterscaler.loop.limits import Limits, Totals, node_totals
+from clusterscaler.loop.scaleup.choose import decide, option_value
+from clusterscaler.loop.scaleup.eligibility import eligible_groups
+from clusterscaler.loop.scaleup.estimate import PodKeys, Rejections, estimate_options
+from clusterscaler.loop.templates import Template
+from clusterscaler.model import Pod
+from clusterscaler.simulator import ClusterSnapshot
+from clusterscaler.simulator.equivalence import PodGroup, group_pods
+
+if TYPE_CHECKING:
+    from clusterscaler.framework.options import AutoscalingOptions
+
+# Picks the option to execute among several: the expander chain with this loop's context.
+Chooser = Callable[[Sequence[Option]], Option | None]
+
+
+@dataclass
+class ScaleUpPlan:
+    """A decided scale-up before it is executed."""
+
+    result: ScaleUpResult
+    increases: dict[str, int] = field(default_factory=dict)
+
+
+def current_totals(
+    state: ClusterState, templates: Mapping[str, Template], gpu_label: str, base: Totals
+) -> Totals:
+    """`base` (the registered nodes) plus upcoming nodes counted as their templates."""
+    out = base
+    for gid, g in state.groups.items():
+        tpl = templates.get(gid)
+        if g.upcoming and tpl is not None and tpl.node_info is not None:
+            out = out.plus(node_totals(tpl.node_info.node, gpu_label), g.upcoming)
+    return out
+
+
+def plan_scale_up(
+    *,
+    now: datetime,
+    pods: Sequence[Pod],
+    state: ClusterState,
+    templates: Mapping[str, Template],
+    snapshot: ClusterSnapshot,
+    estimator: Estimator,
+    choose: Chooser,
+    limits: Limits,
+    totals: Totals,
+    options: AutoscalingOptions,
+    gpu_label: str = "",
+    monotonic: Callable[[], float] = time.monotonic,
+    groups: Sequence[PodGroup] | None = None,
+) -> ScaleUpPlan:
+    """Decide a scale-up for `pods` (already filtered: none fits existing or upcoming
+    capacity). `totals` covers registered and upcoming nodes. The snapshot is left as given.
+
+    `groups`, when the caller has them, are `group_pods(pods)` (see
+    `PendingPods.unschedulable_groups`); they are not grouped again."""
+    if not pods:
+        return ScaleUpPlan(ScaleUpResult(status=ScaleUpStatus.NOT_NEEDED))
+    keys = PodKeys(pods)
+    if not options.scale_up_from_zero and not state.ready:
+        reason = GroupRejection("", NoScaleUpReason.SCALE_UP_FROM_ZERO_DISABLED)
+        return ScaleUpPlan(
+            ScaleUpResult(
+                status=ScaleUpStatus.NOT_TRIED,
+                pods_remaining={k: (reason,) for k in keys.all(pods)},
+            )
+        )
+    rejections = Rejections(keys)
+    eligible, rejected = eligible_groups(state, templates, now)
+    for rejection in rejected:
+        rejections.add(rejection, pods)
+    options_out = estimate_options(
+        pods=pods,
+        pod_groups=group_pods(pods) if groups is None else groups,
+        eligible=eligible,
+        templates=templates,
+        snapshot=snapshot,
+        estimator=estimator,
+        limits=limits,
+        totals=totals,
+        options=options,
+        gpu_label=gpu_label,
+        monotonic=monotonic,
+        rejections=rejections,
+    )
+    values = tuple(option_value(o, keys) for o in options_out)
+    helped = set().union(*(v.pods for v in values))
+    remaining = {k: tuple(v) for k, v in rejections.by_pod.items() if k not in helped}
+    if not options_out:
+        return ScaleUpPlan(
+            ScaleUpResult(status=ScaleUpStatus.NO_OPTIONS_AVAILABLE, pods_remaining=remaining)
+        )
+    best = choose(options_out)
+    if best is None:
+        return ScaleUpPlan(
+            ScaleUpResult(
+                status=ScaleUpStatus.NO_OPTIONS_AVAILABLE,
+                options=values,
+                pods_remaining=remaining,
+            )
+        )
+    decisions, best_pods, increases = decide(
+        best,
+        options_out,
+        values,
+        keys=keys,
+        eligible=eligible,
+        state=state,
+        balance_similar=options.balance_similar_node_groups,
+    )
+    return ScaleUpPlan(
+        ScaleUpResult(
+            status=ScaleUpStatus.SUCCESSFUL,
+            decisions=decisions,
+            triggered_pods=best_pods,
+            pods_remaining=remaining,
+            options=values,
+        ),
+        increases,
+    )
