@@ -8,6 +8,7 @@ provider is built.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -126,10 +127,14 @@ def settings_from_options(options: AutoscalingOptions) -> GceSettings:
         raise ConfigurationError(f"{CONCURRENT_REFRESHES_FLAG}={concurrent!r}: expected a positive integer")
     if not isinstance(wait, timedelta):
         raise ConfigurationError(f"{MIN_REFRESH_WAIT_FLAG}={wait!r}: expected {DURATION_FORM}")
+    config = load_cloud_config(options.cloud_config)
+    if getattr(options, "regional", False) and not config.regional:
+        # `--regional` (as upstream) and `regional = true` in gce.conf mean the same.
+        config = dataclasses.replace(config, regional=True)
     return GceSettings(
         explicit=explicit,
         discovery=discovery,
-        cloud_config=load_cloud_config(options.cloud_config),
+        cloud_config=config,
         concurrent_refreshes=concurrent,
         instances_min_wait=wait,
     )
