@@ -370,6 +370,11 @@ class MigCache:
                 self._by_instance[inst.ref] = ref
             return record
 
+    def invalidate(self, ref: MigRef) -> None:
+        """The MIG may have changed (a call failed part-way): re-list it at the next refresh."""
+        with self._lock:
+            self._stale.add(ref)
+
     def set_target(self, ref: MigRef, size: int) -> None:
         with self._lock:
             record = self._records.get(ref)

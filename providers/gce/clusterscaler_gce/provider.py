@@ -83,9 +83,11 @@ class GceNodeGroup:
             )
         try:
             self._provider.service.resize(self.ref, size)
-        finally:
-            # Whether or not the call went through, the next read must come from GCE.
-            self._provider.cache.set_target(self.ref, size)
+        except CloudProviderError:
+            # The resize may or may not have reached GCE: the next refresh reads the truth.
+            self._provider.cache.invalidate(self.ref)
+            raise
+        self._provider.cache.set_target(self.ref, size)
         log.info("gce_scale_up", node_group=self.id, delta=delta, target=size)
 
     def delete_nodes(self, nodes: Sequence[Node]) -> None:
@@ -142,8 +144,10 @@ class GceNodeGroup:
             raise CloudProviderError(f"MIG {self.ref}: cannot decrease the target size to {size}, below min {record.min_size}")
         try:
             self._provider.service.resize(self.ref, size)
-        finally:
-            self._provider.cache.set_target(self.ref, size)
+        except CloudProviderError:
+            self._provider.cache.invalidate(self.ref)
+            raise
+        self._provider.cache.set_target(self.ref, size)
         log.info("gce_decrease_target_size", node_group=self.id, delta=delta, target=size)
 
     def nodes(self) -> Sequence[Instance]:
@@ -233,6 +237,7 @@ class GceCloudProvider:
             log.warning("gce_instance_check_failed", node=node.name, error=str(exc))
             return True
         with self._lock:
+            self._instances = {k: v for k, v in self._instances.items() if now - v[1] < INSTANCE_TTL}
             self._instances[ref] = (exists, now)
         return exists
 

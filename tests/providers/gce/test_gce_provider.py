@@ -174,6 +174,16 @@ def test_failed_operation_is_an_error(gce: FakeComputeServer, make_provider: Pro
     (group,) = provider.node_groups()
     with pytest.raises(CloudProviderError, match="QUOTA_EXCEEDED: Quota 'CPUS' exceeded"):
         group.increase_size(1)
+    # The cache does not pretend to know; the next refresh reads what GCE made of it (the
+    # fake applies a resize whose operation then fails).
+    assert group.target_size() == 0
+    provider.refresh()
+    assert group.target_size() == 1
+    gce.fail("POST", "/pool/resize$", 503)
+    with pytest.raises(CloudProviderError, match=r"instanceGroupManagers\.resize .* failed: 503"):
+        group.increase_size(1)
+    assert group.target_size() == 1
+    assert gce.target_size(PROJECT, ZONE, "pool") == 1
 
 
 def test_slow_operation_times_out(gce: FakeComputeServer, make_provider: ProviderFactory) -> None:
