@@ -1,0 +1,286 @@
+"""The `gce` cloud provider: Managed Instance Groups as node groups.
+
+Scaling goes through instanceGroupManagers.resize (the MIG's target size is the truth) and
+deleteInstances with the instances' URLs, both waited for. The limits are enforced here
+before any call. Instances that never came are cancelled by resizing down to the instances
+that exist, listed afresh just before, so that no instance is deleted by a resize.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+
+import structlog
+from clusterscaler.api import (
+    CloudProviderError,
+    ConfigurationError,
+    Instance,
+    Node,
+    NodeGroupNotFoundError,
+    NodeGroupOptions,
+    NodeInfo,
+    PricingModel,
+    ProviderProblem,
+    ResourceLimiter,
+)
+
+from clusterscaler_gce.compute import ComputeService, chunks
+from clusterscaler_gce.machine_types import MachineTypeCatalogue
+from clusterscaler_gce.mig_cache import MigCache, MigRecord
+from clusterscaler_gce.pricing import GcePriceModel
+from clusterscaler_gce.refs import InstanceRef, MigRef, parse_provider_id
+from clusterscaler_gce.template import GPU_LABEL, TemplateInput, build_template_node_info
+
+log = structlog.get_logger()
+
+PROVIDER_NAME = "gce"
+# deleteInstances takes at most 1000 instances per call.
+DELETE_BATCH = 1000
+# "Does this instance still exist" is reused for a minute.
+INSTANCE_TTL = 60.0
+
+
+class GceNodeGroup:
+    """One MIG. Reads go through the provider's cache; writes call GCE and update it."""
+
+    def __init__(self, provider: GceCloudProvider, ref: MigRef) -> None:
+        self._provider = provider
+        self.ref = ref
+
+    def _record(self) -> MigRecord:
+        record = self._provider.cache.get(self.ref)
+        if record is None:
+            raise NodeGroupNotFoundError(f"MIG {self.ref} is no longer managed or could not be read")
+        return record
+
+    @property
+    def id(self) -> str:
+        return self.ref.url
+
+    @property
+    def min_size(self) -> int:
+        return self._record().min_size
+
+    @property
+    def max_size(self) -> int:
+        return self._record().max_size
+
+    def target_size(self) -> int:
+        return self._record().target_size
+
+    def increase_size(self, delta: int) -> None:
+        if delta <= 0:
+            raise ValueError(f"MIG {self.ref}: increase_size delta must be positive, got {delta}")
+        record = self._record()
+        size = record.target_size + delta
+        if size > record.max_size:
+            raise CloudProviderError(
+                f"MIG {self.ref}: size increase too large: target {size} "
+                f"({record.target_size} + {delta}) exceeds max {record.max_size}"
+            )
+        try:
+            self._provider.service.resize(self.ref, size)
+        except CloudProviderError:
+            # The resize may or may not have reached GCE: the next refresh reads the truth.
+            self._provider.cache.invalidate(self.ref)
+            raise
+        self._provider.cache.set_target(self.ref, size)
+        log.info("gce_scale_up", node_group=self.id, delta=delta, target=size)
+
+    def delete_nodes(self, nodes: Sequence[Node]) -> None:
+        if not nodes:
+            return
+        record = self._record()
+        listed = {i.ref: i for i in record.instances}
+        targets: list[InstanceRef] = []
+        for node in nodes:
+            ref = parse_provider_id(node.provider_id)
+            if ref is None or ref not in listed:
+                # The listing may predate the instance: look again before refusing.
+                record = self._provider.cache.fresh_instances(self.ref)
+                listed = {i.ref: i for i in record.instances}
+            if ref is None or ref not in listed:
+                raise CloudProviderError(
+                    f"MIG {self.ref}: node {node.name!r} (providerID {node.provider_id!r}) does "
+                    "not belong to this MIG; nothing was deleted"
+                )
+            if listed[ref].current_action in ("DELETING", "ABANDONING"):
+                continue
+            if ref not in targets:
+                targets.append(ref)
+        if not targets:
+            return
+        size = record.target_size - len(targets)
+        if size < record.min_size:
+            raise CloudProviderError(
+                f"MIG {self.ref}: deleting {len(targets)} instance(s) would bring the target size "
+                f"to {size}, below min {record.min_size}; nothing was deleted"
+            )
+        done = 0
+        try:
+            for batch in chunks(targets, DELETE_BATCH):
+                self._provider.service.delete_instances(self.ref, batch)
+                done += len(batch)
+        finally:
+            self._provider.cache.mark_deleting(self.ref, targets[:done], record.target_size - done)
+        log.info("gce_instances_deleted", node_group=self.id, instances=[t.name for t in targets], target=size)
+
+    def decrease_target_size(self, delta: int) -> None:
+        if delta >= 0:
+            raise ValueError(f"MIG {self.ref}: decrease_target_size delta must be negative, got {delta}")
+        # A resize below the instances that exist would delete some: count them afresh.
+        record = self._provider.cache.fresh_instances(self.ref)
+        size = record.target_size + delta
+        existing = len(record.live_instances())
+        if size < existing:
+            raise CloudProviderError(
+                f"MIG {self.ref}: cannot decrease the target size to {size}: {existing} instance(s) "
+                f"exist and only requested capacity can be cancelled ({record.target_size - existing} not created)"
+            )
+        if size < record.min_size:
+            raise CloudProviderError(f"MIG {self.ref}: cannot decrease the target size to {size}, below min {record.min_size}")
+        try:
+            self._provider.service.resize(self.ref, size)
+        except CloudProviderError:
+            self._provider.cache.invalidate(self.ref)
+            raise
+        self._provider.cache.set_target(self.ref, size)
+        log.info("gce_decrease_target_size", node_group=self.id, delta=delta, target=size)
+
+    def nodes(self) -> Sequence[Instance]:
+        return self._record().core_instances
+
+    def template_node_info(self) -> NodeInfo:
+        return self._provider.template_for(self._record())
+
+    def exist(self) -> bool:
+        return self._provider.cache.get(self.ref) is not None
+
+    def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
+        overrides = self._record().options
+        if overrides is None:
+            return None
+        merged = {
+            f.name: getattr(overrides, f.name) if getattr(overrides, f.name) is not None else getattr(defaults, f.name)
+            for f in fields(NodeGroupOptions)
+        }
+        return NodeGroupOptions(**merged)
+
+    def debug(self) -> str:
+        record = self._provider.cache.get(self.ref)
+        if record is None:
+            return f"{self.ref} (not readable)"
+        return f"{self.ref} ({record.min_size}:{record.max_size}, target {record.target_size})"
+
+    def __repr__(self) -> str:
+        return f"GceNodeGroup({str(self.ref)!r})"
+
+
+class GceCloudProvider:
+    """MIGs found by `--nodes` and `--node-group-auto-discovery=mig:namePrefix=`."""
+
+    def __init__(
+        self,
+        service: ComputeService,
+        cache: MigCache,
+        *,
+        pricing: GcePriceModel | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.service = service
+        self.cache = cache
+        self.machine_types = MachineTypeCatalogue(service.get_machine_type, clock=clock)
+        self._pricing = pricing or GcePriceModel()
+        self._clock = clock
+        self._groups: dict[MigRef, GceNodeGroup] = {}
+        self._templates: dict[tuple[MigRef, str, str], NodeInfo] = {}
+        self._instances: dict[InstanceRef, tuple[bool, float]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return PROVIDER_NAME
+
+    def node_groups(self) -> Sequence[GceNodeGroup]:
+        return [self._group(record.ref) for record in self.cache.records()]
+
+    def _group(self, ref: MigRef) -> GceNodeGroup:
+        with self._lock:
+            group = self._groups.get(ref)
+            if group is None:
+                group = self._groups[ref] = GceNodeGroup(self, ref)
+            return group
+
+    def node_group_for_node(self, node: Node) -> GceNodeGroup | None:
+        ref = parse_provider_id(node.provider_id)
+        if ref is None:
+            return None
+        mig = self.cache.mig_for_instance(ref)
+        return None if mig is None else self._group(mig)
+
+    def has_instance(self, node: Node) -> bool:
+        ref = parse_provider_id(node.provider_id)
+        if ref is None or self.cache.mig_for_instance(ref) is not None:
+            # Not a GCE instance (or no providerID yet): never claim it is gone.
+            return True
+        now = self._clock()
+        with self._lock:
+            cached = self._instances.get(ref)
+        if cached is not None and now - cached[1] < INSTANCE_TTL:
+            return cached[0]
+        try:
+            exists = self.service.instance_exists(ref)
+        except CloudProviderError as exc:
+            log.warning("gce_instance_check_failed", node=node.name, error=str(exc))
+            return True
+        with self._lock:
+            self._instances = {k: v for k, v in self._instances.items() if now - v[1] < INSTANCE_TTL}
+            self._instances[ref] = (exists, now)
+        return exists
+
+    def pricing(self) -> PricingModel | None:
+        return self._pricing
+
+    def resource_limiter(self) -> ResourceLimiter | None:
+        return None
+
+    def gpu_label(self) -> str:
+        return GPU_LABEL
+
+    def refresh(self) -> None:
+        self.cache.refresh()
+
+    def cleanup(self) -> None:
+        self.cache.close()
+        with self._lock:
+            self._groups.clear()
+
+    def problems(self) -> list[ProviderProblem]:
+        """Problems per MIG (or discovery spec) found at the last refresh."""
+        return self.cache.problems()
+
+    def template_for(self, record: MigRecord) -> NodeInfo:
+        desc = record.description
+        if not desc.zones:
+            raise ConfigurationError(f"MIG {record.ref}: no zone to place new instances in; expected distributionPolicy.zones")
+        zone = desc.zones[0]
+        key = (record.ref, desc.instance_template, zone)
+        with self._lock:
+            cached = self._templates.get(key)
+        if cached is not None:
+            return cached
+        template = self.cache.template(desc.instance_template)
+        source = f"MIG {record.ref} instance template {template.name!r}"
+        if not template.machine_type:
+            raise ConfigurationError(f"{source}: no machine type; expected properties.machineType")
+        machine = self.machine_types.get(record.ref.project, zone, template.machine_type, source)
+        info = build_template_node_info(
+            TemplateInput(mig=record.ref, zone=zone, template=template, machine_type=machine)
+        )
+        with self._lock:
+            self._templates = {k: v for k, v in self._templates.items() if k[0] != record.ref}
+            self._templates[key] = info
+        return info

@@ -1,0 +1,48 @@
+"""docs/providers/gce.md and deploy/gce.yaml stay true: the example gce.conf files parse, the
+flags and reasons they name exist, and the manifest fits deploy/rbac.yaml."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from clusterscaler_gce import mig_cache, plugin
+from clusterscaler_gce.cloud_config import parse_cloud_config
+from clusterscaler_gce.kube_env import KNOWN_OPTIONS
+from clusterscaler_gce.specs import parse_discovery_spec
+
+ROOT = Path(__file__).resolve().parents[3]
+DOC = (ROOT / "docs" / "providers" / "gce.md").read_text()
+
+
+def test_example_gce_conf_in_the_doc_parses() -> None:
+    (block,) = re.findall(r"```ini\n(.*?)```", DOC, flags=re.S)
+    config = parse_cloud_config(block, source="docs/providers/gce.md")
+    assert config.project_id == "my-project"
+    assert config.api_endpoint == "https://compute.googleapis.com"
+
+
+def test_discovery_examples_parse() -> None:
+    for spec in set(re.findall(r"--node-group-auto-discovery=(mig:\S+)", DOC)):
+        parse_discovery_spec(spec.rstrip("`"))
+
+
+def test_flags_options_and_reasons_named_exist() -> None:
+    assert plugin.CONCURRENT_REFRESHES_FLAG in DOC and plugin.MIN_REFRESH_WAIT_FLAG in DOC
+    for option in KNOWN_OPTIONS:
+        assert f"`{option}`" in DOC, option
+    source = Path(mig_cache.__file__).read_text()
+    for reason in ("MigUnreadable", "MigNotFound", "InstanceTemplateUnreadable", "InvalidKubeEnv", "DiscoveryFailed"):
+        assert reason in DOC and f'"{reason}"' in source, reason
+
+
+def test_deploy_manifest_fits_rbac_and_its_gce_conf_parses() -> None:
+    documents = [d for d in yaml.safe_load_all((ROOT / "deploy" / "gce.yaml").read_text()) if d]
+    rbac = [d for d in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()) if d]
+    account = next(d for d in documents if d["kind"] == "ServiceAccount")["metadata"]
+    rbac_account = next(d for d in rbac if d["kind"] == "ServiceAccount")["metadata"]
+    assert (account["name"], account["namespace"]) == (rbac_account["name"], rbac_account["namespace"])
+    assert "iam.gke.io/gcp-service-account" in account["annotations"]
+    conf = next(d for d in documents if d["kind"] == "ConfigMap")["data"]["gce.conf"]
+    assert parse_cloud_config(conf, source="deploy/gce.yaml").local_zone == "us-central1-b"
