@@ -8,7 +8,6 @@ memory and GPU limits, and --max-binpacking-time across all groups.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clusterscaler.api import InstanceState, Pod, Registry
-from clusterscaler.autoscaler import Autoscaler
-from clusterscaler.cluster import InMemoryCluster
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.model import OwnerRef
-from clusterscaler.options import AutoscalingOptions
-from clusterscaler.pluginmanager import build_plugin_manager, collect_registry
 from clusterscaler.plugins import estimators, expanders, pod_filters
 from clusterscaler.simulator.builders import make_pod
 from clusterscaler_gce.provider import GceCloudProvider

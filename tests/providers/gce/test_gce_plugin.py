@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from clusterscaler.api import ConfigurationError, Registry
-from clusterscaler.cli import parse_autoscaler_args
-from clusterscaler.pluginmanager import PluginHost
+from clusterscaler.commands.cli import parse_autoscaler_args
+from clusterscaler.framework.pluginmanager import PluginHost
 from clusterscaler.testing import RegisterPlugin
 from clusterscaler_gce import plugin
 
@@ -93,7 +93,7 @@ def test_cli_rejects_bad_specs_before_starting(tmp_path: Path) -> None:
 def test_plugins_command_does_not_import_the_google_sdk() -> None:
     probe = (
         "import json, sys, contextlib, io\n"
-        "from clusterscaler.cli import main\n"
+        "from clusterscaler.commands.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         "    code = main(['plugins', '--json'])\n"
         "data = json.loads(out.getvalue())\n"
