@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -512,6 +512,14 @@ class FakeKubeServer:
             if current is None:
                 return None
             return copy.deepcopy(self._remove(rtype, current))
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the server's lock: the direct reads and writes made inside happen at once
+        for clients (no request is carried out in between), e.g. a scheduler's check that
+        a node has room and the binding of a pod to it."""
+        with self._cond:
+            yield
 
     @property
     def resource_version(self) -> int:
@@ -1616,6 +1624,9 @@ class _Handler(BaseHTTPRequestHandler):
     fake: FakeKubeServer
     protocol_version = "HTTP/1.1"
     server_version = "fake-kube-apiserver"
+    # Headers and body go out as separate writes: with Nagle's algorithm, the body waits
+    # for the client's delayed ACK (40 ms on Linux) on every keep-alive request.
+    disable_nagle_algorithm = True
 
     def setup(self) -> None:
         super().setup()
