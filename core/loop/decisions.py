@@ -55,6 +55,9 @@ class NoScaleUpReason(enum.Enum):
     MEMORY_LIMIT_REACHED = "max cluster memory limit reached"
     GPU_LIMIT_REACHED = "max cluster gpu limit reached"
     NOT_SELECTED = "another node group was chosen"
+    # A zero-or-max (atomic) group grows to its max size at once or not at all.
+    ATOMIC_MAX_NODES_TOTAL = "atomic scale-up exceeds cluster node count limit"
+    ATOMIC_MAX_NODES_PER_SCALE_UP = "atomic scale-up exceeds max nodes per scale-up"
     SCALE_UP_FROM_ZERO_DISABLED = "scale-up from zero ready nodes is disabled"
 
 
@@ -232,6 +235,9 @@ class NodeCounts:
     being_deleted: int = 0
     unregistered: int = 0
     long_unregistered: int = 0
+    # Registered nodes whose instance the provider reports suspended (CA's
+    # registered.suspended); no provider here suspends instances yet.
+    suspended: int = 0
 
 
 @dataclass(frozen=True, slots=True)

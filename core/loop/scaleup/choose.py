@@ -9,6 +9,7 @@ from clusterscaler.loop.balancing import GroupSize, balance
 from clusterscaler.loop.clusterstate import ClusterState, GroupState
 from clusterscaler.loop.decisions import ScaleUpDecision, ScaleUpOption
 from clusterscaler.loop.expander import Option
+from clusterscaler.loop.scaleup.eligibility import is_atomic
 from clusterscaler.loop.scaleup.estimate import PodKeys
 
 
@@ -34,7 +35,8 @@ def decide(
     balance_similar: bool,
 ) -> tuple[tuple[ScaleUpDecision, ...], tuple[str, ...], dict[str, int]]:
     """The decisions for the chosen option `best`: its group grows by its node count, or,
-    balancing, that count is spread over it and its eligible similar groups. Returns the
+    balancing, that count is spread over it and its eligible similar groups. A zero-or-max
+    group is never balanced, nor given a share of another group's count. Returns the
     decisions, the pods they are for, and the increase of each group."""
     best_id = best.node_group.id
     best_pods = next(
@@ -42,8 +44,12 @@ def decide(
         None,
     ) or tuple(keys.all(best.pods))
     increases = {best_id: best.node_count}
-    if balance_similar:
-        similar = [g.id for g in best.similar_node_groups if g.id in eligible]
+    if balance_similar and not is_atomic(eligible[best_id]):
+        similar = [
+            g.id
+            for g in best.similar_node_groups
+            if g.id in eligible and not is_atomic(eligible[g.id])
+        ]
         if similar:
             sizes = [
                 GroupSize(gid, eligible[gid].target, eligible[gid].group.max_size)

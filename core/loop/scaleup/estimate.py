@@ -4,6 +4,10 @@ expansion options, and why the pods an option leaves out stay pending.
 Each group's count is capped by its headroom (with --balance-similar-node-groups, its
 similar groups' too), --max-nodes-total, --max-nodes-per-scaleup, the cluster's cores,
 memory and GPU limits, and --max-binpacking-time across all groups.
+
+A zero-or-max (atomic) group's option is always its whole increase to max size, however few
+nodes the pods need, or no option at all when the limits do not allow that much; it is
+never balanced with similar groups, nor one of another group's similar groups.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from clusterscaler.loop.decisions import GroupRejection, NoScaleUpReason
 from clusterscaler.loop.estimator import Estimator, ThresholdLimiter, limits_from_options
 from clusterscaler.loop.expander import Option
 from clusterscaler.loop.limits import CPU, MEMORY, NODES, Limits, Totals, node_totals
+from clusterscaler.loop.scaleup.eligibility import atomic_increase, atomic_rejection, is_atomic
 from clusterscaler.loop.templates import Template, instantiate
 from clusterscaler.model import NodeInfo, Pod
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
@@ -115,11 +120,21 @@ def estimate_options(
     # --max-binpacking-time bounds the estimations of all groups together.
     deadline = monotonic() + options.max_binpacking_time.total_seconds()
     out: list[Option] = []
+    balance = options.balance_similar_node_groups
+    # Atomic groups take no share of another group's scale-up.
+    balanceable = [gid for gid, g in eligible.items() if not is_atomic(g)] if balance else []
     for gid, g in eligible.items():
         tpl = templates[gid].node_info
         assert tpl is not None
         room, which = limits.max_new_nodes(totals, node_totals(tpl.node, gpu_label))
-        if room <= 0:
+        atomic = is_atomic(g)
+        if atomic:
+            refused = atomic_rejection(g, room, which, options.max_nodes_per_scaleup)
+            if refused is not None:
+                rejections.add(refused, pods)
+                continue
+            headroom = atomic_increase(g)
+        elif room <= 0:
             rejections.add(
                 GroupRejection(
                     gid,
@@ -129,9 +144,12 @@ def estimate_options(
                 pods,
             )
             continue
-        headroom = min(g.group.max_size - g.target, room)
-        if options.balance_similar_node_groups:
-            for other in find_similar(gid, template_infos(templates), options, eligible):
+        else:
+            headroom = min(g.group.max_size - g.target, room)
+        similar: list[str] = []
+        if balance and not atomic:
+            similar = find_similar(gid, template_infos(templates), options, balanceable)
+            for other in similar:
                 og = eligible[other]
                 headroom += og.group.max_size - og.target
             headroom = min(headroom, room)
@@ -175,22 +193,24 @@ def estimate_options(
                     )
             rejections.add(reason, missing)
         if estimate.node_count > 0:
-            similar_groups: tuple[NodeGroup, ...] = ()
-            if options.balance_similar_node_groups:
-                similar_groups = tuple(
-                    eligible[o].group
-                    for o in find_similar(gid, template_infos(templates), options, eligible)
+            similar_groups: tuple[NodeGroup, ...] = tuple(eligible[o].group for o in similar)
+            node_count = estimate.node_count
+            debug = f"estimate limited by {estimate.limited_by}" if estimate.limited_by else ""
+            if atomic:
+                # As CA: the only valid size of a zero-or-max group is its max size.
+                node_count = headroom
+                debug = (
+                    f"zero-or-max: the pods need {estimate.node_count} nodes, "
+                    f"the group grows by {node_count} to its max size {g.group.max_size}"
                 )
             out.append(
                 Option(
                     node_group=g.group,
-                    node_count=estimate.node_count,
+                    node_count=node_count,
                     pods=tuple(estimate.scheduled_pods),
                     similar_node_groups=similar_groups,
                     template=tpl,
-                    debug=f"estimate limited by {estimate.limited_by}"
-                    if estimate.limited_by
-                    else "",
+                    debug=debug,
                 )
             )
     return out

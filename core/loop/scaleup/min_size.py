@@ -9,6 +9,7 @@ import structlog
 from clusterscaler.loop.clusterstate import ClusterState
 from clusterscaler.loop.decisions import ScaleUpDecision
 from clusterscaler.loop.limits import Limits, Totals, node_totals
+from clusterscaler.loop.scaleup.eligibility import atomic_increase, is_atomic
 from clusterscaler.loop.templates import Template
 
 log = structlog.get_logger()
@@ -29,6 +30,9 @@ def plan_min_size_enforcement(
     CA's ScaleUpToNodeGroupMinSize caps them: the cluster never goes past --max-nodes-total
     or the cores, memory and GPU maxima; groups are served in name order, each from what the
     ones before it left. A group without a template counts as nodes only.
+
+    A zero-or-max group below its min size grows to its max size, all at once: when the
+    limits do not allow that much, it is left as it is.
     """
     out = []
     current = totals if totals is not None else Totals()
@@ -38,7 +42,8 @@ def plan_min_size_enforcement(
             continue
         if g.target >= g.group.min_size:
             continue
-        delta = g.group.min_size - g.target
+        atomic = is_atomic(g)
+        delta = atomic_increase(g) if atomic else g.group.min_size - g.target
         if limits is not None:
             tpl = templates.get(gid) if templates is not None else None
             per_node = (
@@ -47,6 +52,16 @@ def plan_min_size_enforcement(
                 else Totals(nodes=1)
             )
             room, which = limits.max_new_nodes(current, per_node)
+            if atomic and room < delta:
+                log.info(
+                    "min_size_enforcement_skipped",
+                    node_group=gid,
+                    wanted=delta,
+                    allowed=room,
+                    limit=which,
+                    reason="zero-or-max group grows to its max size or not at all",
+                )
+                continue
             if room < delta:
                 log.info(
                     "min_size_enforcement_capped",
@@ -64,7 +79,8 @@ def plan_min_size_enforcement(
                 node_group=gid,
                 delta=delta,
                 target_before=g.target,
-                reason="node group below its minimum size",
+                reason="node group below its minimum size"
+                + (" (zero-or-max: to its max size)" if atomic else ""),
             )
         )
     return out
