@@ -2,9 +2,11 @@
 
 ``AutoscalerStatus`` mirrors CA's ``ClusterAutoscalerStatus`` (pkg/clusterstate/api):
 cluster-wide health, scale-up and scale-down conditions, and the same per node group.
-``to_yaml`` renders CA's schema (CA's field names and order; empty optional fields left
-out as CA's ``omitempty`` does) for the ``status`` key of the ``cluster-autoscaler-status``
-ConfigMap;
+``to_yaml`` renders it for the ``status`` key of the ``cluster-autoscaler-status`` ConfigMap
+byte for byte as CA does: CA marshals the Go structs to JSON and the JSON to YAML, so the
+keys come sorted, ``omitempty`` drops only empty strings and zero integers (a zero struct
+stays: ``unready: {resourceUnready: 0, total: 0}``, ``backoffInfo: {}``), and an unset
+time is ``null``;
 ``with_transitions`` carries ``lastTransitionTime`` over from the previous status for every
 condition whose status did not change.
 """
@@ -130,7 +132,8 @@ class AutoscalerStatus:
 
 
 def _check(field_name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
+    # Empty is CA's zero value (the Initializing status has no conditions yet).
+    if value and value not in allowed:
         raise ValueError(f"status {field_name}: {value!r} is not one of {', '.join(allowed)}")
 
 
@@ -148,19 +151,20 @@ def format_last_updated(value: datetime) -> str:
 
 
 def _counts(counts: NodeCounts) -> dict[str, Any]:
-    # CA's field order; zero beingDeleted and unready are omitted (omitempty).
+    # CA's RegisteredNodeCount: beingDeleted is the only omitempty integer; unready is a
+    # struct, so it is always there.
     registered: dict[str, Any] = {
         "total": counts.total,
         "ready": counts.ready,
         "notStarted": counts.not_started,
+        "suspended": counts.suspended,
     }
     if counts.being_deleted:
         registered["beingDeleted"] = counts.being_deleted
-    if counts.unready or counts.resource_unready:
-        registered["unready"] = {
-            "total": counts.unready,
-            "resourceUnready": counts.resource_unready,
-        }
+    registered["unready"] = {
+        "total": counts.unready,
+        "resourceUnready": counts.resource_unready,
+    }
     return {
         "registered": registered,
         "longUnregistered": counts.long_unregistered,
@@ -168,13 +172,16 @@ def _counts(counts: NodeCounts) -> dict[str, Any]:
     }
 
 
+def _probe_time(value: datetime) -> str | None:
+    # metav1.Time: RFC 3339 in seconds, null when unset.
+    return None if value == _EPOCH else _time(value)
+
+
 def _condition(condition: Condition, **extra: Any) -> dict[str, Any]:
-    out = {"status": condition.status, **extra}
-    # Unset times are left out, as CA's omitempty leaves out zero times.
-    if condition.last_probe_time != _EPOCH:
-        out["lastProbeTime"] = _time(condition.last_probe_time)
-    if condition.last_transition_time != _EPOCH:
-        out["lastTransitionTime"] = _time(condition.last_transition_time)
+    out: dict[str, Any] = {"status": condition.status} if condition.status else {}
+    out.update(extra)
+    out["lastProbeTime"] = _probe_time(condition.last_probe_time)
+    out["lastTransitionTime"] = _probe_time(condition.last_transition_time)
     return out
 
 
@@ -184,10 +191,9 @@ def _scale_down(condition: Condition, candidates: int) -> dict[str, Any]:
 
 def to_dict(status: AutoscalerStatus) -> dict[str, Any]:
     """The status as CA serialises it (JSON field names)."""
-    out: dict[str, Any] = {
-        "time": format_last_updated(status.time),
-        "autoscalerStatus": status.autoscaler_status,
-    }
+    out: dict[str, Any] = {"time": format_last_updated(status.time)}
+    if status.autoscaler_status:
+        out["autoscalerStatus"] = status.autoscaler_status
     if status.message:
         out["message"] = status.message
     out["clusterWide"] = {
@@ -197,14 +203,11 @@ def to_dict(status: AutoscalerStatus) -> dict[str, Any]:
     }
     groups: list[dict[str, Any]] = []
     for group in status.node_groups:
-        scale_up_extra: dict[str, Any] = {}
-        if group.backoff_error_code or group.backoff_error_message:
-            info = {}
-            if group.backoff_error_code:
-                info["errorCode"] = group.backoff_error_code
-            if group.backoff_error_message:
-                info["errorMessage"] = group.backoff_error_message
-            scale_up_extra["backoffInfo"] = info
+        info: dict[str, str] = {}
+        if group.backoff_error_code:
+            info["errorCode"] = group.backoff_error_code
+        if group.backoff_error_message:
+            info["errorMessage"] = group.backoff_error_message
         groups.append(
             {
                 "name": group.name,
@@ -215,7 +218,7 @@ def to_dict(status: AutoscalerStatus) -> dict[str, Any]:
                     minSize=group.min_size,
                     maxSize=group.max_size,
                 ),
-                "scaleUp": _condition(group.scale_up, **scale_up_extra),
+                "scaleUp": _condition(group.scale_up, backoffInfo=info),
                 "scaleDown": _scale_down(group.scale_down, group.scale_down_candidates),
             }
         )
@@ -224,9 +227,24 @@ def to_dict(status: AutoscalerStatus) -> dict[str, Any]:
     return out
 
 
+class _GoYamlDumper(yaml.SafeDumper):
+    """Quotes as Go's YAML encoder does: a string that would read as another type (a
+    timestamp, a number) in double quotes."""
+
+    def choose_scalar_style(self) -> str:
+        style: str = super().choose_scalar_style()
+        return '"' if style == "'" else style
+
+
 def to_yaml(status: AutoscalerStatus) -> str:
-    """The value of the ConfigMap's ``status`` key, fields in CA's order."""
-    return yaml.safe_dump(to_dict(status), sort_keys=False, default_flow_style=False)
+    """The value of the ConfigMap's ``status`` key, as CA writes it (keys sorted)."""
+    return yaml.dump(
+        to_dict(status),
+        Dumper=_GoYamlDumper,
+        sort_keys=True,
+        default_flow_style=False,
+        allow_unicode=True,
+    )
 
 
 def _carry(previous: Condition | None, current: Condition) -> Condition:
@@ -324,6 +342,14 @@ def status_from_result(result: LoopResult) -> AutoscalerStatus:
     )
 
 
-def initializing_status(now: datetime, message: str = "Initializing") -> AutoscalerStatus:
-    """The status written before the first loop (caches syncing, leader election)."""
-    return AutoscalerStatus(time=now, autoscaler_status=AUTOSCALER_INITIALIZING, message=message)
+def initializing_status(now: datetime, message: str = "") -> AutoscalerStatus:
+    """The status written before the first loop (caches syncing, leader election): as CA's
+    EmptyClusterAutoscalerStatus, ``Initializing`` and nothing else known yet."""
+    return AutoscalerStatus(
+        time=now,
+        autoscaler_status=AUTOSCALER_INITIALIZING,
+        message=message,
+        health=Condition(""),
+        scale_up=Condition(""),
+        scale_down=Condition(""),
+    )

@@ -177,7 +177,13 @@ def test_status_document_follows_cluster_autoscaler_schema():
     health = doc["clusterWide"]["health"]
     assert health["status"] == "Healthy"
     assert health["nodeCounts"] == {
-        "registered": {"total": 3, "ready": 2, "notStarted": 1},
+        "registered": {
+            "total": 3,
+            "ready": 2,
+            "notStarted": 1,
+            "suspended": 0,
+            "unready": {"total": 0, "resourceUnready": 0},
+        },
         "longUnregistered": 0,
         "unregistered": 1,
     }
@@ -186,6 +192,7 @@ def test_status_document_follows_cluster_autoscaler_schema():
         "status": "CandidatesPresent",
         "candidates": 1,
         "lastProbeTime": "2026-01-02T03:04:05Z",
+        "lastTransitionTime": None,
     }
     group = doc["nodeGroups"][0]
     assert group["name"] == "ng-1"
@@ -201,21 +208,11 @@ def test_status_document_follows_cluster_autoscaler_schema():
     }
 
 
-def test_status_yaml_keeps_cluster_autoscaler_field_order_and_omits_empty_fields():
+def test_status_yaml_sorts_keys_and_keeps_zero_structs_as_cluster_autoscaler_does():
     text = to_yaml(with_transitions(None, sample_status()))
-    assert list(yaml.safe_load(text)) == ["time", "autoscalerStatus", "clusterWide", "nodeGroups"]
+    assert list(yaml.safe_load(text)) == ["autoscalerStatus", "clusterWide", "nodeGroups", "time"]
     health = yaml.safe_load(text)["clusterWide"]["health"]
-    assert list(health) == ["status", "nodeCounts", "lastProbeTime", "lastTransitionTime"]
-    group_health = yaml.safe_load(text)["nodeGroups"][0]["health"]
-    assert list(group_health) == [
-        "status",
-        "nodeCounts",
-        "cloudProviderTarget",
-        "minSize",
-        "maxSize",
-        "lastProbeTime",
-        "lastTransitionTime",
-    ]
+    assert list(health) == ["lastProbeTime", "lastTransitionTime", "nodeCounts", "status"]
     counts = NodeCounts(total=2, ready=1, being_deleted=1, unready=1)
     registered = to_dict(AutoscalerStatus(time=T0, node_counts=counts))["clusterWide"]["health"][
         "nodeCounts"
@@ -224,6 +221,7 @@ def test_status_yaml_keeps_cluster_autoscaler_field_order_and_omits_empty_fields
         "total": 2,
         "ready": 1,
         "notStarted": 0,
+        "suspended": 0,
         "beingDeleted": 1,
         "unready": {"total": 1, "resourceUnready": 0},
     }
