@@ -23,15 +23,17 @@ import structlog
 from clusterscaler import __version__
 from clusterscaler.framework.options import (
     BOOL,
-    GPU_TOTAL,
-    STRING_ARRAY,
-    STRING_SLICE,
+    PROVIDER_FLAGS,
+    REPEATABLE,
     UNSET,
     AutoscalingOptions,
     FlagSpec,
     OptionError,
+    adjust,
     flag_specs,
     format_value,
+    ineffective_feature_gates,
+    ineffective_values,
     options_from_namespace,
     validate,
     validate_names,
@@ -45,7 +47,7 @@ from clusterscaler.framework.pluginmanager import (
     describe,
     hook_names,
 )
-from clusterscaler.report.logs import configure_logging
+from clusterscaler.report.logs import configure_logging_from_options
 
 USAGE_ERROR = 2
 RUNTIME_ERROR = 1
@@ -94,6 +96,9 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        # The cloud-provider flags that no installed distribution defines (see
+        # `add_provider_fallbacks`).
+        self.provider_fallbacks: list[FlagSpec] = []
 
     def error(self, message: str) -> NoReturn:
         # The full usage of ~130 flags would bury the one line that matters.
@@ -127,15 +132,14 @@ def add_autoscaler_flags(parser: argparse.ArgumentParser, registry: Registry) ->
         group = groups.get(spec.group)
         if group is None:
             group = groups[spec.group] = parser.add_argument_group(f"{spec.group} flags")
-        help_text = spec.help.replace("%", "%%")
+        help_text = _help_text(spec)
         if spec.dest in choices:
-            help_text += f" Installed: {', '.join(choices[spec.dest]) or 'none'}."
-        help_text += f" (default {format_value(spec.kind, spec.default)})"
+            help_text = f"Installed: {', '.join(choices[spec.dest]) or 'none'}. {help_text}"
         names = [spec.flag]
         if spec.name == "v":
             names.append("-v")
         kwargs: dict[str, Any] = {"dest": spec.dest, "default": UNSET, "help": help_text}
-        if spec.kind in (STRING_ARRAY, GPU_TOTAL, STRING_SLICE):
+        if spec.kind in REPEATABLE:
             kwargs["action"] = "append"
             kwargs["default"] = None  # argparse appends to the default; None means unset
         kwargs["type"] = _type_for(spec)
@@ -149,6 +153,52 @@ def add_autoscaler_flags(parser: argparse.ArgumentParser, registry: Registry) ->
         help="Comma-separated entry-point names of plugins not to load (also "
         "CLUSTERSCALER_DISABLE_PLUGINS).",
     )
+
+
+def _help_text(spec: FlagSpec) -> str:
+    text = spec.help.replace("%", "%%")
+    if spec.no_effect:
+        text += f" No effect: {spec.no_effect}."
+    return text + f" (default {format_value(spec.kind, spec.default)})"
+
+
+def add_provider_fallbacks(parser: argparse.ArgumentParser) -> list[FlagSpec]:
+    """Define the upstream cloud-provider flags no installed distribution defined; return them.
+
+    Their values go to `AutoscalingOptions.extra` under their dest, as a plugin's would.
+    """
+    added = []
+    group = parser.add_argument_group("cloud provider flags")
+    for spec in PROVIDER_FLAGS:
+        if spec.flag in parser._option_string_actions:
+            continue
+        group.add_argument(
+            spec.flag,
+            dest=spec.dest,
+            default=spec.default,
+            type=_type_for(spec),
+            metavar=spec.kind,
+            help=_help_text(spec),
+        )
+        added.append(spec)
+    return added
+
+
+def normalize_flag_names(argv: Sequence[str]) -> list[str]:
+    """Accept underscores wherever a dash is, as upstream does (`--log_dir` is `--log-dir`),
+    and Go's `-v=4` for `--v=4`."""
+    out: list[str] = []
+    for i, token in enumerate(argv):
+        if token == "--":
+            out.extend(argv[i:])
+            break
+        if token.startswith("-v=") or token == "-v":
+            token = "-" + token
+        if token.startswith("--") and len(token) > 2:
+            name, sep, value = token.partition("=")
+            token = name.replace("_", "-") + sep + value
+        out.append(token)
+    return out
 
 
 def normalize_bool_flags(argv: Sequence[str], bool_flags: set[str]) -> list[str]:
@@ -196,7 +246,7 @@ def load_plugins(argv: Sequence[str]) -> tuple[PluginHost, Registry]:
 
 def build_parser(
     host: PluginHost, registry: Registry, command: str, module: CommandModule | None
-) -> argparse.ArgumentParser:
+) -> _Parser:
     prog = "clusterscaler" if command == "run" else f"clusterscaler {command}"
     parser = _Parser(
         prog=prog,
@@ -208,11 +258,15 @@ def build_parser(
         module.add_arguments(parser)
     add_autoscaler_flags(parser, registry)
     host.hook.clusterscaler_add_options(parser=parser)
+    parser.provider_fallbacks = add_provider_fallbacks(parser)
     return parser
 
 
 def _dests(parser: argparse.ArgumentParser) -> set[str]:
     return {action.dest for action in parser._actions if action.dest not in ("help", "version")}
+
+
+Warning = tuple[str, dict[str, Any]]
 
 
 def parse_autoscaler_args(
@@ -221,15 +275,23 @@ def parse_autoscaler_args(
     registry: Registry,
     command: str = "run",
     module: CommandModule | None = None,
+    *,
+    warn: bool = True,
 ) -> tuple[AutoscalingOptions, argparse.Namespace]:
-    """Parse and validate autoscaler flags. Exits with status 2 on bad input."""
+    """Parse and validate autoscaler flags. Exits with status 2 on bad input.
+
+    The warnings about the values (deprecated flags, flags with no effect here, values
+    corrected) are logged when `warn`, else left in `namespace.startup_warnings` for the
+    caller to log once logging is configured from these very flags.
+    """
     parser = build_parser(host, registry, command, module)
     bool_flags = {
-        action.option_strings[0]
+        option
         for action in parser._actions
         if action.option_strings and getattr(action, "metavar", None) == BOOL
+        for option in action.option_strings
     }
-    ns = parser.parse_args(normalize_bool_flags(argv, bool_flags))
+    ns = parser.parse_args(normalize_bool_flags(normalize_flag_names(argv), bool_flags))
     options, deprecated = options_from_namespace(ns, _dests(parser))
     try:
         validate(options)
@@ -238,9 +300,36 @@ def parse_autoscaler_args(
         validate_names("--estimator", [options.estimator], list(registry.estimators), "estimators")
     except OptionError as exc:
         parser.error(str(exc))
-    for spec in deprecated:
-        log.warning("deprecated_flag", flag=spec.flag, advice=spec.deprecated)
+    warnings: list[Warning] = [
+        ("deprecated_flag", {"flag": spec.flag, "advice": spec.deprecated}) for spec in deprecated
+    ]
+    warnings += [
+        ("flag_has_no_effect", {"flag": spec.flag, "value": value, "reason": spec.no_effect})
+        for spec, value in ineffective_values(options, parser.provider_fallbacks)
+    ]
+    gates = ineffective_feature_gates(options)
+    if gates:
+        warnings.append(
+            (
+                "flag_has_no_effect",
+                {
+                    "flag": "--feature-gates",
+                    "value": ",".join(gates),
+                    "reason": "only the LoggingAlphaOptions and LoggingBetaOptions gates "
+                    "(and AllAlpha, AllBeta) change something",
+                },
+            )
+        )
+    warnings += adjust(options)
+    ns.startup_warnings = warnings
+    if warn:
+        log_startup_warnings(warnings)
     return options, ns
+
+
+def log_startup_warnings(warnings: Sequence[Warning]) -> None:
+    for event, fields in warnings:
+        log.warning(event, **fields)
 
 
 def _plugins_command(argv: Sequence[str]) -> int:
@@ -319,6 +408,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"clusterscaler: error: {exc}", file=sys.stderr)
         return RUNTIME_ERROR
     module = _import_command(command)
-    options, ns = parse_autoscaler_args(args, host, registry, command, module)
-    configure_logging(options.v, options.logging_format)
+    options, ns = parse_autoscaler_args(args, host, registry, command, module, warn=False)
+    try:
+        configure_logging_from_options(options)
+    except OSError as exc:
+        print(f"clusterscaler: error: --log-file={options.log_file!r}: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    log_startup_warnings(ns.startup_warnings)
     return module.run(CommandContext(host=host, registry=registry, options=options, args=ns))

@@ -7,12 +7,26 @@ a flag exists in exactly one place.
 
 Values follow CA's conventions: Go-style durations (`10m`, `1h30m`, `500ms`), booleans as
 `--flag`, `--flag=true|false`, repeatable flags (`--nodes` ...) as lists, `<min>:<max>` totals.
+Names take dashes or underscores (`--log_dir` is `--log-dir`), as upstream normalises them.
+
+The table holds every flag Cluster Autoscaler accepts, its logging flags (klog and the
+Kubernetes logging options) and `--feature-gates` included. A flag whose feature this
+autoscaler does not have carries a `no_effect` reason: it parses and is checked like any
+other, `docs/flags.md` marks it, and setting it to anything but its default logs one
+warning at start that names it. `PROVIDER_FLAGS` holds the upstream flags of one cloud
+provider: the provider's distribution defines each (through `clusterscaler_add_options`);
+where it is not installed, or does not define it, the core's definition keeps the flag
+accepted.
+
+Long on purpose: the table is the one place every flag is declared (about 170 of them, each
+with its help text), next to the value forms they share; splitting it would split the list.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +34,7 @@ from datetime import timedelta
 from typing import Any
 
 from clusterscaler.framework.durations import DURATION_FORM, format_duration, parse_duration
+from clusterscaler.model.quantity import QuantityError, parse_int_quantity
 
 
 class OptionError(ValueError):
@@ -65,9 +80,21 @@ STRING_ARRAY = "stringArray"  # repeatable: each occurrence adds one element
 STRING_SLICE = "stringSlice"  # comma-separated, repeatable
 MIN_MAX = "minMax"
 GPU_TOTAL = "gpuTotal"  # repeatable <type>:<min>:<max>
+SEVERITY = "severity"  # klog's INFO, WARNING, ERROR, FATAL (or 0-3)
+FEATURE_GATES = "mapStringBool"  # Key=true,Other=false; repeatable, later keys win
+CIDRS = "cidrs"  # comma-separated CIDRs
+QUANTITY = "quantity"  # a byte size: 512, 1K, 2Ki, 3M, 5Mi
+VMODULE = "moduleSpec"  # pattern=N,pattern=N
+TRACE_LOCATION = "traceLocation"  # file:N
+PRIORITY_GRACE = "priorityGracePeriods"  # priority:seconds,priority:seconds
+UINT = "uint"
 
 _MINMAX = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 _GPU = re.compile(r"^\s*([^:\s]+)\s*:\s*(\d+)\s*:\s*(\d+)\s*$")
+_GATE = re.compile(r"^([A-Za-z][A-Za-z0-9]*)=(.*)$")
+_VMODULE_ITEM = re.compile(r"^([^=,]+)=(\d+)$")
+_TRACE = re.compile(r"^(.+\.(?:go|py)):(\d+)$")
+SEVERITIES = ("INFO", "WARNING", "ERROR", "FATAL")
 
 FORMS: dict[str, str] = {
     BOOL: "true or false",
@@ -79,9 +106,17 @@ FORMS: dict[str, str] = {
     STRING_SLICE: "a comma-separated list",
     MIN_MAX: "<min>:<max> with non-negative integers and min <= max",
     GPU_TOTAL: "<gpu_type>:<min>:<max> with non-negative integers and min <= max",
+    SEVERITY: "INFO, WARNING, ERROR or FATAL (or 0 to 3)",
+    FEATURE_GATES: "comma-separated <Name>=true|false pairs",
+    CIDRS: "a comma-separated list of CIDRs such as 130.211.0.0/22",
+    QUANTITY: "a byte size such as 512, 1K, 2Ki, 3M or 5Mi",
+    VMODULE: "comma-separated <pattern>=<level> pairs with a non-negative integer level",
+    TRACE_LOCATION: "<file>:<line> such as autoscaler.py:120 (or empty)",
+    PRIORITY_GRACE: "comma-separated <priority>:<terminationGracePeriodSeconds> integer pairs",
+    UINT: "a non-negative integer",
 }
 
-REPEATABLE = frozenset({STRING_ARRAY, STRING_SLICE, GPU_TOTAL})
+REPEATABLE = frozenset({STRING_ARRAY, STRING_SLICE, GPU_TOTAL, FEATURE_GATES})
 
 
 def parse_bool(flag: str, text: str) -> bool:
@@ -113,15 +148,111 @@ def parse_gpu_limit(flag: str, text: str) -> GpuLimit:
     return GpuLimit(match.group(1), low, high)
 
 
+def parse_severity(flag: str, text: str) -> str:
+    """klog's severity names, any case, or their numbers (0 INFO ... 3 FATAL)."""
+    word = text.strip().upper()
+    if word in SEVERITIES:
+        return word
+    if word.isdigit() and int(word) < len(SEVERITIES):
+        return SEVERITIES[int(word)]
+    raise OptionError(flag, text, FORMS[SEVERITY])
+
+
+def parse_feature_gates(flag: str, text: str) -> dict[str, bool]:
+    gates: dict[str, bool] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        match = _GATE.match(item)
+        if match is None:
+            raise OptionError(flag, text, FORMS[FEATURE_GATES])
+        try:
+            gates[match.group(1)] = parse_bool(flag, match.group(2))
+        except OptionError:
+            raise OptionError(flag, text, FORMS[FEATURE_GATES]) from None
+    return gates
+
+
+def parse_cidrs(flag: str, text: str) -> list[str]:
+    cidrs = []
+    for item in text.split(","):
+        try:
+            cidrs.append(str(ipaddress.ip_network(item.strip(), strict=False)))
+        except ValueError:
+            raise OptionError(flag, text, FORMS[CIDRS]) from None
+    return cidrs
+
+
+def parse_vmodule(flag: str, text: str) -> dict[str, int]:
+    levels: dict[str, int] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        match = _VMODULE_ITEM.match(item.strip())
+        if match is None:
+            raise OptionError(flag, text, FORMS[VMODULE])
+        levels[match.group(1)] = int(match.group(2))
+    return levels
+
+
+def parse_trace_location(flag: str, text: str) -> str:
+    # klog prints an unset location as ":0".
+    if text.strip() in ("", ":0"):
+        return ""
+    if _TRACE.match(text.strip()) is None:
+        raise OptionError(flag, text, FORMS[TRACE_LOCATION])
+    return text.strip()
+
+
+def parse_priority_grace_periods(flag: str, text: str) -> list[tuple[int, int]]:
+    """`10000:20,1000:100,0:60`: pods of priority >= each bound get its grace period."""
+    pairs = []
+    for item in text.split(","):
+        parts = item.split(":")
+        try:
+            if len(parts) != 2:
+                raise ValueError(item)
+            priority, seconds = int(parts[0].strip()), int(parts[1].strip())
+        except ValueError:
+            raise OptionError(flag, text, FORMS[PRIORITY_GRACE]) from None
+        if seconds < 0:
+            raise OptionError(flag, text, FORMS[PRIORITY_GRACE] + " (seconds >= 0)")
+        pairs.append((priority, seconds))
+    return pairs
+
+
 def parse_value(kind: str, flag: str, text: str) -> Any:
     """Convert one command-line string of `kind` for `flag`. Raises `OptionError`."""
     if kind == BOOL:
         return parse_bool(flag, text)
-    if kind == INT:
+    if kind in (INT, UINT):
         try:
-            return int(text.strip())
+            number = int(text.strip())
         except ValueError:
-            raise OptionError(flag, text, FORMS[INT]) from None
+            raise OptionError(flag, text, FORMS[kind]) from None
+        if kind == UINT and number < 0:
+            raise OptionError(flag, text, FORMS[kind])
+        return number
+    if kind == SEVERITY:
+        return parse_severity(flag, text)
+    if kind == FEATURE_GATES:
+        return parse_feature_gates(flag, text)
+    if kind == CIDRS:
+        return parse_cidrs(flag, text)
+    if kind == VMODULE:
+        return parse_vmodule(flag, text)
+    if kind == TRACE_LOCATION:
+        return parse_trace_location(flag, text)
+    if kind == PRIORITY_GRACE:
+        return parse_priority_grace_periods(flag, text) if text.strip() else []
+    if kind == QUANTITY:
+        try:
+            # The Kubernetes logging options document 1K for 1000 (a quantity's `k`).
+            size = text.strip()
+            return parse_int_quantity(size[:-1] + "k" if size.endswith("K") else size, obj=flag, field="value")
+        except QuantityError:
+            raise OptionError(flag, text, FORMS[QUANTITY]) from None
     if kind == FLOAT:
         try:
             return float(text.strip())
@@ -147,6 +278,14 @@ def format_value(kind: str, value: Any) -> str:
         return "true" if value else "false"
     if kind == DURATION:
         return format_duration(value)
+    if kind == FEATURE_GATES:
+        return ",".join(f"{k}={'true' if v else 'false'}" for k, v in value.items())
+    if kind == CIDRS:
+        return ",".join(value)
+    if kind == VMODULE:
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    if kind == PRIORITY_GRACE:
+        return ",".join(f"{p}:{s}" for p, s in value)
     if kind in REPEATABLE:
         if kind == STRING_SLICE:
             return ",".join(str(v) for v in value)
@@ -164,8 +303,13 @@ def opt(
     flag: str | None = None,
     deprecated: str | None = None,
     group: str = "general",
+    no_effect: str | None = None,
 ) -> Any:
-    """Declare one flag. `kind` is derived from the default's type when not given."""
+    """Declare one flag. `kind` is derived from the default's type when not given.
+
+    `no_effect` says why the flag changes nothing here (a feature this autoscaler does not
+    have); such a flag is accepted and checked, and a value other than its default is
+    warned about at start."""
     if kind is None:
         if isinstance(default, bool):
             kind = BOOL
@@ -181,10 +325,20 @@ def opt(
             kind = STRING
         else:
             raise TypeError(f"flag kind for default {default!r} must be given explicitly")
-    metadata = {"help": help, "kind": kind, "flag": flag, "deprecated": deprecated, "group": group}
+    metadata = {
+        "help": help,
+        "kind": kind,
+        "flag": flag,
+        "deprecated": deprecated,
+        "group": group,
+        "no_effect": no_effect,
+    }
     if isinstance(default, list):
         frozen = tuple(default)
         return field(default_factory=lambda: list(frozen), metadata=metadata)
+    if isinstance(default, dict):
+        pairs = tuple(default.items())
+        return field(default_factory=lambda: dict(pairs), metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
@@ -213,6 +367,7 @@ class AutoscalingOptions:
     kube_client_burst: int = opt(10, "Burst value for the Kubernetes client.", group="kubernetes")
     namespace: str = opt("kube-system", "Namespace in which the autoscaler runs (status ConfigMap, priority expander ConfigMap, Lease).", group="kubernetes")
     user_agent: str = opt("cluster-autoscaler", "User agent used for HTTP calls to the API server.", group="kubernetes")
+    kube_api_content_type: str = opt("application/vnd.kubernetes.protobuf", "Content type of requests sent to the API server.", group="kubernetes", no_effect="the autoscaler always reads and writes JSON, which it parses once into its own model")
 
     # --- Loop ------------------------------------------------------------------------------
     scan_interval: timedelta = opt(_s(10), "How often the cluster is reevaluated for scale up or down.", group="loop")
@@ -225,6 +380,21 @@ class AutoscalingOptions:
     status_config_map_name: str = opt("cluster-autoscaler-status", "Status ConfigMap name.", group="loop")
     record_duplicated_events: bool = opt(False, "Record duplicated events within a 5 minute window.", group="loop")
     emit_per_nodegroup_metrics: bool = opt(False, "Emit per node group metrics (min/max/target count).", group="loop")
+    max_startup_time: timedelta = opt(_m(20), "Maximum time from the start until the first successful autoscaler run before /health-check fails. Raised to --max-inactivity or --max-failing-time when shorter.", group="loop", no_effect="the health check knows no start-up limit yet")
+    frequent_loops_enabled: bool = opt(True, "Run the next loop at once after a loop that scaled up, instead of waiting for --scan-interval.", group="loop", no_effect="loops run every --scan-interval")
+    debugging_snapshot_enabled: bool = opt(False, "Whether the debugging snapshot (/snapshotz) is enabled.", group="loop", no_effect="there is no /snapshotz endpoint; `clusterscaler explain` and `simulate --snapshot` answer the same questions")
+    scheduler_config_file: str = opt("", "Path to a KubeSchedulerConfiguration changing the configuration of in-tree scheduler plugins acting on PreFilter and Filter extension points.", group="loop", no_effect="the scheduling predicates are built in and not configurable")
+    scheduler_verbosity: int = opt(0, "Verbosity threshold for logs produced by the scheduler (at most --v).", group="loop", no_effect="the built-in scheduling predicates do not log")
+    predicate_parallelism: int = opt(4, "Maximum parallelism of scheduler predicate checking.", group="loop", no_effect="predicates are checked in one thread, over equivalence groups and indexed nodes")
+    cluster_snapshot_parallelism: int = opt(16, "Maximum parallelism of cluster snapshot creation.", group="loop", deprecated="use --predicate-parallelism", no_effect="the snapshot is forked by delta in one thread")
+    node_info_cache_expire_time: timedelta = opt(timedelta(hours=87600), "Node Info cache expire time for each item.", group="loop", no_effect="template nodes are rebuilt from live nodes in every loop, with no cache to expire")
+    pending_pods_batching_timeout: timedelta = opt(_m(4), "Maximum time spent in scheduling simulations when preparing the batch of pending pods passed to scale-up.", group="loop", no_effect="pending pods are always simulated in full")
+    enable_graceful_degradation: bool = opt(False, "Stop the scheduling simulations of pending pods after a timeout and proceed with a subset of the pods.", group="loop", no_effect="graceful degradation is not supported")
+    enable_dynamic_resource_allocation: bool = opt(True, "Handle DRA (Dynamic Resource Allocation) objects; locked to true upstream.", group="loop")
+    enable_csi_node_aware_scheduling: bool = opt(False, "Whether logic for handling CSINode objects is enabled.", group="loop", no_effect="CSINode volume limits are not simulated")
+    enable_inter_pod_affinity_hostname_fast_path: bool = opt(False, "Enable the InterPodAffinityHostnameFastPath scheduler feature gate.", group="loop", no_effect="inter-pod affinity is always checked through the node indexes")
+    max_node_skip_eval_time_tracker_enabled: bool = opt(False, "Track the maximum time a node is skipped during scale-down (metric max_node_skip_eval_duration_seconds).", group="loop", no_effect="the metric max_node_skip_eval_duration_seconds is not emitted")
+    node_removal_latency_tracking_enabled: bool = opt(False, "Track the latency from when an unneeded node becomes eligible for scale-down until it is removed or needed again (metric node_removal_latency_seconds).", group="loop", no_effect="the metric node_removal_latency_seconds is not emitted")
 
     # --- Limits ----------------------------------------------------------------------------
     max_nodes_total: int = opt(0, "Maximum number of nodes in all node groups. The autoscaler will not grow the cluster beyond this number (0: no limit).", group="limits")
@@ -262,6 +432,29 @@ class AutoscalingOptions:
     allowed_scheduler_names: list[str] = opt([], "Pods with these scheduler names (besides default-scheduler) are considered for scale-up.", kind=STRING_SLICE, group="scale-up")
     bypassed_scheduler_names: list[str] = opt([], "Pods with these scheduler names are considered for scale-up without waiting for the scheduler to mark them unschedulable.", kind=STRING_SLICE, group="scale-up")
     force_ds: bool = opt(False, "Add pending DaemonSet pods to node templates even when they are not scheduled yet.", group="scale-up")
+    grpc_expander_url: str = opt("", "URL to reach the gRPC expander server (--expander=grpc).", group="scale-up")
+    grpc_expander_cert: str = opt("", "Path to the certificate used by the gRPC expander server over TLS.", group="scale-up")
+    parallel_scale_up: bool = opt(False, "Whether to allow parallel node groups scale up. Experimental upstream.", group="scale-up", no_effect="node groups of one scale-up are increased one after another")
+    scale_from_unschedulable: bool = opt(False, "Ignore a node's .spec.unschedulable field in node templates when considering to scale a node group.", group="scale-up", no_effect="template nodes keep the .spec.unschedulable of the node they are copied from")
+    fastpath_binpacking_enabled: bool = opt(False, "Whether to use the fastpath binpacking algorithm to optimize scale-ups.", group="scale-up", no_effect="the binpacking estimator already packs equivalence groups at once")
+    enable_proactive_scaleup: bool = opt(False, "Whether to enable proactive scale-ups.", group="scale-up", no_effect="proactive scale-up is not supported")
+    salvo_scale_up: bool = opt(False, "Whether to allow multiple scale-ups in a single loop.", group="scale-up", no_effect="one scale-up is made per loop")
+    salvo_scale_up_budget: timedelta = opt(_m(1), "Maximum time spent on subsequent scale-ups in a single loop. Requires --salvo-scale-up.", group="scale-up", no_effect="one scale-up is made per loop")
+    scaleup_simulation_for_skipped_node_groups_enabled: bool = opt(False, "Whether to simulate scale-up for skipped node groups.", group="scale-up", no_effect="skipped node groups are reported without a simulation")
+    pod_injection_limit: int = opt(5000, "Limits the total number of pods while injecting fake pods.", group="scale-up", no_effect="no fake pods are injected (no provisioning requests or capacity buffers)")
+    async_node_groups: bool = opt(False, "Whether node groups are created and deleted asynchronously. Experimental upstream.", group="scale-up", no_effect="node groups are never created or deleted (no node auto-provisioning)")
+    enable_provisioning_requests: bool = opt(False, "Whether the autoscaler handles ProvisioningRequest CRs.", group="scale-up", no_effect="provisioning requests are not supported")
+    provisioning_request_initial_backoff_time: timedelta = opt(_m(1), "Initial backoff time for ProvisioningRequest retry after failed ScaleUp.", group="scale-up", no_effect="provisioning requests are not supported")
+    provisioning_request_max_backoff_time: timedelta = opt(_m(10), "Max backoff time for ProvisioningRequest retry after failed ScaleUp.", group="scale-up", no_effect="provisioning requests are not supported")
+    provisioning_request_max_backoff_cache_size: int = opt(1000, "Max size for the ProvisioningRequest cache used for retry backoff.", group="scale-up", no_effect="provisioning requests are not supported")
+    check_capacity_batch_processing: bool = opt(False, "Whether to enable batch processing for check capacity requests.", group="scale-up", no_effect="provisioning requests are not supported")
+    check_capacity_provisioning_request_max_batch_size: int = opt(10, "Maximum number of provisioning requests to process in a single batch.", group="scale-up", no_effect="provisioning requests are not supported")
+    check_capacity_provisioning_request_batch_timebox: timedelta = opt(_s(10), "Maximum time to process a batch of provisioning requests.", group="scale-up", no_effect="provisioning requests are not supported")
+    check_capacity_processor_instance: str = opt("", "Name of the processor instance: only ProvisioningRequests naming it are processed by this instance.", group="scale-up", no_effect="provisioning requests are not supported")
+    capacity_buffer_controller_enabled: bool = opt(False, "Whether to enable the default controller for capacity buffers.", group="scale-up", no_effect="capacity buffers are not supported")
+    capacity_buffer_pod_injection_enabled: bool = opt(False, "Whether to inject fake pods for ready capacity buffers.", group="scale-up", no_effect="capacity buffers are not supported")
+    capacity_buffer_pod_dry_run_enabled: bool = opt(True, "Whether to use server dry run to build managed pod templates for capacity buffers.", group="scale-up", no_effect="capacity buffers are not supported")
+    capacity_quotas_enabled: bool = opt(False, "Whether to enable CapacityQuota CRD support.", group="scale-up", no_effect="CapacityQuota objects are not read; use --max-nodes-total, --cores-total, --memory-total and --gpu-total")
 
     # --- Scale-down ------------------------------------------------------------------------
     scale_down_enabled: bool = opt(True, "Should the autoscaler scale down the cluster.", group="scale-down")
@@ -297,6 +490,12 @@ class AutoscalingOptions:
     daemonset_eviction_for_occupied_nodes: bool = opt(True, "Gracefully terminate DaemonSet pods from non-empty nodes.", group="scale-down")
     cordon_node_before_terminating: bool = opt(True, "Cordon nodes before terminating them during scale down.", group="scale-down")
     force_delete_unregistered_nodes: bool = opt(False, "Delete unregistered nodes even when that would take a node group below its minimum size.", group="scale-down")
+    force_delete_failed_nodes: bool = opt(False, "Delete failed nodes (instances whose creation failed) even when that would take a node group below its minimum size.", group="scale-down", no_effect="failed instances are deleted only down to their group's minimum size")
+    scale_down_delay_type_local: bool = opt(False, "Apply the --scale-down-delay-after-* flags per node group instead of globally across all node groups.", group="scale-down", no_effect="the --scale-down-delay-after-* flags apply across all node groups")
+    node_deletion_batcher_interval: timedelta = opt(_s(0), "How long scale-down gathers nodes of one node group to delete them in one batch.", group="scale-down", no_effect="each node is deleted on its own once drained")
+    node_deletion_candidate_ttl: timedelta = opt(_s(0), "Maximum time a node can stay marked as removable (its DeletionCandidateOfClusterAutoscaler taint) before the marking becomes stale; within it, a restarted autoscaler keeps the node's unneeded time (0: the marking is not reused).", group="scale-down", no_effect="unneeded times start anew when the autoscaler restarts")
+    drain_priority_config: list[tuple[int, int]] = opt([], "Comma-separated <priority>:<terminationGracePeriodSeconds> pairs enabling the priority evictor: pods are evicted in groups of ascending priority, each with its group's grace period, e.g. 10000:20,1000:100,0:60. Not together with --max-graceful-termination-sec.", kind=PRIORITY_GRACE, group="scale-down", no_effect="pods are evicted all at once with --max-graceful-termination-sec")
+    dynamic_node_delete_delay_after_taint_enabled: bool = opt(False, "Adjust --node-delete-delay-after-taint to the latency between the autoscaler and the API server.", group="scale-down", no_effect="--node-delete-delay-after-taint is used as given")
 
     # --- Leader election -------------------------------------------------------------------
     leader_elect: bool = opt(True, "Start a leader election client and gain leadership before executing the main loop.", group="leader-election")
@@ -310,6 +509,30 @@ class AutoscalingOptions:
     # --- Logging ---------------------------------------------------------------------------
     v: int = opt(0, "Log verbosity: 0-1 warnings and major decisions, 2-3 info, 4 debug, 5+ trace.", group="logging")
     logging_format: str = opt("text", "Log format: text or json.", group="logging")
+    vmodule: dict[str, int] = opt({}, "Comma-separated <pattern>=<level> settings for module-filtered logging: a module whose name matches the glob pattern logs at that verbosity (only for the text format), e.g. scaledown*=4.", kind=VMODULE, group="logging")
+    logtostderr: bool = opt(True, "Log to standard error instead of --log-file.", group="logging")
+    alsologtostderr: bool = opt(False, "Log to standard error as well as to --log-file (no effect when --logtostderr=true).", group="logging")
+    log_file: str = opt("", "If non-empty, log to this file (appended to; no effect when --logtostderr=true).", group="logging")
+    log_flush_frequency: timedelta = opt(_s(5), "Maximum time between log flushes (every line is flushed as it is written).", group="logging")
+    skip_headers: bool = opt(False, "Avoid header prefixes (timestamp and level) in text log lines.", group="logging")
+    log_backtrace_at: str = opt("", "When logging hits line <file>:<line>, emit a stack trace.", kind=TRACE_LOCATION, group="logging")
+    log_json_split_stream: bool = opt(False, "In JSON format, write error messages to stderr and info messages to stdout. Requires the LoggingAlphaOptions feature gate.", group="logging")
+    log_json_info_buffer_size: int = opt(0, "In JSON format with split streams, buffer info messages up to this size. Requires the LoggingAlphaOptions feature gate.", kind=QUANTITY, group="logging")
+    log_text_split_stream: bool = opt(False, "In text format, write error messages to stderr and info messages to stdout. Requires the LoggingAlphaOptions feature gate.", group="logging")
+    log_text_info_buffer_size: int = opt(0, "In text format with split streams, buffer info messages up to this size. Requires the LoggingAlphaOptions feature gate.", kind=QUANTITY, group="logging")
+    stderrthreshold: str = opt("INFO", "Logs at or above this severity go to stderr when writing to files and stderr.", kind=SEVERITY, group="logging", no_effect="as in Cluster Autoscaler, whose logs go through one logger to stderr, or to --log-file with --logtostderr=false")
+    alsologtostderrthreshold: str = opt("INFO", "Logs at or above this severity go to stderr when --alsologtostderr=true.", kind=SEVERITY, group="logging", no_effect="as in Cluster Autoscaler, whose logs go through one logger to stderr, or to --log-file with --logtostderr=false")
+    legacy_stderr_threshold_behavior: bool = opt(False, "If true, --stderrthreshold is ignored when --logtostderr=true.", group="logging", no_effect="as in Cluster Autoscaler, whose logs go through one logger to stderr, or to --log-file with --logtostderr=false")
+    log_dir: str = opt("", "If non-empty, write log files in this directory.", group="logging", no_effect="as in Cluster Autoscaler, whose logs go through one logger to stderr, or to --log-file with --logtostderr=false")
+    log_file_max_size: int = opt(1800, "Maximum size a log file can grow to, in megabytes (0: unlimited).", kind=UINT, group="logging", no_effect="as in Cluster Autoscaler, whose logs go through one logger to stderr, or to --log-file with --logtostderr=false")
+    one_output: bool = opt(False, "Only write logs to their native severity level's file.", group="logging", no_effect="as in Cluster Autoscaler, whose logs go through one logger to stderr, or to --log-file with --logtostderr=false")
+    skip_log_headers: bool = opt(False, "Avoid headers when opening log files.", group="logging", no_effect="as in Cluster Autoscaler, whose logs go through one logger to stderr, or to --log-file with --logtostderr=false")
+    add_dir_header: bool = opt(False, "Add the file directory to the header of the log messages.", group="logging", no_effect="log lines name no source file")
+    feature_gates: dict[str, bool] = opt({}, "Comma-separated <Name>=true|false pairs describing feature gates for alpha/experimental features. LoggingAlphaOptions and LoggingBetaOptions gate the logging options as upstream; other gates have no effect.", kind=FEATURE_GATES, group="logging")
+
+    # --- GCE load balancers ------------------------------------------------------------------
+    cloud_provider_gce_lb_src_cidrs: list[str] = opt(["130.211.0.0/22", "209.85.152.0/22", "209.85.204.0/22", "35.191.0.0/16"], "CIDRs opened in the GCE firewall for L4 load-balancer traffic proxy and health checks.", kind=CIDRS, group="gce-load-balancers", no_effect="the autoscaler creates no load balancers (Cluster Autoscaler accepts the flag only because its GCE library registers it)")
+    cloud_provider_gce_l7lb_src_cidrs: list[str] = opt(["130.211.0.0/22", "35.191.0.0/16"], "CIDRs opened in the GCE firewall for L7 load-balancer traffic proxy and health checks.", kind=CIDRS, group="gce-load-balancers", no_effect="the autoscaler creates no load balancers (Cluster Autoscaler accepts the flag only because its GCE library registers it)")
 
     # --- Removed upstream, accepted with a warning ---------------------------------------------
     max_empty_bulk_delete: int = opt(10, "Removed upstream: empty nodes now share --max-scale-down-parallelism.", deprecated="use --max-scale-down-parallelism", group="deprecated")
@@ -336,6 +559,10 @@ class FlagSpec:
     help: str
     group: str
     deprecated: str | None
+    no_effect: str | None = None
+    # The distribution that defines the flag through `clusterscaler_add_options`; its value
+    # is then in `AutoscalingOptions.extra` under `dest`. None: a field of the table.
+    owner: str | None = None
 
     @property
     def flag(self) -> str:
@@ -365,9 +592,47 @@ def flag_specs() -> list[FlagSpec]:
                 help=f.metadata["help"],
                 group=f.metadata["group"],
                 deprecated=f.metadata.get("deprecated"),
+                no_effect=f.metadata.get("no_effect"),
             )
         )
     return specs
+
+
+def _provider_flag(
+    name: str, default: Any, kind: str, help: str, owner: str, no_effect: str
+) -> FlagSpec:
+    return FlagSpec(
+        name=name,
+        dest=name.replace("-", "_"),
+        kind=kind,
+        default=default,
+        help=help,
+        group="cloud-provider",
+        deprecated=None,
+        no_effect=no_effect,
+        owner=owner,
+    )
+
+
+def _not_installed(distribution: str) -> str:
+    return f"{distribution}, which reads it, is not installed"
+
+
+# Upstream flags of one cloud provider. The provider's distribution defines each flag it
+# honours; where none does, the core defines it (with `no_effect` as the reason) so that a
+# Cluster Autoscaler command line still parses.
+PROVIDER_FLAGS: tuple[FlagSpec, ...] = (
+    _provider_flag("aws-use-static-instance-list", False, BOOL, "Should CA fetch instance types in runtime or use a static list. AWS only.", "clusterscaler-aws", _not_installed("clusterscaler-aws")),
+    _provider_flag("gce-concurrent-refreshes", 1, INT, "Maximum number of concurrent refreshes per cloud object type. GCE only.", "clusterscaler-gce", _not_installed("clusterscaler-gce")),
+    _provider_flag("gce-mig-instances-min-refresh-wait-time", timedelta(seconds=5), DURATION, "The minimum time which needs to pass before GCE MIG instances from a given MIG can be refreshed. GCE only.", "clusterscaler-gce", _not_installed("clusterscaler-gce")),
+    _provider_flag("bulk-mig-instances-listing-enabled", False, BOOL, "Fetch GCE MIG instances in bulk instead of per MIG. GCE only.", "clusterscaler-gce", "MIG instances are listed per MIG"),
+    _provider_flag("clusterapi-cloud-config-authoritative", False, BOOL, "Treat the cloud-config flag authoritatively (do not fall back to the kubeconfig flag). ClusterAPI only.", "clusterscaler-machineapi", "the machineapi provider reads MachineSets and MachineDeployments from the cluster of --kubeconfig"),
+)  # fmt: skip
+
+
+def all_flag_specs() -> list[FlagSpec]:
+    """The option table and the cloud-provider flags: every flag the autoscaler accepts."""
+    return [*flag_specs(), *PROVIDER_FLAGS]
 
 
 def validate(options: AutoscalingOptions) -> None:
@@ -416,16 +681,127 @@ def validate(options: AutoscalingOptions) -> None:
          f"({format_duration(options.leader_elect_renew_deadline)})"),
         ("--expander", ",".join(options.expander), bool(options.expander),
          "a comma-separated list of expander names"),
+        ("--predicate-parallelism", options.predicate_parallelism,
+         options.predicate_parallelism >= 1, "a positive integer"),
+        ("--enable-dynamic-resource-allocation", options.enable_dynamic_resource_allocation,
+         options.enable_dynamic_resource_allocation, "true (locked to true, as upstream)"),
+        ("--v", options.v, options.v <= MAX_VERBOSITY, f"at most {MAX_VERBOSITY}"),
     ]
     for flag, value, ok, expected in checks:
         if not ok:
             raise OptionError(flag, value, expected)
+    _validate_schedulers(options)
+    _validate_logging(options)
+    if options.drain_priority_config and options.max_graceful_termination_sec != DEFAULT_GRACEFUL_TERMINATION:
+        raise OptionError(
+            "--drain-priority-config",
+            format_value(PRIORITY_GRACE, options.drain_priority_config),
+            "no --max-graceful-termination-sec besides it (its default "
+            f"{DEFAULT_GRACEFUL_TERMINATION}): each priority group carries its own grace period",
+        )
     gpu_types = [limit.gpu_type for limit in options.gpu_total]
     duplicates = sorted({t for t in gpu_types if gpu_types.count(t) > 1})
     if duplicates:
         raise OptionError(
             "--gpu-total", duplicates[0], "each GPU type at most once"
         )
+
+
+DEFAULT_GRACEFUL_TERMINATION = 600
+MAX_VERBOSITY = 2**31 - 1
+# Feature gates that change something here: they gate the logging options, as upstream.
+LOGGING_GATES = frozenset({"LoggingAlphaOptions", "LoggingBetaOptions", "AllAlpha", "AllBeta"})
+
+
+def logging_gate(options: AutoscalingOptions, name: str) -> bool:
+    """Whether LoggingAlphaOptions or LoggingBetaOptions is on (AllAlpha and AllBeta count)."""
+    alpha = name == "LoggingAlphaOptions"
+    every = options.feature_gates.get("AllAlpha" if alpha else "AllBeta", not alpha)
+    return options.feature_gates.get(name, every)
+
+
+def _validate_schedulers(options: AutoscalingOptions) -> None:
+    if not options.allowed_scheduler_names:
+        return
+    for name in options.bypassed_scheduler_names:
+        if name not in options.allowed_scheduler_names:
+            raise OptionError(
+                "--bypassed-scheduler-names",
+                name,
+                "a subset of --allowed-scheduler-names "
+                f"({','.join(options.allowed_scheduler_names)})",
+            )
+
+
+def _validate_logging(options: AutoscalingOptions) -> None:
+    if options.vmodule and options.logging_format != "text":
+        raise OptionError(
+            "--vmodule",
+            format_value(VMODULE, options.vmodule),
+            "no value with --logging-format=json (only the text format supports it)",
+        )
+    if options.logging_format == "json" and not logging_gate(options, "LoggingBetaOptions"):
+        raise OptionError(
+            "--logging-format", "json", "text while --feature-gates=LoggingBetaOptions=false"
+        )
+    if logging_gate(options, "LoggingAlphaOptions"):
+        return
+    for flag, value, default in (
+        ("--log-json-split-stream", options.log_json_split_stream, False),
+        ("--log-json-info-buffer-size", options.log_json_info_buffer_size, 0),
+        ("--log-text-split-stream", options.log_text_split_stream, False),
+        ("--log-text-info-buffer-size", options.log_text_info_buffer_size, 0),
+    ):
+        if value != default:
+            raise OptionError(
+                flag,
+                str(value).lower(),
+                f"its default ({str(default).lower()}) unless "
+                "--feature-gates=LoggingAlphaOptions=true",
+            )
+
+
+def ineffective_values(
+    options: AutoscalingOptions, fallbacks: Sequence[FlagSpec] = ()
+) -> list[tuple[FlagSpec, str]]:
+    """The flags set to something other than their default that change nothing here, with
+    the value as given; `fallbacks` are the `PROVIDER_FLAGS` the core defined."""
+    found = []
+    for spec in flag_specs():
+        value = getattr(options, spec.dest)
+        if spec.no_effect and value != spec.default:
+            found.append((spec, format_value(spec.kind, value)))
+    for spec in fallbacks:
+        value = options.extra.get(spec.dest, spec.default)
+        if spec.no_effect and value != spec.default:
+            found.append((spec, format_value(spec.kind, value)))
+    return found
+
+
+def ineffective_feature_gates(options: AutoscalingOptions) -> list[str]:
+    """The feature gates given that change nothing here (only the logging gates do)."""
+    return sorted(name for name in options.feature_gates if name not in LOGGING_GATES)
+
+
+def adjust(options: AutoscalingOptions) -> list[tuple[str, dict[str, Any]]]:
+    """Apply upstream's corrections of values that contradict others, in place; return a
+    warning (event and fields) for each."""
+    warnings: list[tuple[str, dict[str, Any]]] = []
+    longest = max(options.max_inactivity, options.max_failing_time, options.max_startup_time)
+    if options.max_startup_time < longest:
+        warnings.append(
+            (
+                "max_startup_time_raised",
+                {
+                    "flag": "--max-startup-time",
+                    "value": format_duration(options.max_startup_time),
+                    "raised_to": format_duration(longest),
+                    "reason": "at least --max-inactivity and --max-failing-time",
+                },
+            )
+        )
+        options.max_startup_time = longest
+    return warnings
 
 
 def validate_names(
@@ -464,6 +840,8 @@ def options_from_namespace(
         raw = getattr(ns, spec.dest)
         if spec.kind == STRING_SLICE:
             raw = [item for chunk in raw for item in chunk]
+        elif spec.kind == FEATURE_GATES:
+            raw = {name: value for chunk in raw for name, value in chunk.items()}
         values[spec.dest] = raw
         if spec.deprecated:
             deprecated_given.append(spec)
