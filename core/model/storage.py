@@ -1,0 +1,173 @@
+"""PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes, for the volume predicates."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterscaler.model.common import ModelError, _dict, _int, _list, _meta, _str_map
+from clusterscaler.model.resources import Resources
+from clusterscaler.model.scheduling import (
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    parse_node_selector_terms,
+)
+
+# --------------------------------------------------------------------------- storage
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    storage_class: str = ""
+    capacity: int = 0
+    node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    claim_ref: str = ""
+    csi_driver: str = ""
+    phase: str = ""
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.uid))
+
+
+def parse_pv(raw: Mapping[str, Any]) -> PersistentVolume:
+    meta, obj = _meta(raw, "PersistentVolume", namespaced=False)
+    spec = _dict(raw.get("spec"), obj, "spec")
+    status = _dict(raw.get("status"), obj, "status")
+    capacity = Resources.from_k8s(spec.get("capacity"), obj=obj, field="spec.capacity")
+    affinity = None
+    na = spec.get("nodeAffinity")
+    if na:
+        required = _dict(
+            _dict(na, obj, "spec.nodeAffinity").get("required"), obj, "spec.nodeAffinity.required"
+        )
+        affinity = parse_node_selector_terms(
+            required.get("nodeSelectorTerms"), obj, "spec.nodeAffinity.required.nodeSelectorTerms"
+        )
+    claim = _dict(spec.get("claimRef"), obj, "spec.claimRef")
+    csi = _dict(spec.get("csi"), obj, "spec.csi")
+    return PersistentVolume(
+        name=meta["name"],
+        uid=meta.get("uid") or "",
+        labels=_str_map(meta.get("labels"), obj, "metadata.labels"),
+        storage_class=spec.get("storageClassName") or "",
+        capacity=capacity.ephemeral_storage or capacity.extended.get("storage", 0),
+        node_affinity=affinity,
+        claim_ref=f"{claim.get('namespace') or 'default'}/{claim['name']}"
+        if claim.get("name")
+        else "",
+        csi_driver=csi.get("driver") or "",
+        phase=status.get("phase") or "",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    namespace: str
+    name: str
+    uid: str = ""
+    storage_class: str = ""
+    volume_name: str = ""
+    phase: str = "Pending"
+    requested: int = 0
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    access_modes: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def read_write_once_pod(self) -> bool:
+        """Only one pod in the whole cluster may use the claim."""
+        return "ReadWriteOncePod" in self.access_modes
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name, self.uid))
+
+
+def parse_pvc(raw: Mapping[str, Any]) -> PersistentVolumeClaim:
+    meta, obj = _meta(raw, "PersistentVolumeClaim", namespaced=True)
+    spec = _dict(raw.get("spec"), obj, "spec")
+    status = _dict(raw.get("status"), obj, "status")
+    resources = _dict(spec.get("resources"), obj, "spec.resources")
+    requests = Resources.from_k8s(
+        resources.get("requests"), obj=obj, field="spec.resources.requests"
+    )
+    return PersistentVolumeClaim(
+        namespace=meta.get("namespace") or "default",
+        name=meta["name"],
+        uid=meta.get("uid") or "",
+        storage_class=spec.get("storageClassName") or "",
+        volume_name=spec.get("volumeName") or "",
+        phase=status.get("phase") or "Pending",
+        requested=requests.extended.get("storage", 0),
+        annotations=_str_map(meta.get("annotations"), obj, "metadata.annotations"),
+        access_modes=tuple(str(m) for m in _list(spec.get("accessModes"), obj, "spec.accessModes")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StorageClass:
+    name: str
+    provisioner: str = ""
+    volume_binding_mode: str = "Immediate"
+    allowed_topologies: tuple[NodeSelectorTerm, ...] = ()
+
+
+def parse_storage_class(raw: Mapping[str, Any]) -> StorageClass:
+    meta, obj = _meta(raw, "StorageClass", namespaced=False)
+    topologies = []
+    for i, t in enumerate(_list(raw.get("allowedTopologies"), obj, "allowedTopologies")):
+        t = _dict(t, obj, f"allowedTopologies[{i}]")
+        reqs = []
+        for j, e in enumerate(
+            _list(
+                t.get("matchLabelExpressions"), obj, f"allowedTopologies[{i}].matchLabelExpressions"
+            )
+        ):
+            e = _dict(e, obj, f"allowedTopologies[{i}].matchLabelExpressions[{j}]")
+            reqs.append(
+                NodeSelectorRequirement(e.get("key") or "", "In", tuple(e.get("values") or ()))
+            )
+        topologies.append(NodeSelectorTerm(tuple(reqs)))
+    return StorageClass(
+        name=meta["name"],
+        provisioner=raw.get("provisioner") or "",
+        volume_binding_mode=raw.get("volumeBindingMode") or "Immediate",
+        allowed_topologies=tuple(topologies),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CSINode:
+    """Per-node CSI drivers. `drivers` maps driver name to its volume limit (`None`: no limit)."""
+
+    name: str
+    drivers: Mapping[str, int | None] = field(default_factory=dict)
+    topology_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+def parse_csinode(raw: Mapping[str, Any]) -> CSINode:
+    meta, obj = _meta(raw, "CSINode", namespaced=False)
+    spec = _dict(raw.get("spec"), obj, "spec")
+    drivers: dict[str, int | None] = {}
+    keys: dict[str, tuple[str, ...]] = {}
+    for i, d in enumerate(_list(spec.get("drivers"), obj, "spec.drivers")):
+        d = _dict(d, obj, f"spec.drivers[{i}]")
+        name = d.get("name")
+        if not isinstance(name, str) or not name:
+            raise ModelError(obj, f"spec.drivers[{i}].name", "a non-empty string", name)
+        alloc = _dict(d.get("allocatable"), obj, f"spec.drivers[{i}].allocatable")
+        count = alloc.get("count")
+        drivers[name] = (
+            None if count is None else _int(count, obj, f"spec.drivers[{i}].allocatable.count")
+        )
+        keys[name] = tuple(d.get("topologyKeys") or ())
+    return CSINode(meta["name"], drivers, keys)
