@@ -467,8 +467,8 @@ class AutoscalingOptions:
     scale_down_utilization_threshold: float = opt(0.5, "Sum of cpu or memory of all pods running on the node divided by the node's allocatable, below which a node can be considered for scale down.", group="scale-down")
     scale_down_gpu_utilization_threshold: float = opt(0.5, "Sum of GPU requests of all pods running on the node divided by the node's allocatable GPUs, below which a GPU node can be considered for scale down.", group="scale-down")
     scale_down_non_empty_candidates_count: int = opt(30, "Maximum number of non empty nodes considered in one iteration as candidates for scale down with drain. Non-positive turns the heuristic off.", group="scale-down")
-    scale_down_candidates_pool_ratio: float = opt(0.1, "Accepted for compatibility and has no effect: as in Cluster Autoscaler's current planner, every eligible node is simulated (bounded by --scale-down-simulation-timeout and --scale-down-non-empty-candidates-count).", group="scale-down")
-    scale_down_candidates_pool_min_count: int = opt(50, "Accepted for compatibility and has no effect (see --scale-down-candidates-pool-ratio).", group="scale-down")
+    scale_down_candidates_pool_ratio: float = opt(0.1, "A ratio of nodes considered as additional non-empty candidates for scale-down when some candidates of the previous loop are no longer valid.", group="scale-down", no_effect="as in Cluster Autoscaler's current planner, every eligible node is simulated (bounded by --scale-down-simulation-timeout and --scale-down-non-empty-candidates-count)")
+    scale_down_candidates_pool_min_count: int = opt(50, "Minimum number of nodes considered as additional non-empty candidates for scale-down when some candidates of the previous loop are no longer valid.", group="scale-down", no_effect="as in Cluster Autoscaler's current planner, every eligible node is simulated (bounded by --scale-down-simulation-timeout and --scale-down-non-empty-candidates-count)")
     scale_down_simulation_timeout: timedelta = opt(_s(30), "Timeout for the scale-down removal simulation.", group="scale-down")
     unremovable_node_recheck_timeout: timedelta = opt(_m(5), "The timeout before a node that could not be removed is checked again.", group="scale-down")
     max_scale_down_parallelism: int = opt(10, "Maximum number of nodes (empty or needing drain) that can be deleted in parallel.", group="scale-down")
@@ -767,14 +767,11 @@ def ineffective_values(
     """The flags set to something other than their default that change nothing here, with
     the value as given; `fallbacks` are the `PROVIDER_FLAGS` the core defined."""
     found = []
-    for spec in flag_specs():
-        value = getattr(options, spec.dest)
+    values = [(spec, getattr(options, spec.dest)) for spec in flag_specs()]
+    values += [(spec, options.extra.get(spec.dest, spec.default)) for spec in fallbacks]
+    for spec, value in values:
         if spec.no_effect and value != spec.default:
-            found.append((spec, format_value(spec.kind, value)))
-    for spec in fallbacks:
-        value = options.extra.get(spec.dest, spec.default)
-        if spec.no_effect and value != spec.default:
-            found.append((spec, format_value(spec.kind, value)))
+            found.append((spec, value if spec.kind == STRING else format_value(spec.kind, value)))
     return found
 
 
