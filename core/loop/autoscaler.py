@@ -61,6 +61,7 @@ from clusterscaler.loop.decisions import (
 )
 from clusterscaler.loop.estimator import Estimator
 from clusterscaler.loop.expander import ExpanderContext, Option, build_expander_chain
+from clusterscaler.loop.gpu import gpu_for_metrics
 from clusterscaler.loop.limits import Limits, Totals, node_totals, sum_totals
 from clusterscaler.loop.pending import PendingPods, classify_pending, drop_schedulable
 from clusterscaler.loop.scaledown.actuator import Actuator
@@ -293,9 +294,24 @@ class Autoscaler:
             problems=problems,
             # The loop's own actions that failed without stopping it (soft taints).
             errors=(*result.errors, *self.actuator.take_errors()),
+            node_groups=self._with_gpus(result.node_groups),
+            scale_up_failures=tuple(self.registry.take_failures()),
+            max_nodes_total=self.options.max_nodes_total,
+            taint_cleanups=tuple(self.actuator.take_taint_cleanups()),
         )
         self._last_result = result
         return result
+
+    def _with_gpus(self, groups: tuple[NodeGroupStatus, ...]) -> tuple[NodeGroupStatus, ...]:
+        """`groups` with each one's GPU, read from its last template, for the metrics."""
+        label = self.provider.gpu_label()
+        out = []
+        for g in groups:
+            template = self.templates.last.get(g.name)
+            node = template.node_info.node if template and template.node_info else None
+            resource, name = gpu_for_metrics(node, label)
+            out.append(dataclasses.replace(g, gpu_resource_name=resource, gpu_name=name))
+        return tuple(out)
 
     def _provider_problems(self) -> tuple[ProviderProblem, ...]:
         """The provider's configuration problems; each is logged when it appears, not at

@@ -29,7 +29,14 @@ from clusterscaler.framework.cloudprovider import (
     NodeGroup,
     NodeGroupOptions,
 )
-from clusterscaler.loop.decisions import BackoffInfo, ClusterHealth, NodeCounts, NodeGroupStatus
+from clusterscaler.loop.decisions import (
+    BackoffInfo,
+    ClusterHealth,
+    NodeCounts,
+    NodeGroupStatus,
+    ScaleUpFailure,
+    ScaleUpFailureKind,
+)
 from clusterscaler.model import Node
 
 if TYPE_CHECKING:
@@ -354,12 +361,20 @@ class ClusterStateRegistry:
     def register_scale_up(self, group: NodeGroup, delta: int, now: datetime) -> None:
         provision = effective_options(group, self.options).max_node_provision_time
         assert provision is not None
+        self._failures: list[ScaleUpFailure] = []
         prev = self.requests.get(group.id)
         increase = delta + (prev.increase if prev is not None else 0)
         self.requests[group.id] = ScaleUpRequest(group.id, increase, now, now + provision)
 
     def register_failed_scale_up(
-        self, group: str, now: datetime, *, error_class: str, error_code: str, message: str = ""
+        self,
+        group: str,
+        now: datetime,
+        *,
+        error_class: str,
+        error_code: str,
+        message: str = "",
+        failures: Sequence[ScaleUpFailure] = (),
     ) -> BackoffInfo:
         self.requests.pop(group, None)
         return self.backoff.fail(
@@ -367,11 +382,19 @@ class ClusterStateRegistry:
         )
 
     # ------------------------------------------------------------------ per-loop update
+        """Back `group` off; `failures` are reported in the loop's result (events,
+        failed_scale_ups_total)."""
+        self._failures.extend(failures)
 
     def update(
         self,
         now: datetime,
         nodes: Sequence[Node],
+    def take_failures(self) -> list[ScaleUpFailure]:
+        """The scale-up failures registered since the last call."""
+        failures, self._failures = self._failures, []
+        return failures
+
         provider: CloudProvider,
         *,
         deleting: Collection[str] = (),
@@ -542,6 +565,7 @@ class ClusterStateRegistry:
                 node_group=state.id,
                 count=len(new_errors),
                 error_code=failure.error_code,
+                failures=_creation_failures(state.id, new_errors),
             )
         live = {i.id for i in instances}
         self._seen_errors = {i for i in self._seen_errors if i in live or i in registered_ids}
@@ -568,6 +592,13 @@ class ClusterStateRegistry:
                     error_class=InstanceErrorClass.OTHER.value,
                     error_code="timeout",
                     message=(
+                failure = ScaleUpFailure(
+                    gid,
+                    ScaleUpFailureKind.TIMEOUT,
+                    "timeout",
+                    max(1, state.upcoming + len(state.long_unregistered)),
+                    waited=now - req.time,
+                )
                         f"{state.upcoming} of {req.increase} requested nodes did not register "
                         f"within {req.expected_by - req.time}"
                     ),
@@ -577,8 +608,34 @@ class ClusterStateRegistry:
 
 def long_unregistered_nodes(state: ClusterState) -> Iterable[tuple[GroupState, list[Node]]]:
     for g in state.groups.values():
+                    failures=(failure,),
         if g.long_unregistered:
             yield g, [fake_node(i, FAKE_NODE_UNREGISTERED) for i in g.long_unregistered]
+
+
+def _creation_failures(group: str, failed: Sequence[Instance]) -> list[ScaleUpFailure]:
+    """Newly failed instances as CA reports them: one failure per error class and code,
+    with the distinct messages (after three, CA's message ends with ", ...")."""
+    by_code: dict[tuple[str, str], list[Instance]] = {}
+    for inst in failed:
+        assert inst.error is not None
+        key = (inst.error.error_class.value, inst.error.error_code)
+        by_code.setdefault(key, []).append(inst)
+    out: list[ScaleUpFailure] = []
+    for (error_class, code), instances in by_code.items():
+        messages = list(dict.fromkeys(i.error.error_message for i in instances if i.error))
+        text = ", ".join(messages) + (", ..." if len(messages) > 3 else "")
+        out.append(
+            ScaleUpFailure(
+                group,
+                ScaleUpFailureKind.CREATE_ERRORS,
+                code,
+                len(instances),
+                error=f"{error_class}.{code}",
+                message=text,
+            )
+        )
+    return out
 
 
 def create_error_nodes(state: ClusterState) -> Iterable[tuple[GroupState, list[Node]]]:

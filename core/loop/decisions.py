@@ -213,6 +213,46 @@ class ScaleDownResult:
     in_flight: tuple[str, ...] = ()
 
 
+class ScaleUpFailureKind(enum.Enum):
+    """How a scale-up failed, each with CA's event: `increase_size` refused
+    (FailedToScaleUpGroup), instances the provider failed to create (ScaleUpFailed), or
+    requested nodes that did not register within --max-node-provision-time
+    (ScaleUpTimedOut)."""
+
+    INCREASE_SIZE = "increase-size"
+    CREATE_ERRORS = "create-errors"
+    TIMEOUT = "timeout"
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUpFailure:
+    """One failed scale-up of a node group, as CA registers it.
+
+    `reason` is failed_scale_ups_total's reason (CA's error type for a refused
+    `increase_size`, the provider's error code for failed instances, `timeout`); `nodes`
+    how many nodes did not come (failed_node_creations_total). `error` is the provider's
+    error (or the `<class>.<code>` of failed instances, whose messages are in `message`);
+    `waited` how long a timed-out scale-up was waited for."""
+
+    node_group: str
+    kind: ScaleUpFailureKind
+    reason: str
+    nodes: int
+    error: str = ""
+    message: str = ""
+    waited: timedelta = timedelta(0)
+
+
+@dataclass(frozen=True, slots=True)
+class TaintCleanup:
+    """An autoscaler taint removed from a node (or whose removal failed, `error`) while
+    cleaning what an earlier run left (CA's ClusterAutoscalerCleanup)."""
+
+    node: str
+    taint: str
+    error: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class BackoffInfo:
     until: datetime
@@ -251,6 +291,10 @@ class NodeGroupStatus:
     healthy: bool
     backoff: BackoffInfo | None = None
     scale_up_in_progress: bool = False
+    # The group's GPU as CA labels its metrics (gpu_resource_name, gpu_name): both empty
+    # for a group without GPUs.
+    gpu_resource_name: str = ""
+    gpu_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +337,12 @@ class LoopResult:
     # The caches that stopped following the cluster (`resource: why`): while any is
     # stale, the loop takes no destructive action (scale-down, instance clean-up).
     stale_caches: tuple[str, ...] = ()
+    # Scale-ups that failed in this loop (refused, instances failed, timed out).
+    scale_up_failures: tuple[ScaleUpFailure, ...] = ()
+    # --max-nodes-total in force (0: none), for CA's MaxNodesTotalReached.
+    max_nodes_total: int = 0
+    # Stale autoscaler taints removed (or not) in this loop.
+    taint_cleanups: tuple[TaintCleanup, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enums by value, times in ISO 8601)."""

@@ -122,6 +122,8 @@ class TemplateCache:
     def __init__(self, options: AutoscalingOptions) -> None:
         self.options = options
         self._from_nodes: dict[str, NodeInfo] = {}
+        # The templates of the last `build`, by node group.
+        self.last: dict[str, Template] = {}
 
     def build(
         self,
@@ -160,6 +162,7 @@ class TemplateCache:
             out[gid] = Template(gid, NodeInfo(info.node, info.pods + extra), "provider")
         for gone in [g for g in self._from_nodes if g not in state.groups]:
             del self._from_nodes[gone]
+        self.last = out
         return out
 
     @staticmethod

@@ -2,8 +2,13 @@
 
 Where CA records them:
 
-- on the status ConfigMap: ``ScaledUpGroup``, ``ScaleDownEmpty``, ``ScaleDown``;
-- on nodes: ``ScaleDown`` (progress of a node's removal), ``ScaleDownFailed``;
+- on the status ConfigMap: ``ScaledUpGroup``, ``FailedToScaleUpGroup``, ``ScaleUpFailed``,
+  ``ScaleUpTimedOut``, ``MaxNodesTotalReached``, ``ClusterUnhealthy``,
+  ``DeleteUnregistered``, ``DeleteUnregisteredFailed``, ``ScaleDownEmpty``, ``ScaleDown``;
+- on the priority expander's ConfigMap: ``PriorityConfigMapInvalid``,
+  ``PriorityConfigMapNotMatchedGroup``, ``PriorityConfigMapNoGroupMatched``;
+- on nodes: ``ScaleDown`` (progress of a node's removal), ``ScaleDownFailed``,
+  ``ClusterAutoscalerCleanup`` (a taint an earlier run left, removed);
 - on pods: ``TriggeredScaleUp``, ``NotTriggerScaleUp``, ``ScaleDown`` (evicted for a drain).
 
 Node deletions run in the background: ``ScaleDown``/``ScaleDownEmpty`` on the ConfigMap and
@@ -24,19 +29,32 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
+from clusterscaler.framework.durations import format_duration
 
 if TYPE_CHECKING:
     from clusterscaler.loop.decisions import LoopResult, NodeDeletion
 
 __all__ = [
+    "CLUSTER_AUTOSCALER_CLEANUP",
+    "CLUSTER_UNHEALTHY",
     "DEDUP_WINDOW",
+    "DELETE_UNREGISTERED",
+    "DELETE_UNREGISTERED_FAILED",
     "DRY_RUN_PREFIX",
+    "FAILED_TO_SCALE_UP_GROUP",
+    "MAX_NODES_TOTAL_REACHED",
     "NORMAL",
     "NOT_TRIGGER_SCALE_UP",
+    "PRIORITY_CONFIG_MAP_INVALID",
+    "PRIORITY_CONFIG_MAP_NOT_MATCHED_GROUP",
+    "PRIORITY_CONFIG_MAP_NO_GROUP_MATCHED",
+    "PRIORITY_CONFIG_MAP_REASONS",
     "SCALED_UP_GROUP",
     "SCALE_DOWN",
     "SCALE_DOWN_EMPTY",
     "SCALE_DOWN_FAILED",
+    "SCALE_UP_FAILED",
+    "SCALE_UP_TIMED_OUT",
     "TRIGGERED_SCALE_UP",
     "WARNING",
     "Event",
@@ -60,6 +78,25 @@ SCALE_DOWN = "ScaleDown"
 SCALE_DOWN_FAILED = "ScaleDownFailed"
 TRIGGERED_SCALE_UP = "TriggeredScaleUp"
 NOT_TRIGGER_SCALE_UP = "NotTriggerScaleUp"
+FAILED_TO_SCALE_UP_GROUP = "FailedToScaleUpGroup"
+SCALE_UP_FAILED = "ScaleUpFailed"
+SCALE_UP_TIMED_OUT = "ScaleUpTimedOut"
+MAX_NODES_TOTAL_REACHED = "MaxNodesTotalReached"
+CLUSTER_UNHEALTHY = "ClusterUnhealthy"
+DELETE_UNREGISTERED = "DeleteUnregistered"
+DELETE_UNREGISTERED_FAILED = "DeleteUnregisteredFailed"
+CLUSTER_AUTOSCALER_CLEANUP = "ClusterAutoscalerCleanup"
+# The priority expander's, on its ConfigMap.
+PRIORITY_CONFIG_MAP_INVALID = "PriorityConfigMapInvalid"
+PRIORITY_CONFIG_MAP_NOT_MATCHED_GROUP = "PriorityConfigMapNotMatchedGroup"
+PRIORITY_CONFIG_MAP_NO_GROUP_MATCHED = "PriorityConfigMapNoGroupMatched"
+PRIORITY_CONFIG_MAP_REASONS = frozenset(
+    {
+        PRIORITY_CONFIG_MAP_INVALID,
+        PRIORITY_CONFIG_MAP_NOT_MATCHED_GROUP,
+        PRIORITY_CONFIG_MAP_NO_GROUP_MATCHED,
+    }
+)
 
 DEDUP_WINDOW = timedelta(minutes=5)
 DRY_RUN_PREFIX = "[dry-run] "
@@ -188,6 +225,44 @@ class messages:
     def drain_failed(error: str) -> str:
         return f"failed to drain the node, aborting ScaleDown: {error}"
 
+    @staticmethod
+    def failed_to_scale_up_group(group: str, error: str) -> str:
+        return f"Scale-up failed for group {group}: {error}"
+
+    @staticmethod
+    def scale_up_failed(nodes: int, group: str, error: str, sources: str) -> str:
+        return (
+            f"Failed adding {nodes} nodes to group {group} due to {error}; source errors: {sources}"
+        )
+
+    @staticmethod
+    def scale_up_timed_out(group: str, waited: timedelta) -> str:
+        return f"Nodes added to group {group} failed to register within {format_duration(waited)}"
+
+    @staticmethod
+    def max_nodes_total_reached(max_nodes_total: int) -> str:
+        return f"Max total nodes in cluster reached: {max_nodes_total}"
+
+    @staticmethod
+    def cluster_unhealthy() -> str:
+        return "Cluster is unhealthy"
+
+    @staticmethod
+    def delete_unregistered(node: str) -> str:
+        return f"Removed unregistered node {node}"
+
+    @staticmethod
+    def delete_unregistered_failed(node: str, error: str) -> str:
+        return f"Failed to remove node {node}: {error}"
+
+    @staticmethod
+    def taint_cleaned(taint: str, node: str) -> str:
+        return f"removed {taint} taint from node {node}"
+
+    @staticmethod
+    def taint_cleanup_failed(taint: str, node: str, error: str) -> str:
+        return f"failed to clean {taint} on node {node}: {error}"
+
 
 class EventRecorder:
     """Records events to a sink, dropping duplicates within ``DEDUP_WINDOW``."""
@@ -262,7 +337,23 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
     from clusterscaler.loop.decisions import DeletionKind
 
     out: list[Event] = []
+    if not result.health.healthy:
+        out.append(
+            Event(status_config_map, WARNING, CLUSTER_UNHEALTHY, messages.cluster_unhealthy())
+        )
+    out.extend(_cleanup_events(result, status_config_map))
     max_sizes = {g.name: g.max_size for g in result.node_groups}
+    out.extend(_scale_up_failure_events(result, status_config_map))
+    if _max_nodes_total_reached(result):
+        out.append(
+            Event(
+                status_config_map,
+                WARNING,
+                MAX_NODES_TOTAL_REACHED,
+                messages.max_nodes_total_reached(result.max_nodes_total),
+            )
+        )
+    out.extend(_expander_events(result))
     resizes_by_pod: dict[str, list[GroupResize]] = {}
     for decision in result.scale_up.decisions:
         new = decision.target_before + decision.delta
@@ -342,6 +433,99 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
         for pod in deletion.evicted_pods:
             out.append(Event(_pod_ref(pod), NORMAL, SCALE_DOWN, messages.pod_evicted()))
     return out
+
+
+def _cleanup_events(result: LoopResult, status_config_map: ObjectRef) -> list[Event]:
+    """Upkeep before deciding: stale taints removed from nodes, unregistered instances
+    removed (CA records both before it scales)."""
+    from clusterscaler.loop.decisions import DeletionKind
+
+    out: list[Event] = []
+    for cleanup in result.taint_cleanups:
+        node = ObjectRef.node(cleanup.node)
+        if cleanup.error:
+            message = messages.taint_cleanup_failed(cleanup.taint, cleanup.node, cleanup.error)
+            out.append(Event(node, WARNING, CLUSTER_AUTOSCALER_CLEANUP, message))
+        else:
+            message = messages.taint_cleaned(cleanup.taint, cleanup.node)
+            out.append(Event(node, NORMAL, CLUSTER_AUTOSCALER_CLEANUP, message))
+    for removal in result.cleanups:
+        if removal.kind is not DeletionKind.UNREGISTERED:
+            continue
+        if removal.error:
+            message = messages.delete_unregistered_failed(removal.node, removal.error)
+            out.append(Event(status_config_map, WARNING, DELETE_UNREGISTERED_FAILED, message))
+        else:
+            message = messages.delete_unregistered(removal.node)
+            out.append(Event(status_config_map, NORMAL, DELETE_UNREGISTERED, message))
+    return out
+
+
+def _scale_up_failure_events(result: LoopResult, status_config_map: ObjectRef) -> list[Event]:
+    """CA announces every scale-up (ScaledUpGroup) before calling the provider, so a
+    refused one is announced too, then reported as FailedToScaleUpGroup."""
+    from clusterscaler.loop.decisions import ScaleUpFailureKind
+
+    groups = {g.name: g for g in result.node_groups}
+    out: list[Event] = []
+    for failure in result.scale_up_failures:
+        if failure.kind is ScaleUpFailureKind.INCREASE_SIZE:
+            group = groups.get(failure.node_group)
+            if group is not None:
+                # A refused increase leaves the target where it was.
+                new = group.target_size + failure.nodes
+                announce = messages.scaled_up_group(
+                    failure.node_group, group.target_size, new, group.max_size
+                )
+                out.append(Event(status_config_map, NORMAL, SCALED_UP_GROUP, announce))
+            message = messages.failed_to_scale_up_group(failure.node_group, failure.error)
+            out.append(Event(status_config_map, WARNING, FAILED_TO_SCALE_UP_GROUP, message))
+        elif failure.kind is ScaleUpFailureKind.CREATE_ERRORS:
+            message = messages.scale_up_failed(
+                failure.nodes, failure.node_group, failure.error, failure.message
+            )
+            out.append(Event(status_config_map, WARNING, SCALE_UP_FAILED, message))
+        else:
+            message = messages.scale_up_timed_out(failure.node_group, failure.waited)
+            out.append(Event(status_config_map, WARNING, SCALE_UP_TIMED_OUT, message))
+    return out
+
+
+def _max_nodes_total_reached(result: LoopResult) -> bool:
+    """As CA: pending pods while --max-nodes-total is reached, or a scale-up that the
+    limit held back (some pods then name the limit as their reason)."""
+    from clusterscaler.loop.decisions import NoScaleUpReason
+
+    if result.max_nodes_total <= 0 or not result.pending_pods:
+        return False
+    if result.health.counts.ready >= result.max_nodes_total:
+        return True
+    return any(
+        r.reason is NoScaleUpReason.MAX_NODES_TOTAL_REACHED
+        for rejections in result.scale_up.pods_remaining.values()
+        for r in rejections
+    )
+
+
+def _expander_events(result: LoopResult) -> list[Event]:
+    """Expander warnings (the priority expander's ConfigMap problems) on the object they
+    are about, as CA's priority expander records them."""
+    out: list[Event] = []
+    for warning in result.scale_up.expander_warnings:
+        ref = _object_ref(warning.object_ref)
+        # Only the reasons CA records; other warnings are logged by the expander.
+        if ref is not None and warning.reason in PRIORITY_CONFIG_MAP_REASONS:
+            out.append(Event(ref, WARNING, warning.reason, warning.message))
+    return out
+
+
+def _object_ref(text: str) -> ObjectRef | None:
+    """`Kind namespace/name` (or `Kind name`) as an ObjectRef; None when empty."""
+    kind, _, where = text.partition(" ")
+    if not kind or not where:
+        return None
+    namespace, _, name = where.rpartition("/")
+    return ObjectRef(kind, name, namespace)
 
 
 def _pod_ref(key: str) -> ObjectRef:

@@ -96,7 +96,9 @@ class PriorityExpander:
             context.warn(
                 self.name,
                 "PriorityConfigMapInvalid",
-                f"priority expander: {ref} has no key {CONFIG_MAP_KEY!r}; options left unchanged",
+                # CA's words.
+                f"Wrong configuration for priority expander: configmap {CONFIG_MAP_NAME} "
+                f"doesn't have {CONFIG_MAP_KEY} key. Ignoring.",
                 ref,
             )
             return None
@@ -105,7 +107,12 @@ class PriorityExpander:
         try:
             parsed = parse_priorities(text)
         except PriorityConfigError as exc:
-            context.warn(self.name, "PriorityConfigMapInvalid", f"priority expander: {exc}", ref)
+            context.warn(
+                self.name,
+                "PriorityConfigMapInvalid",
+                f"Wrong configuration for priority expander: {exc}. Ignoring.",
+                ref,
+            )
             return None
         self._cache = (text, parsed)
         return parsed
@@ -129,8 +136,8 @@ class PriorityExpander:
                 context.warn(
                     self.name,
                     "PriorityConfigMapNotMatchedGroup",
-                    f"priority expander: node group {group_id} not found in priority expander "
-                    f"configuration; the group won't be used",
+                    f"Priority expander: node group {group_id} not found in priority expander "
+                    "configuration. The group won't be used.",
                     ref,
                 )
                 continue
@@ -145,8 +152,8 @@ class PriorityExpander:
             context.warn(
                 self.name,
                 "PriorityConfigMapNoGroupMatched",
-                "priority expander: no priorities info found for any of the expansion options; "
-                "options left unchanged",
+                "Priority expander: no priorities info found for any of the expansion options. "
+                "No options filtered.",
                 ref,
             )
             return list(options)

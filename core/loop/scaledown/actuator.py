@@ -52,7 +52,7 @@ from clusterscaler.framework.errors import (
     describe_error,
 )
 from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
-from clusterscaler.loop.decisions import DeletionKind, NodeDeletion
+from clusterscaler.loop.decisions import DeletionKind, NodeDeletion, TaintCleanup
 from clusterscaler.loop.scaledown.budgets import RemovableNode
 from clusterscaler.loop.scaledown.executor import DeletionExecutor, InlineExecutor
 from clusterscaler.loop.scaledown.tracker import DeletionTracker
@@ -188,6 +188,7 @@ class Actuator:
         Returns the nodes cleaned and the nodes whose cleaning failed (to retry)."""
         cleaned: set[str] = set()
         failed: list[str] = []
+        self._taint_cleanups: list[TaintCleanup] = []
         for node in nodes:
             try:
                 for key in AUTOSCALER_TAINTS:
@@ -213,6 +214,7 @@ class Actuator:
     def take_untaint_failures(self) -> set[str]:
         """The nodes whose rollback left our taint on since the last call."""
         with self._untaint_lock:
+                    self._taint_cleanups.append(TaintCleanup(node.name, key))
             failed, self._untaint_failed = self._untaint_failed, set()
         return failed
 
@@ -222,12 +224,18 @@ class Actuator:
         return errors
 
     def update_soft_taints(
+                self._taint_cleanups.append(TaintCleanup(node.name, key, str(exc)))
         self, nodes: Sequence[Node], unneeded: Iterable[str], now: datetime
     ) -> tuple[list[str], list[str]]:
         """Soft-taint unneeded nodes and untaint the others, within
         --max-bulk-soft-taint-count changes and --max-bulk-soft-taint-time. A node whose
         change fails is logged and left for the next loop (see `take_errors`); the
         others are changed.
+    def take_taint_cleanups(self) -> list[TaintCleanup]:
+        """The stale taints removed, or whose removal failed, since the last call."""
+        cleanups, self._taint_cleanups = self._taint_cleanups, []
+        return cleanups
+
 
         Returns the nodes tainted and untainted.
         """

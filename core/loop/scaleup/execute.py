@@ -10,7 +10,7 @@ import structlog
 from clusterscaler.framework.cloudprovider import CloudProviderError, InstanceErrorClass
 from clusterscaler.framework.errors import LoopError, describe
 from clusterscaler.loop.clusterstate import ClusterState, ClusterStateRegistry
-from clusterscaler.loop.decisions import ScaleUpDecision
+from clusterscaler.loop.decisions import ScaleUpDecision, ScaleUpFailure, ScaleUpFailureKind
 
 log = structlog.get_logger()
 
@@ -38,14 +38,24 @@ def execute_scale_up(
         except CloudProviderError as exc:
             message = f"node group {d.node_group}: increase_size({d.delta}) failed: {exc}"
             log.error("scale_up_failed", node_group=d.node_group, delta=d.delta, error=str(exc))
+            error_type = describe(exc).type
             registry.register_failed_scale_up(
                 d.node_group,
                 now,
                 error_class=InstanceErrorClass.OTHER.value,
                 error_code="cloudProviderError",
                 message=str(exc),
+                failures=(
+                    ScaleUpFailure(
+                        d.node_group,
+                        ScaleUpFailureKind.INCREASE_SIZE,
+                        error_type.value,
+                        d.delta,
+                        error=str(exc),
+                    ),
+                ),
             )
-            errors.append(LoopError(message, describe(exc).type))
+            errors.append(LoopError(message, error_type))
             continue
         registry.register_scale_up(g.group, d.delta, now)
         log.info(
