@@ -288,6 +288,12 @@ class GroupState:
     def id(self) -> str:
         return self.group.id
 
+    @property
+    def atomic(self) -> bool:
+        """Whether the group scales zero-or-max: up to its max size at once, down by all
+        its nodes at once (`NodeGroupOptions.zero_or_max_node_scaling`)."""
+        return bool(self.options.zero_or_max_node_scaling)
+
 
 @dataclass
 class ClusterState:
@@ -355,13 +361,13 @@ class ClusterStateRegistry:
         self.requests: dict[str, ScaleUpRequest] = {}
         self.unregistered_since: dict[str, datetime] = {}
         self._seen_errors: set[str] = set()
+        self._failures: list[ScaleUpFailure] = []
 
     # ------------------------------------------------------------------ events from the loop
 
     def register_scale_up(self, group: NodeGroup, delta: int, now: datetime) -> None:
         provision = effective_options(group, self.options).max_node_provision_time
         assert provision is not None
-        self._failures: list[ScaleUpFailure] = []
         prev = self.requests.get(group.id)
         increase = delta + (prev.increase if prev is not None else 0)
         self.requests[group.id] = ScaleUpRequest(group.id, increase, now, now + provision)
@@ -376,25 +382,25 @@ class ClusterStateRegistry:
         message: str = "",
         failures: Sequence[ScaleUpFailure] = (),
     ) -> BackoffInfo:
+        """Back `group` off; `failures` are reported in the loop's result (events,
+        failed_scale_ups_total)."""
+        self._failures.extend(failures)
         self.requests.pop(group, None)
         return self.backoff.fail(
             group, now, error_class=error_class, error_code=error_code, error_message=message
         )
 
-    # ------------------------------------------------------------------ per-loop update
-        """Back `group` off; `failures` are reported in the loop's result (events,
-        failed_scale_ups_total)."""
-        self._failures.extend(failures)
-
-    def update(
-        self,
-        now: datetime,
-        nodes: Sequence[Node],
     def take_failures(self) -> list[ScaleUpFailure]:
         """The scale-up failures registered since the last call."""
         failures, self._failures = self._failures, []
         return failures
 
+    # ------------------------------------------------------------------ per-loop update
+
+    def update(
+        self,
+        now: datetime,
+        nodes: Sequence[Node],
         provider: CloudProvider,
         *,
         deleting: Collection[str] = (),
@@ -559,13 +565,13 @@ class ClusterStateRegistry:
                 error_class=failure.error_class.value,
                 error_code=failure.error_code,
                 message=failure.error_message,
+                failures=_creation_failures(state.id, new_errors),
             )
             log.warning(
                 "instances_failed",
                 node_group=state.id,
                 count=len(new_errors),
                 error_code=failure.error_code,
-                failures=_creation_failures(state.id, new_errors),
             )
         live = {i.id for i in instances}
         self._seen_errors = {i for i in self._seen_errors if i in live or i in registered_ids}
@@ -586,12 +592,6 @@ class ClusterStateRegistry:
                 continue
             if now > req.expected_by:
                 timed_out.append(req)
-                self.register_failed_scale_up(
-                    gid,
-                    now,
-                    error_class=InstanceErrorClass.OTHER.value,
-                    error_code="timeout",
-                    message=(
                 failure = ScaleUpFailure(
                     gid,
                     ScaleUpFailureKind.TIMEOUT,
@@ -599,18 +599,18 @@ class ClusterStateRegistry:
                     max(1, state.upcoming + len(state.long_unregistered)),
                     waited=now - req.time,
                 )
+                self.register_failed_scale_up(
+                    gid,
+                    now,
+                    error_class=InstanceErrorClass.OTHER.value,
+                    error_code="timeout",
+                    message=(
                         f"{state.upcoming} of {req.increase} requested nodes did not register "
                         f"within {req.expected_by - req.time}"
                     ),
+                    failures=(failure,),
                 )
         return timed_out
-
-
-def long_unregistered_nodes(state: ClusterState) -> Iterable[tuple[GroupState, list[Node]]]:
-    for g in state.groups.values():
-                    failures=(failure,),
-        if g.long_unregistered:
-            yield g, [fake_node(i, FAKE_NODE_UNREGISTERED) for i in g.long_unregistered]
 
 
 def _creation_failures(group: str, failed: Sequence[Instance]) -> list[ScaleUpFailure]:
@@ -636,6 +636,12 @@ def _creation_failures(group: str, failed: Sequence[Instance]) -> list[ScaleUpFa
             )
         )
     return out
+
+
+def long_unregistered_nodes(state: ClusterState) -> Iterable[tuple[GroupState, list[Node]]]:
+    for g in state.groups.values():
+        if g.long_unregistered:
+            yield g, [fake_node(i, FAKE_NODE_UNREGISTERED) for i in g.long_unregistered]
 
 
 def create_error_nodes(state: ClusterState) -> Iterable[tuple[GroupState, list[Node]]]:

@@ -16,6 +16,11 @@ plus 30s) before deleting the node. Drains run in parallel.
 Any failure removes the taint, uncordons, and is reported in the `NodeDeletion` with CA's
 error type; nothing is deleted on a guess.
 
+The nodes of a zero-or-max (atomic) node group are deleted together, as CA's group deletion
+scheduler does: all tainted or none, each prepared (drained) on its own, then deleted with
+one `delete_nodes` call once all are ready (`atomic.AtomicDeletion`). When one fails, the
+whole group is rolled back and each of its nodes reported failed.
+
 A failed API or cloud call fails that one node's deletion (or soft taint) only: it is logged
 on one line (the node, the step, status and reason, never HTTP headers or bodies) and the
 other nodes go on. Only a `LoopAbortedError` (this process may no longer act) is let through.
@@ -30,6 +35,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -53,6 +59,7 @@ from clusterscaler.framework.errors import (
 )
 from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.loop.decisions import DeletionKind, NodeDeletion, TaintCleanup
+from clusterscaler.loop.scaledown.atomic import AtomicDeletion, Waiting
 from clusterscaler.loop.scaledown.budgets import RemovableNode
 from clusterscaler.loop.scaledown.executor import DeletionExecutor, InlineExecutor
 from clusterscaler.loop.scaledown.tracker import DeletionTracker
@@ -146,6 +153,17 @@ def has_taint(node: Node, key: str) -> bool:
     return any(t.key == key for t in node.taints)
 
 
+@dataclass(slots=True)
+class _Tainted:
+    """A node of a zero-or-max group, tainted for deletion with the rest of its group;
+    `evicted` collects the pods evicted while it is prepared."""
+
+    r: RemovableNode
+    drain: bool
+    cordoned: bool
+    evicted: list[str] = field(default_factory=list)
+
+
 class Actuator:
     """Executes deletions chosen by the planner."""
 
@@ -170,6 +188,7 @@ class Actuator:
         # Failures of the actions the loop ran itself (soft taints), for its result; node
         # deletions report theirs through the tracker. Only the loop's thread uses it.
         self._loop_errors: list[LoopError] = []
+        self._taint_cleanups: list[TaintCleanup] = []
         # Nodes whose rollback could not remove our taint (from any thread): the loop
         # retries them with the taints an earlier run left (`take_untaint_failures`).
         self._untaint_failed: set[str] = set()
@@ -188,7 +207,6 @@ class Actuator:
         Returns the nodes cleaned and the nodes whose cleaning failed (to retry)."""
         cleaned: set[str] = set()
         failed: list[str] = []
-        self._taint_cleanups: list[TaintCleanup] = []
         for node in nodes:
             try:
                 for key in AUTOSCALER_TAINTS:
@@ -196,6 +214,7 @@ class Actuator:
                     if not self.actions.remove_taint(node.name, key):
                         continue
                     cleaned.add(node.name)
+                    self._taint_cleanups.append(TaintCleanup(node.name, key))
                     if key == TO_BE_DELETED_TAINT and node.unschedulable:
                         # We cordoned it before the crash; give it back to the scheduler.
                         self.actions.set_unschedulable(node.name, False)
@@ -205,16 +224,21 @@ class Actuator:
             except Exception as exc:
                 info = describe(exc)
                 log.error("stale_taint_removal_failed", node=node.name, **info.fields(exc))
+                self._taint_cleanups.append(TaintCleanup(node.name, key, str(exc)))
                 self._loop_errors.append(
                     LoopError(f"node {node.name}: removing a stale taint failed: {info}", info.type)
                 )
                 failed.append(node.name)
         return sorted(cleaned), failed
 
+    def take_taint_cleanups(self) -> list[TaintCleanup]:
+        """The stale taints removed, or whose removal failed, since the last call."""
+        cleanups, self._taint_cleanups = self._taint_cleanups, []
+        return cleanups
+
     def take_untaint_failures(self) -> set[str]:
         """The nodes whose rollback left our taint on since the last call."""
         with self._untaint_lock:
-                    self._taint_cleanups.append(TaintCleanup(node.name, key))
             failed, self._untaint_failed = self._untaint_failed, set()
         return failed
 
@@ -224,18 +248,12 @@ class Actuator:
         return errors
 
     def update_soft_taints(
-                self._taint_cleanups.append(TaintCleanup(node.name, key, str(exc)))
         self, nodes: Sequence[Node], unneeded: Iterable[str], now: datetime
     ) -> tuple[list[str], list[str]]:
         """Soft-taint unneeded nodes and untaint the others, within
         --max-bulk-soft-taint-count changes and --max-bulk-soft-taint-time. A node whose
         change fails is logged and left for the next loop (see `take_errors`); the
         others are changed.
-    def take_taint_cleanups(self) -> list[TaintCleanup]:
-        """The stale taints removed, or whose removal failed, since the last call."""
-        cleanups, self._taint_cleanups = self._taint_cleanups, []
-        return cleanups
-
 
         Returns the nodes tainted and untainted.
         """
@@ -307,20 +325,35 @@ class Actuator:
             return dry
         tainted_empty: list[tuple[RemovableNode, bool]] = []
         tainted_drain: list[tuple[RemovableNode, bool]] = []
+        # Zero-or-max groups: (node, drain) per group, each group tainted whole or not at all.
+        together: dict[str, list[tuple[RemovableNode, bool]]] = {}
+        for r, is_drain in (*((r, False) for r in empty), *((r, True) for r in drain)):
+            if r.atomic:
+                together.setdefault(r.node_group, []).append((r, is_drain))
+        tainted_groups: list[list[_Tainted]] = []
         try:
             for r in empty:
+                if r.atomic:
+                    continue
                 cordoned = self._start_one(r, now, drain=False)
                 if cordoned is not None:
                     tainted_empty.append((r, cordoned))
             for r in drain:
+                if r.atomic:
+                    continue
                 cordoned = self._start_one(r, now, drain=True)
                 if cordoned is not None:
                     tainted_drain.append((r, cordoned))
+            for gid in sorted(together):
+                self._start_group(together[gid], now, tainted_groups)
         except LoopAbortedError as exc:
             for r, _ in tainted_empty:
                 self._interrupted(r, drain=False, why=describe_error(exc))
             for r, _ in tainted_drain:
                 self._interrupted(r, drain=True, why=describe_error(exc))
+            for tainted in tainted_groups:
+                for t in tainted:
+                    self._interrupted(t.r, drain=t.drain, why=describe_error(exc))
             raise
         if tainted_empty:
             batch = list(tainted_empty)
@@ -332,6 +365,8 @@ class Actuator:
             self.executor.submit(
                 r.node.name, functools.partial(self._report, r, groups, cordoned, drain=True)
             )
+        for tainted in tainted_groups:
+            self._submit_group(tainted, groups)
         return [
             *(
                 NodeDeletion(r.node.name, r.node_group, self._kind(r, False))
@@ -340,6 +375,11 @@ class Actuator:
             *(
                 NodeDeletion(r.node.name, r.node_group, self._kind(r, True))
                 for r, _ in tainted_drain
+            ),
+            *(
+                NodeDeletion(t.r.node.name, t.r.node_group, self._kind(t.r, t.drain))
+                for tainted in tainted_groups
+                for t in tainted
             ),
         ]
 
@@ -474,29 +514,8 @@ class Actuator:
         name = r.node.name
         kind = self._kind(r, drain)
         evicted: list[str] = []
-        evict_ds = (
-            self.options.daemonset_eviction_for_occupied_nodes
-            if drain
-            else self.options.daemonset_eviction_for_empty_nodes
-        )
-        # Only pods bound to this node are evicted: the plan may also hold pending pods the
-        # simulation expected the scheduler to put here, which must not be touched.
-        to_move = [p for p in r.plan.to_move if p.node_name == name]
-        daemons = [p for p in r.plan.daemonset if p.node_name == name]
         try:
-            if drain:
-                # Pods the plan chose to leave (skipped) stay left.
-                late, late_daemons = self._bound_since_plan(
-                    name, [*to_move, *daemons, *r.plan.skipped]
-                )
-                to_move.extend(late)
-                daemons.extend(late_daemons)
-            if drain:
-                evicted.extend(self._evict_all(name, to_move, required=True))
-            if evict_ds and daemons:
-                # DaemonSet pods are evicted best-effort: they do not hold the node back.
-                evicted.extend(self._evict_all(name, daemons, required=False))
-            self._wait_for_delay_deletion(r.node)
+            self._prepare(r, drain=drain, evicted=evicted)
             with self.provider_lock:
                 try:
                     group.delete_nodes([r.node])
@@ -527,6 +546,205 @@ class Actuator:
             self._rollback(name, True, cordoned)
             failure = DeletionFailed.of(name, "drain" if drain else "delete", "deleting", exc)
             self.tracker.finish(self._failed(r, kind, evicted, failure))
+
+    def _prepare(self, r: RemovableNode, *, drain: bool, evicted: list[str]) -> None:
+        """What comes before the cloud call: evict the pods that must go (their keys are
+        added to `evicted` as they go) and wait for delay-deletion annotations. Raises on
+        failure."""
+        name = r.node.name
+        evict_ds = (
+            self.options.daemonset_eviction_for_occupied_nodes
+            if drain
+            else self.options.daemonset_eviction_for_empty_nodes
+        )
+        # Only pods bound to this node are evicted: the plan may also hold pending pods the
+        # simulation expected the scheduler to put here, which must not be touched.
+        to_move = [p for p in r.plan.to_move if p.node_name == name]
+        daemons = [p for p in r.plan.daemonset if p.node_name == name]
+        if drain:
+            # Pods the plan chose to leave (skipped) stay left.
+            late, late_daemons = self._bound_since_plan(name, [*to_move, *daemons, *r.plan.skipped])
+            to_move.extend(late)
+            daemons.extend(late_daemons)
+            evicted.extend(self._evict_all(name, to_move, required=True))
+        if evict_ds and daemons:
+            # DaemonSet pods are evicted best-effort: they do not hold the node back.
+            evicted.extend(self._evict_all(name, daemons, required=False))
+        self._wait_for_delay_deletion(r.node)
+
+    # ------------------------------------------------------------------ zero-or-max groups
+
+    def _start_group(
+        self,
+        members: Sequence[tuple[RemovableNode, bool]],
+        now: datetime,
+        started: list[list[_Tainted]],
+    ) -> None:
+        """Taint all the nodes of one zero-or-max group and record them in flight, adding
+        them to `started`; when one cannot be tainted, roll back those tainted before it
+        and report every node of the group failed (none is added)."""
+        tainted: list[_Tainted] = []
+        # Visible to the caller at once: a `LoopAbortedError` reports them interrupted.
+        started.append(tainted)
+        for i, (r, drain) in enumerate(members):
+            try:
+                cordoned = self._taint(r.node.name, now)
+            except DeletionFailed as exc:
+                started.remove(tainted)
+                self.tracker.finish(self._failed(r, self._kind(r, drain), [], exc))
+                why = f"node {r.node.name}: {exc.action} failed"
+                for t in tainted:
+                    self._rollback(t.r.node.name, True, t.cordoned)
+                    self._group_failed(t.r, t.drain, [], why)
+                for other, other_drain in members[i + 1 :]:
+                    self._group_failed(other, other_drain, [], why)
+                return
+            self.tracker.start(r.node.name, r.node_group, drain=drain, now=now)
+            log.info(
+                "scale_down_started",
+                node=r.node.name,
+                node_group=r.node_group,
+                kind=self._kind(r, drain).value,
+                atomic=True,
+            )
+            tainted.append(_Tainted(r, drain, cordoned))
+
+    def _submit_group(self, tainted: Sequence[_Tainted], groups: Mapping[str, NodeGroup]) -> None:
+        """Hand a tainted zero-or-max group to the executor: its empty nodes in one work
+        (after --node-delete-delay-after-taint), each node to drain in its own."""
+        gid = tainted[0].r.node_group
+        deletion: AtomicDeletion[_Tainted] = AtomicDeletion(gid, [t.r.node.name for t in tainted])
+        empties = [t for t in tainted if not t.drain]
+        if empties:
+
+            def delete_empty() -> None:
+                delay = self.options.node_delete_delay_after_taint.total_seconds()
+                if delay > 0:
+                    try:
+                        self.clock.sleep(delay)
+                    except Exception as exc:
+                        log.error("scale_down_delay_failed", **describe(exc).fields(exc))
+                for t in empties:
+                    self._report_together(t, deletion, groups)
+
+            self.executor.submit(f"atomic-empty-{empties[0].r.node.name}", delete_empty)
+        for t in tainted:
+            if t.drain:
+                self.executor.submit(
+                    t.r.node.name,
+                    functools.partial(self._report_together, t, deletion, groups),
+                )
+
+    def _report_together(
+        self,
+        t: _Tainted,
+        deletion: AtomicDeletion[_Tainted],
+        groups: Mapping[str, NodeGroup],
+    ) -> None:
+        """Prepare one node of a zero-or-max group; the last one ready deletes them all.
+        Its outcome, and that of the nodes it fails or deletes, reach the tracker."""
+        r = t.r
+        name = r.node.name
+        try:
+            if deletion.failure:
+                # Another node of the group failed: this one is not even drained.
+                self._rollback(name, True, t.cordoned)
+                self._group_failed(r, t.drain, [], deletion.failure)
+                return
+            group = groups.get(r.node_group)
+            failure: DeletionFailed | None = None
+            try:
+                if group is None:
+                    raise DeletionFailed(
+                        f"node {name}: node group {r.node_group} is gone",
+                        ErrorInfo(ErrorType.NODE_GROUP_DOES_NOT_EXIST, "NodeGroupNotFound"),
+                        "delete",
+                    )
+                self._prepare(r, drain=t.drain, evicted=t.evicted)
+            except DeletionFailed as exc:
+                failure = exc
+            except Exception as exc:
+                failure = DeletionFailed.of(name, "drain" if t.drain else "delete", "deleting", exc)
+            if failure is not None:
+                self._rollback(name, True, t.cordoned)
+                self.tracker.finish(self._failed(r, self._kind(r, t.drain), t.evicted, failure))
+                why = f"node {name}: {failure.action} failed"
+                for w in deletion.fail(why):
+                    self._rollback(w.name, True, w.item.cordoned)
+                    self._group_failed(w.item.r, w.item.drain, w.item.evicted, why)
+                return
+            assert group is not None
+            waiting = deletion.ready(name, t)
+            if waiting is None:
+                self._rollback(name, True, t.cordoned)
+                self._group_failed(r, t.drain, t.evicted, deletion.failure)
+            elif waiting:
+                self._delete_together(group, waiting)
+        except BaseException:
+            # Interrupted (the process is exiting): the next leader removes the taints.
+            for w in deletion.fail("interrupted"):
+                self._interrupted(w.item.r, drain=w.item.drain, why="")
+            if name in self.tracker.in_flight():
+                self._interrupted(r, drain=t.drain, why="")
+            raise
+
+    def _delete_together(self, group: NodeGroup, waiting: Sequence[Waiting[_Tainted]]) -> None:
+        """Delete all the nodes of a zero-or-max group with one call; on failure, roll
+        every one back. Successes are recorded under the provider lock (see `_finish`)."""
+        items = [w.item for w in waiting]
+        try:
+            error: Exception | None = None
+            with self.provider_lock:
+                try:
+                    group.delete_nodes([t.r.node for t in items])
+                except Exception as exc:
+                    error = exc
+                else:
+                    for t in items:
+                        kind = self._kind(t.r, t.drain)
+                        log.info(
+                            "scale_down",
+                            node=t.r.node.name,
+                            node_group=t.r.node_group,
+                            kind=kind.value,
+                            evicted=len(t.evicted),
+                            atomic=True,
+                        )
+                        self.tracker.finish(
+                            NodeDeletion(t.r.node.name, t.r.node_group, kind, tuple(t.evicted))
+                        )
+            if error is not None:
+                for t in items:
+                    # As CA: whatever the provider raises is a cloud provider error.
+                    failure = DeletionFailed.of(
+                        t.r.node.name,
+                        "delete",
+                        f"deleting the {len(items)} nodes of node group {group.id} at once",
+                        error,
+                        remote=ErrorType.CLOUD_PROVIDER,
+                        default=ErrorType.CLOUD_PROVIDER,
+                    )
+                    self._rollback(t.r.node.name, True, t.cordoned)
+                    self.tracker.finish(
+                        self._failed(t.r, self._kind(t.r, t.drain), t.evicted, failure)
+                    )
+        finally:
+            in_flight = self.tracker.in_flight()
+            for t in items:
+                if t.r.node.name in in_flight:
+                    self._interrupted(t.r, drain=t.drain, why="")
+
+    def _group_failed(self, r: RemovableNode, drain: bool, evicted: list[str], why: str) -> None:
+        """Report node `r` failed because another node of its zero-or-max group did: the
+        group goes whole or not at all (CA: "scale down failed for node group as a
+        whole")."""
+        failure = DeletionFailed(
+            f"node {r.node.name}: scale down failed for node group {r.node_group} as a whole: "
+            f"{why}",
+            ErrorInfo(ErrorType.TRANSIENT, "AtomicScaleDownFailed"),
+            "atomic",
+        )
+        self.tracker.finish(self._failed(r, self._kind(r, drain), evicted, failure))
 
     def _bound_since_plan(self, name: str, planned: Sequence[Pod]) -> tuple[list[Pod], list[Pod]]:
         """Pods bound to the tainted node that the plan does not know: the scheduler may

@@ -11,6 +11,11 @@ As in Cluster Autoscaler's current planner (`categorizeNodes`), every eligible c
 simulated: --scale-down-candidates-pool-ratio and --scale-down-candidates-pool-min-count
 belonged to the legacy scale-down, which cut the non-empty candidates to that pool, and are
 accepted but have no effect.
+
+A zero-or-max (atomic) node group goes all at once or not at all: unless every one of its
+nodes (as many as its target size) is a candidate, none is simulated and each is
+unremovable with `AtomicScaleDownFailed`; otherwise its nodes are simulated together, all
+or nothing, outside the non-empty candidate count.
 """
 
 from __future__ import annotations
@@ -75,6 +80,57 @@ def _looks_empty(pods: Sequence[Pod]) -> bool:
     return all(p.is_daemonset or p.is_mirror or p.is_terminal for p in pods)
 
 
+def _atomic_groups(
+    candidates: Sequence[Candidate], state: ClusterState, unremovable: list[UnremovableNode]
+) -> tuple[list[Candidate], dict[str, list[Candidate]]]:
+    """Split off the candidates of zero-or-max groups. A group whose candidates are not all
+    of its nodes (its target size) cannot go at all: its candidates become unremovable
+    (`AtomicScaleDownFailed`, added to `unremovable`). Returns the other candidates plus
+    those of complete groups, and the complete groups' candidates by group."""
+    by_group: dict[str, list[Candidate]] = {}
+    for c in candidates:
+        if state.groups[c.node_group].atomic:
+            by_group.setdefault(c.node_group, []).append(c)
+    if not by_group:
+        return list(candidates), {}
+    incomplete: set[str] = set()
+    for gid, members in by_group.items():
+        target = state.groups[gid].target
+        if len(members) == target:
+            continue
+        incomplete.add(gid)
+        log.debug(
+            "atomic_scale_down_incomplete", node_group=gid, candidates=len(members), target=target
+        )
+        for c in members:
+            unremovable.append(
+                UnremovableNode(
+                    c.node.name,
+                    UnremovableReason.ATOMIC_SCALE_DOWN_FAILED,
+                    detail=f"node group {gid} scales down all at once, and only "
+                    f"{len(members)} of its {target} nodes may go",
+                )
+            )
+    kept = [c for c in candidates if c.node_group not in incomplete]
+    return kept, {gid: m for gid, m in by_group.items() if gid not in incomplete}
+
+
+def _together(
+    atomic: Mapping[str, Sequence[Candidate]], order: Sequence[str]
+) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Each node of a complete zero-or-max group, mapped to its group and all the group's
+    nodes in simulation order (for `simulate_nodes`)."""
+    if not atomic:
+        return {}
+    position = {name: i for i, name in enumerate(order)}
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for gid, members in atomic.items():
+        names = tuple(sorted((c.node.name for c in members), key=position.__getitem__))
+        for name in names:
+            out[name] = (gid, names)
+    return out
+
+
 class ScaleDownPlanner:
     """Keeps unneeded timers, recheck delays and placement hints between loops."""
 
@@ -129,7 +185,9 @@ class ScaleDownPlanner:
                 continue
             by_name[c.node.name] = c
             fresh.append(c)
+        fresh, atomic = _atomic_groups(fresh, state, unremovable)
         order = self._order(fresh, inputs.pods_by_node)
+        together = _together(atomic, order)
 
         excluded = {
             n.name
@@ -153,6 +211,7 @@ class ScaleDownPlanner:
                 max_non_empty=options.scale_down_non_empty_candidates_count,
                 timeout_seconds=options.scale_down_simulation_timeout.total_seconds(),
                 clock=self.clock,
+                together=together,
             )
         finally:
             if last_use:
@@ -187,7 +246,11 @@ class ScaleDownPlanner:
                     removable_at=since + required,
                 )
             )
-            removable.append(RemovableNode(c.node, c.node_group, since, c.ready, r.plan))
+            removable.append(
+                RemovableNode(
+                    c.node, c.node_group, since, c.ready, r.plan, atomic=c.node_group in atomic
+                )
+            )
         for r in results:
             if r.removable:
                 continue

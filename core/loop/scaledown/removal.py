@@ -11,13 +11,18 @@ consumed; otherwise the snapshot is rolled back.
 The work is linear in the pods moved: destinations are a list kept in snapshot order
 rather than every node filtered for every pod, nodes with no pod slot left drop out of it
 for good, and each pod's drain decision is taken once however often it moves.
+
+The nodes of a zero-or-max (atomic) node group are simulated together, all or nothing:
+when one of them cannot go, the moves of the others are undone (snapshot, destinations and
+PDB budgets), so they promise no capacity, and they are unremovable with
+`AtomicScaleDownFailed`.
 """
 
 from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from clusterscaler.loop.decisions import BlockingPod, UnremovableReason
@@ -77,6 +82,18 @@ class _NodeList:
         if at is None:
             return list(self.infos)
         return self.infos[:at] + self.infos[at + 1 :]
+
+
+@dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    """The simulator's state before a set of nodes that go all or nothing."""
+
+    removed: frozenset[str]
+    # Never changed in place (only replaced), so held without a copy.
+    position: dict[str, int]
+    all: tuple[list[int], list[SimNodeInfo]]
+    open: tuple[list[int], list[SimNodeInfo]]
+    pdb_remaining: dict[str, int]
 
 
 def _no_pod_slot_left(ni: SimNodeInfo) -> bool:
@@ -156,6 +173,36 @@ class RemovalSimulator:
             position = self._position.get(name)
             if ni is not None and position is not None and _no_pod_slot_left(ni):
                 self._open.discard(position)
+
+    def checkpoint(self) -> _Checkpoint:
+        """Open a set of removals that `rollback` undoes, or `keep` keeps. The snapshot is
+        forked; the destination lists are copied (once per set, not per node)."""
+        self.snapshot.fork()
+        return _Checkpoint(
+            frozenset(self.removed),
+            self._position,
+            (list(self._all.positions), list(self._all.infos)),
+            (list(self._open.positions), list(self._open.infos)),
+            dict(self.context.pdbs.remaining),
+        )
+
+    def keep(self, checkpoint: _Checkpoint) -> None:
+        """Keep the removals since `checkpoint`."""
+        self.snapshot.commit()
+
+    def rollback(self, checkpoint: _Checkpoint) -> None:
+        """Undo the removals since `checkpoint`: the nodes take their pods back, receive
+        pods again, and the PDB disruptions they used are given back."""
+        self.snapshot.revert()
+        self.removed = set(checkpoint.removed)
+        self._position = checkpoint.position
+        self._all = _NodeList(list(zip(*checkpoint.all, strict=True)))
+        self._open = _NodeList(list(zip(*checkpoint.open, strict=True)))
+        pdbs = self.context.pdbs
+        pdbs.remaining = dict(checkpoint.pdb_remaining)
+        # Decisions remembered under the budgets just undone must not be reused: a new
+        # version number, never seen before, makes them stale.
+        pdbs.version += 1
 
     def drain_plan(self, node: str) -> NodeDrainPlan | None:
         ni = self.snapshot.node_info(node)
@@ -255,6 +302,45 @@ class RemovalSimulator:
         )
 
 
+def _atomic_failed(node: str, group: str, failed: RemovalResult) -> RemovalResult:
+    return RemovalResult(
+        node,
+        False,
+        NodeDrainPlan(),
+        UnremovableReason.ATOMIC_SCALE_DOWN_FAILED,
+        detail=f"node group {group} scales down all at once, and node {failed.node} "
+        f"cannot go ({failed.reason.value})",
+    )
+
+
+def _try_together(
+    simulator: RemovalSimulator,
+    group: str,
+    nodes: Sequence[str],
+    timed_out: Callable[[], bool],
+) -> list[RemovalResult] | None:
+    """Simulate removing all of `nodes` (one atomic group), all or nothing. Returns a
+    result per node (the first that cannot go with its own reason, the others with
+    `AtomicScaleDownFailed`), or None when the timeout passed (nothing kept)."""
+    checkpoint = simulator.checkpoint()
+    results: list[RemovalResult] = []
+    try:
+        for node in nodes:
+            if timed_out():
+                simulator.rollback(checkpoint)
+                return None
+            r = simulator.try_remove(node)
+            if not r.removable:
+                simulator.rollback(checkpoint)
+                return [r if n == node else _atomic_failed(n, group, r) for n in nodes]
+            results.append(r)
+    except BaseException:
+        simulator.rollback(checkpoint)
+        raise
+    simulator.keep(checkpoint)
+    return results
+
+
 def simulate_nodes(
     simulator: RemovalSimulator,
     nodes: Sequence[str],
@@ -262,15 +348,37 @@ def simulate_nodes(
     max_non_empty: int,
     timeout_seconds: float,
     clock: Callable[[], float] = time.monotonic,
+    together: Mapping[str, tuple[str, Sequence[str]]] | None = None,
 ) -> tuple[list[RemovalResult], list[str]]:
     """Try `nodes` in order until `max_non_empty` removable non-empty nodes are found
-    (<= 0: no limit) or the timeout passes. Returns the results and the nodes not tried."""
+    (<= 0: no limit) or the timeout passes. Returns the results and the nodes not tried.
+
+    `together` maps each node of a zero-or-max group to the group and all its nodes to
+    try: they are tried at once, where the first of them comes in `nodes`, all or nothing
+    (`_try_together`), and do not count against `max_non_empty` (as in CA, a group is
+    never cut short by it)."""
     results: list[RemovalResult] = []
     found = 0
     start = clock()
+    done: set[str] = set()
+
+    def timed_out() -> bool:
+        return clock() - start > timeout_seconds
+
     for i, node in enumerate(nodes):
-        if clock() - start > timeout_seconds:
-            return results, list(nodes[i:])
+        if node in done:
+            continue
+        if timed_out():
+            return results, [n for n in nodes[i:] if n not in done]
+        unit = together.get(node) if together else None
+        if unit is not None:
+            group, members = unit
+            done.update(members)
+            tried = _try_together(simulator, group, members, timed_out)
+            if tried is None:
+                return results, [n for n in nodes[i:] if n not in done or n in members]
+            results.extend(tried)
+            continue
         if 0 < max_non_empty <= found:
             # Still let empty nodes through: they need no simulation budget.
             plan = simulator.drain_plan(node)

@@ -9,7 +9,6 @@ from clusterscaler.loop.balancing import GroupSize, balance
 from clusterscaler.loop.clusterstate import ClusterState, GroupState
 from clusterscaler.loop.decisions import ScaleUpDecision, ScaleUpOption
 from clusterscaler.loop.expander import Option
-from clusterscaler.loop.scaleup.eligibility import is_atomic
 from clusterscaler.loop.scaleup.estimate import PodKeys
 
 
@@ -44,11 +43,9 @@ def decide(
         None,
     ) or tuple(keys.all(best.pods))
     increases = {best_id: best.node_count}
-    if balance_similar and not is_atomic(eligible[best_id]):
+    if balance_similar and not eligible[best_id].atomic:
         similar = [
-            g.id
-            for g in best.similar_node_groups
-            if g.id in eligible and not is_atomic(eligible[g.id])
+            g.id for g in best.similar_node_groups if g.id in eligible and not eligible[g.id].atomic
         ]
         if similar:
             sizes = [

@@ -26,12 +26,6 @@ _ATOMIC_LIMIT_REASONS = {
 }
 
 
-def is_atomic(g: GroupState) -> bool:
-    """Whether the group scales zero-or-max: up to its max size at once, down to zero at
-    once (`NodeGroupOptions.zero_or_max_node_scaling`)."""
-    return bool(g.options.zero_or_max_node_scaling)
-
-
 def atomic_increase(g: GroupState) -> int:
     """The only increase an atomic group may get: all the way to its max size."""
     return g.group.max_size - g.target
@@ -85,7 +79,6 @@ def group_rejection(g: GroupState, tpl: Template | None, now: datetime) -> Group
             g.id, NoScaleUpReason.NO_TEMPLATE, tpl.error if tpl is not None else ""
         )
     return None
-
 
 
 def eligible_groups(

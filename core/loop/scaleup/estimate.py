@@ -22,7 +22,7 @@ from clusterscaler.loop.decisions import GroupRejection, NoScaleUpReason
 from clusterscaler.loop.estimator import Estimator, ThresholdLimiter, limits_from_options
 from clusterscaler.loop.expander import Option
 from clusterscaler.loop.limits import CPU, MEMORY, NODES, Limits, Totals, node_totals
-from clusterscaler.loop.scaleup.eligibility import atomic_increase, atomic_rejection, is_atomic
+from clusterscaler.loop.scaleup.eligibility import atomic_increase, atomic_rejection
 from clusterscaler.loop.templates import Template, instantiate
 from clusterscaler.model import NodeInfo, Pod
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
@@ -122,12 +122,12 @@ def estimate_options(
     out: list[Option] = []
     balance = options.balance_similar_node_groups
     # Atomic groups take no share of another group's scale-up.
-    balanceable = [gid for gid, g in eligible.items() if not is_atomic(g)] if balance else []
+    balanceable = [gid for gid, g in eligible.items() if not g.atomic] if balance else []
     for gid, g in eligible.items():
         tpl = templates[gid].node_info
         assert tpl is not None
         room, which = limits.max_new_nodes(totals, node_totals(tpl.node, gpu_label))
-        atomic = is_atomic(g)
+        atomic = g.atomic
         if atomic:
             refused = atomic_rejection(g, room, which, options.max_nodes_per_scaleup)
             if refused is not None:

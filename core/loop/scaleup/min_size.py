@@ -9,7 +9,7 @@ import structlog
 from clusterscaler.loop.clusterstate import ClusterState
 from clusterscaler.loop.decisions import ScaleUpDecision
 from clusterscaler.loop.limits import Limits, Totals, node_totals
-from clusterscaler.loop.scaleup.eligibility import atomic_increase, is_atomic
+from clusterscaler.loop.scaleup.eligibility import atomic_increase
 from clusterscaler.loop.templates import Template
 
 log = structlog.get_logger()
@@ -42,7 +42,7 @@ def plan_min_size_enforcement(
             continue
         if g.target >= g.group.min_size:
             continue
-        atomic = is_atomic(g)
+        atomic = g.atomic
         delta = atomic_increase(g) if atomic else g.group.min_size - g.target
         if limits is not None:
             tpl = templates.get(gid) if templates is not None else None

@@ -12,10 +12,18 @@ from typing import Any
 
 import pytest
 from clusterscaler.framework.cloudprovider import NodeGroupOptions
+from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
 from clusterscaler.framework.options import GpuLimit, MinMax
-from clusterscaler.loop.decisions import NoScaleUpReason, ScaleUpStatus
+from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
+from clusterscaler.loop.decisions import NoScaleUpReason, ScaleUpStatus, UnremovableReason
+from clusterscaler.loop.scaledown.executor import ThreadedExecutor
+from clusterscaler.loop.scaledown.removal import RemovalSimulator, simulate_nodes
+from clusterscaler.model import LabelSelector, Pod, PodDisruptionBudget, Taint
+from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
+from clusterscaler.simulator.builders import make_node, make_pod
+from clusterscaler.simulator.drain import DrainContext, PdbTracker
 from clusterscaler.simulator.utilization import GPU_RESOURCE
-from loopkit import GPU_LABEL, GROUP_LABEL, Harness, pending_pod, running_pod
+from loopkit import GPU_LABEL, GROUP_LABEL, T0, GatedClock, Harness, pending_pod, running_pod
 
 ATOMIC = NodeGroupOptions(zero_or_max_node_scaling=True)
 ZONE = "topology.kubernetes.io/zone"
@@ -244,3 +252,368 @@ def test_min_size_enforcement_of_an_atomic_group(limits: dict[str, Any], expecte
     h.run()
     assert g.target == expected
     assert g.increases == ([expected] if expected else [])
+
+
+# ---------------------------------------------------------------------------- scale-down
+
+ELEVEN_MINUTES = timedelta(minutes=11)
+WHOLE = UnremovableReason.ATOMIC_SCALE_DOWN_FAILED
+
+
+@dataclass(frozen=True)
+class ScaleDownCase:
+    # Per node of the atomic group "slice" (slice-1, slice-2, ...): the CPU of the pod it
+    # runs ("" for none), or "orphan" for a pod no controller recreates.
+    slice_pods: tuple[str, ...]
+    # The nodes deleted after the unneeded time, and the reason each other node of the
+    # slice is kept.
+    deleted: tuple[str, ...]
+    kept: dict[str, UnremovableReason] = field(default_factory=dict)
+    slice_min: int = 0
+    flags: dict[str, Any] = field(default_factory=dict)
+    # A second atomic group "twin" of this many empty nodes.
+    twin: int = 0
+    # Nodes unneeded (timers running) after the deletions.
+    unneeded: tuple[str, ...] = ()
+
+
+SCALE_DOWN_CASES = {
+    "empty-group-goes-whole": ScaleDownCase(
+        slice_pods=("", "", ""),
+        deleted=("slice-1", "slice-2", "slice-3"),
+    ),
+    "pods-moved-and-group-goes-whole": ScaleDownCase(
+        slice_pods=("500m", "500m"),
+        deleted=("slice-1", "slice-2"),
+    ),
+    "a-busy-node-keeps-the-group": ScaleDownCase(
+        slice_pods=("", "3", ""),
+        deleted=(),
+        kept={
+            "slice-1": WHOLE,
+            "slice-2": UnremovableReason.NOT_UNDERUTILIZED,
+            "slice-3": WHOLE,
+        },
+    ),
+    "a-blocked-node-keeps-the-group": ScaleDownCase(
+        slice_pods=("orphan", ""),
+        deleted=(),
+        kept={"slice-1": UnremovableReason.BLOCKED_BY_POD, "slice-2": WHOLE},
+    ),
+    # Room for one of the two pods only.
+    "no-room-for-every-pod-keeps-the-group": ScaleDownCase(
+        slice_pods=("1", "1"),
+        deleted=(),
+        kept={"slice-1": WHOLE, "slice-2": UnremovableReason.NO_PLACE_TO_MOVE_PODS},
+    ),
+    "min-size-applies-to-the-whole-group": ScaleDownCase(
+        slice_pods=("", "", ""),
+        slice_min=1,
+        deleted=(),
+        kept=dict.fromkeys(
+            ("slice-1", "slice-2", "slice-3"), UnremovableReason.NODE_GROUP_MIN_SIZE_REACHED
+        ),
+    ),
+    "resource-minimum-applies-to-the-whole-group": ScaleDownCase(
+        slice_pods=("", "", ""),
+        flags={"cores_total": MinMax(10, 1000)},
+        deleted=(),
+        kept=dict.fromkeys(
+            ("slice-1", "slice-2", "slice-3"),
+            UnremovableReason.MINIMAL_RESOURCE_LIMIT_EXCEEDED,
+        ),
+    ),
+    "first-group-may-go-beyond-the-budget": ScaleDownCase(
+        slice_pods=("", "", ""),
+        flags={"max_scale_down_parallelism": 2},
+        deleted=("slice-1", "slice-2", "slice-3"),
+    ),
+    "next-group-waits-for-the-budget": ScaleDownCase(
+        slice_pods=("", ""),
+        twin=2,
+        flags={"max_scale_down_parallelism": 3},
+        deleted=("slice-1", "slice-2"),
+        unneeded=("twin-1", "twin-2"),
+    ),
+    "two-groups-within-the-budget-both-go": ScaleDownCase(
+        slice_pods=("", ""),
+        twin=2,
+        flags={"max_scale_down_parallelism": 4},
+        deleted=("slice-1", "slice-2", "twin-1", "twin-2"),
+    ),
+}
+
+
+def _scale_down_harness(case: ScaleDownCase) -> Harness:
+    h = Harness(**case.flags)
+    # A busy node that takes the moved pods (1500m free), never removable itself.
+    h.provider.add_group("base", 0, 10, nodes=1)
+    h.add_pods([running_pod("base-busy", "base-1", cpu="2500m")])
+    h.provider.add_group("slice", case.slice_min, 4, nodes=len(case.slice_pods), options=ATOMIC)
+    for i, cpu in enumerate(case.slice_pods, start=1):
+        if cpu == "orphan":
+            h.add_pods([running_pod(f"orphan-{i}", f"slice-{i}", owner=None)])
+        elif cpu:
+            h.add_pods([running_pod(f"pod-{i}", f"slice-{i}", cpu=cpu)])
+    if case.twin:
+        h.provider.add_group("twin", 0, 4, nodes=case.twin, options=ATOMIC)
+    return h
+
+
+@pytest.mark.parametrize("case", SCALE_DOWN_CASES.values(), ids=SCALE_DOWN_CASES.keys())
+def test_zero_or_max_scale_down(case: ScaleDownCase) -> None:
+    h = _scale_down_harness(case)
+    h.run()
+    result = h.run(ELEVEN_MINUTES)
+    deleted = sorted(d.node for d in result.scale_down.deletions if d.ok)
+    assert deleted == sorted(case.deleted)
+    assert all(d.ok for d in result.scale_down.deletions)
+    reasons = {u.node: u.reason for u in result.scale_down.unremovable}
+    assert {n: reasons.get(n) for n in case.kept} == case.kept
+    for node, reason in case.kept.items():
+        if reason in (WHOLE, UnremovableReason.NODE_GROUP_MIN_SIZE_REACHED):
+            detail = next(u.detail for u in result.scale_down.unremovable if u.node == node)
+            assert "node group slice scales down all at once" in detail
+    # Kept nodes of an atomic group are not unneeded: no timer runs for a part of it.
+    unneeded = {u.node for u in result.scale_down.unneeded}
+    assert not unneeded & {n for n, r in case.kept.items() if r is WHOLE}
+    assert unneeded >= set(case.unneeded)
+    for gid in ("slice", "twin"):
+        group = h.provider.groups.get(gid)
+        if group is None:
+            continue
+        # All of the group's nodes in one call, or none.
+        deletes = [names for call, names in group.calls if call == "delete_nodes"]
+        gone = sorted(n for n in case.deleted if n.startswith(f"{gid}-"))
+        assert deletes == ([gone] if gone else [])
+        assert group.target in (0, len(group.instances))
+
+
+def _removal_simulator(snap: ClusterSnapshot, pdbs: list[PodDisruptionBudget]) -> RemovalSimulator:
+    context = DrainContext.build(T0, pdbs=PdbTracker(pdbs))
+    return RemovalSimulator(snap, [], context, HintingSimulator())
+
+
+def test_a_group_that_cannot_go_gives_back_what_its_simulation_took() -> None:
+    """The first node of the group finds room for its pod, the second does not: the first
+    one's move is undone, in the snapshot and in the PDB budget, so the next candidate can
+    have that room and that disruption."""
+    snap = ClusterSnapshot()
+    app = {"app": "x"}
+    snap.add_node(make_node("dest", "4"), [make_pod("busy", "2500m", node_name="dest")])
+    snap.add_node(make_node("s1", "1"), [make_pod("p1", "1", node_name="s1", labels=app)])
+    snap.add_node(make_node("s2", "1"), [make_pod("p2", "1", node_name="s2")])
+    snap.add_node(make_node("spare", "1"), [make_pod("p3", "900m", node_name="spare", labels=app)])
+    pdb = PodDisruptionBudget(
+        "default", "x", selector=LabelSelector(match_labels=(("app", "x"),)), disruptions_allowed=1
+    )
+    simulator = _removal_simulator(snap, [pdb])
+    group = ("slice", ("s1", "s2"))
+    results, untried = simulate_nodes(
+        simulator,
+        ["s1", "s2", "spare"],
+        max_non_empty=0,
+        timeout_seconds=60,
+        together={"s1": group, "s2": group},
+    )
+    assert untried == []
+    outcome = {r.node: (r.removable, r.reason) for r in results}
+    assert outcome == {
+        "s1": (False, UnremovableReason.ATOMIC_SCALE_DOWN_FAILED),
+        "s2": (False, UnremovableReason.NO_PLACE_TO_MOVE_PODS),
+        "spare": (True, UnremovableReason.NO_REASON),
+    }
+    assert "node s2 cannot go (NoPlaceToMovePods)" in results[0].detail
+    assert results[2].destinations == {"default/p3": "dest"}
+    assert simulator.removed == {"spare"}
+    assert {p.key: node for p, node in snap.pods()} == {
+        "default/busy": "dest",
+        "default/p1": "s1",
+        "default/p2": "s2",
+        "default/p3": "dest",
+    }
+
+
+def test_a_group_is_not_cut_by_the_non_empty_candidate_count() -> None:
+    snap = ClusterSnapshot()
+    snap.add_node(make_node("dest", "8"))
+    for name in ("a", "s1", "s2", "s3", "b"):
+        snap.add_node(make_node(name, "1"), [make_pod(f"p-{name}", "500m", node_name=name)])
+    simulator = _removal_simulator(snap, [])
+    group = ("slice", ("s1", "s2", "s3"))
+    results, untried = simulate_nodes(
+        simulator,
+        ["a", "s1", "s2", "s3", "b"],
+        max_non_empty=1,
+        timeout_seconds=60,
+        together=dict.fromkeys(group[1], group),
+    )
+    assert untried == []
+    assert [(r.node, r.removable) for r in results] == [
+        ("a", True),
+        ("s1", True),
+        ("s2", True),
+        ("s3", True),
+        ("b", False),
+    ]
+    assert results[-1].detail == "non-empty candidate limit reached"
+
+
+# ---------------------------------------------------------------------------- actuation
+
+
+class FaultyCluster(InMemoryCluster):
+    """Refuses, for good, to evict the pods in `refused` and to taint the nodes in
+    `untaintable`."""
+
+    refused: frozenset[str] = frozenset()
+    untaintable: frozenset[str] = frozenset()
+
+    def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        if pod.key in self.refused:
+            raise EvictionError(pod.key, "forbidden by a webhook", retryable=False)
+        super().evict(pod, grace_period_seconds)
+
+    def add_taint(self, node_name: str, taint: Taint) -> None:
+        if node_name in self.untaintable:
+            raise RuntimeError(f"node {node_name}: API server unavailable")
+        super().add_taint(node_name, taint)
+
+
+@dataclass(frozen=True)
+class FailureCase:
+    refused: frozenset[str] = frozenset()
+    untaintable: frozenset[str] = frozenset()
+    cloud_error: str = ""
+    # The error of each node, in part.
+    errors: dict[str, str] = field(default_factory=dict)
+    evicted: tuple[str, ...] = ()
+    delete_calls: int = 0
+
+
+AS_A_WHOLE = "scale down failed for node group slice as a whole"
+FAILURE_CASES = {
+    # The first node fails: the second is not even drained.
+    "first-node-cannot-be-drained": FailureCase(
+        refused=frozenset({"default/pod-1"}),
+        errors={"slice-1": "evicting pod default/pod-1", "slice-2": AS_A_WHOLE},
+    ),
+    # The last node fails: the first, drained and waiting, is rolled back with it.
+    "last-node-cannot-be-drained": FailureCase(
+        refused=frozenset({"default/pod-2"}),
+        errors={"slice-1": AS_A_WHOLE, "slice-2": "evicting pod default/pod-2"},
+        evicted=("default/pod-1",),
+    ),
+    "cloud-refuses-to-delete-the-group": FailureCase(
+        cloud_error="quota check failed",
+        errors=dict.fromkeys(
+            ("slice-1", "slice-2"), "deleting the 2 nodes of node group slice at once"
+        ),
+        evicted=("default/pod-1", "default/pod-2"),
+        delete_calls=1,
+    ),
+    "a-node-cannot-be-tainted": FailureCase(
+        untaintable=frozenset({"slice-2"}),
+        errors={"slice-1": AS_A_WHOLE, "slice-2": "tainting failed"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", FAILURE_CASES.values(), ids=FAILURE_CASES.keys())
+def test_a_failed_node_fails_the_whole_group(case: FailureCase) -> None:
+    h = Harness(cluster_class=FaultyCluster, cordon_node_before_terminating=True)
+    h.provider.add_group("base", 0, 10, nodes=1)
+    h.add_pods([running_pod("base-busy", "base-1", cpu="2500m")])
+    slice_ = h.provider.add_group("slice", 0, 4, nodes=2, options=ATOMIC)
+    h.add_pods([running_pod(f"pod-{i}", f"slice-{i}", cpu="500m") for i in (1, 2)])
+    h.run()
+    assert isinstance(h.cluster, FaultyCluster)
+    h.cluster.refused = case.refused
+    h.cluster.untaintable = case.untaintable
+    slice_.fail_delete = case.cloud_error
+    result = h.run(ELEVEN_MINUTES)
+    outcome = {d.node: d for d in result.scale_down.deletions}
+    assert sorted(outcome) == ["slice-1", "slice-2"]
+    for node, error in case.errors.items():
+        assert not outcome[node].ok
+        assert error in outcome[node].error, outcome[node].error
+    assert tuple(sorted(p for d in outcome.values() for p in d.evicted_pods)) == case.evicted
+    assert sorted(h.cluster.evicted) == sorted(case.evicted)
+    # Nothing deleted, nothing left tainted or cordoned, nothing left in flight.
+    assert slice_.target == 2
+    assert sorted(slice_.deleted) == []
+    assert len([c for c in slice_.calls if c[0] == "delete_nodes"]) == case.delete_calls
+    for name in ("slice-1", "slice-2"):
+        node = h.cluster.nodes[name]
+        assert not any(t.key == TO_BE_DELETED_TAINT for t in node.taints)
+        assert not node.unschedulable
+    assert result.scale_down.in_flight == ()
+
+
+class RetryingCluster(InMemoryCluster):
+    """Answers 429 to evictions of the pods in `refused`, as while their PDB is spent."""
+
+    refused: frozenset[str] = frozenset()
+
+    def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        if pod.key in self.refused:
+            raise EvictionError(pod.key, "would violate the disruption budget", retryable=True)
+        super().evict(pod, grace_period_seconds)
+
+
+def test_drained_nodes_wait_in_the_background_for_the_rest_of_their_group() -> None:
+    clock = GatedClock()
+    executor = ThreadedExecutor()
+    h = Harness(RetryingCluster, clock=clock, executor=executor)
+    h.provider.add_group("base", 0, 10, nodes=1)
+    h.add_pods([running_pod("base-busy", "base-1", cpu="2500m")])
+    slice_ = h.provider.add_group("slice", 0, 4, nodes=3, options=ATOMIC)
+    h.add_pods([running_pod(f"pod-{i}", f"slice-{i}", cpu="200m") for i in (1, 2, 3)])
+    assert isinstance(h.cluster, RetryingCluster)
+    cluster = h.cluster
+
+    def run(advance: timedelta = timedelta(0)) -> Any:
+        if advance:
+            clock.advance(advance)
+        clock.settle(executor.running)
+        result = h.autoscaler.run_once(clock.now())
+        clock.settle(executor.running)
+        return result
+
+    try:
+        run()
+        cluster.refused = frozenset({"default/pod-3"})
+        started = run(ELEVEN_MINUTES)
+        assert sorted(d.node for d in started.scale_down.started) == [
+            "slice-1",
+            "slice-2",
+            "slice-3",
+        ]
+        # Two nodes are drained and wait; the third keeps retrying its eviction.
+        assert sorted(cluster.evicted) == ["default/pod-1", "default/pod-2"]
+        assert started.scale_down.in_flight == ("slice-1", "slice-2", "slice-3")
+        during = run(timedelta(seconds=10))
+        assert during.scale_down.deletions == ()
+        assert [c for c in slice_.calls if c[0] == "delete_nodes"] == []
+        cluster.refused = frozenset()
+        clock.advance(timedelta(seconds=10))
+        clock.settle(executor.running)
+        assert executor.wait(5)
+        assert [c for c in slice_.calls if c[0] == "delete_nodes"] == [
+            ("delete_nodes", ["slice-1", "slice-2", "slice-3"])
+        ]
+        done = run(timedelta(seconds=10))
+        assert sorted((d.node, d.ok) for d in done.scale_down.deletions) == [
+            ("slice-1", True),
+            ("slice-2", True),
+            ("slice-3", True),
+        ]
+        assert slice_.target == 0
+    finally:
+        cluster.refused = frozenset()
+        for _ in range(100):
+            if executor.running() == 0:
+                break
+            clock.advance(timedelta(seconds=10))
+            clock.settle(executor.running)
+        assert executor.wait(5)
