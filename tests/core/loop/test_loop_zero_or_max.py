@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from clusterscaler.commands.explain import explain, render
 from clusterscaler.framework.cloudprovider import NodeGroupOptions
 from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
 from clusterscaler.framework.options import GpuLimit, MinMax
@@ -617,3 +618,32 @@ def test_drained_nodes_wait_in_the_background_for_the_rest_of_their_group() -> N
             clock.advance(timedelta(seconds=10))
             clock.settle(executor.running)
         assert executor.wait(5)
+
+
+# ---------------------------------------------------------------------------- explain
+
+
+def test_explain_names_why_a_zero_or_max_group_does_not_help_or_go() -> None:
+    h = Harness(max_nodes_total=5)
+    h.provider.add_group("base", 0, 10, nodes=1)
+    h.add_pods([running_pod("base-busy", "base-1", cpu="3")])
+    h.provider.add_group("slice", 0, 4, nodes=2, options=ATOMIC)
+    h.add_pods([running_pod("pod-2", "slice-2", cpu="3")])
+    # Only the big group's nodes hold the pod.
+    h.provider.add_group("big", 0, 8, cpu="8", memory="32Gi", options=ATOMIC)
+    h.add_pods([pending_pod("train", cpu="6")])
+    result = h.run()
+    report = explain(result, h.cluster.snapshot(), h.options, result.time, h.provider)
+    (pod,) = [p for p in report.pods if p.pod == "default/train"]
+    big = next(v for v in pod.verdicts if v.node_group == "big")
+    assert not big.helps
+    assert big.why == (
+        "atomic scale-up exceeds cluster node count limit: atomic scale-up 0 -> 8 needs 8 "
+        "nodes; the limit on nodes leaves room for 2"
+    )
+    slice_1 = next(n for n in report.nodes if n.node == "slice-1")
+    assert (slice_1.removable, slice_1.reason) == (False, "AtomicScaleDownFailed")
+    assert "only 1 of its 2 nodes may go" in slice_1.detail
+    text = render(report)
+    assert "atomic scale-up exceeds cluster node count limit" in text
+    assert "AtomicScaleDownFailed" in text
