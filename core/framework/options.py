@@ -509,7 +509,7 @@ class AutoscalingOptions:
     # --- Logging ---------------------------------------------------------------------------
     v: int = opt(0, "Log verbosity: 0-1 warnings and major decisions, 2-3 info, 4 debug, 5+ trace.", group="logging")
     logging_format: str = opt("text", "Log format: text or json.", group="logging")
-    vmodule: dict[str, int] = opt({}, "Comma-separated <pattern>=<level> settings for module-filtered logging: a module whose name matches the glob pattern logs at that verbosity (only for the text format), e.g. scaledown*=4.", kind=VMODULE, group="logging")
+    vmodule: dict[str, int] = opt({}, "Comma-separated <pattern>=<level> settings for module-filtered logging: a module whose file name (without .py) matches the glob pattern logs at that verbosity (only for the text format), e.g. planner=4,scale*=5.", kind=VMODULE, group="logging")
     logtostderr: bool = opt(True, "Log to standard error instead of --log-file.", group="logging")
     alsologtostderr: bool = opt(False, "Log to standard error as well as to --log-file (no effect when --logtostderr=true).", group="logging")
     log_file: str = opt("", "If non-empty, log to this file (appended to; no effect when --logtostderr=true).", group="logging")

@@ -3,7 +3,8 @@
 Verbosity follows Cluster Autoscaler's guidance: `--v=0`/`--v=1` show decisions (scale-up,
 scale-down, errors and warnings), `--v=4` adds the reasoning behind them (per node group,
 per node), `--v=9` also logs every HTTP call to the API server and the cloud. `--vmodule`
-raises or lowers that per module (`scaledown*=4`, matched against the module's name).
+raises or lowers that per module (`planner=4`, `scale*=5`: globs on the file name of the
+module that logs, without `.py`, as klog matches Go files).
 
 Events are key=value (`text`) or one JSON object per line (`json`). Where they go follows
 upstream's logging set-up: stderr by default; `--log-file` with `--logtostderr=false`
@@ -212,20 +213,15 @@ class _LoggerFactory:
 
 
 def _module_verbosity(settings: LogSettings) -> Callable[[str], int]:
-    """`--vmodule`: the verbosity of a module, by glob on its last name or its dotted path."""
+    """`--vmodule`: the verbosity of a module (its file name without `.py`), by glob."""
     patterns = list(settings.vmodule.items())
     cache: dict[str, int] = {}
 
     def verbosity(module: str) -> int:
         found = cache.get(module)
         if found is None:
-            short = module.rsplit(".", 1)[-1]
             found = next(
-                (
-                    level
-                    for pattern, level in patterns
-                    if fnmatch.fnmatchcase(short, pattern) or fnmatch.fnmatchcase(module, pattern)
-                ),
+                (level for pattern, level in patterns if fnmatch.fnmatchcase(module, pattern)),
                 settings.verbosity,
             )
             cache[module] = found
@@ -244,7 +240,8 @@ def _callsite_processors(settings: LogSettings) -> list[Processor]:
     from structlog.processors import CallsiteParameter, CallsiteParameterAdder
 
     adder = CallsiteParameterAdder(
-        [CallsiteParameter.MODULE, CallsiteParameter.PATHNAME, CallsiteParameter.LINENO]
+        [CallsiteParameter.MODULE, CallsiteParameter.PATHNAME, CallsiteParameter.LINENO],
+        additional_ignores=[__name__],  # the caller is the one who logs, not this processor
     )
     verbosity = _module_verbosity(settings)
     trace_file, _, trace_line = settings.backtrace_at.rpartition(":")
