@@ -1,10 +1,13 @@
 """Prometheus metrics with Cluster Autoscaler's names, the health check, and their HTTP server.
 
 Every metric lives in the ``Metrics`` object's own ``CollectorRegistry`` (never the global
-one), so several autoscalers, or tests, can run in one process. Names, labels and meanings
-follow CA's pkg/metrics; two CA counters whose names do not end in ``_total``
-(``old_unregistered_nodes_removed_count``, ``skipped_scale_events_count``) are exposed as
-gauges that only go up, to keep CA's exact series names.
+one), so several autoscalers, or tests, can run in one process. Names, types, labels and
+meanings follow CA's pkg/metrics: the two CA counters whose names do not end in ``_total``
+(``old_unregistered_nodes_removed_count``, ``skipped_scale_events_count``) are counters
+under exactly those names, and no ``_created`` series is exposed (CA's Go client has none).
+The per node group series exist only with ``--emit-per-nodegroup-metrics``, as in CA.
+Metrics of features this autoscaler does not have (node autoprovisioning, DRA, the GCE
+instance-consistency check) are registered and stay at zero, so dashboards find them.
 
 ``HealthCheck`` implements ``/health-check`` as CA does: healthy until monitoring starts
 (the first loop), then unhealthy when no activity was recorded for ``--max-inactivity`` or
@@ -28,8 +31,12 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    Summary,
+    disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from clusterscaler.loop.decisions import LoopResult
@@ -47,10 +54,55 @@ log = structlog.get_logger()
 
 NAMESPACE = "cluster_autoscaler"
 
-FUNCTION_DURATION_BUCKETS = (
-    0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 7.5, 10.0, 12.5, 15.0, 17.5, 20.0, 22.5, 25.0,
-    27.5, 30.0, 50.0, 75.0, 100.0, 1000.0,
-)  # fmt: skip
+
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """Go's prometheus.ExponentialBuckets."""
+    return tuple(start * factor**i for i in range(count))
+
+
+# CA: ExponentialBuckets(0.01, 1.5, 30), 0.01 s to about 21 minutes.
+FUNCTION_DURATION_BUCKETS = exponential_buckets(0.01, 1.5, 30)
+BINPACKING_HETEROGENEITY_BUCKETS = exponential_buckets(1, 2, 6)
+NODE_REMOVAL_LATENCY_BUCKETS = exponential_buckets(1, 1.5, 19)
+
+
+class PlainCounter(Collector):
+    """A counter exposed under exactly its name: prometheus_client appends ``_total`` to
+    every counter, and two of CA's counters have names without it."""
+
+    def __init__(
+        self, name: str, doc: str, labels: tuple[str, ...], registry: CollectorRegistry
+    ) -> None:
+        self.name = f"{NAMESPACE}_{name}"
+        self.doc = doc
+        self.labelnames = labels
+        self._values: dict[tuple[str, ...], float] = {}
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def inc(self, amount: float = 1.0, **labels: str) -> None:
+        if amount < 0:
+            raise ValueError(f"counter {self.name}: amount {amount}: expected >= 0")
+        key = tuple(labels[n] for n in self.labelnames)
+        with self._lock:
+            self._values[key] = self._values.get(key, 0.0) + amount
+
+    def collect(self) -> Iterator[Metric]:
+        metric = Metric(self.name, self.doc, "counter")
+        with self._lock:
+            values = dict(self._values)
+        if not self.labelnames and not values:
+            values[()] = 0.0
+        for key, value in sorted(values.items()):
+            metric.add_sample(self.name, dict(zip(self.labelnames, key, strict=True)), value)
+        yield metric
+
+    def describe(self) -> Iterator[Metric]:
+        yield Metric(self.name, self.doc, "counter")
+
+
+# CA's FailedScaleUpReason values, created at zero on start.
+FAILED_SCALE_UP_REASONS = ("cloudProviderError", "apiCallError", "timeout")
 
 # Activities for last_activity{activity}, as CA names them.
 ACTIVITIES = ("autoscaling", "main", "scaleUp", "scaleDown", "reconfigure")
@@ -69,15 +121,29 @@ class Metrics:
         emit_per_nodegroup_metrics: bool = False,
         registry: CollectorRegistry | None = None,
     ) -> None:
+        # CA's Go client exposes no `_created` series; this switch is process-wide.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.emit_per_nodegroup_metrics = emit_per_nodegroup_metrics
         r = self.registry
+        # Unregistered (nowhere exposed) unless --emit-per-nodegroup-metrics.
+        per_group = r if emit_per_nodegroup_metrics else None
 
         def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
             return Gauge(name, doc, labels, namespace=NAMESPACE, registry=r)
 
+        def group_gauge(name: str, doc: str, labels: tuple[str, ...]) -> Gauge:
+            return Gauge(name, doc, labels, namespace=NAMESPACE, registry=per_group)
+
         def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
             return Counter(name, doc, labels, namespace=NAMESPACE, registry=r)
+
+        def histogram(
+            name: str, doc: str, labels: tuple[str, ...], buckets: tuple[float, ...]
+        ) -> Histogram:
+            return Histogram(name, doc, labels, namespace=NAMESPACE, registry=r, buckets=buckets)
+
+        gpu = ("gpu_resource_name", "gpu_name")
 
         self.cluster_safe_to_autoscale = gauge(
             "cluster_safe_to_autoscale",
@@ -111,23 +177,23 @@ class Metrics:
             "Minimum and maximum number of bytes of memory in cluster.",
             ("direction",),
         )
-        self.node_group_min_count = gauge(
+        self.node_group_min_count = group_gauge(
             "node_group_min_count", "Minimum number of nodes in the node group", ("node_group",)
         )
-        self.node_group_max_count = gauge(
+        self.node_group_max_count = group_gauge(
             "node_group_max_count", "Maximum number of nodes in the node group", ("node_group",)
         )
-        self.node_group_target_count = gauge(
+        self.node_group_target_count = group_gauge(
             "node_group_target_count",
             "Target number of nodes in the node group by CA.",
             ("node_group",),
         )
-        self.node_group_healthiness = gauge(
+        self.node_group_healthiness = group_gauge(
             "node_group_healthiness",
             "Whether or not node group is healthy enough for autoscaling. 1 if it is, 0 otherwise.",
             ("node_group",),
         )
-        self.node_group_backoff_status = gauge(
+        self.node_group_backoff_status = group_gauge(
             "node_group_backoff_status",
             "Whether or not node group is backoff for not autoscaling. 1 if it is, 0 otherwise.",
             ("node_group", "reason"),
@@ -135,13 +201,19 @@ class Metrics:
         self.last_activity = gauge(
             "last_activity", "Last time certain part of CA logic executed.", ("activity",)
         )
-        self.function_duration_seconds = Histogram(
+        self.function_duration_seconds = histogram(
             "function_duration_seconds",
             "Time taken by various parts of CA main loop.",
             ("function",),
+            FUNCTION_DURATION_BUCKETS,
+        )
+        # A Go summary without objectives: CA exposes only its _sum and _count.
+        self.function_duration_quantile_seconds = Summary(
+            "function_duration_quantile_seconds",
+            "Quantiles of time taken by various parts of CA main loop.",
+            ("function",),
             namespace=NAMESPACE,
             registry=r,
-            buckets=FUNCTION_DURATION_BUCKETS,
         )
         self.pending_node_deletions = gauge(
             "pending_node_deletions",
@@ -151,23 +223,33 @@ class Metrics:
             "errors_total", "The number of CA loops failed due to an error.", ("type",)
         )
         self.scaled_up_nodes_total = counter(
-            "scaled_up_nodes_total", "Number of nodes added by CA."
+            "scaled_up_nodes_total", "Number of nodes added by CA.", (*gpu, "dra_drivers")
         )
         self.scaled_up_gpu_nodes_total = counter(
-            "scaled_up_gpu_nodes_total",
-            "Number of GPU nodes added by CA, by GPU name.",
-            ("gpu_resource_name", "gpu_name"),
+            "scaled_up_gpu_nodes_total", "Number of GPU nodes added by CA, by GPU name.", gpu
         )
         self.failed_scale_ups_total = counter(
-            "failed_scale_ups_total", "Number of times scale-up operation has failed.", ("reason",)
+            "failed_scale_ups_total",
+            "Number of times scale-up operation has failed.",
+            ("reason", *gpu, "dra_drivers"),
+        )
+        self.failed_node_creations_total = counter(
+            "failed_node_creations_total", "Number of nodes that CA failed to add.", ("reason",)
+        )
+        self.failed_gpu_scale_ups_total = counter(
+            "failed_gpu_scale_ups_total",
+            "Number of times scale-up operation has failed.",
+            ("reason", *gpu),
         )
         self.scaled_down_nodes_total = counter(
-            "scaled_down_nodes_total", "Number of nodes removed by CA.", ("reason",)
+            "scaled_down_nodes_total",
+            "Number of nodes removed by CA.",
+            ("reason", *gpu, "dra_drivers"),
         )
         self.scaled_down_gpu_nodes_total = counter(
             "scaled_down_gpu_nodes_total",
             "Number of GPU nodes removed by CA, by reason and GPU name.",
-            ("reason", "gpu_resource_name", "gpu_name"),
+            ("reason", *gpu),
         )
         self.evicted_pods_total = counter(
             "evicted_pods_total", "Number of pods evicted by CA", ("eviction_result",)
@@ -184,8 +266,16 @@ class Metrics:
             "scale_down_in_cooldown",
             "Whether or not the scale down is in cooldown. 1 if its, 0 otherwise.",
         )
-        self.old_unregistered_nodes_removed_count = gauge(
-            "old_unregistered_nodes_removed_count", "Number of unregistered nodes removed by CA."
+        self.old_unregistered_nodes_removed_count = PlainCounter(
+            "old_unregistered_nodes_removed_count",
+            "Number of unregistered nodes removed by CA.",
+            (),
+            r,
+        )
+        self.overflowing_controllers_count = gauge(
+            "overflowing_controllers_count",
+            "Number of controllers that own a large set of heterogenous pods, preventing CA "
+            "from treating these pods as equivalent.",
         )
         self.node_taints_count = gauge(
             "node_taints_count", "Number of taints per type used in the cluster.", ("type",)
@@ -193,11 +283,73 @@ class Metrics:
         # Taint types reported so far: a type whose taints are all gone drops to 0 rather
         # than keeping its last count.
         self._taint_types: set[str] = set()
-        self.skipped_scale_events_count = gauge(
+        self.skipped_scale_events_count = PlainCounter(
             "skipped_scale_events_count",
             "Count of scaling events that the CA has chosen to skip.",
             ("direction", "reason"),
+            r,
         )
+        self.created_node_groups_total = counter(
+            "created_node_groups_total",
+            "Number of node groups created by Node Autoprovisioning.",
+            ("group_type",),
+        )
+        self.deleted_node_groups_total = counter(
+            "deleted_node_groups_total",
+            "Number of node groups deleted by Node Autoprovisioning.",
+            ("group_type",),
+        )
+        self.inconsistent_instances_migs_count = gauge(
+            "inconsistent_instances_migs_count",
+            "Number of migs where instance count according to InstanceGroupManagers.List() "
+            "differs from the results of Instances.List(). This can happen when some instances "
+            "are abandoned or a user edits instance 'created-by' metadata.",
+        )
+        self.binpacking_heterogeneity = histogram(
+            "binpacking_heterogeneity",
+            "Number of groups of equivalent pods being processed as a part of the same "
+            "binpacking simulation.",
+            ("instance_type", "cpu_count", "namespace_count"),
+            BINPACKING_HETEROGENEITY_BUCKETS,
+        )
+        self.max_node_skip_eval_duration_seconds = gauge(
+            "max_node_skip_eval_duration_seconds",
+            "Maximum evaluation time of a node being skipped during ScaleDown.",
+        )
+        self.node_removal_latency_seconds = histogram(
+            "node_removal_latency_seconds",
+            "Latency from when an unneeded node is eligible for scale down until it is "
+            "removed (deleted=true) or it became needed again (deleted=false).",
+            ("deleted",),
+            NODE_REMOVAL_LATENCY_BUCKETS,
+        )
+        self.dra_node_template_resources_mismatch = gauge(
+            "dra_node_template_resources_mismatch",
+            "Count of resource pool mismatches between ready nodes and the node template "
+            "that CA used to predict the node.",
+            ("driver", "mismatch_type"),
+        )
+        self.skipped_pods_count = gauge(
+            "skipped_pods_count",
+            "Number of pods skipped when doing scheduling simulations.",
+            ("type",),
+        )
+        self._init_series()
+
+    def _init_series(self) -> None:
+        """The series CA creates at zero on start (its InitMetrics), so that rates and
+        alerts see them before the first increment."""
+        from clusterscaler.framework.errors import ErrorType
+
+        for error_type in ErrorType:
+            self.errors_total.labels(type=error_type.value)
+        for reason in FAILED_SCALE_UP_REASONS:
+            self.failed_node_creations_total.labels(reason=reason)
+        for result in ("succeeded", "failed"):
+            self.evicted_pods_total.labels(eviction_result=result)
+        for direction in ("down", "up"):
+            for reason in ("CpuResourceLimit", "MemoryResourceLimit"):
+                self.skipped_scale_events_count.inc(0, direction=direction, reason=reason)
 
     # ------------------------------------------------------------------ helpers
 
@@ -211,9 +363,9 @@ class Metrics:
         try:
             yield
         finally:
-            self.function_duration_seconds.labels(function=function).observe(
-                time.perf_counter() - started
-            )
+            elapsed = time.perf_counter() - started
+            self.function_duration_seconds.labels(function=function).observe(elapsed)
+            self.function_duration_quantile_seconds.labels(function=function).observe(elapsed)
 
     def register_error(self, error_type: str) -> None:
         """Count one failure in ``errors_total{type}``, ``type`` being one of CA's error
@@ -236,11 +388,13 @@ class Metrics:
         not_started: int,
         long_unregistered: int,
         unregistered: int,
+        suspended: int = 0,
     ) -> None:
         for state, value in (
             ("ready", ready),
             ("unready", unready),
             ("notStarted", not_started),
+            ("suspended", suspended),
             ("longUnregistered", long_unregistered),
             ("unregistered", unregistered),
         ):
@@ -259,13 +413,19 @@ class Metrics:
             not_started=counts.not_started,
             long_unregistered=counts.long_unregistered,
             unregistered=counts.unregistered,
+            suspended=counts.suspended,
         )
         self.node_groups_count.labels(node_group_type="autoscaled").set(len(result.node_groups))
+        # No node autoprovisioning: CA reports the type at 0.
+        self.node_groups_count.labels(node_group_type="autoprovisioned").set(0)
         self.unschedulable_pods_count.labels(type="unschedulable").set(len(result.pending_pods))
+        # Pods no scheduler has looked at yet are not counted as pending here.
+        self.unschedulable_pods_count.labels(type="scheduler_unprocessed").set(0)
         self.max_nodes_count.set(sum(g.max_size for g in result.node_groups))
-        self.function_duration_seconds.labels(function="main").observe(
-            result.duration.total_seconds()
-        )
+        seconds = result.duration.total_seconds()
+        self.function_duration_seconds.labels(function="main").observe(seconds)
+        self.function_duration_quantile_seconds.labels(function="main").observe(seconds)
+        gpus = {g.name: (g.gpu_resource_name, g.gpu_name) for g in result.node_groups}
         stamp = result.time.timestamp()
         self.update_last_activity("main", stamp)
         if not result.halted:
@@ -285,9 +445,27 @@ class Metrics:
         scale_up = result.scale_up
         if scale_up.status is ScaleUpStatus.SUCCESSFUL:
             self.update_last_activity("scaleUp", stamp)
-            self.scaled_up_nodes_total.inc(sum(max(0, d.delta) for d in scale_up.decisions))
-        elif scale_up.status is ScaleUpStatus.ERROR:
-            self.failed_scale_ups_total.labels(reason="cloudProviderError").inc()
+        for decision in scale_up.decisions:
+            if decision.delta <= 0:
+                continue
+            resource, name = gpus.get(decision.node_group, ("", ""))
+            self.scaled_up_nodes_total.labels(
+                gpu_resource_name=resource, gpu_name=name, dra_drivers=""
+            ).inc(decision.delta)
+            if name:
+                self.scaled_up_gpu_nodes_total.labels(
+                    gpu_resource_name=resource, gpu_name=name
+                ).inc(decision.delta)
+        for failure in result.scale_up_failures:
+            resource, name = gpus.get(failure.node_group, ("", ""))
+            self.failed_scale_ups_total.labels(
+                reason=failure.reason, gpu_resource_name=resource, gpu_name=name, dra_drivers=""
+            ).inc()
+            self.failed_node_creations_total.labels(reason=failure.reason).inc(failure.nodes)
+            if name:
+                self.failed_gpu_scale_ups_total.labels(
+                    reason=failure.reason, gpu_resource_name=resource, gpu_name=name
+                ).inc()
         scale_down = result.scale_down
         self.unneeded_nodes_count.set(len(scale_down.unneeded))
         # Deletions run in the background: the nodes whose deletion started and has not
@@ -312,9 +490,15 @@ class Metrics:
                 self.register_error(deletion.error_type or ErrorType.INTERNAL)
                 continue
             self.update_last_activity("scaleDown", stamp)
+            reason = reasons.get(deletion.kind, "undefined")
+            resource, name = gpus.get(deletion.node_group, ("", ""))
             self.scaled_down_nodes_total.labels(
-                reason=reasons.get(deletion.kind, "undefined")
+                reason=reason, gpu_resource_name=resource, gpu_name=name, dra_drivers=""
             ).inc()
+            if name:
+                self.scaled_down_gpu_nodes_total.labels(
+                    reason=reason, gpu_resource_name=resource, gpu_name=name
+                ).inc()
             if deletion.evicted_pods:
                 self.evicted_pods_total.labels(eviction_result="succeeded").inc(
                     len(deletion.evicted_pods)
@@ -342,7 +526,14 @@ class Metrics:
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
-        return generate_latest(self.registry)
+        text = generate_latest(self.registry)
+        # The text format names a counter family `<name>_total`; CA's counters without the
+        # suffix keep their own name in HELP and TYPE, as their samples do.
+        for plain in (self.old_unregistered_nodes_removed_count, self.skipped_scale_events_count):
+            name = plain.name.encode()
+            for prefix in (b"# HELP ", b"# TYPE "):
+                text = text.replace(prefix + name + b"_total ", prefix + name + b" ")
+        return text
 
 
 class HealthCheck:

@@ -204,12 +204,12 @@ def test_scale_up_then_down_with_status_events_and_metrics(
 
         # Deletions finish in the background; the loop after a deletion finished counts it.
         text = wait_for(
-            lambda: 'cluster_autoscaler_scaled_down_nodes_total{reason="empty"} 2.0' in metrics()
+            lambda: 'cluster_autoscaler_scaled_down_nodes_total{dra_drivers="",gpu_name="",gpu_resource_name="",reason="empty"} 2.0' in metrics()
             and metrics(),
             20,
             "the removed nodes to be counted",
         )
-        assert "cluster_autoscaler_scaled_up_nodes_total 2.0" in text
+        assert 'cluster_autoscaler_scaled_up_nodes_total{dra_drivers="",gpu_name="",gpu_resource_name=""} 2.0' in text
         health = urllib.request.urlopen(f"http://127.0.0.1:{port}/health-check", timeout=5)
         assert health.status == 200
     finally:

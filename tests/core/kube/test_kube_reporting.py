@@ -283,8 +283,10 @@ def test_metrics_use_cluster_autoscaler_names_in_an_own_registry():
     metrics.update_last_activity("main", now=1700000000)
     with metrics.time_function("main"):
         pass
-    metrics.scaled_up_nodes_total.inc(2)
-    metrics.scaled_down_nodes_total.labels(reason="underutilized").inc()
+    metrics.scaled_up_nodes_total.labels(gpu_resource_name="", gpu_name="", dra_drivers="").inc(2)
+    metrics.scaled_down_nodes_total.labels(
+        reason="underutilized", gpu_resource_name="", gpu_name="", dra_drivers=""
+    ).inc()
     metrics.evicted_pods_total.labels(eviction_result="succeeded").inc(3)
     metrics.register_error("cloudProviderError")
     metrics.old_unregistered_nodes_removed_count.inc()
@@ -296,8 +298,8 @@ def test_metrics_use_cluster_autoscaler_names_in_an_own_registry():
         'cluster_autoscaler_unschedulable_pods_count{type="unschedulable"} 4.0',
         'cluster_autoscaler_last_activity{activity="main"} 1.7e+09',
         'cluster_autoscaler_function_duration_seconds_count{function="main"} 1.0',
-        "cluster_autoscaler_scaled_up_nodes_total 2.0",
-        'cluster_autoscaler_scaled_down_nodes_total{reason="underutilized"} 1.0',
+        'cluster_autoscaler_scaled_up_nodes_total{dra_drivers="",gpu_name="",gpu_resource_name=""} 2.0',
+        'cluster_autoscaler_scaled_down_nodes_total{dra_drivers="",gpu_name="",gpu_resource_name="",reason="underutilized"} 1.0',
         'cluster_autoscaler_evicted_pods_total{eviction_result="succeeded"} 3.0',
         'cluster_autoscaler_errors_total{type="cloudProviderError"} 1.0',
         "cluster_autoscaler_old_unregistered_nodes_removed_count 1.0",
@@ -306,8 +308,11 @@ def test_metrics_use_cluster_autoscaler_names_in_an_own_registry():
     assert "cluster_autoscaler_unneeded_nodes_count" in text
     assert "cluster_autoscaler_scale_down_in_cooldown" in text
     # Two instances never collide: each has its own registry.
-    Metrics().scaled_up_nodes_total.inc()
-    assert "cluster_autoscaler_scaled_up_nodes_total 2.0" in metrics.render().decode()
+    Metrics().scaled_up_nodes_total.labels(gpu_resource_name="", gpu_name="", dra_drivers="").inc()
+    assert (
+        'cluster_autoscaler_scaled_up_nodes_total{dra_drivers="",gpu_name="",gpu_resource_name=""} 2.0'
+        in metrics.render().decode()
+    )
 
 
 @pytest.mark.parametrize("enabled", [True, False], ids=["emit-per-nodegroup", "default"])

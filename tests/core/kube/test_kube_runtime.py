@@ -76,7 +76,10 @@ def test_runtime_elects_syncs_and_reports(fake_kube, tmp_path):
         assert reasons >= {("ConfigMap", "ScaledUpGroup"), ("Pod", "TriggeredScaleUp")}
         cm_event = next(e for e in fake_kube.list("events") if e["reason"] == "ScaledUpGroup")
         assert cm_event["metadata"]["namespace"] == "kube-system"
-        assert b"cluster_autoscaler_scaled_up_nodes_total 1.0" in runtime.metrics.render()
+        assert (
+            b'cluster_autoscaler_scaled_up_nodes_total{dra_drivers="",gpu_name="",gpu_resource_name=""} 1.0'
+            in runtime.metrics.render()
+        )
         assert runtime.health.check()[0]
     finally:
         runtime.stop()

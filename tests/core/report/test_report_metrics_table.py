@@ -1,0 +1,118 @@
+"""Every metric of Cluster Autoscaler, by name, type and labels, checked against the
+exposition: upstream's table (its metrics documentation and pkg/metrics) is the data below,
+and the autoscaler must expose exactly these families, no more (no `_created` series)."""
+
+from __future__ import annotations
+
+import pytest
+from clusterscaler.report.metrics import Metrics, PlainCounter
+from prometheus_client.parser import text_string_to_metric_families
+
+GPU = ("gpu_resource_name", "gpu_name")
+
+# name (without cluster_autoscaler_) -> (type, labels)
+UPSTREAM: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cluster_safe_to_autoscale": ("gauge", ()),
+    "nodes_count": ("gauge", ("state",)),
+    "node_groups_count": ("gauge", ("node_group_type",)),
+    "unschedulable_pods_count": ("gauge", ("type",)),
+    "max_nodes_count": ("gauge", ()),
+    "cluster_cpu_current_cores": ("gauge", ()),
+    "cpu_limits_cores": ("gauge", ("direction",)),
+    "cluster_memory_current_bytes": ("gauge", ()),
+    "memory_limits_bytes": ("gauge", ("direction",)),
+    "node_group_min_count": ("gauge", ("node_group",)),
+    "node_group_max_count": ("gauge", ("node_group",)),
+    "node_group_target_count": ("gauge", ("node_group",)),
+    "node_group_healthiness": ("gauge", ("node_group",)),
+    "node_group_backoff_status": ("gauge", ("node_group", "reason")),
+    "last_activity": ("gauge", ("activity",)),
+    "function_duration_seconds": ("histogram", ("function",)),
+    "function_duration_quantile_seconds": ("summary", ("function",)),
+    "pending_node_deletions": ("gauge", ()),
+    "errors_total": ("counter", ("type",)),
+    "scaled_up_nodes_total": ("counter", (*GPU, "dra_drivers")),
+    "scaled_up_gpu_nodes_total": ("counter", GPU),
+    "failed_scale_ups_total": ("counter", ("reason", *GPU, "dra_drivers")),
+    "failed_node_creations_total": ("counter", ("reason",)),
+    "failed_gpu_scale_ups_total": ("counter", ("reason", *GPU)),
+    "scaled_down_nodes_total": ("counter", ("reason", *GPU, "dra_drivers")),
+    "scaled_down_gpu_nodes_total": ("counter", ("reason", *GPU)),
+    "evicted_pods_total": ("counter", ("eviction_result",)),
+    "unneeded_nodes_count": ("gauge", ()),
+    "unremovable_nodes_count": ("gauge", ("reason",)),
+    "scale_down_in_cooldown": ("gauge", ()),
+    "old_unregistered_nodes_removed_count": ("counter", ()),
+    "overflowing_controllers_count": ("gauge", ()),
+    "skipped_scale_events_count": ("counter", ("direction", "reason")),
+    "created_node_groups_total": ("counter", ("group_type",)),
+    "deleted_node_groups_total": ("counter", ("group_type",)),
+    "node_taints_count": ("gauge", ("type",)),
+    "inconsistent_instances_migs_count": ("gauge", ()),
+    "binpacking_heterogeneity": ("histogram", ("instance_type", "cpu_count", "namespace_count")),
+    "max_node_skip_eval_duration_seconds": ("gauge", ()),
+    "node_removal_latency_seconds": ("histogram", ("deleted",)),
+    "dra_node_template_resources_mismatch": ("gauge", ("driver", "mismatch_type")),
+    "skipped_pods_count": ("gauge", ("type",)),
+}
+PER_NODE_GROUP = {
+    "node_group_min_count",
+    "node_group_max_count",
+    "node_group_target_count",
+    "node_group_healthiness",
+    "node_group_backoff_status",
+}
+
+
+def _touch(metrics: Metrics, name: str, labels: tuple[str, ...]) -> None:
+    """One sample with exactly `labels` (prometheus_client refuses any other label set)."""
+    metric = getattr(metrics, name)
+    values = dict.fromkeys(labels, "x")
+    if isinstance(metric, PlainCounter):
+        metric.inc(1, **values)
+        return
+    child = metric.labels(**values) if labels else metric
+    if hasattr(child, "observe"):
+        child.observe(1)
+    else:
+        child.inc(1)
+
+
+def _exposed_types(metrics: Metrics) -> dict[str, str]:
+    out = {}
+    for line in metrics.render().decode().splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            out[name.removeprefix("cluster_autoscaler_")] = kind
+    return out
+
+
+def test_every_upstream_metric_with_its_type_and_nothing_else() -> None:
+    metrics = Metrics(emit_per_nodegroup_metrics=True)
+    for name, (_, labels) in UPSTREAM.items():
+        _touch(metrics, name, labels)
+    types = _exposed_types(metrics)
+    # The exposition names counters by their own names, `_total` and all.
+    assert types == {name: kind for name, (kind, _) in UPSTREAM.items()}
+    samples = [line.split("{")[0].split(" ")[0] for line in metrics.render().decode().splitlines()]
+    assert not [s for s in samples if s.endswith("_created")]
+
+
+@pytest.mark.parametrize("name", sorted(UPSTREAM))
+def test_label_names(name: str) -> None:
+    metrics = Metrics(emit_per_nodegroup_metrics=True)
+    labels = UPSTREAM[name][1]
+    _touch(metrics, name, labels)
+    seen = 0
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        if family.name.removeprefix("cluster_autoscaler_") != name.removesuffix("_total"):
+            continue
+        for sample in family.samples:
+            seen += 1
+            assert set(sample.labels) - {"le"} == set(labels), sample
+    assert seen, name
+
+
+def test_per_node_group_series_only_with_the_flag() -> None:
+    assert not PER_NODE_GROUP & set(_exposed_types(Metrics()))
+    assert set(_exposed_types(Metrics(emit_per_nodegroup_metrics=True))) >= PER_NODE_GROUP
