@@ -116,3 +116,69 @@ def test_label_names(name: str) -> None:
 def test_per_node_group_series_only_with_the_flag() -> None:
     assert not PER_NODE_GROUP & set(_exposed_types(Metrics()))
     assert set(_exposed_types(Metrics(emit_per_nodegroup_metrics=True))) >= PER_NODE_GROUP
+
+
+def test_loop_result_feeds_scale_up_counters_with_the_groups_gpu() -> None:
+    from datetime import UTC, datetime
+
+    from clusterscaler.loop.decisions import (
+        ClusterHealth,
+        LoopResult,
+        NodeCounts,
+        NodeGroupStatus,
+        ScaleUpDecision,
+        ScaleUpFailure,
+        ScaleUpFailureKind,
+        ScaleUpResult,
+        ScaleUpStatus,
+    )
+
+    gpu_group = NodeGroupStatus(
+        "gpu", 0, 5, 2, NodeCounts(), 0, True, gpu_resource_name="nvidia.com/gpu",
+        gpu_name="nvidia-tesla-t4",
+    )  # fmt: skip
+    plain = NodeGroupStatus("plain", 0, 5, 1, NodeCounts(), 0, True)
+    metrics = Metrics()
+    metrics.record_loop(
+        LoopResult(
+            time=datetime(2026, 1, 1, tzinfo=UTC),
+            health=ClusterHealth(True, NodeCounts()),
+            node_groups=(gpu_group, plain),
+            scale_up=ScaleUpResult(
+                ScaleUpStatus.SUCCESSFUL, decisions=(ScaleUpDecision("gpu", 2, 0),)
+            ),
+            scale_up_failures=(
+                ScaleUpFailure("gpu", ScaleUpFailureKind.TIMEOUT, "timeout", 3),
+                ScaleUpFailure("plain", ScaleUpFailureKind.INCREASE_SIZE, "cloudProviderError", 1),
+            ),
+        )
+    )
+    value = metrics.registry.get_sample_value
+    t4 = {"gpu_resource_name": "nvidia.com/gpu", "gpu_name": "nvidia-tesla-t4"}
+    none = {"gpu_resource_name": "", "gpu_name": "", "dra_drivers": ""}
+    assert value("cluster_autoscaler_scaled_up_nodes_total", {**t4, "dra_drivers": ""}) == 2
+    assert value("cluster_autoscaler_scaled_up_gpu_nodes_total", t4) == 2
+    assert (
+        value(
+            "cluster_autoscaler_failed_scale_ups_total",
+            {"reason": "timeout", **t4, "dra_drivers": ""},
+        )
+        == 1
+    )
+    assert value("cluster_autoscaler_failed_gpu_scale_ups_total", {"reason": "timeout", **t4}) == 1
+    assert (
+        value("cluster_autoscaler_failed_scale_ups_total", {"reason": "cloudProviderError", **none})
+        == 1
+    )
+    assert value("cluster_autoscaler_failed_node_creations_total", {"reason": "timeout"}) == 3
+    assert (
+        value("cluster_autoscaler_failed_node_creations_total", {"reason": "cloudProviderError"})
+        == 1
+    )
+    assert (
+        value(
+            "cluster_autoscaler_failed_gpu_scale_ups_total",
+            {"reason": "cloudProviderError", "gpu_resource_name": "", "gpu_name": ""},
+        )
+        is None
+    )
