@@ -12,8 +12,9 @@ body, a line that is not JSON, an event of no known type) or a stream that ends 
 without a single event counts as a failure, is logged with its reason, backs off and
 relists, since the server evidently does not stream changes. ``stale_reason()`` says when
 the cache was last known to follow the cluster (an open watch stream, or the end of a
-successful list, event or full-length watch) longer ago than ``stale_after`` seconds: the
-loop then refuses destructive actions until the cache is current again.
+successful list, event or full-length watch) longer ago than ``stale_after`` seconds, or
+whose last list or watch failed: the loop then refuses destructive actions until the cache
+is current again.
 """
 
 from __future__ import annotations
@@ -184,6 +185,9 @@ class Informer(Generic[T]):
         self._clock = clock
         self._confirmed: float | None = None
         self._watching = False
+        # Between a failed list or watch and the next successful one the cache is stale at
+        # once: whatever changed meanwhile is missing, however recent the last event.
+        self._failing = False
 
     # ------------------------------------------------------------------ readers
 
@@ -198,13 +202,15 @@ class Informer(Generic[T]):
         """Why the cache may no longer follow the cluster; empty while it is current.
 
         Current means a watch stream is open, or the last successful list, watch event or
-        full-length watch ended less than ``stale_after`` seconds ago. Not yet synced
-        counts as stale too.
+        full-length watch ended less than ``stale_after`` seconds ago and no list or watch
+        has failed since. Not yet synced counts as stale too.
         """
         if not self.has_synced:
             return "not listed yet"
         if self._watching:
             return ""
+        if self._failing:
+            return f"retrying after a failure ({self.last_error})"
         confirmed = self._confirmed
         age = self._clock() - confirmed if confirmed is not None else float("inf")
         if age <= self.stale_after:
@@ -314,6 +320,7 @@ class Informer(Generic[T]):
 
     def _failed(self, error: str) -> None:
         self.last_error = error
+        self._failing = True
         delay = self.backoff.next_delay()
         log.warning(
             "informer_error",
@@ -392,6 +399,7 @@ class Informer(Generic[T]):
             self.resource_version = resource_version
         self.relists += 1
         self._confirmed = self._clock()
+        self._failing = False
         self._synced.set()
         log.debug(
             "informer_listed",
@@ -435,6 +443,7 @@ class Informer(Generic[T]):
         events = 0
         self._response = response
         self._watching = True
+        self._failing = False
         try:
             for line in _lines(response):
                 if self._stop.is_set():
@@ -447,6 +456,9 @@ class Informer(Generic[T]):
                 if wrong:
                     raise WatchProtocolError(wrong)
                 self._apply(event)
+                if not events:
+                    # The stream works: a later cut is a fresh failure, not one more in a row.
+                    self.backoff.reset()
                 events += 1
                 self._confirmed = self._clock()
         finally:
