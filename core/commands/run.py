@@ -93,6 +93,9 @@ class GuardedActions:
     def registered_instances(self, provider_ids: Collection[str]) -> set[str]:
         return self.actions.registered_instances(provider_ids)
 
+    def read_pods_on_node(self, node_name: str) -> list[Pod]:
+        return self.actions.read_pods_on_node(node_name)
+
 
 def leader_guard(may_act: Callable[[], bool]) -> WriteGuard:
     """A cloud write guard that refuses every write once this process may no longer act:

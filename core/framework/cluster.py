@@ -132,6 +132,11 @@ class ClusterActions(Protocol):
         confirms that no Node belongs to it."""
         ...
 
+    def read_pods_on_node(self, node_name: str) -> list[Pod]:
+        """The pods bound to the node now, read afresh from the source of truth (never a
+        cache): a node is deleted only after this shows what still runs on it."""
+        ...
+
 
 class Clock(Protocol):
     """Time for the actuator's retries and waits; the simulator passes a virtual one."""
@@ -394,6 +399,11 @@ class InMemoryCluster:
         with self._lock:
             current = self.pods.get(pod.key)
             return current is not None and (not pod.uid or current.uid == pod.uid)
+
+    def read_pods_on_node(self, node_name: str) -> list[Pod]:
+        # The cluster itself is the source of truth: the same as `pods_on_node`.
+        with self._lock:
+            return self.pods.on_node(node_name)
 
     def registered_instances(self, provider_ids: Collection[str]) -> set[str]:
         wanted = set(provider_ids)

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from clusterscaler.framework.cluster import EvictionError, NodeNotFoundError
 from clusterscaler.framework.errors import ErrorType, describe
-from clusterscaler.model import Pod, Taint
+from clusterscaler.model import Pod, Taint, parse_pod
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
@@ -157,6 +157,26 @@ class KubeClusterActions:
                 pod.key, str(describe(exc)), retryable=exc.status in _RETRYABLE_EVICTION
             ) from exc
         log.info("pod_evicted", pod=pod.key, node=pod.node_name)
+
+    def read_pods_on_node(self, node_name: str) -> list[Pod]:
+        """A fresh list of the node's pods (never the cache), page by page, by the
+        `spec.nodeName` field selector. Reads are allowed in dry-run."""
+        pods: list[Pod] = []
+        continue_token = ""
+        while True:
+            kwargs: dict[str, Any] = {
+                "limit": 500,
+                "field_selector": f"spec.nodeName={node_name}",
+            }
+            if continue_token:
+                kwargs["_continue"] = continue_token
+            page = read_json(self.core.list_pod_for_all_namespaces(_preload_content=False, **kwargs))
+            for item in page.get("items") or []:
+                item.setdefault("kind", "Pod")
+                pods.append(parse_pod(item))
+            continue_token = (page.get("metadata") or {}).get("continue") or ""
+            if not continue_token:
+                return pods
 
     def registered_instances(self, provider_ids: Collection[str]) -> set[str]:
         """A fresh list of the Nodes (never the cache), page by page: which of

@@ -47,7 +47,6 @@ from clusterscaler.framework.cluster import (
     ClusterSource,
     EvictionError,
     NodeNotFoundError,
-    NodePodsSource,
 )
 from clusterscaler.framework.errors import (
     ErrorInfo,
@@ -561,12 +560,20 @@ class Actuator:
         # simulation expected the scheduler to put here, which must not be touched.
         to_move = [p for p in r.plan.to_move if p.node_name == name]
         daemons = [p for p in r.plan.daemonset if p.node_name == name]
+        # Pods the plan chose to leave (skipped) stay left.
+        late, late_daemons = self._bound_since_plan(name, [*to_move, *daemons, *r.plan.skipped])
+        daemons.extend(late_daemons)
         if drain:
-            # Pods the plan chose to leave (skipped) stay left.
-            late, late_daemons = self._bound_since_plan(name, [*to_move, *daemons, *r.plan.skipped])
             to_move.extend(late)
-            daemons.extend(late_daemons)
             evicted.extend(self._evict_all(name, to_move, required=True))
+        elif late:
+            # The node was chosen as empty: pods that run on it now had no place planned.
+            raise DeletionFailed(
+                f"node {name}: not empty any more: {len(late)} pod(s) bound since the plan "
+                f"({', '.join(sorted(p.key for p in late)[:3])})",
+                ErrorInfo(ErrorType.TRANSIENT, "NotEmpty"),
+                "delete",
+            )
         if evict_ds and daemons:
             # DaemonSet pods are evicted best-effort: they do not hold the node back.
             evicted.extend(self._evict_all(name, daemons, required=False))
@@ -748,28 +755,20 @@ class Actuator:
 
     def _bound_since_plan(self, name: str, planned: Sequence[Pod]) -> tuple[list[Pod], list[Pod]]:
         """Pods bound to the tainted node that the plan does not know: the scheduler may
-        have bound them between the loop's snapshot and the taint. As CA's actuator, which
-        re-lists the node's pods after tainting, they are evicted too (rather than killed
-        with the node), except mirror pods and expendable pods (below
-        --expendable-pods-priority-cutoff). Returns the workload and the DaemonSet pods."""
-        if self.source is None:
-            return [], []
+        have bound them between the loop's snapshot and the taint, or the snapshot came
+        from a cache that fell behind. As CA's actuator, which re-lists the node's pods
+        after tainting, they are read afresh from the API server (never the cache) and
+        evicted too (rather than killed with the node), except mirror pods and expendable
+        pods (below --expendable-pods-priority-cutoff). Returns the workload and the
+        DaemonSet pods."""
         known = {p.key for p in planned}
         cutoff = self.options.expendable_pods_priority_cutoff
         workload: list[Pod] = []
         daemons: list[Pod] = []
-        source = self.source
-        # Only this node's pods matter; a source that indexes them spares a full snapshot
-        # per deleted node.
         try:
-            pods = (
-                source.pods_on_node(name)
-                if isinstance(source, NodePodsSource)
-                else source.snapshot().pods
-            )
+            pods = self.actions.read_pods_on_node(name)
         except Exception as exc:
-            # The cache cannot say which pods the node runs now (not synced, stale): the
-            # node is not deleted on a guess.
+            # Nobody can say which pods the node runs now: it is not deleted on a guess.
             raise DeletionFailed.of(
                 name, "list_pods", "listing its pods", exc, default=ErrorType.TRANSIENT
             ) from exc

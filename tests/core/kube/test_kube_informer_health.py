@@ -147,3 +147,14 @@ def test_registered_instances_reads_the_nodes_afresh_page_by_page(fake_kube):
     fake_kube.add_fault(method="GET", path="/api/v1/nodes", status=500)
     with pytest.raises(Exception, match="500"):
         actions.registered_instances(wanted)
+
+
+def test_read_pods_on_node_asks_the_api_server_by_node_name(fake_kube):
+    fake_kube.create(node("n1"))
+    fake_kube.create(pod("a", node_name="n1"))
+    fake_kube.create(pod("b", node_name="n2"))
+    fake_kube.create(pod("c", namespace="other", node_name="n1"))
+    actions = KubeClusterActions(fake_kube.api_client(), dry_run=True)
+    assert sorted(p.key for p in actions.read_pods_on_node("n1")) == ["default/a", "other/c"]
+    (request,) = [r for r in fake_kube.requests if r.verb == "list" and r.resource == "pods"]
+    assert request.query.get("fieldSelector") == "spec.nodeName=n1"

@@ -1,6 +1,7 @@
-"""Pods bound to a node after the plan are found whether or not the source indexes pods by
-node: an in-memory cluster answers `pods_on_node`, a source that only offers whole
-snapshots (as the Kubernetes informers do) is read through `snapshot()`."""
+"""Pods bound to a node after the plan are found and evicted with the node's own: the
+actuator reads the node's pods afresh through the actions (`read_pods_on_node`), whether or
+not the source indexes pods by node (an in-memory cluster answers `pods_on_node`, a source
+may offer whole snapshots only)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,22 @@ def test_late_pods_of_the_deleted_node_only_are_evicted(cluster_class: type[Bind
     assert [(d.node, d.ok) for d in result.scale_down.deletions] == [("g-2", True)]
     assert cluster.evicted == ["default/small", "default/late-b", "default/late-a"]
     assert "default/elsewhere" in cluster.pods
+
+
+def test_empty_node_that_got_a_pod_since_the_plan_is_not_deleted() -> None:
+    """A node chosen as empty is read afresh before it goes: a pod bound since (the
+    snapshot came from a cache that fell behind, or the scheduler was quick) had no place
+    planned, so the deletion is rolled back, not done on a guess."""
+    h = Harness(BindsLate)
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("big", "g-1", cpu="2500m")])
+    h.run()
+    cluster = h.cluster
+    assert isinstance(cluster, BindsLate)
+    cluster.late = (running_pod("late", "g-2"),)
+    result = h.run(timedelta(minutes=11))
+    (deletion,) = result.scale_down.deletions
+    assert (deletion.node, deletion.ok) == ("g-2", False)
+    assert "not empty any more: 1 pod(s) bound since the plan (default/late)" in deletion.error
+    assert "g-2" in cluster.nodes and "default/late" in cluster.pods
+    assert not any(t.key == TO_BE_DELETED_TAINT for t in cluster.nodes["g-2"].taints)
