@@ -799,7 +799,10 @@ class FakeKubeServer:
     def _after_write(self, rtype: ResourceType, obj: Obj) -> None:
         if not self.pdb_controller:
             return
-        if rtype.key == ("", "pods") or rtype.key == ("policy", "poddisruptionbudgets"):
+        if rtype.key in (("", "pods"), ("policy", "poddisruptionbudgets")) or (
+            rtype.scale is not None and rtype.namespaced
+        ):
+            # Pods, budgets, and controllers whose scale the budgets count.
             namespace = obj["metadata"].get("namespace", "")
             self._sync_pdbs(namespace, only=obj if rtype.key[0] == "policy" else None)
 
@@ -817,7 +820,7 @@ class FakeKubeServer:
                 continue
             if only is not None and key[1] != only["metadata"]["name"]:
                 continue
-            status = self._pdb_status(pdb, pods)
+            status = self._pdb_status(pdb, pods, self._controller_scale)
             if all((pdb.get("status") or {}).get(k) == v for k, v in status.items()):
                 continue
             new = copy.deepcopy(pdb)
@@ -826,8 +829,37 @@ class FakeKubeServer:
             self._objects[pdb_type.key][key] = new
             self._record(pdb_type, "MODIFIED", new, pdb)
 
+    def _controller_scale(self, pod: Obj) -> tuple[tuple[str, str, str], int] | None:
+        """The pod's controller (kind, namespace, name) and its desired replicas, when the
+        controller is a stored object with a scale subresource."""
+        meta = pod["metadata"]
+        ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        if ref is None:
+            return None
+        api_version = str(ref.get("apiVersion", ""))
+        group = api_version.rpartition("/")[0]
+        namespace = str(meta.get("namespace", ""))
+        for rtype in self._types.values():
+            if rtype.group != group or rtype.kind != ref.get("kind") or rtype.scale is None:
+                continue
+            owner = self._objects[rtype.key].get((namespace, str(ref.get("name", ""))))
+            if owner is None:
+                return None
+            replicas = _get_path(owner, rtype.scale.spec_replicas_path)
+            key = (rtype.kind, namespace, str(ref.get("name", "")))
+            return key, int(replicas or 0)
+        return None
+
     @staticmethod
-    def _pdb_status(pdb: Obj, pods: builtins.list[Obj]) -> Obj:
+    def _pdb_status(
+        pdb: Obj,
+        pods: builtins.list[Obj],
+        controller_scale: Callable[[Obj], tuple[tuple[str, str, str], int] | None],
+    ) -> Obj:
+        """As the disruption controller: with ``maxUnavailable`` or a percentage
+        ``minAvailable``, the expected count is the scale of the pods' controllers (a pod
+        evicted and not yet replaced still counts as expected); a pod without a stored
+        controller counts as one (the real controller refuses to compute a budget then)."""
         spec = pdb.get("spec") or {}
         selector = spec.get("selector")
         matching = (
@@ -837,12 +869,25 @@ class FakeKubeServer:
         )
         expected = len(matching)
         healthy = sum(1 for p in matching if _pod_is_healthy(p))
+        min_available = spec.get("minAvailable")
+        if spec.get("maxUnavailable") is not None or (
+            isinstance(min_available, str) and min_available.endswith("%")
+        ):
+            controllers: dict[tuple[str, str, str], int] = {}
+            uncontrolled = 0
+            for pod in matching:
+                scale = controller_scale(pod)
+                if scale is None:
+                    uncontrolled += 1
+                else:
+                    controllers[scale[0]] = scale[1]
+            expected = uncontrolled + sum(controllers.values())
         if spec.get("maxUnavailable") is not None:
             desired = max(
                 0, expected - _int_or_percent(spec["maxUnavailable"], expected, round_up=True)
             )
-        elif spec.get("minAvailable") is not None:
-            desired = _int_or_percent(spec["minAvailable"], expected, round_up=True)
+        elif min_available is not None:
+            desired = _int_or_percent(min_available, expected, round_up=True)
         else:
             desired = 1
         return {

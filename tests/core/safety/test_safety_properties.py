@@ -1,125 +1,196 @@
-"""Scale-down invariants over generated clusters, checked against the real cluster.
+"""Safety properties of the real loop over generated clusters.
 
-For random small clusters (pods of random sizes, host ports, a PodDisruptionBudget, a
-min size) the loop runs past --scale-down-unneeded-time several times. After every loop:
-- every pod evicted by a drain is re-created on the node the removal simulation chose for
-  it (following the chain when that node was itself drained), and that node still exists
-  and passes the scheduler predicates for it: no evicted pod is left without a home;
-- no eviction was refused by the API server (the PDB budget was never overspent) and no
-  more pods of the budget were evicted than it allowed;
-- the node group never goes below its min size;
-- nothing is bought: scale-down never creates the pending pods that would call for it.
+`clustergen.clusters()` draws small clusters that call for scale-up and scale-down together
+(several node groups of different shapes, some zero-or-max; running pods of varied sizes and
+kinds under two PodDisruptionBudgets; pending pods of varied sizes; cluster-wide limits close
+to the cluster's size) and `clustergen.simulate()` runs the `Autoscaler` over each for a few
+loops past --scale-down-unneeded-time, playing the cloud, the scheduler and the controllers
+in between. After every loop:
+- no unsafe removal: every pod evicted by a drain is re-created on the node the removal
+  simulation chose for it (following the chain when that node was itself drained), and
+  that node still exists and passes the scheduler predicates for it; no pod without a
+  controller is evicted;
+- no PDB violation: the API server refused no eviction of a pod under a budget, and no
+  more of a budget's pods were evicted than it allowed (DaemonSet pods aside: they go with
+  their node whatever the budget, as in CA);
+- no limit exceeded: a loop that scales up leaves the cluster within --max-nodes-total and
+  the --cores-total / --memory-total maxima, and every group within its max size; a loop
+  that scales down does not take the cluster below the cores or memory minimum;
+- min/max held: no cloud call takes a group above its max size or below its min size (nor
+  lower, when it is already below it);
+- zero-or-max: a group scaling zero-or-max is empty or full after every loop.
+
+These tests carry the `properties` marker. `.ci/run` runs them with
+`pytest -m properties --hypothesis-profile=properties` (see tests/conftest.py): 2,000
+derandomized examples each. The normal run gives them a quick random pass.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
 
-from clusterscaler.loop.decisions import DeletionKind, LoopResult
-from clusterscaler.simulator import ClusterSnapshot, check_predicates
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from safetykit import PAST_UNNEEDED, World, pod
-
-CPU_SIZES = ("200m", "500m", "1", "1500m", "2500m")
-CPU_MILLIS = {"200m": 200, "500m": 500, "1": 1000, "1500m": 1500, "2500m": 2500}
-
-
-@dataclass(frozen=True)
-class PodSpec:
-    cpu: str
-    db: bool
-    port: bool
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    min_size: int
-    allowed: int
-    nodes: tuple[tuple[PodSpec, ...], ...]
-
-
-def _fits(pods: list[PodSpec]) -> bool:
-    # 4 cores a node, one host port 8080 at most: the generated cluster is itself valid.
-    return sum(CPU_MILLIS[p.cpu] for p in pods) <= 3800 and sum(p.port for p in pods) <= 1
-
-
-pod_specs = st.builds(PodSpec, st.sampled_from(CPU_SIZES), st.booleans(), st.booleans())
-node_pods = st.lists(pod_specs, max_size=3).filter(_fits).map(tuple)
-clusters = st.builds(
+import pytest
+from clustergen import (
+    DEFAULTS,
+    PDB_APPS,
     ClusterSpec,
-    min_size=st.integers(0, 2),
-    allowed=st.integers(0, 2),
-    nodes=st.lists(node_pods, min_size=2, max_size=5).map(tuple),
+    GroupSpec,
+    PendingSpec,
+    Trace,
+    clusters,
+    describe,
+    group_id,
+    simulate,
 )
+from hypothesis import example, given, settings
+
+pytestmark = pytest.mark.properties
+
+PROFILE = "properties"
+QUICK_EXAMPLES = 40
 
 
-def build(spec: ClusterSpec) -> World:
-    w = World(max_drain_parallelism=3, max_scale_down_parallelism=5)
-    w.group("g", spec.min_size, 10, nodes=len(spec.nodes))
-    for i, pods in enumerate(spec.nodes, start=1):
-        for j, p in enumerate(pods):
-            w.pods(
-                pod(
-                    f"p{i}-{j}",
-                    f"g-{i}",
-                    cpu=p.cpu,
-                    labels={"app": "db" if p.db else "web"},
-                    host_ports=[8080] if p.port else [],
+def property_settings() -> settings:
+    """The `properties` profile when it is loaded; else a quick random pass of it."""
+    full = settings.get_profile(PROFILE)
+    if settings.get_current_profile_name() == PROFILE:
+        return full
+    return settings(full, max_examples=QUICK_EXAMPLES, derandomize=False)
+
+
+PROPERTY = property_settings()
+
+
+def _fail(trace: Trace, message: str) -> str:
+    return f"{message}\n{describe(trace)}"
+
+
+@PROPERTY
+@given(clusters())
+def test_no_unsafe_removal(spec: ClusterSpec) -> None:
+    """Every pod a drain evicts has a home that exists and admits it."""
+    trace = simulate(spec)
+    for i, rec in enumerate(trace.loops):
+        assert not rec.homeless, _fail(trace, f"loop {i}: {rec.homeless}")
+
+
+@PROPERTY
+@given(clusters())
+def test_no_pdb_violation(spec: ClusterSpec) -> None:
+    """No eviction is refused for a PDB, and no budget is overspent."""
+    trace = simulate(spec)
+    evicted: Counter[str] = Counter()
+    for i, rec in enumerate(trace.loops):
+        # Retried evictions repeat the same refusal: each message once.
+        refused = sorted({msg for p, msg in rec.refused if not p.is_daemonset})
+        assert not refused, _fail(trace, f"loop {i}: evictions refused: {refused}")
+        evicted.update(p.labels.get("app", "") for p in rec.evicted if not p.is_daemonset)
+    for app, allowed in zip(PDB_APPS, spec.pdb_allowed, strict=True):
+        assert evicted[app] <= allowed, _fail(
+            trace, f"{evicted[app]} {app} pods evicted, the budget allowed {allowed}"
+        )
+
+
+@PROPERTY
+@given(clusters())
+def test_no_limit_exceeded(spec: ClusterSpec) -> None:
+    """A scale-up stays within the cluster's maxima and the groups' max sizes; a scale-down
+    stays above the cluster's minima."""
+    trace = simulate(spec)
+    for i, rec in enumerate(trace.loops):
+        before, after = rec.capacity_before, rec.capacity_after
+        increased = {
+            gid for gid, calls in rec.calls.items() for c, _ in calls if c == "increase_size"
+        }
+        if increased:
+            where = f"loop {i} scaled up {sorted(increased)} to {after}"
+            if spec.max_nodes_total:
+                assert after.nodes <= spec.max_nodes_total, _fail(
+                    trace, f"{where}, past --max-nodes-total={spec.max_nodes_total}"
                 )
+            assert after.cores <= spec.cores_total.max, _fail(
+                trace, f"{where}, past --cores-total={spec.cores_total}"
             )
-    w.pdb("db", {"app": "db"}, spec.allowed)
-    return w
+            assert after.gib <= spec.memory_total.max, _fail(
+                trace, f"{where}, past --memory-total={spec.memory_total}"
+            )
+            for j, g in enumerate(spec.groups):
+                gid = group_id(j)
+                assert gid not in increased or rec.targets_after[gid] <= g.max_size, _fail(
+                    trace, f"{where}, {gid} past its max size {g.max_size}"
+                )
+        deleted = any(c == "delete_nodes" for calls in rec.calls.values() for c, _ in calls)
+        if deleted:
+            where = f"loop {i} scaled down from {before} to {after}"
+            if before.cores >= spec.cores_total.min:
+                assert after.cores >= spec.cores_total.min, _fail(
+                    trace, f"{where}, below --cores-total={spec.cores_total}"
+                )
+            if before.gib >= spec.memory_total.min:
+                assert after.gib >= spec.memory_total.min, _fail(
+                    trace, f"{where}, below --memory-total={spec.memory_total}"
+                )
 
 
-def rehome(w: World, result: LoopResult) -> None:
-    """Re-create each evicted pod where the simulation placed it, checking that the place
-    exists and admits the pod now."""
-    deleted = {d.node for d in result.scale_down.deletions if d.ok}
-    plans = {u.node: u.destinations for u in result.scale_down.unneeded}
-    snapshot = ClusterSnapshot.from_objects(w.cluster.snapshot())
-    for d in result.scale_down.deletions:
-        if not d.ok or d.kind is not DeletionKind.DRAIN:
-            continue
-        for key in d.evicted_pods:
-            if w.cluster.evicted_objects[key].is_daemonset:
-                continue
-            dest = plans[d.node].get(key)
-            # A pod moved onto a node drained in the same loop moves again with it.
-            while dest in deleted:
-                dest = plans[dest].get(key)
-            assert dest is not None, f"{key} evicted from {d.node} without a destination"
-            assert dest in w.alive(), f"{key} was to go to {dest}, which is gone"
-            original = w.cluster.evicted_objects[key]
-            moved = original.with_(node_name=dest)
-            ni = snapshot.node_info(dest)
-            assert ni is not None
-            reason = check_predicates(moved.with_(node_name=""), ni, snapshot)
-            assert reason is None, f"{key} does not fit {dest} any more: {reason}"
-            snapshot.add_pod(moved, dest)
-            w.cluster.add_pod(moved)
+@PROPERTY
+@given(clusters())
+def test_min_max_held_on_every_group(spec: ClusterSpec) -> None:
+    """Replaying each group's cloud calls: none goes above max or below min."""
+    trace = simulate(spec)
+    for i, rec in enumerate(trace.loops):
+        for j, g in enumerate(spec.groups):
+            gid = group_id(j)
+            target = rec.targets_before[gid]
+            for call, arg in rec.calls[gid]:
+                where = f"loop {i}: {gid} (min {g.min_size}, max {g.max_size}) {call}({arg})"
+                if call == "increase_size":
+                    assert arg > 0 and target + arg <= g.max_size, _fail(
+                        trace, f"{where} from {target}"
+                    )
+                    target += arg
+                elif call == "delete_nodes":
+                    after = target - len(arg)
+                    assert after >= min(g.min_size, target), _fail(trace, f"{where} from {target}")
+                    target = after
+                elif call == "decrease_target_size":
+                    target += arg
+            assert target == rec.targets_after[gid], _fail(
+                trace, f"loop {i}: {gid} target {rec.targets_after[gid]}, calls give {target}"
+            )
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
-@given(clusters)
-def test_scale_down_invariants_hold_on_generated_clusters(spec: ClusterSpec) -> None:
-    """CA's guarantees: evicted pods have a home, PDBs hold, min size holds, and a
-    scale-down never calls for a scale-up."""
-    w = build(spec)
-    db_pods = sum(p.db for pods in spec.nodes for p in pods)
-    w.run()
-    for _ in range(3):
-        result = w.run(PAST_UNNEEDED)
-        assert all(d.ok for d in result.scale_down.deletions), result.scale_down.deletions
-        rehome(w, result)
-        group = w.cloud.groups["g"]
-        assert group.target >= spec.min_size
-        assert group.increases == []
-    evicted_db = [
-        k for k in w.cluster.evicted if w.cluster.evicted_objects[k].labels.get("app") == "db"
-    ]
-    assert len(evicted_db) <= min(spec.allowed, db_pods)
+def _zero_or_max_example() -> ClusterSpec:
+    """An empty zero-or-max group of 3 and one pending pod that one of its nodes holds:
+    the group must go to 3 (or stay at 0), not to 1."""
+    return ClusterSpec(
+        groups=(GroupSpec("std", 0, 3, True, ()),),
+        static=None,
+        pending=(PendingSpec(1000, 1024, None, False),),
+        pdb_allowed=(0, 0),
+        max_nodes_total=0,
+        cores_total=DEFAULTS.cores_total,
+        memory_total=DEFAULTS.memory_total,
+        enforce_min_size=False,
+        balance=False,
+        expander="least-waste",
+        max_drain_parallelism=1,
+        max_scale_down_parallelism=10,
+        utilization_threshold=0.5,
+        register_lag=0,
+    )
+
+
+@PROPERTY
+@given(clusters(zero_or_max=True))
+@example(_zero_or_max_example())
+def test_zero_or_max_groups_all_or_nothing(spec: ClusterSpec) -> None:
+    """A zero-or-max group is empty or at its max size after every loop."""
+    trace = simulate(spec)
+    for i, rec in enumerate(trace.loops):
+        for j, g in enumerate(spec.groups):
+            gid = group_id(j)
+            if g.zero_or_max:
+                assert rec.targets_after[gid] in (0, g.max_size), _fail(
+                    trace,
+                    f"loop {i}: zero-or-max {gid} (max {g.max_size}) at {rec.targets_after[gid]}",
+                )

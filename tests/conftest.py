@@ -1,0 +1,36 @@
+"""Hypothesis settings profiles of the suite, and the logging configuration kept per test.
+
+`properties`: the tests marked `properties` at full strength, as `.ci/run` runs them
+(`pytest -m properties --hypothesis-profile=properties`): 2,000 examples each, derandomized
+(the same examples on every run, so a CI failure replays locally with the same command) and
+with the failing example's blob printed (`@reproduce_failure`). Without it, the normal run
+gives those tests a quick pass of a few dozen random examples.
+
+A profile must be registered before pytest's configuration loads it, hence this file.
+"""
+
+from __future__ import annotations
+
+import pytest
+import structlog
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "properties",
+    max_examples=2000,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+
+@pytest.fixture(autouse=True)
+def _structlog_configuration_restored():  # type: ignore[no-untyped-def]
+    """Each test starts with the logging configuration the one before it found: a test that
+    runs the CLI in-process configures structlog (`--v`, a level filter), which would
+    otherwise hide the info events a later test captures with `capture_logs`."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
