@@ -41,12 +41,6 @@ from clusterscaler.framework.cloudprovider import (
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.options import BOOL, AutoscalingOptions
 from clusterscaler.framework.pluginmanager import Registry
-from clusterscaler.loop.clusterstate import (
-    DELETION_CANDIDATE_TAINT,
-    NODE_CONDITION_TAINTS,
-    TO_BE_DELETED_TAINT,
-    TaintConfig,
-)
 from clusterscaler.loop.estimator import Estimate, EstimationLimiter, Estimator
 from clusterscaler.loop.expander import (
     Expander,
@@ -54,6 +48,12 @@ from clusterscaler.loop.expander import (
     Option,
     debug_with,
     options_by_score,
+)
+from clusterscaler.loop.taints import (
+    DELETION_CANDIDATE_TAINT,
+    NODE_CONDITION_TAINTS,
+    TO_BE_DELETED_TAINT,
+    TaintConfig,
 )
 from clusterscaler.model import (
     HOSTNAME_LABEL,

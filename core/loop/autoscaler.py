@@ -43,10 +43,7 @@ from clusterscaler.framework.cluster import (
     SystemClock,
 )
 from clusterscaler.framework.errors import LoopError, describe
-from clusterscaler.loop.clusterstate import (
-    ClusterState,
-    ClusterStateRegistry,
-)
+from clusterscaler.loop.clusterstate import ClusterState, ClusterStateRegistry
 from clusterscaler.loop.decisions import (
     ClusterHealth,
     LoopResult,

@@ -16,17 +16,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.framework.cloudprovider import CloudProviderError
-from clusterscaler.loop.clusterstate import (
+from clusterscaler.loop.clusterstate import ClusterState, is_being_deleted
+from clusterscaler.loop.taints import (
     IGNORE_TAINT_PREFIX,
+    NODE_CONDITION_TAINTS,
     STARTUP_TAINT_PREFIX,
     STATUS_TAINT_PREFIX,
-    ClusterState,
     TaintConfig,
-    is_being_deleted,
-)
-from clusterscaler.loop.clusterstate import (
-    # Re-exported: templates drop them, and callers look for them here.
-    NODE_CONDITION_TAINTS as NODE_CONDITION_TAINTS,
 )
 from clusterscaler.model import DaemonSet, Node, NodeInfo, OwnerRef, Pod
 from clusterscaler.simulator import pod_matches_node_affinity, tolerates_taints

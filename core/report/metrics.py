@@ -1,5 +1,8 @@
 """Prometheus metrics with Cluster Autoscaler's names, the health check, and their HTTP server.
 
+(Long on purpose: CA's whole metric table is declared here, in one place to compare
+with upstream's pkg/metrics.)
+
 Every metric lives in the ``Metrics`` object's own ``CollectorRegistry`` (never the global
 one), so several autoscalers, or tests, can run in one process. Names, types, labels and
 meanings follow CA's pkg/metrics: the two CA counters whose names do not end in ``_total``

@@ -56,12 +56,12 @@ from clusterscaler.framework.errors import (
     describe,
     describe_error,
 )
-from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.loop.decisions import DeletionKind, NodeDeletion, TaintCleanup
 from clusterscaler.loop.scaledown.atomic import AtomicDeletion, Waiting
 from clusterscaler.loop.scaledown.budgets import RemovableNode
 from clusterscaler.loop.scaledown.executor import DeletionExecutor, InlineExecutor
 from clusterscaler.loop.scaledown.tracker import DeletionTracker
+from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.model import Node, Pod, Taint
 
 if TYPE_CHECKING:

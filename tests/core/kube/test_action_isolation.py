@@ -26,8 +26,8 @@ from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
 from clusterscaler.kube.events import BackgroundEventSink
 from clusterscaler.loop.autoscaler import Autoscaler
-from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
 from clusterscaler.loop.decisions import LoopResult, NodeDeletion
+from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.plugins.sim import EMBEDDED_CONFIG_KEY, NODE_GROUP_LABEL
 from clusterscaler.testing.fakekube import FakeKubeServer
 from structlog.testing import capture_logs

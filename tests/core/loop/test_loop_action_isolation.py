@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
 from clusterscaler.framework.errors import ErrorType, LoopAbortedError, error_type_of
-from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
+from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.model import Pod, Taint
 from clusterscaler.report.metrics import Metrics
 from loopkit import Harness, running_pod

@@ -17,7 +17,6 @@ import pytest
 from clusterscaler.commands.run import finish_deletions
 from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
 from clusterscaler.loop.decisions import (
     DeletionKind,
     LoopResult,
@@ -26,6 +25,7 @@ from clusterscaler.loop.decisions import (
 )
 from clusterscaler.loop.scaledown.actuator import deletion_timeout
 from clusterscaler.loop.scaledown.executor import ThreadedExecutor
+from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import Pod
 from clusterscaler.report.events import SCALE_DOWN, SCALE_DOWN_FAILED, ObjectRef, events_for_result
 from clusterscaler.report.metrics import HealthCheck as LivenessCheck

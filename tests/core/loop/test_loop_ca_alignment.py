@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 from clusterscaler.framework.cluster import InMemoryCluster
-from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
 from clusterscaler.loop.decisions import LoopResult, ScaleDownStatus, ScaleUpStatus
+from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import MIRROR_POD_ANNOTATION, OwnerRef, Pod, Taint
 from loopkit import T0, Harness, pending_pod, running_pod
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from clusterscaler.framework.cluster import InMemoryCluster, NodePodsSource
-from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
+from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import Pod, Taint
 from loopkit import Harness, running_pod
 

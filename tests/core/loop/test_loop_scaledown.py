@@ -5,12 +5,12 @@ from typing import Any
 
 import pytest
 from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
-from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.loop.decisions import (
     DeletionKind,
     ScaleDownStatus,
     UnremovableReason,
 )
+from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.model import LabelSelector, OwnerRef, Pod, PodDisruptionBudget, Taint
 from clusterscaler.simulator.drain import BlockingPodReason
 from loopkit import Harness, running_pod

@@ -14,8 +14,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from clusterscaler.framework.cluster import InMemoryCluster
-from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
 from clusterscaler.loop.decisions import DeletionKind, ScaleDownStatus
+from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import ClusterObjects, Taint
 from clusterscaler.report.status import status_from_result
 from loopkit import Harness, pending_pod, running_pod

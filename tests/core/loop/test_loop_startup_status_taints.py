@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.loop.clusterstate import ClusterStateRegistry, TaintConfig, taint_key
+from clusterscaler.loop.clusterstate import ClusterStateRegistry
 from clusterscaler.loop.decisions import DeletionKind, UnremovableReason
-from clusterscaler.loop.templates import NODE_CONDITION_TAINTS, sanitize
+from clusterscaler.loop.taints import NODE_CONDITION_TAINTS, TaintConfig, taint_key
+from clusterscaler.loop.templates import sanitize
 from clusterscaler.model import NodeInfo, Taint
 from clusterscaler.simulator.builders import make_node
 from loopkit import T0, Harness, pending_pod, running_pod

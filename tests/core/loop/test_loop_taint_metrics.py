@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.loop.clusterstate import TaintConfig
 from clusterscaler.loop.decisions import ClusterHealth, LoopResult, NodeCounts
+from clusterscaler.loop.taints import TaintConfig
 from clusterscaler.model import Taint
 from clusterscaler.report.metrics import Metrics
 from clusterscaler.simulator.builders import make_node

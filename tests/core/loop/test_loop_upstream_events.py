@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from clusterscaler.framework.cloudprovider import InstanceErrorClass, InstanceErrorInfo
-from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
+from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import Taint
 from clusterscaler.report import events as ev
 from clusterscaler.report.events import ObjectRef, events_for_result

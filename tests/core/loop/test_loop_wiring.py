@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError, build_estimator
-from clusterscaler.loop.clusterstate import DELETION_CANDIDATE_TAINT
 from clusterscaler.loop.decisions import ScaleDownStatus, ScaleUpStatus
+from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT
 from loopkit import Harness, pending_pod, registry, running_pod
 
 

@@ -15,10 +15,10 @@ from clusterscaler.commands.explain import explain, render
 from clusterscaler.framework.cloudprovider import NodeGroupOptions
 from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
 from clusterscaler.framework.options import GpuLimit, MinMax
-from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
 from clusterscaler.loop.decisions import NoScaleUpReason, ScaleUpStatus, UnremovableReason
 from clusterscaler.loop.scaledown.executor import ThreadedExecutor
 from clusterscaler.loop.scaledown.removal import RemovalSimulator, simulate_nodes
+from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import LabelSelector, Pod, PodDisruptionBudget, Taint
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.builders import make_node, make_pod

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from clusterscaler.loop.clusterstate import TO_BE_DELETED_TAINT
+from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import Taint
 from safetykit import PAST_UNNEEDED, StorageCluster, World, ds_pod, pod
 

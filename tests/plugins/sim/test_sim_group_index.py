@@ -14,7 +14,7 @@ from clusterscaler.framework.cloudprovider import (
     ProviderContext,
 )
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.loop.clusterstate import TaintConfig
+from clusterscaler.loop.taints import TaintConfig
 from clusterscaler.model import ClusterObjects, Node, Taint
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.offline.cluster import NodeTable, SimulatedCluster
