@@ -32,7 +32,7 @@ from clusterscaler.framework.errors import ErrorType, LoopAbortedError, describe
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.loop.scaledown.actuator import deletion_timeout
 from clusterscaler.loop.scaledown.executor import ThreadedExecutor
-from clusterscaler.model import Pod, Taint
+from clusterscaler.model import Node, Pod, Taint
 from clusterscaler.report.events import events_for_result
 
 if TYPE_CHECKING:
@@ -95,6 +95,9 @@ class GuardedActions:
 
     def read_pods_on_node(self, node_name: str) -> list[Pod]:
         return self.actions.read_pods_on_node(node_name)
+
+    def read_node(self, node_name: str) -> Node | None:
+        return self.actions.read_node(node_name)
 
 
 def leader_guard(may_act: Callable[[], bool]) -> WriteGuard:

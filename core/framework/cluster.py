@@ -137,6 +137,11 @@ class ClusterActions(Protocol):
         cache): a node is deleted only after this shows what still runs on it."""
         ...
 
+    def read_node(self, node_name: str) -> Node | None:
+        """The node as it is now, read afresh from the source of truth (never a cache);
+        None when it is gone: a node is deleted as unready only while it still is."""
+        ...
+
 
 class Clock(Protocol):
     """Time for the actuator's retries and waits; the simulator passes a virtual one."""
@@ -399,6 +404,10 @@ class InMemoryCluster:
         with self._lock:
             current = self.pods.get(pod.key)
             return current is not None and (not pod.uid or current.uid == pod.uid)
+
+    def read_node(self, node_name: str) -> Node | None:
+        with self._lock:
+            return self.nodes.get(node_name)
 
     def read_pods_on_node(self, node_name: str) -> list[Pod]:
         # The cluster itself is the source of truth: the same as `pods_on_node`.

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from clusterscaler.framework.cluster import EvictionError, NodeNotFoundError
 from clusterscaler.framework.errors import ErrorType, describe
-from clusterscaler.model import Pod, Taint, parse_pod
+from clusterscaler.model import Node, Pod, Taint, parse_node, parse_pod
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
@@ -157,6 +157,17 @@ class KubeClusterActions:
                 pod.key, str(describe(exc)), retryable=exc.status in _RETRYABLE_EVICTION
             ) from exc
         log.info("pod_evicted", pod=pod.key, node=pod.node_name)
+
+    def read_node(self, node_name: str) -> Node | None:
+        """A fresh GET of the node (never the cache); None when it is gone."""
+        try:
+            raw = read_json(self.core.read_node(node_name, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        raw.setdefault("kind", "Node")
+        return parse_node(raw)
 
     def read_pods_on_node(self, node_name: str) -> list[Pod]:
         """A fresh list of the node's pods (never the cache), page by page, by the

@@ -551,6 +551,8 @@ class Actuator:
         added to `evicted` as they go) and wait for delay-deletion annotations. Raises on
         failure."""
         name = r.node.name
+        if not r.ready:
+            self._confirm_unready(name)
         evict_ds = (
             self.options.daemonset_eviction_for_occupied_nodes
             if drain
@@ -752,6 +754,23 @@ class Actuator:
             "atomic",
         )
         self.tracker.finish(self._failed(r, self._kind(r, drain), evicted, failure))
+
+    def _confirm_unready(self, name: str) -> None:
+        """A node removed as unready (for --scale-down-unready-time) must still be unready
+        when a fresh read looks at it: a cache that fell behind may have missed it
+        recovering. A node already gone needs no confirmation."""
+        try:
+            node = self.actions.read_node(name)
+        except Exception as exc:
+            raise DeletionFailed.of(
+                name, "read_node", "reading it", exc, default=ErrorType.TRANSIENT
+            ) from exc
+        if node is not None and node.ready:
+            raise DeletionFailed(
+                f"node {name}: ready again: it is not removed as unready",
+                ErrorInfo(ErrorType.TRANSIENT, "ReadyAgain"),
+                "delete",
+            )
 
     def _bound_since_plan(self, name: str, planned: Sequence[Pod]) -> tuple[list[Pod], list[Pod]]:
         """Pods bound to the tainted node that the plan does not know: the scheduler may

@@ -158,3 +158,13 @@ def test_read_pods_on_node_asks_the_api_server_by_node_name(fake_kube):
     assert sorted(p.key for p in actions.read_pods_on_node("n1")) == ["default/a", "other/c"]
     (request,) = [r for r in fake_kube.requests if r.verb == "list" and r.resource == "pods"]
     assert request.query.get("fieldSelector") == "spec.nodeName=n1"
+
+
+def test_read_node_is_a_fresh_get_and_none_when_gone(fake_kube):
+    fake_kube.create(node("n1"))
+    actions = KubeClusterActions(fake_kube.api_client(), dry_run=True)
+    read = actions.read_node("n1")
+    assert read is not None and read.name == "n1"
+    assert actions.read_node("gone") is None
+    gets = [r for r in fake_kube.requests if r.verb == "get" and r.resource == "nodes"]
+    assert [r.name for r in gets] == ["n1", "gone"]

@@ -35,7 +35,7 @@ def pod(name: str, namespace: str = "default", node_name: str = "") -> dict:
     }
 
 
-def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+def eventually(condition: Callable[[], bool], timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():

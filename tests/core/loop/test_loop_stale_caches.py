@@ -190,3 +190,28 @@ def test_a_stale_taint_that_cannot_be_removed_is_an_error_of_the_loop() -> None:
     (error,) = result.errors
     assert "node g-1: removing a stale taint failed: ConnectionResetError" in error
     assert error.type.value == "apiCallError"  # counted in errors_total{type}
+
+
+class RecoversAtTaint(InMemoryCluster):
+    """The node turns Ready again just as its deletion taint lands (the cache that saw it
+    unready is behind)."""
+
+    def add_taint(self, node_name: str, taint: Taint) -> None:
+        if taint.key == TO_BE_DELETED_TAINT:
+            self.add_node(self.nodes[node_name].with_(ready=True))
+        super().add_taint(node_name, taint)
+
+
+def test_unready_node_that_recovered_is_not_deleted_as_unready() -> None:
+    h = Harness(RecoversAtTaint)
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("big", "g-1", cpu="3")])
+    h.cluster.add_node(h.cluster.nodes["g-2"].with_(ready=False))
+    h.run()
+    h.run(timedelta(minutes=11))
+    result = h.run(timedelta(minutes=10))
+    (deletion,) = result.scale_down.deletions
+    assert (deletion.node, deletion.kind, deletion.ok) == ("g-2", DeletionKind.UNREADY, False)
+    assert "ready again" in deletion.error
+    assert "g-2" in h.cluster.nodes
+    assert not any(t.key == TO_BE_DELETED_TAINT for t in h.cluster.nodes["g-2"].taints)
