@@ -294,6 +294,17 @@ def render(report: Report) -> str:
         )
     else:
         lines.append("(none)")
+    problems = report.result.problems
+    if problems:
+        # A misconfigured node group (bad tags or annotations, a scale set or MIG that
+        # cannot be read) is left out of the loop: say which and why.
+        lines += ["", "Node group problems"]
+        lines.append(
+            output.render_table(
+                ("NODE GROUP", "PROBLEM", "DETAIL"),
+                [(p.node_group, p.reason, p.message) for p in problems],
+            )
+        )
     if report.errors:
         lines += ["", "Errors"] + [f"  {e}" for e in report.errors]
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from clusterscaler.commands.explain import explain, render, report_json
+from clusterscaler.framework.cloudprovider import ProviderProblem
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.loop.decisions import (
     BlockingPod,
@@ -296,3 +297,13 @@ def test_unneeded_nodes_kept_by_another_reason_are_not_acted_on() -> None:
     nodes = {n.node: n for n in explain(result, cluster(), AutoscalingOptions(), NOW).nodes}
     assert (nodes["n-empty"].removable, nodes["n-empty"].reason) == (False, "NodeGroupMinSizeReached")
     assert nodes["n-young"].removable
+
+
+def test_explain_lists_node_group_problems() -> None:
+    problem = ProviderProblem("vmss-gpu", "InvalidTag", "tag max: expected an integer, got 'ten'")
+    result = replace(RESULT, problems=(problem,))
+    text = render(explain(result, cluster(), AutoscalingOptions(), NOW))
+    section = text.split("Node group problems\n", 1)[1]
+    assert "vmss-gpu" in section and "InvalidTag" in section
+    assert "tag max: expected an integer, got 'ten'" in section
+    assert "Node group problems" not in render(explain(RESULT, cluster(), AutoscalingOptions(), NOW))
