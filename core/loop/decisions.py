@@ -37,6 +37,7 @@ class UnremovableReason(enum.Enum):
     RECENTLY_UNREMOVABLE = "RecentlyUnremovable"
     NO_PLACE_TO_MOVE_PODS = "NoPlaceToMovePods"
     BLOCKED_BY_POD = "BlockedByPod"
+    BLOCKED_BY_ON_COMPLETION_POD = "BlockedByOnCompletionPod"
     UNEXPECTED_ERROR = "UnexpectedError"
     NO_NODE_INFO = "NoNodeInfo"
 

@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# The value of SAFE_TO_EVICT_ANNOTATION that lets a pod finish before its node goes.
+SAFE_TO_EVICT_ON_COMPLETION = "on-completion"
 SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION = (
     "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 )
@@ -54,7 +56,6 @@ class BlockingPodReason(enum.Enum):
     UNEXPECTED_ERROR = "UnexpectedError"
 
 
-
 class DrainOutcome(enum.Enum):
     """What happens to a pod when its node is removed."""
 
@@ -67,6 +68,9 @@ class DrainOutcome(enum.Enum):
     DAEMONSET = "daemonset"
     # The pod prevents the node's removal.
     BLOCK = "block"
+    # The pod runs to completion first (`safe-to-evict: "on-completion"`): it needs no new
+    # home, is never evicted, and the node is not deleted while it runs.
+    WAIT = "wait"
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +256,8 @@ class NodeDrainPlan:
     skipped: tuple[Pod, ...] = ()
     blocking: Pod | None = None
     decision: DrainDecision | None = None
+    # Pods left to run to completion: the node may be unneeded, but is not deleted yet.
+    on_completion: tuple[Pod, ...] = ()
 
 
 def plan_node_drain(
@@ -265,14 +271,19 @@ def plan_node_drain(
     move: list[Pod] = []
     ds: list[Pod] = []
     skipped: list[Pod] = []
+    waiting: list[Pod] = []
     for pod in pods:
         d = decide_fn(pod, filters, context)
         if d.outcome is DrainOutcome.BLOCK:
-            return NodeDrainPlan(tuple(move), tuple(ds), tuple(skipped), pod, d)
+            return NodeDrainPlan(
+                tuple(move), tuple(ds), tuple(skipped), pod, d, on_completion=tuple(waiting)
+            )
         if d.outcome is DrainOutcome.MOVE:
             move.append(pod)
         elif d.outcome is DrainOutcome.DAEMONSET:
             ds.append(pod)
+        elif d.outcome is DrainOutcome.WAIT:
+            waiting.append(pod)
         else:
             skipped.append(pod)
-    return NodeDrainPlan(tuple(move), tuple(ds), tuple(skipped))
+    return NodeDrainPlan(tuple(move), tuple(ds), tuple(skipped), on_completion=tuple(waiting))

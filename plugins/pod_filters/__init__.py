@@ -23,6 +23,11 @@ FILTERS = (
     ("daemonset", rules.daemonset, "DaemonSet pods are evicted, never moved."),
     ("safe-to-evict", rules.safe_to_evict, 'safe-to-evict: "true" always moves.'),
     ("terminal", rules.terminal, "Succeeded and Failed pods are ignored."),
+    (
+        "on-completion",
+        rules.on_completion,
+        'safe-to-evict: "on-completion" pods finish before their node goes.',
+    ),
     ("not-replicated", rules.not_replicated, "Pods without a controller block."),
     ("system", rules.system, "kube-system pods without a PDB block (--skip-nodes-with-system-pods)."),
     ("not-safe-to-evict", rules.not_safe_to_evict, 'safe-to-evict: "false" blocks.'),

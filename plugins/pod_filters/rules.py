@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from clusterscaler.api import (
     SAFE_TO_EVICT_ANNOTATION,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+    SAFE_TO_EVICT_ON_COMPLETION,
     BlockingPodReason,
     DrainContext,
     DrainDecision,
@@ -159,6 +160,25 @@ class TerminalPods:
 
 
 @dataclass
+class OnCompletion:
+    """`safe-to-evict: "on-completion"`: the pod is not evicted and needs no new home, but
+    its node is not deleted until it has finished (CA's OnCompletion rule). It comes after
+    the terminal rule: a pod that has finished holds nothing back."""
+
+    name: str = "on-completion"
+    order: int = 43
+
+    def check(self, pod: Pod, context: DrainContext) -> DrainDecision | None:
+        if pod.annotations.get(SAFE_TO_EVICT_ANNOTATION) == SAFE_TO_EVICT_ON_COMPLETION:
+            return DrainDecision(
+                DrainOutcome.WAIT,
+                detail=f"annotation {SAFE_TO_EVICT_ANNOTATION}={SAFE_TO_EVICT_ON_COMPLETION}",
+                filter=self.name,
+            )
+        return None
+
+
+@dataclass
 class NotReplicated:
     """A pod without a controller would not come back after eviction.
 
@@ -300,6 +320,10 @@ def safe_to_evict(options: AutoscalingOptions) -> SafeToEvict:
 
 def terminal(options: AutoscalingOptions) -> TerminalPods:
     return TerminalPods()
+
+
+def on_completion(options: AutoscalingOptions) -> OnCompletion:
+    return OnCompletion()
 
 
 def not_replicated(options: AutoscalingOptions) -> NotReplicated:

@@ -77,6 +77,8 @@ DELETION_MARGIN_SECONDS = 30
 
 
 DELAY_DELETION_PREFIX = "delay-deletion.cluster-autoscaler.kubernetes.io/"
+# On a DaemonSet pod: whether it is evicted when its node is removed, whatever the flags say.
+ENABLE_DS_EVICTION_ANNOTATION = "cluster-autoscaler.kubernetes.io/enable-ds-eviction"
 DELAY_DELETION_POLL_SECONDS = 5.0
 
 
@@ -96,6 +98,19 @@ def deletion_timeout(options: AutoscalingOptions) -> timedelta:
 def _delays_deletion(node: Node) -> bool:
     return any(k.startswith(DELAY_DELETION_PREFIX) for k in node.annotations)
 
+
+
+def daemonset_pods_to_evict(pods: Sequence[Pod], *, by_default: bool) -> list[Pod]:
+    """The DaemonSet pods of a removed node that are evicted (CA's `PodsToEvict`): a pod's
+    `cluster-autoscaler.kubernetes.io/enable-ds-eviction` annotation decides ("true" evicts,
+    any other value keeps it); without it, --daemonset-eviction-for-empty-nodes or
+    --daemonset-eviction-for-occupied-nodes (`by_default`) does."""
+    out: list[Pod] = []
+    for pod in pods:
+        value = pod.annotations.get(ENABLE_DS_EVICTION_ANNOTATION)
+        if value == "true" if value is not None else by_default:
+            out.append(pod)
+    return out
 
 class DeletionFailed(Exception):
     """One step of deleting a node failed; the message names the node and the step.
@@ -576,7 +591,8 @@ class Actuator:
                 ErrorInfo(ErrorType.TRANSIENT, "NotEmpty"),
                 "delete",
             )
-        if evict_ds and daemons:
+        daemons = daemonset_pods_to_evict(daemons, by_default=evict_ds)
+        if daemons:
             # DaemonSet pods are evicted best-effort: they do not hold the node back.
             evicted.extend(self._evict_all(name, daemons, required=False))
         self._wait_for_delay_deletion(r.node)

@@ -131,6 +131,41 @@ def _together(
     return out
 
 
+def _hold_on_completion(selection: Selection, unremovable: list[UnremovableNode]) -> None:
+    """Take out of `selection` the nodes running `safe-to-evict: "on-completion"` pods: as
+    in CA's planner they stay unneeded (their timers run) but are not deleted while those
+    pods run (`BlockedByOnCompletionPod`). A zero-or-max group goes whole or not at all, so
+    one such node holds back its whole group (`AtomicScaleDownFailed` for the others)."""
+    waiting = [r for r in (*selection.empty, *selection.drain) if r.plan.on_completion]
+    if not waiting:
+        return
+    held = {r.node.name for r in waiting}
+    held_groups = {r.node_group: r.node.name for r in waiting if r.atomic}
+    for r in waiting:
+        pods = sorted(p.key for p in r.plan.on_completion)
+        log.debug("scale_down_on_completion_pods", node=r.node.name, pods=pods)
+        unremovable.append(
+            UnremovableNode(
+                r.node.name,
+                UnremovableReason.BLOCKED_BY_ON_COMPLETION_POD,
+                detail=f"pod {pods[0]} runs to completion first",
+            )
+        )
+    for r in (*selection.empty, *selection.drain):
+        if r.node.name not in held and r.atomic and r.node_group in held_groups:
+            held.add(r.node.name)
+            unremovable.append(
+                UnremovableNode(
+                    r.node.name,
+                    UnremovableReason.ATOMIC_SCALE_DOWN_FAILED,
+                    detail=f"node group {r.node_group} scales down all at once, and node "
+                    f"{held_groups[r.node_group]} runs pods to completion first",
+                )
+            )
+    selection.empty = [r for r in selection.empty if r.node.name not in held]
+    selection.drain = [r for r in selection.drain if r.node.name not in held]
+
+
 class ScaleDownPlanner:
     """Keeps unneeded timers, recheck delays and placement hints between loops."""
 
@@ -273,6 +308,7 @@ class ScaleDownPlanner:
                 gpu_label=gpu_label,
             )
             unremovable.extend(selection.unremovable)
+            _hold_on_completion(selection, unremovable)
         unremovable.sort(key=lambda u: u.node)
         log.debug(
             "scale_down_plan",
