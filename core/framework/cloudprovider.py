@@ -64,6 +64,17 @@ class InstanceErrorInfo:
     error_message: str = ""
 
 
+class InstanceCreationError(CloudProviderError):
+    """`increase_size` was refused at once for a reason the cloud names (a stockout, a
+    quota, a size not offered): `info` classifies it, so an `OUT_OF_RESOURCES` refusal backs
+    the node group off as one and scale-up turns to another group, as a creation error of
+    an instance does."""
+
+    def __init__(self, message: str, info: InstanceErrorInfo) -> None:
+        super().__init__(message)
+        self.info = info
+
+
 @dataclass(frozen=True, slots=True)
 class Instance:
     """One machine of a node group, whether or not it has become a Node yet.

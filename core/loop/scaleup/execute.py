@@ -7,7 +7,11 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProviderError, InstanceErrorClass
+from clusterscaler.framework.cloudprovider import (
+    CloudProviderError,
+    InstanceCreationError,
+    InstanceErrorClass,
+)
 from clusterscaler.framework.errors import LoopError, describe
 from clusterscaler.loop.clusterstate import ClusterState, ClusterStateRegistry
 from clusterscaler.loop.decisions import ScaleUpDecision, ScaleUpFailure, ScaleUpFailureKind
@@ -39,11 +43,13 @@ def execute_scale_up(
             message = f"node group {d.node_group}: increase_size({d.delta}) failed: {exc}"
             log.error("scale_up_failed", node_group=d.node_group, delta=d.delta, error=str(exc))
             error_type = describe(exc).type
+            # A refusal the provider classifies (a stockout, a quota) backs off as such.
+            info = exc.info if isinstance(exc, InstanceCreationError) else None
             registry.register_failed_scale_up(
                 d.node_group,
                 now,
-                error_class=InstanceErrorClass.OTHER.value,
-                error_code="cloudProviderError",
+                error_class=(info.error_class if info else InstanceErrorClass.OTHER).value,
+                error_code=info.error_code if info else "cloudProviderError",
                 message=str(exc),
                 failures=(
                     ScaleUpFailure(

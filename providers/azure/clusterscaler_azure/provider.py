@@ -17,6 +17,7 @@ from clusterscaler.api import (
     CloudProviderError,
     ConfigurationError,
     Instance,
+    InstanceCreationError,
     Node,
     NodeGroupNotFoundError,
     NodeGroupOptions,
@@ -27,7 +28,7 @@ from clusterscaler.api import (
 )
 
 from clusterscaler_azure import ids
-from clusterscaler_azure.errors import error_class
+from clusterscaler_azure.errors import error_class, instance_error
 from clusterscaler_azure.service import ArmError, ArmService, Operation
 from clusterscaler_azure.skus import SkuCatalogue
 from clusterscaler_azure.template import GPU_LABEL, TemplateInput, build_template_node_info
@@ -125,12 +126,15 @@ class AzureNodeGroup:
             self._cache.abandon_operation(name, previous)
             # Whatever ARM did before failing, the next refresh reads it back.
             self._cache.invalidate(name)
-            klass = error_class(exc.code, str(exc))
+            info = instance_error(exc.code, str(exc))
             log.warning("azure_capacity_update_refused", node_group=name, capacity=new_size,
-                        error_code=exc.code, error_class=klass.value)
-            raise CloudProviderError(
+                        error_code=exc.code, error_class=info.error_class.value)
+            # Classified, so that SkuNotAvailable or a quota backs the group off as
+            # OutOfResources and scale-up turns to another group at once.
+            raise InstanceCreationError(
                 f"VMSS {name!r}: ARM refused the capacity update to {new_size} "
-                f"({klass.value}): {exc}"
+                f"({info.error_class.value}): {exc}",
+                info,
             ) from exc
         self._provider.track(operation)
         log.info(f"azure_{reason}", node_group=name, delta=delta, target=new_size)

@@ -9,6 +9,7 @@ import pytest
 from clusterscaler.api import (
     CloudProvider,
     CloudProviderError,
+    InstanceCreationError,
     InstanceErrorClass,
     InstanceState,
     Node,
@@ -197,6 +198,12 @@ def test_sync_refusals_raise_with_code_and_leave_the_target(arm: FakeArm, make_p
         group.increase_size(1)
     message = str(info.value)
     assert "VMSS 'uni'" in message and "SkuNotAvailable" in message and "OutOfResources" in message
+    # Classified for the core's backoff: the group backs off as OutOfResources.
+    assert isinstance(info.value, InstanceCreationError)
+    assert (info.value.info.error_class, info.value.info.error_code) == (
+        InstanceErrorClass.OUT_OF_RESOURCES,
+        "SkuNotAvailable",
+    )
     assert group.target_size() == 1 and arm.capacity("uni") == 1
     arm.fail("PATCH", r"virtualmachinescalesets/uni$", 409, "OperationNotAllowed",
              "Operation could not be completed as it results in exceeding approved Total Regional Cores quota.")
