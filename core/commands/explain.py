@@ -8,7 +8,8 @@ whether it is removable and if not why (reason and blocking pod). This is Cluste
 Autoscaler's troubleshooting FAQ turned into a command.
 
 Offline it reads `--snapshot` and `--cloud-config` (the `sim` provider stands in for the
-cloud); live it reads the cluster of `--kubeconfig` with the provider of `--cloud-provider`.
+cloud; without a cloud-config the node groups are inferred from the nodes' labels, see
+`clusterscaler.offline.inference`); live it reads the cluster of `--kubeconfig` with the provider of `--cloud-provider`.
 `--json` prints the keys of `simulate --once --json`.
 """
 
@@ -35,10 +36,12 @@ from clusterscaler.loop.pending import classify_pending, scale_up_delay
 from clusterscaler.model import ClusterObjects, Node, Pod
 from clusterscaler.offline import output
 from clusterscaler.offline.clock import DEFAULT_START
+from clusterscaler.offline.inference import render as render_inference
 
 if TYPE_CHECKING:
     from clusterscaler.commands.cli import CommandContext
     from clusterscaler.framework.pluginmanager import Registry
+    from clusterscaler.offline.inference import Inference
 
 log = structlog.get_logger()
 
@@ -319,9 +322,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--snapshot",
         default="",
         metavar="FILE",
-        help="Explain this snapshot (a Kubernetes List in JSON or YAML) with --cloud-config, "
-        "instead of the live cluster of --kubeconfig.",
+        help="Explain this snapshot (a Kubernetes List in JSON or YAML) with --cloud-config "
+        "(without one, the node groups are inferred from the nodes' labels), instead of the "
+        "live cluster of --kubeconfig.",
     )
+    from clusterscaler.commands.simulate import add_bounds_argument
+
+    add_bounds_argument(group)
     group.add_argument(
         "--json", action="store_true", help="Print JSON (the keys of simulate --once --json)."
     )
@@ -378,7 +385,8 @@ def evaluate(
 _Evaluated = tuple[LoopResult, CloudProvider, ClusterObjects, AutoscalingOptions, datetime]
 
 
-def _offline(ctx: CommandContext) -> _Evaluated:
+def _offline(ctx: CommandContext) -> tuple[_Evaluated, Inference | None]:
+    from clusterscaler.commands.simulate import infer_if_needed
     from clusterscaler.offline.loader import load_snapshot, snapshot_time
     from clusterscaler.offline.setup import SIM_PROVIDER
 
@@ -388,15 +396,17 @@ def _offline(ctx: CommandContext) -> _Evaluated:
             f"--cloud-provider: explaining a snapshot needs the {SIM_PROVIDER} provider and a "
             f"cloud-config describing the node groups, got {options.cloud_provider!r}"
         )
-    if not options.cloud_config:
-        raise ConfigurationError(
-            "--cloud-config: expected a sim cloud-config declaring the node groups of the snapshot"
-        )
     objects = load_snapshot(ctx.args.snapshot)
+    options, objects, inference = infer_if_needed(ctx.args, options, objects)
+    if not options.cloud_config and inference is None:
+        raise ConfigurationError(
+            "--cloud-config: expected a sim cloud-config declaring the node groups of the "
+            "snapshot (it has no nodes to infer them from)"
+        )
     # The snapshot is a moment of a real cluster: "now" is its newest object.
     now = snapshot_time(objects) or DEFAULT_START
     result, provider = evaluate(ctx.registry, options, objects, now)
-    return result, provider, objects, options, now
+    return (result, provider, objects, options, now), inference
 
 
 def _live(ctx: CommandContext) -> _Evaluated:
@@ -423,9 +433,10 @@ def run(ctx: CommandContext) -> int:
     from clusterscaler.offline.loader import InputError
 
     quiet_logs(ctx.options)
+    inference: Inference | None = None
     try:
         if ctx.args.snapshot:
-            result, provider, objects, options, now = _offline(ctx)
+            (result, provider, objects, options, now), inference = _offline(ctx)
         else:
             result, provider, objects, options, now = _live(ctx)
     except (InputError, ConfigurationError, SimulationError, KubeConfigError) as exc:
@@ -436,7 +447,12 @@ def run(ctx: CommandContext) -> int:
         return RUNTIME_ERROR
     report = explain(result, objects, options, now, provider)
     if ctx.args.json:
-        output.write_json_line(sys.stdout, report_json(report))
+        doc = report_json(report)
+        if inference is not None:
+            doc.update(inference.to_json())
+        output.write_json_line(sys.stdout, doc)
     else:
+        if inference is not None:
+            print(render_inference(inference) + "\n")
         print(render(report))
     return OK

@@ -5,7 +5,9 @@ cloud-config, flags and timed events; `--snapshot` and `--cloud-config` describe
 directly (for example your own, from `kubectl get ... -o json`). `--once` runs one loop and
 prints its decisions (`--json` for the JSON contract); otherwise the loop runs for
 `--duration` at `--scan-interval` and a timeline and summary are printed (`--json`: one
-JSON object per line; `--plot out.png`: a chart).
+JSON object per line; `--plot out.png`: a chart). A snapshot without a cloud-config is
+autoscaled by the node groups its nodes' labels name (`clusterscaler.offline.inference`),
+sized by `--nodes` and `--node-group-bounds`.
 
 Exit status: 0 ok, 1 runtime error, 2 bad input (snapshot, scenario, cloud-config, flags).
 """
@@ -26,9 +28,11 @@ from clusterscaler.framework.cloudprovider import CloudProviderError, Configurat
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.options import AutoscalingOptions, flag_given
 from clusterscaler.loop.decisions import LoopResult
-from clusterscaler.model import gc_paused
+from clusterscaler.model import ClusterObjects, gc_paused
 from clusterscaler.offline import output
 from clusterscaler.offline.cluster import SimulationError
+from clusterscaler.offline.inference import Inference, bounds_from
+from clusterscaler.offline.inference import render as render_inference
 from clusterscaler.offline.loader import InputError, load_snapshot
 from clusterscaler.offline.runner import (
     Simulation,
@@ -47,8 +51,10 @@ from clusterscaler.offline.setup import (
     build_cluster,
     build_loop,
     build_provider,
+    has_cloud_config,
     merge_options,
     with_cloud_config,
+    with_inferred_node_groups,
 )
 
 if TYPE_CHECKING:
@@ -85,6 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="A Kubernetes List in JSON or YAML, as `kubectl get nodes,pods,pdb,ds,rs,sts,"
         "jobs,cm -A -o json` prints it.",
     )
+    add_bounds_argument(group)
     group.add_argument("--once", action="store_true", help="Run one loop and print its decisions.")
     group.add_argument(
         "--json",
@@ -107,6 +114,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_bounds_argument(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--node-group-bounds",
+        default="",
+        metavar="FILE",
+        help="Without --cloud-config: a YAML file of the sizes of the node groups inferred "
+        "from the snapshot (nodeGroups: {<group>: {minSize: N, maxSize: M}}); --nodes="
+        "<min>:<max>:<group> wins. Default: min 0, max 1000.",
+    )
+
+
+def infer_if_needed(
+    args: argparse.Namespace, options: AutoscalingOptions, objects: ClusterObjects
+) -> tuple[AutoscalingOptions, ClusterObjects, Inference | None]:
+    """Without a cloud-config, the node groups of a snapshot's nodes (none are inferred for
+    a cluster without nodes: then a cloud-config is required)."""
+    bounds_file = getattr(args, "node_group_bounds", "")
+    if has_cloud_config(options) or not objects.nodes:
+        if bounds_file:
+            raise InputError(
+                f"--node-group-bounds {bounds_file!r}: expected only without --cloud-config "
+                "(a cloud-config declares its groups' minSize and maxSize)"
+            )
+        return options, objects, None
+    bounds = bounds_from(options.nodes, bounds_file)
+    return with_inferred_node_groups(options, objects, bounds)
+
+
 def demo_scenario() -> Scenario:
     text = resources.files("clusterscaler.offline").joinpath("demo.yaml").read_text("utf-8")
     return parse_scenario(yaml.safe_load(text), "built-in demo")
@@ -126,12 +161,15 @@ def load_inputs(args: argparse.Namespace) -> Scenario:
     return demo_scenario()
 
 
-def prepare(ctx: CommandContext, scenario: Scenario) -> tuple[Simulation, AutoscalingOptions]:
+def prepare(
+    ctx: CommandContext, scenario: Scenario
+) -> tuple[Simulation, AutoscalingOptions, Inference | None]:
     args = ctx.args
     options = merge_options(args, scenario.flags, scenario.source)
     options = with_cloud_config(
         options, scenario, args.cloud_config if flag_given(args, "cloud_config") else ""
     )
+    options, scenario.objects, inference = infer_if_needed(args, options, scenario.objects)
     if options.cloud_provider != SIM_PROVIDER:
         raise InputError(
             f"--cloud-provider: simulate runs on an in-memory cluster and needs the "
@@ -140,7 +178,8 @@ def prepare(ctx: CommandContext, scenario: Scenario) -> tuple[Simulation, Autosc
     if not options.cloud_config and "sim_cloud_config" not in options.extra:
         raise InputError(
             "--cloud-config: expected a cloud-config file declaring the node groups "
-            "(see examples/cloud-configs/), or a scenario with cloudConfig"
+            "(see examples/cloud-configs/), a scenario with cloudConfig, or a snapshot with "
+            "nodes to infer them from"
         )
     # One object per pod and node goes into the in-memory cluster's tables: as for parsing,
     # collection passes over the growing heap would find nothing to free.
@@ -166,7 +205,7 @@ def prepare(ctx: CommandContext, scenario: Scenario) -> tuple[Simulation, Autosc
         duration=duration,
         events=scenario.events,
     )
-    return sim, options
+    return sim, options, inference
 
 
 def quiet_logs(options: AutoscalingOptions) -> None:
@@ -180,10 +219,10 @@ def run(ctx: CommandContext) -> int:
     quiet_logs(ctx.options)
     try:
         scenario = load_inputs(ctx.args)
-        sim, options = prepare(ctx, scenario)
+        sim, options, inference = prepare(ctx, scenario)
         if ctx.args.once:
-            return _once(sim, options, ctx.args.json, out)
-        return _run(sim, scenario, ctx.args, out)
+            return _once(sim, options, ctx.args.json, out, inference)
+        return _run(sim, scenario, ctx.args, out, inference)
     except (InputError, ConfigurationError, SimulationError) as exc:
         print(f"clusterscaler simulate: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
@@ -192,7 +231,13 @@ def run(ctx: CommandContext) -> int:
         return RUNTIME_ERROR
 
 
-def _once(sim: Simulation, options: AutoscalingOptions, as_json: bool, out: TextIO) -> int:
+def _once(
+    sim: Simulation,
+    options: AutoscalingOptions,
+    as_json: bool,
+    out: TextIO,
+    inference: Inference | None = None,
+) -> int:
     from clusterscaler.commands import explain
 
     # Pods a real scheduler already found no room for stay pending, as in the snapshot.
@@ -201,14 +246,25 @@ def _once(sim: Simulation, options: AutoscalingOptions, as_json: bool, out: Text
     now = sim.clock.now()
     result = sim.loop.run_once(now)
     if as_json:
-        output.write_json_line(out, output.decision_json(result))
+        doc = output.decision_json(result)
+        if inference is not None:
+            doc.update(inference.to_json())
+        output.write_json_line(out, doc)
         return OK
     report = explain.explain(result, objects, options, now, sim.provider)
+    if inference is not None:
+        out.write(render_inference(inference) + "\n\n")
     out.write(explain.render(report) + "\n")
     return OK
 
 
-def _run(sim: Simulation, scenario: Scenario, args: argparse.Namespace, out: TextIO) -> int:
+def _run(
+    sim: Simulation,
+    scenario: Scenario,
+    args: argparse.Namespace,
+    out: TextIO,
+    inference: Inference | None = None,
+) -> int:
     if args.plot:
         output.check_plotting()
     progress = output.Progress(sim.duration, enabled=None if not args.json else False)
@@ -222,11 +278,15 @@ def _run(sim: Simulation, scenario: Scenario, args: argparse.Namespace, out: Tex
             output.write_json_line(out, partial.samples[-1].to_json())
         emitted = len(partial.rows)
 
+    if args.json and inference is not None:
+        output.write_json_line(out, {"type": "nodeGroups", **inference.to_json()})
     if not args.json:
         out.write(f"scenario: {scenario.name}\n")
         if scenario.description:
             out.write(f"{scenario.description}\n")
         out.write("\n")
+        if inference is not None:
+            out.write(render_inference(inference) + "\n\n")
     result, summary = run_simulation(sim, on_loop=stream_rows, progress=progress.update)
     progress.done()
     if args.json:

@@ -2,7 +2,8 @@
 
 `clock` is the virtual clock; `cluster` the in-memory cluster (nodes that take time to
 provision, a scheduler that binds pending pods, controllers that recreate drained pods);
-`loader` reads snapshots; `scenario` reads scenario files; `setup` turns flags and a
+`loader` reads snapshots; `inference` finds the node groups of a real cluster's snapshot
+(for a run without a cloud-config); `scenario` reads scenario files; `setup` turns flags and a
 scenario into options, a cluster, the `sim` provider and the loop; `runner` drives the loop
 on the virtual clock; `output` renders the timeline, summary, JSON and plot. `demo.yaml` is
 the scenario `clusterscaler simulate` runs without arguments. The commands themselves are

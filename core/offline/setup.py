@@ -27,6 +27,7 @@ from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError
 from clusterscaler.model import ClusterObjects
 from clusterscaler.offline.clock import DEFAULT_START, VirtualClock
 from clusterscaler.offline.cluster import SimulatedCluster
+from clusterscaler.offline.inference import Bounds, Inference, infer_node_groups
 from clusterscaler.offline.loader import InputError, snapshot_time
 from clusterscaler.offline.scenario import Scenario
 
@@ -82,6 +83,26 @@ def with_cloud_config(
     if scenario.cloud_config_path:
         return dataclasses.replace(options, cloud_config=scenario.cloud_config_path)
     return options
+
+
+def has_cloud_config(options: AutoscalingOptions) -> bool:
+    """Whether the node groups are declared (a cloud-config file or an inline one)."""
+    return bool(options.cloud_config) or EMBEDDED_CONFIG_KEY in options.extra
+
+
+def with_inferred_node_groups(
+    options: AutoscalingOptions, objects: ClusterObjects, bounds: dict[str, Bounds]
+) -> tuple[AutoscalingOptions, ClusterObjects, Inference]:
+    """For a snapshot without a cloud-config: the node groups its nodes' labels name, as
+    the `sim` provider's inline cloud-config, and the objects with each member node
+    labelled with its group (see `clusterscaler.offline.inference`)."""
+    inference = infer_node_groups(objects.nodes, bounds)
+    extra = {**options.extra, EMBEDDED_CONFIG_KEY: inference.cloud_config()}
+    return (
+        dataclasses.replace(options, cloud_config="", extra=extra),
+        inference.label_members(objects),
+        inference,
+    )
 
 
 def build_cluster(
