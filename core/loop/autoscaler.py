@@ -72,7 +72,7 @@ from clusterscaler.loop.scaleup import (
     plan_min_size_enforcement,
     plan_scale_up,
 )
-from clusterscaler.loop.templates import TemplateCache, instantiate
+from clusterscaler.loop.templates import TemplateCache, upcoming_node
 from clusterscaler.loop.upkeep import ClusterUpkeep
 from clusterscaler.model import ClusterObjects, Pod, gc_paused
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
@@ -587,7 +587,7 @@ class Autoscaler:
                 if not g.upcoming or tpl is None or tpl.node_info is None:
                     continue
                 for i in range(g.upcoming):
-                    info = instantiate(tpl.node_info, f"{tpl.node_info.node.name}-upcoming-{i}")
+                    info = upcoming_node(tpl.node_info, f"{tpl.node_info.node.name}-upcoming-{i}")
                     snapshot.add_node(info.node, info.pods)
                     upcoming += 1
             if upcoming:

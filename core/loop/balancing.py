@@ -4,7 +4,8 @@ scale-up over them.
 Two groups are similar when their template nodes have the same capacity (memory within
 --memory-difference-ratio), allocatable and free resources within
 --max-allocatable-difference-ratio and --max-free-difference-ratio, and equal labels except
-zone, region, hostname and --balancing-ignore-label. With --balancing-label, only the named
+zone, region, hostname, node group names, the provider's own labels (on AWS: eniConfig,
+lifecycle, zone id) and --balancing-ignore-label. With --balancing-label, only the named
 labels are compared.
 """
 
@@ -46,8 +47,27 @@ BASIC_IGNORED_LABELS = frozenset(
         "cloud.google.com/gke-nodepool",
         "agentpool",
         "kubernetes.azure.com/agentpool",
+        # Internal to fluentd's DaemonSet (the 1.8 to 1.9 migration).
+        "beta.kubernetes.io/fluentd-ds-ready",
+        # kops' instance group name: it differs between groups by design.
+        "kops.k8s.io/instancegroup",
     }
 )
+
+# Labels that also differ between otherwise identical AWS groups (CA's AWS comparator): the
+# CNI's custom networking config, the spot marker, and the zone id.
+AWS_IGNORED_LABELS = frozenset(
+    {"k8s.amazonaws.com/eniConfig", "lifecycle", "topology.k8s.aws/zone-id"}
+)
+
+
+def ignored_labels(options: AutoscalingOptions) -> frozenset[str]:
+    """The labels two groups may differ in and still be similar, for the cloud provider in
+    use, plus --balancing-ignore-label."""
+    ignored = BASIC_IGNORED_LABELS | frozenset(options.balancing_ignore_label)
+    if options.cloud_provider == "aws":
+        ignored |= AWS_IGNORED_LABELS
+    return ignored
 
 
 def _names(a: Resources, b: Resources) -> set[str]:
@@ -81,7 +101,7 @@ def similar(a: NodeInfo, b: NodeInfo, options: AutoscalingOptions) -> bool:
     free_b = nb.allocatable - b.requested()
     if not _maps_within(free_a, free_b, options.max_free_difference_ratio):
         return False
-    ignored = BASIC_IGNORED_LABELS | set(options.balancing_ignore_label)
+    ignored = ignored_labels(options)
     la = {k: v for k, v in na.labels.items() if k not in ignored}
     lb = {k: v for k, v in nb.labels.items() if k not in ignored}
     return la == lb

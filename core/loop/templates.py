@@ -35,6 +35,12 @@ log = structlog.get_logger()
 
 IGNORED_TAINT_PREFIXES = (IGNORE_TAINT_PREFIX, STARTUP_TAINT_PREFIX, STATUS_TAINT_PREFIX)
 
+# CA's markers on the nodes it only simulates: a label on every template node (and so on
+# every node made from one), and an annotation on the upcoming nodes it adds to the
+# snapshot for the nodes a scale-up asked for that have not registered yet.
+TEMPLATE_NODE_LABEL = "cluster-autoscaler.kubernetes.io/template-node"
+UPCOMING_NODE_ANNOTATION = "cluster-autoscaler.k8s.io/upcoming-node"
+
 
 @dataclass(frozen=True, slots=True)
 class Template:
@@ -78,7 +84,9 @@ def sanitize(
         ignored_taint_keys(options),
         ignored_taint_prefixes(options),
     )
-    node = node.with_(ready=True, conditions=())
+    node = node.with_(
+        ready=True, conditions=(), labels={**node.labels, TEMPLATE_NODE_LABEL: "true"}
+    )
     return NodeInfo(node, tuple(p.with_(phase="Running", unschedulable=False) for p in pods))
 
 
@@ -86,6 +94,14 @@ def instantiate(template: NodeInfo, name: str) -> NodeInfo:
     """Another node made from a template under a new name (upcoming nodes, estimation)."""
     node, pods = sanitize_template(template, name)
     return NodeInfo(node, tuple(pods))
+
+
+def upcoming_node(template: NodeInfo, name: str) -> NodeInfo:
+    """A node a scale-up asked for that has not registered yet, as the snapshot holds it:
+    made from its group's template and annotated as upcoming."""
+    info = instantiate(template, name)
+    node = info.node.with_(annotations={**info.node.annotations, UPCOMING_NODE_ANNOTATION: "true"})
+    return NodeInfo(node, info.pods)
 
 
 def daemonset_pods_for(node: Node, daemonsets: Iterable[DaemonSet]) -> list[Pod]:

@@ -9,6 +9,11 @@ from datetime import timedelta
 
 import pytest
 from clusterscaler.loop.decisions import DeletionKind, UnremovableReason
+from clusterscaler.loop.templates import (
+    TEMPLATE_NODE_LABEL,
+    UPCOMING_NODE_ANNOTATION,
+    upcoming_node,
+)
 from clusterscaler.model import OwnerRef
 from loopkit import Harness, running_pod
 
@@ -97,3 +102,31 @@ def test_enable_ds_eviction_annotation_overrides_the_flags(
     (deletion,) = h.run(ELEVEN_MINUTES).scale_down.deletions
     assert deletion.ok
     assert list(deletion.evicted_pods) == evicted
+
+
+def test_template_nodes_carry_ca_template_label_from_nodes_and_from_the_provider() -> None:
+    h = Harness()
+    h.provider.add_group("live", 0, 10, nodes=1)
+    h.provider.add_group("zero", 0, 10, nodes=0)
+    h.run()
+    templates = h.autoscaler.templates.last
+    assert templates["live"].source == "node" and templates["zero"].source == "provider"
+    for gid in ("live", "zero"):
+        info = templates[gid].node_info
+        assert info is not None
+        assert info.node.labels[TEMPLATE_NODE_LABEL] == "true"
+    # The live node it was copied from is not marked.
+    assert TEMPLATE_NODE_LABEL not in h.cluster.nodes["live-1"].labels
+
+
+def test_upcoming_nodes_are_annotated_and_keep_the_template_label() -> None:
+    h = Harness()
+    h.provider.add_group("g", 0, 10, nodes=1)
+    h.run()
+    template = h.autoscaler.templates.last["g"].node_info
+    assert template is not None
+    info = upcoming_node(template, "g-upcoming-0")
+    assert info.node.name == "g-upcoming-0"
+    assert info.node.annotations[UPCOMING_NODE_ANNOTATION] == "true"
+    assert info.node.labels[TEMPLATE_NODE_LABEL] == "true"
+    assert UPCOMING_NODE_ANNOTATION not in template.node.annotations

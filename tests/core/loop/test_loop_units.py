@@ -76,6 +76,25 @@ def test_similar_node_groups(a, b, options, expected) -> None:
     assert similar(a, b, dataclasses.replace(OPTS, **options)) is expected
 
 
+@pytest.mark.parametrize(
+    ("label", "provider", "expected"),
+    [
+        ("beta.kubernetes.io/fluentd-ds-ready", "sim", True),
+        ("kops.k8s.io/instancegroup", "sim", True),
+        ("k8s.amazonaws.com/eniConfig", "aws", True),
+        ("lifecycle", "aws", True),
+        ("topology.k8s.aws/zone-id", "aws", True),
+        ("lifecycle", "sim", False),
+        ("topology.k8s.aws/zone-id", "gce", False),
+    ],
+    ids=["fluentd-ds-ready", "kops-instancegroup", "aws-eniconfig", "aws-lifecycle",
+         "aws-zone-id", "lifecycle-elsewhere", "zone-id-elsewhere"],
+)
+def test_similar_ignores_ca_labels(label: str, provider: str, expected: bool) -> None:
+    options = dataclasses.replace(OPTS, cloud_provider=provider)
+    assert similar(info(labels={label: "a"}), info(labels={label: "b"}), options) is expected
+
+
 def test_free_resources_must_be_close() -> None:
     busy = NodeInfo(info().node, (make_pod("ds", "1", "1Gi", owner=DS, node_name="n"),))
     assert not similar(info(), busy, OPTS)
