@@ -35,6 +35,21 @@ CAPACITY_GPU_TYPE = CAPACITY_PREFIX + "gpu-type"
 CAPACITY_GPU_COUNT = CAPACITY_PREFIX + "gpu-count"
 CAPACITY_LABELS = CAPACITY_PREFIX + "labels"
 CAPACITY_TAINTS = CAPACITY_PREFIX + "taints"
+CAPACITY_DRA_DRIVER = CAPACITY_PREFIX + "dra-driver"
+CAPACITY_CSI_DRIVER = CAPACITY_PREFIX + "csi-driver"
+
+# Set by Cluster API on a MachineSet, MachineDeployment or MachinePool whose reconciliation
+# is paused (upstream reads this exact key, whatever CAPI_GROUP says).
+PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+# The revision of a MachineDeployment's template a MachineSet was created for; the
+# MachineSet with the highest revision is the deployment's current one.
+REVISION_ANNOTATION = "machinedeployment.clusters.x-k8s.io/revision"
+
+# The architecture of a template node whose infrastructure template does not say, as
+# upstream: amd64 unless this environment variable names another one.
+DEFAULT_ARCH_ENV = "CAPI_SCALE_ZERO_DEFAULT_ARCH"
+DEFAULT_ARCH = "amd64"
+KNOWN_ARCHES = ("amd64", "arm64", "ppc64le", "s390x")
 
 # OpenShift's older keys, set by the machine-api providers on MachineSets.
 OPENSHIFT_VCPU = OPENSHIFT_GROUP + "/vCPU"

@@ -103,6 +103,17 @@ class KubeApi:
         doc = self.request("GET", f"/apis/{group}/{version}")
         return {str(r.get("name")) for r in doc.get("resources") or []}
 
+    def resource_kinds(self, group: str, version: str) -> dict[str, str]:
+        """The plural name of every kind served at group/version (subresources left out)."""
+        doc = self.request("GET", f"/apis/{group}/{version}")
+        out: dict[str, str] = {}
+        for entry in doc.get("resources") or []:
+            name = str(entry.get("name") or "")
+            kind = str(entry.get("kind") or "")
+            if name and kind and "/" not in name:
+                out[kind] = name
+        return out
+
     # ------------------------------------------------------------------ objects
 
     @staticmethod
@@ -139,6 +150,15 @@ class KubeApi:
             token = str((doc.get("metadata") or {}).get("continue") or "")
             if not token:
                 return
+
+    def get(
+        self, group: str, version: str, plural: str, namespace: str, name: str
+    ) -> Mapping[str, Any]:
+        """One object."""
+        doc = self.request("GET", self.path(group, version, plural, namespace, name))
+        if not isinstance(doc, Mapping):
+            raise KubeApiError(f"GET {plural}/{namespace}/{name}: answer is not an object")
+        return doc
 
     def get_scale(self, group: str, version: str, plural: str, namespace: str, name: str) -> int:
         """`spec.replicas` of the scale subresource."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from clusterscaler.api import ConfigurationError, Taint
 
-from clusterscaler_machineapi.apigroups import ApiGroup
+from clusterscaler_machineapi.apigroups import PAUSED_ANNOTATION, ApiGroup
 
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -25,6 +25,23 @@ class Owner:
     kind: str
     name: str
     uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class InfraRef:
+    """`spec.template.spec.infrastructureRef`: the infrastructure machine template.
+
+    Cluster API v1beta1 names it by `apiVersion` (`group/version`), v1beta2 by `apiGroup`
+    alone (the version is then the one API discovery prefers): `version` is empty then.
+    """
+
+    group: str
+    version: str
+    kind: str
+    name: str
+
+    def ref(self, namespace: str) -> str:
+        return f"{self.kind} {namespace}/{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +64,14 @@ class ScalableResource:
     # `spec.template.spec.providerSpec.value` (OpenShift): instance type, zone, region.
     provider_spec: Mapping[str, Any] = field(default_factory=dict)
     failure_domain: str = ""
+    # The infrastructure machine template, or why `infrastructureRef` could not be read.
+    infrastructure_ref: InfraRef | None = None
+    infrastructure_ref_error: str = ""
+
+    @property
+    def paused(self) -> bool:
+        """Whether Cluster API's controllers are told to leave the resource alone."""
+        return PAUSED_ANNOTATION in self.annotations
 
     @property
     def id(self) -> str:
@@ -151,6 +176,48 @@ def parse_taints(value: Any, obj: str, path: str) -> tuple[Taint, ...]:
     return tuple(out)
 
 
+_INFRA_REF_FORM = (
+    "an object with kind, name and apiVersion (group/version) or apiGroup, e.g. "
+    "{kind: AWSMachineTemplate, name: md-0, apiVersion: "
+    "infrastructure.cluster.x-k8s.io/v1beta2}"
+)
+
+
+def parse_infrastructure_ref(value: Any, obj: str) -> InfraRef | None:
+    """The template reference, None when there is none; `ConfigurationError` when bad."""
+    path = "spec.template.spec.infrastructureRef"
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"{obj}: {path}: expected {_INFRA_REF_FORM}, got {value!r}")
+    fields = {}
+    for key in ("kind", "name"):
+        item = value.get(key)
+        if not isinstance(item, str) or not item.strip():
+            raise ConfigurationError(
+                f"{obj}: {path}.{key}: expected a non-empty string ({_INFRA_REF_FORM}), "
+                f"got {item!r}"
+            )
+        fields[key] = item.strip()
+    api_version = value.get("apiVersion")
+    api_group = value.get("apiGroup")
+    if isinstance(api_version, str) and api_version.strip():
+        group, slash, version = api_version.strip().rpartition("/")
+        if not slash or not group or not version:
+            raise ConfigurationError(
+                f"{obj}: {path}.apiVersion: expected group/version, e.g. "
+                f"infrastructure.cluster.x-k8s.io/v1beta1, got {api_version!r}"
+            )
+    elif isinstance(api_group, str) and api_group.strip():
+        group, version = api_group.strip(), ""
+    else:
+        raise ConfigurationError(
+            f"{obj}: {path}: expected apiVersion (group/version) or apiGroup, got neither "
+            f"({_INFRA_REF_FORM})"
+        )
+    return InfraRef(group=group, version=version, kind=fields["kind"], name=fields["name"])
+
+
 def _replicas(spec: Mapping[str, Any], obj: str) -> int:
     value = spec.get("replicas")
     if value is None:
@@ -176,6 +243,14 @@ def parse_scalable(raw: Mapping[str, Any], api: ApiGroup, kind: str) -> Scalable
     labels = _str_map(meta.get("labels"), obj, "metadata.labels")
     cluster_name = spec.get("clusterName") or labels.get(api.cluster_name_label) or ""
     failure_domain = tspec.get("failureDomain") or ""
+    infra_ref: InfraRef | None = None
+    infra_error = ""
+    try:
+        infra_ref = parse_infrastructure_ref(tspec.get("infrastructureRef"), obj)
+    except ConfigurationError as exc:
+        # Only scale from zero needs the template: the group still scales while it has
+        # nodes, and the error is reported where the template is needed.
+        infra_error = str(exc)
     return ScalableResource(
         api=api,
         kind=kind,
@@ -191,6 +266,8 @@ def parse_scalable(raw: Mapping[str, Any], api: ApiGroup, kind: str) -> Scalable
         template_taints=parse_taints(tspec.get("taints"), obj, "spec.template.spec.taints"),
         provider_spec=dict(provider_spec),
         failure_domain=str(failure_domain),
+        infrastructure_ref=infra_ref,
+        infrastructure_ref_error=infra_error,
     )
 
 

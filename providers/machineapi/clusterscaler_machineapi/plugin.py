@@ -15,12 +15,16 @@ from clusterscaler_machineapi.apigroups import (
     CAPI_GROUP,
     CAPI_GROUP_ENV,
     CAPI_VERSION_ENV,
+    DEFAULT_ARCH,
+    DEFAULT_ARCH_ENV,
+    KNOWN_ARCHES,
     MACHINE_DEPLOYMENT,
     OPENSHIFT_GROUP,
     PLURALS,
     ApiGroup,
 )
 from clusterscaler_machineapi.discovery import DiscoverySpec, parse_discovery_specs
+from clusterscaler_machineapi.infrastructure import InfrastructureTemplates
 from clusterscaler_machineapi.kubeapi import KubeApi, KubeApiError
 from clusterscaler_machineapi.listings import ListingSource, WatchedListings
 from clusterscaler_machineapi.provider import MachineApiCloudProvider
@@ -65,6 +69,24 @@ def check_options(options: AutoscalingOptions) -> None:
     """The `check_options` of the `machineapi` provider (`discovery_from_options`). The
     rest of its configuration (API groups, annotations) is read from the cluster."""
     discovery_from_options(options)
+
+
+def default_arch(environ: Mapping[str, str] | None = None) -> str:
+    """The architecture of template nodes whose infrastructure template does not say.
+
+    `CAPI_SCALE_ZERO_DEFAULT_ARCH`, as upstream; amd64 when unset. An unknown value is
+    refused rather than replaced by amd64, which would build nodes no pod of a single-arch
+    cluster fits.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get(DEFAULT_ARCH_ENV, "").strip()
+    if not value:
+        return DEFAULT_ARCH
+    if value not in KNOWN_ARCHES:
+        raise ConfigurationError(
+            f"{DEFAULT_ARCH_ENV}={value!r}: expected one of {', '.join(KNOWN_ARCHES)}"
+        )
+    return value
 
 
 def resolve_api_groups(api: KubeApi, environ: Mapping[str, str] | None = None) -> list[ApiGroup]:
@@ -136,6 +158,7 @@ def build_provider(
             reason="node groups come from the min/max size annotations",
         )
     specs = discovery_from_options(options)
+    arch = default_arch(environ)
     api = KubeApi(context.kube_api)
     try:
         apis = resolve_api_groups(api, environ)
@@ -154,7 +177,9 @@ def build_provider(
                 watched.close()
                 raise CloudProviderError(f"machineapi provider: {exc}") from exc
         source = watched
-    provider = MachineApiCloudProvider(api, apis, specs, source=source)
+    provider = MachineApiCloudProvider(
+        api, apis, specs, source=source, templates=InfrastructureTemplates(api), default_arch=arch
+    )
     try:
         provider.refresh()
     except CloudProviderError:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import structlog
 from clusterscaler.api import (
     CloudProviderError,
+    ConfigurationError,
     Instance,
     InstanceErrorClass,
     InstanceErrorInfo,
@@ -27,8 +28,9 @@ from clusterscaler.api import (
 )
 
 from clusterscaler_machineapi import PROVIDER_NAME
-from clusterscaler_machineapi.apigroups import PLURALS, ApiGroup
+from clusterscaler_machineapi.apigroups import DEFAULT_ARCH, PLURALS, ApiGroup
 from clusterscaler_machineapi.discovery import DiscoverySpec
+from clusterscaler_machineapi.infrastructure import TemplateLookup
 from clusterscaler_machineapi.kubeapi import KubeApi
 from clusterscaler_machineapi.listings import DirectListings, ListingSource
 from clusterscaler_machineapi.objects import Machine, ScalableResource
@@ -40,7 +42,7 @@ from clusterscaler_machineapi.snapshot import (
     build_snapshot,
     instance_id,
 )
-from clusterscaler_machineapi.template import build_template_node_info
+from clusterscaler_machineapi.template import CannotScaleFromZeroError, build_template_node_info
 
 if TYPE_CHECKING:
     from clusterscaler.api import Node, NodeInfo
@@ -305,7 +307,24 @@ class MachineApiNodeGroup:
         return out
 
     def template_node_info(self) -> NodeInfo:
-        return build_template_node_info(self.resource)
+        record = self._record
+        provider = self._provider
+        template = record.template
+        error: Exception | None = None
+        if not record.template_read and provider.templates is not None:
+            # Groups that cannot go to zero have their template read only when asked.
+            try:
+                template = provider.templates(record.source)
+            except (ConfigurationError, CloudProviderError) as exc:
+                error = exc
+        try:
+            return build_template_node_info(
+                self.resource, template, source=record.source, default_arch=provider.default_arch
+            )
+        except CannotScaleFromZeroError as exc:
+            if error is not None:
+                raise ConfigurationError(f"{exc}; reading the template failed: {error}") from exc
+            raise
 
     def exist(self) -> bool:
         return self.id in self._provider.snapshot.groups
@@ -337,6 +356,8 @@ class MachineApiCloudProvider:
         *,
         source: ListingSource | None = None,
         on_problem: Callable[[Problem], None] | None = None,
+        templates: TemplateLookup | None = None,
+        default_arch: str = DEFAULT_ARCH,
     ) -> None:
         if not apis:
             raise CloudProviderError("machineapi provider: no Machine API group to watch")
@@ -346,6 +367,9 @@ class MachineApiCloudProvider:
         self.direct = DirectListings(api, self.apis, self.specs)
         self.source: ListingSource = source if source is not None else self.direct
         self.snapshot = Snapshot(apis=self.apis)
+        # Reads infrastructure machine templates (Cluster API scale from zero).
+        self.templates = templates
+        self.default_arch = default_arch
         self._groups: dict[str, MachineApiNodeGroup] = {}
         self._reported: dict[tuple[str, str], str] = {}
         self._on_problem = on_problem
@@ -364,7 +388,7 @@ class MachineApiCloudProvider:
             listings = self.source.listings()
         except CloudProviderError as exc:
             raise CloudProviderError(f"machineapi provider: {exc}") from exc
-        snapshot = build_snapshot(listings, self.specs)
+        snapshot = build_snapshot(listings, self.specs, self.templates)
         self.snapshot = snapshot
         self._groups = {
             rid: MachineApiNodeGroup(self, record) for rid, record in snapshot.groups.items()

@@ -12,10 +12,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterscaler.api import ConfigurationError, Node, ProviderProblem
+from clusterscaler.api import CloudProviderError, ConfigurationError, Node, ProviderProblem
 
-from clusterscaler_machineapi.apigroups import MACHINE_DEPLOYMENT, MACHINE_SET, ApiGroup
+from clusterscaler_machineapi.apigroups import (
+    MACHINE_DEPLOYMENT,
+    MACHINE_SET,
+    PAUSED_ANNOTATION,
+    REVISION_ANNOTATION,
+    ApiGroup,
+)
 from clusterscaler_machineapi.discovery import DiscoverySpec, allowed
+from clusterscaler_machineapi.infrastructure import InfraTemplate, TemplateLookup
 from clusterscaler_machineapi.objects import (
     Machine,
     ScalableResource,
@@ -24,7 +31,11 @@ from clusterscaler_machineapi.objects import (
     parse_scalable,
 )
 from clusterscaler_machineapi.settings import SizeLimits, size_limits
-from clusterscaler_machineapi.template import CannotScaleFromZeroError, read_capacity
+from clusterscaler_machineapi.template import (
+    CannotScaleFromZeroError,
+    read_capacity,
+    system_info_labels,
+)
 
 PLACEHOLDER_SCHEME = "clusterapi://"
 
@@ -33,6 +44,10 @@ REASON_INVALID_SIZE = "InvalidSizeAnnotations"
 REASON_CANNOT_SCALE_FROM_ZERO = "CannotScaleFromZero"
 REASON_INVALID_CAPACITY = "InvalidCapacityAnnotations"
 REASON_DUPLICATE = "DuplicateNodeGroup"
+REASON_PAUSED = "Paused"
+REASON_INVALID_REVISION = "InvalidRevisionAnnotation"
+REASON_INVALID_TEMPLATE = "InvalidInfrastructureTemplate"
+REASON_TEMPLATE_UNAVAILABLE = "InfrastructureTemplateUnavailable"
 
 
 # Problems are reported in the core's shape, so status and `explain` can show them.
@@ -44,6 +59,16 @@ class GroupRecord:
     resource: ScalableResource
     limits: SizeLimits
     machines: tuple[Machine, ...] = ()
+    # Whose machine template new machines come from: a MachineDeployment's current
+    # MachineSet (highest revision), else the resource itself.
+    template_source: ScalableResource | None = None
+    # The infrastructure template, when it was read (groups that are or may go at zero).
+    template: InfraTemplate | None = None
+    template_read: bool = False
+
+    @property
+    def source(self) -> ScalableResource:
+        return self.template_source or self.resource
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,18 +145,63 @@ def _owner_of(
     return owner
 
 
-def build_snapshot(listings: Iterable[Listing], specs: Sequence[DiscoverySpec]) -> Snapshot:
+def build_snapshot(
+    listings: Iterable[Listing],
+    specs: Sequence[DiscoverySpec],
+    templates: TemplateLookup | None = None,
+) -> Snapshot:
+    """The node groups of `listings`; `templates` reads infrastructure templates (none
+    are read without it)."""
     snap = Snapshot()
     apis: list[ApiGroup] = []
     for listing in listings:
         apis.append(listing.api)
-        _add_listing(snap, listing, specs)
+        _add_listing(snap, listing, specs, templates)
     snap.apis = tuple(apis)
     snap.groups = dict(sorted(snap.groups.items()))
     return snap
 
 
-def _add_listing(snap: Snapshot, listing: Listing, specs: Sequence[DiscoverySpec]) -> None:
+def _current_machine_sets(
+    snap: Snapshot, index: Mapping[tuple[str, str, str], ScalableResource]
+) -> dict[str, ScalableResource]:
+    """Each MachineDeployment's MachineSet of the highest revision, by deployment id."""
+    best: dict[str, tuple[int, ScalableResource]] = {}
+    bad: set[str] = set()
+    for (kind, namespace, _name), ms in index.items():
+        if kind != MACHINE_SET:
+            continue
+        md = _owner_of(MACHINE_DEPLOYMENT, ms.owner, index, namespace)
+        if md is None:
+            continue
+        raw = ms.annotations.get(REVISION_ANNOTATION)
+        if raw is None:
+            continue
+        text = raw.strip()
+        if not text.isascii() or not text.isdigit():
+            snap.problems.append(
+                Problem(
+                    md.id,
+                    REASON_INVALID_REVISION,
+                    f"{ms.ref}: annotation {REVISION_ANNOTATION}: expected a non-negative "
+                    f"integer, got {raw!r}; the templates of {md.ref} are read from the "
+                    "deployment itself",
+                )
+            )
+            bad.add(md.id)
+            continue
+        revision = int(text)
+        if md.id not in best or revision > best[md.id][0]:
+            best[md.id] = (revision, ms)
+    return {rid: ms for rid, (_rev, ms) in best.items() if rid not in bad}
+
+
+def _add_listing(
+    snap: Snapshot,
+    listing: Listing,
+    specs: Sequence[DiscoverySpec],
+    templates: TemplateLookup | None,
+) -> None:
     api = listing.api
     index: dict[tuple[str, str, str], ScalableResource] = {}
     for kind, raws in listing.scalable.items():
@@ -145,7 +215,9 @@ def _add_listing(snap: Snapshot, listing: Listing, specs: Sequence[DiscoverySpec
                 continue
             index[(kind, resource.namespace, resource.name)] = resource
 
+    current = _current_machine_sets(snap, index)
     candidates: dict[str, tuple[ScalableResource, SizeLimits]] = {}
+    sources: dict[str, tuple[ScalableResource, InfraTemplate | None, bool]] = {}
     for (kind, _namespace, _name), resource in index.items():
         # A MachineSet run by a MachineDeployment is scaled through its deployment; even
         # when that deployment is not listed (being deleted, other namespace filter),
@@ -165,6 +237,18 @@ def _add_listing(snap: Snapshot, listing: Listing, specs: Sequence[DiscoverySpec
             continue
         if limits is None:
             continue
+        if resource.paused:
+            # Cluster API's controllers do not act on a paused resource: a new replica
+            # count would not be carried out, and a marked machine not removed.
+            snap.problems.append(
+                Problem(
+                    resource.id,
+                    REASON_PAUSED,
+                    f"{resource.ref} is paused (annotation {PAUSED_ANNOTATION}); it is not "
+                    "scaled, up or down, until the annotation is removed",
+                )
+            )
+            continue
         if resource.id in snap.groups:
             # The same kind, namespace and name served by two API groups: which one the
             # autoscaler scales would be a guess, so neither of the later ones is used.
@@ -179,7 +263,9 @@ def _add_listing(snap: Snapshot, listing: Listing, specs: Sequence[DiscoverySpec
             )
             continue
         candidates[resource.id] = (resource, limits)
-        _check_capacity(snap, resource, limits)
+        source = current.get(resource.id, resource)
+        template, read = _check_capacity(snap, resource, limits, source, templates)
+        sources[resource.id] = (source, template, read)
 
     members: dict[str, list[Machine]] = {rid: [] for rid in candidates}
     for raw in listing.machines:
@@ -206,21 +292,49 @@ def _add_listing(snap: Snapshot, listing: Listing, specs: Sequence[DiscoverySpec
             snap.group_of_machine[(api.group, machine.key)] = owner.id
 
     for rid, (resource, limits) in candidates.items():
+        source, template, read = sources[rid]
         snap.groups[rid] = GroupRecord(
             resource=resource,
             limits=limits,
             machines=tuple(sorted(members[rid], key=lambda m: m.name)),
+            template_source=source if source is not resource else None,
+            template=template,
+            template_read=read,
         )
 
 
-def _check_capacity(snap: Snapshot, resource: ScalableResource, limits: SizeLimits) -> None:
-    """Record groups that could not scale up from zero once they are at zero."""
+def _check_capacity(
+    snap: Snapshot,
+    resource: ScalableResource,
+    limits: SizeLimits,
+    source: ScalableResource,
+    templates: TemplateLookup | None,
+) -> tuple[InfraTemplate | None, bool]:
+    """Record groups that could not scale up from zero once they are at zero.
+
+    Only a problem when the group is, or may go, at zero: otherwise live nodes serve as the
+    template. Returns the infrastructure template of such a group and whether it was read.
+    """
+    may_be_at_zero = resource.replicas == 0 or limits.min_size == 0
+    template: InfraTemplate | None = None
+    read = False
+    if templates is not None and may_be_at_zero:
+        read = True
+        try:
+            template = templates(source)
+        except ConfigurationError as exc:
+            snap.problems.append(Problem(resource.id, REASON_INVALID_TEMPLATE, str(exc)))
+        except CloudProviderError as exc:
+            snap.problems.append(Problem(resource.id, REASON_TEMPLATE_UNAVAILABLE, str(exc)))
+        try:
+            system_info_labels(template)
+        except ConfigurationError as exc:
+            snap.problems.append(Problem(resource.id, REASON_INVALID_TEMPLATE, str(exc)))
     try:
-        read_capacity(resource)
+        read_capacity(resource, template)
     except CannotScaleFromZeroError as exc:
-        # Only a problem when the group is, or may go, at zero: otherwise live nodes serve
-        # as the template.
-        if resource.replicas == 0 or limits.min_size == 0:
+        if may_be_at_zero:
             snap.problems.append(Problem(resource.id, REASON_CANNOT_SCALE_FROM_ZERO, str(exc)))
     except ConfigurationError as exc:
         snap.problems.append(Problem(resource.id, REASON_INVALID_CAPACITY, str(exc)))
+    return template, read

@@ -1,10 +1,12 @@
-"""Template nodes for scale from zero, built from a MachineSet's annotations.
+"""Template nodes for scale from zero, built from a MachineSet's annotations and template.
 
 Capacity comes first from `capacity.cluster-autoscaler.kubernetes.io/*` (upstream Cluster
-API), then from OpenShift's `machine.openshift.io/{vCPU,memoryMb,GPU,maxPods}`. CPU and
-memory are required: without them the group cannot describe a new node and is skipped for
-scale-up from zero. Labels and taints come from the machine template plus the
-`.../labels` and `.../taints` annotations; well-known labels are set as kubelet would.
+API), then from OpenShift's `machine.openshift.io/{vCPU,memoryMb,GPU,maxPods}`, then from
+the `status.capacity` of the infrastructure machine template: annotations win where both
+exist. CPU and memory are required: without them the group cannot describe a new node and
+is skipped for scale-up from zero. Labels and taints come from the machine template plus
+the `.../labels` and `.../taints` annotations; well-known labels are set as kubelet would,
+the operating system and architecture from the template's `status.nodeInfo`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from clusterscaler.api import (
 
 from clusterscaler_machineapi.apigroups import (
     CAPACITY_CPU,
+    CAPACITY_CSI_DRIVER,
+    CAPACITY_DRA_DRIVER,
     CAPACITY_EPHEMERAL_DISK,
     CAPACITY_GPU_COUNT,
     CAPACITY_GPU_TYPE,
@@ -33,12 +37,14 @@ from clusterscaler_machineapi.apigroups import (
     CAPACITY_MAX_PODS,
     CAPACITY_MEMORY,
     CAPACITY_TAINTS,
+    DEFAULT_ARCH,
     DEFAULT_GPU_TYPE,
     OPENSHIFT_GPU,
     OPENSHIFT_MAX_PODS,
     OPENSHIFT_MEMORY_MB,
     OPENSHIFT_VCPU,
 )
+from clusterscaler_machineapi.infrastructure import InfraTemplate
 from clusterscaler_machineapi.objects import ScalableResource
 
 MIB = 1024 * 1024
@@ -66,12 +72,19 @@ _REGION_PATHS = (("placement", "region"), ("region",), ("location",))
 class CannotScaleFromZeroError(ConfigurationError):
     """The group lacks the annotations needed to describe a node it does not have yet."""
 
-    def __init__(self, resource: ScalableResource, missing: list[str]) -> None:
+    def __init__(
+        self, resource: ScalableResource, missing: list[str], template: InfraTemplate | None = None
+    ) -> None:
         self.resource = resource
         self.missing = missing
+        where = (
+            f"nor in status.capacity of its infrastructure template {template.ref}"
+            if template is not None
+            else "and no infrastructure template (spec.template.spec.infrastructureRef) gives them"
+        )
         super().__init__(
             f"{resource.ref} cannot scale from zero: missing capacity annotation(s) "
-            f"{'; '.join(missing)} (set them on the {resource.kind}, e.g. "
+            f"{'; '.join(missing)}, {where} (set them on the {resource.kind}, e.g. "
             f"{CAPACITY_CPU}: \"4\" and {CAPACITY_MEMORY}: \"16G\")"
         )
 
@@ -83,6 +96,10 @@ class Capacity:
     resources: Resources
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    # The DRA driver publishing the GPUs (then not an extended resource), and the CSI
+    # drivers with their volume attach limits (0: no limit stated).
+    dra_driver: str = ""
+    csi_drivers: Mapping[str, int] = field(default_factory=dict)
 
 
 def _annotation_error(resource: ScalableResource, key: str, expected: str, raw: str) -> ConfigurationError:
@@ -154,40 +171,100 @@ def parse_taint_list(resource: ScalableResource, key: str) -> tuple[Taint, ...]:
     return tuple(out)
 
 
-def read_capacity(resource: ScalableResource) -> Capacity:
-    """The capacity annotations of `resource`.
+_TEMPLATE_QUANTITY = "a Kubernetes quantity such as 4, 500m or 16Gi"
+_BUILTIN = {"cpu", "memory", "pods", "ephemeral-storage"}
 
-    Raises `CannotScaleFromZeroError` (listing the missing annotations) without CPU or
-    memory, and `ConfigurationError` for a malformed value.
+
+def template_capacity(template: InfraTemplate | None) -> dict[str, int]:
+    """`status.capacity` of the template, cpu in millicores, the rest as integers."""
+    if template is None:
+        return {}
+    out: dict[str, int] = {}
+    for name, value in template.capacity.items():
+        path = f"status.capacity.{name}"
+        if not isinstance(value, (str, int)) or isinstance(value, bool):
+            raise ConfigurationError(
+                f"{template.ref}: {path}: expected {_TEMPLATE_QUANTITY}, got {value!r}"
+            )
+        try:
+            if name == "cpu":
+                out[name] = parse_cpu_millis(str(value).strip(), obj=template.ref, field=path)
+            else:
+                out[str(name)] = parse_int_quantity(str(value).strip(), obj=template.ref, field=path)
+        except QuantityError as exc:
+            raise ConfigurationError(
+                f"{template.ref}: {path}: expected {_TEMPLATE_QUANTITY}, got {value!r}"
+            ) from exc
+    return out
+
+
+def parse_csi_drivers(resource: ScalableResource) -> dict[str, int]:
+    """`driver=limit,...` from the csi-driver annotation (limit 0: none stated)."""
+    raw = resource.annotations.get(CAPACITY_CSI_DRIVER)
+    if not raw or not raw.strip():
+        return {}
+    out: dict[str, int] = {}
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, eq, limit = item.partition("=")
+        name, limit = name.strip(), limit.strip()
+        if not eq or not name or not limit.isascii() or not limit.isdigit():
+            raise _annotation_error(
+                resource,
+                CAPACITY_CSI_DRIVER,
+                "a list of driver=volume-limit separated by commas, the limit a "
+                "non-negative integer (e.g. ebs.csi.aws.com=25)",
+                raw,
+            )
+        out[name] = int(limit)
+    return out
+
+
+def read_capacity(resource: ScalableResource, template: InfraTemplate | None = None) -> Capacity:
+    """The capacity of a new node of `resource`: its annotations, then `template`.
+
+    Raises `CannotScaleFromZeroError` (listing what is missing) without CPU or memory, and
+    `ConfigurationError` for a malformed annotation or template field.
     """
+    infra = template_capacity(template)
     cpu = _quantity(resource, CAPACITY_CPU, cpu=True)
     if cpu is None:
         vcpus = _count(resource, OPENSHIFT_VCPU)
-        cpu = None if vcpus is None else vcpus * 1000
+        cpu = infra.get("cpu") if vcpus is None else vcpus * 1000
     memory = _quantity(resource, CAPACITY_MEMORY)
     if memory is None:
         mib = _count(resource, OPENSHIFT_MEMORY_MB)
-        memory = None if mib is None else mib * MIB
+        memory = infra.get("memory") if mib is None else mib * MIB
     missing = []
     if cpu is None:
         missing.append(f"{CAPACITY_CPU} (or {OPENSHIFT_VCPU})")
     if memory is None:
         missing.append(f"{CAPACITY_MEMORY} (or {OPENSHIFT_MEMORY_MB})")
     if cpu is None or memory is None:
-        raise CannotScaleFromZeroError(resource, missing)
+        raise CannotScaleFromZeroError(resource, missing, template)
 
     pods = _count(resource, CAPACITY_MAX_PODS)
     if pods is None:
         pods = _count(resource, OPENSHIFT_MAX_PODS)
     if pods is None:
-        pods = resource.api.default_max_pods
-    ephemeral = _quantity(resource, CAPACITY_EPHEMERAL_DISK) or 0
+        pods = infra.get("pods") or resource.api.default_max_pods
+    ephemeral = _quantity(resource, CAPACITY_EPHEMERAL_DISK)
+    if ephemeral is None:
+        ephemeral = infra.get("ephemeral-storage", 0)
 
-    extended: dict[str, int] = {}
+    extended = {k: v for k, v in infra.items() if k not in _BUILTIN}
+    dra_driver = (resource.annotations.get(CAPACITY_DRA_DRIVER) or "").strip()
+    if CAPACITY_DRA_DRIVER in resource.annotations and not dra_driver:
+        raise _annotation_error(
+            resource, CAPACITY_DRA_DRIVER, "a DRA driver name such as gpu.nvidia.com", ""
+        )
     gpus = _count(resource, CAPACITY_GPU_COUNT)
     if gpus is None:
         gpus = _count(resource, OPENSHIFT_GPU)
-    if gpus:
+    if gpus and not dra_driver:
+        # With a DRA driver the GPUs are devices of that driver, not an extended resource.
         gpu_type = (resource.annotations.get(CAPACITY_GPU_TYPE) or "").strip() or DEFAULT_GPU_TYPE
         extended[gpu_type] = gpus
 
@@ -197,7 +274,27 @@ def read_capacity(resource: ScalableResource) -> Capacity:
         ),
         labels=parse_label_list(resource, CAPACITY_LABELS),
         taints=parse_taint_list(resource, CAPACITY_TAINTS),
+        dra_driver=dra_driver,
+        csi_drivers=parse_csi_drivers(resource),
     )
+
+
+def system_info_labels(template: InfraTemplate | None) -> dict[str, str]:
+    """`kubernetes.io/os` and `/arch` from the template's `status.nodeInfo`."""
+    if template is None:
+        return {}
+    out: dict[str, str] = {}
+    for key, label in (("operatingSystem", LABEL_OS), ("architecture", LABEL_ARCH)):
+        value = template.node_info.get(key)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise ConfigurationError(
+                f"{template.ref}: status.nodeInfo.{key}: expected a string such as "
+                f"{'linux' if key == 'operatingSystem' else 'arm64'}, got {value!r}"
+            )
+        out[label] = value.strip()
+    return out
 
 
 def _lookup(spec: Mapping[str, Any], paths: tuple[tuple[str, ...], ...]) -> str:
@@ -214,13 +311,15 @@ def template_node_name(resource: ScalableResource) -> str:
     return f"template-node-for-{resource.kind.lower()}-{resource.namespace}-{resource.name}"
 
 
-def well_known_labels(resource: ScalableResource, node_name: str) -> dict[str, str]:
+def well_known_labels(
+    resource: ScalableResource, node_name: str, default_arch: str = DEFAULT_ARCH
+) -> dict[str, str]:
     """The labels kubelet and the cloud node manager would set on a new node."""
     labels = {
         LABEL_OS: "linux",
         LABEL_BETA_OS: "linux",
-        LABEL_ARCH: "amd64",
-        LABEL_BETA_ARCH: "amd64",
+        LABEL_ARCH: default_arch,
+        LABEL_BETA_ARCH: default_arch,
         LABEL_HOSTNAME: node_name,
     }
     instance_type = _lookup(resource.provider_spec, _INSTANCE_TYPE_PATHS)
@@ -247,12 +346,25 @@ def _merge_taints(*groups: tuple[Taint, ...]) -> tuple[Taint, ...]:
     return tuple(merged.values())
 
 
-def build_template_node_info(resource: ScalableResource) -> NodeInfo:
-    """A node as a new machine of `resource` would register, without pods."""
-    capacity = read_capacity(resource)
+def build_template_node_info(
+    resource: ScalableResource,
+    template: InfraTemplate | None = None,
+    *,
+    source: ScalableResource | None = None,
+    default_arch: str = DEFAULT_ARCH,
+) -> NodeInfo:
+    """A node as a new machine of `resource` would register, without pods.
+
+    `source` is the object whose machine template new machines are made from (for a
+    MachineDeployment its current MachineSet), `resource` by default; the capacity
+    annotations are read from `resource`.
+    """
+    source = source or resource
+    capacity = read_capacity(resource, template)
     name = template_node_name(resource)
-    labels = well_known_labels(resource, name)
-    labels.update(resource.template_labels)
+    labels = well_known_labels(source, name, default_arch)
+    labels.update(system_info_labels(template))
+    labels.update(source.template_labels)
     labels.update(capacity.labels)
     # Keep the beta labels in step when the template or annotations override os/arch.
     labels[LABEL_BETA_OS] = labels[LABEL_OS]
@@ -260,7 +372,7 @@ def build_template_node_info(resource: ScalableResource) -> NodeInfo:
     node = Node(
         name=name,
         labels=labels,
-        taints=_merge_taints(resource.template_taints, capacity.taints),
+        taints=_merge_taints(source.template_taints, capacity.taints),
         capacity=capacity.resources,
         allocatable=capacity.resources,
         ready=True,

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from clusterscaler.model import Node, parse_node
 from clusterscaler.testing.fakekube import FakeKubeServer
+from clusterscaler.testing.fakekube_resources import ResourceType
 from clusterscaler.testing.rbac import RbacAuthorizer
 from machineapi_builders import (
     CAPI,
@@ -66,9 +67,24 @@ def test_the_manifest_grants_exactly_the_calls_of_the_provider(
         )
     )
     kube.create(scalable("md-1", group=CAPI, namespace="capi", owner=md, replicas=1))
-    ms = kube.create(
-        scalable("ms", group=CAPI, namespace="capi", replicas=2, annotations=limits(CAPI, 0, 3))
+    # Its min size is 0: its infrastructure machine template is read for scale from zero.
+    infra = "infrastructure.cluster.x-k8s.io"
+    kube.register_resource(ResourceType(infra, ("v1beta1",), "DockerMachineTemplate", "dockermachinetemplates"))
+    kube.create(
+        {
+            "apiVersion": f"{infra}/v1beta1",
+            "kind": "DockerMachineTemplate",
+            "metadata": {"name": "ms-tmpl", "namespace": "capi"},
+            "status": {"capacity": {"cpu": "2", "memory": "4Gi"}},
+        }
     )
+    ms_obj = scalable("ms", group=CAPI, namespace="capi", replicas=2, annotations=limits(CAPI, 0, 3))
+    ms_obj["spec"]["template"]["spec"]["infrastructureRef"] = {
+        "apiVersion": f"{infra}/v1beta1",
+        "kind": "DockerMachineTemplate",
+        "name": "ms-tmpl",
+    }
+    ms = kube.create(ms_obj)
     for name in ("a", "b"):
         kube.create(machine(ms, name))
         kube.create(node(name))
@@ -91,6 +107,7 @@ def test_the_manifest_grants_exactly_the_calls_of_the_provider(
     assert replicas(kube, OPENSHIFT, "MachineSet", "workers", OPENSHIFT_NS) == 1
     assert replicas(kube, CAPI, "MachineDeployment", "md", "capi") == 2
     assert replicas(kube, CAPI, "MachineSet", "ms", "capi") == 1
+    assert groups["MachineSet/capi/ms"].template_node_info().node.capacity.cpu == 2000
     assert [r for r in kube.requests if r.status >= 400] == []
     rbac = RbacAuthorizer.from_manifests([MANIFEST])
     assert rbac.denied(kube.requests) == []
