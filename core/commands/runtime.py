@@ -69,7 +69,9 @@ class KubeRuntime:
         settings = ClientSettings.from_options(options)
         api = api_client or build_api_client(settings)
         metrics = Metrics(emit_per_nodegroup_metrics=options.emit_per_nodegroup_metrics)
-        health = HealthCheck(options.max_inactivity, options.max_failing_time)
+        health = HealthCheck(
+            options.max_inactivity, options.max_failing_time, options.max_startup_time
+        )
         elector = None
         if options.leader_elect:
             elector = LeaderElector(

@@ -380,7 +380,7 @@ class AutoscalingOptions:
     status_config_map_name: str = opt("cluster-autoscaler-status", "Status ConfigMap name.", group="loop")
     record_duplicated_events: bool = opt(False, "Record duplicated events within a 5 minute window.", group="loop")
     emit_per_nodegroup_metrics: bool = opt(False, "Emit per node group metrics (min/max/target count).", group="loop")
-    max_startup_time: timedelta = opt(_m(20), "Maximum time from the start until the first successful autoscaler run before /health-check fails. Raised to --max-inactivity or --max-failing-time when shorter.", group="loop", no_effect="the health check knows no start-up limit yet")
+    max_startup_time: timedelta = opt(_m(20), "Maximum time from the start until the first successful autoscaler run before /health-check fails. Raised to --max-inactivity or --max-failing-time when shorter.", group="loop")
     frequent_loops_enabled: bool = opt(True, "Run the next loop at once after a loop that scaled up, instead of waiting for --scan-interval.", group="loop", no_effect="loops run every --scan-interval")
     debugging_snapshot_enabled: bool = opt(False, "Whether the debugging snapshot (/snapshotz) is enabled.", group="loop", no_effect="there is no /snapshotz endpoint; `clusterscaler explain` and `simulate --snapshot` answer the same questions")
     scheduler_config_file: str = opt("", "Path to a KubeSchedulerConfiguration changing the configuration of in-tree scheduler plugins acting on PreFilter and Filter extension points.", group="loop", no_effect="the scheduling predicates are built in and not configurable")

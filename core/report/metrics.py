@@ -541,17 +541,23 @@ class Metrics:
 
 class HealthCheck:
     """``/health-check``: fails after ``max_inactivity`` without activity or
-    ``max_failing_time`` without a successful loop, once monitoring has started."""
+    ``max_failing_time`` without a successful loop, once monitoring has started. Until the
+    first successful loop both limits are ``max_startup_time`` instead (--max-startup-time:
+    the first loop fills cold caches), never shorter than either of them, as in CA."""
 
     def __init__(
         self,
         max_inactivity: timedelta,
         max_failing_time: timedelta,
+        max_startup_time: timedelta | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_inactivity = max_inactivity.total_seconds()
         self.max_failing_time = max_failing_time.total_seconds()
+        startup = 0.0 if max_startup_time is None else max_startup_time.total_seconds()
+        self.max_startup_time = max(startup, self.max_inactivity, self.max_failing_time)
+        self._initialized = False
         self.clock = clock
         self._lock = threading.Lock()
         self._monitoring = False
@@ -587,6 +593,7 @@ class HealthCheck:
             now = self.clock()
             self._last_success = now
             self._last_activity = now
+            self._initialized = True
 
     def update_stale_caches(self, stale: tuple[str, ...]) -> None:
         """The caches the last loop found stale (empty: all current)."""
@@ -601,12 +608,20 @@ class HealthCheck:
             inactive = now - self._last_activity
             failing = now - self._last_success
             stale = self._stale_caches
+            initialized = self._initialized
         note = (
             "; stale caches, scale-down and instance clean-up paused: " + "; ".join(stale)
             if stale
             else ""
         )
         if not monitoring:
+            return True, "OK" + note
+        if not initialized:
+            if max(inactive, failing) > self.max_startup_time:
+                return False, (
+                    f"Error: no successful run in the {failing:.0f}s since the start "
+                    f"(--max-startup-time {self.max_startup_time:.0f}s)" + note
+                )
             return True, "OK" + note
         if inactive > self.max_inactivity:
             return False, (

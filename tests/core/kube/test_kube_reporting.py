@@ -338,6 +338,7 @@ def monitored() -> tuple[HealthCheck, Ticker]:
     tick.t = 10_000
     assert health.check() == (True, "OK")  # healthy until the first loop starts monitoring
     health.start_monitoring()
+    health.update_last_successful_run()
     return health, tick
 
 
@@ -361,6 +362,33 @@ def test_health_check_fails_after_max_failing_time_despite_activity():
     ok, message = health.check()
     assert not ok
     assert "last successful run" in message
+
+
+@pytest.mark.parametrize(
+    ("startup", "fails_after"),
+    [(timedelta(minutes=20), 20 * 60), (timedelta(minutes=5), 15 * 60), (None, 15 * 60)],
+    ids=["startup-limit", "raised-to-max-failing-time", "unset"],
+)
+def test_health_check_allows_max_startup_time_until_the_first_successful_run(
+    startup, fails_after
+):
+    tick = Ticker()
+    health = HealthCheck(timedelta(minutes=10), timedelta(minutes=15), startup, clock=tick)
+    health.start_monitoring()
+    # Past --max-inactivity without any loop finishing: still starting up.
+    tick.t += 10 * 60 + 1
+    health.update_last_activity()
+    assert health.check() == (True, "OK")
+    tick.t = fails_after
+    assert health.check() == (True, "OK")
+    tick.t += 1
+    ok, message = health.check()
+    assert not ok and "--max-startup-time" in message
+    # Once a loop has succeeded, the steady-state limits apply.
+    health.update_last_successful_run()
+    tick.t += 10 * 60 + 1
+    ok, message = health.check()
+    assert not ok and "--max-inactivity" in message
 
 
 def test_successful_run_keeps_health_check_green():
