@@ -17,13 +17,15 @@ from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_
 from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.source import KubeClusterSource
 from clusterscaler.loop.autoscaler import Autoscaler
-from clusterscaler.loop.decisions import NoScaleUpReason
+from clusterscaler.loop.decisions import NoScaleUpReason, ScaleUpFailureKind
 from clusterscaler.testing.fakekube import FakeKubeServer
 from machineapi_builders import (
+    CAPI,
     OPENSHIFT,
     OPENSHIFT_NS,
     MachineController,
     limits,
+    machine,
     pending_pod,
     resource_name,
     scalable,
@@ -119,3 +121,96 @@ def test_loop_explains_a_group_that_cannot_scale_from_zero(kube: FakeKubeServer,
     assert rejection.reason is NoScaleUpReason.NO_TEMPLATE
     assert "cannot scale from zero" in rejection.detail
     assert "capacity.cluster-autoscaler.kubernetes.io/cpu" in rejection.detail
+
+
+INFRA = "infrastructure.cluster.x-k8s.io"
+
+
+def _capi_machine_set_from_template(kube: FakeKubeServer) -> None:
+    """A Cluster API MachineSet at zero whose capacity is only in its infrastructure template."""
+    from clusterscaler.testing.fakekube_resources import ResourceType
+
+    kube.register_resource(ResourceType(INFRA, ("v1beta1",), "DockerMachineTemplate", "dockermachinetemplates"))
+    kube.create(
+        {
+            "apiVersion": f"{INFRA}/v1beta1",
+            "kind": "DockerMachineTemplate",
+            "metadata": {"name": "tmpl", "namespace": "capi"},
+            "status": {"capacity": {"cpu": "4", "memory": "16Gi"}, "nodeInfo": {"architecture": "arm64"}},
+        }
+    )
+    ms = scalable("workers", group=CAPI, namespace="capi", replicas=0, annotations=limits(CAPI, 0, 3))
+    ms["spec"]["template"]["spec"]["infrastructureRef"] = {
+        "apiVersion": f"{INFRA}/v1beta1",
+        "kind": "DockerMachineTemplate",
+        "name": "tmpl",
+    }
+    kube.create(ms)
+
+
+def test_machines_stuck_provisioning_are_deleted_and_the_group_backs_off(
+    kube: FakeKubeServer, make_provider: Any, api_client: Any
+) -> None:
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    _capi_machine_set_from_template(kube)
+    pod = pending_pod("web-1", "3")
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/arch": "arm64"}
+    kube.create(pod)
+    provider = make_provider()
+    options = dataclasses.replace(AutoscalingOptions(), max_node_provision_time=timedelta(minutes=15))
+    registry = collect_registry(build_plugin_manager())
+    controller = MachineController(kube, CAPI)
+    group_id = "MachineSet/capi/workers"
+    with KubeClusterSource(api_client, namespace="kube-system") as source:
+        assert source.wait_for_sync(10)
+        loop = Autoscaler.from_registry(
+            registry, options=options, provider=provider, source=source, actions=KubeClusterActions(api_client)
+        )
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        # Scaled up from zero on the template's capacity and architecture alone.
+        result = loop.run_once(now)
+        assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [(group_id, 1)]
+        # The machine never gets a node: still Provisioning after --max-node-provision-time.
+        controller.reconcile(register_nodes=False)
+        [stuck] = kube.list(resource_name(CAPI, "Machine"), "capi")
+        assert stuck["status"]["phase"] == "Provisioning"
+        loop.run_once(now + timedelta(minutes=1))
+        result = loop.run_once(now + timedelta(minutes=17))
+        assert [(d.node_group, d.ok) for d in result.cleanups] == [(group_id, True)]
+        [failure] = [f for f in result.scale_up_failures if f.node_group == group_id]
+        assert failure.kind is ScaleUpFailureKind.TIMEOUT
+        assert loop.registry.backoff.active(group_id, now + timedelta(minutes=17)) is not None
+        # The stuck machine was the one marked for deletion, and replicas went back down.
+        machine_obj = kube.get(resource_name(CAPI, "Machine"), stuck["metadata"]["name"], "capi")
+        assert machine_obj is not None
+        assert f"{CAPI}/delete-machine" in machine_obj["metadata"]["annotations"]
+        assert kube.get(resource_name(CAPI, "MachineSet"), "workers", "capi")["spec"]["replicas"] == 0  # type: ignore[index]
+
+
+def test_failed_machines_are_deleted_and_the_group_backs_off(
+    kube: FakeKubeServer, make_provider: Any, api_client: Any
+) -> None:
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    _capi_machine_set_from_template(kube)
+    ms = kube.get(resource_name(CAPI, "MachineSet"), "workers", "capi")
+    assert ms is not None
+    kube.patch(resource_name(CAPI, "MachineSet"), "workers", {"spec": {"replicas": 1}}, "capi")
+    failed = machine(ms, "workers-x", provider_id=None, node_name=None, phase="Failed")
+    failed["status"]["failureReason"] = "CreateError"
+    failed["status"]["failureMessage"] = "quota exceeded for instance type"
+    kube.create(failed)
+    provider = make_provider()
+    registry = collect_registry(build_plugin_manager())
+    group_id = "MachineSet/capi/workers"
+    with KubeClusterSource(api_client, namespace="kube-system") as source:
+        assert source.wait_for_sync(10)
+        loop = Autoscaler.from_registry(
+            registry, options=AutoscalingOptions(), provider=provider, source=source, actions=KubeClusterActions(api_client)
+        )
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        result = loop.run_once(now)
+        [failure] = [f for f in result.scale_up_failures if f.node_group == group_id]
+        assert "quota exceeded" in failure.message
+        assert loop.registry.backoff.active(group_id, now) is not None
+        assert [(d.node_group, d.ok) for d in result.cleanups] == [(group_id, True)]
+        assert kube.get(resource_name(CAPI, "MachineSet"), "workers", "capi")["spec"]["replicas"] == 0  # type: ignore[index]
