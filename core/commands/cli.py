@@ -300,6 +300,10 @@ def parse_autoscaler_args(
         validate_names("--estimator", [options.estimator], list(registry.estimators), "estimators")
     except OptionError as exc:
         parser.error(str(exc))
+    try:
+        registry.check_expander_options(options)
+    except ValueError as exc:  # the expander's own flags, e.g. --grpc-expander-url
+        parser.error(str(exc))
     warnings: list[Warning] = [
         ("deprecated_flag", {"flag": spec.flag, "advice": spec.deprecated}) for spec in deprecated
     ]

@@ -61,8 +61,8 @@ class PluginSource:
 class Registered(Generic[T]):
     """One registered name: its factory and who registered it.
 
-    `check_options` (cloud providers only) checks the options the provider reads without
-    touching anything outside the process; see `Registry.add_cloud_provider`.
+    `check_options` (cloud providers and expanders) checks the options the plugin reads
+    without reaching the network; see `Registry.add_cloud_provider` and `add_expander`.
     """
 
     name: str
@@ -179,8 +179,15 @@ class Registry:
         *,
         final_only: bool = False,
         description: str = "",
+        check_options: Callable[[AutoscalingOptions], None] | None = None,
     ) -> None:
-        """Register `factory(options: AutoscalingOptions) -> Expander` as `name`."""
+        """Register `factory(options: AutoscalingOptions) -> Expander` as `name`.
+
+        `check_options(options)`, when given, checks the flags the expander reads (such as
+        `--grpc-expander-url` for `grpc`) and raises `ValueError` naming the flag, the value
+        and the expected form. It is called while the flags are parsed, when `--expander`
+        names this expander, so it must not reach the network.
+        """
         self._add(
             "expander",
             self.expanders,
@@ -188,7 +195,17 @@ class Registry:
             factory,
             final_only=final_only,
             description=description,
+            check_options=check_options,
         )
+
+    def check_expander_options(self, options: AutoscalingOptions) -> None:
+        """Check the options of each expander named by `--expander` (see `add_expander`);
+        raises the expander's `ValueError`. Names not registered are left to the flag's own
+        check."""
+        for name in options.expander:
+            entry = self.expanders.get(name.strip())
+            if entry is not None and entry.check_options is not None:
+                entry.check_options(options)
 
     def add_estimator(
         self, name: str, factory: EstimatorFactory, *, description: str = ""

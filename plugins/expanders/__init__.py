@@ -1,10 +1,12 @@
-"""Standard expanders: random, most-pods, least-waste, least-nodes, price, priority."""
+"""Standard expanders: random, most-pods, least-waste, least-nodes, price, priority, grpc."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from clusterscaler import hookimpl
+from clusterscaler.plugins.expanders import grpc_plugin
+from clusterscaler.plugins.expanders.grpc_plugin import GrpcExpander
 from clusterscaler.plugins.expanders.least_nodes import LeastNodesExpander
 from clusterscaler.plugins.expanders.least_waste import LeastWasteExpander
 from clusterscaler.plugins.expanders.most_pods import MostPodsExpander
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
     from clusterscaler.api import Registry
 
 __all__ = [
+    "GrpcExpander",
     "LeastNodesExpander",
     "LeastWasteExpander",
     "MostPodsExpander",
@@ -51,4 +54,11 @@ def clusterscaler_register_expanders(registry: Registry) -> None:
         "priority",
         PriorityExpander,
         description="User priorities by node group name from the priority expander ConfigMap.",
+    )
+    registry.add_expander(
+        "grpc",
+        GrpcExpander,
+        description="Options an external service keeps, over Cluster Autoscaler's gRPC "
+        "expander protocol (--grpc-expander-url, --grpc-expander-cert).",
+        check_options=grpc_plugin.check_options,
     )

@@ -374,6 +374,7 @@ def test_price_needs_pricing(registry):
 
 def test_registered_names(registry):
     assert sorted(registry.expanders) == [
+        "grpc",
         "least-nodes",
         "least-waste",
         "most-pods",
