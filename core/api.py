@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from clusterscaler import ENTRY_POINT_GROUP, hookimpl
 from clusterscaler.framework.cloudprovider import (
+    GROUP_OPTION_NAMES,
     CloudProvider,
     CloudProviderError,
     ConfigurationError,
+    GroupOptionError,
     Instance,
     InstanceCreationError,
     InstanceErrorClass,
@@ -38,6 +40,7 @@ from clusterscaler.framework.cloudprovider import (
     ProviderContext,
     ProviderProblem,
     ResourceLimiter,
+    parse_group_option,
 )
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.options import BOOL, AutoscalingOptions
@@ -109,6 +112,7 @@ __all__ = [
     "DELETION_CANDIDATE_TAINT",
     "DURATION_FORM",
     "ENTRY_POINT_GROUP",
+    "GROUP_OPTION_NAMES",
     "HOSTNAME_LABEL",
     "NODE_CONDITION_TAINTS",
     "POD_SLOT",
@@ -137,6 +141,7 @@ __all__ = [
     "Estimator",
     "Expander",
     "ExpanderContext",
+    "GroupOptionError",
     "Informer",
     "Instance",
     "InstanceCreationError",
@@ -173,6 +178,7 @@ __all__ = [
     "options_by_score",
     "parse_cpu_millis",
     "parse_duration",
+    "parse_group_option",
     "parse_int_quantity",
     "parse_node",
     "parse_pod",

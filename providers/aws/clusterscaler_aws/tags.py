@@ -16,10 +16,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
-from clusterscaler.api import NodeGroupOptions, parse_duration
+from clusterscaler.api import (
+    GROUP_OPTION_NAMES,
+    GroupOptionError,
+    NodeGroupOptions,
+    parse_group_option,
+)
 
 TEMPLATE_PREFIX = "k8s.io/cluster-autoscaler/node-template/"
 LABEL_PREFIX = TEMPLATE_PREFIX + "label/"
@@ -142,22 +146,7 @@ def parse_template_tags(asg: str, tags: Mapping[str, str]) -> TemplateTags:
     )
 
 
-_FLOAT_OPTIONS = {
-    "scaledownutilizationthreshold": "scale_down_utilization_threshold",
-    "scaledowngpuutilizationthreshold": "scale_down_gpu_utilization_threshold",
-}
-_DURATION_OPTIONS = {
-    "scaledownunneededtime": "scale_down_unneeded_time",
-    "scaledownunreadytime": "scale_down_unready_time",
-    "maxnodeprovisiontime": "max_node_provision_time",
-}
-_BOOL_OPTIONS = {
-    "ignoredaemonsetsutilization": "ignore_daemonsets_utilization",
-    "zeroormaxnodescaling": "zero_or_max_node_scaling",
-}
-KNOWN_OPTIONS = tuple(sorted({*_FLOAT_OPTIONS, *_DURATION_OPTIONS, *_BOOL_OPTIONS}))
-_TRUE = {"1", "t", "true"}
-_FALSE = {"0", "f", "false"}
+KNOWN_OPTIONS = GROUP_OPTION_NAMES
 
 
 def parse_node_group_options(
@@ -172,31 +161,10 @@ def parse_node_group_options(
     errors: list[TagError] = []
     for name in sorted(options):
         raw = options[name]
-        tag = OPTIONS_PREFIX + name
-        key = name.lower()
-        if key in _FLOAT_OPTIONS:
-            try:
-                number = float(raw)
-            except ValueError:
-                number = -1.0
-            if not 0.0 <= number <= 1.0:
-                errors.append(TagError(asg, tag, raw, "a number between 0 and 1, e.g. 0.5"))
-                continue
-            values[_FLOAT_OPTIONS[key]] = number
-        elif key in _DURATION_OPTIONS:
-            try:
-                duration: timedelta = parse_duration(raw)
-            except ValueError:
-                errors.append(TagError(asg, tag, raw, "a duration such as 10m, 1h30m or 45s"))
-                continue
-            values[_DURATION_OPTIONS[key]] = duration
-        elif key in _BOOL_OPTIONS:
-            lowered = raw.lower()
-            if lowered not in _TRUE | _FALSE:
-                errors.append(TagError(asg, tag, raw, "true or false"))
-                continue
-            values[_BOOL_OPTIONS[key]] = lowered in _TRUE
-        else:
-            errors.append(TagError(asg, tag, raw, "an option name among " + ", ".join(KNOWN_OPTIONS)))
+        try:
+            option, value = parse_group_option(name, raw)
+        except GroupOptionError as exc:
+            errors.append(TagError(asg, OPTIONS_PREFIX + name, raw, exc.expected))
             continue
+        values[option] = value
     return (NodeGroupOptions(**values) if values else None), tuple(errors)

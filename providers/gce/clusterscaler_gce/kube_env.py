@@ -17,17 +17,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import yaml
 from clusterscaler.api import (
+    GROUP_OPTION_NAMES,
     ConfigurationError,
+    GroupOptionError,
     NodeGroupOptions,
     QuantityError,
     Taint,
     parse_cpu_millis,
-    parse_duration,
+    parse_group_option,
     parse_int_quantity,
 )
 
@@ -46,20 +47,7 @@ _KUBE_RESERVED_ARG = re.compile(r"--kube-reserved=([^\s'\"]+)")
 _EVICTION_HARD_ARG = re.compile(r"--eviction-hard=([^\s'\"]+)")
 _MAX_PODS_ARG = re.compile(r"--max-pods=([^\s'\"]+)")
 
-_FLOAT_OPTIONS = {
-    "scaledownutilizationthreshold": "scale_down_utilization_threshold",
-    "scaledowngpuutilizationthreshold": "scale_down_gpu_utilization_threshold",
-}
-_DURATION_OPTIONS = {
-    "scaledownunneededtime": "scale_down_unneeded_time",
-    "scaledownunreadytime": "scale_down_unready_time",
-    "maxnodeprovisiontime": "max_node_provision_time",
-}
-_BOOL_OPTIONS = {
-    "ignoredaemonsetsutilization": "ignore_daemonsets_utilization",
-    "zeroormaxnodescaling": "zero_or_max_node_scaling",
-}
-KNOWN_OPTIONS = tuple(sorted({*_FLOAT_OPTIONS, *_DURATION_OPTIONS, *_BOOL_OPTIONS}))
+KNOWN_OPTIONS = GROUP_OPTION_NAMES
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,28 +232,18 @@ class KubeEnv:
         pairs = self._pairs(var, raw, "a list of option=value")
         values: dict[str, Any] = {}
         for name, value in sorted(pairs.items()):
-            key = name.lower()
-            where = f"{var}.{name}"
-            if key in _FLOAT_OPTIONS:
-                try:
-                    number = float(value)
-                except ValueError:
-                    number = -1.0
-                if not 0.0 <= number <= 1.0:
-                    raise self._error(where, value, "a number between 0 and 1, e.g. 0.5")
-                values[_FLOAT_OPTIONS[key]] = number
-            elif key in _DURATION_OPTIONS:
-                try:
-                    duration: timedelta = parse_duration(value)
-                except ValueError:
-                    raise self._error(where, value, "a duration such as 10m, 1h30m or 45s") from None
-                values[_DURATION_OPTIONS[key]] = duration
-            elif key in _BOOL_OPTIONS:
-                if value.lower() not in ("true", "false"):
-                    raise self._error(where, value, "true or false")
-                values[_BOOL_OPTIONS[key]] = value.lower() == "true"
-            else:
-                raise self._error(var, raw, "option names among " + ", ".join(KNOWN_OPTIONS))
+            try:
+                option, parsed = parse_group_option(name, value)
+            except GroupOptionError as exc:
+                unknown = name.lower() not in GROUP_OPTION_NAMES
+                raise self._error(
+                    var if unknown else f"{var}.{name}",
+                    raw if unknown else value,
+                    "option names among " + ", ".join(GROUP_OPTION_NAMES)
+                    if unknown
+                    else exc.expected,
+                ) from None
+            values[option] = parsed
         return NodeGroupOptions(**values) if values else None
 
 
