@@ -239,6 +239,10 @@ class Autoscaler:
         self.last_scale_up: datetime | None = None
         self.last_scale_down_delete: datetime | None = None
         self.last_scale_down_failure: datetime | None = None
+        # With --scale-down-delay-type-local: the same times per node group.
+        self.group_scale_up: dict[str, datetime] = {}
+        self.group_scale_down_delete: dict[str, datetime] = {}
+        self.group_scale_down_failure: dict[str, datetime] = {}
         self.upkeep = ClusterUpkeep(options, actions, self.actuator)
         self._last_result: LoopResult | None = None
         self._seen_problems: set[ProviderProblem] = set()
@@ -383,6 +387,7 @@ class Autoscaler:
                 self.planner.timers.drop(d.node)
             else:
                 self.last_scale_down_failure = now
+                self.group_scale_down_failure[d.node_group] = now
                 self.planner.recheck.add(d.node, now)
         return finished
 
@@ -467,6 +472,9 @@ class Autoscaler:
         scaled_up = any(d.delta > 0 for d in scale_up.decisions)
         if scaled_up:
             self.last_scale_up = now
+            for d in scale_up.decisions:
+                if d.delta > 0:
+                    self.group_scale_up[d.node_group] = now
         if scale_up.status is ScaleUpStatus.ERROR:
             # As CA's postScaleUp: a loop whose scale-up failed ends there, so nothing is
             # deleted while the capacity the pods need could not be bought.
@@ -642,6 +650,9 @@ class Autoscaler:
         o = self.options
         if scaled_up:
             return "scale-up in this loop"
+        if o.scale_down_delay_type_local:
+            # The delays hold back only the node groups they concern (`_groups_in_cooldown`).
+            return ""
         if (
             self.last_scale_up is not None
             and now < self.last_scale_up + o.scale_down_delay_after_add
@@ -659,6 +670,35 @@ class Autoscaler:
         ):
             return "--scale-down-delay-after-failure"
         return ""
+
+    def _groups_in_cooldown(self, now: datetime) -> dict[str, str]:
+        """With --scale-down-delay-type-local, the node groups whose nodes are no scale-down
+        candidates now (as CA's ScaleDownCandidatesDelayProcessor), with the delay that
+        holds each back: it scaled up within --scale-down-delay-after-add, deleted a node
+        within --scale-down-delay-after-delete, or failed to within
+        --scale-down-delay-after-failure."""
+        o = self.options
+        if not o.scale_down_delay_type_local:
+            return {}
+        out: dict[str, str] = {}
+        delay_after_delete = o.scale_down_delay_after_delete or o.scan_interval
+        for times, delay, flag in (
+            (self.group_scale_up, o.scale_down_delay_after_add, "--scale-down-delay-after-add"),
+            (
+                self.group_scale_down_delete,
+                delay_after_delete,
+                "--scale-down-delay-after-delete",
+            ),
+            (
+                self.group_scale_down_failure,
+                o.scale_down_delay_after_failure,
+                "--scale-down-delay-after-failure",
+            ),
+        ):
+            for gid, at in times.items():
+                if now < at + delay:
+                    out.setdefault(gid, flag)
+        return out
 
     def _not_tried(self, finished: Sequence[NodeDeletion]) -> ScaleDownResult:
         return ScaleDownResult(
@@ -710,6 +750,7 @@ class Autoscaler:
             in_progress=in_progress,
             allow_deletion=not cooldown,
             gpu_label=gpu_label,
+            skip_groups=self._groups_in_cooldown(now),
             # Scale-down planning is the loop's last reader of the snapshot (built afresh
             # each loop): its removal simulation need not be undone.
             last_use=True,
@@ -741,6 +782,8 @@ class Autoscaler:
         elif live:
             status = ScaleDownStatus.NODE_DELETE_STARTED
             self.last_scale_down_delete = now
+            for d in live:
+                self.group_scale_down_delete[d.node_group] = now
         elif selected:
             status = ScaleDownStatus.ERROR
         elif plan.unneeded:

@@ -196,6 +196,7 @@ class ScaleDownPlanner:
         allow_deletion: bool,
         gpu_label: str = "",
         last_use: bool = False,
+        skip_groups: Mapping[str, str] | None = None,
     ) -> ScaleDownPlan:
         """Find unneeded nodes and, with `allow_deletion`, the ones to delete now.
 
@@ -203,11 +204,19 @@ class ScaleDownPlanner:
         it: then the removal simulation is abandoned in it rather than undone (undoing it
         is a large share of planning on big clusters), and the snapshot refuses any later
         listing or fork.
+
+        The nodes of `skip_groups` (node group to why) are no candidates in this loop
+        (--scale-down-delay-type-local); they still receive the pods of others.
         """
         options = self.options
         candidates, unremovable = check_eligibility(
             inputs.nodes, inputs.pods_by_node, state, options, now, gpu_label=gpu_label
         )
+        if skip_groups:
+            skipped = [c for c in candidates if c.node_group in skip_groups]
+            for gid in sorted({c.node_group for c in skipped}):
+                log.debug("scale_down_group_in_cooldown", node_group=gid, reason=skip_groups[gid])
+            candidates = [c for c in candidates if c.node_group not in skip_groups]
         self.recheck.forget_missing(n.name for n in inputs.nodes)
         by_name: dict[str, Candidate] = {}
         fresh: list[Candidate] = []

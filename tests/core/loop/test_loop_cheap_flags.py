@@ -1,0 +1,74 @@
+"""Behavioural flags of Cluster Autoscaler that change one decision of the loop, each
+checked against what it changes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from clusterscaler.loop.decisions import ScaleDownStatus
+from clusterscaler.model import OwnerRef
+from loopkit import Harness, pending_pod, running_pod
+
+
+def ds_owner() -> OwnerRef:
+    return OwnerRef("DaemonSet", "agent", "uid-ds-agent", True, "apps/v1")
+
+
+def two_groups(**options: object) -> Harness:
+    """Group a is full; group b has an empty node (b-2, a DaemonSet pod only)."""
+    h = Harness(**options)
+    h.provider.add_group("a", 0, 10, nodes=1, labels={"pool": "a"})
+    h.provider.add_group("b", 0, 10, nodes=2, labels={"pool": "b"})
+    h.add_pods([running_pod("busy-a", "a-1", cpu="3")])
+    h.add_pods([running_pod("busy-b", "b-1", cpu="3")])
+    h.add_pods([running_pod("agent-b", "b-2", owner=ds_owner())])
+    return h
+
+
+@pytest.mark.parametrize(("local", "deleted"), [(False, []), (True, ["b-2"])], ids=["global", "local"])
+def test_scale_down_delay_type_local_holds_back_only_the_group_that_scaled_up(
+    local: bool, deleted: list[str]
+) -> None:
+    h = two_groups(scale_down_delay_type_local=local)
+    first = h.run()
+    assert [u.node for u in first.scale_down.unneeded] == ["b-2"]
+    # Nine minutes later group a grows for a pod only it can run.
+    h.add_pods([pending_pod("wants-a", cpu="2", node_selector={"pool": "a"})])
+    grew = h.run(timedelta(minutes=9))
+    assert [(d.node_group, d.delta) for d in grew.scale_up.decisions] == [("a", 1)]
+    # Two minutes after that b-2 has been unneeded for 11 minutes, while the scale-up is
+    # within --scale-down-delay-after-add (10m).
+    result = h.run(timedelta(minutes=2))
+    assert [d.node for d in result.scale_down.deletions if d.ok] == deleted
+    if local:
+        assert result.scale_down.status is ScaleDownStatus.NODE_DELETE_STARTED
+        # Group a's nodes are no candidates until its delay has passed.
+        assert not {u.node for u in result.scale_down.unneeded} & {"a-1", "a-2"}
+    else:
+        assert result.scale_down.status is ScaleDownStatus.IN_COOLDOWN
+        assert result.scale_down.cooldown_reason == "--scale-down-delay-after-add"
+
+
+@pytest.mark.parametrize(
+    ("local", "deleted_next"), [(False, []), (True, ["c-2"])], ids=["global", "local"]
+)
+def test_scale_down_delay_after_delete_per_group(local: bool, deleted_next: list[str]) -> None:
+    h = Harness(
+        scale_down_delay_type_local=local,
+        scale_down_delay_after_delete=timedelta(minutes=30),
+        max_scale_down_parallelism=1,
+    )
+    h.provider.add_group("b", 0, 10, nodes=3)
+    h.provider.add_group("c", 0, 10, nodes=2)
+    h.add_pods([running_pod("busy-b", "b-1", cpu="3"), running_pod("busy-c", "c-1", cpu="3")])
+    for node in ("b-2", "b-3", "c-2"):
+        h.add_pods([running_pod(f"agent-{node}", node, owner=ds_owner())])
+    h.run()
+    first = h.run(timedelta(minutes=11))
+    assert [d.node for d in first.scale_down.deletions if d.ok] == ["b-2"]
+    # Group b deleted a node: b-3 waits --scale-down-delay-after-delete; with the local
+    # delay type, group c does not.
+    second = h.run(timedelta(seconds=10))
+    assert [d.node for d in second.scale_down.deletions if d.ok] == deleted_next
+    assert "b-3" in h.cluster.nodes
