@@ -101,11 +101,33 @@ class _Parser(argparse.ArgumentParser):
         self.provider_fallbacks: list[FlagSpec] = []
 
     def error(self, message: str) -> NoReturn:
-        # The full usage of ~130 flags would bury the one line that matters.
+        # The full usage of ~130 flags would bury the one line that matters. `run`'s prog is
+        # the bare `clusterscaler`, whose --help lists the commands: point at `run --help`.
+        command = "clusterscaler run" if self.prog == "clusterscaler" else self.prog
         self.exit(
             USAGE_ERROR,
-            f"{self.prog}: error: {message}\n(run `{self.prog} --help` for every flag)\n",
+            f"{self.prog}: error: {message}\n(run `{command} --help` for every flag)\n",
         )
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Bool flags read as Go's: `--dry-run[=true|false]`, the value optional (`--dry-run` is true)."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if action.option_strings and action.metavar == BOOL:
+            return ", ".join(f"{option}[=true|false]" for option in action.option_strings)
+        return super()._format_action_invocation(action)
+
+
+def _short_usage(parser: argparse.ArgumentParser, prog: str) -> str:
+    """`clusterscaler simulate [options] [SCENARIO]`: the positionals, not ~130 flags."""
+    words = [prog, "[options]"]
+    for action in parser._actions:
+        if action.option_strings:
+            continue
+        name = str(action.metavar or action.dest).upper()
+        words.append(f"[{name}]" if action.nargs in ("?", "*") else name)
+    return " ".join(words)
 
 
 def _type_for(spec: FlagSpec) -> Callable[[str], Any]:
@@ -251,7 +273,7 @@ def build_parser(
     parser = _Parser(
         prog=prog,
         description=AUTOSCALER_COMMANDS[command][1],
-        formatter_class=argparse.HelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"clusterscaler {__version__}")
     if module is not None:
@@ -259,6 +281,7 @@ def build_parser(
     add_autoscaler_flags(parser, registry)
     host.hook.clusterscaler_add_options(parser=parser)
     parser.provider_fallbacks = add_provider_fallbacks(parser)
+    parser.usage = _short_usage(parser, "clusterscaler [run]" if command == "run" else prog)
     return parser
 
 
@@ -382,8 +405,25 @@ def _top_level_help() -> str:
         lines.append(f"  {name:<13} {text}")
     for name, text in OTHER_COMMANDS.items():
         lines.append(f"  {name:<13} {text}")
-    lines += ["", "Run `clusterscaler COMMAND --help` for the flags of a command."]
+    lines += [
+        "",
+        "Without a COMMAND, `run` is meant. The flags of each command:",
+        *(f"  clusterscaler {name} --help" for name in (*AUTOSCALER_COMMANDS, *OTHER_COMMANDS)),
+        f"{DISABLE_FLAG}=NAMES may come before the command too.",
+    ]
     return "\n".join(lines)
+
+
+def _disable_flags_after_command(args: list[str]) -> list[str]:
+    """`clusterscaler --disable-plugins=x plugins ...` as `clusterscaler plugins --disable-plugins=x ...`."""
+    leading: list[str] = []
+    while args and (args[0] == DISABLE_FLAG or args[0].startswith(DISABLE_FLAG + "=")):
+        take = 2 if args[0] == DISABLE_FLAG else 1
+        leading += args[:take]
+        args = args[take:]
+    if leading and args and args[0] in (*AUTOSCALER_COMMANDS, *OTHER_COMMANDS):
+        return [args[0], *leading, *args[1:]]
+    return [*leading, *args]
 
 
 def _import_command(command: str) -> CommandModule:
@@ -393,7 +433,7 @@ def _import_command(command: str) -> CommandModule:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = _disable_flags_after_command(list(sys.argv[1:] if argv is None else argv))
     if args and args[0] in ("-h", "--help", "help"):
         print(_top_level_help())
         return 0
