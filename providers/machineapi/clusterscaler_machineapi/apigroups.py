@@ -18,10 +18,12 @@ OPENSHIFT_NAMESPACE = "openshift-machine-api"
 
 MACHINE_SET = "MachineSet"
 MACHINE_DEPLOYMENT = "MachineDeployment"
+MACHINE_POOL = "MachinePool"
 MACHINE = "Machine"
 PLURALS = {
     MACHINE_SET: "machinesets",
     MACHINE_DEPLOYMENT: "machinedeployments",
+    MACHINE_POOL: "machinepools",
     MACHINE: "machines",
 }
 
@@ -75,6 +77,8 @@ class ApiGroup:
 
     group: str
     version: str
+    # Whether the group serves MachinePools with their scale subresource.
+    machine_pools: bool = False
 
     @property
     def openshift(self) -> bool:
@@ -86,9 +90,12 @@ class ApiGroup:
 
     @property
     def scalable_kinds(self) -> tuple[str, ...]:
-        """Kinds that can be node groups. OpenShift's Machine API has no MachineDeployments."""
+        """Kinds that can be node groups. OpenShift's Machine API has no MachineDeployments
+        and no MachinePools."""
         if self.openshift:
             return (MACHINE_SET,)
+        if self.machine_pools:
+            return (MACHINE_DEPLOYMENT, MACHINE_SET, MACHINE_POOL)
         return (MACHINE_DEPLOYMENT, MACHINE_SET)
 
     @property

@@ -67,6 +67,8 @@ class ScalableResource:
     # The infrastructure machine template, or why `infrastructureRef` could not be read.
     infrastructure_ref: InfraRef | None = None
     infrastructure_ref_error: str = ""
+    # MachinePools: `spec.providerIDList`, the instances of the pool.
+    provider_ids: tuple[str, ...] = ()
 
     @property
     def paused(self) -> bool:
@@ -251,6 +253,14 @@ def parse_scalable(raw: Mapping[str, Any], api: ApiGroup, kind: str) -> Scalable
         # Only scale from zero needs the template: the group still scales while it has
         # nodes, and the error is reported where the template is needed.
         infra_error = str(exc)
+    provider_ids = spec.get("providerIDList") or []
+    if not isinstance(provider_ids, list) or not all(
+        isinstance(p, str) and p for p in provider_ids
+    ):
+        raise ConfigurationError(
+            f"{obj}: spec.providerIDList: expected a list of provider IDs (strings), got "
+            f"{provider_ids!r}"
+        )
     return ScalableResource(
         api=api,
         kind=kind,
@@ -268,6 +278,7 @@ def parse_scalable(raw: Mapping[str, Any], api: ApiGroup, kind: str) -> Scalable
         failure_domain=str(failure_domain),
         infrastructure_ref=infra_ref,
         infrastructure_ref_error=infra_error,
+        provider_ids=tuple(provider_ids),
     )
 
 

@@ -19,6 +19,7 @@ from clusterscaler_machineapi.apigroups import (
     DEFAULT_ARCH_ENV,
     KNOWN_ARCHES,
     MACHINE_DEPLOYMENT,
+    MACHINE_POOL,
     OPENSHIFT_GROUP,
     PLURALS,
     ApiGroup,
@@ -123,7 +124,9 @@ def resolve_api_groups(api: KubeApi, environ: Mapping[str, str] | None = None) -
             )
         if group != OPENSHIFT_GROUP and f"{PLURALS[MACHINE_DEPLOYMENT]}/scale" not in served:
             log.warning("machineapi_no_machinedeployments", api_version=f"{group}/{version}")
-        out.append(ApiGroup(group=group, version=version))
+        # MachinePools are optional in Cluster API (a feature gate); used when served.
+        pools = group != OPENSHIFT_GROUP and f"{PLURALS[MACHINE_POOL]}/scale" in served
+        out.append(ApiGroup(group=group, version=version, machine_pools=pools))
     if not out:
         raise ConfigurationError(
             "machineapi provider: the API server serves none of the API groups "

@@ -164,12 +164,17 @@ class MachineApiNodeGroup:
                 f"{self.id}: annotating {machine.ref} failed: {exc}"
             ) from exc
 
-    def _machines_to_delete(self, nodes: Sequence[Node]) -> list[Machine]:
+    def _machines_to_delete(self, nodes: Sequence[Node]) -> tuple[list[Machine], list[Node]]:
+        """The Machines of `nodes`, and the nodes of this MachinePool that have none."""
         snapshot = self._provider.snapshot
         out: dict[str, Machine] = {}
+        bare: dict[str, Node] = {}
         for node in nodes:
             machine = snapshot.machine_for_node(node)
             if machine is None:
+                if snapshot.pool_group_of_node(node) == self.id:
+                    bare[node.name] = node
+                    continue
                 raise CloudProviderError(
                     f"{self.id}: node {node.name} (providerID {node.provider_id!r}) has no "
                     "Machine; nothing was deleted"
@@ -181,7 +186,7 @@ class MachineApiNodeGroup:
                     f"{owner or 'no node group'}; nothing was deleted"
                 )
             out[machine.key] = machine
-        return list(out.values())
+        return list(out.values()), list(bare.values())
 
     def _is_marked(self, machine: Machine) -> bool:
         if machine.key in self._decremented:
@@ -195,7 +200,7 @@ class MachineApiNodeGroup:
     def _delete_nodes(self, nodes: Sequence[Node]) -> None:
         if not nodes:
             return
-        machines = self._machines_to_delete(nodes)
+        machines, bare = self._machines_to_delete(nodes)
         replicas = self._read_replicas()
         # Machines the controller still has to remove for an earlier decrement: a marked
         # machine among them was already paid for, and decrementing again would take an
@@ -210,11 +215,12 @@ class MachineApiNodeGroup:
                 log.info("machineapi_already_marked", node_group=self.id, machine=machine.key)
             else:
                 to_delete.append(machine)
-        if not to_delete:
+        if not to_delete and not bare:
             return
-        if replicas - len(to_delete) < self.min_size:
+        count = len(to_delete) + len(bare)
+        if replicas - count < self.min_size:
             raise CloudProviderError(
-                f"{self.id}: deleting {len(to_delete)} node(s) would take replicas from "
+                f"{self.id}: deleting {count} node(s) would take replicas from "
                 f"{replicas} below the min size {self.min_size}; nothing was deleted"
             )
         for machine in to_delete:
@@ -238,6 +244,23 @@ class MachineApiNodeGroup:
                 node=machine.node_name,
                 replicas=current - 1,
             )
+        for node in bare:
+            # A MachinePool instance without a Machine cannot be marked: lowering replicas
+            # lets the pool's infrastructure provider choose the instance to remove, as
+            # upstream does.
+            current = self._read_replicas()
+            if current - 1 < self.min_size:
+                raise CloudProviderError(
+                    f"{self.id}: replicas changed to {current} meanwhile; deleting node "
+                    f"{node.name} would go below the min size {self.min_size}"
+                )
+            self._write_replicas(current - 1)
+            log.warning(
+                "scale_down_pool_instance_without_machine",
+                node_group=self.id,
+                node=node.name,
+                replicas=current - 1,
+            )
 
     def decrease_target_size(self, delta: int) -> None:
         """Cancel `-delta` machines that never became nodes.
@@ -252,12 +275,15 @@ class MachineApiNodeGroup:
 
     def _decrease_target_size(self, delta: int) -> None:
         replicas = self._read_replicas()
-        machines = self._provider.list_group_machines(self)
-        with_nodes = [m for m in machines if m.node_name and not m.deleting]
-        if replicas + delta < len(with_nodes):
+        record = self._provider.current_record(self)
+        machines = list(record.machines)
+        # A MachinePool's instances without Machines count as nodes, as upstream.
+        with_nodes = len([m for m in machines if m.node_name and not m.deleting])
+        with_nodes += len(record.pool_instances)
+        if replicas + delta < with_nodes:
             raise CloudProviderError(
                 f"{self.id}: decreasing the target size by {-delta} would delete existing "
-                f"nodes (target {replicas}, nodes {len(with_nodes)})"
+                f"nodes (target {replicas}, nodes {with_nodes})"
             )
         nodeless = [m for m in machines if not m.node_name and not m.deleting]
         nodeless.sort(key=lambda m: (not m.failed, m.name))
@@ -304,6 +330,8 @@ class MachineApiNodeGroup:
                 out.append(Instance(machine.provider_id, InstanceState.RUNNING))
             else:
                 out.append(Instance(instance_id(machine), InstanceState.CREATING))
+        for provider_id in self._record.pool_instances:
+            out.append(Instance(provider_id, InstanceState.RUNNING))
         return out
 
     def template_node_info(self) -> NodeInfo:
@@ -423,8 +451,9 @@ class MachineApiCloudProvider:
         """What is wrong with individual resources at the last refresh (status, `explain`)."""
         return list(self.snapshot.problems)
 
-    def list_group_machines(self, group: MachineApiNodeGroup) -> list[Machine]:
-        """The group's Machines as they are now (not as of the last refresh)."""
+    def current_record(self, group: MachineApiNodeGroup) -> GroupRecord:
+        """The group's Machines (and pool instances) as they are now, not as of the last
+        refresh."""
         resource = group.resource
         try:
             listing = self.direct.listing(resource.api, [resource.namespace])
@@ -436,7 +465,7 @@ class MachineApiCloudProvider:
                 f"{group.id}: no longer a node group (deleted, or its size annotations were "
                 "removed or became invalid)"
             )
-        return list(record.machines)
+        return record
 
     # ------------------------------------------------------------------ CloudProvider
 
@@ -446,7 +475,8 @@ class MachineApiCloudProvider:
     def node_group_for_node(self, node: Node) -> MachineApiNodeGroup | None:
         machine = self.snapshot.machine_for_node(node)
         if machine is None:
-            return None
+            pool = self.snapshot.pool_group_of_node(node)
+            return self._groups.get(pool) if pool else None
         group_id = self.snapshot.group_id_of(machine)
         return self._groups.get(group_id) if group_id else None
 
@@ -458,6 +488,8 @@ class MachineApiCloudProvider:
         "gone" would let the autoscaler treat it as deleted.
         """
         if self.snapshot.machine_for_node(node) is not None:
+            return True
+        if self.snapshot.pool_group_of_node(node) is not None:
             return True
         return not self.snapshot.names_missing_machine(node)
 

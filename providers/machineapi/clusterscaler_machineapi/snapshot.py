@@ -16,6 +16,7 @@ from clusterscaler.api import CloudProviderError, ConfigurationError, Node, Prov
 
 from clusterscaler_machineapi.apigroups import (
     MACHINE_DEPLOYMENT,
+    MACHINE_POOL,
     MACHINE_SET,
     PAUSED_ANNOTATION,
     REVISION_ANNOTATION,
@@ -65,6 +66,9 @@ class GroupRecord:
     # The infrastructure template, when it was read (groups that are or may go at zero).
     template: InfraTemplate | None = None
     template_read: bool = False
+    # MachinePools: the provider IDs of `spec.providerIDList` no Machine carries (pools
+    # whose infrastructure provider makes no Machines, or not yet).
+    pool_instances: tuple[str, ...] = ()
 
     @property
     def source(self) -> ScalableResource:
@@ -86,6 +90,8 @@ class Snapshot:
     machines: dict[tuple[str, str], Machine] = field(default_factory=dict)  # (group, ns/name)
     group_of_machine: dict[tuple[str, str], str] = field(default_factory=dict)
     by_provider_id: dict[str, Machine] = field(default_factory=dict)
+    # Normalised provider IDs of MachinePool instances without a Machine -> node group id.
+    pool_of_provider_id: dict[str, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     apis: tuple[ApiGroup, ...] = ()
 
@@ -102,6 +108,12 @@ class Snapshot:
                 if machine is not None:
                     return machine
         return None
+
+    def pool_group_of_node(self, node: Node) -> str | None:
+        """The MachinePool listing `node`'s providerID when no Machine carries it."""
+        if not node.provider_id:
+            return None
+        return self.pool_of_provider_id.get(normalize_provider_id(node.provider_id))
 
     def names_missing_machine(self, node: Node) -> bool:
         """Whether `node` names (by annotation) a Machine that no longer exists."""
@@ -280,19 +292,36 @@ def _add_listing(
         if machine.provider_id:
             snap.by_provider_id[normalize_provider_id(machine.provider_id)] = machine
         snap.by_provider_id[normalize_provider_id(placeholder_id(machine))] = machine
+        pool = _owner_of(MACHINE_POOL, machine.owner, index, machine.namespace)
         machine_set = _owner_of(MACHINE_SET, machine.owner, index, machine.namespace)
-        if machine_set is None:
+        owner: ScalableResource
+        if pool is not None:
+            owner = pool
+        elif machine_set is not None:
+            owner = machine_set
+            deployment = _owner_of(
+                MACHINE_DEPLOYMENT, machine_set.owner, index, machine.namespace
+            )
+            if deployment is not None:
+                owner = deployment
+        else:
             continue
-        owner: ScalableResource = machine_set
-        deployment = _owner_of(MACHINE_DEPLOYMENT, machine_set.owner, index, machine.namespace)
-        if deployment is not None:
-            owner = deployment
         if owner.id in members:
             members[owner.id].append(machine)
             snap.group_of_machine[(api.group, machine.key)] = owner.id
 
     for rid, (resource, limits) in candidates.items():
         source, template, read = sources[rid]
+        pool_instances: list[str] = []
+        if resource.kind == MACHINE_POOL:
+            with_machine = {
+                normalize_provider_id(m.provider_id) for m in members[rid] if m.provider_id
+            }
+            for provider_id in resource.provider_ids:
+                normalized = normalize_provider_id(provider_id)
+                if normalized not in with_machine:
+                    pool_instances.append(provider_id)
+                    snap.pool_of_provider_id[normalized] = rid
         snap.groups[rid] = GroupRecord(
             resource=resource,
             limits=limits,
@@ -300,6 +329,7 @@ def _add_listing(
             template_source=source if source is not resource else None,
             template=template,
             template_read=read,
+            pool_instances=tuple(pool_instances),
         )
 
 

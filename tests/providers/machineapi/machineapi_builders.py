@@ -173,7 +173,12 @@ def pending_pod(name: str, cpu: str) -> Obj:
 
 
 def resource_name(group: str, kind: str) -> str:
-    return {"MachineSet": "machinesets", "MachineDeployment": "machinedeployments", "Machine": "machines"}[kind] + "." + group
+    return {
+        "MachineSet": "machinesets",
+        "MachineDeployment": "machinedeployments",
+        "MachinePool": "machinepools",
+        "Machine": "machines",
+    }[kind] + "." + group
 
 
 class MachineController:

@@ -89,10 +89,18 @@ def test_the_manifest_grants_exactly_the_calls_of_the_provider(
         kube.create(machine(ms, name))
         kube.create(node(name))
 
+    # A MachinePool whose instances have no Machines.
+    kube.create(
+        {
+            **scalable("pool", group=CAPI, kind="MachinePool", namespace="capi", replicas=1, annotations=limits(CAPI, 1, 4)),
+            "spec": {"replicas": 1, "providerIDList": ["aws:///us-east-1a/i-pool-1"], "template": {"spec": {}}},
+        }
+    )
     provider = make_provider(watch=True)
     groups = {g.id: g for g in provider.node_groups()}
     assert sorted(groups) == [
         "MachineDeployment/capi/md",
+        "MachinePool/capi/pool",
         "MachineSet/capi/ms",
         "MachineSet/openshift-machine-api/workers",
     ]
@@ -102,11 +110,13 @@ def test_the_manifest_grants_exactly_the_calls_of_the_provider(
     victim = kube.list(resource_name(OPENSHIFT, "Machine"), OPENSHIFT_NS)[0]["metadata"]["name"]
     openshift.delete_nodes([as_node(kube, victim)])
     groups["MachineDeployment/capi/md"].increase_size(1)
+    groups["MachinePool/capi/pool"].increase_size(2)
     groups["MachineSet/capi/ms"].delete_nodes([as_node(kube, "a")])
 
     assert replicas(kube, OPENSHIFT, "MachineSet", "workers", OPENSHIFT_NS) == 1
     assert replicas(kube, CAPI, "MachineDeployment", "md", "capi") == 2
     assert replicas(kube, CAPI, "MachineSet", "ms", "capi") == 1
+    assert replicas(kube, CAPI, "MachinePool", "pool", "capi") == 3
     assert groups["MachineSet/capi/ms"].template_node_info().node.capacity.cpu == 2000
     assert [r for r in kube.requests if r.status >= 400] == []
     rbac = RbacAuthorizer.from_manifests([MANIFEST])
