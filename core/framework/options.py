@@ -435,7 +435,7 @@ class AutoscalingOptions:
     grpc_expander_url: str = opt("", "URL to reach the gRPC expander server (--expander=grpc).", group="scale-up")
     grpc_expander_cert: str = opt("", "Path to the certificate used by the gRPC expander server over TLS.", group="scale-up")
     parallel_scale_up: bool = opt(False, "Whether to allow parallel node groups scale up. Experimental upstream.", group="scale-up", no_effect="node groups of one scale-up are increased one after another")
-    scale_from_unschedulable: bool = opt(False, "Ignore a node's .spec.unschedulable field in node templates when considering to scale a node group.", group="scale-up", no_effect="template nodes keep the .spec.unschedulable of the node they are copied from")
+    scale_from_unschedulable: bool = opt(False, "Ignore a node's .spec.unschedulable field in node templates when considering to scale a node group.", group="scale-up")
     fastpath_binpacking_enabled: bool = opt(False, "Whether to use the fastpath binpacking algorithm to optimize scale-ups.", group="scale-up", no_effect="the binpacking estimator already packs equivalence groups at once")
     enable_proactive_scaleup: bool = opt(False, "Whether to enable proactive scale-ups.", group="scale-up", no_effect="proactive scale-up is not supported")
     salvo_scale_up: bool = opt(False, "Whether to allow multiple scale-ups in a single loop.", group="scale-up", no_effect="one scale-up is made per loop")

@@ -74,7 +74,8 @@ def sanitize(
     node_info: NodeInfo, group_id: str, options: AutoscalingOptions, name: str | None = None
 ) -> NodeInfo:
     """A copy of `node_info` as a brand-new node of `group_id` would be: DaemonSet and
-    mirror pods only, no autoscaler, startup or status taints, schedulable and ready."""
+    mirror pods only, no autoscaler, startup or status taints, and ready; schedulable
+    unless `node_info` is not and --scale-from-unschedulable is off."""
     kept = NodeInfo(
         node_info.node, tuple(p for p in node_info.pods if p.is_daemonset or p.is_mirror)
     )
@@ -85,7 +86,12 @@ def sanitize(
         ignored_taint_prefixes(options),
     )
     node = node.with_(
-        ready=True, conditions=(), labels={**node.labels, TEMPLATE_NODE_LABEL: "true"}
+        ready=True,
+        conditions=(),
+        labels={**node.labels, TEMPLATE_NODE_LABEL: "true"},
+        # As CA: a template keeps the .spec.unschedulable of what it is made from (a
+        # provider's template may be cordoned) unless --scale-from-unschedulable.
+        unschedulable=node_info.node.unschedulable and not options.scale_from_unschedulable,
     )
     return NodeInfo(node, tuple(p.with_(phase="Running", unschedulable=False) for p in pods))
 

@@ -54,7 +54,7 @@ class TemplateCopier:
         labels = self._labels.copy()
         labels[HOSTNAME_LABEL] = name
         new_node = _copy_node(
-            self._node, name, labels, self._taints, f"{name}-uid", "", False, None
+            self._node, name, labels, self._taints, f"{name}-uid", "", self._node.unschedulable, None
         )
         pods = [_copy_pod(p, f"{p.name}-{name}", f"{p.uid}-{name}", name) for p in self._pods]
         return new_node, pods
@@ -70,7 +70,9 @@ def sanitize_template(
 
     The hostname label follows the new name (so hostname anti-affinity treats copies as
     distinct nodes), the autoscaler's own taints, `ignored_taints` (startup and status taints,
-    by key) and taints whose key starts with one of `ignored_prefixes` are dropped, and each
+    by key) and taints whose key starts with one of `ignored_prefixes` are dropped, the
+    template's .spec.unschedulable is kept (a template is made schedulable, or not, once,
+    from its source and --scale-from-unschedulable), and each
     template pod (DaemonSet pods, usually) becomes `<pod>-<name>` bound to the new node.
     Callers making many copies of one template use a `TemplateCopier`.
     """

@@ -45,7 +45,8 @@ def _reference(
         taints=taints,
         uid=f"{name}-uid",
         provider_id="",
-        unschedulable=False,
+        # Kept: `sanitize` decides it once per template (--scale-from-unschedulable).
+        unschedulable=node.unschedulable,
         deletion_time=None,
     )
     pods = [

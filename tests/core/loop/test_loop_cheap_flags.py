@@ -72,3 +72,20 @@ def test_scale_down_delay_after_delete_per_group(local: bool, deleted_next: list
     second = h.run(timedelta(seconds=10))
     assert [d.node for d in second.scale_down.deletions if d.ok] == deleted_next
     assert "b-3" in h.cluster.nodes
+
+
+@pytest.mark.parametrize(
+    ("scale_from_unschedulable", "delta"), [(False, []), (True, [("zero", 1)])], ids=["off", "on"]
+)
+def test_scale_from_unschedulable_ignores_a_cordoned_template(
+    scale_from_unschedulable: bool, delta: list[tuple[str, int]]
+) -> None:
+    h = Harness(scale_from_unschedulable=scale_from_unschedulable)
+    group = h.provider.add_group("zero", 0, 10, nodes=0)
+    # The provider describes its new nodes as cordoned (.spec.unschedulable).
+    group.template = group.template.with_(unschedulable=True)
+    h.add_pods([pending_pod("p")])
+    result = h.run()
+    template = h.autoscaler.templates.last["zero"].node_info
+    assert template is not None and template.node.unschedulable is not scale_from_unschedulable
+    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == delta

@@ -36,7 +36,7 @@ def test_sanitized_template_is_a_fresh_schedulable_node_with_daemon_pods() -> No
         ),
         make_pod("web", "1", owner=OwnerRef("ReplicaSet", "web", "u", True), node_name="live-1"),
     )
-    options = dataclasses.replace(OPTS, startup_taint=["my-startup"])
+    options = dataclasses.replace(OPTS, startup_taint=["my-startup"], scale_from_unschedulable=True)
     tpl = sanitize(NodeInfo(node, pods), "pool-a", options)
     assert tpl.node.name != "live-1" and tpl.node.provider_id == ""
     assert tpl.node.labels["kubernetes.io/hostname"] == tpl.node.name
