@@ -7,6 +7,7 @@ the first of these they carry, and each group is named by the value (`ng-general
 
 | key | platform |
 |---|---|
+| `clusterscaler.io/node-group` | nodes the `sim` provider made (a simulated cluster's snapshot) |
 | `eks.amazonaws.com/nodegroup` | EKS managed node groups |
 | `alpha.eksctl.io/nodegroup-name` | eksctl node groups |
 | `cloud.google.com/gke-nodepool` | GKE node pools |
@@ -18,7 +19,8 @@ the first of these they carry, and each group is named by the value (`ng-general
 
 Nodes that are not in any group are listed with the reason: Karpenter's nodes
 (`karpenter.sh/nodepool`: Karpenter provisions nodes itself, it has no node groups), EKS
-Fargate nodes, control-plane nodes, and nodes with none of the keys above.
+Fargate nodes, virtual-kubelet nodes (AKS virtual nodes), control-plane nodes (a group of
+them would be scaled down when empty), and nodes with none of the keys above.
 
 Bounds come from `--nodes=<min>:<max>:<group>` and a `--node-group-bounds` YAML file
 (`--nodes` wins), else min 0 and max 1000 as Cluster Autoscaler's label-based discovery
@@ -52,6 +54,7 @@ DEFAULT_MAX_SIZE = 1000
 
 # In the order a node's group is looked up: the first key a node carries names its group.
 GROUP_LABELS: tuple[str, ...] = (
+    NODE_GROUP_LABEL,
     "eks.amazonaws.com/nodegroup",
     "alpha.eksctl.io/nodegroup-name",
     "cloud.google.com/gke-nodepool",
@@ -67,6 +70,7 @@ CAPI_OWNER_NAME = "cluster.x-k8s.io/owner-name"
 MACHINE_ANNOTATIONS: tuple[str, ...] = ("machine.openshift.io/machine", "cluster.x-k8s.io/machine")
 KARPENTER_LABELS: tuple[str, ...] = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
 FARGATE_LABEL = "eks.amazonaws.com/compute-type"
+VIRTUAL_KUBELET_LABEL = "type"
 CONTROL_PLANE_LABELS: tuple[str, ...] = (
     "node-role.kubernetes.io/control-plane",
     "node-role.kubernetes.io/master",
@@ -186,6 +190,11 @@ def _node_group(node: Node) -> tuple[str, str] | str:
             )
     if labels.get(FARGATE_LABEL) == "fargate":
         return f"EKS Fargate node ({FARGATE_LABEL}=fargate): one pod per node, not a node group"
+    if labels.get(VIRTUAL_KUBELET_LABEL) == "virtual-kubelet":
+        return (
+            f"virtual node ({VIRTUAL_KUBELET_LABEL}=virtual-kubelet): pods run on a serverless "
+            "backend, not on machines of a node group"
+        )
     for key in CONTROL_PLANE_LABELS:
         if key in labels:
             return f"control-plane node ({key}): not autoscaled"
@@ -216,7 +225,7 @@ def _node_group(node: Node) -> tuple[str, str] | str:
                 "its machines (<machine set>-<5 characters>): not in a machine set"
             )
         return match["set"], key
-    return "no node-group label (" + ", ".join(GROUP_LABELS[:6]) + ", ...) or machine annotation"
+    return "no node-group label (" + ", ".join(GROUP_LABELS[1:7]) + ", ...) or machine annotation"
 
 
 def infer_node_groups(

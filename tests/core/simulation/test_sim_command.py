@@ -200,15 +200,15 @@ def test_explain_snapshot_json_and_table(capsys: pytest.CaptureFixture[str]) -> 
 
 BAD_INPUT = [
     (["simulate", "--snapshot", "/nonexistent.json", "--cloud-config", GENERAL], "--snapshot '/nonexistent.json': cannot read the file"),
-    (["simulate", "--snapshot", SNAPSHOT], "--cloud-config: expected a cloud-config file"),
+    (["simulate", "--snapshot", SNAPSHOT, "--node-group-bounds", SNAPSHOT], f"{SNAPSHOT}: expected nodeGroups: {{<node group>: {{minSize: <int>, maxSize: <int>}}}}, got ['apiVersion', 'items', 'kind', 'metadata']"),
     (["simulate", "--snapshot", SNAPSHOT, "--cloud-config", SNAPSHOT], "apiVersion: unknown field; expected nodeGroups"),
     (["simulate", "--cloud-provider=aws"], "--cloud-provider: simulate runs on an in-memory cluster and needs the sim provider, got 'aws'"),
     (["simulate", "/nonexistent.yaml"], "scenario '/nonexistent.yaml': cannot read the file"),
-    (["explain", "--snapshot", SNAPSHOT], "--cloud-config: expected a sim cloud-config"),
+    (["explain", "--snapshot", SNAPSHOT, "--nodes=1:3:gpu"], "--nodes='1:3:gpu': node group 'gpu': expected one of the node groups inferred from the snapshot (general)"),
 ]
 
 
-@pytest.mark.parametrize(("argv", "message"), BAD_INPUT, ids=["missing-snapshot", "no-cloud-config", "bad-cloud-config", "wrong-provider", "missing-scenario", "explain-no-cloud-config"])
+@pytest.mark.parametrize(("argv", "message"), BAD_INPUT, ids=["missing-snapshot", "bad-node-group-bounds", "bad-cloud-config", "wrong-provider", "missing-scenario", "explain-unknown-nodes-group"])
 def test_bad_input_exits_2_naming_the_problem(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     if "--cloud-provider=aws" in argv:
         pytest.importorskip("clusterscaler_aws")

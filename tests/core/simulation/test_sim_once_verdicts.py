@@ -59,7 +59,7 @@ def prepared(path: Path, *extra: str) -> command.Simulation:
     host, registry = cli.load_plugins(argv)
     options, ns = cli.parse_autoscaler_args(argv, host, registry, "simulate", command)
     ctx = cli.CommandContext(host=host, registry=registry, options=options, args=ns)
-    sim, _ = command.prepare(ctx, command.load_inputs(ns))
+    sim, _, _ = command.prepare(ctx, command.load_inputs(ns))
     return sim
 
 
