@@ -30,8 +30,10 @@ from clusterscaler.framework.cluster import ClusterActions
 from clusterscaler.framework.dryrun import GuardedCloudProvider, WriteGuard, dry_run_guard
 from clusterscaler.framework.errors import ErrorType, LoopAbortedError, describe
 from clusterscaler.loop.autoscaler import Autoscaler
+from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.loop.scaledown.actuator import deletion_timeout
 from clusterscaler.loop.scaledown.executor import ThreadedExecutor
+from clusterscaler.loop.trigger import LoopTrigger
 from clusterscaler.model import Node, Pod, Taint
 from clusterscaler.report.events import events_for_result
 
@@ -144,7 +146,8 @@ def _wait_until_ready(runtime: KubeRuntime) -> bool:
 
 
 def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingOptions) -> int:
-    """One loop per scan interval until shutdown; 1 when leadership was lost.
+    """One loop per scan interval (at once after a productive loop, with
+    --frequent-loops-enabled: `LoopTrigger`) until shutdown; 1 when leadership was lost.
 
     An action on one object that fails (a taint, an eviction, a deletion, an event) fails
     inside the loop, which goes on and reports. What reaches here ended the loop early:
@@ -154,9 +157,12 @@ def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingO
     """
     from clusterscaler.kube.source import CacheNotSyncedError, StaleCacheError
 
-    interval = options.scan_interval.total_seconds()
+    trigger = LoopTrigger(
+        options.scan_interval, frequent_loops_enabled=options.frequent_loops_enabled
+    )
     while not runtime.shutdown.is_set():
         started = time.monotonic()
+        result: LoopResult | None = None
         try:
             result = autoscaler.run_once(datetime.now(UTC))
             runtime.report(result)
@@ -177,9 +183,10 @@ def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingO
             info = describe(exc, default=ErrorType.TRANSIENT if blind else ErrorType.INTERNAL)
             log.error("loop_failed", **info.fields(exc))
             runtime.metrics.register_error(info.type)
+        trigger.record(result)
         if not _leads(runtime):
             break
-        runtime.shutdown.wait(max(0.0, interval - (time.monotonic() - started)))
+        runtime.shutdown.wait(trigger.wait_seconds(time.monotonic() - started))
     if not _leads(runtime):
         log.error("leadership_lost_exiting")
         return EXIT_ERROR

@@ -381,7 +381,7 @@ class AutoscalingOptions:
     record_duplicated_events: bool = opt(False, "Record duplicated events within a 5 minute window.", group="loop")
     emit_per_nodegroup_metrics: bool = opt(False, "Emit per node group metrics (min/max/target count).", group="loop")
     max_startup_time: timedelta = opt(_m(20), "Maximum time from the start until the first successful autoscaler run before /health-check fails. Raised to --max-inactivity or --max-failing-time when shorter.", group="loop")
-    frequent_loops_enabled: bool = opt(True, "Run the next loop at once after a loop that scaled up, instead of waiting for --scan-interval.", group="loop", no_effect="loops run every --scan-interval")
+    frequent_loops_enabled: bool = opt(True, "Run the next two loops at once after a loop that scaled up or started a scale-down, instead of waiting for --scan-interval.", group="loop")
     debugging_snapshot_enabled: bool = opt(False, "Whether the debugging snapshot (/snapshotz) is enabled.", group="loop", no_effect="there is no /snapshotz endpoint; `clusterscaler explain` and `simulate --snapshot` answer the same questions")
     scheduler_config_file: str = opt("", "Path to a KubeSchedulerConfiguration changing the configuration of in-tree scheduler plugins acting on PreFilter and Filter extension points.", group="loop", no_effect="the scheduling predicates are built in and not configurable")
     scheduler_verbosity: int = opt(0, "Verbosity threshold for logs produced by the scheduler (at most --v).", group="loop", no_effect="the built-in scheduling predicates do not log")
