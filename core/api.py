@@ -103,6 +103,7 @@ from clusterscaler.simulator.predicates import (
     prepare_indexes,
     selected_by_existing_anti_affinity,
     spread_cannot_reject,
+    volumes_constrain_scheduling,
 )
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
 from clusterscaler.simulator.templates import TemplateCopier
@@ -148,6 +149,7 @@ __all__ = [
     "InstanceErrorClass",
     "InstanceErrorInfo",
     "InstanceState",
+    "KubeClientSettings",
     "ListerSpec",
     "ModelError",
     "Node",
@@ -172,6 +174,7 @@ __all__ = [
     "TaintConfig",
     "TemplateCopier",
     "Toleration",
+    "build_kube_api_client",
     "check_predicates",
     "debug_with",
     "hookimpl",
@@ -187,6 +190,7 @@ __all__ = [
     "prepare_indexes",
     "selected_by_existing_anti_affinity",
     "spread_cannot_reject",
+    "volumes_constrain_scheduling",
     "wait_all",
 ]
 
@@ -200,9 +204,22 @@ if TYPE_CHECKING:
     from clusterscaler.kube.informer import Informer, ListerSpec, wait_all
 
 
+# A Kubernetes client of its own, for providers that read another cluster (the Machine API
+# objects of a separate management cluster): also imported on first use.
+_KUBE_CLIENT = {"KubeClientSettings": "ClientSettings", "build_kube_api_client": "build_api_client"}
+
+if TYPE_CHECKING:
+    from clusterscaler.kube.client import ClientSettings as KubeClientSettings
+    from clusterscaler.kube.client import build_api_client as build_kube_api_client
+
+
 def __getattr__(name: str) -> Any:
     if name in _KUBE_CACHES:
         from clusterscaler.kube import informer
 
         return getattr(informer, name)
+    if name in _KUBE_CLIENT:
+        from clusterscaler.kube import client
+
+        return getattr(client, _KUBE_CLIENT[name])
     raise AttributeError(f"module 'clusterscaler.api' has no attribute {name!r}")

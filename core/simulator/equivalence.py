@@ -12,6 +12,7 @@ from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from clusterscaler.model import Pod
+from clusterscaler.simulator.predicates import scheduling_volumes
 
 __all__ = [
     "MAX_GROUPS_PER_CONTROLLER",
@@ -35,7 +36,7 @@ def scheduling_key(pod: Pod) -> Hashable:
         pod.affinity,
         pod.topology_spread,
         pod.host_ports,
-        pod.volumes,
+        scheduling_volumes(pod),
         pod.scheduler_name,
         pod.priority,
         pod.node_name,
@@ -114,7 +115,7 @@ def _same_scheduling(a: Pod, b: Pod) -> bool:
         and a.affinity == b.affinity
         and a.topology_spread == b.topology_spread
         and a.host_ports == b.host_ports
-        and a.volumes == b.volumes
+        and (a.volumes == b.volumes or scheduling_volumes(a) == scheduling_volumes(b))
         and a.scheduler_name == b.scheduler_name
         and a.priority == b.priority
         and a.node_name == b.node_name

@@ -36,6 +36,7 @@ from clusterscaler.model import (
     PodAffinityTerm,
     Taint,
     TopologySpreadConstraint,
+    Volume,
     node_selector_matches,
 )
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
@@ -77,6 +78,7 @@ __all__ = [
     "selected_by_existing_anti_affinity",
     "spread_cannot_reject",
     "tolerates_taints",
+    "volumes_constrain_scheduling",
 ]
 
 Predicate = Callable[[Pod, SimNodeInfo, ClusterSnapshot], "str | None"]
@@ -195,6 +197,26 @@ def check_resources(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str
 # --------------------------------------------------------------------------- volumes
 
 _ZONE_LABELS = (ZONE_LABEL, REGION_LABEL, LEGACY_ZONE_LABEL, LEGACY_REGION_LABEL)
+
+# The only volumes the predicates read (zone, binding, RWOP, CSI limits all go through the
+# claim). Projected, configMap, secret, downwardAPI, emptyDir and hostPath volumes never
+# decide where a pod fits.
+SCHEDULING_VOLUME_KINDS = frozenset({"persistentVolumeClaim", "ephemeral"})
+
+
+def volumes_constrain_scheduling(pod: Pod) -> bool:
+    """Whether any of the pod's volumes can decide where it fits (a claim)."""
+    return any(v.kind in SCHEDULING_VOLUME_KINDS for v in pod.volumes)
+
+
+def scheduling_volumes(pod: Pod) -> tuple[Volume, ...]:
+    """The pod's volumes that can decide where it fits; as Cluster Autoscaler drops the
+    projected service-account token volume before comparing pods, the others (whose names
+    are unique per pod) do not make two pods different for scheduling."""
+    volumes = pod.volumes
+    if not volumes:
+        return ()
+    return tuple(v for v in volumes if v.kind in SCHEDULING_VOLUME_KINDS)
 
 
 def check_volumes(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:

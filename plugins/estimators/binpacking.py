@@ -42,6 +42,7 @@ from clusterscaler.api import (
     prepare_indexes,
     selected_by_existing_anti_affinity,
     spread_cannot_reject,
+    volumes_constrain_scheduling,
 )
 from clusterscaler.plugins.estimators.node_scan import (
     FreeRoom,
@@ -89,7 +90,10 @@ def _template_domains(template: NodeInfo) -> dict[str, str]:
 
 def _all_alike(pods: Sequence[Pod]) -> bool:
     """Whether every pod is identical to the first for scheduling, with no host ports or
-    volumes (what the arithmetic fill needs whatever the cluster)."""
+    volumes that can decide where it fits (what the arithmetic fill needs whatever the
+    cluster). Volumes that cannot (the projected service-account token every pod carries,
+    configMaps, secrets, emptyDirs) are no obstacle, and their names, unique per pod, are
+    not compared."""
     rep = pods[0]
     requests, tolerations, selector, affinity, labels, spread = (
         rep.requests,
@@ -111,7 +115,7 @@ def _all_alike(pods: Sequence[Pod]) -> bool:
             or p.node_name != rep.node_name
             or (p.topology_spread is not spread and p.topology_spread != spread)
             or p.host_ports
-            or p.volumes
+            or (p.volumes and volumes_constrain_scheduling(p))
         ):
             return False
     return True

@@ -16,7 +16,7 @@ from clusterscaler.loop.estimator import (
     ThresholdLimiter,
     limits_from_options,
 )
-from clusterscaler.model import NodeInfo, OwnerRef, Pod, Taint, Toleration
+from clusterscaler.model import NodeInfo, OwnerRef, Pod, Taint, Toleration, Volume
 from clusterscaler.plugins.estimators import BinpackingEstimator
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
 from clusterscaler.simulator.builders import affinity_term, make_node, make_pod, spread
@@ -482,3 +482,72 @@ def test_many_bare_pods_fill_nodes_in_order():
     )
     assert result.node_count == 500
     assert [len(ni.pods) for ni in result.new_nodes] == [4] * 500
+
+
+class ArithmeticCounting(BinpackingEstimator):
+    """The estimator, counting the groups it places arithmetically on new nodes."""
+
+    arithmetic_calls = 0
+
+    def _new_arithmetic(self, state, pods, snapshot, limiter):  # type: ignore[no-untyped-def]
+        self.arithmetic_calls += 1
+        return super()._new_arithmetic(state, pods, snapshot, limiter)
+
+
+def _with_real_volumes(pod: Pod, i: int, claim: bool) -> Pod:
+    """The volumes `kubectl get pods -o json` shows on a real pod: the projected token
+    volume with its random suffix, a configMap, a secret, an emptyDir; with `claim`, a
+    PersistentVolumeClaim too."""
+    volumes = [
+        Volume(f"kube-api-access-{i:05x}", "projected"),
+        Volume("config", "configMap"),
+        Volume(f"token-{i}", "secret"),
+        Volume("scratch", "emptyDir"),
+    ]
+    if claim:
+        volumes.append(Volume("data", "persistentVolumeClaim", claim_name=f"data-{i}"))
+    return pod.with_(volumes=tuple(volumes))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 60), CPU, MEM, TEMPLATES, LIMITS)
+def test_pods_with_volumes_that_cannot_constrain_scheduling_pack_as_pod_by_pod(
+    n, cpu, mem, tmpl, limits
+):
+    """Real-shaped pods (a token volume whose name is unique per pod, configMaps, secrets,
+    emptyDirs) stay one equivalence group and take the arithmetic path, with the very
+    placements of the pod-by-pod reference."""
+    tol = [Toleration("t", "Exists")]
+    pods = [
+        _with_real_volumes(
+            make_pod(f"a{i}", cpu, mem, owner=RS, labels={"app": "a"}, tolerations=tol), i, False
+        )
+        for i in range(n)
+    ]
+    groups = group_pods(pods)
+    assert len(groups) == 1
+    fast = ArithmeticCounting()
+    a = fast.estimate(groups, tmpl, ClusterSnapshot(), ThresholdLimiter(limits))
+    assert fast.arithmetic_calls >= 1
+    b = PodByPodEstimator().estimate(groups, tmpl, ClusterSnapshot(), ThresholdLimiter(limits))
+    assert (a.node_count, len(a.scheduled_pods), a.limited_by) == (
+        b.node_count,
+        len(b.scheduled_pods),
+        b.limited_by,
+    )
+    assert [len(x.pods) for x in a.new_nodes] == [len(x.pods) for x in b.new_nodes]
+
+
+def test_pods_with_claims_stay_apart_and_off_the_arithmetic_path() -> None:
+    tol = [Toleration("t", "Exists")]
+    pods = [
+        _with_real_volumes(make_pod(f"s{i}", "1", "1Gi", owner=RS, tolerations=tol), i, True)
+        for i in range(3)
+    ]
+    # Each claim is its own: the pods are not twins for scheduling.
+    assert len(group_pods(pods)) == 3
+    plain = [
+        _with_real_volumes(make_pod(f"p{i}", "1", "1Gi", owner=RS, tolerations=tol), i, False)
+        for i in range(3)
+    ]
+    assert len(group_pods(plain)) == 1
