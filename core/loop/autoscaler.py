@@ -239,6 +239,8 @@ class Autoscaler:
         self.last_scale_up: datetime | None = None
         self.last_scale_down_delete: datetime | None = None
         self.last_scale_down_failure: datetime | None = None
+        # Whether the unneeded times of an earlier run were looked for (first loop).
+        self._candidates_loaded = False
         # With --scale-down-delay-type-local: the same times per node group.
         self.group_scale_up: dict[str, datetime] = {}
         self.group_scale_down_delete: dict[str, datetime] = {}
@@ -407,6 +409,13 @@ class Autoscaler:
             )
         objects = self.source.snapshot()
         stale = self._stale_caches()
+        if not self._candidates_loaded:
+            self._candidates_loaded = True
+            if options.node_deletion_candidate_ttl > timedelta(0):
+                # Read before the stale taints of an earlier run are cleaned below.
+                self.planner.timers.load_from_taints(
+                    objects.nodes, now, options.node_deletion_candidate_ttl
+                )
         if self.upkeep.clean_stale_taints(objects.nodes, self.deletions_in_flight()):
             objects = self.source.snapshot()
         objects = _mark_unready_gpus(objects, self.provider.gpu_label())

@@ -4,10 +4,15 @@ unremovable nodes."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
+import structlog
 from clusterscaler.framework.cloudprovider import NodeGroupOptions
 from clusterscaler.loop.decisions import UnremovableReason
+from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT
+from clusterscaler.model import Node
+
+log = structlog.get_logger()
 
 
 def required_unneeded_time(
@@ -37,6 +42,27 @@ class UnneededTimers:
         self.since = {n: t for n, t in self.since.items() if n in current}
         for n in current:
             self.since.setdefault(n, now)
+
+    def load_from_taints(self, nodes: Iterable[Node], now: datetime, ttl: timedelta) -> None:
+        """Take up the unneeded times an earlier run left on the nodes (with
+        --node-deletion-candidate-ttl, as CA's LoadFromExistingTaints): a node whose
+        DeletionCandidateOfClusterAutoscaler taint (its value, the unix time it was set) is
+        not older than `ttl` counts as unneeded since then, once it is found unneeded
+        again."""
+        for node in nodes:
+            taint = next((t for t in node.taints if t.key == DELETION_CANDIDATE_TAINT), None)
+            if taint is None:
+                continue
+            try:
+                since = datetime.fromtimestamp(int(taint.value), UTC)
+            except (ValueError, OverflowError, OSError):
+                log.info("deletion_candidate_taint_unreadable", node=node.name, value=taint.value)
+                continue
+            if since + ttl < now:
+                log.debug("deletion_candidate_taint_stale", node=node.name, since=since.isoformat())
+                continue
+            self.since.setdefault(node.name, min(since, now))
+            log.debug("deletion_candidate_taint_loaded", node=node.name, since=since.isoformat())
 
     def unneeded_for(self, node: str, now: datetime) -> timedelta:
         since = self.since.get(node)

@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 from clusterscaler.loop.decisions import ScaleDownStatus
-from clusterscaler.model import OwnerRef
+from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT
+from clusterscaler.model import OwnerRef, Taint
 from loopkit import Harness, pending_pod, running_pod
 
 
@@ -89,3 +90,30 @@ def test_scale_from_unschedulable_ignores_a_cordoned_template(
     template = h.autoscaler.templates.last["zero"].node_info
     assert template is not None and template.node.unschedulable is not scale_from_unschedulable
     assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == delta
+
+
+@pytest.mark.parametrize(
+    ("ttl", "tainted_ago", "deleted"),
+    [
+        (timedelta(0), timedelta(minutes=8), []),
+        (timedelta(hours=1), timedelta(minutes=8), ["b-2"]),
+        (timedelta(minutes=5), timedelta(minutes=8), []),
+    ],
+    ids=["no-ttl", "within-ttl", "stale"],
+)
+def test_node_deletion_candidate_ttl_keeps_the_unneeded_time_of_an_earlier_run(
+    ttl: timedelta, tainted_ago: timedelta, deleted: list[str]
+) -> None:
+    h = two_groups(node_deletion_candidate_ttl=ttl)
+    # An earlier autoscaler found b-2 unneeded `tainted_ago`, then stopped.
+    since = h.clock.now() - tainted_ago
+    h.cluster.add_taint(
+        "b-2", Taint(DELETION_CANDIDATE_TAINT, str(int(since.timestamp())), "PreferNoSchedule")
+    )
+    first = h.run()
+    (unneeded,) = first.scale_down.unneeded
+    assert unneeded.node == "b-2"
+    assert unneeded.since == (since if deleted else h.clock.now())
+    # Three minutes on, b-2 has been unneeded for 11 minutes only if that time was kept.
+    result = h.run(timedelta(minutes=3))
+    assert [d.node for d in result.scale_down.deletions if d.ok] == deleted
