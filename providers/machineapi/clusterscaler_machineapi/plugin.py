@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from clusterscaler import hookimpl
-from clusterscaler.api import CloudProviderError, ConfigurationError, ProviderContext
+from clusterscaler.api import BOOL, CloudProviderError, ConfigurationError, ProviderContext
 
 from clusterscaler_machineapi import PROVIDER_ALIASES, PROVIDER_NAME
 from clusterscaler_machineapi.apigroups import (
@@ -38,6 +39,40 @@ log = structlog.get_logger()
 # How long the factory waits for the first list of every watched resource.
 CACHE_SYNC_TIMEOUT = 120.0
 
+AUTHORITATIVE_FLAG = "--clusterapi-cloud-config-authoritative"
+AUTHORITATIVE_DEST = "clusterapi_cloud_config_authoritative"
+
+
+@hookimpl
+def clusterscaler_add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        AUTHORITATIVE_FLAG,
+        dest=AUTHORITATIVE_DEST,
+        nargs="?",
+        const=True,
+        default=False,
+        type=_parse_bool,
+        # Go-style boolean, so that `--flag false` (space form) works as for core flags.
+        metavar=BOOL,
+        help="Treat the cloud-config flag authoritatively (do not fall back to the "
+        "kubeconfig flag): without --cloud-config the Machine API objects are read from the "
+        "in-cluster configuration. ClusterAPI only.",
+    )
+
+
+def _parse_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "t", "true"):
+        return True
+    if lowered in ("0", "f", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"{AUTHORITATIVE_FLAG}={value!r}: expected true or false")
+
+
+def _extra(options: Any) -> dict[str, Any]:
+    extra = getattr(options, "extra", None)
+    return extra if isinstance(extra, dict) else {}
+
 
 @hookimpl
 def clusterscaler_register_cloud_providers(registry: Registry) -> None:
@@ -52,24 +87,65 @@ def clusterscaler_register_cloud_providers(registry: Registry) -> None:
 
 
 def discovery_from_options(options: AutoscalingOptions) -> list[DiscoverySpec]:
-    """The `--node-group-auto-discovery` specs, parsed. Also refuses `--cloud-config`,
-    which Cluster Autoscaler's clusterapi provider reads as the kubeconfig of a separate
-    management cluster: ignoring it would scale the MachineSets of the wrong cluster, or
-    none."""
-    if options.cloud_config:
-        raise ConfigurationError(
-            f"--cloud-config={options.cloud_config!r}: the machineapi provider reads "
-            "MachineSets and MachineDeployments from the cluster of --kubeconfig (or the "
-            "in-cluster configuration); a separate management cluster is not supported; "
-            "expected no --cloud-config"
-        )
+    """The `--node-group-auto-discovery` specs, parsed."""
     return parse_discovery_specs(options.node_group_auto_discovery)
 
 
+def management_kubeconfig(options: AutoscalingOptions) -> str | None:
+    """Where the Machine API objects are read from, as upstream's clusterapi provider does.
+
+    `--cloud-config` is the kubeconfig of the management cluster. Without it the objects
+    live in the cluster of `--kubeconfig` (None: the autoscaler's own connection), unless
+    `--clusterapi-cloud-config-authoritative` says not to fall back to it: then the
+    in-cluster configuration is the management cluster's ("": no kubeconfig file).
+    Raises `ConfigurationError` when `--cloud-config` names no readable file.
+    """
+    path = options.cloud_config.strip()
+    if path:
+        if not os.path.isfile(path):
+            raise ConfigurationError(
+                f"--cloud-config={options.cloud_config!r}: expected the path of the "
+                "management cluster's kubeconfig file; no such file"
+            )
+        return path
+    if bool(_extra(options).get(AUTHORITATIVE_DEST, False)) and (
+        options.kubeconfig or options.kubernetes
+    ):
+        return ""
+    return None
+
+
 def check_options(options: AutoscalingOptions) -> None:
-    """The `check_options` of the `machineapi` provider (`discovery_from_options`). The
-    rest of its configuration (API groups, annotations) is read from the cluster."""
+    """The `check_options` of the `machineapi` provider: discovery specs and the
+    management cluster's kubeconfig. The rest of its configuration (API groups,
+    annotations) is read from the cluster."""
     discovery_from_options(options)
+    management_kubeconfig(options)
+
+
+def management_client(options: AutoscalingOptions) -> Any:
+    """A client of the management cluster, or None to use the autoscaler's own."""
+    kubeconfig = management_kubeconfig(options)
+    if kubeconfig is None:
+        return None
+    from clusterscaler.api import KubeClientSettings, build_kube_api_client
+
+    settings = KubeClientSettings(
+        kubeconfig=kubeconfig,
+        qps=float(options.kube_client_qps),
+        burst=int(options.kube_client_burst),
+        user_agent=options.user_agent,
+    )
+    try:
+        return build_kube_api_client(settings)
+    except Exception as exc:
+        # The client's KubeConfigError, and whatever the kubeconfig loader lets through
+        # (a YAML syntax error surfaces as the parser's own exception).
+        where = f"--cloud-config={kubeconfig!r}" if kubeconfig else AUTHORITATIVE_FLAG
+        raise ConfigurationError(
+            f"{where}: the management cluster's configuration cannot be loaded: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def default_arch(environ: Mapping[str, str] | None = None) -> str:
@@ -146,7 +222,9 @@ def build_provider(
     """The factory registered as `machineapi`: finds the API groups and lists node groups once.
 
     With `watch` (the default) MachineSets, MachineDeployments and Machines are kept in
-    list+watch caches; without it every refresh lists them.
+    list+watch caches; without it every refresh lists them. They are read from the
+    management cluster when `--cloud-config` (or `--clusterapi-cloud-config-authoritative`)
+    says so, the Nodes always from the autoscaler's own connection.
     """
     if context.kube_api is None:
         raise ConfigurationError(
@@ -162,7 +240,38 @@ def build_provider(
         )
     specs = discovery_from_options(options)
     arch = default_arch(environ)
-    api = KubeApi(context.kube_api)
+    management = management_client(options)
+    kube_api = management if management is not None else context.kube_api
+    try:
+        return _build(
+            context,
+            kube_api,
+            specs,
+            arch,
+            environ,
+            watch=watch,
+            sync_timeout=sync_timeout,
+            owned=management,
+        )
+    except BaseException:
+        if management is not None:
+            management.close()
+        raise
+
+
+def _build(
+    context: ProviderContext,
+    kube_api: Any,
+    specs: list[DiscoverySpec],
+    arch: str,
+    environ: Mapping[str, str] | None,
+    *,
+    watch: bool,
+    sync_timeout: float,
+    owned: Any,
+) -> MachineApiCloudProvider:
+    options = context.options
+    api = KubeApi(kube_api)
     try:
         apis = resolve_api_groups(api, environ)
     except ConfigurationError:
@@ -171,7 +280,7 @@ def build_provider(
         raise CloudProviderError(f"machineapi provider: API discovery failed: {exc}") from exc
     source: ListingSource | None = None
     if watch:
-        watched = WatchedListings(context.kube_api, apis, specs)
+        watched = WatchedListings(kube_api, apis, specs)
         watched.start()
         if not watched.wait_for_sync(sync_timeout):
             try:
@@ -181,7 +290,13 @@ def build_provider(
                 raise CloudProviderError(f"machineapi provider: {exc}") from exc
         source = watched
     provider = MachineApiCloudProvider(
-        api, apis, specs, source=source, templates=InfrastructureTemplates(api), default_arch=arch
+        api,
+        apis,
+        specs,
+        source=source,
+        templates=InfrastructureTemplates(api),
+        default_arch=arch,
+        owned_client=owned,
     )
     try:
         provider.refresh()
@@ -194,5 +309,6 @@ def build_provider(
         node_groups=[g.id for g in provider.node_groups()],
         discovery=list(options.node_group_auto_discovery),
         watch=watch,
+        management_cluster=owned is not None,
     )
     return provider

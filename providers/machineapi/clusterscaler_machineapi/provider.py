@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from clusterscaler.api import (
@@ -386,6 +386,7 @@ class MachineApiCloudProvider:
         on_problem: Callable[[Problem], None] | None = None,
         templates: TemplateLookup | None = None,
         default_arch: str = DEFAULT_ARCH,
+        owned_client: Any = None,
     ) -> None:
         if not apis:
             raise CloudProviderError("machineapi provider: no Machine API group to watch")
@@ -398,6 +399,8 @@ class MachineApiCloudProvider:
         # Reads infrastructure machine templates (Cluster API scale from zero).
         self.templates = templates
         self.default_arch = default_arch
+        # The management cluster's client, when the provider made one: closed on cleanup.
+        self._owned_client = owned_client
         self._groups: dict[str, MachineApiNodeGroup] = {}
         self._reported: dict[tuple[str, str], str] = {}
         self._on_problem = on_problem
@@ -503,7 +506,10 @@ class MachineApiCloudProvider:
         return GPU_LABEL
 
     def cleanup(self) -> None:
-        """Stop the watches."""
+        """Stop the watches (and close the management cluster's client)."""
         self.source.close()
+        if self._owned_client is not None:
+            self._owned_client.close()
+            self._owned_client = None
         log.debug("machineapi_cleanup")
 

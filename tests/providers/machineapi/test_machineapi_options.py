@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from clusterscaler.framework.cloudprovider import ConfigurationError, ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
@@ -16,17 +18,47 @@ class Untouchable:
         raise AssertionError(f"the API client was used ({name}) despite bad options")
 
 
-def test_cloud_config_is_refused_by_the_check_and_the_factory() -> None:
-    options = AutoscalingOptions(cloud_provider="clusterapi", cloud_config="/etc/mgmt.kubeconfig")
+def test_a_cloud_config_that_is_no_file_is_refused_by_the_check_and_the_factory() -> None:
+    options = AutoscalingOptions(cloud_provider="clusterapi", cloud_config="/etc/no-such.kubeconfig")
     message = (
-        r"^--cloud-config='/etc/mgmt.kubeconfig': the machineapi provider reads MachineSets "
-        r"and MachineDeployments from the cluster of --kubeconfig .*; a separate management "
-        r"cluster is not supported; expected no --cloud-config$"
+        r"^--cloud-config='/etc/no-such.kubeconfig': expected the path of the management "
+        r"cluster's kubeconfig file; no such file$"
     )
     with pytest.raises(ConfigurationError, match=message):
         plugin.check_options(options)
     with pytest.raises(ConfigurationError, match=message):
         plugin.build_provider(ProviderContext(options=options, kube_api=Untouchable()))
+
+
+def test_a_cloud_config_that_is_no_kubeconfig_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "mgmt.kubeconfig"
+    bad.write_text("this: [is not a kubeconfig")
+    options = AutoscalingOptions(cloud_provider="clusterapi", cloud_config=str(bad))
+    with pytest.raises(ConfigurationError, match=r"^--cloud-config='.*mgmt.kubeconfig': the management cluster's configuration cannot be loaded"):
+        plugin.build_provider(ProviderContext(options=options, kube_api=Untouchable()))
+
+
+@pytest.mark.parametrize(
+    ("cloud_config", "authoritative", "kubeconfig", "expected"),
+    [
+        ("", False, "/k", None),  # the autoscaler's own cluster
+        ("", True, "", None),  # in-cluster either way: the autoscaler's own connection
+        ("", True, "/k", ""),  # authoritative: in-cluster, not --kubeconfig
+        ("MGMT", False, "/k", "MGMT"),
+        ("MGMT", True, "", "MGMT"),
+    ],
+)
+def test_which_cluster_holds_the_machines(
+    tmp_path: Path, cloud_config: str, authoritative: bool, kubeconfig: str, expected: str | None
+) -> None:
+    mgmt = tmp_path / "mgmt.kubeconfig"
+    mgmt.write_text("{}")
+    options = AutoscalingOptions(
+        cloud_config=str(mgmt) if cloud_config else "",
+        kubeconfig=kubeconfig,
+        extra={plugin.AUTHORITATIVE_DEST: authoritative},
+    )
+    assert plugin.management_kubeconfig(options) == (str(mgmt) if expected == "MGMT" else expected)
 
 
 def test_discovery_specs_are_parsed_up_front() -> None:
