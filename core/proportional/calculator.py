@@ -69,6 +69,10 @@ class Decision:
     include_unschedulable_nodes: bool
     replicas_from_cores: int | None
     replicas_from_nodes: int | None
+    # The rule that set `replicas`: `coresPerReplica`, `nodesPerReplica`, `min`,
+    # `preventSinglePointFailure` (linear); `coresToReplicas`, `nodesToReplicas` (ladder);
+    # `none` when nothing asks for a replica.
+    decided_by: str = "none"
 
 
 def _linear_dimension(value: int, per_replica: float, params: LinearParams) -> int | None:
@@ -105,13 +109,19 @@ def compute_replicas(params: Params, size: ClusterSize) -> Decision:
     if isinstance(params, LinearParams):
         from_cores = _linear_dimension(cores, params.cores_per_replica, params)
         from_nodes = _linear_dimension(nodes, params.nodes_per_replica, params)
-        replicas = max(from_cores or 0, from_nodes or 0, params.min_replicas)
-        if params.prevent_single_point_failure and nodes > 1:
-            replicas = max(replicas, 2)
+        replicas, decided_by = _largest(
+            (from_cores, "coresPerReplica"),
+            (from_nodes, "nodesPerReplica"),
+            (params.min_replicas, "min"),
+        )
+        if params.prevent_single_point_failure and nodes > 1 and replicas < 2:
+            replicas, decided_by = 2, "preventSinglePointFailure"
     else:
         from_cores = ladder_lookup(params.cores_to_replicas, cores)
         from_nodes = ladder_lookup(params.nodes_to_replicas, nodes)
-        replicas = max(from_cores or 0, from_nodes or 0)
+        replicas, decided_by = _largest(
+            (from_cores, "coresToReplicas"), (from_nodes, "nodesToReplicas")
+        )
     return Decision(
         replicas=replicas,
         mode=params.mode,
@@ -120,7 +130,17 @@ def compute_replicas(params: Params, size: ClusterSize) -> Decision:
         include_unschedulable_nodes=params.include_unschedulable_nodes,
         replicas_from_cores=from_cores,
         replicas_from_nodes=from_nodes,
+        decided_by=decided_by,
     )
+
+
+def _largest(*candidates: tuple[int | None, str]) -> tuple[int, str]:
+    """The largest candidate and the rule it comes from (the first rule on a tie)."""
+    best, rule = 0, "none"
+    for value, name in candidates:
+        if value is not None and value > best:
+            best, rule = value, name
+    return best, rule
 
 
 __all__ = [

@@ -204,6 +204,7 @@ def calc_main(argv: Sequence[str], stdout: IO[str], stderr: IO[str]) -> int:
             includeUnschedulableNodes=decision.include_unschedulable_nodes,
             replicasFromNodes=decision.replicas_from_nodes,
             replicasFromCores=decision.replicas_from_cores,
+            decidedBy=decision.decided_by,
         )
     print(json.dumps(result), file=stdout)
     return EXIT_OK

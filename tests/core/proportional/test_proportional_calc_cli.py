@@ -182,4 +182,24 @@ def test_calc_explain_shows_each_dimension():
         "includeUnschedulableNodes": False,
         "replicasFromNodes": 4,
         "replicasFromCores": 5,
+        "decidedBy": "coresPerReplica",
     }
+
+
+def test_calc_explain_names_prevent_single_point_failure_when_it_raised_the_result():
+    code, out, _ = run_calc(
+        "--params",
+        '{"linear": {"nodesPerReplica": 16, "preventSinglePointFailure": true}}',
+        "--nodes",
+        "3",
+        "--cores",
+        "12",
+        "--explain",
+    )
+    assert code == 0
+    doc = json.loads(out)
+    assert (doc["replicas"], doc["replicasFromNodes"], doc["decidedBy"]) == (
+        2,
+        1,
+        "preventSinglePointFailure",
+    )
