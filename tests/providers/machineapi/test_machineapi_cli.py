@@ -113,3 +113,72 @@ def test_cli_scales_a_machineset_from_zero_to_n_and_back(kube: FakeKubeServer, t
     assert "machineapi_provider_ready" in output
     marks = [r for r in kube.requests if r.method == "PATCH" and r.resource == "machines"]
     assert len(marks) == 2, output[-3000:]
+
+
+def test_cli_scales_machines_of_a_separate_management_cluster_from_their_template(tmp_path: Path) -> None:
+    """`--cloud-provider=clusterapi --kubeconfig=<workload> --cloud-config=<management>`: the
+    pods pend in the workload cluster, the MachineSet (at zero, described only by its
+    infrastructure template) is scaled in the management cluster."""
+    from clusterscaler.testing.fakekube import cluster_api_resources
+    from clusterscaler.testing.fakekube_resources import ResourceType
+    from machineapi_builders import CAPI
+
+    infra = "infrastructure.cluster.x-k8s.io"
+    resources = [
+        *cluster_api_resources(),
+        ResourceType(infra, ("v1beta1",), "DockerMachineTemplate", "dockermachinetemplates"),
+    ]
+    with FakeKubeServer(resources=resources) as management, FakeKubeServer() as workload:
+        for namespace in ("default", "kube-system"):
+            workload.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        management.create(
+            {
+                "apiVersion": f"{infra}/v1beta1",
+                "kind": "DockerMachineTemplate",
+                "metadata": {"name": "tmpl", "namespace": "prod"},
+                "status": {"capacity": {"cpu": "4", "memory": "16Gi"}},
+            }
+        )
+        ms = scalable("workers", group=CAPI, namespace="prod", replicas=0, annotations=limits(CAPI, 0, 3))
+        ms["spec"]["template"]["spec"]["infrastructureRef"] = {
+            "apiVersion": f"{infra}/v1beta1",
+            "kind": "DockerMachineTemplate",
+            "name": "tmpl",
+        }
+        management.create(ms)
+        workload.create(pending_pod("web-1", "3"))
+        env = {k: v for k, v in os.environ.items() if k not in ("CAPI_GROUP", "CAPI_VERSION", "KUBECONFIG")}
+        command = [
+            *clusterscaler_command(),
+            "--cloud-provider=clusterapi",
+            f"--kubeconfig={workload.kubeconfig(tmp_path / 'workload.kubeconfig')}",
+            f"--cloud-config={management.kubeconfig(tmp_path / 'management.kubeconfig')}",
+            "--clusterapi-cloud-config-authoritative=false",
+            "--leader-elect=false",
+            "--scan-interval=1s",
+            "--address=127.0.0.1:0",
+            "--kube-client-qps=200",
+            "--kube-client-burst=200",
+        ]
+
+        def management_replicas() -> int:
+            obj = management.get(resource_name(CAPI, "MachineSet"), "workers", "prod")
+            assert obj is not None
+            return int(obj["spec"]["replicas"])
+
+        log_path = tmp_path / "clusterscaler.log"
+        with log_path.open("wb") as log_file:
+            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+            try:
+                wait_for("the scale-up from zero", lambda: management_replicas() == 1, process, 15)
+            finally:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        output = log_path.read_text()
+        assert process.returncode == 0, output[-3000:]
+        assert "management_cluster=True" in output, output[-3000:]
+        assert not [r for r in workload.requests if "x-k8s.io" in r.path]
