@@ -626,7 +626,7 @@ PROVIDER_FLAGS: tuple[FlagSpec, ...] = (
     _provider_flag("gce-concurrent-refreshes", 1, INT, "Maximum number of concurrent refreshes per cloud object type. GCE only.", "clusterscaler-gce", _not_installed("clusterscaler-gce")),
     _provider_flag("gce-mig-instances-min-refresh-wait-time", timedelta(seconds=5), DURATION, "The minimum time which needs to pass before GCE MIG instances from a given MIG can be refreshed. GCE only.", "clusterscaler-gce", _not_installed("clusterscaler-gce")),
     _provider_flag("bulk-mig-instances-listing-enabled", False, BOOL, "Fetch GCE MIG instances in bulk instead of per MIG. GCE only.", "clusterscaler-gce", "MIG instances are listed per MIG"),
-    _provider_flag("clusterapi-cloud-config-authoritative", False, BOOL, "Treat the cloud-config flag authoritatively (do not fall back to the kubeconfig flag). ClusterAPI only.", "clusterscaler-machineapi", "the machineapi provider reads MachineSets and MachineDeployments from the cluster of --kubeconfig"),
+    _provider_flag("clusterapi-cloud-config-authoritative", False, BOOL, "Treat the cloud-config flag authoritatively (do not fall back to the kubeconfig flag). ClusterAPI only.", "clusterscaler-machineapi", _not_installed("clusterscaler-machineapi")),
 )  # fmt: skip
 
 
