@@ -434,7 +434,7 @@ class AutoscalingOptions:
     force_ds: bool = opt(False, "Add pending DaemonSet pods to node templates even when they are not scheduled yet.", group="scale-up")
     grpc_expander_url: str = opt("", "URL to reach the gRPC expander server (--expander=grpc).", group="scale-up")
     grpc_expander_cert: str = opt("", "Path to the certificate used by the gRPC expander server over TLS.", group="scale-up")
-    parallel_scale_up: bool = opt(False, "Whether to allow parallel node groups scale up. Experimental upstream.", group="scale-up", no_effect="node groups of one scale-up are increased one after another")
+    parallel_scale_up: bool = opt(False, "Whether to allow parallel node groups scale up: every group of one scale-up is increased at once, and a failure does not keep the others from being asked. Experimental upstream.", group="scale-up")
     scale_from_unschedulable: bool = opt(False, "Ignore a node's .spec.unschedulable field in node templates when considering to scale a node group.", group="scale-up")
     fastpath_binpacking_enabled: bool = opt(False, "Whether to use the fastpath binpacking algorithm to optimize scale-ups.", group="scale-up", no_effect="the binpacking estimator already packs equivalence groups at once")
     enable_proactive_scaleup: bool = opt(False, "Whether to enable proactive scale-ups.", group="scale-up", no_effect="proactive scale-up is not supported")

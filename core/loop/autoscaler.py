@@ -635,7 +635,12 @@ class Autoscaler:
         if not decisions:
             return plan.result, pending
         done, failures = execute_scale_up(
-            decisions, state, self.registry, now, dry_run=options.dry_run
+            decisions,
+            state,
+            self.registry,
+            now,
+            dry_run=options.dry_run,
+            parallel=options.parallel_scale_up,
         )
         errors.extend(failures)
         status = plan.result.status

@@ -9,7 +9,7 @@ import pytest
 from clusterscaler.loop.decisions import ScaleDownStatus
 from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT
 from clusterscaler.model import OwnerRef, Taint
-from loopkit import Harness, pending_pod, running_pod
+from loopkit import GROUP_LABEL, Harness, pending_pod, running_pod
 
 
 def ds_owner() -> OwnerRef:
@@ -117,3 +117,25 @@ def test_node_deletion_candidate_ttl_keeps_the_unneeded_time_of_an_earlier_run(
     # Three minutes on, b-2 has been unneeded for 11 minutes only if that time was kept.
     result = h.run(timedelta(minutes=3))
     assert [d.node for d in result.scale_down.deletions if d.ok] == deleted
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["one-after-another", "parallel"])
+def test_parallel_scale_up_asks_every_group_despite_a_failure(parallel: bool) -> None:
+    h = Harness(
+        balance_similar_node_groups=True,
+        balancing_ignore_label=[GROUP_LABEL],
+        parallel_scale_up=parallel,
+    )
+    a = h.provider.add_group("a", 0, 10, labels={"topology.kubernetes.io/zone": "za"})
+    b = h.provider.add_group("b", 0, 10, labels={"topology.kubernetes.io/zone": "zb"})
+    a.fail_increase = "quota exceeded"
+    h.add_pods([pending_pod(f"p{i}", cpu="3") for i in range(4)])
+    result = h.run()
+    # Group a comes first; its failure ends a scale-up made one group after another.
+    assert a.increases == [2]
+    assert b.increases == ([2] if parallel else [])
+    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == (
+        [("b", 2)] if parallel else []
+    )
+    assert b.target == (2 if parallel else 0)
+    assert any("quota exceeded" in e for e in result.errors)
