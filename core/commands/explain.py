@@ -37,6 +37,8 @@ from clusterscaler.model import ClusterObjects, Node, Pod
 from clusterscaler.offline import output
 from clusterscaler.offline.clock import DEFAULT_START
 from clusterscaler.offline.inference import render as render_inference
+from clusterscaler.offline.whatif import ChangeReport, Outcome, outcome, what_if_json
+from clusterscaler.offline.whatif import render as render_what_if
 
 if TYPE_CHECKING:
     from clusterscaler.commands.cli import CommandContext
@@ -327,8 +329,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "live cluster of --kubeconfig.",
     )
     from clusterscaler.commands.simulate import add_bounds_argument
+    from clusterscaler.offline.whatif import add_change_arguments
 
     add_bounds_argument(group)
+    add_change_arguments(group)
     group.add_argument(
         "--json", action="store_true", help="Print JSON (the keys of simulate --once --json)."
     )
@@ -383,9 +387,37 @@ def evaluate(
 
 
 _Evaluated = tuple[LoopResult, CloudProvider, ClusterObjects, AutoscalingOptions, datetime]
+# The changes of the command line, applied, and the outcome before them.
+WhatIf = tuple[list[ChangeReport], Outcome]
 
 
-def _offline(ctx: CommandContext) -> tuple[_Evaluated, Inference | None]:
+def _removable(report: Report) -> list[str]:
+    return [entry["node"] for entry in report_json(report)["scaleDown"]]
+
+
+def _what_if(
+    ctx: CommandContext, options: AutoscalingOptions, objects: ClusterObjects, now: datetime
+) -> tuple[AutoscalingOptions, ClusterObjects, WhatIf]:
+    """The snapshot's outcome as it is, then the options and objects with the changes of the
+    command line applied (and the scheduler run over them)."""
+    from clusterscaler.commands.simulate import what_if
+    from clusterscaler.offline.setup import build_cluster, build_provider
+    from clusterscaler.offline.whatif import settle
+
+    result, provider = evaluate(ctx.registry, options, objects, now)
+    before = outcome(objects, result, _removable(explain(result, objects, options, now, provider)))
+    cluster, clock = build_cluster(objects)
+    clock.advance_to(now)
+    provider = build_provider(ctx.registry, options, cluster=cluster, clock=clock)
+    options, provider, reports = what_if(
+        ctx.registry, options, cluster, clock, provider, ctx.args.changes
+    )
+    cluster.step(retry_unschedulable=False)
+    settle(cluster, reports)
+    return options, cluster.snapshot(), (reports, before)
+
+
+def _offline(ctx: CommandContext) -> tuple[_Evaluated, Inference | None, WhatIf | None]:
     from clusterscaler.commands.simulate import infer_if_needed
     from clusterscaler.offline.loader import load_snapshot, snapshot_time
     from clusterscaler.offline.setup import SIM_PROVIDER
@@ -405,8 +437,11 @@ def _offline(ctx: CommandContext) -> tuple[_Evaluated, Inference | None]:
         )
     # The snapshot is a moment of a real cluster: "now" is its newest object.
     now = snapshot_time(objects) or DEFAULT_START
+    changes: WhatIf | None = None
+    if getattr(ctx.args, "changes", None):
+        options, objects, changes = _what_if(ctx, options, objects, now)
     result, provider = evaluate(ctx.registry, options, objects, now)
-    return (result, provider, objects, options, now), inference
+    return (result, provider, objects, options, now), inference, changes
 
 
 def _live(ctx: CommandContext) -> _Evaluated:
@@ -434,9 +469,15 @@ def run(ctx: CommandContext) -> int:
 
     quiet_logs(ctx.options)
     inference: Inference | None = None
+    changes: WhatIf | None = None
     try:
+        if getattr(ctx.args, "changes", None) and not ctx.args.snapshot:
+            raise ConfigurationError(
+                "--scale, --drain-node, --remove-node-group: expected with --snapshot (a live "
+                "cluster is explained as it is)"
+            )
         if ctx.args.snapshot:
-            (result, provider, objects, options, now), inference = _offline(ctx)
+            (result, provider, objects, options, now), inference, changes = _offline(ctx)
         else:
             result, provider, objects, options, now = _live(ctx)
     except (InputError, ConfigurationError, SimulationError, KubeConfigError) as exc:
@@ -446,13 +487,18 @@ def run(ctx: CommandContext) -> int:
         print(f"clusterscaler explain: error: {exc}", file=sys.stderr)
         return RUNTIME_ERROR
     report = explain(result, objects, options, now, provider)
+    after = outcome(objects, result, _removable(report)) if changes is not None else None
     if ctx.args.json:
         doc = report_json(report)
         if inference is not None:
             doc.update(inference.to_json())
+        if changes is not None and after is not None:
+            doc["whatIf"] = what_if_json(changes[0], changes[1], after)
         output.write_json_line(sys.stdout, doc)
     else:
         if inference is not None:
             print(render_inference(inference) + "\n")
+        if changes is not None and after is not None:
+            print(render_what_if(changes[0], changes[1], after) + "\n")
         print(render(report))
     return OK

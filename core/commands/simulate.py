@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Sequence
 from datetime import timedelta
 from importlib import resources
 from pathlib import Path
@@ -24,13 +25,18 @@ from typing import TYPE_CHECKING, TextIO
 
 import structlog
 import yaml
-from clusterscaler.framework.cloudprovider import CloudProviderError, ConfigurationError
+from clusterscaler.framework.cloudprovider import (
+    CloudProvider,
+    CloudProviderError,
+    ConfigurationError,
+)
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.options import AutoscalingOptions, flag_given
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import ClusterObjects, gc_paused
 from clusterscaler.offline import output
-from clusterscaler.offline.cluster import SimulationError
+from clusterscaler.offline.clock import VirtualClock
+from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
 from clusterscaler.offline.inference import Inference, bounds_from
 from clusterscaler.offline.inference import render as render_inference
 from clusterscaler.offline.loader import InputError, load_snapshot
@@ -55,10 +61,24 @@ from clusterscaler.offline.setup import (
     merge_options,
     with_cloud_config,
     with_inferred_node_groups,
+    without_node_groups,
 )
+from clusterscaler.offline.whatif import (
+    Change,
+    ChangeReport,
+    add_change_arguments,
+    apply_changes,
+    outcome,
+    removed_groups,
+    render_changes,
+    settle,
+    what_if_json,
+)
+from clusterscaler.offline.whatif import render as render_what_if
 
 if TYPE_CHECKING:
     from clusterscaler.commands.cli import CommandContext
+    from clusterscaler.framework.pluginmanager import Registry
 
 log = structlog.get_logger()
 
@@ -92,6 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "jobs,cm -A -o json` prints it.",
     )
     add_bounds_argument(group)
+    add_change_arguments(group)
     group.add_argument("--once", action="store_true", help="Run one loop and print its decisions.")
     group.add_argument(
         "--json",
@@ -161,15 +182,39 @@ def load_inputs(args: argparse.Namespace) -> Scenario:
     return demo_scenario()
 
 
+def what_if(
+    registry: Registry,
+    options: AutoscalingOptions,
+    cluster: SimulatedCluster,
+    clock: VirtualClock,
+    provider: CloudProvider,
+    changes: Sequence[Change],
+) -> tuple[AutoscalingOptions, CloudProvider, list[ChangeReport]]:
+    """Apply `changes` to `cluster`; the options and provider without the node groups they
+    remove."""
+    groups = [g.id for g in provider.node_groups()]
+    reports = apply_changes(cluster, changes, cluster.group_of, groups)
+    removed = removed_groups(changes)
+    if removed:
+        options = without_node_groups(options, removed)
+        provider = build_provider(registry, options, cluster=cluster, clock=clock)
+    return options, provider, reports
+
+
 def prepare(
-    ctx: CommandContext, scenario: Scenario
+    ctx: CommandContext,
+    scenario: Scenario,
+    changes: Sequence[Change] = (),
+    reports: list[ChangeReport] | None = None,
 ) -> tuple[Simulation, AutoscalingOptions, Inference | None]:
+    """The simulation of `scenario`, with `changes` applied (their reports are appended to
+    `reports`)."""
     args = ctx.args
     options = merge_options(args, scenario.flags, scenario.source)
     options = with_cloud_config(
         options, scenario, args.cloud_config if flag_given(args, "cloud_config") else ""
     )
-    options, scenario.objects, inference = infer_if_needed(args, options, scenario.objects)
+    options, objects, inference = infer_if_needed(args, options, scenario.objects)
     if options.cloud_provider != SIM_PROVIDER:
         raise InputError(
             f"--cloud-provider: simulate runs on an in-memory cluster and needs the "
@@ -184,8 +229,12 @@ def prepare(
     # One object per pod and node goes into the in-memory cluster's tables: as for parsing,
     # collection passes over the growing heap would find nothing to free.
     with gc_paused():
-        cluster, clock = build_cluster(scenario.objects, scenario)
+        cluster, clock = build_cluster(objects, scenario)
     provider = build_provider(ctx.registry, options, cluster=cluster, clock=clock)
+    if changes:
+        options, provider, applied = what_if(ctx.registry, options, cluster, clock, provider, changes)
+        if reports is not None:
+            reports.extend(applied)
     # `--once` decides on the cluster as given: a snapshot's unschedulable pods stay so.
     provision_initial_nodes(
         cluster,
@@ -219,10 +268,17 @@ def run(ctx: CommandContext) -> int:
     quiet_logs(ctx.options)
     try:
         scenario = load_inputs(ctx.args)
-        sim, options, inference = prepare(ctx, scenario)
+        changes: list[Change] = list(getattr(ctx.args, "changes", None) or [])
+        if changes and ctx.args.once:
+            return _once_what_if(ctx, scenario, changes, out)
+        reports: list[ChangeReport] = []
+        sim, options, inference = prepare(ctx, scenario, changes, reports)
         if ctx.args.once:
             return _once(sim, options, ctx.args.json, out, inference)
-        return _run(sim, scenario, ctx.args, out, inference)
+        if reports:
+            sim.cluster.step()
+            settle(sim.cluster, reports)
+        return _run(sim, scenario, ctx.args, out, inference, reports)
     except (InputError, ConfigurationError, SimulationError) as exc:
         print(f"clusterscaler simulate: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
@@ -258,12 +314,47 @@ def _once(
     return OK
 
 
+def _once_what_if(
+    ctx: CommandContext, scenario: Scenario, changes: Sequence[Change], out: TextIO
+) -> int:
+    """One loop on the snapshot as it is, then one on a fresh copy with `changes` applied:
+    the second's decisions, with what changed between the two."""
+    sim, _, _ = prepare(ctx, scenario)
+    sim.cluster.step(retry_unschedulable=False)
+    seen = sim.cluster.snapshot()
+    result = sim.loop.run_once(sim.clock.now())
+    before = outcome(seen, result, [d["node"] for d in output.decision_json(result)["scaleDown"]])
+    reports: list[ChangeReport] = []
+    sim, options, inference = prepare(ctx, scenario, changes, reports)
+    sim.cluster.step(retry_unschedulable=False)
+    settle(sim.cluster, reports)
+    objects = sim.cluster.snapshot()
+    now = sim.clock.now()
+    result = sim.loop.run_once(now)
+    doc = output.decision_json(result)
+    after = outcome(objects, result, [d["node"] for d in doc["scaleDown"]])
+    if ctx.args.json:
+        if inference is not None:
+            doc.update(inference.to_json())
+        doc["whatIf"] = what_if_json(reports, before, after)
+        output.write_json_line(out, doc)
+        return OK
+    from clusterscaler.commands import explain
+
+    if inference is not None:
+        out.write(render_inference(inference) + "\n\n")
+    out.write(render_what_if(reports, before, after) + "\n\n")
+    out.write(explain.render(explain.explain(result, objects, options, now, sim.provider)) + "\n")
+    return OK
+
+
 def _run(
     sim: Simulation,
     scenario: Scenario,
     args: argparse.Namespace,
     out: TextIO,
     inference: Inference | None = None,
+    reports: Sequence[ChangeReport] = (),
 ) -> int:
     if args.plot:
         output.check_plotting()
@@ -280,6 +371,8 @@ def _run(
 
     if args.json and inference is not None:
         output.write_json_line(out, {"type": "nodeGroups", **inference.to_json()})
+    if args.json and reports:
+        output.write_json_line(out, {"type": "changes", "changes": [r.to_json() for r in reports]})
     if not args.json:
         out.write(f"scenario: {scenario.name}\n")
         if scenario.description:
@@ -287,6 +380,8 @@ def _run(
         out.write("\n")
         if inference is not None:
             out.write(render_inference(inference) + "\n\n")
+        if reports:
+            out.write(render_changes(reports) + "\n\n")
     result, summary = run_simulation(sim, on_loop=stream_rows, progress=progress.update)
     progress.done()
     if args.json:

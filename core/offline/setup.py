@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import yaml
 from clusterscaler.framework.cloudprovider import CloudProvider, ProviderContext
 from clusterscaler.framework.options import (
     BOOL,
@@ -103,6 +104,23 @@ def with_inferred_node_groups(
         inference.label_members(objects),
         inference,
     )
+
+
+def without_node_groups(options: AutoscalingOptions, names: list[str]) -> AutoscalingOptions:
+    """`options` with the node groups `names` left out of the `sim` cloud-config (a file's
+    is read and passed on inline)."""
+    doc: Any = options.extra.get(EMBEDDED_CONFIG_KEY)
+    if doc is None and options.cloud_config:
+        try:
+            with open(options.cloud_config, encoding="utf-8") as f:
+                doc = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError) as exc:
+            raise InputError(f"--cloud-config {options.cloud_config!r}: cannot read it: {exc}") from None
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("nodeGroups"), list):
+        return options
+    groups = [g for g in doc["nodeGroups"] if not (isinstance(g, Mapping) and g.get("name") in names)]
+    extra = {**options.extra, EMBEDDED_CONFIG_KEY: {**doc, "nodeGroups": groups}}
+    return dataclasses.replace(options, cloud_config="", extra=extra)
 
 
 def build_cluster(
