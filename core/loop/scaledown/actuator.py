@@ -100,6 +100,25 @@ def _delays_deletion(node: Node) -> bool:
 
 
 
+def priority_groups(
+    config: Sequence[tuple[int, int]], pods: Sequence[Pod]
+) -> list[tuple[int, list[Pod]]]:
+    """`pods` split by --drain-priority-config (priority, grace seconds) as CA's priority
+    evictor splits them: one group per entry, by ascending priority, each with its grace
+    period. A pod (no priority: 0) goes to the entry with the highest priority not above
+    its own, or to the lowest entry when all are above it."""
+    entries = sorted(config)
+    groups: list[tuple[int, list[Pod]]] = [(grace, []) for _, grace in entries]
+    for pod in pods:
+        priority = pod.priority or 0
+        index = 0
+        for i, (entry_priority, _) in enumerate(entries):
+            if entry_priority <= priority:
+                index = i
+        groups[index][1].append(pod)
+    return groups
+
+
 def daemonset_pods_to_evict(pods: Sequence[Pod], *, by_default: bool) -> list[Pod]:
     """The DaemonSet pods of a removed node that are evicted (CA's `PodsToEvict`): a pod's
     `cluster-autoscaler.kubernetes.io/enable-ds-eviction` annotation decides ("true" evicts,
@@ -580,9 +599,17 @@ class Actuator:
         # Pods the plan chose to leave (skipped) stay left.
         late, late_daemons = self._bound_since_plan(name, [*to_move, *daemons, *r.plan.skipped])
         daemons.extend(late_daemons)
+        by_priority = bool(self.options.drain_priority_config)
         if drain:
             to_move.extend(late)
-            evicted.extend(self._evict_all(name, to_move, required=True))
+            if by_priority:
+                # As CA's priority evictor: the DaemonSet pods to evict are drained with
+                # the others, in their priority group, and must go too.
+                to_move.extend(daemonset_pods_to_evict(daemons, by_default=evict_ds))
+                daemons = []
+                evicted.extend(self._evict_by_priority(name, to_move, required=True))
+            else:
+                evicted.extend(self._evict_all(name, to_move, required=True))
         elif late:
             # The node was chosen as empty: pods that run on it now had no place planned.
             raise DeletionFailed(
@@ -592,7 +619,9 @@ class Actuator:
                 "delete",
             )
         daemons = daemonset_pods_to_evict(daemons, by_default=evict_ds)
-        if daemons:
+        if daemons and by_priority:
+            evicted.extend(self._evict_by_priority(name, daemons, required=False))
+        elif daemons:
             # DaemonSet pods are evicted best-effort: they do not hold the node back.
             evicted.extend(self._evict_all(name, daemons, required=False))
         self._wait_for_delay_deletion(r.node)
@@ -868,14 +897,30 @@ class Actuator:
             with self._untaint_lock:
                 self._untaint_failed.add(name)
 
-    def _grace(self, pod: Pod) -> int:
+    def _grace(self, pod: Pod, limit: int | None = None) -> int:
         grace = pod.termination_grace_seconds
         grace = DEFAULT_GRACE_SECONDS if grace is None else grace
-        return min(grace, self.options.max_graceful_termination_sec)
+        return min(grace, self.options.max_graceful_termination_sec if limit is None else limit)
 
-    def _evict_all(self, node: str, pods: Sequence[Pod], *, required: bool) -> list[str]:
+    def _evict_by_priority(self, node: str, pods: Sequence[Pod], *, required: bool) -> list[str]:
+        """--drain-priority-config: evict `pods` group by group, lowest priority first, each
+        pod with at most its group's grace period; with `required`, a group's pods must be
+        gone before the next group is evicted."""
+        evicted: list[str] = []
+        for grace, group in priority_groups(self.options.drain_priority_config, pods):
+            if group:
+                log.debug(
+                    "eviction_priority_group", node=node, pods=len(group), grace_seconds=grace
+                )
+                evicted.extend(self._evict_all(node, group, required=required, grace_limit=grace))
+        return evicted
+
+    def _evict_all(
+        self, node: str, pods: Sequence[Pod], *, required: bool, grace_limit: int | None = None
+    ) -> list[str]:
         """Evict `pods`, retrying refusals until --max-pod-eviction-time; with `required`,
-        then wait for them to terminate. Raises `DeletionFailed` when a required pod stays."""
+        then wait for them to terminate. Raises `DeletionFailed` when a required pod stays.
+        Grace periods are at most `grace_limit` (default --max-graceful-termination-sec)."""
         clock = self.clock
         deadline = clock.now() + self.options.max_pod_eviction_time
         pending = list(pods)
@@ -885,7 +930,7 @@ class Actuator:
             last: tuple[Pod, EvictionError] | None = None
             for pod in pending:
                 try:
-                    self.actions.evict(pod, self._grace(pod))
+                    self.actions.evict(pod, self._grace(pod, grace_limit))
                     evicted.append(pod.key)
                 except EvictionError as exc:
                     if not exc.retryable:
@@ -921,7 +966,7 @@ class Actuator:
                 break
             clock.sleep(EVICTION_RETRY_SECONDS)
         if required and pods:
-            wait = max(self._grace(p) for p in pods) + TERMINATION_EXTRA_SECONDS
+            wait = max(self._grace(p, grace_limit) for p in pods) + TERMINATION_EXTRA_SECONDS
             end = clock.now() + timedelta(seconds=wait)
             while True:
                 remaining = [p for p in pods if self._still_there(node, p)]

@@ -4,11 +4,14 @@ checked against what it changes."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from clusterscaler.framework.cluster import InMemoryCluster
 from clusterscaler.loop.decisions import ScaleDownStatus
+from clusterscaler.loop.scaledown.actuator import priority_groups
 from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT
-from clusterscaler.model import OwnerRef, Taint
+from clusterscaler.model import OwnerRef, Pod, Taint
 from loopkit import GROUP_LABEL, Harness, pending_pod, running_pod
 
 
@@ -139,3 +142,66 @@ def test_parallel_scale_up_asks_every_group_despite_a_failure(parallel: bool) ->
     )
     assert b.target == (2 if parallel else 0)
     assert any("quota exceeded" in e for e in result.errors)
+
+
+class RecordingCluster(InMemoryCluster):
+    """Records each eviction with its grace period, in order."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.evictions: list[tuple[str, int | None]] = []
+
+    def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
+        self.evictions.append((pod.key, grace_period_seconds))
+        super().evict(pod, grace_period_seconds)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        # All at once, at most --max-graceful-termination-sec; DaemonSet pods after.
+        ([], [("default/high", 300), ("default/low", 60), ("default/agent-2", 30)]),
+        (
+            [(1000, 100), (0, 20)],
+            [("default/low", 20), ("default/agent-2", 20), ("default/high", 100)],
+        ),
+    ],
+    ids=["max-graceful-termination-sec", "by-priority"],
+)
+def test_drain_priority_config_evicts_lowest_priority_first_with_its_grace_period(
+    config: list[tuple[int, int]], expected: list[tuple[str, int]]
+) -> None:
+    h = Harness(
+        cluster_class=RecordingCluster,
+        drain_priority_config=config,
+        max_graceful_termination_sec=300,
+    )
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.add_pods([running_pod("big", "g-1", cpu="2500m")])
+    h.add_pods(
+        [
+            running_pod("high", "g-2", cpu="100m", priority=2000, termination_grace_seconds=600),
+            running_pod("low", "g-2", cpu="100m", priority=0, termination_grace_seconds=60),
+            running_pod("agent-2", "g-2", owner=ds_owner()),
+        ]
+    )
+    h.run()
+    (deletion,) = h.run(timedelta(minutes=11)).scale_down.deletions
+    assert deletion.ok
+    cluster = h.cluster
+    assert isinstance(cluster, RecordingCluster)
+    assert cluster.evictions == expected
+
+
+@pytest.mark.parametrize(
+    ("priority", "group"),
+    [(None, 0), (-5, 0), (0, 0), (999, 0), (1000, 1), (5000, 2), (10**9, 2)],
+    ids=["none", "below-lowest", "at-lowest", "between", "at-boundary", "at-highest", "above"],
+)
+def test_priority_groups_put_a_pod_with_the_highest_entry_not_above_it(
+    priority: int | None, group: int
+) -> None:
+    pod = running_pod("p", "n", priority=priority)
+    groups = priority_groups([(5000, 5), (0, 60), (1000, 30)], [pod])
+    assert [grace for grace, _ in groups] == [60, 30, 5]
+    assert [i for i, (_, pods) in enumerate(groups) if pods] == [group]
