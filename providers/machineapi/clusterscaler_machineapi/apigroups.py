@@ -20,11 +20,13 @@ MACHINE_SET = "MachineSet"
 MACHINE_DEPLOYMENT = "MachineDeployment"
 MACHINE_POOL = "MachinePool"
 MACHINE = "Machine"
+CLUSTER = "Cluster"
 PLURALS = {
     MACHINE_SET: "machinesets",
     MACHINE_DEPLOYMENT: "machinedeployments",
     MACHINE_POOL: "machinepools",
     MACHINE: "machines",
+    CLUSTER: "clusters",
 }
 
 # The capacity annotations upstream reads for scale from zero, whatever the API group.
@@ -79,6 +81,8 @@ class ApiGroup:
     version: str
     # Whether the group serves MachinePools with their scale subresource.
     machine_pools: bool = False
+    # Whether the group serves Clusters (whose pause stops every group of the cluster).
+    clusters: bool = False
 
     @property
     def openshift(self) -> bool:

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from clusterscaler.api import CloudProviderError
 
-from clusterscaler_machineapi.apigroups import MACHINE, OPENSHIFT_NAMESPACE, PLURALS, ApiGroup
+from clusterscaler_machineapi.apigroups import (
+    CLUSTER,
+    MACHINE,
+    OPENSHIFT_NAMESPACE,
+    PLURALS,
+    ApiGroup,
+)
 from clusterscaler_machineapi.discovery import DiscoverySpec, namespaces_to_watch
 from clusterscaler_machineapi.kubeapi import KubeApi
 from clusterscaler_machineapi.snapshot import Listing
@@ -61,6 +67,7 @@ class DirectListings:
                 api=api,
                 scalable={k: self.list_kind(api, k, namespaces) for k in api.scalable_kinds},
                 machines=self.list_kind(api, MACHINE, namespaces),
+                clusters=self.list_kind(api, CLUSTER, namespaces) if api.clusters else (),
             )
         except CloudProviderError as exc:
             raise CloudProviderError(f"listing {api.api_version} objects failed: {exc}") from exc
@@ -98,7 +105,8 @@ class WatchedListings:
         self._informers: dict[tuple[str, str], list[Informer[Raw]]] = {}
         for api in self.apis:
             namespaces = watched_namespaces(api, specs)
-            for kind in (*api.scalable_kinds, MACHINE):
+            kinds = (*api.scalable_kinds, MACHINE, *((CLUSTER,) if api.clusters else ()))
+            for kind in kinds:
                 plural = PLURALS[kind]
                 lister: Callable[..., Any]
                 informers = []
@@ -160,6 +168,7 @@ class WatchedListings:
                     api=api,
                     scalable={kind: items(kind) for kind in api.scalable_kinds},
                     machines=items(MACHINE),
+                    clusters=items(CLUSTER) if api.clusters else (),
                 )
             )
         return out

@@ -16,6 +16,7 @@ from clusterscaler_machineapi.apigroups import (
     CAPI_GROUP,
     CAPI_GROUP_ENV,
     CAPI_VERSION_ENV,
+    CLUSTER,
     DEFAULT_ARCH,
     DEFAULT_ARCH_ENV,
     KNOWN_ARCHES,
@@ -202,7 +203,8 @@ def resolve_api_groups(api: KubeApi, environ: Mapping[str, str] | None = None) -
             log.warning("machineapi_no_machinedeployments", api_version=f"{group}/{version}")
         # MachinePools are optional in Cluster API (a feature gate); used when served.
         pools = group != OPENSHIFT_GROUP and f"{PLURALS[MACHINE_POOL]}/scale" in served
-        out.append(ApiGroup(group=group, version=version, machine_pools=pools))
+        clusters = group != OPENSHIFT_GROUP and PLURALS[CLUSTER] in served
+        out.append(ApiGroup(group=group, version=version, machine_pools=pools, clusters=clusters))
     if not out:
         raise ConfigurationError(
             "machineapi provider: the API server serves none of the API groups "

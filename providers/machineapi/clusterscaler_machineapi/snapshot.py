@@ -82,6 +82,7 @@ class Listing:
     api: ApiGroup
     scalable: Mapping[str, Sequence[Mapping[str, Any]]]  # kind -> raw objects
     machines: Sequence[Mapping[str, Any]] = ()
+    clusters: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass
@@ -174,6 +175,34 @@ def build_snapshot(
     return snap
 
 
+def _paused_clusters(snap: Snapshot, listing: Listing) -> dict[tuple[str, str], str]:
+    """(namespace, name) of every paused Cluster -> how it is paused."""
+    out: dict[tuple[str, str], str] = {}
+    for raw in listing.clusters:
+        meta = raw.get("metadata")
+        if not isinstance(meta, Mapping) or not meta.get("name"):
+            continue
+        key = (str(meta.get("namespace") or ""), str(meta["name"]))
+        spec = raw.get("spec")
+        paused = spec.get("paused") if isinstance(spec, Mapping) else None
+        annotations = meta.get("annotations")
+        if paused is not None and not isinstance(paused, bool):
+            snap.problems.append(
+                Problem(
+                    f"Cluster/{key[0]}/{key[1]}",
+                    REASON_INVALID_OBJECT,
+                    f"Cluster {key[0]}/{key[1]}: spec.paused: expected true or false, got "
+                    f"{paused!r}; its node groups are treated as paused",
+                )
+            )
+            out[key] = f"spec.paused is {paused!r}"
+        elif paused is True:
+            out[key] = "spec.paused is true"
+        elif isinstance(annotations, Mapping) and PAUSED_ANNOTATION in annotations:
+            out[key] = f"annotation {PAUSED_ANNOTATION}"
+    return out
+
+
 def _current_machine_sets(
     snap: Snapshot, index: Mapping[tuple[str, str, str], ScalableResource]
 ) -> dict[str, ScalableResource]:
@@ -228,6 +257,7 @@ def _add_listing(
             index[(kind, resource.namespace, resource.name)] = resource
 
     current = _current_machine_sets(snap, index)
+    paused_clusters = _paused_clusters(snap, listing)
     candidates: dict[str, tuple[ScalableResource, SizeLimits]] = {}
     sources: dict[str, tuple[ScalableResource, InfraTemplate | None, bool]] = {}
     for (kind, _namespace, _name), resource in index.items():
@@ -258,6 +288,18 @@ def _add_listing(
                     REASON_PAUSED,
                     f"{resource.ref} is paused (annotation {PAUSED_ANNOTATION}); it is not "
                     "scaled, up or down, until the annotation is removed",
+                )
+            )
+            continue
+        how = paused_clusters.get((resource.namespace, resource.cluster_name))
+        if how is not None:
+            snap.problems.append(
+                Problem(
+                    resource.id,
+                    REASON_PAUSED,
+                    f"{resource.ref} belongs to Cluster {resource.namespace}/"
+                    f"{resource.cluster_name}, which is paused ({how}); it is not scaled, up "
+                    "or down, until the cluster is resumed",
                 )
             )
             continue

@@ -89,6 +89,8 @@ def test_the_manifest_grants_exactly_the_calls_of_the_provider(
         kube.create(machine(ms, name))
         kube.create(node(name))
 
+    # Clusters are watched for their pause.
+    kube.register_resource(ResourceType(CAPI, ("v1beta1",), "Cluster", "clusters"))
     # A MachinePool whose instances have no Machines.
     kube.create(
         {

@@ -342,3 +342,65 @@ def test_a_bad_revision_is_named_and_the_deployment_is_the_source(kube: FakeKube
     assert "MachineSet team-a/new: annotation machinedeployment.clusters.x-k8s.io/revision: expected a non-negative integer, got 'ten'" in message
     [group] = provider.node_groups()
     assert group.template_node_info().node.labels["tier"] == "md"
+
+
+@pytest.mark.parametrize(
+    ("cluster_spec", "cluster_annotations", "how"),
+    [
+        ({"paused": True}, {}, "spec.paused is true"),
+        ({}, {"cluster.x-k8s.io/paused": ""}, "annotation cluster.x-k8s.io/paused"),
+    ],
+    ids=["spec", "annotation"],
+)
+@pytest.mark.parametrize("watch", [False, True])
+def test_the_groups_of_a_paused_cluster_are_not_scaled(
+    kube: FakeKubeServer,
+    make_provider: Any,
+    cluster_spec: dict[str, Any],
+    cluster_annotations: dict[str, str],
+    how: str,
+    watch: bool,
+) -> None:
+    kube.register_resource(ResourceType(CAPI, ("v1beta1",), "Cluster", "clusters"))
+    kube.create(
+        {
+            "apiVersion": f"{CAPI}/v1beta1",
+            "kind": "Cluster",
+            "metadata": {"name": "prod", "namespace": "team-a", "annotations": cluster_annotations},
+            "spec": cluster_spec,
+        }
+    )
+    kube.create(infra_template(capacity={"cpu": "4", "memory": "8Gi"}))
+    obj = deployment()
+    obj["spec"]["clusterName"] = "prod"
+    kube.create(obj)
+    other = scalable("other", group=CAPI, namespace="team-a", annotations=limits(CAPI, 1, 3), replicas=1, cluster_name="dev")
+    kube.create(other)
+    provider = make_provider(watch=watch)
+    assert [g.id for g in provider.node_groups()] == ["MachineSet/team-a/other"]
+    assert f"MachineDeployment team-a/md belongs to Cluster team-a/prod, which is paused ({how})" in problems(provider)["Paused"]
+
+    kube.patch(f"clusters.{CAPI}", "prod", {"spec": {"paused": False}, "metadata": {"annotations": None}}, "team-a")
+    if watch:
+        import time
+
+        deadline = time.monotonic() + 5
+        while len(provider.node_groups()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            provider.refresh()
+    else:
+        provider.refresh()
+    assert sorted(g.id for g in provider.node_groups()) == [MD_ID, "MachineSet/team-a/other"]
+
+
+def test_a_bad_cluster_pause_is_named(kube: FakeKubeServer, make_provider: Any) -> None:
+    kube.register_resource(ResourceType(CAPI, ("v1beta1",), "Cluster", "clusters"))
+    kube.create(
+        {"apiVersion": f"{CAPI}/v1beta1", "kind": "Cluster", "metadata": {"name": "prod", "namespace": "team-a"}, "spec": {"paused": "yes"}}
+    )
+    obj = deployment({f"{CAP}/cpu": "2", f"{CAP}/memory": "4Gi"})
+    obj["spec"]["clusterName"] = "prod"
+    kube.create(obj)
+    provider = make_provider()
+    assert provider.node_groups() == []
+    assert "Cluster team-a/prod: spec.paused: expected true or false, got 'yes'" in problems(provider, "Cluster/team-a/prod")["InvalidObject"]
