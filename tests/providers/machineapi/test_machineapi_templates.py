@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import ConfigurationError
+from clusterscaler.framework.cloudprovider import CloudProviderError, ConfigurationError
 from clusterscaler.model import Resources
 from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler.testing.fakekube_resources import ResourceType
 from clusterscaler_machineapi.apigroups import ApiGroup
 from clusterscaler_machineapi.infrastructure import InfrastructureTemplates
+from clusterscaler_machineapi.kubeapi import KubeApi
 from clusterscaler_machineapi.objects import parse_scalable
 from clusterscaler_machineapi.template import CannotScaleFromZeroError
 from machineapi_builders import CAPI, limits, machine, node, scalable
@@ -404,3 +405,21 @@ def test_a_bad_cluster_pause_is_named(kube: FakeKubeServer, make_provider: Any) 
     provider = make_provider()
     assert provider.node_groups() == []
     assert "Cluster team-a/prod: spec.paused: expected true or false, got 'yes'" in problems(provider, "Cluster/team-a/prod")["InvalidObject"]
+
+
+def test_a_forbidden_template_is_unavailable_and_read_again_later(kube: FakeKubeServer, api_client: Any) -> None:
+    kube.create(infra_template(capacity={"cpu": "4", "memory": "8Gi"}))
+    fault = kube.add_fault(method="GET", path="/dockermachinetemplates/", status=403, message="forbidden")
+    now = [0.0]
+    lookup = InfrastructureTemplates(KubeApi(api_client), failure_ttl=30, clock=lambda: now[0])
+    resource = parse_scalable(deployment(), ApiGroup(CAPI, "v1beta1"), "MachineDeployment")
+    with pytest.raises(CloudProviderError, match=r"MachineDeployment team-a/md: spec.template.spec.infrastructureRef \(DockerMachineTemplate team-a/md-tmpl\): reading the template is forbidden; grant get") as info:
+        lookup(resource)
+    assert not isinstance(info.value, ConfigurationError)
+    kube.remove_fault(fault)
+    # The failure is kept for failure_ttl, then the template is read again.
+    with pytest.raises(CloudProviderError, match="forbidden"):
+        lookup(resource)
+    now[0] = 31
+    template = lookup(resource)
+    assert template is not None and template.capacity["cpu"] == "4"
