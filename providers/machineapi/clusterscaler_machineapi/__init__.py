@@ -1,7 +1,7 @@
 """The `machineapi` cloud provider (alias `clusterapi`) for clusterscaler.
 
 Node groups are OpenShift `machine.openshift.io` MachineSets and Cluster API
-`cluster.x-k8s.io` MachineSets and MachineDeployments that carry the
+`cluster.x-k8s.io` MachineSets, MachineDeployments and MachinePools that carry the
 `<group>/cluster-api-autoscaler-node-group-min-size` / `-max-size` annotations. Sizes are
 read and written through the scale subresource.
 """

@@ -81,7 +81,8 @@ def clusterscaler_register_cloud_providers(registry: Registry) -> None:
         PROVIDER_NAME,
         build_provider,
         aliases=list(PROVIDER_ALIASES),
-        description="OpenShift MachineSets and Cluster API MachineSets/MachineDeployments "
+        description="OpenShift MachineSets and Cluster API MachineSets/MachineDeployments/"
+        "MachinePools "
         "(--node-group-auto-discovery=clusterapi:namespace=...,clusterName=...)",
         check_options=check_options,
     )
