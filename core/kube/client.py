@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
@@ -144,8 +145,13 @@ def _load_configuration(settings: ClientSettings) -> Any:
             k8s_config.load_kube_config(
                 config_file=settings.kubeconfig, client_configuration=configuration
             )
-        except (k8s_config.ConfigException, OSError, ValueError) as exc:
-            raise KubeConfigError(f"--kubeconfig {settings.kubeconfig!r}: {exc}") from exc
+        except (k8s_config.ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
+            # A file that is not YAML at all is a bad --kubeconfig too, not a crash.
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise KubeConfigError(
+                f"--kubeconfig {settings.kubeconfig!r}: {detail}; expected a kubeconfig "
+                "(YAML with clusters, users and contexts)"
+            ) from exc
         source = "kubeconfig"
     elif os.environ.get(_SERVICE_ACCOUNT_HOST_ENV):
         try:
@@ -158,7 +164,7 @@ def _load_configuration(settings: ClientSettings) -> Any:
     else:
         try:
             k8s_config.load_kube_config(client_configuration=configuration)
-        except (k8s_config.ConfigException, OSError) as exc:
+        except (k8s_config.ConfigException, OSError, yaml.YAMLError) as exc:
             raise KubeConfigError(
                 "no Kubernetes configuration: pass --kubeconfig or --kubernetes, set "
                 f"KUBECONFIG, or run in a pod with a service account ({exc})"

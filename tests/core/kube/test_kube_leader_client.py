@@ -260,3 +260,10 @@ def test_malformed_lease_does_not_stop_the_candidate(fake_kube):
     )
     assert a._attempt()
     assert holder(fake_kube) == "a"
+
+
+def test_kubeconfig_that_is_not_yaml_is_a_named_error(tmp_path):
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("clusters: [unclosed\n  - : :\n")
+    with pytest.raises(KubeConfigError, match=r"--kubeconfig .*: .*expected a kubeconfig"):
+        build_api_client(ClientSettings(kubeconfig=str(bad)))
