@@ -149,6 +149,11 @@ class Sample:
         }
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 pod`, `2 pods`: a count with its noun (`noun` singular; plurals add an s)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def clock_text(offset: timedelta) -> str:
     total = int(offset.total_seconds())
     hours, rem = divmod(total, 3600)
@@ -202,10 +207,18 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Summary:
+    """A run in numbers. Scale-ups and scale-downs count as the timeline shows them: one per
+    node group per loop. Requested nodes end up provisioned (registered and ready), failed
+    (their instances removed by the loop: errors, or too slow to register) or still
+    provisioning when the run ends; removed nodes are counted one by one."""
+
     duration: timedelta
     loops: int
     scale_ups: int
-    nodes_added: int
+    nodes_requested: int
+    nodes_provisioned: int
+    nodes_failed: int
+    nodes_provisioning: int
     scale_downs: int
     nodes_removed: int
     node_hours: Mapping[str, float]
@@ -225,7 +238,10 @@ class Summary:
             "duration": self.duration.total_seconds(),
             "loops": self.loops,
             "scaleUps": self.scale_ups,
-            "nodesAdded": self.nodes_added,
+            "nodesRequested": self.nodes_requested,
+            "nodesProvisioned": self.nodes_provisioned,
+            "nodesFailed": self.nodes_failed,
+            "nodesProvisioning": self.nodes_provisioning,
             "scaleDowns": self.scale_downs,
             "nodesRemoved": self.nodes_removed,
             "nodeHours": {g: round(h, 4) for g, h in sorted(self.node_hours.items())},
@@ -260,15 +276,21 @@ def render_summary(summary: Summary) -> str:
         )
 
     hours = ", ".join(f"{g} {h:.2f}" for g, h in sorted(summary.node_hours.items())) or "-"
+    outcomes = [f"{summary.nodes_provisioned} provisioned", f"{summary.nodes_failed} failed"]
+    if summary.nodes_provisioning:
+        outcomes.append(f"{summary.nodes_provisioning} still provisioning")
+    requested = plural(summary.nodes_requested, "node") + " requested"
+    if summary.nodes_requested:
+        requested += ": " + ", ".join(outcomes)
     lines = [
-        f"simulated       {format_duration(summary.duration)} in {summary.loops} loops",
-        f"scale-ups       {summary.scale_ups} ({summary.nodes_added} nodes added)",
-        f"scale-downs     {summary.scale_downs} ({summary.nodes_removed} nodes removed)",
+        f"simulated       {format_duration(summary.duration)} in {plural(summary.loops, 'loop')}",
+        f"scale-ups       {summary.scale_ups} ({requested})",
+        f"scale-downs     {summary.scale_downs} ({plural(summary.nodes_removed, 'node')} removed)",
         f"node-hours      {sum(summary.node_hours.values()):.2f} ({hours})",
         f"cost            {summary.cost:.2f}",
         f"pod pending     p50 {dur(summary.pending_p50)}, p95 {dur(summary.pending_p95)}, "
         f"max {dur(summary.pending_max)}",
-        f"still pending   {summary.still_pending} pods",
+        f"still pending   {plural(summary.still_pending, 'pod')}",
         f"final nodes     {_sizes_text(summary.final_sizes) or '-'}",
     ]
     return "\n".join(lines)

@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 import structlog
 from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError, PricingModel
-from clusterscaler.loop.decisions import LoopResult
+from clusterscaler.loop.decisions import DeletionKind, LoopResult
 from clusterscaler.model import Node
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
-from clusterscaler.offline.output import Sample, Summary, TimelineRow, pending_stats
+from clusterscaler.offline.output import Sample, Summary, TimelineRow, pending_stats, plural
 from clusterscaler.offline.scenario import (
     AddPods,
     Cordon,
@@ -149,7 +149,7 @@ def apply_event(cluster: SimulatedCluster, event: ScenarioEvent) -> str:
     action = event.action
     if isinstance(action, ScaleWorkload):
         delta = cluster.scale(action.workload, action.replicas)
-        return f"{event.text} ({delta:+d} pods)"
+        return f"{event.text} ({delta:+d} {'pod' if abs(delta) == 1 else 'pods'})"
     if isinstance(action, AddPods):
         cluster.add_pods(action.pods)
     elif isinstance(action, DeletePods):
@@ -175,7 +175,7 @@ def _loop_rows(
                 offset,
                 "scale-up",
                 d.node_group,
-                f"{d.target_before} -> {d.target_before + d.delta} for {len(d.pods)} pods",
+                f"{d.target_before} -> {d.target_before + d.delta} for {plural(len(d.pods), 'pod')}",
                 sizes,
                 pending,
             )
@@ -192,7 +192,7 @@ def _loop_rows(
             action += "-failed"
         detail = f"{deletion.node} ({deletion.kind.value}"
         if deletion.evicted_pods:
-            detail += f", {len(deletion.evicted_pods)} pods evicted"
+            detail += f", {plural(len(deletion.evicted_pods), 'pod')} evicted"
         detail += ")" if deletion.ok else f"): {deletion.error}"
         rows.append(TimelineRow(offset, action, deletion.node_group, detail, sizes, pending))
     for error in result.errors:
@@ -201,13 +201,19 @@ def _loop_rows(
 
 
 def _cluster_rows(
-    cluster: SimulatedCluster, start: datetime, sizes: dict[str, int], pending: int
+    cluster: SimulatedCluster,
+    start: datetime,
+    sizes: dict[str, int],
+    pending: int,
+    tally: Counter[str],
 ) -> list[TimelineRow]:
-    """Node registrations and deletions since the last call, one row per group and kind."""
+    """Node registrations and deletions since the last call, one row per group and kind;
+    `tally` counts the events by action (a node each)."""
     grouped: dict[tuple[datetime, str, str], list[str]] = {}
     for event in cluster.events:
         if event.action == "workload-scaled":
             continue
+        tally[event.action] += 1
         grouped.setdefault((event.time, event.action, event.node_group), []).append(event.detail)
     cluster.events.clear()
     rows = []
@@ -232,6 +238,7 @@ def run(
     end = start + sim.duration
     accounting = _Accounting(sim.provider)
     out = SimulationResult()
+    tally: Counter[str] = Counter()
     events = sorted(sim.events, key=lambda e: e.at)
     next_event = 0
     tick = start
@@ -260,7 +267,7 @@ def run(
             )
         cluster.step()
         sizes = _sizes(cluster, accounting)
-        out.rows.extend(_cluster_rows(cluster, start, sizes, cluster.pending_pod_count()))
+        out.rows.extend(_cluster_rows(cluster, start, sizes, cluster.pending_pod_count(), tally))
         try:
             result = sim.loop.run_once(now)
         except CloudProviderError as exc:
@@ -275,7 +282,7 @@ def run(
         if result is not None:
             out.results.append(result)
             out.rows.extend(_loop_rows(result, now - start, sizes, pending))
-        out.rows.extend(_cluster_rows(cluster, start, sizes, pending))
+        out.rows.extend(_cluster_rows(cluster, start, sizes, pending, tally))
         billable = [*cluster.nodes.values(), *cluster.list_pending_nodes()]
         accounting.add(billable, last_sample, clock.now())
         last_sample = clock.now()
@@ -299,19 +306,33 @@ def run(
             cluster.step()
             out.rows.extend(
                 _cluster_rows(
-                    cluster, start, _sizes(cluster, accounting), cluster.pending_pod_count()
+                    cluster, start, _sizes(cluster, accounting), cluster.pending_pod_count(), tally
                 )
             )
         clock.advance_to(tick)
     waits = list(cluster.times.waits)
     p50, p95, worst = pending_stats(waits)
+    # Counted as the timeline shows them: a scale-up or scale-down per node group per loop,
+    # nodes one by one (an instance the loop removed as failed counts once).
+    removed = {(d.node_group, d.node) for r in out.results for d in r.scale_down.deletions if d.ok}
+    failed = {
+        (d.node_group, d.node)
+        for r in out.results
+        for d in r.cleanups
+        if d.ok and d.kind in (DeletionKind.CREATE_ERROR, DeletionKind.UNREGISTERED)
+    }
     summary = Summary(
         duration=clock.now() - start,
         loops=len(out.results),
-        scale_ups=sum(len(r.scale_up.decisions) for r in out.results),
-        nodes_added=sum(d.delta for r in out.results for d in r.scale_up.decisions),
-        scale_downs=sum(1 for r in out.results if any(d.ok for d in r.scale_down.deletions)),
-        nodes_removed=sum(1 for r in out.results for d in r.scale_down.deletions if d.ok),
+        scale_ups=sum(len({d.node_group for d in r.scale_up.decisions}) for r in out.results),
+        nodes_requested=sum(d.delta for r in out.results for d in r.scale_up.decisions),
+        nodes_provisioned=tally["node-ready"],
+        nodes_failed=len(failed),
+        nodes_provisioning=len(cluster.list_pending_nodes()),
+        scale_downs=sum(
+            len({d.node_group for d in r.scale_down.deletions if d.ok}) for r in out.results
+        ),
+        nodes_removed=len(removed),
         node_hours=dict(accounting.node_hours),
         cost=accounting.cost,
         pending_p50=p50,

@@ -233,7 +233,8 @@ def test_timeline_and_summary_rendering() -> None:
     assert lines[2].startswith("00:02:10  scale-up")
     assert lines[2].endswith("general=2  20")
     summary = Summary(
-        duration=timedelta(hours=1), loops=360, scale_ups=1, nodes_added=3, scale_downs=1,
+        duration=timedelta(hours=1), loops=360, scale_ups=1, nodes_requested=3, nodes_provisioned=3,
+        nodes_failed=0, nodes_provisioning=0, scale_downs=1,
         nodes_removed=3, node_hours={"general": 3.5}, cost=0.665,
         pending_p50=timedelta(seconds=70), pending_p95=timedelta(seconds=80),
         pending_max=timedelta(seconds=81), still_pending=0, final_sizes={"general": 2},
