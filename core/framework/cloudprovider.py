@@ -290,6 +290,27 @@ class NodeGroup(Protocol):
 
 
 @runtime_checkable
+class ForceDeletingNodeGroup(Protocol):
+    """A node group that can also delete nodes whatever its min size (CA's
+    `NodeGroup.ForceDeleteNodes`). Optional: with --force-delete-failed-nodes or
+    --force-delete-unregistered-nodes the autoscaler uses it where a group has it, and
+    `delete_nodes` elsewhere (as CA does when a provider does not implement it)."""
+
+    def force_delete_nodes(self, nodes: Sequence[Node]) -> None:
+        """Delete these nodes, shrinking the target, even below `min_size`."""
+        ...
+
+
+def delete_nodes(group: NodeGroup, nodes: Sequence[Node], *, force: bool = False) -> None:
+    """`group.delete_nodes(nodes)`, or with `force` its `force_delete_nodes` when it has
+    one (`ForceDeletingNodeGroup`)."""
+    if force and isinstance(group, ForceDeletingNodeGroup):
+        group.force_delete_nodes(nodes)
+    else:
+        group.delete_nodes(nodes)
+
+
+@runtime_checkable
 class CloudProvider(Protocol):
     """A cloud (or simulation) that owns node groups."""
 

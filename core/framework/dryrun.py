@@ -22,6 +22,7 @@ from clusterscaler.framework.cloudprovider import (
     PricingModel,
     ProviderProblem,
     ResourceLimiter,
+    delete_nodes,
     provider_problems,
 )
 
@@ -71,6 +72,11 @@ class GuardedNodeGroup:
     def delete_nodes(self, nodes: Sequence[Node]) -> None:
         if self.guard("delete_nodes", self.id, [node.name for node in nodes]):
             self.group.delete_nodes(nodes)
+
+    def force_delete_nodes(self, nodes: Sequence[Node]) -> None:
+        """The real group's `force_delete_nodes`, or its `delete_nodes` when it has none."""
+        if self.guard("force_delete_nodes", self.id, [node.name for node in nodes]):
+            delete_nodes(self.group, nodes, force=True)
 
     def decrease_target_size(self, delta: int) -> None:
         if self.guard("decrease_target_size", self.id, delta):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProviderError, NodeGroup
+from clusterscaler.framework.cloudprovider import CloudProviderError, NodeGroup, delete_nodes
 from clusterscaler.framework.cluster import ClusterActions
 from clusterscaler.framework.errors import LoopError, describe
 from clusterscaler.framework.options import AutoscalingOptions
@@ -93,12 +93,22 @@ class ClusterUpkeep:
             if allowed <= 0:
                 continue
             done = self._delete_instances(
-                g.group, fakes[:allowed], DeletionKind.UNREGISTERED, errors
+                g.group,
+                fakes[:allowed],
+                DeletionKind.UNREGISTERED,
+                errors,
+                force=self.options.force_delete_unregistered_nodes,
             )
             g.target -= sum(1 for d in done if d.ok)
             out.extend(done)
         for g, fakes in failed:
-            done = self._delete_instances(g.group, fakes, DeletionKind.CREATE_ERROR, errors)
+            done = self._delete_instances(
+                g.group,
+                fakes,
+                DeletionKind.CREATE_ERROR,
+                errors,
+                force=self.options.force_delete_failed_nodes,
+            )
             g.target -= sum(1 for d in done if d.ok)
             out.extend(done)
         for req in state.timed_out:
@@ -152,10 +162,18 @@ class ClusterUpkeep:
         return registered
 
     def _delete_instances(
-        self, group: NodeGroup, fakes: list[Node], kind: DeletionKind, errors: list[str]
+        self,
+        group: NodeGroup,
+        fakes: list[Node],
+        kind: DeletionKind,
+        errors: list[str],
+        *,
+        force: bool = False,
     ) -> list[NodeDeletion]:
+        """Delete the instances; with `force`, through the group's `force_delete_nodes`
+        (whatever its min size) where it has one, as CA's --force-delete-* flags do."""
         try:
-            group.delete_nodes(fakes)
+            delete_nodes(group, fakes, force=force)
         except CloudProviderError as exc:
             message = f"node group {group.id}: deleting {kind.value} instances failed: {exc}"
             error_type = describe(exc).type

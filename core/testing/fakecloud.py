@@ -242,6 +242,20 @@ class FakeNodeGroup:
             self.target -= 1
             self.deleted.append(node.name)
 
+    def force_delete_nodes(self, nodes: Sequence[Node]) -> None:
+        """`delete_nodes` whatever the min size (CA's `ForceDeleteNodes`)."""
+        self.calls.append(("force_delete_nodes", [n.name for n in nodes]))
+        if self.fail_delete:
+            raise CloudProviderError(f"node group {self.id}: {self.fail_delete}")
+        for node in nodes:
+            if node.provider_id not in self.instances:
+                raise CloudProviderError(f"node group {self.id}: {node.name} is not a member")
+        for node in nodes:
+            del self.instances[node.provider_id]
+            self.cloud.cluster.remove_node(node.name)
+            self.target -= 1
+            self.deleted.append(node.name)
+
     def decrease_target_size(self, delta: int) -> None:
         self.calls.append(("decrease_target_size", delta))
         if delta >= 0 or self.target + delta < len(self.instances):

@@ -3,15 +3,23 @@ checked against what it changes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from clusterscaler.framework.cloudprovider import (
+    ForceDeletingNodeGroup,
+    InstanceErrorClass,
+    InstanceErrorInfo,
+    delete_nodes,
+)
 from clusterscaler.framework.cluster import InMemoryCluster
-from clusterscaler.loop.decisions import ScaleDownStatus
+from clusterscaler.framework.dryrun import GuardedNodeGroup
+from clusterscaler.loop.decisions import DeletionKind, ScaleDownStatus
 from clusterscaler.loop.scaledown.actuator import priority_groups
 from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT
-from clusterscaler.model import OwnerRef, Pod, Taint
+from clusterscaler.model import Node, OwnerRef, Pod, Taint
 from loopkit import GROUP_LABEL, Harness, pending_pod, running_pod
 
 
@@ -205,3 +213,41 @@ def test_priority_groups_put_a_pod_with_the_highest_entry_not_above_it(
     groups = priority_groups([(5000, 5), (0, 60), (1000, 30)], [pod])
     assert [grace for grace, _ in groups] == [60, 30, 5]
     assert [i for i, (_, pods) in enumerate(groups) if pods] == [group]
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["min-size-kept", "forced"])
+def test_force_delete_failed_nodes_goes_below_the_min_size(force: bool) -> None:
+    h = Harness(force_delete_failed_nodes=force)
+    g = h.provider.add_group("a", 2, 10, nodes=1)
+    h.add_pods([running_pod("busy", "a-1", cpu="3")])
+    g.create_error = InstanceErrorInfo(
+        InstanceErrorClass.OUT_OF_RESOURCES, "ZONE_RESOURCE_POOL_EXHAUSTED", "no capacity"
+    )
+    # Someone raised the group to its min size; the new instance failed to be created.
+    g.increase_size(1)
+    result = h.run()
+    (cleanup,) = result.cleanups
+    assert cleanup.kind is DeletionKind.CREATE_ERROR
+    assert cleanup.ok is force
+    assert g.calls[-1][0] == ("force_delete_nodes" if force else "delete_nodes")
+    assert g.target == (1 if force else 2)
+
+
+def test_forced_deletion_falls_back_to_delete_nodes_where_a_group_cannot_force() -> None:
+    class PlainGroup:
+        id = "plain"
+
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def delete_nodes(self, nodes: Sequence[Node]) -> None:
+            self.calls.append("delete_nodes")
+
+    plain = PlainGroup()
+    assert not isinstance(plain, ForceDeletingNodeGroup)
+    delete_nodes(plain, [], force=True)  # type: ignore[arg-type]
+    assert plain.calls == ["delete_nodes"]
+    # Through the dry-run/leadership wrapper, too.
+    guarded = GuardedNodeGroup(plain, lambda *args: True)  # type: ignore[arg-type]
+    delete_nodes(guarded, [], force=True)
+    assert plain.calls == ["delete_nodes", "delete_nodes"]
