@@ -39,6 +39,7 @@ from clusterscaler.offline.clock import DEFAULT_START
 from clusterscaler.offline.inference import render as render_inference
 from clusterscaler.offline.whatif import ChangeReport, Outcome, outcome, what_if_json
 from clusterscaler.offline.whatif import render as render_what_if
+from clusterscaler.report.logs import stamped_by
 
 if TYPE_CHECKING:
     from clusterscaler.commands.cli import CommandContext
@@ -358,7 +359,8 @@ def _one_loop(
         clock=clock,
     )
     loop = build_loop(registry, options, provider, cluster, clock)
-    return loop.run_once(now), provider
+    with stamped_by(clock.now):
+        return loop.run_once(now), provider
 
 
 def evaluate(

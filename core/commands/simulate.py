@@ -15,6 +15,7 @@ Exit status: 0 ok, 1 runtime error, 2 bad input (snapshot, scenario, cloud-confi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from collections.abc import Sequence
@@ -75,6 +76,8 @@ from clusterscaler.offline.whatif import (
     what_if_json,
 )
 from clusterscaler.offline.whatif import render as render_what_if
+from clusterscaler.report.logs import configure as configure_logs
+from clusterscaler.report.logs import settings_from_options, stamped_by
 
 if TYPE_CHECKING:
     from clusterscaler.commands.cli import CommandContext
@@ -258,7 +261,12 @@ def prepare(
 
 
 def quiet_logs(options: AutoscalingOptions) -> None:
-    """The timeline is the output: the loop's own info logs only show with --v=2 or more."""
+    """The timeline (or the report) is the standard output: logs go to standard error (or
+    `--log-file`), never split onto standard output, and the loop's own info logs only show
+    with --v=2 or more."""
+    settings = settings_from_options(options)
+    if settings.split_stream and not settings.log_file:
+        configure_logs(dataclasses.replace(settings, split_stream=False))
     if options.v < 2:
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
@@ -300,7 +308,8 @@ def _once(
     sim.cluster.step(retry_unschedulable=False)
     objects = sim.cluster.snapshot()
     now = sim.clock.now()
-    result = sim.loop.run_once(now)
+    with stamped_by(sim.clock.now):
+        result = sim.loop.run_once(now)
     if as_json:
         doc = output.decision_json(result)
         if inference is not None:
@@ -322,7 +331,8 @@ def _once_what_if(
     sim, _, _ = prepare(ctx, scenario)
     sim.cluster.step(retry_unschedulable=False)
     seen = sim.cluster.snapshot()
-    result = sim.loop.run_once(sim.clock.now())
+    with stamped_by(sim.clock.now):
+        result = sim.loop.run_once(sim.clock.now())
     before = outcome(seen, result, [d["node"] for d in output.decision_json(result)["scaleDown"]])
     reports: list[ChangeReport] = []
     sim, options, inference = prepare(ctx, scenario, changes, reports)
@@ -330,7 +340,8 @@ def _once_what_if(
     settle(sim.cluster, reports)
     objects = sim.cluster.snapshot()
     now = sim.clock.now()
-    result = sim.loop.run_once(now)
+    with stamped_by(sim.clock.now):
+        result = sim.loop.run_once(now)
     doc = output.decision_json(result)
     after = outcome(objects, result, [d["node"] for d in doc["scaleDown"]])
     if ctx.args.json:

@@ -30,6 +30,7 @@ from clusterscaler.offline.scenario import (
     ScaleWorkload,
     ScenarioEvent,
 )
+from clusterscaler.report.logs import stamped_by
 
 log = structlog.get_logger()
 
@@ -232,7 +233,18 @@ def run(
     on_loop: Callable[[LoopResult, SimulationResult], None] | None = None,
     progress: Callable[[timedelta], Any] | None = None,
 ) -> tuple[SimulationResult, Summary]:
-    """Run the loop every `scan_interval` for `duration` of simulated time."""
+    """Run the loop every `scan_interval` for `duration` of simulated time; log lines carry
+    the simulated time meanwhile."""
+    with stamped_by(sim.clock.now):
+        return _run(sim, on_loop=on_loop, progress=progress)
+
+
+def _run(
+    sim: Simulation,
+    *,
+    on_loop: Callable[[LoopResult, SimulationResult], None] | None,
+    progress: Callable[[timedelta], Any] | None,
+) -> tuple[SimulationResult, Summary]:
     cluster, clock = sim.cluster, sim.clock
     start = clock.now()
     end = start + sim.duration

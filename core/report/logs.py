@@ -24,8 +24,10 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -262,6 +264,34 @@ def _callsite_processors(settings: LogSettings) -> list[Processor]:
     return [by_caller]
 
 
+class _Timestamp:
+    """Stamps each line with the time of `now`: the wall clock, or while `stamped_by` is in
+    force the virtual clock of a simulation (its lines then read in the timeline's time)."""
+
+    def __init__(self) -> None:
+        self.now: Callable[[], datetime] | None = None
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+        when = datetime.now(UTC) if self.now is None else self.now().astimezone(UTC)
+        event["timestamp"] = when.isoformat().replace("+00:00", "Z")
+        return event
+
+
+_TIMESTAMP = _Timestamp()
+
+
+@contextmanager
+def stamped_by(now: Callable[[], datetime]) -> Iterator[None]:
+    """Inside the block, log lines carry `now()` as their timestamp (`simulate` and
+    `explain` pass their virtual clock); the wall clock again after it."""
+    previous = _TIMESTAMP.now
+    _TIMESTAMP.now = now
+    try:
+        yield
+    finally:
+        _TIMESTAMP.now = previous
+
+
 def _drop_headers(logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
     event.pop("timestamp", None)
     event.pop("level", None)
@@ -282,7 +312,7 @@ def configure(settings: LogSettings, stream: TextIO | None = None) -> None:
         structlog.contextvars.merge_contextvars,
         *_callsite_processors(settings),
         structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _TIMESTAMP,
         structlog.processors.StackInfoRenderer(),
         structlog.processors.format_exc_info,
     ]
