@@ -631,17 +631,26 @@ class Autoscaler:
                 plan.result, expander_warnings=tuple(context.warnings)
             )
         enforced = {d.node_group for d in decisions}
-        decisions.extend(d for d in plan.result.decisions if d.node_group not in enforced)
-        if not decisions:
+        for_pods = [d for d in plan.result.decisions if d.node_group not in enforced]
+        if not decisions and not for_pods:
             return plan.result, pending
-        done, failures = execute_scale_up(
-            decisions,
-            state,
-            self.registry,
-            now,
-            dry_run=options.dry_run,
-            parallel=options.parallel_scale_up,
-        )
+        # As CA: the min-size enforcement and the pending pods' scale-up are two separate
+        # executions, so a failed enforcement does not stop the pods' scale-up.
+        done: list[ScaleUpDecision] = []
+        failures: list[str] = []
+        for batch in (decisions, for_pods):
+            if not batch:
+                continue
+            batch_done, batch_failures = execute_scale_up(
+                batch,
+                state,
+                self.registry,
+                now,
+                dry_run=options.dry_run,
+                parallel=options.parallel_scale_up,
+            )
+            done.extend(batch_done)
+            failures.extend(batch_failures)
         errors.extend(failures)
         status = plan.result.status
         if failures and not done:

@@ -35,3 +35,16 @@ def test_classified_refusal_backs_the_group_off_as_out_of_resources() -> None:
         "SkuNotAvailable",
     )
     assert [d.node_group for d in second.scale_up.decisions] == ["b-fallback"]
+
+
+def test_failed_min_size_enforcement_does_not_stop_the_pods_scale_up() -> None:
+    """CA runs --enforce-node-group-min-size and the pending pods' scale-up as two
+    executions: one failing does not hold back the other, even one at a time."""
+    h = Harness(enforce_node_group_min_size=True)
+    below = h.provider.add_group("a-below-min", 2, 10)
+    below.fail_increase = "quota exceeded"
+    h.provider.add_group("b-pods", 0, 10, cpu="8")
+    h.add_pods([pending_pod("p", cpu="6")])
+    result = h.run()
+    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("b-pods", 1)]
+    assert any("a-below-min" in e for e in result.errors)
