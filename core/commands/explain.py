@@ -475,7 +475,7 @@ def run(ctx: CommandContext) -> int:
     try:
         if getattr(ctx.args, "changes", None) and not ctx.args.snapshot:
             raise ConfigurationError(
-                "--scale, --drain-node, --remove-node-group: expected with --snapshot (a live "
+                "--apply, --scale, --drain-node, --remove-node-group: expected with --snapshot (a live "
                 "cluster is explained as it is)"
             )
         if ctx.args.snapshot:

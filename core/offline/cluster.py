@@ -302,15 +302,17 @@ class SimulatedCluster(InMemoryCluster):
         self.add_node(node)
         self._event("node-ready", node)
         for ds in self.daemonsets:
-            self._place_daemon_pod(ds, node)
+            self.place_daemon_pod(ds, node)
 
-    def _place_daemon_pod(self, ds: DaemonSet, node: Node) -> None:
+    def place_daemon_pod(self, ds: DaemonSet, node: Node, name: str = "") -> Pod | None:
+        """Run `ds`'s pod on `node` where the DaemonSet controller would (named `name`,
+        by default after the node); the pod placed, or `None`."""
         if ds.template is None:
-            return
+            return None
         owner = OwnerRef(kind="DaemonSet", name=ds.name, uid=ds.uid, controller=True)
         pod = ds.template.with_(
             namespace=ds.namespace,
-            name=f"{ds.name}-{node.name}",
+            name=name or f"{ds.name}-{node.name}",
             uid=f"{ds.uid or ds.name}-{node.name}",
             owner=owner,
             owners=(owner,),
@@ -322,8 +324,10 @@ class SimulatedCluster(InMemoryCluster):
         # taints allow; resources are not its concern.
         reason = check_predicates(pod, ni, snap)
         if reason is not None and not reason.startswith("Insufficient"):
-            return
-        self.add_pod(pod.with_(node_name=node.name, phase="Running"))
+            return None
+        pod = pod.with_(node_name=node.name, phase="Running")
+        self.add_pod(pod)
+        return pod
 
     def schedule(self, *, retry_unschedulable: bool = True) -> int:
         """Bind pending pods to ready nodes, highest priority and oldest first.

@@ -1,6 +1,7 @@
 """What-if changes on top of a snapshot, applied in command-line order to the in-memory
-cluster before the loop runs: `--scale <kind>/<ns>/<name>=<replicas>`, `--drain-node NAME`
-and `--remove-node-group NAME`.
+cluster before the loop runs: `--apply FILE` (manifests, see
+`clusterscaler.offline.manifests`), `--scale <kind>/<ns>/<name>=<replicas>`, `--drain-node
+NAME` and `--remove-node-group NAME`.
 
 Each change acts as the cluster's own machinery would: scaling a workload adds pending pods
 copied from one of its pods (or removes pending pods first, then the newest); draining a
@@ -26,6 +27,7 @@ from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import ClusterObjects, Node
 from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
 from clusterscaler.offline.loader import InputError
+from clusterscaler.offline.manifests import APPLY, apply_file, pdb_status, refresh_pdb
 from clusterscaler.offline.output import render_table
 
 SCALE, DRAIN_NODE, REMOVE_NODE_GROUP = "--scale", "--drain-node", "--remove-node-group"
@@ -89,6 +91,16 @@ class RecordChange(argparse.Action):
 
 def add_change_arguments(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
+        APPLY,
+        action=RecordChange,
+        dest="changes",
+        default=[],
+        metavar="FILE",
+        help="Create the objects of a manifest file (Deployments, ReplicaSets, StatefulSets, "
+        "Jobs, DaemonSets, Pods, PodDisruptionBudgets; YAML or JSON) before the loop runs, "
+        "controllers creating their pods. Repeatable; changes apply in order.",
+    )
+    group.add_argument(
         SCALE,
         action=RecordChange,
         dest="changes",
@@ -135,11 +147,19 @@ class ChangeReport:
     change: Change
     detail: str
     pods: list[MovedPod] = field(default_factory=list)
-    # Keys of the replacements, by the pod they replace (resolved by `settle`).
+    # Keys of the replacements, by the pod they replace (resolved by `settle`); a pod
+    # created by `--apply` is its own.
     replacements: dict[str, str] = field(default_factory=dict)
+    # PodDisruptionBudgets created and their line in `objects`: `settle` brings their
+    # status up to date.
+    pdbs: list[tuple[str, int]] = field(default_factory=list)
+    # One line per object applied.
+    objects: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"change": self.change.text, "detail": self.detail}
+        if self.objects:
+            doc["objects"] = list(self.objects)
         if self.pods:
             doc["pods"] = [p.to_json() for p in self.pods]
         return doc
@@ -184,6 +204,29 @@ def _scale(cluster: SimulatedCluster, change: Change) -> ChangeReport:
         raise InputError(f"--scale={change.value!r}: {exc}") from None
     via = f" (ReplicaSet {name})" if target.kind == "Deployment" else ""
     return ChangeReport(change, f"{target.replicas} replicas{via}: {delta:+d} pods")
+
+
+def _apply(cluster: SimulatedCluster, change: Change) -> ChangeReport:
+    applied = apply_file(cluster, change.value)
+    # The scheduler places the new pods before the next change, as it would within
+    # moments of `kubectl apply` (pods a scheduler already found no room for stay so).
+    cluster.schedule(retry_unschedulable=False)
+    report = ChangeReport(change, "", pdbs=applied.pdbs, objects=applied.objects)
+    _refresh_pdbs(cluster, report)
+    for key in applied.pods:
+        report.replacements[key] = key
+    count = len(applied.objects)
+    report.detail = f"{count} object{'s' if count != 1 else ''}, {len(applied.pods)} pods created"
+    return report
+
+
+def _refresh_pdbs(cluster: SimulatedCluster, report: ChangeReport) -> None:
+    """The status of the budgets `report` created, as the disruption controller has it now."""
+    for key, line in report.pdbs:
+        if key in cluster.pdbs:
+            budget = refresh_pdb(cluster, key)
+            what = report.objects[line].rsplit(": ", 1)[0]
+            report.objects[line] = f"{what}: {pdb_status(budget)}"
 
 
 def _drain(cluster: SimulatedCluster, change: Change) -> ChangeReport:
@@ -260,7 +303,9 @@ def apply_changes(
     reports: list[ChangeReport] = []
     removed: list[str] = []
     for change in changes:
-        if change.flag == SCALE:
+        if change.flag == APPLY:
+            reports.append(_apply(cluster, change))
+        elif change.flag == SCALE:
             reports.append(_scale(cluster, change))
         elif change.flag == DRAIN_NODE:
             reports.append(_drain(cluster, change))
@@ -280,6 +325,7 @@ def removed_groups(changes: Sequence[Change]) -> list[str]:
 def settle(cluster: SimulatedCluster, reports: Sequence[ChangeReport]) -> None:
     """After the scheduler ran: where each replacement pod went."""
     for report in reports:
+        _refresh_pdbs(cluster, report)
         for old, new in sorted(report.replacements.items()):
             pod = cluster.pods.get(new)
             to = pod.node_name if pod is not None and pod.node_name else "pending"
@@ -332,6 +378,7 @@ def render_changes(reports: Sequence[ChangeReport]) -> str:
     lines = ["Changes"]
     for report in reports:
         lines.append(f"  {report.change.text}: {report.detail}")
+        lines.extend(f"    {line}" for line in report.objects)
         for moved in report.pods:
             target = f"{moved.replacement} -> {moved.to}" if moved.replacement else moved.to
             lines.append(f"    {moved.pod}: {target}")
