@@ -247,7 +247,7 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
         t0 = time.perf_counter()
         scenario = command.load_inputs(ns)
         t1 = time.perf_counter()
-        sim, _ = command.prepare(ctx, scenario)
+        sim, _, _ = command.prepare(ctx, scenario)
         t2 = time.perf_counter()
         # What `simulate --once` does: the scheduler's verdicts stand, then one loop.
         sim.cluster.step(retry_unschedulable=False)
