@@ -325,7 +325,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--snapshot",
         default="",
         metavar="FILE",
-        help="Explain this snapshot (a Kubernetes List in JSON or YAML) with --cloud-config "
+        help="Explain this snapshot (a Kubernetes List in JSON or YAML: a file, gzipped or "
+        "not, a directory of such files, or - for standard input) with --cloud-config "
         "(without one, the node groups are inferred from the nodes' labels), instead of the "
         "live cluster of --kubeconfig.",
     )

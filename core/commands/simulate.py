@@ -112,7 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         metavar="FILE",
         help="A Kubernetes List in JSON or YAML, as `kubectl get nodes,pods,pdb,ds,rs,sts,"
-        "jobs,cm -A -o json` prints it.",
+        "jobs,cm -A -o json` prints it: a file (gzipped or not), a directory of such files, "
+        "or - for standard input.",
     )
     add_bounds_argument(group)
     add_change_arguments(group)
@@ -179,7 +180,8 @@ def load_inputs(args: argparse.Namespace) -> Scenario:
             scenario.objects = load_snapshot(args.snapshot)
         return scenario
     if args.snapshot:
-        scenario = Scenario(name=Path(args.snapshot).stem, source=args.snapshot)
+        name = "stdin" if args.snapshot == "-" else Path(args.snapshot).name.split(".")[0]
+        scenario = Scenario(name=name, source=args.snapshot)
         scenario.objects = load_snapshot(args.snapshot)
         return scenario
     return demo_scenario()

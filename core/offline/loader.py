@@ -1,6 +1,6 @@
 """Loading cluster snapshots: what `kubectl get nodes,pods,pdb,ds,rs,sts,jobs,cm -A -o json`
 prints, in JSON or YAML (a `List`, a typed `*List`, a plain array or a stream of YAML
-documents).
+documents), from a file, gzipped or not, a directory of such files, or standard input.
 
 A snapshot is one moment of one cluster, so it is checked as an API server would hold it:
 an object given twice (two Nodes of one name, two Pods of one namespace and name) is an
@@ -10,7 +10,10 @@ error, as is an item of a kind that is neither read nor known to be safely skipp
 
 from __future__ import annotations
 
+import gzip
 import json
+import sys
+import zlib
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -167,18 +170,73 @@ def _duplicate(source: str, identity: tuple[str, str, str]) -> InputError:
     )
 
 
-def load_snapshot(path: str | Path) -> ClusterObjects:
-    p = Path(path)
+STDIN = "-"
+# The files of a snapshot directory that are read (others, such as a README, are not).
+SNAPSHOT_SUFFIXES = (".json", ".yaml", ".yml", ".json.gz", ".yaml.gz", ".yml.gz")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _text(data: bytes, source: str) -> str:
+    """`data` as text, gunzipped first when it is gzip (told by its magic bytes, whatever
+    the file is called)."""
+    if data[:2] == _GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(
+                f"--snapshot {source!r}: expected a complete gzip stream: {exc}"
+            ) from None
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"--snapshot {str(p)!r}: cannot read the file: {exc.strerror or exc}") from None
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(
-            f"--snapshot {str(p)!r}: expected UTF-8 text (JSON or YAML), "
+            f"--snapshot {source!r}: expected UTF-8 text (JSON or YAML), "
             f"got byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
         ) from None
-    return parse_snapshot_text(text, str(p))
+
+
+def _read(p: Path) -> bytes:
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise InputError(
+            f"--snapshot {str(p)!r}: cannot read the file: {exc.strerror or exc}"
+        ) from None
+
+
+def load_snapshot(path: str | Path) -> ClusterObjects:
+    """A snapshot from a file (JSON or YAML, gzipped or not), a directory of such files
+    (read in name order, as one cluster: an object in two files is an error) or standard
+    input (`-`)."""
+    if str(path) == STDIN:
+        return parse_snapshot_text(_text(sys.stdin.buffer.read(), "<stdin>"), "<stdin>")
+    p = Path(path)
+    if p.is_dir():
+        return _load_directory(p)
+    return parse_snapshot_text(_text(_read(p), str(p)), str(p))
+
+
+def _load_directory(directory: Path) -> ClusterObjects:
+    files = sorted(
+        f for f in directory.rglob("*") if f.is_file() and f.name.endswith(SNAPSHOT_SUFFIXES)
+    )
+    if not files:
+        raise InputError(
+            f"--snapshot {str(directory)!r}: expected a directory holding snapshot files "
+            f"({', '.join(SNAPSHOT_SUFFIXES)}), found none"
+        )
+    out = ClusterObjects()
+    for f in files:
+        part = parse_snapshot_text(_text(_read(f), str(f)), str(f))
+        for item in part:
+            out.add(item)
+        for kind, count in part.skipped.items():
+            out.skipped[kind] = out.skipped.get(kind, 0) + count
+    try:
+        check_unique(out, str(directory))
+    except InputError as exc:
+        raise InputError(f"{exc} (across the directory's files)") from None
+    return out
 
 
 def snapshot_time(objects: ClusterObjects) -> datetime | None:
