@@ -40,6 +40,7 @@ from clusterscaler.offline.inference import render as render_inference
 from clusterscaler.offline.whatif import ChangeReport, Outcome, outcome, what_if_json
 from clusterscaler.offline.whatif import render as render_what_if
 from clusterscaler.report.logs import stamped_by
+from clusterscaler.simulator.utilization import node_utilization
 
 if TYPE_CHECKING:
     from clusterscaler.commands.cli import CommandContext
@@ -77,6 +78,10 @@ class NodeReport:
     reason: str
     blocking_pod: BlockingPod | None = None
     detail: str = ""
+    # What --scale-down-utilization-threshold compares (the loop's figure for an unneeded
+    # node), and of which resource; None for a node nothing was computed for.
+    utilization: float | None = None
+    utilization_of: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +166,15 @@ def explain(
             verdicts.setdefault(pod, []).append(
                 GroupVerdict(option.node_group, True, NoScaleUpReason.NOT_SELECTED.value)
             )
+    # A pod some group helps: why each other group cannot (the loop keeps those reasons
+    # for every pod it planned for, and reports only those of the pods left pending).
+    for pod, helping in verdicts.items():
+        named = {v.node_group for v in helping}
+        helping.extend(
+            GroupVerdict(r.node_group, False, output.rejection_text(r))
+            for r in result.scale_up.group_rejections.get(pod, ())
+            if r.node_group not in named
+        )
     for pod, rejections in result.scale_up.pods_remaining.items():
         verdicts.setdefault(pod, []).extend(
             GroupVerdict(r.node_group, False, output.rejection_text(r)) for r in rejections
@@ -185,7 +199,13 @@ def explain(
     return Report(
         time=now,
         pods=pod_reports,
-        nodes=_node_reports(result, objects, options, node_group_namer(provider)),
+        nodes=_node_reports(
+            result,
+            objects,
+            options,
+            node_group_namer(provider),
+            provider.gpu_label() if provider is not None else "",
+        ),
         halted=result.halted,
         errors=result.errors,
         result=result,
@@ -197,8 +217,27 @@ def _node_reports(
     objects: ClusterObjects,
     options: AutoscalingOptions,
     group_of: Callable[[Node], str],
+    gpu_label: str = "",
 ) -> tuple[NodeReport, ...]:
     down = result.scale_down
+    pods_by_node: dict[str, list[Pod]] = {}
+    for pod in objects.pods:
+        if pod.node_name:
+            pods_by_node.setdefault(pod.node_name, []).append(pod)
+
+    def utilization(node: Node, report: NodeReport, loop_figure: float | None = None) -> NodeReport:
+        # As the loop measures it; an unneeded node keeps the loop's own figure.
+        util = node_utilization(
+            node,
+            pods_by_node.get(node.name, ()),
+            now=result.time,
+            gpu_label=gpu_label,
+            ignore_daemonsets=options.ignore_daemonsets_utilization,
+            ignore_mirror_pods=options.ignore_mirror_pods_utilization,
+        )
+        value = util.value if loop_figure is None else loop_figure
+        return dataclasses.replace(report, utilization=value, utilization_of=util.resource)
+
     unremovable = {u.node: u for u in down.unremovable}
     # Unneeded nodes that something else keeps (the group's minimum, a resource minimum)
     # are answered by that reason; "not unneeded long enough" only means "not yet".
@@ -210,42 +249,31 @@ def _node_reports(
     deleting = {d.node: d for d in down.deletions}
     reports = []
     for node in sorted(objects.nodes, key=lambda n: n.name):
+        figure: float | None = None
         if node.name in deleting:
             d = deleting[node.name]
-            reports.append(
-                NodeReport(
-                    node.name, d.node_group, True, f"being deleted ({d.kind.value})", detail=d.error
-                )
+            report = NodeReport(
+                node.name, d.node_group, True, f"being deleted ({d.kind.value})", detail=d.error
             )
         elif node.name in unneeded:
             u = unneeded[node.name]
             # As the loop decided it, by the group's own unneeded (or unready) time.
             left = u.removable_at - result.time
             when = "now" if left <= timedelta(0) else f"after {_short(left)} more unneeded"
-            kind = "empty" if u.empty else f"drain {len(u.destinations)} pods"
-            reports.append(
-                NodeReport(
-                    node.name,
-                    u.node_group,
-                    True,
-                    f"unneeded ({kind}, utilization {u.utilization:.0%}): removable {when}",
-                )
+            kind = "empty" if u.empty else f"drain {output.plural(len(u.destinations), 'pod')}"
+            report = NodeReport(
+                node.name, u.node_group, True, f"unneeded ({kind}): removable {when}"
             )
+            figure = u.utilization
         elif node.name in unremovable:
             u2 = unremovable[node.name]
-            reports.append(
-                NodeReport(
-                    node.name,
-                    group_of(node),
-                    False,
-                    u2.reason.value,
-                    u2.blocking_pod,
-                    u2.detail,
-                )
+            report = NodeReport(
+                node.name, group_of(node), False, u2.reason.value, u2.blocking_pod, u2.detail
             )
         else:
             why = down.cooldown_reason or f"scale-down {down.status.value}"
-            reports.append(NodeReport(node.name, group_of(node), False, f"not evaluated: {why}"))
+            report = NodeReport(node.name, group_of(node), False, f"not evaluated: {why}")
+        reports.append(utilization(node, report, figure))
     return tuple(reports)
 
 
@@ -288,6 +316,7 @@ def render(report: Report) -> str:
                 n.node,
                 n.node_group or "-",
                 "yes" if n.removable else "no",
+                "-" if n.utilization is None else f"{n.utilization:.0%} {n.utilization_of}",
                 n.reason,
                 f"{n.blocking_pod.pod} ({n.blocking_pod.reason.value})" if n.blocking_pod else "",
             )
@@ -295,7 +324,8 @@ def render(report: Report) -> str:
         ]
         lines.append(
             output.render_table(
-                ("NODE", "NODE GROUP", "REMOVABLE", "REASON", "BLOCKING POD"), node_rows
+                ("NODE", "NODE GROUP", "REMOVABLE", "UTILIZATION", "REASON", "BLOCKING POD"),
+                node_rows,
             )
         )
     else:

@@ -8,6 +8,7 @@ can search for them.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -140,6 +141,10 @@ class ScaleUpResult:
     triggered_pods: tuple[str, ...] = ()
     # Pods that no node group can help, with each group's reason (NotTriggerScaleUp).
     pods_remaining: dict[str, tuple[GroupRejection, ...]] = field(default_factory=dict)
+    # Every pending pod the plan considered, helped ones included, with the reason of each
+    # group that cannot help it (`explain` lists them next to the group that does). The
+    # plan's own table, handed over without a copy: read it, never change it.
+    group_rejections: Mapping[str, Sequence[GroupRejection]] = field(default_factory=dict)
     options: tuple[ScaleUpOption, ...] = ()
     error: str = ""
     # Warnings expanders raised while choosing (e.g. priority ConfigMap problems).

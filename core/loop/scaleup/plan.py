@@ -109,7 +109,11 @@ def plan_scale_up(
     remaining = {k: tuple(v) for k, v in rejections.by_pod.items() if k not in helped}
     if not options_out:
         return ScaleUpPlan(
-            ScaleUpResult(status=ScaleUpStatus.NO_OPTIONS_AVAILABLE, pods_remaining=remaining)
+            ScaleUpResult(
+                status=ScaleUpStatus.NO_OPTIONS_AVAILABLE,
+                pods_remaining=remaining,
+                group_rejections=rejections.by_pod,
+            )
         )
     best = choose(options_out)
     if best is None:
@@ -118,6 +122,7 @@ def plan_scale_up(
                 status=ScaleUpStatus.NO_OPTIONS_AVAILABLE,
                 options=values,
                 pods_remaining=remaining,
+                group_rejections=rejections.by_pod,
             )
         )
     decisions, best_pods, increases = decide(
@@ -135,6 +140,7 @@ def plan_scale_up(
             decisions=decisions,
             triggered_pods=best_pods,
             pods_remaining=remaining,
+            group_rejections=rejections.by_pod,
             options=values,
         ),
         increases,

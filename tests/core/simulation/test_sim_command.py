@@ -195,7 +195,7 @@ def test_explain_snapshot_json_and_table(capsys: pytest.CaptureFixture[str]) -> 
     code, out, _ = cli(capsys, "explain", "--snapshot", SNAPSHOT, "--cloud-config", GENERAL)
     assert code == 0
     assert "default/worker-8d9c7b-k2x9q  general     yes             scale-up 5 -> 7" in out
-    assert "general-e  general     yes        unneeded (drain 1 pods" in out
+    assert "general-e  general     yes        3% memory    unneeded (drain 1 pod)" in out
 
 
 BAD_INPUT = [

@@ -149,8 +149,8 @@ def node_case(pods, *, annotations=None, pdbs=(), extra_nodes=()):
 
 PDB = PodDisruptionBudget(namespace="default", name="app", selector=LabelSelector((("app", "x"),)), disruptions_allowed=0)
 NODE_CASES = [
-    ("empty", node_case([running("a", "n2", cpu="3")]), True, "unneeded (empty, utilization 0%): removable after 10m0s more unneeded", None),
-    ("drain", node_case([running("a", "n1"), running("b", "n2", cpu="3")]), True, "unneeded (drain 1 pods, utilization 2%): removable after 10m0s more unneeded", None),
+    ("empty", node_case([running("a", "n2", cpu="3")]), True, "unneeded (empty): removable after 10m0s more unneeded", None),
+    ("drain", node_case([running("a", "n1"), running("b", "n2", cpu="3")]), True, "unneeded (drain 1 pod): removable after 10m0s more unneeded", None),
     ("not-replicated", node_case([running("a", "n1", owner=None), running("b", "n2", cpu="3")]), False, "BlockedByPod", ("default/a", "NotReplicated")),
     ("safe-to-evict-false", node_case([running("a", "n1", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}), running("b", "n2", cpu="3")]), False, "BlockedByPod", ("default/a", "NotSafeToEvictAnnotation")),
     ("local-storage", node_case([running("a", "n1", volumes=(Volume("scratch", "emptyDir"),)), running("b", "n2", cpu="3")]), False, "BlockedByPod", ("default/a", "LocalStorageRequested")),
@@ -173,6 +173,27 @@ def test_node_answers(case, objects, removable, reason, blocking) -> None:
     assert got == blocking
 
 
+@pytest.mark.parametrize(("case", "objects"), [(c[0], c[1]) for c in NODE_CASES], ids=[c[0] for c in NODE_CASES])
+def test_every_node_row_shows_its_utilization(case, objects) -> None:
+    report = answer(objects)
+    assert all(n.utilization is not None and n.utilization_of for n in report.nodes)
+    from clusterscaler.commands.explain import render
+
+    rows = render(report).split("\nNodes\n", 1)[1].splitlines()
+    assert rows[0].split()[:6] == ["NODE", "NODE", "GROUP", "REMOVABLE", "UTILIZATION", "REASON"]
+    assert all(row.split()[3].endswith("%") for row in rows[1:])
+
+
+def test_a_busy_node_says_how_busy() -> None:
+    # 3 of 4 cores requested: above the 0.5 threshold, and the row says by how much.
+    report = answer(node_case([running("a", "n1", cpu="3"), running("b", "n2", cpu="3")]))
+    (n1,) = [n for n in report.nodes if n.node == "n1"]
+    assert (n1.reason, n1.utilization, n1.utilization_of) == ("NotUnderutilized", 0.75, "cpu")
+    from clusterscaler.commands.explain import render
+
+    assert "n1    general     no         75% cpu      NotUnderutilized" in render(report)
+
+
 def test_min_size_keeps_the_last_node() -> None:
     # Unneeded, but once it has been for long enough the group's minimum keeps it.
     objects = ClusterObjects(nodes=[general("n1")], controllers=[APP])
@@ -188,5 +209,15 @@ def test_gpu_pod_tolerating_the_taint_gets_a_gpu_node() -> None:
     objects = ClusterObjects(nodes=BUSY, pods=[*BUSY_PODS, pod], controllers=[APP])
     got = pod_answer(objects, pod.key)
     assert got["gpu"] == (True, "scale-up 0 -> 1")
-    # The general group has no GPU: it is not offered as a way to help.
-    assert "general" not in got
+    # The general group has no GPU: it cannot help, and says why.
+    assert got["general"] == (False, "pod does not fit the node group's template: Insufficient cpu, Insufficient nvidia.com/gpu")
+
+
+def test_a_pod_that_triggers_a_scale_up_gets_every_groups_reason() -> None:
+    # The general group grows for the pod; the gpu group's taint is why it cannot help.
+    pod = pending("p", "2")
+    objects = ClusterObjects(nodes=BUSY, pods=[*BUSY_PODS, pod], controllers=[APP])
+    assert pod_answer(objects, pod.key) == {
+        "general": (True, "scale-up 2 -> 3"),
+        "gpu": (False, "pod does not fit the node group's template: node(s) had untolerated taint {nvidia.com/gpu: }"),
+    }

@@ -131,8 +131,8 @@ def test_explain_lists_the_inferred_groups_then_the_answers(capsys: pytest.Captu
     row = next(line for line in lines if line.startswith("shop/search-reindex-"))
     assert row.split()[1:5] == ["ocp-7xk2p-worker-us-east-1b", "yes", "scale-up", "1"]
     # Control-plane nodes are not autoscaled; the workers are answered.
-    assert next(line for line in lines if line.startswith("ip-10-0-12-34.ec2.internal  -")).split()[2:] == ["no", "NotAutoscaled"]
-    assert "ip-10-0-20-12.ec2.internal  ocp-7xk2p-worker-us-east-1a  yes        unneeded" in out
+    assert next(line for line in lines if line.startswith("ip-10-0-12-34.ec2.internal  -")).split()[2:] == ["no", "6%", "cpu", "NotAutoscaled"]
+    assert "ip-10-0-20-12.ec2.internal  ocp-7xk2p-worker-us-east-1a  yes        23% cpu      unneeded" in out
 
 
 def test_explain_json_carries_the_inference(capsys: pytest.CaptureFixture[str]) -> None:

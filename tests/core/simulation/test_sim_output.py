@@ -184,7 +184,7 @@ def test_explain_answers_per_node() -> None:
     nodes = {n.node: n for n in report.nodes}
     assert nodes["n-empty"].removable and "removable now" in nodes["n-empty"].reason
     assert nodes["n-young"].removable and "removable after 9m0s more unneeded" in nodes["n-young"].reason
-    assert "drain 1 pods" in nodes["n-young"].reason
+    assert "drain 1 pod)" in nodes["n-young"].reason
     assert (nodes["n-system"].removable, nodes["n-system"].reason) == (False, "BlockedByPod")
     assert nodes["n-system"].blocking_pod == BlockingPod("kube-system/coredns", BlockingPodReason.UNMOVABLE_KUBE_SYSTEM_POD)
     assert nodes["n-busy"].reason == "NotUnderutilized"
