@@ -438,7 +438,8 @@ def _what_if(
     from clusterscaler.offline.whatif import settle
 
     result, provider = evaluate(ctx.registry, options, objects, now)
-    before = outcome(objects, result, _removable(explain(result, objects, options, now, provider)))
+    removable = _removable(explain(result, objects, options, now, provider))
+    before = outcome(objects, result, removable, provider)
     cluster, clock = build_cluster(objects)
     clock.advance_to(now)
     provider = build_provider(ctx.registry, options, cluster=cluster, clock=clock)
@@ -520,7 +521,7 @@ def run(ctx: CommandContext) -> int:
         print(f"clusterscaler explain: error: {exc}", file=sys.stderr)
         return RUNTIME_ERROR
     report = explain(result, objects, options, now, provider)
-    after = outcome(objects, result, _removable(report)) if changes is not None else None
+    after = outcome(objects, result, _removable(report), provider) if changes is not None else None
     if ctx.args.json:
         doc = report_json(report)
         if inference is not None:

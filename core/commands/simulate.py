@@ -335,7 +335,8 @@ def _once_what_if(
     seen = sim.cluster.snapshot()
     with stamped_by(sim.clock.now):
         result = sim.loop.run_once(sim.clock.now())
-    before = outcome(seen, result, [d["node"] for d in output.decision_json(result)["scaleDown"]])
+    removed = [d["node"] for d in output.decision_json(result)["scaleDown"]]
+    before = outcome(seen, result, removed, sim.provider)
     reports: list[ChangeReport] = []
     sim, options, inference = prepare(ctx, scenario, changes, reports)
     sim.cluster.step(retry_unschedulable=False)
@@ -345,7 +346,7 @@ def _once_what_if(
     with stamped_by(sim.clock.now):
         result = sim.loop.run_once(now)
     doc = output.decision_json(result)
-    after = outcome(objects, result, [d["node"] for d in doc["scaleDown"]])
+    after = outcome(objects, result, [d["node"] for d in doc["scaleDown"]], sim.provider)
     if ctx.args.json:
         if inference is not None:
             doc.update(inference.to_json())

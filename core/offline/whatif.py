@@ -18,10 +18,11 @@ from __future__ import annotations
 import argparse
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError
 from clusterscaler.framework.cluster import EvictionError
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import ClusterObjects, Node
@@ -344,23 +345,68 @@ class Outcome:
     pending_pods: int
     nodes_added: dict[str, int]
     nodes_removed: tuple[str, ...]
+    # Per hour, of the nodes of the groups with a known price once the loop's decisions
+    # are carried out; `None` when no group has a price.
+    cost_per_hour: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "pendingPods": self.pending_pods,
             "nodesAdded": dict(self.nodes_added),
             "nodesRemoved": list(self.nodes_removed),
         }
+        if self.cost_per_hour is not None:
+            doc["costPerHour"] = round(self.cost_per_hour, 4)
+        return doc
 
 
-def outcome(objects: ClusterObjects, result: LoopResult, removed: Sequence[str] = ()) -> Outcome:
+def group_prices(provider: CloudProvider) -> dict[str, float]:
+    """The node groups whose price per node-hour is known: the `sim` provider's groups
+    with a `price` (its estimates for the others are not prices)."""
+    prices = getattr(provider.pricing(), "group_prices", None)
+    if not isinstance(prices, Mapping):
+        return {}
+    return {str(g): float(p) for g, p in prices.items()}
+
+
+def outcome(
+    objects: ClusterObjects,
+    result: LoopResult,
+    removed: Sequence[str] = (),
+    provider: CloudProvider | None = None,
+) -> Outcome:
     """The pending pods of `objects` (the cluster the loop saw), the nodes the loop adds
-    per group and the nodes it removes (`removed`: as listed by the command's output)."""
+    per group and the nodes it removes (`removed`: as listed by the command's output), and
+    with `provider`, the cost per hour of its priced groups afterwards."""
     pending = sum(1 for p in objects.pods if not p.node_name and not p.is_terminal)
     added: dict[str, int] = {}
     for d in result.scale_up.decisions:
         added[d.node_group] = added.get(d.node_group, 0) + d.delta
-    return Outcome(pending, dict(sorted(added.items())), tuple(sorted(removed)))
+    cost = _cost(objects, added, removed, provider) if provider is not None else None
+    return Outcome(pending, dict(sorted(added.items())), tuple(sorted(removed)), cost)
+
+
+def _cost(
+    objects: ClusterObjects,
+    added: Mapping[str, int],
+    removed: Sequence[str],
+    provider: CloudProvider,
+) -> float | None:
+    prices = group_prices(provider)
+    if not prices:
+        return None
+    gone = set(removed)
+    total = 0.0
+    for node in objects.nodes:
+        if node.name in gone:
+            continue
+        try:
+            group = provider.node_group_for_node(node)
+        except CloudProviderError:
+            continue
+        if group is not None and group.id in prices:
+            total += prices[group.id]
+    return total + sum(prices[g] * n for g, n in added.items() if g in prices)
 
 
 def what_if_json(
@@ -398,5 +444,11 @@ def render(reports: Sequence[ChangeReport], before: Outcome, after: Outcome) -> 
         ("nodes added", added(before), added(after)),
         ("nodes removed", ", ".join(before.nodes_removed) or "-", ", ".join(after.nodes_removed) or "-"),
     ]
+    if before.cost_per_hour is not None or after.cost_per_hour is not None:
+
+        def cost(o: Outcome) -> str:
+            return f"{o.cost_per_hour:.2f}" if o.cost_per_hour is not None else "-"
+
+        rows.append(("cost per hour", cost(before), cost(after)))
     lines += ["", render_table(("", "BEFORE", "AFTER"), rows)]
     return "\n".join(lines)
