@@ -9,7 +9,9 @@ Autoscaler's troubleshooting FAQ turned into a command.
 
 Offline it reads `--snapshot` and `--cloud-config` (the `sim` provider stands in for the
 cloud; without a cloud-config the node groups are inferred from the nodes' labels, see
-`clusterscaler.offline.inference`); live it reads the cluster of `--kubeconfig` with the provider of `--cloud-provider`.
+`clusterscaler.offline.inference`); `--from-cluster` reads the cluster of `--kubeconfig` (GET
+requests only) and explains it the same way; live it reads the cluster of `--kubeconfig`
+with the provider of `--cloud-provider`.
 `--json` prints the keys of `simulate --once --json`.
 """
 
@@ -360,9 +362,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(without one, the node groups are inferred from the nodes' labels), instead of the "
         "live cluster of --kubeconfig.",
     )
-    from clusterscaler.commands.simulate import add_bounds_argument
+    from clusterscaler.commands.simulate import add_bounds_argument, add_from_cluster_argument
     from clusterscaler.offline.whatif import add_change_arguments
 
+    add_from_cluster_argument(group)
     add_bounds_argument(group)
     add_change_arguments(group)
     group.add_argument(
@@ -452,7 +455,7 @@ def _what_if(
 
 
 def _offline(ctx: CommandContext) -> tuple[_Evaluated, Inference | None, WhatIf | None]:
-    from clusterscaler.commands.simulate import infer_if_needed
+    from clusterscaler.commands.simulate import check_from_cluster, infer_if_needed, read_cluster
     from clusterscaler.offline.loader import load_snapshot, snapshot_time
     from clusterscaler.offline.setup import SIM_PROVIDER
 
@@ -462,15 +465,17 @@ def _offline(ctx: CommandContext) -> tuple[_Evaluated, Inference | None, WhatIf 
             f"--cloud-provider: explaining a snapshot needs the {SIM_PROVIDER} provider and a "
             f"cloud-config describing the node groups, got {options.cloud_provider!r}"
         )
-    objects = load_snapshot(ctx.args.snapshot)
+    check_from_cluster(ctx.args)
+    live = bool(getattr(ctx.args, "from_cluster", False))
+    objects = read_cluster(options) if live else load_snapshot(ctx.args.snapshot)
     options, objects, inference = infer_if_needed(ctx.args, options, objects)
     if not options.cloud_config and inference is None:
         raise ConfigurationError(
             "--cloud-config: expected a sim cloud-config declaring the node groups of the "
             "snapshot (it has no nodes to infer them from)"
         )
-    # The snapshot is a moment of a real cluster: "now" is its newest object.
-    now = snapshot_time(objects) or DEFAULT_START
+    # A snapshot file is a moment of a real cluster: "now" is its newest object.
+    now = datetime.now(UTC) if live else snapshot_time(objects) or DEFAULT_START
     changes: WhatIf | None = None
     if getattr(ctx.args, "changes", None):
         options, objects, changes = _what_if(ctx, options, objects, now)
@@ -505,12 +510,14 @@ def run(ctx: CommandContext) -> int:
     inference: Inference | None = None
     changes: WhatIf | None = None
     try:
-        if getattr(ctx.args, "changes", None) and not ctx.args.snapshot:
+        offline = bool(ctx.args.snapshot or getattr(ctx.args, "from_cluster", False))
+        if getattr(ctx.args, "changes", None) and not offline:
             raise ConfigurationError(
-                "--apply, --scale, --drain-node, --remove-node-group: expected with --snapshot (a live "
+                "--apply, --scale, --drain-node, --remove-node-group: expected with --snapshot or "
+                "--from-cluster (a live "
                 "cluster is explained as it is)"
             )
-        if ctx.args.snapshot:
+        if offline:
             (result, provider, objects, options, now), inference, changes = _offline(ctx)
         else:
             result, provider, objects, options, now = _live(ctx)

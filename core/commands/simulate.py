@@ -86,6 +86,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger()
 
 OK, RUNTIME_ERROR, USAGE_ERROR = 0, 1, 2
+FROM_CLUSTER = "--from-cluster"
 DEFAULT_DURATION = timedelta(hours=1)
 
 
@@ -115,6 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "jobs,cm -A -o json` prints it: a file (gzipped or not), a directory of such files, "
         "or - for standard input.",
     )
+    add_from_cluster_argument(group)
     add_bounds_argument(group)
     add_change_arguments(group)
     group.add_argument("--once", action="store_true", help="Run one loop and print its decisions.")
@@ -137,6 +139,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="Write a PNG chart of nodes per group, pending pods and cost over time.",
     )
+
+
+def add_from_cluster_argument(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        FROM_CLUSTER,
+        action="store_true",
+        help="Take the snapshot from the cluster of --kubeconfig (read only: list and watch) "
+        "and run on it as on a --snapshot file.",
+    )
+
+
+def read_cluster(options: AutoscalingOptions) -> ClusterObjects:
+    """The objects of the cluster of `--kubeconfig` (or `--kubernetes`), as the autoscaler's
+    caches list them: only GET requests (list and watch) are sent."""
+    from clusterscaler.kube.client import ClientSettings, KubeConfigError, build_api_client
+    from clusterscaler.kube.source import KubeClusterSource
+
+    try:
+        api = build_api_client(ClientSettings.from_options(options))
+    except KubeConfigError as exc:
+        raise InputError(f"{FROM_CLUSTER}: {exc}") from None
+    with KubeClusterSource(api, namespace=options.namespace) as source:
+        if not source.wait_for_sync(60):
+            raise CloudProviderError(
+                f"{FROM_CLUSTER}: the Kubernetes caches did not sync within 60s"
+            )
+        return source.snapshot()
+
+
+def check_from_cluster(args: argparse.Namespace) -> None:
+    if getattr(args, "from_cluster", False) and (args.snapshot or getattr(args, "scenario", None)):
+        raise InputError(
+            f"{FROM_CLUSTER}: expected without --snapshot or a scenario file (the snapshot is "
+            "taken from the cluster)"
+        )
 
 
 def add_bounds_argument(group: argparse._ArgumentGroup) -> None:
@@ -277,7 +314,12 @@ def run(ctx: CommandContext) -> int:
     out = sys.stdout
     quiet_logs(ctx.options)
     try:
-        scenario = load_inputs(ctx.args)
+        check_from_cluster(ctx.args)
+        if ctx.args.from_cluster:
+            scenario = Scenario(name="cluster", source=FROM_CLUSTER)
+            scenario.objects = read_cluster(ctx.options)
+        else:
+            scenario = load_inputs(ctx.args)
         changes: list[Change] = list(getattr(ctx.args, "changes", None) or [])
         if changes and ctx.args.once:
             return _once_what_if(ctx, scenario, changes, out)

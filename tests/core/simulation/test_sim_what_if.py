@@ -157,7 +157,7 @@ def test_timeline_applies_the_changes_first(capsys: pytest.CaptureFixture[str]) 
             ["explain", "--snapshot", EKS, "--remove-node-group", "ng-spot", "--remove-node-group", "ng-spot"],
             "--remove-node-group ng-spot: node group 'ng-spot': expected one of ng-general",
         ),
-        (["explain", "--drain-node", "x"], "--apply, --scale, --drain-node, --remove-node-group: expected with --snapshot"),
+        (["explain", "--drain-node", "x"], "--apply, --scale, --drain-node, --remove-node-group: expected with --snapshot or --from-cluster"),
     ],
     ids=["bad-kind", "bad-replicas", "unknown-deployment", "unknown-statefulset", "unknown-node", "unknown-group", "group-removed-twice", "live"],
 )
