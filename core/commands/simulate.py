@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import logging
 import sys
+import textwrap
 from collections.abc import Sequence
 from datetime import timedelta
 from importlib import resources
@@ -31,8 +32,8 @@ from clusterscaler.framework.cloudprovider import (
     CloudProviderError,
     ConfigurationError,
 )
-from clusterscaler.framework.durations import DURATION_FORM, parse_duration
-from clusterscaler.framework.options import AutoscalingOptions, flag_given
+from clusterscaler.framework.durations import DURATION_FORM, format_duration, parse_duration
+from clusterscaler.framework.options import AutoscalingOptions, flag_given, flag_specs
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import ClusterObjects, gc_paused
 from clusterscaler.offline import output
@@ -137,7 +138,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--plot",
         default="",
         metavar="FILE",
-        help="Write a PNG chart of nodes per group, pending pods and cost over time.",
+        help="Write a chart of nodes per group, pending pods and cost over time, events marked: "
+        "a PNG, or an SVG when FILE ends in .svg.",
     )
 
 
@@ -404,6 +406,36 @@ def _once_what_if(
     return OK
 
 
+def _flag_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, list | tuple):
+        return ",".join(_flag_text(v) for v in value)
+    return str(value)
+
+
+def plot_subtitle(scenario: Scenario, args: argparse.Namespace, sim: Simulation) -> str:
+    """What the picture shows a run of: the inputs, the flags set (by the scenario, then the
+    command line, which wins) and the simulated time."""
+    inputs = [f"scenario {Path(args.scenario).name}" if args.scenario else "built-in scenario"]
+    if args.snapshot:
+        inputs.append(f"snapshot {Path(args.snapshot).name}")
+    flags = {str(name): _flag_text(value) for name, value in scenario.flags.items()}
+    for spec in flag_specs():
+        if flag_given(args, spec.dest):
+            flags[spec.name] = _flag_text(getattr(args, spec.dest))
+    given = " ".join(f"--{name}={value}" for name, value in sorted(flags.items()))
+    parts = [
+        ", ".join(inputs),
+        given or "default flags",
+        f"{format_duration(sim.duration)} simulated, a loop every "
+        f"{format_duration(sim.scan_interval)}",
+    ]
+    return "\n".join(textwrap.wrap(" | ".join(parts), width=120))
+
+
 def _run(
     sim: Simulation,
     scenario: Scenario,
@@ -448,7 +480,13 @@ def _run(
         out.write(output.render_timeline(result.rows) + "\n\n")
         out.write(output.render_summary(summary) + "\n")
     if args.plot:
-        output.plot(result.samples, args.plot, title=f"clusterscaler simulate: {scenario.name}")
+        output.plot(
+            result.samples,
+            args.plot,
+            title=f"clusterscaler simulate: {scenario.name}",
+            subtitle=plot_subtitle(scenario, args, sim),
+            rows=result.rows,
+        )
         if not args.json:
             out.write(f"\nplot written to {args.plot}\n")
     return OK

@@ -13,8 +13,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from clusterscaler.framework.durations import format_duration
 from clusterscaler.loop.decisions import GroupRejection, LoopResult, UnremovableReason
@@ -317,44 +318,149 @@ def check_plotting() -> None:
         ) from None
 
 
-def plot(samples: Sequence[Sample], path: str | Path, title: str = "") -> None:
-    """Nodes per group, pending pods and cost over time, as a PNG."""
+# Timeline actions marked on the plot, by what an operator looks for.
+MARKED_ACTIONS: Mapping[str, str] = {
+    "scale-up": "scale-up",
+    "scale-down": "scale-down",
+    "scale-up-failed": "failed provisioning",
+    "cleanup": "failed provisioning",
+    "backoff": "backoff",
+}
+_MARKER_STYLE: Mapping[str, tuple[str, Literal["-", "--", ":"]]] = {
+    "scale-up": ("tab:green", "-"),
+    "scale-down": ("tab:blue", "-"),
+    "failed provisioning": ("tab:red", "--"),
+    "backoff": ("tab:orange", ":"),
+}
+
+
+def event_marks(rows: Sequence[TimelineRow]) -> dict[str, list[float]]:
+    """The minutes at which each marked kind of event happened (one mark per minute and
+    kind, however many rows share it)."""
+    marks: dict[str, list[float]] = {}
+    for row in rows:
+        kind = MARKED_ACTIONS.get(row.action)
+        if kind is None:
+            continue
+        minute = row.offset.total_seconds() / 60
+        seen = marks.setdefault(kind, [])
+        if minute not in seen:
+            seen.append(minute)
+    return marks
+
+
+def cost_rates(samples: Sequence[Sample]) -> list[float]:
+    """The cost per hour between each sample and the one before (the first: 0)."""
+    rates = [0.0]
+    for before, after in pairwise(samples):
+        hours = (after.offset - before.offset).total_seconds() / 3600
+        rates.append((after.cost - before.cost) / hours if hours > 0 else rates[-1])
+    return rates
+
+
+def plot_format(path: str | Path) -> str:
+    """`svg` when the file name ends in .svg, else `png`."""
+    return "svg" if str(path).lower().endswith(".svg") else "png"
+
+
+def plot(
+    samples: Sequence[Sample],
+    path: str | Path,
+    title: str = "",
+    *,
+    subtitle: str = "",
+    rows: Sequence[TimelineRow] = (),
+) -> None:
+    """Nodes per group, pending pods and cost ($/hour and cumulative $) over time, with the
+    timeline's scale-ups, scale-downs, failed provisioning and backoffs marked; a PNG, or
+    an SVG when the file name ends in .svg."""
+    check_plotting()
+    import matplotlib
+    from matplotlib import pyplot as plt
+
+    # Text stays text in an SVG: searchable, and smaller than outlined glyphs.
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig = figure(samples, title, subtitle=subtitle, rows=rows)
+        try:
+            fig.savefig(str(path), format=plot_format(path), bbox_inches="tight")
+        except OSError as exc:
+            raise PlotError(
+                f"--plot {str(path)!r}: cannot write the file: {exc.strerror or exc}"
+            ) from None
+        finally:
+            plt.close(fig)
+
+
+def figure(
+    samples: Sequence[Sample],
+    title: str = "",
+    *,
+    subtitle: str = "",
+    rows: Sequence[TimelineRow] = (),
+) -> Any:
+    """The matplotlib figure `plot` writes (the caller closes it)."""
     check_plotting()
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 
     minutes = [s.offset.total_seconds() / 60 for s in samples]
     groups = sorted({g for s in samples for g in s.nodes})
-    fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
-    try:
-        nodes_ax, pending_ax, cost_ax = axes
-        if groups:
-            nodes_ax.stackplot(
-                minutes,
-                [[s.nodes.get(g, 0) for s in samples] for g in groups],
-                labels=groups,
-                step="post",
-            )
-            nodes_ax.legend(loc="upper left", fontsize="small")
-        nodes_ax.set_ylabel("ready nodes")
-        pending_ax.step(minutes, [s.pending for s in samples], where="post", color="tab:red")
-        pending_ax.set_ylabel("pending pods")
-        cost_ax.plot(minutes, [s.cost for s in samples], color="tab:green")
-        cost_ax.set_ylabel("cost")
-        cost_ax.set_xlabel("minutes")
-        if title:
-            fig.suptitle(title)
-        fig.tight_layout()
-        try:
-            fig.savefig(str(path), format="png")
-        except OSError as exc:
-            raise PlotError(
-                f"--plot {str(path)!r}: cannot write the file: {exc.strerror or exc}"
-            ) from None
-    finally:
-        plt.close(fig)
+    fig, axes = plt.subplots(3, 1, figsize=(11, 8.5), sharex=True)
+    nodes_ax, pending_ax, cost_ax = axes
+    if groups:
+        # Light colours for the groups, so that the event marks stand out over them.
+        palette = matplotlib.colormaps["Set3"]
+        nodes_ax.stackplot(
+            minutes,
+            [[s.nodes.get(g, 0) for s in samples] for g in groups],
+            labels=groups,
+            colors=[palette(i % palette.N) for i in range(len(groups))],
+            step="post",
+        )
+    nodes_ax.set_ylabel("ready nodes")
+    pending_ax.step(minutes, [s.pending for s in samples], where="post", color="black")
+    pending_ax.set_ylabel("pending pods")
+    for ax in (nodes_ax, pending_ax):
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(bottom=0)
+    cost_ax.step(minutes, cost_rates(samples), where="pre", color="tab:brown")
+    cost_ax.set_ylabel("cost rate ($/hour)", color="tab:brown")
+    cumulative_ax = cost_ax.twinx()
+    cumulative_ax.plot(minutes, [s.cost for s in samples], color="tab:purple")
+    cumulative_ax.set_ylabel("cumulative cost ($)", color="tab:purple")
+    cost_ax.set_xlabel("minutes")
+    marks = event_marks(rows)
+    for kind, at in marks.items():
+        color, style = _MARKER_STYLE[kind]
+        for ax in axes:
+            for minute in at:
+                ax.axvline(minute, color=color, linestyle=style, linewidth=1, alpha=0.8)
+    handles, labels = nodes_ax.get_legend_handles_labels()
+    for kind in _MARKER_STYLE:
+        if kind in marks:
+            color, style = _MARKER_STYLE[kind]
+            handles.append(Line2D([], [], color=color, linestyle=style))
+            labels.append(kind)
+    if handles:
+        # Outside the axes, so that it never hides a bar or a mark.
+        nodes_ax.legend(
+            handles,
+            labels,
+            loc="upper left",
+            bbox_to_anchor=(1.09, 1.0),
+            borderaxespad=0.0,
+            fontsize="small",
+        )
+    if title:
+        fig.suptitle(f"{title}\n{subtitle}" if subtitle else title, fontsize="medium")
+    elif subtitle:
+        fig.suptitle(subtitle, fontsize="small")
+    fig.tight_layout()
+    return fig
 
 
 # --------------------------------------------------------------------------- progress

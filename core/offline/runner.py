@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import structlog
 from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError, PricingModel
+from clusterscaler.framework.durations import format_duration
 from clusterscaler.loop.decisions import DeletionKind, LoopResult
 from clusterscaler.model import Node
 from clusterscaler.offline.clock import VirtualClock
@@ -201,6 +202,39 @@ def _loop_rows(
     return rows
 
 
+def _backoff_rows(
+    result: LoopResult,
+    offset: timedelta,
+    sizes: dict[str, int],
+    pending: int,
+    backoffs: dict[str, datetime],
+) -> list[TimelineRow]:
+    """A row when a node group enters backoff (or backs off again); `backoffs` holds each
+    group's current backoff end between loops."""
+    rows: list[TimelineRow] = []
+    for group in result.node_groups:
+        backoff = group.backoff
+        if backoff is None:
+            backoffs.pop(group.name, None)
+            continue
+        if backoffs.get(group.name) == backoff.until:
+            continue
+        backoffs[group.name] = backoff.until
+        cause = backoff.error_code or backoff.error_class
+        detail = f"for {format_duration(backoff.until - result.time)}"
+        rows.append(
+            TimelineRow(
+                offset,
+                "backoff",
+                group.name,
+                f"{detail} ({cause})" if cause else detail,
+                sizes,
+                pending,
+            )
+        )
+    return rows
+
+
 def _cluster_rows(
     cluster: SimulatedCluster,
     start: datetime,
@@ -251,6 +285,7 @@ def _run(
     accounting = _Accounting(sim.provider)
     out = SimulationResult()
     tally: Counter[str] = Counter()
+    backoffs: dict[str, datetime] = {}
     events = sorted(sim.events, key=lambda e: e.at)
     next_event = 0
     tick = start
@@ -294,6 +329,7 @@ def _run(
         if result is not None:
             out.results.append(result)
             out.rows.extend(_loop_rows(result, now - start, sizes, pending))
+            out.rows.extend(_backoff_rows(result, now - start, sizes, pending, backoffs))
         out.rows.extend(_cluster_rows(cluster, start, sizes, pending, tally))
         billable = [*cluster.nodes.values(), *cluster.list_pending_nodes()]
         accounting.add(billable, last_sample, clock.now())
