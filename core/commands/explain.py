@@ -362,12 +362,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(without one, the node groups are inferred from the nodes' labels), instead of the "
         "live cluster of --kubeconfig.",
     )
+    from clusterscaler.commands.explain_filters import add_filter_arguments
     from clusterscaler.commands.simulate import add_bounds_argument, add_from_cluster_argument
     from clusterscaler.offline.whatif import add_change_arguments
 
     add_from_cluster_argument(group)
     add_bounds_argument(group)
     add_change_arguments(group)
+    add_filter_arguments(group)
     group.add_argument(
         "--json", action="store_true", help="Print JSON (the keys of simulate --once --json)."
     )
@@ -501,6 +503,13 @@ def _live(ctx: CommandContext) -> _Evaluated:
 
 
 def run(ctx: CommandContext) -> int:
+    from clusterscaler.commands.explain_filters import (
+        Filters,
+        narrow,
+        narrow_json,
+        render_summary,
+        summary,
+    )
     from clusterscaler.commands.simulate import quiet_logs
     from clusterscaler.kube.client import KubeConfigError
     from clusterscaler.offline.cluster import SimulationError
@@ -529,8 +538,16 @@ def run(ctx: CommandContext) -> int:
         return RUNTIME_ERROR
     report = explain(result, objects, options, now, provider)
     after = outcome(objects, result, _removable(report), provider) if changes is not None else None
+    filters = Filters.from_args(ctx.args)
+    try:
+        filters.check(objects, [g.name for g in result.node_groups])
+    except InputError as exc:
+        print(f"clusterscaler explain: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    shown = narrow(report, filters)
     if ctx.args.json:
-        doc = report_json(report)
+        doc = narrow_json(report_json(report), shown, filters)
+        doc["summary"] = summary(shown)
         if inference is not None:
             doc.update(inference.to_json())
         if changes is not None and after is not None:
@@ -541,5 +558,6 @@ def run(ctx: CommandContext) -> int:
             print(render_inference(inference) + "\n")
         if changes is not None and after is not None:
             print(render_what_if(changes[0], changes[1], after) + "\n")
-        print(render(report))
+        print(render_summary(shown) + "\n")
+        print(render(shown))
     return OK
