@@ -1,6 +1,9 @@
 """`--apply FILE`: Kubernetes manifests applied to the in-memory cluster as the API server
 and the controllers would act on them.
 
+(Long on purpose: one job, with a step per kind doing what its controller does, and the
+checks the API server makes on each, so that a bad manifest is named field by field.)
+
 A file holds Deployments, ReplicaSets, StatefulSets, Jobs, Pods, PodDisruptionBudgets and
 DaemonSets, in YAML (one or more `---` documents) or JSON, each document an object or a
 `List` of them. Each object is applied in file order:
