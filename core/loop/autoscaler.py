@@ -324,6 +324,9 @@ class Autoscaler:
         except CloudProviderError as exc:
             log.error("provider_problems_failed", error=str(exc))
             return ()
+        # A group whose live node and provider template disagree is planned from one and
+        # grown from the other: said as a problem of the group, like a misconfiguration.
+        problems = (*problems, *self.templates.mismatches())
         for p in problems:
             if p not in self._seen_problems:
                 log.warning(

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProviderError
+from clusterscaler.framework.cloudprovider import CloudProviderError, NodeGroup, ProviderProblem
+from clusterscaler.loop.balancing import ignored_labels
 from clusterscaler.loop.clusterstate import ClusterState, is_being_deleted
 from clusterscaler.loop.taints import (
     IGNORE_TAINT_PREFIX,
@@ -25,6 +26,8 @@ from clusterscaler.loop.taints import (
     TaintConfig,
 )
 from clusterscaler.model import DaemonSet, Node, NodeInfo, OwnerRef, Pod
+from clusterscaler.model.quantity import format_bytes, format_cpu
+from clusterscaler.model.resources import CPU, PODS, Resources
 from clusterscaler.simulator import pod_matches_node_affinity, tolerates_taints
 from clusterscaler.simulator.templates import sanitize_template
 
@@ -134,6 +137,80 @@ def daemonset_pods_for(node: Node, daemonsets: Iterable[DaemonSet]) -> list[Pod]
     return out
 
 
+TEMPLATE_MISMATCH = "TemplateMismatch"
+_GI = 1 << 30
+
+
+def _amount(resource: str, value: int) -> str:
+    if resource == CPU:
+        return format_cpu(value)
+    if resource == PODS or "/" in resource:
+        return str(value)
+    if value >= _GI and value % _GI:
+        return f"{value / _GI:.1f}Gi"
+    return format_bytes(value)
+
+
+def _disagreeing_resources(node: Resources, template: Resources, ratio: float) -> list[str]:
+    """`<resource> (node N, template M)` for each allocatable resource whose amounts differ
+    by more than `ratio` of the larger (or that only one side has)."""
+    out = []
+    for name in sorted(set(node.names()) | set(template.names())):
+        a, b = node.get(name), template.get(name)
+        if max(a, b) * (1 - ratio) > min(a, b):
+            out.append(f"{name} (node {_amount(name, a)}, template {_amount(name, b)})")
+    return out
+
+
+def _disagreeing_labels(
+    node: Mapping[str, str], template: Mapping[str, str], ignored: frozenset[str]
+) -> list[str]:
+    out = []
+    for key in sorted((set(node) | set(template)) - ignored):
+        a, b = node.get(key), template.get(key)
+        if a != b:
+            node_side = "missing" if a is None else repr(a)
+            template_side = "missing" if b is None else repr(b)
+            out.append(f"{key} (node {node_side}, template {template_side})")
+    return out
+
+
+def template_mismatch(
+    group_id: str, live: Node, provided: Node, options: AutoscalingOptions
+) -> ProviderProblem | None:
+    """A problem naming the allocatable resources and labels on which a group's live node
+    and its provider's template disagree, or None when they agree.
+
+    The loop plans a group's new nodes from a live node while the cloud builds them from
+    the template: when the two differ, a scale-up can add nodes that do not fit the pods it
+    was for, and the group flaps. Labels that differ between the nodes of one group by
+    design (hostname, zone, the group's own name, --balancing-ignore-label) are not
+    compared; allocatable amounts within --max-allocatable-difference-ratio agree.
+    """
+    resources = _disagreeing_resources(
+        live.allocatable, provided.allocatable, options.max_allocatable_difference_ratio
+    )
+    labels = _disagreeing_labels(
+        live.labels,
+        provided.labels,
+        ignored_labels(options) | {TEMPLATE_NODE_LABEL},
+    )
+    if not resources and not labels:
+        return None
+    parts = []
+    if resources:
+        parts.append("allocatable " + ", ".join(resources))
+    if labels:
+        parts.append("labels " + ", ".join(labels))
+    return ProviderProblem(
+        group_id,
+        TEMPLATE_MISMATCH,
+        f"node group {group_id}: live node {live.name} and the provider's template disagree "
+        f"on {'; '.join(parts)}: the loop plans new nodes from the live node, the provider "
+        "makes them from the template",
+    )
+
+
 class TemplateCache:
     """Templates per node group, remembered across loops."""
 
@@ -142,6 +219,33 @@ class TemplateCache:
         self._from_nodes: dict[str, NodeInfo] = {}
         # The templates of the last `build`, by node group.
         self.last: dict[str, Template] = {}
+        # Per group, the live node's shape last compared with the provider's template, and
+        # the outcome: the provider is asked again only when that shape changes.
+        self._compared: dict[str, tuple[object, ProviderProblem | None]] = {}
+
+    def mismatches(self) -> tuple[ProviderProblem, ...]:
+        """The groups whose live node (the last `build` planned from) and provider
+        template disagree, as problems naming the fields."""
+        return tuple(
+            problem
+            for gid, (_, problem) in sorted(self._compared.items())
+            if problem is not None and gid in self.last and self.last[gid].source == "node"
+        )
+
+    def _compare(self, gid: str, group: NodeGroup, live: Node) -> None:
+        shape = (live.allocatable, tuple(sorted(live.labels.items())))
+        seen = self._compared.get(gid)
+        if seen is not None and seen[0] == shape:
+            return
+        problem: ProviderProblem | None = None
+        try:
+            provided = group.template_node_info()
+        except (CloudProviderError, ValueError, NotImplementedError):
+            # No template to compare with: the group only scales from its live nodes.
+            provided = None
+        if provided is not None:
+            problem = template_mismatch(gid, live, provided.node, self.options)
+        self._compared[gid] = (shape, problem)
 
     def build(
         self,
@@ -158,6 +262,7 @@ class TemplateCache:
                 )
                 self._from_nodes[gid] = info
                 out[gid] = Template(gid, info, "node")
+                self._compare(gid, group.group, live)
                 continue
             cached = self._from_nodes.get(gid)
             if cached is not None:
@@ -180,6 +285,8 @@ class TemplateCache:
             out[gid] = Template(gid, NodeInfo(info.node, info.pods + extra), "provider")
         for gone in [g for g in self._from_nodes if g not in state.groups]:
             del self._from_nodes[gone]
+        for gone in [g for g in self._compared if g not in state.groups]:
+            del self._compared[gone]
         self.last = out
         return out
 
