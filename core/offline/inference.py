@@ -35,6 +35,7 @@ one of the group's nodes as the loop's templates do.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -80,7 +81,7 @@ _MACHINE_NAME = re.compile(r"^(?P<set>.+)-[a-z0-9]{5}$")
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 _GROUP_NAME_FORM = "letters, digits, '-', '_' or '.', alphanumeric at both ends, at most 63 characters"
 BOUNDS_FORM = "<min>:<max>:<node group> with non-negative integers and min <= max"
-BOUNDS_FILE_FORM = "nodeGroups: {<node group>: {minSize: <int>, maxSize: <int>}}"
+BOUNDS_FILE_FORM = "nodeGroups: {<node group>: {minSize: <int>, maxSize: <int>, price: <per node-hour>}}"
 ASSUMED = "assumed"
 
 
@@ -94,6 +95,8 @@ class Bounds:
     source: str = ""
     # Where they were given, for messages: `--nodes='1:5:ng'`, `bounds.yaml: nodeGroups.ng`.
     where: str = ""
+    # The price of a node-hour, when the bounds file gives it.
+    price: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +113,11 @@ class InferredGroup:
     bounds_from: str
     # The bounds that were not given ("minSize", "maxSize"): upstream's defaults were used.
     assumed: tuple[str, ...]
+    # The price of a node-hour, when known (the bounds file's `price`).
+    price: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "name": self.name,
             "inferredFrom": self.inferred_from,
             "nodes": len(self.nodes),
@@ -121,6 +126,9 @@ class InferredGroup:
             "boundsFrom": self.bounds_from,
             "assumed": list(self.assumed),
         }
+        if self.price is not None:
+            doc["price"] = self.price
+        return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +159,7 @@ class Inference:
                     "minSize": g.min_size,
                     "maxSize": g.max_size,
                     "nodeSelector": {NODE_GROUP_LABEL: g.name},
+                    **({"price": g.price} if g.price is not None else {}),
                 }
                 for g in self.groups
             ]
@@ -279,6 +288,7 @@ def infer_node_groups(
                 max_size=max_size,
                 bounds_from=given.source if given.source and len(assumed) < 2 else ASSUMED,
                 assumed=assumed,
+                price=given.price,
             )
         )
     unknown = sorted(set(bounds) - {g.name for g in groups})
@@ -334,8 +344,11 @@ def parse_bounds_doc(doc: Any, source: str) -> dict[str, Bounds]:
         where = f"{source}: nodeGroups.{name}"
         if not isinstance(name, str) or not _valid_name(name):
             raise InputError(f"{source}: nodeGroups: expected node group names ({_GROUP_NAME_FORM}), got {name!r}")
-        if not isinstance(raw, Mapping) or not raw or set(raw) - {"minSize", "maxSize"}:
-            raise InputError(f"{where}: expected {{minSize: <int>, maxSize: <int>}} (either may be left out), got {raw!r}")
+        if not isinstance(raw, Mapping) or not raw or set(raw) - {"minSize", "maxSize", "price"}:
+            raise InputError(
+                f"{where}: expected {{minSize: <int>, maxSize: <int>, price: <per node-hour>}} "
+                f"(each may be left out), got {raw!r}"
+            )
         low = _size(raw["minSize"], where, "minSize") if "minSize" in raw else None
         high = _size(raw["maxSize"], where, "maxSize") if "maxSize" in raw else None
         effective_low = low if low is not None else DEFAULT_MIN_SIZE
@@ -343,8 +356,16 @@ def parse_bounds_doc(doc: Any, source: str) -> dict[str, Bounds]:
             raise InputError(
                 f"{where}.maxSize: expected an integer >= minSize ({effective_low}), got {high}"
             )
-        out[name] = Bounds(low, high, source, where)
+        out[name] = Bounds(low, high, source, where, _price(raw.get("price"), where))
     return out
+
+
+def _price(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise InputError(f"{where}.price: expected a non-negative number (price per node-hour), got {value!r}")
+    return float(value)
 
 
 def load_bounds(path: str) -> dict[str, Bounds]:
@@ -363,7 +384,10 @@ def load_bounds(path: str) -> dict[str, Bounds]:
 def bounds_from(nodes_flags: Sequence[str], bounds_file: str) -> dict[str, Bounds]:
     """The bounds of the command line: the file's, then `--nodes` (which wins)."""
     out = load_bounds(bounds_file) if bounds_file else {}
-    out.update(parse_nodes_flags(nodes_flags))
+    for name, given in parse_nodes_flags(nodes_flags).items():
+        # The sizes of --nodes win; the file's price stays.
+        price = out[name].price if name in out else None
+        out[name] = dataclasses.replace(given, price=price)
     return out
 
 

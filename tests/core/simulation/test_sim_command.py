@@ -201,7 +201,7 @@ def test_explain_snapshot_json_and_table(capsys: pytest.CaptureFixture[str]) -> 
 
 BAD_INPUT = [
     (["simulate", "--snapshot", "/nonexistent.json", "--cloud-config", GENERAL], "--snapshot '/nonexistent.json': cannot read the file"),
-    (["simulate", "--snapshot", SNAPSHOT, "--node-group-bounds", SNAPSHOT], f"{SNAPSHOT}: expected nodeGroups: {{<node group>: {{minSize: <int>, maxSize: <int>}}}}, got ['apiVersion', 'items', 'kind', 'metadata']"),
+    (["simulate", "--snapshot", SNAPSHOT, "--node-group-bounds", SNAPSHOT], f"{SNAPSHOT}: expected nodeGroups: {{<node group>: {{minSize: <int>, maxSize: <int>, price: <per node-hour>}}}}, got ['apiVersion', 'items', 'kind', 'metadata']"),
     (["simulate", "--snapshot", SNAPSHOT, "--cloud-config", SNAPSHOT], "apiVersion: unknown field; expected nodeGroups"),
     (["simulate", "--cloud-provider=aws"], "--cloud-provider: simulate runs on an in-memory cluster and needs the sim provider, got 'aws'"),
     (["simulate", "/nonexistent.yaml"], "scenario '/nonexistent.yaml': cannot read the file"),

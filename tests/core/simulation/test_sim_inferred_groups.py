@@ -311,14 +311,16 @@ def test_member_nodes_are_labelled_in_a_copy_only() -> None:
 # --------------------------------------------------------------------------- bad bounds
 
 BAD_BOUNDS_DOCS = [
-    pytest.param(["a"], "b.yaml: expected nodeGroups: {<node group>: {minSize: <int>, maxSize: <int>}}, got 'list'", id="not-a-map"),
-    pytest.param({"groups": {}}, "b.yaml: expected nodeGroups: {<node group>: {minSize: <int>, maxSize: <int>}}, got ['groups']", id="wrong-key"),
+    pytest.param(["a"], "b.yaml: expected nodeGroups: {<node group>: {minSize: <int>, maxSize: <int>, price: <per node-hour>}}, got 'list'", id="not-a-map"),
+    pytest.param({"groups": {}}, "b.yaml: expected nodeGroups: {<node group>: {minSize: <int>, maxSize: <int>, price: <per node-hour>}}, got ['groups']", id="wrong-key"),
     pytest.param({"nodeGroups": ["x"]}, "b.yaml: nodeGroups: expected a map of node group name to {minSize, maxSize}, got ['x']", id="groups-not-a-map"),
     pytest.param({"nodeGroups": {"x": {"minSize": -1}}}, "b.yaml: nodeGroups.x.minSize: expected a non-negative integer, got -1", id="negative"),
     pytest.param({"nodeGroups": {"x": {"maxSize": True}}}, "b.yaml: nodeGroups.x.maxSize: expected a non-negative integer, got True", id="bool"),
     pytest.param({"nodeGroups": {"x": {"minSize": 3, "maxSize": 2}}}, "b.yaml: nodeGroups.x.maxSize: expected an integer >= minSize (3), got 2", id="max-below-min"),
-    pytest.param({"nodeGroups": {"x": {"max": 2}}}, "b.yaml: nodeGroups.x: expected {minSize: <int>, maxSize: <int>} (either may be left out), got {'max': 2}", id="unknown-field"),
+    pytest.param({"nodeGroups": {"x": {"max": 2}}}, "b.yaml: nodeGroups.x: expected {minSize: <int>, maxSize: <int>, price: <per node-hour>} (each may be left out), got {'max': 2}", id="unknown-field"),
     pytest.param({"nodeGroups": {"-x": {"maxSize": 2}}}, "b.yaml: nodeGroups: expected node group names", id="bad-name"),
+    pytest.param({"nodeGroups": {"x": {"price": -1}}}, "b.yaml: nodeGroups.x.price: expected a non-negative number (price per node-hour), got -1", id="negative-price"),
+    pytest.param({"nodeGroups": {"x": {"price": "cheap"}}}, "b.yaml: nodeGroups.x.price: expected a non-negative number (price per node-hour), got 'cheap'", id="price-not-a-number"),
 ]
 
 

@@ -97,3 +97,32 @@ def test_no_price_no_cost(capsys: pytest.CaptureFixture[str]) -> None:
         "ip-192-168-20-93.ec2.internal",
     )
     assert "costPerHour" not in doc["before"] and "costPerHour" not in doc["after"]
+
+
+def test_prices_of_inferred_groups_from_the_bounds_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bounds = tmp_path / "bounds.yaml"
+    bounds.write_text(
+        "nodeGroups:\n  ng-general: {maxSize: 5, price: 0.192}\n  ng-spot: {price: 0.14}\n"
+    )
+    eks = str(ROOT / "examples" / "snapshots" / "eks.json")
+    code, out, err = run(
+        capsys, "simulate", "--snapshot", eks, "--once", "--json", "--node-group-bounds", str(bounds),
+        "--nodes", "1:4:ng-general", "--drain-node", "ip-192-168-20-93.ec2.internal",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    groups = {g["name"]: g for g in doc["inferredNodeGroups"]}
+    # --nodes sets the sizes; the file's price stays.
+    assert (groups["ng-general"]["maxSize"], groups["ng-general"]["price"]) == (4, 0.192)
+    assert groups["ng-spot"]["price"] == 0.14
+    # Two general nodes, one spot node (drained, still there) and the spot nodes added;
+    # the Karpenter and Fargate nodes have no price.
+    before, after = doc["whatIf"]["before"], doc["whatIf"]["after"]
+    assert before["costPerHour"] == pytest.approx(
+        2 * 0.192 + 0.14 + 0.14 * before["nodesAdded"]["ng-spot"]
+    )
+    assert after["costPerHour"] == pytest.approx(
+        2 * 0.192 + 0.14 + 0.14 * after["nodesAdded"]["ng-spot"]
+    )
