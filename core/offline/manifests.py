@@ -27,6 +27,9 @@ DaemonSets, in YAML (one or more `---` documents) or JSON, each document an obje
 - a PodDisruptionBudget is created with the status the disruption controller would compute
   (healthy pods, disruptions allowed), refreshed once the scheduler has placed new pods.
 
+A `priorityClassName` without a `priority` resolves to the built-in classes' priorities and
+to those of the cluster's pods of that class (a snapshot holds no PriorityClass objects).
+
 Every created pod carries the owner references a controller sets, so drains, `--scale` and
 scale-down treat it as they treat the snapshot's own. An object the cluster has already is
 replaced (its pods deleted), except a Pod (a Pod's spec cannot be changed in place). The
@@ -36,6 +39,7 @@ generated names are derived from the objects, so a run is repeatable.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -93,6 +97,7 @@ _DAEMON_TOLERATIONS = (
     {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
     {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
 )
+_BUILTIN_PRIORITIES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 _HOST_NETWORK_TOLERATION = {
     "key": "node.kubernetes.io/network-unavailable",
     "operator": "Exists",
@@ -359,6 +364,23 @@ class _Applier:
         self.cluster = cluster
         self.where = f"--apply {path!r}"
         self.applied = Applied()
+        # What the priority admission plugin would resolve `priorityClassName` to: the
+        # built-in classes, and the classes of the cluster's pods (the snapshot has no
+        # PriorityClass objects). An unknown class leaves the priority unset (0).
+        self.priorities: dict[str, int] = dict(_BUILTIN_PRIORITIES)
+        for pod in cluster.pods.values():
+            if pod.priority_class_name and pod.priority is not None:
+                self.priorities.setdefault(pod.priority_class_name, pod.priority)
+
+    def _with_priority(self, spec: dict[str, Any]) -> dict[str, Any]:
+        name = spec.get("priorityClassName")
+        if spec.get("priority") is None and isinstance(name, str) and name in self.priorities:
+            return {**spec, "priority": self.priorities[name]}
+        return spec
+
+    def _template(self, raw: Mapping[str, Any], obj: str) -> _Template:
+        template = _template(raw, obj, self.where)
+        return dataclasses.replace(template, spec=self._with_priority(template.spec))
 
     # ------------------------------------------------------------------ shared steps
 
@@ -431,7 +453,7 @@ class _Applier:
     def _deployment(self, raw: Mapping[str, Any], obj: str) -> None:
         meta = raw["metadata"]
         namespace, name = meta.get("namespace") or "default", meta["name"]
-        template = _template(raw, obj, self.where)
+        template = self._template(raw, obj)
         _selector(raw, obj, self.where, template.labels)
         spec = raw["spec"]
         replicas = _count(spec.get("replicas"), obj, self.where, "spec.replicas", 1)
@@ -487,7 +509,7 @@ class _Applier:
         kind = raw["kind"]
         meta = raw["metadata"]
         namespace, name = meta.get("namespace") or "default", meta["name"]
-        template = _template(raw, obj, self.where)
+        template = self._template(raw, obj)
         spec = raw["spec"]
         labels = dict(template.labels)
         uid = meta.get("uid") or _uid(kind, namespace, name)
@@ -624,7 +646,7 @@ class _Applier:
     def _daemonset(self, raw: Mapping[str, Any], obj: str) -> None:
         meta = raw["metadata"]
         namespace, name = meta.get("namespace") or "default", meta["name"]
-        template = _template(raw, obj, self.where)
+        template = self._template(raw, obj)
         _selector(raw, obj, self.where, template.labels)
         pod_spec = dict(template.spec)
         tolerations = list(pod_spec.get("tolerations") or [])
@@ -700,7 +722,10 @@ class _Applier:
                 meta["name"],
             )
         try:
-            pod = parse_pod({**raw, "metadata": meta, "status": {}})
+            spec = raw.get("spec")
+            if isinstance(spec, Mapping):
+                spec = self._with_priority(dict(spec))
+            pod = parse_pod({**raw, "metadata": meta, "spec": spec, "status": {}})
         except ModelError as exc:
             raise _model(exc, self.where, obj) from None
         self._create([pod.with_(phase="Running" if pod.node_name else "Pending")])

@@ -358,3 +358,34 @@ def test_the_documented_example_is_real(
     assert code == 0, err
     shown = out[out.index("Changes\n") : out.index("\n\nPending pods")]
     assert shown in docs
+
+
+def test_priority_class_names_resolve_as_admission_does(tmp_path: Path) -> None:
+    cluster = eks_cluster()
+    path = write(
+        tmp_path,
+        """
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: agent, namespace: kube-system}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      priorityClassName: system-node-critical
+      containers: [{name: a, image: a:1}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: batch-1, namespace: default}
+spec:
+  priorityClassName: no-such-class
+  containers: [{name: b, image: b:1}]
+""",
+    )
+    applied = apply_file(cluster, path)
+    agent, batch = (cluster.pods[k] for k in applied.pods)
+    assert agent.priority == 2000001000
+    assert not batch.priority
