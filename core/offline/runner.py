@@ -315,6 +315,9 @@ def _run(
         cluster.step()
         sizes = _sizes(cluster, accounting)
         out.rows.extend(_cluster_rows(cluster, start, sizes, cluster.pending_pod_count(), tally))
+        # Up to the loop, the nodes as they were: the ones it requests count from now on.
+        accounting.add([*cluster.nodes.values(), *cluster.list_pending_nodes()], last_sample, now)
+        last_sample = now
         try:
             result = sim.loop.run_once(now)
         except CloudProviderError as exc:

@@ -98,3 +98,9 @@ def test_one_of_a_kind_is_singular(capsys: pytest.CaptureFixture[str]) -> None:
     lines = run(capsys, "scale-down")
     details = Counter(r["detail"].split(" (")[1] for r in events(lines, "scale-down"))
     assert details["drain, 1 pod evicted)"] == 1
+
+
+def test_requested_nodes_count_from_the_request_on(capsys: pytest.CaptureFixture[str]) -> None:
+    # Two nodes for 15 minutes, and four more requested at 1m (the burst): 14 minutes each.
+    summary = run(capsys, "burst-scale-up")[-1]
+    assert summary["nodeHours"] == {"general": round(2 * 15 / 60 + 4 * 14 / 60, 4)}
