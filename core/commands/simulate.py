@@ -317,7 +317,7 @@ def run(ctx: CommandContext) -> int:
     quiet_logs(ctx.options)
     try:
         check_from_cluster(ctx.args)
-        if ctx.args.from_cluster:
+        if getattr(ctx.args, "from_cluster", False):
             scenario = Scenario(name="cluster", source=FROM_CLUSTER)
             scenario.objects = read_cluster(ctx.options)
         else:
