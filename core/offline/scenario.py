@@ -38,6 +38,7 @@ from clusterscaler.framework.options import flag_specs
 from clusterscaler.model import ClusterObjects, ModelError, Pod
 from clusterscaler.offline.cluster import controller_key
 from clusterscaler.offline.loader import InputError, load_snapshot, merge, parse_snapshot_doc
+from clusterscaler.offline.output import plural
 
 WORKLOAD_KINDS = ("ReplicaSet", "StatefulSet", "Job")
 _WORKLOAD_API = {"ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
@@ -336,7 +337,7 @@ def _parse_event(raw: Any, index: int, source: str) -> ScenarioEvent:
     elif kind == "addPods":
         body = _mapping(value, source, where, "an object with name, count, cpu and memory")
         action = AddPods(_parse_pods(body, source, where))
-        text = f"add {len(action.pods)} pods"
+        text = f"add {plural(len(action.pods), 'pod')}"
     elif kind == "deletePods":
         if isinstance(value, str):
             value = [value]
@@ -345,7 +346,7 @@ def _parse_event(raw: Any, index: int, source: str) -> ScenarioEvent:
         ):
             raise _fail(source, where, "a list of namespace/name pod keys", value)
         action = DeletePods(tuple(value))
-        text = f"delete {len(value)} pods"
+        text = f"delete {plural(len(value), 'pod')}"
     elif kind in ("cordon", "uncordon"):
         if not isinstance(value, str) or not value:
             raise _fail(source, where, "a node name", value)

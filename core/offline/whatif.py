@@ -29,7 +29,7 @@ from clusterscaler.model import ClusterObjects, Node
 from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
 from clusterscaler.offline.loader import InputError
 from clusterscaler.offline.manifests import APPLY, apply_file, pdb_status, refresh_pdb
-from clusterscaler.offline.output import render_table
+from clusterscaler.offline.output import plural, render_table
 
 SCALE, DRAIN_NODE, REMOVE_NODE_GROUP = "--scale", "--drain-node", "--remove-node-group"
 SCALE_FORM = "<kind>/<namespace>/<name>=<replicas>, kind one of deployment, replicaset, statefulset, replicationcontroller, job"
@@ -204,7 +204,7 @@ def _scale(cluster: SimulatedCluster, change: Change) -> ChangeReport:
     except SimulationError as exc:
         raise InputError(f"--scale={change.value!r}: {exc}") from None
     via = f" (ReplicaSet {name})" if target.kind == "Deployment" else ""
-    return ChangeReport(change, f"{target.replicas} replicas{via}: {delta:+d} pods")
+    return ChangeReport(change, f"{target.replicas} replicas{via}: {delta:+d} {'pod' if abs(delta) == 1 else 'pods'}")
 
 
 def _apply(cluster: SimulatedCluster, change: Change) -> ChangeReport:
@@ -256,7 +256,7 @@ def _drain(cluster: SimulatedCluster, change: Change) -> ChangeReport:
         else:
             report.pods.append(MovedPod(pod.key, "not recreated (no controller)"))
     stayed = sum(1 for p in report.pods if p.to.startswith("stays"))
-    report.detail = f"cordoned, {evicted} pods evicted" + (f", {stayed} kept by a PodDisruptionBudget" if stayed else "")
+    report.detail = f"cordoned, {plural(evicted, 'pod')} evicted" + (f", {stayed} kept by a PodDisruptionBudget" if stayed else "")
     return report
 
 
@@ -289,7 +289,10 @@ def _remove_group(
                 report.pods.append(MovedPod(pod.key, "not recreated (no controller)"))
             else:
                 report.replacements[pod.key] = replacement
-    report.detail = f"{len(members)} nodes deleted, {len(report.replacements)} pods recreated"
+    report.detail = (
+        f"{plural(len(members), 'node')} deleted, "
+        f"{plural(len(report.replacements), 'pod')} recreated"
+    )
     return report
 
 

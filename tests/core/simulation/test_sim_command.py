@@ -284,6 +284,6 @@ def test_events_on_missing_pods_show_in_the_timeline(capsys: pytest.CaptureFixtu
     lines = json_lines(out)
     failed = of(lines, "event-failed")
     assert [f["detail"] for f in failed] == [
-        "delete 1 pods: pod default/ghost: expected an existing pod (namespace/name)"
+        "delete 1 pod: pod default/ghost: expected an existing pod (namespace/name)"
     ]
     assert [e["detail"] for e in of(lines, "event")] == ["cordon general-00001"]

@@ -61,7 +61,7 @@ def test_drain_node_shows_where_the_pods_go(capsys: pytest.CaptureFixture[str]) 
     doc = run_json(capsys, "explain", "--snapshot", GKE, "--drain-node", GKE_SPARE)
     [change] = doc["whatIf"]["changes"]
     assert change["change"] == f"--drain-node {GKE_SPARE}"
-    assert change["detail"] == "cordoned, 1 pods evicted"
+    assert change["detail"] == "cordoned, 1 pod evicted"
     [moved] = change["pods"]
     assert moved["pod"].startswith("default/frontend-6b8d9f7c5-")
     assert moved["replacement"].startswith("default/frontend-6b8d9f7c5-")
@@ -103,7 +103,7 @@ def test_remove_node_group_and_changes_apply_in_order(capsys: pytest.CaptureFixt
     )
     assert code == 0, err
     changes = out[out.index("Changes\n") :]
-    assert changes.index("--drain-node") < changes.index("--remove-node-group highmem-pool: 1 nodes deleted, 1 pods recreated")
+    assert changes.index("--drain-node") < changes.index("--remove-node-group highmem-pool: 1 node deleted, 1 pod recreated")
     assert "-> pending" in changes
     rows = {line.split("  ")[0]: line.split() for line in changes.splitlines() if line.startswith(("pending pods", "nodes added"))}
     assert rows["pending pods"][-2:] == ["1", "2"]
@@ -128,7 +128,7 @@ def test_remove_node_group_declared_in_a_cloud_config(capsys: pytest.CaptureFixt
     )
     assert doc["whatIf"]["before"]["nodesAdded"] == {"memory": 1}
     assert doc["whatIf"]["after"]["nodesAdded"] == {}
-    assert doc["whatIf"]["changes"][0]["detail"] == "1 nodes deleted, 1 pods recreated"
+    assert doc["whatIf"]["changes"][0]["detail"] == "1 node deleted, 1 pod recreated"
     assert {e["pod"] for e in doc["unschedulable"]} >= {"default/analytics-5b7f6d9c4-p8d6n"}
 
 
