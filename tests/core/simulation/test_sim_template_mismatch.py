@@ -88,7 +88,19 @@ def test_explain_and_the_status_name_the_group_and_fields() -> None:
     assert "general: TemplateMismatch: node group general: live node n1" in status.message
 
 
-def test_simulate_warns_once_per_group(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_simulate_warns_once_per_group(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clusterscaler.plugins.sim.provider import SimNodeGroup
+
+    asked: list[str] = []
+    original = SimNodeGroup.template_node_info
+
+    def counting(self: SimNodeGroup):  # type: ignore[no-untyped-def]
+        asked.append(self.id)
+        return original(self)
+
+    monkeypatch.setattr(SimNodeGroup, "template_node_info", counting)
     snapshot = tmp_path / "cluster.json"
     nodes = []
     for name in ("n1", "n2"):
@@ -113,3 +125,5 @@ def test_simulate_warns_once_per_group(capsys: pytest.CaptureFixture[str], tmp_p
     assert "level='warning'" in warnings[0] and "node_group='general'" in warnings[0]
     assert "ephemeral-storage" in warnings[0] and "disktype" in warnings[0]
     assert "TemplateMismatch" not in out
+    # 31 loops, one comparison: the provider is asked again only when the live node changes.
+    assert asked.count("general") == 1
