@@ -114,7 +114,7 @@ class GrpcExpander:
         )
         self._best_options = self._channel.unary_unary(
             grpc_protocol.BEST_OPTIONS_METHOD,
-            request_serializer=lambda message: message.SerializeToString(),
+            request_serializer=lambda message: message.SerializeToString(deterministic=True),
             response_deserializer=grpc_protocol.BestOptionsResponse.FromString,
         )
 
@@ -135,14 +135,14 @@ class GrpcExpander:
             for pod in option.pods:
                 data = encoded_pods.get(id(pod))
                 if data is None:
-                    data = protocol.fill(protocol.Pod(), pod.to_k8s()).SerializeToString()
+                    data = protocol.fill(protocol.Pod(), pod.to_k8s()).SerializeToString(deterministic=True)
                     encoded_pods[id(pod)] = data
                 message.pod.add().MergeFromString(data)
                 message.podBytes.append(data)
             if option.template is not None:
                 node = protocol.fill(protocol.Node(), option.template.node.to_k8s())
                 request.nodeMap[option.node_group.id].CopyFrom(node)
-                request.nodeBytesMap[option.node_group.id] = node.SerializeToString()
+                request.nodeBytesMap[option.node_group.id] = node.SerializeToString(deterministic=True)
         return request
 
     def best_options(self, options: Sequence[Option], context: ExpanderContext) -> list[Option]:
