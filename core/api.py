@@ -71,6 +71,8 @@ from clusterscaler.model import (
     Resources,
     Taint,
     Toleration,
+    is_label_value,
+    is_qualified_name,
     parse_node,
     parse_pod,
 )
@@ -180,6 +182,8 @@ __all__ = [
     "check_predicates",
     "debug_with",
     "hookimpl",
+    "is_label_value",
+    "is_qualified_name",
     "options_by_score",
     "parse_cpu_millis",
     "parse_duration",

@@ -30,6 +30,8 @@ from clusterscaler.model.common import (
     ZONE_LABEL,
     ModelError,
     decode_json,
+    is_label_value,
+    is_qualified_name,
 )
 from clusterscaler.model.json_route import decode_list_page, parse_pod_json
 from clusterscaler.model.node import Node, NodeInfo, parse_node
@@ -140,6 +142,8 @@ __all__ = [
     "decode_list_page",
     "field_replacer",
     "gc_paused",
+    "is_label_value",
+    "is_qualified_name",
     "is_unread_kind",
     "node_selector_matches",
     "parse_config_map",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -151,3 +152,25 @@ def decode_json(data: bytes | str) -> Any:
         return _decode_json_fast(data)
     except (msgspec.MsgspecError, UnicodeDecodeError):
         return json.loads(data)
+
+
+# Kubernetes qualified names (label keys, taint keys): an optional DNS-subdomain prefix and a
+# name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric; label
+# values are such a name, or empty.
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_QUALIFIED_NAME = re.compile(rf"^({_PREFIX}/)?{_NAME}$")
+_LABEL_VALUE = re.compile(rf"^({_NAME})?$")
+
+
+def is_qualified_name(value: str) -> bool:
+    """Whether `value` is a valid label or taint key, as the API server checks it."""
+    if len(value) > 316:  # 253 prefix + '/' + 63 name
+        return False
+    prefix, _, _ = value.rpartition("/")
+    return len(prefix) <= 253 and bool(_QUALIFIED_NAME.match(value))
+
+
+def is_label_value(value: str) -> bool:
+    """Whether `value` is a valid label value, as the API server checks it."""
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))

@@ -13,7 +13,6 @@ expected form, so that one badly tagged ASG is reported while the others keep sc
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,8 @@ from clusterscaler.api import (
     GROUP_OPTION_NAMES,
     GroupOptionError,
     NodeGroupOptions,
+    is_label_value,
+    is_qualified_name,
     parse_group_option,
 )
 
@@ -35,13 +36,6 @@ EKS_CLUSTER_TAG = "eks:cluster-name"
 EKS_NODEGROUP_TAG = "eks:nodegroup-name"
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-
-# Kubernetes qualified names (label keys, taint keys): optional DNS-subdomain prefix and a
-# name of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric.
-_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_QUALIFIED_NAME = re.compile(rf"^({_PREFIX}/)?{_NAME}$")
-_LABEL_VALUE = re.compile(rf"^({_NAME})?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,17 +70,6 @@ class TemplateTags:
     eks_cluster: str = ""
     eks_nodegroup: str = ""
     errors: tuple[TagError, ...] = ()
-
-
-def is_qualified_name(value: str) -> bool:
-    if len(value) > 316:  # 253 prefix + '/' + 63 name
-        return False
-    prefix, _, _ = value.rpartition("/")
-    return len(prefix) <= 253 and bool(_QUALIFIED_NAME.match(value))
-
-
-def is_label_value(value: str) -> bool:
-    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
 
 
 def parse_template_tags(asg: str, tags: Mapping[str, str]) -> TemplateTags:

@@ -18,7 +18,6 @@ the others keep scaling.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,8 @@ from clusterscaler.api import (
     GROUP_OPTION_NAMES,
     GroupOptionError,
     NodeGroupOptions,
+    is_label_value,
+    is_qualified_name,
     parse_group_option,
 )
 
@@ -36,11 +37,6 @@ TAINT_PREFIX = TEMPLATE_PREFIX + "taint_"
 RESOURCES_PREFIX = TEMPLATE_PREFIX + "resources_"
 OPTIONS_PREFIX = TEMPLATE_PREFIX + "autoscaling-options_"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-
-_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_QUALIFIED_NAME = re.compile(rf"^({_PREFIX}/)?{_NAME}$")
-_LABEL_VALUE = re.compile(rf"^({_NAME})?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,17 +73,6 @@ class TemplateTags:
 def decode_name(encoded: str) -> str:
     """`example.com_role` -> `example.com/role`; `~2` stands for `_`."""
     return encoded.replace("_", "/").replace("~2", "_")
-
-
-def is_qualified_name(value: str) -> bool:
-    if len(value) > 316:
-        return False
-    prefix, _, _ = value.rpartition("/")
-    return len(prefix) <= 253 and bool(_QUALIFIED_NAME.match(value))
-
-
-def is_label_value(value: str) -> bool:
-    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
 
 
 def _strip_prefix(tag: str, prefix: str) -> str | None:
