@@ -21,6 +21,7 @@ from clusterscaler.api import (
     GROUP_OPTION_NAMES,
     GroupOptionError,
     NodeGroupOptions,
+    Taint,
     is_label_value,
     is_qualified_name,
     parse_group_option,
@@ -52,18 +53,11 @@ class TagError:
 
 
 @dataclass(frozen=True, slots=True)
-class TaintSpec:
-    key: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True, slots=True)
 class TemplateTags:
     """What an ASG's tags say about its nodes and options."""
 
     labels: Mapping[str, str] = field(default_factory=dict)
-    taints: tuple[TaintSpec, ...] = ()
+    taints: tuple[Taint, ...] = ()
     # Raw quantities by resource name; turned into numbers when the template is built.
     resources: Mapping[str, str] = field(default_factory=dict)
     options: Mapping[str, str] = field(default_factory=dict)
@@ -75,7 +69,7 @@ class TemplateTags:
 def parse_template_tags(asg: str, tags: Mapping[str, str]) -> TemplateTags:
     """Split an ASG's tags into labels, taints, resources and options, collecting errors."""
     labels: dict[str, str] = {}
-    taints: dict[str, TaintSpec] = {}
+    taints: dict[str, Taint] = {}
     resources: dict[str, str] = {}
     options: dict[str, str] = {}
     errors: list[TagError] = []
@@ -104,7 +98,7 @@ def parse_template_tags(asg: str, tags: Mapping[str, str]) -> TemplateTags:
                 errors.append(TagError(asg, key, value, "a taint value of at most 63 alphanumerics, "
                                        "'-', '_' or '.' before ':<effect>'"))
             else:
-                taints[name] = TaintSpec(key=name, value=taint_value, effect=effect)
+                taints[name] = Taint(key=name, value=taint_value, effect=effect)
         elif key.startswith(RESOURCES_PREFIX):
             name = key[len(RESOURCES_PREFIX) :]
             if not is_qualified_name(name):

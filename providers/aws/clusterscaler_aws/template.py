@@ -102,7 +102,7 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
     labels = generic_labels(data, name)
     # Tag labels win over the generic ones, and EKS node group labels over both, as upstream.
     labels.update(data.tags.labels)
-    taints = [Taint(key=t.key, value=t.value, effect=t.effect) for t in data.tags.taints]
+    taints = list(data.tags.taints)
     mng = data.managed_nodegroup
     if mng is not None:
         labels.update(managed_nodegroup_labels(mng))

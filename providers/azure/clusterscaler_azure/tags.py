@@ -26,6 +26,7 @@ from clusterscaler.api import (
     GROUP_OPTION_NAMES,
     GroupOptionError,
     NodeGroupOptions,
+    Taint,
     is_label_value,
     is_qualified_name,
     parse_group_option,
@@ -53,18 +54,11 @@ class TagError:
 
 
 @dataclass(frozen=True, slots=True)
-class TaintSpec:
-    key: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True, slots=True)
 class TemplateTags:
     """What a scale set's tags say about its nodes and options."""
 
     labels: Mapping[str, str] = field(default_factory=dict)
-    taints: tuple[TaintSpec, ...] = ()
+    taints: tuple[Taint, ...] = ()
     resources: Mapping[str, str] = field(default_factory=dict)
     options: Mapping[str, str] = field(default_factory=dict)
     errors: tuple[TagError, ...] = ()
@@ -85,7 +79,7 @@ def _strip_prefix(tag: str, prefix: str) -> str | None:
 def parse_template_tags(vmss: str, tags: Mapping[str, str]) -> TemplateTags:
     """Split a scale set's tags into labels, taints, resources and options, collecting errors."""
     labels: dict[str, str] = {}
-    taints: dict[str, TaintSpec] = {}
+    taints: dict[str, Taint] = {}
     resources: dict[str, str] = {}
     options: dict[str, str] = {}
     errors: list[TagError] = []
@@ -117,7 +111,7 @@ def parse_template_tags(vmss: str, tags: Mapping[str, str]) -> TemplateTags:
                 errors.append(TagError(vmss, tag, value, "a taint value of at most 63 "
                                        "alphanumerics, '-', '_' or '.' before ':<effect>'"))
             else:
-                taints[name] = TaintSpec(key=name, value=taint_value, effect=effect)
+                taints[name] = Taint(key=name, value=taint_value, effect=effect)
         elif (rest := _strip_prefix(tag, RESOURCES_PREFIX)) is not None:
             name = decode_name(rest)
             if not is_qualified_name(name):

@@ -136,7 +136,7 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
     labels.update(aks_labels(data))
     # Tag labels win over the predicted ones, as upstream.
     labels.update(data.tags.labels)
-    taints = [Taint(key=t.key, value=t.value, effect=t.effect) for t in data.tags.taints]
+    taints = list(data.tags.taints)
     if data.vmss.spot and not any(t.key == SPOT_LABEL for t in taints):
         # AKS taints spot pools so that only pods tolerating eviction land there.
         taints.append(Taint(key=SPOT_LABEL, value="spot", effect="NoSchedule"))

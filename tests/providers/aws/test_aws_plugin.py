@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 from aws_fakes import AwsFixtures, ProviderFactory
+from clusterscaler.api import Taint
 from clusterscaler.commands.cli import parse_autoscaler_args
 from clusterscaler.framework.cloudprovider import CloudProvider, NodeGroup, NodeGroupOptions
 from clusterscaler.framework.pluginmanager import PluginHost, Registry
 from clusterscaler.testing import RegisterPlugin
 from clusterscaler_aws import plugin
-from clusterscaler_aws.tags import TaintSpec, parse_node_group_options, parse_template_tags
+from clusterscaler_aws.tags import parse_node_group_options, parse_template_tags
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -98,7 +99,7 @@ def test_template_tags_are_split_by_family() -> None:
         },
     )
     assert dict(parsed.labels) == {"example.com/role": "db"}
-    assert parsed.taints == (TaintSpec("dedicated", "db", "NoExecute"),)
+    assert parsed.taints == (Taint("dedicated", "db", "NoExecute"),)
     assert dict(parsed.resources) == {"hugepages-2Mi": "1Gi"}
     assert dict(parsed.options) == {"scaledownunreadytime": "20m"}
     assert (parsed.eks_cluster, parsed.eks_nodegroup) == ("prod", "ng-1")

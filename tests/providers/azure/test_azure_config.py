@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterscaler.api import ConfigurationError, InstanceErrorClass, NodeGroupOptions
+from clusterscaler.api import ConfigurationError, InstanceErrorClass, NodeGroupOptions, Taint
 from clusterscaler_azure import ids
 from clusterscaler_azure.config import build_config, load_config, parse_azure_json
 from clusterscaler_azure.errors import error_class
@@ -22,7 +22,7 @@ from clusterscaler_azure.specs import (
     parse_discovery_specs,
     parse_node_group_specs,
 )
-from clusterscaler_azure.tags import TaintSpec, parse_node_group_options, parse_template_tags
+from clusterscaler_azure.tags import parse_node_group_options, parse_template_tags
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -262,7 +262,7 @@ def test_template_tags_decode_underscores() -> None:
         "aks-managed-poolName": "pool",
     })
     assert dict(parsed.labels) == {"example.com/role": "db", "my_label": "x"}
-    assert parsed.taints == (TaintSpec("dedicated", "db", "NoExecute"),)
+    assert parsed.taints == (Taint("dedicated", "db", "NoExecute"),)
     assert dict(parsed.resources) == {"nvidia.com/gpu": "2"}
     assert dict(parsed.options) == {"scaledownunneededtime": "5m"}
     assert parsed.errors == ()
