@@ -41,6 +41,7 @@ from clusterscaler.framework.cloudprovider import (
     ProviderContext,
     ProviderProblem,
     ResourceLimiter,
+    checked_increase,
     parse_group_option,
 )
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
@@ -180,6 +181,7 @@ __all__ = [
     "Toleration",
     "build_kube_api_client",
     "check_predicates",
+    "checked_increase",
     "debug_with",
     "hookimpl",
     "is_label_value",

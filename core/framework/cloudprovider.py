@@ -66,6 +66,22 @@ class InstanceErrorInfo:
     error_message: str = ""
 
 
+def checked_increase(group: str, current: int, delta: int, max_size: int) -> int:
+    """The target `increase_size(delta)` asks for, from `current`; raises
+    `CloudProviderError` naming `group` for a delta that is not positive or a target above
+    `max_size`. Clouds do not all enforce the max themselves (moto, for one), so every
+    provider checks it here, the same way."""
+    if delta <= 0:
+        raise CloudProviderError(f"{group}: increase_size: expected a positive delta, got {delta}")
+    target = current + delta
+    if target > max_size:
+        raise CloudProviderError(
+            f"{group}: increase_size: size increase too large, {current} + {delta} = {target} "
+            f"> max {max_size}"
+        )
+    return target
+
+
 class InstanceCreationError(CloudProviderError):
     """`increase_size` was refused at once for a reason the cloud names (a stockout, a
     quota, a size not offered): `info` classifies it, so an `OUT_OF_RESOURCES` refusal backs

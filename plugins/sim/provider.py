@@ -44,6 +44,7 @@ from clusterscaler.api import (
     ProviderContext,
     ResourceLimiter,
     TaintConfig,
+    checked_increase,
 )
 from clusterscaler.plugins.sim.config import (
     NODE_GROUP_LABEL,
@@ -390,16 +391,7 @@ class SimNodeGroup:
         )
 
     def increase_size(self, delta: int) -> None:
-        if delta <= 0:
-            raise CloudProviderError(
-                f"node group {self.id}: increase_size: expected a positive delta, got {delta}"
-            )
-        target = self.target_size()
-        if target + delta > self.max_size:
-            raise CloudProviderError(
-                f"node group {self.id}: increase_size: size increase too large, desired "
-                f"{target + delta} > max {self.max_size}"
-            )
+        wanted = checked_increase(f"node group {self.id}", self.target_size(), delta, self.max_size)
         # Fails before anything is created when the group has nothing to copy.
         template = self.template()
         error = self.backend.provisioning_error(self.id)
@@ -417,7 +409,7 @@ class SimNodeGroup:
             "sim_increase_size",
             node_group=self.id,
             delta=delta,
-            target=target + delta,
+            target=wanted,
             error=None if error is None else error.error_code,
         )
 

@@ -24,6 +24,7 @@ from clusterscaler.api import (
     PricingModel,
     ProviderProblem,
     ResourceLimiter,
+    checked_increase,
 )
 
 from clusterscaler_aws.asg_cache import (
@@ -118,15 +119,8 @@ class AwsNodeGroup:
         return self._record().desired
 
     def increase_size(self, delta: int) -> None:
-        if delta <= 0:
-            raise ValueError(f"ASG {self._name!r}: increase_size delta must be positive, got {delta}")
         record = self._record()
-        new_size = record.desired + delta
-        if new_size > record.max_size:
-            raise CloudProviderError(
-                f"ASG {self._name!r}: size increase too large: desired {new_size} "
-                f"({record.desired} + {delta}) exceeds max {record.max_size}"
-            )
+        new_size = checked_increase(f"ASG {self._name!r}", record.desired, delta, record.max_size)
         self._provider.service.set_desired_capacity(self._name, new_size)
         self._provider.cache.set_desired(self._name, new_size)
         log.info("aws_scale_up", node_group=self._name, delta=delta, desired=new_size)

@@ -25,6 +25,7 @@ from clusterscaler.api import (
     PricingModel,
     ProviderProblem,
     ResourceLimiter,
+    checked_increase,
 )
 
 from clusterscaler_azure import ids
@@ -82,8 +83,6 @@ class AzureNodeGroup:
         return self._cache.target(self._name)
 
     def increase_size(self, delta: int) -> None:
-        if delta <= 0:
-            raise ValueError(f"VMSS {self._name!r}: increase_size delta must be positive, got {delta}")
         record = self._record()
         ops = self._cache.operation_state(self._name)
         if ops.phantom:
@@ -91,13 +90,9 @@ class AzureNodeGroup:
                 f"VMSS {self._name!r}: {ops.phantom} instance(s) of a failed scale-up are not "
                 "cleaned up yet; not scaling up again before they are"
             )
-        target = self._cache.target(self._name)
-        new_size = target + delta
-        if new_size > record.max_size:
-            raise CloudProviderError(
-                f"VMSS {self._name!r}: size increase too large: target {new_size} "
-                f"({target} + {delta}) exceeds max {record.max_size}"
-            )
+        new_size = checked_increase(
+            f"VMSS {self._name!r}", self._cache.target(self._name), delta, record.max_size
+        )
         self._set_capacity(record, new_size, reason="scale_up", delta=delta)
 
     def _set_capacity(self, record: VmssRecord, new_size: int, *, reason: str, delta: int) -> Operation:

@@ -25,6 +25,7 @@ from clusterscaler.api import (
     PricingModel,
     ProviderProblem,
     ResourceLimiter,
+    checked_increase,
 )
 
 from clusterscaler_gce.compute import ComputeService, chunks
@@ -72,15 +73,8 @@ class GceNodeGroup:
         return self._record().target_size
 
     def increase_size(self, delta: int) -> None:
-        if delta <= 0:
-            raise ValueError(f"MIG {self.ref}: increase_size delta must be positive, got {delta}")
         record = self._record()
-        size = record.target_size + delta
-        if size > record.max_size:
-            raise CloudProviderError(
-                f"MIG {self.ref}: size increase too large: target {size} "
-                f"({record.target_size} + {delta}) exceeds max {record.max_size}"
-            )
+        size = checked_increase(f"MIG {self.ref}", record.target_size, delta, record.max_size)
         try:
             self._provider.service.resize(self.ref, size)
         except CloudProviderError:

@@ -25,6 +25,7 @@ from clusterscaler.api import (
     NodeGroupOptions,
     PricingModel,
     ResourceLimiter,
+    checked_increase,
 )
 
 from clusterscaler_machineapi import PROVIDER_NAME
@@ -122,15 +123,7 @@ class MachineApiNodeGroup:
             self._increase_size(delta)
 
     def _increase_size(self, delta: int) -> None:
-        if delta <= 0:
-            raise CloudProviderError(f"{self.id}: size increase must be positive, got {delta}")
-        current = self._read_replicas()
-        wanted = current + delta
-        if wanted > self.max_size:
-            raise CloudProviderError(
-                f"{self.id}: size increase too large: {current} + {delta} = {wanted} is above "
-                f"the max size {self.max_size}"
-            )
+        wanted = checked_increase(self.id, self._read_replicas(), delta, self.max_size)
         self._write_replicas(wanted)
         log.info("scale_up", node_group=self.id, delta=delta, replicas=wanted)
 

@@ -161,7 +161,7 @@ def test_increase_size_resizes_and_waits_for_the_operation(gce: FakeComputeServe
     resize = [r for r in gce.requests if r.path.endswith("/pool/resize")]
     assert [r.query["size"] for r in resize] == [["3"]]
     assert gce.count("GET", f"/zones/{ZONE}/operations/operation-\\d+$") >= 1
-    with pytest.raises(CloudProviderError, match=r"target 4 \(3 \+ 1\) exceeds max 3"):
+    with pytest.raises(CloudProviderError, match=r"size increase too large, 3 \+ 1 = 4 > max 3"):
         group.increase_size(1)
     assert len([r for r in gce.requests if r.path.endswith("/pool/resize")]) == 1
 
