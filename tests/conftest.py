@@ -15,6 +15,11 @@ import pytest
 import structlog
 from hypothesis import HealthCheck, settings
 
+# Every run of the suite draws the same examples (a CI run is reproducible, and a failure
+# replays with the same command); the `properties` profile draws many more.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.load_profile("ci")
+
 settings.register_profile(
     "properties",
     max_examples=2000,
