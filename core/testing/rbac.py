@@ -4,7 +4,7 @@ Build it from RBAC manifests (the ClusterRoles and Roles bound to one ServiceAcc
 followed through their bindings), then ask it about the requests ``FakeKubeServer``
 recorded::
 
-    authorizer = RbacAuthorizer.from_manifests(["deploy/rbac.yaml"])
+    authorizer = RbacAuthorizer.from_manifests(["deploy/aws/rbac.yaml"])
     assert authorizer.denied(fake_kube.requests) == []  # nothing missing
     assert authorizer.unused(fake_kube.requests) == []  # nothing extra
 

@@ -312,13 +312,14 @@ class Chart:
         *,
         release: str = "clusterscaler",
         namespace: str = "kube-system",
+        service: str = "Helm",
     ) -> dict[str, str]:
         """Each template's output, with `values` merged over values.yaml as `--set` would."""
         merged = _merge(self.default_values(), dict(values or {}))
         meta = yaml.safe_load((self.path / "Chart.yaml").read_text())
         root = {
             "Values": merged,
-            "Release": {"Name": release, "Namespace": namespace, "Service": "Helm"},
+            "Release": {"Name": release, "Namespace": namespace, "Service": service},
             "Chart": {
                 "Name": meta["name"],
                 "Version": meta["version"],

@@ -1,6 +1,6 @@
 """deploy/helm/clusterscaler: the chart renders, for every provider, objects that Kubernetes'
-schemas accept, with exactly the RBAC of deploy/ for the chosen provider and flags the binary
-parses. Rendered with tests/deploy/gotemplate.py (no helm binary in CI)."""
+schemas accept, with exactly the RBAC of deploy/<provider>/ for the chosen provider and flags
+the binary parses. Rendered with tests/deploy/gotemplate.py (no helm binary in CI)."""
 
 from __future__ import annotations
 
@@ -43,13 +43,14 @@ PROVIDERS: dict[str, dict[str, Any]] = {
         "clusterapi": {"group": "cluster.x-k8s.io"},
     },
     "machineapi": {},
-    "sim": {},
+    "sim": {"sim": {"cloudConfig": {"nodeGroups": [{"name": "g", "minSize": 0, "maxSize": 3}]}}},
 }
-# The provider manifests of deploy/ whose rules each provider adds to deploy/rbac.yaml's.
+# The provider manifests of deploy/ holding each provider's own ClusterRole, beside the rules
+# every provider needs (deploy/<provider>/rbac.yaml, the same for all).
 EXTRA_RBAC = {
-    "clusterapi": "rbac-machineapi.yaml",
-    "machineapi": "rbac-machineapi.yaml",
-    "sim": "rbac-sim.yaml",
+    "clusterapi": "machineapi/rbac-machineapi.yaml",
+    "machineapi": "machineapi/rbac-machineapi.yaml",
+    "sim": "sim/rbac-sim.yaml",
 }
 MONITORING = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}
 
@@ -194,7 +195,7 @@ def test_default_values_render_what_deploy_holds() -> None:
     ]
     plain = [
         d
-        for name in ("rbac.yaml", "deployment.yaml")
+        for name in ("aws/rbac.yaml", "aws/deployment.yaml")
         for d in yaml.safe_load_all((DEPLOY / name).read_text())
         if d
     ]
@@ -242,11 +243,24 @@ def plain_grants(name: str, kind: str) -> set[tuple[str, str, str, str]]:
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
 def test_rbac_is_that_of_deploy_for_the_chosen_provider_only(provider: str) -> None:
     docs = render(provider)
-    expected = plain_grants("rbac.yaml", "ClusterRole")
+    common, *own = sorted(
+        (d for d in docs if d["kind"] == "ClusterRole"), key=lambda d: d["metadata"]["name"]
+    )
+    assert common["metadata"]["name"] == "clusterscaler"
+    assert grants(common) == plain_grants("aws/rbac.yaml", "ClusterRole")
     if provider in EXTRA_RBAC:
-        expected |= plain_grants(EXTRA_RBAC[provider], "ClusterRole")
-    assert grants(one(docs, "ClusterRole")) == expected
-    assert grants(one(docs, "Role")) == plain_grants("rbac.yaml", "Role")
+        assert [d["metadata"]["name"] for d in own] == [f"clusterscaler-{provider}"]
+        assert grants(own[0]) == plain_grants(EXTRA_RBAC[provider], "ClusterRole")
+        binding = next(
+            d
+            for d in docs
+            if d["kind"] == "ClusterRoleBinding"
+            and d["roleRef"]["name"] == own[0]["metadata"]["name"]
+        )
+        assert binding["subjects"][0]["name"] == one(docs, "ServiceAccount")["metadata"]["name"]
+    else:
+        assert own == []
+    assert grants(one(docs, "Role")) == plain_grants("aws/rbac.yaml", "Role")
 
 
 def test_bindings_tie_the_service_account_to_the_roles_in_the_release_namespace() -> None:

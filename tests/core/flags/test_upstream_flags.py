@@ -204,7 +204,7 @@ def test_provider_flags_are_not_in_the_option_table() -> None:
 
 def manifest_argv() -> list[tuple[str, list[str]]]:
     found = []
-    for path in sorted([*ROOT.glob("deploy/*.yaml"), *ROOT.glob("docs/**/*.yaml")]):
+    for path in sorted([*ROOT.glob("deploy/*/*.yaml"), *ROOT.glob("docs/**/*.yaml")]):
         for doc in yaml.safe_load_all(path.read_text()):
             containers = (((doc or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers", [])
             for container in containers:

@@ -1,4 +1,8 @@
-"""deploy/: the manifests parse, fit together, and grant exactly the API calls the code makes."""
+"""deploy/: the manifests parse, fit together, and grant exactly the API calls the code makes.
+
+The RBAC every provider needs is the same in each deploy/<provider>/rbac.yaml
+(tests/deploy/test_plain_manifests.py); deploy/aws/ stands for them all here, since the aws
+provider makes no Kubernetes calls of its own."""
 
 from __future__ import annotations
 
@@ -22,11 +26,12 @@ from clusterscaler.testing.fakekube import RecordedRequest
 from clusterscaler.testing.rbac import RbacAuthorizer
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+COMMON = DEPLOY / "aws"
 NAMESPACE = "kube-system"
 
 
 def documents(name: str) -> list[dict]:
-    return [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
+    return [d for d in yaml.safe_load_all((COMMON / name).read_text()) if d]
 
 
 def by_kind(kind: str) -> dict:
@@ -41,8 +46,10 @@ def test_manifests_parse_with_expected_kinds():
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
+        "PodDisruptionBudget",
         "Role",
         "RoleBinding",
+        "Service",
         "ServiceAccount",
     ]
 
@@ -105,7 +112,7 @@ def authorizer(*names: str) -> RbacAuthorizer:
 
 
 def authorized(request: RecordedRequest) -> bool:
-    return authorizer("rbac.yaml").allows(request)
+    return authorizer("aws/rbac.yaml").allows(request)
 
 
 def req(
@@ -221,7 +228,7 @@ def pod(name: str, namespace: str, node: str) -> dict:
 
 def test_rbac_grants_exactly_the_calls_of_the_kubernetes_integration(fake_kube):
     """Every call of the Kubernetes edge, wired from the Deployment's flags, is allowed by
-    deploy/rbac.yaml, and every permission there is used by one of them (cluster-wide ones
+    deploy/aws/rbac.yaml, and every permission there is used by one of them (cluster-wide ones
     by a call that no Role in the autoscaler's namespace could serve)."""
     options = deployment_options()
     fake_kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "spec": {}})
@@ -272,7 +279,7 @@ def test_rbac_grants_exactly_the_calls_of_the_kubernetes_integration(fake_kube):
     # before their creation, the evicted pods): a failed exercise would prove little.
     failed = {(r.verb, r.status) for r in fake_kube.requests if r.status >= 400}
     assert failed <= {("get", 404)}
-    rbac = authorizer("rbac.yaml")
+    rbac = authorizer("aws/rbac.yaml")
     assert rbac.denied(fake_kube.requests) == []
     assert [str(g) for g in rbac.unused(fake_kube.requests)] == []
 
@@ -302,7 +309,7 @@ def test_the_sim_manifest_grants_exactly_the_node_calls_of_the_sim_provider(fake
 
     assert fake_kube.list("nodes") == []
     assert [r for r in fake_kube.requests if r.status >= 400] == []
-    assert authorizer("rbac.yaml", "rbac-sim.yaml").denied(fake_kube.requests) == []
-    # Listing nodes is rbac.yaml's; the sim manifest adds only what the provider needs.
-    assert [str(g) for g in authorizer("rbac-sim.yaml").unused(fake_kube.requests)] == []
-    assert authorizer("rbac.yaml").denied(fake_kube.requests) != []
+    assert authorizer("sim/rbac.yaml", "sim/rbac-sim.yaml").denied(fake_kube.requests) == []
+    # Listing nodes is rbac.yaml's; rbac-sim.yaml adds only what the provider needs.
+    assert [str(g) for g in authorizer("sim/rbac-sim.yaml").unused(fake_kube.requests)] == []
+    assert authorizer("sim/rbac.yaml").denied(fake_kube.requests) != []

@@ -1,5 +1,5 @@
-"""docs/providers/gce.md and deploy/gce.yaml stay true: the example gce.conf files parse, the
-flags and reasons they name exist, and the manifest fits deploy/rbac.yaml."""
+"""docs/providers/gce.md and deploy/gce/ stay true: the example gce.conf files parse, the
+flags and reasons they name exist, and the manifests mount the gce.conf they hold."""
 
 from __future__ import annotations
 
@@ -37,12 +37,18 @@ def test_flags_options_and_reasons_named_exist() -> None:
         assert reason in DOC and f'"{reason}"' in source, reason
 
 
-def test_deploy_manifest_fits_rbac_and_its_gce_conf_parses() -> None:
-    documents = [d for d in yaml.safe_load_all((ROOT / "deploy" / "gce.yaml").read_text()) if d]
-    rbac = [d for d in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()) if d]
+def test_deploy_manifests_mount_their_gce_conf_and_it_parses() -> None:
+    folder = ROOT / "deploy" / "gce"
+    documents = [
+        d for path in sorted(folder.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text()) if d
+    ]
     account = next(d for d in documents if d["kind"] == "ServiceAccount")["metadata"]
-    rbac_account = next(d for d in rbac if d["kind"] == "ServiceAccount")["metadata"]
-    assert (account["name"], account["namespace"]) == (rbac_account["name"], rbac_account["namespace"])
     assert "iam.gke.io/gcp-service-account" in account["annotations"]
-    conf = next(d for d in documents if d["kind"] == "ConfigMap")["data"]["gce.conf"]
-    assert parse_cloud_config(conf, source="deploy/gce.yaml").local_zone == "us-central1-b"
+    config_map = next(d for d in documents if d["kind"] == "ConfigMap")
+    conf = config_map["data"]["gce.conf"]
+    assert parse_cloud_config(conf, source="deploy/gce/deployment.yaml").local_zone == "us-central1-b"
+    pod = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account["name"]
+    [volume] = [v for v in pod["volumes"] if v.get("configMap", {}).get("name") == config_map["metadata"]["name"]]
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+    assert f"--cloud-config={mount['mountPath']}/gce.conf" in pod["containers"][0]["args"]

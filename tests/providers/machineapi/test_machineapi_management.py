@@ -23,7 +23,7 @@ from clusterscaler_machineapi.plugin import build_provider
 from machineapi_builders import CAPI, limits, machine, node, pending_pod, resource_name, scalable
 
 MS = resource_name(CAPI, "MachineSet")
-MANIFEST = Path(__file__).resolve().parents[3] / "deploy" / "rbac-machineapi.yaml"
+MANIFEST = Path(__file__).resolve().parents[3] / "deploy" / "machineapi" / "rbac-machineapi.yaml"
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""deploy/rbac-machineapi.yaml grants exactly the calls of the machineapi provider.
+"""deploy/machineapi/rbac-machineapi.yaml grants exactly the calls of the machineapi provider.
 
 The provider is driven through every path that calls the API server (list+watch caches,
 fresh listings, scale reads and writes, delete-machine marks) in both API groups; its calls
@@ -30,7 +30,7 @@ from machineapi_builders import (
 )
 
 ROOT = Path(__file__).resolve().parents[3]
-MANIFEST = ROOT / "deploy" / "rbac-machineapi.yaml"
+MANIFEST = ROOT / "deploy" / "machineapi" / "rbac-machineapi.yaml"
 DOC = ROOT / "docs" / "providers" / "machineapi.md"
 CAPACITY = {f"{OPENSHIFT}/vCPU": "4", f"{OPENSHIFT}/memoryMb": "16384"}
 
