@@ -10,8 +10,9 @@ Autoscaler's troubleshooting FAQ turned into a command.
 Offline it reads `--snapshot` and `--cloud-config` (the `sim` provider stands in for the
 cloud; without a cloud-config the node groups are inferred from the nodes' labels, see
 `clusterscaler.offline.inference`); `--from-cluster` reads the cluster of `--kubeconfig` (GET
-requests only) and explains it the same way; live it reads the cluster of `--kubeconfig`
-with the provider of `--cloud-provider`.
+requests only) and explains it the same way, with the node groups of a real
+`--cloud-provider` when one is given (read only, see `clusterscaler.offline.cloudgroups`);
+live it reads the cluster of `--kubeconfig` with the provider of `--cloud-provider`.
 `--json` prints the keys of `simulate --once --json`.
 """
 
@@ -38,7 +39,7 @@ from clusterscaler.loop.pending import classify_pending, scale_up_delay
 from clusterscaler.model import ClusterObjects, Node, Pod
 from clusterscaler.offline import output
 from clusterscaler.offline.clock import DEFAULT_START
-from clusterscaler.offline.inference import render as render_inference
+from clusterscaler.offline.cloudgroups import render_groups
 from clusterscaler.offline.whatif import ChangeReport, Outcome, outcome, what_if_json
 from clusterscaler.offline.whatif import render as render_what_if
 from clusterscaler.report.logs import stamped_by
@@ -47,7 +48,7 @@ from clusterscaler.simulator.utilization import node_utilization
 if TYPE_CHECKING:
     from clusterscaler.commands.cli import CommandContext
     from clusterscaler.framework.pluginmanager import Registry
-    from clusterscaler.offline.inference import Inference
+    from clusterscaler.offline.cloudgroups import GroupsReport
 
 log = structlog.get_logger()
 
@@ -456,21 +457,34 @@ def _what_if(
     return options, cluster.snapshot(), (reports, before)
 
 
-def _offline(ctx: CommandContext) -> tuple[_Evaluated, Inference | None, WhatIf | None]:
-    from clusterscaler.commands.simulate import check_from_cluster, infer_if_needed, read_cluster
+def _offline(ctx: CommandContext) -> tuple[_Evaluated, GroupsReport | None, WhatIf | None]:
+    from clusterscaler.commands.simulate import (
+        check_from_cluster,
+        from_provider,
+        infer_if_needed,
+        read_cluster,
+        read_cluster_and_provider,
+    )
     from clusterscaler.offline.loader import load_snapshot, snapshot_time
     from clusterscaler.offline.setup import SIM_PROVIDER
 
     options = ctx.options
-    if options.cloud_provider != SIM_PROVIDER:
-        raise ConfigurationError(
-            f"--cloud-provider: explaining a snapshot needs the {SIM_PROVIDER} provider and a "
-            f"cloud-config describing the node groups, got {options.cloud_provider!r}"
-        )
     check_from_cluster(ctx.args)
     live = bool(getattr(ctx.args, "from_cluster", False))
-    objects = read_cluster(options) if live else load_snapshot(ctx.args.snapshot)
-    options, objects, inference = infer_if_needed(ctx.args, options, objects)
+    inference: GroupsReport | None
+    if from_provider(ctx.args, options):
+        # The node groups of the real provider (read only), run on the `sim` provider.
+        objects, inference = read_cluster_and_provider(ctx.registry, options, ctx.args)
+        options = inference.sim_options(options)
+    else:
+        if options.cloud_provider != SIM_PROVIDER:
+            raise ConfigurationError(
+                f"--cloud-provider: explaining a snapshot needs the {SIM_PROVIDER} provider "
+                "and a cloud-config describing the node groups (another provider only with "
+                f"--from-cluster, which reads its node groups), got {options.cloud_provider!r}"
+            )
+        objects = read_cluster(options) if live else load_snapshot(ctx.args.snapshot)
+        options, objects, inference = infer_if_needed(ctx.args, options, objects)
     if not options.cloud_config and inference is None:
         raise ConfigurationError(
             "--cloud-config: expected a sim cloud-config declaring the node groups of the "
@@ -516,7 +530,7 @@ def run(ctx: CommandContext) -> int:
     from clusterscaler.offline.loader import InputError
 
     quiet_logs(ctx.options)
-    inference: Inference | None = None
+    inference: GroupsReport | None = None
     changes: WhatIf | None = None
     try:
         offline = bool(ctx.args.snapshot or getattr(ctx.args, "from_cluster", False))
@@ -555,7 +569,7 @@ def run(ctx: CommandContext) -> int:
         output.write_json_line(sys.stdout, doc)
     else:
         if inference is not None:
-            print(render_inference(inference) + "\n")
+            print(render_groups(inference) + "\n")
         if changes is not None and after is not None:
             print(render_what_if(changes[0], changes[1], after) + "\n")
         print(render_summary(shown) + "\n")

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 import yaml
@@ -38,9 +38,14 @@ from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import ClusterObjects, gc_paused
 from clusterscaler.offline import output
 from clusterscaler.offline.clock import VirtualClock
+from clusterscaler.offline.cloudgroups import (
+    GroupsReport,
+    ProviderGroups,
+    read_provider_groups,
+    render_groups,
+)
 from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
 from clusterscaler.offline.inference import Inference, bounds_from
-from clusterscaler.offline.inference import render as render_inference
 from clusterscaler.offline.loader import InputError, load_snapshot
 from clusterscaler.offline.runner import (
     Simulation,
@@ -148,13 +153,21 @@ def add_from_cluster_argument(group: argparse._ArgumentGroup) -> None:
         FROM_CLUSTER,
         action="store_true",
         help="Take the snapshot from the cluster of --kubeconfig (read only: list and watch) "
-        "and run on it as on a --snapshot file.",
+        "and run on it as on a --snapshot file. With a --cloud-provider other than sim, the "
+        "node groups, their bounds and scale-from-zero templates are read from that provider "
+        "(its flags: --node-group-auto-discovery, --nodes, --cloud-config), which is never "
+        "written to.",
     )
 
 
 def read_cluster(options: AutoscalingOptions) -> ClusterObjects:
     """The objects of the cluster of `--kubeconfig` (or `--kubernetes`), as the autoscaler's
     caches list them: only GET requests (list and watch) are sent."""
+    return _read_cluster(options)[0]
+
+
+def _read_cluster(options: AutoscalingOptions) -> tuple[ClusterObjects, Any]:
+    """The cluster's objects, and the API client that read them."""
     from clusterscaler.kube.client import ClientSettings, KubeConfigError, build_api_client
     from clusterscaler.kube.source import KubeClusterSource
 
@@ -167,7 +180,38 @@ def read_cluster(options: AutoscalingOptions) -> ClusterObjects:
             raise CloudProviderError(
                 f"{FROM_CLUSTER}: the Kubernetes caches did not sync within 60s"
             )
-        return source.snapshot()
+        return source.snapshot(), api
+
+
+def read_cluster_and_provider(
+    registry: Registry, options: AutoscalingOptions, args: argparse.Namespace
+) -> tuple[ClusterObjects, ProviderGroups]:
+    """`--from-cluster` with a real `--cloud-provider`: the cluster's objects (GET requests
+    only), with each node of a provider group labelled with it, and the provider's node
+    groups, read through a provider whose writes are refused."""
+    bounds_file = getattr(args, "node_group_bounds", "")
+    if bounds_file:
+        raise InputError(
+            f"--node-group-bounds {bounds_file!r}: expected only when the node groups are "
+            f"inferred (--cloud-provider={SIM_PROVIDER}); the {options.cloud_provider} "
+            "provider gives its groups' bounds (set them with its own flags: --nodes, "
+            "--node-group-auto-discovery, --cloud-config)"
+        )
+    # Bad provider flags are reported before the API server or the cloud is asked anything.
+    registry.check_cloud_provider_options(options)
+    objects, api = _read_cluster(options)
+    provider = build_provider(registry, options, kube_api=api)
+    try:
+        groups = read_provider_groups(provider, objects.nodes, options)
+    finally:
+        provider.cleanup()
+    return groups.label_members(objects), groups
+
+
+def from_provider(args: argparse.Namespace, options: AutoscalingOptions) -> bool:
+    """Whether the node groups come from a real provider (`--from-cluster` with a
+    `--cloud-provider` other than `sim`)."""
+    return bool(getattr(args, "from_cluster", False)) and options.cloud_provider != SIM_PROVIDER
 
 
 def check_from_cluster(args: argparse.Namespace) -> None:
@@ -250,19 +294,26 @@ def prepare(
     scenario: Scenario,
     changes: Sequence[Change] = (),
     reports: list[ChangeReport] | None = None,
-) -> tuple[Simulation, AutoscalingOptions, Inference | None]:
+    provider_groups: ProviderGroups | None = None,
+) -> tuple[Simulation, AutoscalingOptions, GroupsReport | None]:
     """The simulation of `scenario`, with `changes` applied (their reports are appended to
-    `reports`)."""
+    `reports`); with `provider_groups`, on the node groups read from a real provider
+    (`scenario`'s objects are those `read_cluster_and_provider` labelled)."""
     args = ctx.args
     options = merge_options(args, scenario.flags, scenario.source)
     options = with_cloud_config(
         options, scenario, args.cloud_config if flag_given(args, "cloud_config") else ""
     )
-    options, objects, inference = infer_if_needed(args, options, scenario.objects)
+    inference: GroupsReport | None
+    if provider_groups is not None:
+        options, objects, inference = provider_groups.sim_options(options), scenario.objects, provider_groups
+    else:
+        options, objects, inference = infer_if_needed(args, options, scenario.objects)
     if options.cloud_provider != SIM_PROVIDER:
         raise InputError(
             f"--cloud-provider: simulate runs on an in-memory cluster and needs the "
-            f"{SIM_PROVIDER} provider, got {options.cloud_provider!r}"
+            f"{SIM_PROVIDER} provider (another provider only with {FROM_CLUSTER}, which reads "
+            f"its node groups), got {options.cloud_provider!r}"
         )
     if not options.cloud_config and "sim_cloud_config" not in options.extra:
         raise InputError(
@@ -317,16 +368,22 @@ def run(ctx: CommandContext) -> int:
     quiet_logs(ctx.options)
     try:
         check_from_cluster(ctx.args)
-        if getattr(ctx.args, "from_cluster", False):
+        provider_groups: ProviderGroups | None = None
+        if from_provider(ctx.args, ctx.options):
+            scenario = Scenario(name="cluster", source=FROM_CLUSTER)
+            scenario.objects, provider_groups = read_cluster_and_provider(
+                ctx.registry, ctx.options, ctx.args
+            )
+        elif getattr(ctx.args, "from_cluster", False):
             scenario = Scenario(name="cluster", source=FROM_CLUSTER)
             scenario.objects = read_cluster(ctx.options)
         else:
             scenario = load_inputs(ctx.args)
         changes: list[Change] = list(getattr(ctx.args, "changes", None) or [])
         if changes and ctx.args.once:
-            return _once_what_if(ctx, scenario, changes, out)
+            return _once_what_if(ctx, scenario, changes, out, provider_groups)
         reports: list[ChangeReport] = []
-        sim, options, inference = prepare(ctx, scenario, changes, reports)
+        sim, options, inference = prepare(ctx, scenario, changes, reports, provider_groups)
         if ctx.args.once:
             return _once(sim, options, ctx.args.json, out, inference)
         if reports:
@@ -346,7 +403,7 @@ def _once(
     options: AutoscalingOptions,
     as_json: bool,
     out: TextIO,
-    inference: Inference | None = None,
+    inference: GroupsReport | None = None,
 ) -> int:
     from clusterscaler.commands import explain
 
@@ -364,17 +421,21 @@ def _once(
         return OK
     report = explain.explain(result, objects, options, now, sim.provider)
     if inference is not None:
-        out.write(render_inference(inference) + "\n\n")
+        out.write(render_groups(inference) + "\n\n")
     out.write(explain.render(report) + "\n")
     return OK
 
 
 def _once_what_if(
-    ctx: CommandContext, scenario: Scenario, changes: Sequence[Change], out: TextIO
+    ctx: CommandContext,
+    scenario: Scenario,
+    changes: Sequence[Change],
+    out: TextIO,
+    provider_groups: ProviderGroups | None = None,
 ) -> int:
     """One loop on the snapshot as it is, then one on a fresh copy with `changes` applied:
     the second's decisions, with what changed between the two."""
-    sim, _, _ = prepare(ctx, scenario)
+    sim, _, _ = prepare(ctx, scenario, provider_groups=provider_groups)
     sim.cluster.step(retry_unschedulable=False)
     seen = sim.cluster.snapshot()
     with stamped_by(sim.clock.now):
@@ -382,7 +443,7 @@ def _once_what_if(
     removed = [d["node"] for d in output.decision_json(result)["scaleDown"]]
     before = outcome(seen, result, removed, sim.provider)
     reports: list[ChangeReport] = []
-    sim, options, inference = prepare(ctx, scenario, changes, reports)
+    sim, options, inference = prepare(ctx, scenario, changes, reports, provider_groups)
     sim.cluster.step(retry_unschedulable=False)
     settle(sim.cluster, reports)
     objects = sim.cluster.snapshot()
@@ -400,7 +461,7 @@ def _once_what_if(
     from clusterscaler.commands import explain
 
     if inference is not None:
-        out.write(render_inference(inference) + "\n\n")
+        out.write(render_groups(inference) + "\n\n")
     out.write(render_what_if(reports, before, after) + "\n\n")
     out.write(explain.render(explain.explain(result, objects, options, now, sim.provider)) + "\n")
     return OK
@@ -441,7 +502,7 @@ def _run(
     scenario: Scenario,
     args: argparse.Namespace,
     out: TextIO,
-    inference: Inference | None = None,
+    inference: GroupsReport | None = None,
     reports: Sequence[ChangeReport] = (),
 ) -> int:
     if args.plot:
@@ -467,7 +528,7 @@ def _run(
             out.write(f"{scenario.description}\n")
         out.write("\n")
         if inference is not None:
-            out.write(render_inference(inference) + "\n\n")
+            out.write(render_groups(inference) + "\n\n")
         if reports:
             out.write(render_changes(reports) + "\n\n")
     result, summary = run_simulation(sim, on_loop=stream_rows, progress=progress.update)

@@ -203,7 +203,7 @@ BAD_INPUT = [
     (["simulate", "--snapshot", "/nonexistent.json", "--cloud-config", GENERAL], "--snapshot '/nonexistent.json': cannot read the file"),
     (["simulate", "--snapshot", SNAPSHOT, "--node-group-bounds", SNAPSHOT], f"{SNAPSHOT}: expected nodeGroups: {{<node group>: {{minSize: <int>, maxSize: <int>, price: <per node-hour>}}}}, got ['apiVersion', 'items', 'kind', 'metadata']"),
     (["simulate", "--snapshot", SNAPSHOT, "--cloud-config", SNAPSHOT], "apiVersion: unknown field; expected nodeGroups"),
-    (["simulate", "--cloud-provider=aws"], "--cloud-provider: simulate runs on an in-memory cluster and needs the sim provider, got 'aws'"),
+    (["simulate", "--cloud-provider=aws"], "--cloud-provider: simulate runs on an in-memory cluster and needs the sim provider (another provider only with --from-cluster, which reads its node groups), got 'aws'"),
     (["simulate", "/nonexistent.yaml"], "scenario '/nonexistent.yaml': cannot read the file"),
     (["explain", "--snapshot", SNAPSHOT, "--nodes=1:3:gpu"], "--nodes='1:3:gpu': node group 'gpu': expected one of the node groups inferred from the snapshot (general)"),
 ]

@@ -1,0 +1,250 @@
+"""`simulate --from-cluster` and `explain --from-cluster` with `--cloud-provider=aws`: the
+cluster is read from the fake API server (GET requests only), the node groups, their bounds
+and scale-from-zero templates from moto's ASGs, and nothing is written to either: the
+simulation's scale-ups act on the simulated cluster, never on the ASGs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_fakes import AwsFixtures, ProxyState
+from clusterscaler.commands.cli import main
+from clusterscaler.framework.cloudprovider import CloudProviderError, ProviderContext
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.model import parse_node
+from clusterscaler.offline.cloudgroups import read_only, read_provider_groups
+from clusterscaler.testing.fakekube import FakeKubeServer
+from clusterscaler_aws.plugin import build_provider
+
+ENABLED = "k8s.io/cluster-autoscaler/enabled"
+OWNED = "k8s.io/cluster-autoscaler/demo"
+DISCOVERY = f"--node-group-auto-discovery=asg:tag={ENABLED},{OWNED}"
+TAGS = {ENABLED: "true", OWNED: "owned"}
+# What a cloud's API is asked to change: none of it may reach moto.
+READS = ("Describe", "Get", "List")
+CREATED = (datetime.now(UTC) - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _node(name: str, provider_id: str, zone: str) -> dict[str, Any]:
+    """A node kubelet registered for an m5.large instance."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "creationTimestamp": CREATED,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "node.kubernetes.io/instance-type": "m5.large",
+                "topology.kubernetes.io/zone": zone,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+            },
+        },
+        "spec": {"providerID": provider_id},
+        "status": {
+            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+            "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _pod(name: str, cpu: str, node: str = "") -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": "Running" if node else "Pending"}
+    if not node:
+        status["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "0/1 nodes are available: 1 Insufficient cpu."}
+        ]  # fmt: skip
+    spec: dict[str, Any] = {
+        "containers": [{"name": "app", "image": "app", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]
+    }
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "creationTimestamp": CREATED,
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": name.rsplit("-", 1)[0],
+                    "uid": f"uid-{name}",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+@pytest.fixture
+def cluster(aws: AwsFixtures, proxy: ProxyState, tmp_path: Path) -> Any:
+    """ASG `general` (1..5, one m5.large running, its node registered) and ASG `big`
+    (0..3 m5.2xlarge, empty), both discoverable by tags; a pending pod of 3 CPUs that only
+    an m5.2xlarge fits. Yields the fake API server and its kubeconfig."""
+    aws.asg("general", min_size=1, max_size=5, desired=1, tags=TAGS, instance_type="m5.large")
+    aws.asg("big", min_size=0, max_size=3, desired=0, tags=TAGS, instance_type="m5.2xlarge")
+    aws.asg("other", min_size=0, max_size=3, desired=0, tags={ENABLED: "true"})
+    [instance] = aws.ec2.describe_instances()["Reservations"][0]["Instances"]
+    zone = instance["Placement"]["AvailabilityZone"]
+    with FakeKubeServer() as server:
+        server.create(_node("ip-10-0-1-1", f"aws:///{zone}/{instance['InstanceId']}", zone))
+        server.create(_node("ip-10-0-9-9", f"aws:///{zone}/i-0000000000000dead", zone))
+        server.create(_pod("web-a1b2c", "1500m", node="ip-10-0-1-1"))
+        server.create(_pod("batch-x9y8z", "3"))
+        with proxy.lock:
+            proxy.calls.clear()
+        yield server, server.kubeconfig(tmp_path / "kubeconfig")
+
+
+def _writes(proxy: ProxyState) -> list[str]:
+    with proxy.lock:
+        return [c for c in proxy.calls if not c.startswith(READS)]
+
+
+def _only_gets(server: FakeKubeServer) -> None:
+    assert {r.method for r in server.requests} == {"GET"}, sorted(
+        f"{r.method} {r.path}" for r in server.requests if r.method != "GET"
+    )
+
+
+def _last_json(out: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return doc
+
+
+def test_simulate_from_cluster_takes_the_asgs_and_writes_to_neither(
+    cluster: Any, proxy: ProxyState, aws: AwsFixtures, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, kubeconfig = cluster
+    code = main(
+        ["simulate", "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
+         DISCOVERY, "--once", "--json"]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = _last_json(out)
+    groups = {g["name"]: g for g in doc["providerNodeGroups"]}
+    assert doc["cloudProvider"] == "aws"
+    assert groups == {
+        "big": {"name": "big", "providerId": "big", "nodes": 0, "targetSize": 0, "minSize": 0,
+                "maxSize": 3, "boundsFrom": "aws provider",
+                "templateFrom": "aws provider (scale from zero)"},
+        "general": {"name": "general", "providerId": "general", "nodes": 1, "targetSize": 1,
+                    "minSize": 1, "maxSize": 5, "boundsFrom": "aws provider",
+                    "templateFrom": "live node"},
+    }  # fmt: skip
+    assert [n["node"] for n in doc["notInNodeGroup"]] == ["ip-10-0-9-9"]
+    # The 3-CPU pod fits only the m5.2xlarge template the provider made for the empty ASG.
+    [up] = doc["scaleUp"]
+    assert (up["nodeGroup"], up["from"], up["to"], up["pods"]) == ("big", 0, 1, ["default/batch-x9y8z"])
+    # Read only: the ASGs are as they were, no write request reached moto or the API server.
+    assert _writes(proxy) == []
+    assert proxy.count("DescribeAutoScalingGroups") >= 1
+    assert (aws.desired("big"), aws.desired("general")) == (0, 1)
+    _only_gets(server)
+
+
+def test_simulate_over_time_scales_the_simulated_cluster_only(
+    cluster: Any, proxy: ProxyState, aws: AwsFixtures, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, kubeconfig = cluster
+    code = main(
+        ["simulate", "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
+         DISCOVERY, "--nodes=1:4:general", "--duration=20m", "--scale-down-unneeded-time=1m",
+         "--json"]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.strip().splitlines()]
+    assert lines[0]["type"] == "nodeGroups"
+    bounds = {g["name"]: (g["minSize"], g["maxSize"], g["boundsFrom"]) for g in lines[0]["providerNodeGroups"]}
+    # --nodes names an ASG the tags discover too: the flag's bounds win, as in `run`.
+    assert bounds["general"] == (1, 4, "--nodes")
+    summary = lines[-1]
+    assert summary["type"] == "summary"
+    assert summary["nodesProvisioned"] >= 1
+    assert summary["stillPending"] == 0
+    assert _writes(proxy) == []
+    assert (aws.desired("big"), aws.desired("general")) == (0, 1)
+    _only_gets(server)
+
+
+def test_explain_from_cluster_with_aws(
+    cluster: Any, proxy: ProxyState, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, kubeconfig = cluster
+    code = main(
+        ["explain", "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
+         DISCOVERY, "--drain-node", "ip-10-0-1-1"]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Node groups of the aws provider (read only" in out
+    header = next(line for line in out.splitlines() if line.startswith("NODE GROUP  "))
+    assert "BOUNDS FROM" in header and "TEMPLATE FROM" in header
+    assert "aws provider (scale from zero)" in out
+    assert "ip-10-0-9-9" in out
+    assert _writes(proxy) == []
+    _only_gets(server)
+
+
+def test_a_write_through_the_read_only_provider_is_refused(
+    cluster: Any, proxy: ProxyState, aws: AwsFixtures
+) -> None:
+    options = dataclasses.replace(
+        AutoscalingOptions(),
+        cloud_provider="aws",
+        node_group_auto_discovery=[DISCOVERY.split("=", 1)[1]],
+    )
+    provider = read_only(build_provider(ProviderContext(options=options)))
+    provider.refresh()
+    [general] = [g for g in provider.node_groups() if g.id == "general"]
+    with pytest.raises(CloudProviderError, match=r"node group general: increase_size\(2\) refused"):
+        general.increase_size(2)
+    node = parse_node(_node("ip-10-0-1-1", "aws:///us-east-1a/i-1", "us-east-1a"))
+    with pytest.raises(CloudProviderError, match=r"delete_nodes.*refused: the cloud provider is read only"):
+        general.delete_nodes([node])
+    with pytest.raises(CloudProviderError, match="decrease_target_size"):
+        general.decrease_target_size(-1)
+    assert _writes(proxy) == []
+    assert aws.desired("general") == 1
+    # Reading the groups goes through the same guard.
+    groups = read_provider_groups(provider.provider, [node], options)
+    assert [g.name for g in groups.groups] == ["big", "general"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--node-group-bounds", "bounds.yaml"], "--node-group-bounds 'bounds.yaml': expected only when"),
+        (["--node-group-auto-discovery=asg:tags=x"], "asg:tags=x"),
+    ],
+    ids=["bounds-file", "bad-discovery"],
+)
+def test_bad_flags_are_named_before_anything_is_read(
+    cluster: Any, proxy: ProxyState, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    server, kubeconfig = cluster
+    code = main(
+        ["simulate", "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
+         "--once", *argv]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err
+    assert server.requests == []
+    with proxy.lock:
+        assert proxy.calls == []
