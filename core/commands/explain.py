@@ -281,7 +281,10 @@ def _node_reports(
 
 
 def report_json(report: Report) -> dict[str, Any]:
-    """The keys of `simulate --once --json`; every removable node is listed."""
+    """The keys of `simulate --once --json` (every removable node listed), plus
+    `pendingPods`: every pending pod with every node group's answer, `helps` and `why`, as
+    the table shows them (a pod a scale-up helps included, with why each other group
+    cannot; `unschedulable` keeps simulate's shape and lists only the pods left pending)."""
     doc = output.decision_json(report.result, include_waiting=True)
     # Listed as removable, a node is not also "not unneeded long enough".
     removable = {entry["node"] for entry in doc["scaleDown"]}
@@ -294,6 +297,13 @@ def report_json(report: Report) -> dict[str, Any]:
             {"pod": pod.pod, "reasons": {v.node_group: v.why for v in pod.verdicts}}
         )
     doc["unschedulable"].sort(key=lambda e: e["pod"])
+    doc["pendingPods"] = [
+        {
+            "pod": pod.pod,
+            "nodeGroups": {v.node_group: {"helps": v.helps, "why": v.why} for v in pod.verdicts},
+        }
+        for pod in report.pods
+    ]
     return doc
 
 

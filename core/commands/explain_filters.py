@@ -145,6 +145,8 @@ def narrow_json(doc: dict[str, Any], report: Report, filters: Filters) -> dict[s
             for field in ("reasons", "nodeGroups"):
                 if isinstance(entry.get(field), dict):
                     entry[field] = {g: v for g, v in entry[field].items() if filters.group(g)}
+            if key == "pendingPods" and not entry["nodeGroups"]:
+                continue  # as in the table: a pod with no answer of the groups kept
             entries.append(entry)
         out[key] = entries
     for key in ("scaleDown", "unremovable"):

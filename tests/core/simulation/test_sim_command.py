@@ -178,8 +178,9 @@ def test_explain_snapshot_json_and_table(capsys: pytest.CaptureFixture[str]) -> 
     code, out, err = cli(capsys, "explain", "--snapshot", SNAPSHOT, "--cloud-config", GENERAL, "--json")
     assert code == 0, err
     doc = json.loads(out)
-    # The keys of simulate --once --json, then the answers grouped by reason.
-    assert list(doc) == ["scaleUp", "scaleDown", "unschedulable", "unremovable", "summary"]
+    # The keys of simulate --once --json, every pending pod's answers, then the answers
+    # grouped by reason.
+    assert list(doc) == ["scaleUp", "scaleDown", "unschedulable", "unremovable", "pendingPods", "summary"]
     reasons = {e["pod"]: e["reasons"]["general"] for e in doc["unschedulable"]}
     assert reasons["default/prefetch-cache"].startswith("expendable: priority -100")
     assert reasons["default/report-1"].startswith("too young: pending for 0s, scale-up waits 5m0s")

@@ -65,6 +65,39 @@ def test_pod_filter_with_wildcards(capsys: pytest.CaptureFixture[str]) -> None:
     assert up["pods"] == [RESIZER]
 
 
+def test_json_gives_every_group_answer_for_a_pod_a_scale_up_helps(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc = run_json(capsys, "--snapshot", EKS)
+    # The keys shared with `simulate --once --json` keep their names and shapes.
+    assert list(doc)[:4] == ["scaleUp", "scaleDown", "unschedulable", "unremovable"]
+    assert [(u["nodeGroup"], u["from"], u["to"]) for u in doc["scaleUp"]] == [("ng-spot", 1, 2)]
+    assert doc["unschedulable"] == []
+    # The table's answers, the group that cannot help included.
+    assert doc["pendingPods"][0] == {
+        "pod": RESIZER,
+        "nodeGroups": {
+            "ng-spot": {"helps": True, "why": "scale-up 1 -> 2"},
+            "ng-general": {
+                "helps": False,
+                "why": "pod does not fit the node group's template: "
+                "node(s) didn't match Pod's node affinity/selector",
+            },
+        },
+    }
+    assert [e["pod"] for e in doc["pendingPods"]] == sorted(
+        p for u in doc["scaleUp"] for p in u["pods"]
+    )
+    # The filters narrow it as they narrow the table.
+    narrowed = run_json(capsys, "--snapshot", EKS, "--node-group", "ng-general", "--pod", RESIZER)
+    assert narrowed["pendingPods"] == [
+        {
+            "pod": RESIZER,
+            "nodeGroups": {"ng-general": doc["pendingPods"][0]["nodeGroups"]["ng-general"]},
+        }
+    ]
+
+
 def test_node_group_filter_narrows_pods_and_nodes(capsys: pytest.CaptureFixture[str]) -> None:
     doc = run_json(capsys, "--snapshot", EKS, "--node-group", "ng-general")
     assert {e["nodeGroup"] for e in doc["summary"]["pendingPods"]} == {"ng-general"}
