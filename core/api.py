@@ -41,6 +41,7 @@ from clusterscaler.framework.cloudprovider import (
     ProviderContext,
     ProviderProblem,
     ResourceLimiter,
+    ScaleDownBlockingNodeGroup,
     checked_increase,
     parse_group_option,
 )
@@ -174,6 +175,7 @@ __all__ = [
     "Registry",
     "ResourceLimiter",
     "Resources",
+    "ScaleDownBlockingNodeGroup",
     "SimNodeInfo",
     "Taint",
     "TaintConfig",

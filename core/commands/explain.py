@@ -343,6 +343,12 @@ def render(report: Report) -> str:
         )
     else:
         lines.append("(none)")
+    blocked = [(g.name, g.scale_down_blocked) for g in report.result.node_groups if g.scale_down_blocked]
+    if blocked:
+        # The provider keeps every node of these groups for now (a Cluster API
+        # MachineDeployment rolling out); each node above says NotUnneededOtherReason.
+        lines += ["", "Node groups not scaled down now"]
+        lines.append(output.render_table(("NODE GROUP", "WHY"), blocked))
     problems = report.result.problems
     if problems:
         # A misconfigured node group (bad tags or annotations, a scale set or MIG that

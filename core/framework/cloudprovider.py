@@ -327,6 +327,31 @@ def delete_nodes(group: NodeGroup, nodes: Sequence[Node], *, force: bool = False
 
 
 @runtime_checkable
+class ScaleDownBlockingNodeGroup(Protocol):
+    """A node group that can say its nodes may not be removed right now (CA's clusterapi
+    provider does this for a MachineDeployment that is rolling out). Optional: the
+    autoscaler asks once per loop; the nodes of a blocked group are no scale-down
+    candidates in that loop, with the group's reason, and still receive other nodes' pods."""
+
+    def scale_down_blocked(self) -> str | None:
+        """Why no node of this group may be removed now, or None when they may."""
+        ...
+
+
+def scale_down_blocked(group: NodeGroup) -> str | None:
+    """Why `group`'s nodes may not be removed now (`ScaleDownBlockingNodeGroup`), or None.
+
+    A group without the method is never blocked. A `CloudProviderError` blocks the group,
+    with that error as the reason: a node is kept when the provider cannot tell."""
+    if not isinstance(group, ScaleDownBlockingNodeGroup):
+        return None
+    try:
+        return group.scale_down_blocked()
+    except CloudProviderError as exc:
+        return f"could not tell whether its nodes may be removed: {exc}"
+
+
+@runtime_checkable
 class CloudProvider(Protocol):
     """A cloud (or simulation) that owns node groups."""
 

@@ -24,6 +24,7 @@ from clusterscaler.framework.cloudprovider import (
     ResourceLimiter,
     delete_nodes,
     provider_problems,
+    scale_down_blocked,
 )
 
 if TYPE_CHECKING:
@@ -93,6 +94,10 @@ class GuardedNodeGroup:
 
     def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
         return self.group.get_options(defaults)
+
+    def scale_down_blocked(self) -> str | None:
+        """The real group's reason (`ScaleDownBlockingNodeGroup`), or None without one."""
+        return scale_down_blocked(self.group)
 
     def debug(self) -> str:
         suffix = " (dry-run)" if self.guard is dry_run_guard else ""

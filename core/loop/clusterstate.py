@@ -28,6 +28,7 @@ from clusterscaler.framework.cloudprovider import (
     InstanceState,
     NodeGroup,
     NodeGroupOptions,
+    scale_down_blocked,
 )
 from clusterscaler.loop.decisions import (
     BackoffInfo,
@@ -177,6 +178,8 @@ class GroupState:
     healthy: bool = True
     backoff: BackoffInfo | None = None
     in_progress: bool = False
+    # Why the provider says no node of the group may be removed now ("" when they may).
+    scale_down_blocked: str = ""
 
     @property
     def id(self) -> str:
@@ -226,6 +229,7 @@ class ClusterState:
                 healthy=g.healthy,
                 backoff=g.backoff,
                 scale_up_in_progress=g.in_progress,
+                scale_down_blocked=g.scale_down_blocked,
             )
             for g in sorted(self.groups.values(), key=lambda g: g.id)
         )
@@ -309,7 +313,12 @@ class ClusterStateRegistry:
             except CloudProviderError as exc:
                 log.warning("node_group_target_failed", node_group=g.id, error=str(exc))
                 continue
-            groups[g.id] = GroupState(group=g, options=effective_options(g, opts), target=target)
+            groups[g.id] = GroupState(
+                group=g,
+                options=effective_options(g, opts),
+                target=target,
+                scale_down_blocked=scale_down_blocked(g) or "",
+            )
 
         group_of_node: dict[str, str] = {}
         ready: set[str] = set()

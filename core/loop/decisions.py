@@ -301,6 +301,9 @@ class NodeGroupStatus:
     # for a group without GPUs.
     gpu_resource_name: str = ""
     gpu_name: str = ""
+    # Why the provider says no node of the group may be removed now ("" when they may),
+    # e.g. a Cluster API MachineDeployment that is rolling out.
+    scale_down_blocked: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -286,8 +286,9 @@ def status_from_result(result: LoopResult) -> AutoscalerStatus:
     and NoActivity otherwise; a group in backoff says Backoff with its error code and
     message; scale-down lists how many nodes are unneeded. The message names why the loop
     halted, the caches that stopped following the cluster (scale-down and instance
-    clean-up wait for them) and each configuration problem the provider reported, as
-    ``<node group>: <reason>: <message>``.
+    clean-up wait for them), each configuration problem the provider reported, as
+    ``<node group>: <reason>: <message>``, and each group whose nodes the provider says may
+    not be removed now, as ``<node group>: scale-down blocked: <why>``.
     """
     now = result.time
     unneeded_by_group: dict[str, int] = {}
@@ -329,6 +330,11 @@ def status_from_result(result: LoopResult) -> AutoscalerStatus:
             + "; ".join(result.stale_caches)
         )
     parts.extend(f"{p.node_group}: {p.reason}: {p.message}" for p in result.problems)
+    parts.extend(
+        f"{g.name}: scale-down blocked: {g.scale_down_blocked}"
+        for g in result.node_groups
+        if g.scale_down_blocked
+    )
     return AutoscalerStatus(
         time=now,
         autoscaler_status=AUTOSCALER_RUNNING,

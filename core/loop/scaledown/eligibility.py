@@ -56,6 +56,18 @@ def check_eligibility(
         if group is None:
             unremovable.append(UnremovableNode(name, UnremovableReason.NOT_AUTOSCALED))
             continue
+        if group.scale_down_blocked:
+            # The provider says the group may not shrink now (a Cluster API
+            # MachineDeployment rolling out): as CA's clusterapi provider, its nodes are no
+            # candidates, and they still receive the pods of removed nodes.
+            unremovable.append(
+                UnremovableNode(
+                    name,
+                    UnremovableReason.NOT_UNNEEDED_OTHER_REASON,
+                    detail=f"node group {group.id}: scale-down blocked: {group.scale_down_blocked}",
+                )
+            )
+            continue
         if name in state.not_started:
             # CA counts such a node as upcoming capacity, so it is no candidate until it has
             # been unready for longer than --max-node-startup-time.

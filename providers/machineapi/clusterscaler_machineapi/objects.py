@@ -69,6 +69,9 @@ class ScalableResource:
     infrastructure_ref_error: str = ""
     # MachinePools: `spec.providerIDList`, the instances of the pool.
     provider_ids: tuple[str, ...] = ()
+    # `status.replicas`, the machines the controller counts; None when it is not a
+    # non-negative integer (a controller-written field: read, never refused).
+    status_replicas: int | None = 0
 
     @property
     def paused(self) -> bool:
@@ -231,6 +234,16 @@ def _replicas(spec: Mapping[str, Any], obj: str) -> int:
     return value
 
 
+def _status_replicas(raw: Mapping[str, Any]) -> int | None:
+    status = raw.get("status")
+    value = status.get("replicas") if isinstance(status, Mapping) else None
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
 def parse_scalable(raw: Mapping[str, Any], api: ApiGroup, kind: str) -> ScalableResource:
     meta, obj = _meta(raw, kind)
     spec = _dict(raw.get("spec"), obj, "spec")
@@ -279,6 +292,7 @@ def parse_scalable(raw: Mapping[str, Any], api: ApiGroup, kind: str) -> Scalable
         infrastructure_ref=infra_ref,
         infrastructure_ref_error=infra_error,
         provider_ids=tuple(provider_ids),
+        status_replicas=_status_replicas(raw),
     )
 
 

@@ -353,11 +353,18 @@ class MachineApiNodeGroup:
     def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
         return group_options(self.resource, defaults)
 
+    def scale_down_blocked(self) -> str | None:
+        """Why no node may be removed now: a MachineDeployment rolling out (as upstream,
+        whose deployment controller is replacing these machines anyway), else None."""
+        return self._record.rollout or None
+
     def debug(self) -> str:
         text = (
             f"{self.id} (min: {self.min_size}, max: {self.max_size}, "
             f"replicas: {self.resource.replicas}, machines: {len(self._record.machines)})"
         )
+        if self._record.rollout:
+            text += f"; scale-down blocked: {self._record.rollout}"
         for problem in self._provider.snapshot.problems_of(self.id):
             text += f"; {problem.reason}: {problem.message}"
         return text

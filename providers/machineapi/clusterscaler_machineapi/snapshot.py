@@ -69,6 +69,8 @@ class GroupRecord:
     # MachinePools: the provider IDs of `spec.providerIDList` no Machine carries (pools
     # whose infrastructure provider makes no Machines, or not yet).
     pool_instances: tuple[str, ...] = ()
+    # A MachineDeployment rolling out: why its nodes may not be removed now ("" if not).
+    rollout: str = ""
 
     @property
     def source(self) -> ScalableResource:
@@ -237,6 +239,76 @@ def _current_machine_sets(
     return {rid: ms for rid, (_rev, ms) in best.items() if rid not in bad}
 
 
+def _machine_count(ms: ScalableResource) -> str:
+    status = "unreadable" if ms.status_replicas is None else str(ms.status_replicas)
+    return f"{ms.ref} (spec.replicas {ms.replicas}, status.replicas {status})"
+
+
+def _has_machines(ms: ScalableResource) -> bool:
+    # An unreadable status.replicas counts as machines: a node is kept when in doubt.
+    return ms.replicas > 0 or ms.status_replicas is None or ms.status_replicas > 0
+
+
+def _rollouts(index: Mapping[tuple[str, str, str], ScalableResource]) -> dict[str, str]:
+    """MachineDeployment id -> why it is rolling out, for those that are.
+
+    As CA's clusterapi provider: a deployment is rolling out while any MachineSet it owns,
+    other than the current one (the highest `machinedeployment.clusters.x-k8s.io/revision`),
+    still has replicas, wanted (`spec.replicas`) or counted (`status.replicas`). A
+    MachineSet without the annotation is an old one, unless none of them has it: then the
+    deployment is rolling out while more than one has replicas. A revision that is not an
+    integer leaves the current MachineSet unknown, which counts as rolling out.
+    """
+    owned: dict[str, tuple[ScalableResource, list[ScalableResource]]] = {}
+    for (kind, namespace, _name), ms in index.items():
+        if kind != MACHINE_SET:
+            continue
+        md = _owner_of(MACHINE_DEPLOYMENT, ms.owner, index, namespace)
+        if md is not None:
+            owned.setdefault(md.id, (md, []))[1].append(ms)
+    out: dict[str, str] = {}
+    for mid, (md, sets) in owned.items():
+        sets.sort(key=lambda ms: ms.name)
+        revisions: dict[str, int] = {}
+        unreadable = ""
+        for ms in sets:
+            raw = ms.annotations.get(REVISION_ANNOTATION)
+            if raw is None:
+                continue
+            text = raw.strip()
+            if not text.isascii() or not text.isdigit():
+                unreadable = f"{ms.ref} has annotation {REVISION_ANNOTATION}={raw!r}"
+                break
+            revisions[ms.name] = int(text)
+        if unreadable:
+            out[mid] = (
+                f"{md.ref} may be rolling out: {unreadable}, not an integer, so its current "
+                "MachineSet is unknown"
+            )
+            continue
+        busy = [ms for ms in sets if _has_machines(ms)]
+        if not revisions:
+            if len(busy) > 1:
+                out[mid] = (
+                    f"{md.ref} is rolling out: "
+                    + ", ".join(_machine_count(ms) for ms in busy)
+                    + f" have replicas and none carries annotation {REVISION_ANNOTATION}"
+                )
+            continue
+        latest = max(revisions.values())
+        old = [ms for ms in busy if revisions.get(ms.name) != latest]
+        if old:
+            current = [ms.ref for ms in sets if revisions.get(ms.name) == latest]
+            several = len(old) > 1
+            out[mid] = (
+                f"{md.ref} is rolling out: old MachineSet{'s' if several else ''} "
+                + ", ".join(_machine_count(ms) for ms in old)
+                + f" still {'have' if several else 'has'} replicas; the current one is "
+                f"{' and '.join(current)} (revision {latest})"
+            )
+    return out
+
+
 def _add_listing(
     snap: Snapshot,
     listing: Listing,
@@ -257,6 +329,7 @@ def _add_listing(
             index[(kind, resource.namespace, resource.name)] = resource
 
     current = _current_machine_sets(snap, index)
+    rollouts = _rollouts(index)
     paused_clusters = _paused_clusters(snap, listing)
     candidates: dict[str, tuple[ScalableResource, SizeLimits]] = {}
     sources: dict[str, tuple[ScalableResource, InfraTemplate | None, bool]] = {}
@@ -372,6 +445,7 @@ def _add_listing(
             template=template,
             template_read=read,
             pool_instances=tuple(pool_instances),
+            rollout=rollouts.get(rid, ""),
         )
 
 
