@@ -195,7 +195,13 @@ def _group(
     template: dict[str, Any] | None = None
     template_from = LIVE_NODE
     if not members:
-        template = _template_doc(group.template_node_info().node)
+        node = group.template_node_info().node
+        if node.capacity.cpu <= 0 or node.capacity.memory <= 0:
+            raise CloudProviderError(
+                f"template: expected a node with positive cpu and memory capacity, got "
+                f"{node.capacity.to_k8s()}"
+            )
+        template = _template_doc(node)
         template_from = f"{cloud} provider (scale from zero)"
     return ProviderGroup(
         name=name,
