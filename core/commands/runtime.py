@@ -68,7 +68,11 @@ class KubeRuntime:
         """Build from an ``AutoscalingOptions``; ``serve=False`` skips the HTTP server."""
         settings = ClientSettings.from_options(options)
         api = api_client or build_api_client(settings)
-        metrics = Metrics(emit_per_nodegroup_metrics=options.emit_per_nodegroup_metrics)
+        metrics = Metrics(
+            emit_per_nodegroup_metrics=options.emit_per_nodegroup_metrics,
+            node_removal_latency_tracking=options.node_removal_latency_tracking_enabled,
+            max_node_skip_eval_time_tracking=options.max_node_skip_eval_time_tracker_enabled,
+        )
         health = HealthCheck(
             options.max_inactivity, options.max_failing_time, options.max_startup_time
         )

@@ -393,8 +393,8 @@ class AutoscalingOptions:
     enable_dynamic_resource_allocation: bool = opt(True, "Handle DRA (Dynamic Resource Allocation) objects; locked to true upstream.", group="loop")
     enable_csi_node_aware_scheduling: bool = opt(False, "Whether logic for handling CSINode objects is enabled.", group="loop", no_effect="CSINode volume limits are not simulated")
     enable_inter_pod_affinity_hostname_fast_path: bool = opt(False, "Enable the InterPodAffinityHostnameFastPath scheduler feature gate.", group="loop", no_effect="inter-pod affinity is always checked through the node indexes")
-    max_node_skip_eval_time_tracker_enabled: bool = opt(False, "Track the maximum time a node is skipped during scale-down (metric max_node_skip_eval_duration_seconds).", group="loop", no_effect="the metric max_node_skip_eval_duration_seconds is not emitted")
-    node_removal_latency_tracking_enabled: bool = opt(False, "Track the latency from when an unneeded node becomes eligible for scale-down until it is removed or needed again (metric node_removal_latency_seconds).", group="loop", no_effect="the metric node_removal_latency_seconds is not emitted")
+    max_node_skip_eval_time_tracker_enabled: bool = opt(False, "Track the maximum time a node is skipped during scale-down (metric max_node_skip_eval_duration_seconds).", group="loop")
+    node_removal_latency_tracking_enabled: bool = opt(False, "Track the latency from when an unneeded node becomes eligible for scale-down until it is removed or needed again (metric node_removal_latency_seconds).", group="loop")
 
     # --- Limits ----------------------------------------------------------------------------
     max_nodes_total: int = opt(0, "Maximum number of nodes in all node groups. The autoscaler will not grow the cluster beyond this number (0: no limit).", group="limits")

@@ -109,6 +109,10 @@ class GroupRejection:
     node_group: str
     reason: NoScaleUpReason
     detail: str = ""
+    # The cluster-wide maxima (`loop.limits` names: "cpu", "memory", ...) the group's
+    # scale-up would exceed, when a resource limit rejects it
+    # (skipped_scale_events_count{direction="up"}).
+    exceeded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +161,9 @@ class UnremovableNode:
     reason: UnremovableReason
     blocking_pod: BlockingPod | None = None
     detail: str = ""
+    # The cluster-wide minima (`loop.limits` names) its removal would go below, for
+    # MinimalResourceLimitExceeded (skipped_scale_events_count{direction="down"}).
+    exceeded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

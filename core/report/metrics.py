@@ -28,6 +28,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from clusterscaler.report.scaledown_tracking import (
+    MaxNodeSkipEvalTracker,
+    NodeRemovalLatencyTracker,
+)
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -122,12 +126,20 @@ class Metrics:
         self,
         *,
         emit_per_nodegroup_metrics: bool = False,
+        node_removal_latency_tracking: bool = False,
+        max_node_skip_eval_time_tracking: bool = False,
         registry: CollectorRegistry | None = None,
     ) -> None:
         # CA's Go client exposes no `_created` series; this switch is process-wide.
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.emit_per_nodegroup_metrics = emit_per_nodegroup_metrics
+        # --node-removal-latency-tracking-enabled, --max-node-skip-eval-time-tracker-enabled:
+        # without them the two metrics are registered and never observed, as in CA.
+        self._removal_latency = (
+            NodeRemovalLatencyTracker() if node_removal_latency_tracking else None
+        )
+        self._skip_eval = MaxNodeSkipEvalTracker() if max_node_skip_eval_time_tracking else None
         r = self.registry
         # Unregistered (nowhere exposed) unless --emit-per-nodegroup-metrics.
         per_group = r if emit_per_nodegroup_metrics else None
@@ -506,6 +518,16 @@ class Metrics:
                 self.evicted_pods_total.labels(eviction_result="succeeded").inc(
                     len(deletion.evicted_pods)
                 )
+        self._record_skipped_scale_events(result)
+        if self._removal_latency is not None:
+            for deleted, seconds in self._removal_latency.update(scale_down, result.time):
+                self.node_removal_latency_seconds.labels(
+                    deleted="true" if deleted else "false"
+                ).observe(seconds)
+        if self._skip_eval is not None:
+            longest = self._skip_eval.update(scale_down, result.time)
+            if longest is not None:
+                self.max_node_skip_eval_duration_seconds.set(longest)
         removed = [
             c for c in result.cleanups if c.kind is DeletionKind.UNREGISTERED and not c.error
         ]
@@ -517,6 +539,28 @@ class Metrics:
         # few, so the series stay bounded.
         for error in result.errors:
             self.register_error(error_type_of(error))
+
+    def _record_skipped_scale_events(self, result: LoopResult) -> None:
+        """skipped_scale_events_count{direction,reason}, as CA counts it: once per node
+        group a scale-up skipped and per node a scale-down skipped because of the
+        cluster's CPU or memory limits (--cores-total, --memory-total), once for each of
+        the two it would cross."""
+        from clusterscaler.loop.limits import CPU, MEMORY
+
+        reasons = {CPU: "CpuResourceLimit", MEMORY: "MemoryResourceLimit"}
+        exceeded_by_group: dict[str, set[str]] = {}
+        for rejections in result.scale_up.group_rejections.values():
+            for rejection in rejections:
+                if rejection.exceeded:
+                    exceeded_by_group.setdefault(rejection.node_group, set()).update(
+                        rejection.exceeded
+                    )
+        for resources in exceeded_by_group.values():
+            for resource in resources & reasons.keys():
+                self.skipped_scale_events_count.inc(direction="up", reason=reasons[resource])
+        for unremovable in result.scale_down.unremovable:
+            for resource in set(unremovable.exceeded) & reasons.keys():
+                self.skipped_scale_events_count.inc(direction="down", reason=reasons[resource])
 
     def update_node_taints(self, counts: Mapping[str, int]) -> None:
         """Set node_taints_count{type} to `counts` (taints on the nodes by report type);

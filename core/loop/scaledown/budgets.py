@@ -152,6 +152,7 @@ def select_deletions(
                     name,
                     UnremovableReason.MINIMAL_RESOURCE_LIMIT_EXCEEDED,
                     detail="minimum of " + ", ".join(below) + " reached",
+                    exceeded=tuple(below),
                 )
             )
             continue
@@ -226,6 +227,7 @@ def _refuse_group(
                 r.node.name,
                 UnremovableReason.MINIMAL_RESOURCE_LIMIT_EXCEEDED,
                 detail=f"{whole}: minimum of " + ", ".join(below) + " reached",
+                exceeded=tuple(below),
             )
             for r in members
         ]

@@ -50,6 +50,7 @@ def atomic_rejection(
             g.id,
             _ATOMIC_LIMIT_REASONS.get(limited_by, NoScaleUpReason.GPU_LIMIT_REACHED),
             f"{wanted}; the limit on {limited_by} leaves room for {room}",
+            exceeded=(limited_by,),
         )
     return None
 

@@ -126,7 +126,8 @@ def estimate_options(
     for gid, g in eligible.items():
         tpl = templates[gid].node_info
         assert tpl is not None
-        room, which = limits.max_new_nodes(totals, node_totals(tpl.node, gpu_label))
+        per_node = node_totals(tpl.node, gpu_label)
+        room, which = limits.max_new_nodes(totals, per_node)
         atomic = g.atomic
         if atomic:
             refused = atomic_rejection(g, room, which, options.max_nodes_per_scaleup)
@@ -140,6 +141,8 @@ def estimate_options(
                     gid,
                     _LIMIT_REASONS.get(which, NoScaleUpReason.GPU_LIMIT_REACHED),
                     f"limit on {which}",
+                    # Every maximum one more node would exceed, as CA counts them.
+                    exceeded=tuple(limits.exceeded_by(totals.plus(per_node))) or (which,),
                 ),
                 pods,
             )
