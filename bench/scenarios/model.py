@@ -13,13 +13,15 @@ class Expected:
 
     `None` leaves a figure unchecked. `all_pods_fit` requires that no pending pod is
     rejected by every node group as not fitting its template (the generator made every pod
-    fit some group); `min_scale_up_nodes` is a lower bound on the nodes added.
+    fit some group); `min_scale_up_nodes` is a lower bound on the nodes added and
+    `min_unneeded_nodes` on the nodes found unneeded.
     """
 
     scale_up_nodes: int | None = None
     deleted_nodes: int | None = None
     min_scale_up_nodes: int = 0
     all_pods_fit: bool = False
+    min_unneeded_nodes: int = 0
 
     def text(self) -> str:
         parts = []
@@ -29,6 +31,8 @@ class Expected:
             parts.append(f">= +{self.min_scale_up_nodes} nodes")
         if self.deleted_nodes is not None:
             parts.append(f"{self.deleted_nodes} removed")
+        if self.min_unneeded_nodes:
+            parts.append(f">= {self.min_unneeded_nodes} unneeded")
         if self.all_pods_fit:
             parts.append("every pod fits a group")
         return ", ".join(parts) or "(nothing)"
@@ -90,6 +94,11 @@ def check(expected: Expected, decision: Decision) -> list[str]:
         problems.append(
             f"scale-down: expected {expected.deleted_nodes} nodes marked for removal, "
             f"got {decision.deleted_nodes} (unneeded: {decision.unneeded_nodes})"
+        )
+    if decision.unneeded_nodes < expected.min_unneeded_nodes:
+        problems.append(
+            f"scale-down: expected at least {expected.min_unneeded_nodes} unneeded nodes, "
+            f"got {decision.unneeded_nodes}"
         )
     if expected.all_pods_fit and decision.unfit_pods:
         problems.append(
