@@ -34,6 +34,7 @@ from datetime import timedelta
 from typing import Any
 
 from clusterscaler.framework.durations import DURATION_FORM, format_duration, parse_duration
+from clusterscaler.framework.schedulerconfig import SchedulerConfig
 from clusterscaler.model.quantity import QuantityError, parse_int_quantity
 
 
@@ -383,7 +384,7 @@ class AutoscalingOptions:
     max_startup_time: timedelta = opt(_m(20), "Maximum time from the start until the first successful autoscaler run before /health-check fails. Raised to --max-inactivity or --max-failing-time when shorter.", group="loop")
     frequent_loops_enabled: bool = opt(True, "Run the next two loops at once after a loop that scaled up or started a scale-down, instead of waiting for --scan-interval.", group="loop")
     debugging_snapshot_enabled: bool = opt(False, "Whether the debugging snapshot (/snapshotz) is enabled.", group="loop", no_effect="there is no /snapshotz endpoint; `clusterscaler explain` and `simulate --snapshot` answer the same questions")
-    scheduler_config_file: str = opt("", "Path to a KubeSchedulerConfiguration changing the configuration of in-tree scheduler plugins acting on PreFilter and Filter extension points.", group="loop", no_effect="the scheduling predicates are built in and not configurable")
+    scheduler_config_file: str = opt("", "Path to a KubeSchedulerConfiguration changing the configuration of in-tree scheduler plugins acting on PreFilter and Filter extension points. Read at start (kubescheduler.config.k8s.io/v1 or v1beta3): the profile's disabled filter plugins, NodeResourcesFit's ignoredResources and ignoredResourceGroups and PodTopologySpread's List defaultConstraints change the simulation (docs/operations.md).", group="loop")
     scheduler_verbosity: int = opt(0, "Verbosity threshold for logs produced by the scheduler (at most --v).", group="loop", no_effect="the built-in scheduling predicates do not log")
     predicate_parallelism: int = opt(4, "Maximum parallelism of scheduler predicate checking.", group="loop", no_effect="predicates are checked in one thread, over equivalence groups and indexed nodes")
     cluster_snapshot_parallelism: int = opt(16, "Maximum parallelism of cluster snapshot creation.", group="loop", deprecated="use --predicate-parallelism", no_effect="the snapshot is forked by delta in one thread")
@@ -542,6 +543,8 @@ class AutoscalingOptions:
 
     # Values of flags added by plugins through `clusterscaler_add_options`, by argparse dest.
     extra: dict[str, Any] = field(default_factory=dict, metadata={"flag": None, "internal": True})
+    # What `--scheduler-config-file` configures, read and checked when the flags are parsed.
+    scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig, metadata={"flag": None, "internal": True})
 
     @property
     def lease_namespace(self) -> str:

@@ -21,9 +21,15 @@ import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError, NodeGroup
+from clusterscaler.framework.cloudprovider import (
+    CloudProvider,
+    CloudProviderError,
+    NodeGroup,
+    PricingModel,
+)
 from clusterscaler.framework.dryrun import GuardedCloudProvider
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.model import HOSTNAME_LABEL, ClusterObjects, Node
@@ -70,9 +76,11 @@ class ProviderGroup:
     template_from: str
     # The provider's template as a Node object, for a group with no live node.
     template: dict[str, Any] | None = None
+    # The price of a node-hour, when the provider prices nodes (gce).
+    price: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "name": self.name,
             "providerId": self.provider_id,
             "nodes": len(self.nodes),
@@ -82,6 +90,9 @@ class ProviderGroup:
             "boundsFrom": self.bounds_from,
             "templateFrom": self.template_from,
         }
+        if self.price is not None:
+            doc["price"] = self.price
+        return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +124,8 @@ class ProviderGroups:
             }
             if g.template is not None:
                 doc["template"] = g.template
+            if g.price is not None:
+                doc["price"] = g.price
             out.append(doc)
         return {"nodeGroups": out}
 
@@ -163,7 +176,7 @@ GroupsReport = Inference | ProviderGroups
 def _sim_name(provider_id: str, taken: set[str]) -> str:
     """A `sim` group name (a label value) for a provider's group id: its last path segment
     (a MIG's URL, `MachineSet/<namespace>/<name>`), other characters replaced by `-`."""
-    base = _INVALID.sub("-", provider_id.rstrip("/").rpartition("/")[2])
+    base = _INVALID.sub("-", _last_segment(provider_id))
     base = base[:63].strip("-_.") or "node-group"
     name, n = base, 1
     while name in taken:
@@ -185,16 +198,54 @@ def _template_doc(node: Node) -> dict[str, Any]:
     return doc
 
 
-def _given_by_nodes_flag(group_id: str, nodes_flags: Sequence[str]) -> bool:
-    return any(spec.split(":", 2)[-1] == group_id for spec in nodes_flags)
+def _last_segment(name: str) -> str:
+    return name.rstrip("/").rpartition("/")[2]
+
+
+def _given_by_nodes_flag(group: NodeGroup, nodes_flags: Sequence[str]) -> bool:
+    """Whether a `--nodes=<min>:<max>:<name>` flag declares `group`: its name is the group's
+    id, or names the same group the provider's way (`<project>/<zone>/<mig>` for a MIG's
+    URL: the same last segment, with the group's bounds)."""
+    for spec in nodes_flags:
+        parts = spec.split(":", 2)
+        if len(parts) != 3:
+            continue
+        low, high, name = parts
+        if name == group.id:
+            return True
+        if _last_segment(name) == _last_segment(group.id) and (low, high) == (
+            str(group.min_size),
+            str(group.max_size),
+        ):
+            return True
+    return False
+
+
+def _hourly_price(pricing: PricingModel | None, node: Node) -> float | None:
+    """The provider's price of a node-hour of `node`; None when it has no price for it."""
+    if pricing is None:
+        return None
+    start = datetime.now(UTC)
+    try:
+        price = pricing.node_price(node, start, start + timedelta(hours=1))
+    except CloudProviderError:
+        return None
+    return price if price > 0 else None
 
 
 def _group(
-    group: NodeGroup, name: str, members: Sequence[str], cloud: str, options: AutoscalingOptions
+    group: NodeGroup,
+    name: str,
+    members: Sequence[Node],
+    cloud: str,
+    options: AutoscalingOptions,
+    pricing: PricingModel | None,
 ) -> ProviderGroup:
     template: dict[str, Any] | None = None
     template_from = LIVE_NODE
-    if not members:
+    if members:
+        node = members[0]
+    else:
         node = group.template_node_info().node
         if node.capacity.cpu <= 0 or node.capacity.memory <= 0:
             raise CloudProviderError(
@@ -206,15 +257,14 @@ def _group(
     return ProviderGroup(
         name=name,
         provider_id=group.id,
-        nodes=tuple(sorted(members)),
+        nodes=tuple(sorted(n.name for n in members)),
         target_size=group.target_size(),
         min_size=group.min_size,
         max_size=group.max_size,
-        bounds_from="--nodes"
-        if _given_by_nodes_flag(group.id, options.nodes)
-        else f"{cloud} provider",
+        bounds_from="--nodes" if _given_by_nodes_flag(group, options.nodes) else f"{cloud} provider",
         template_from=template_from,
         template=template,
+        price=_hourly_price(pricing, node),
     )
 
 
@@ -227,7 +277,7 @@ def read_provider_groups(
     cloud = options.cloud_provider
     guarded = read_only(provider)
     guarded.refresh()
-    members: dict[str, list[str]] = {}
+    members: dict[str, list[Node]] = {}
     not_in_group: list[LeftOut] = []
     for node in nodes:
         try:
@@ -241,14 +291,15 @@ def read_provider_groups(
                 LeftOut(node.name, f"in no node group of the {cloud} provider ({where})")
             )
         else:
-            members.setdefault(group.id, []).append(node.name)
+            members.setdefault(group.id, []).append(node)
+    pricing = guarded.pricing()
     taken: set[str] = set()
     groups: list[ProviderGroup] = []
     left_out: list[LeftOut] = []
     for group in sorted(guarded.node_groups(), key=lambda g: g.id):
         name = _sim_name(group.id, taken)
         try:
-            groups.append(_group(group, name, members.get(group.id, []), cloud, options))
+            groups.append(_group(group, name, members.get(group.id, []), cloud, options, pricing))
         except (CloudProviderError, NotImplementedError) as exc:
             left_out.append(
                 LeftOut(
@@ -272,6 +323,7 @@ def render(report: ProviderGroups) -> str:
         "changes no cloud resource)"
     ]
     if report.groups:
+        priced = any(g.price is not None for g in report.groups)
         rows = [
             (
                 g.name,
@@ -282,18 +334,15 @@ def render(report: ProviderGroups) -> str:
                 str(g.max_size),
                 g.bounds_from,
                 g.template_from,
+                *(["-" if g.price is None else f"{g.price:.4f}"] if priced else []),
             )
             for g in report.groups
         ]
-        lines.append(
-            render_table(
-                (
-                    "NODE GROUP", "PROVIDER ID", "NODES", "TARGET", "MIN", "MAX",
-                    "BOUNDS FROM", "TEMPLATE FROM",
-                ),
-                rows,
-            )
+        header = (
+            "NODE GROUP", "PROVIDER ID", "NODES", "TARGET", "MIN", "MAX", "BOUNDS FROM",
+            "TEMPLATE FROM", *(["PRICE/NODE-HOUR"] if priced else []),
         )  # fmt: skip
+        lines.append(render_table(header, rows))
     else:
         lines.append("(none)")
     if report.groups_left_out:
