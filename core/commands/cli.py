@@ -47,6 +47,7 @@ from clusterscaler.framework.pluginmanager import (
     describe,
     hook_names,
 )
+from clusterscaler.framework.schedulerconfig import SchedulerConfigError, load_scheduler_config
 from clusterscaler.report.logs import configure_logging_from_options
 
 USAGE_ERROR = 2
@@ -323,6 +324,11 @@ def parse_autoscaler_args(
         validate_names("--estimator", [options.estimator], list(registry.estimators), "estimators")
     except OptionError as exc:
         parser.error(str(exc))
+    if options.scheduler_config_file:
+        try:
+            options.scheduler_config = load_scheduler_config(options.scheduler_config_file)
+        except SchedulerConfigError as exc:
+            parser.error(str(exc))
     try:
         registry.check_expander_options(options)
     except ValueError as exc:  # the expander's own flags, e.g. --grpc-expander-url
@@ -334,6 +340,29 @@ def parse_autoscaler_args(
         ("flag_has_no_effect", {"flag": spec.flag, "value": value, "reason": spec.no_effect})
         for spec, value in ineffective_values(options, parser.provider_fallbacks)
     ]
+    if options.scheduler_config.unknown_plugins:
+        warnings.append(
+            (
+                "scheduler_plugins_not_simulated",
+                {
+                    "file": options.scheduler_config_file,
+                    "plugins": ",".join(options.scheduler_config.unknown_plugins),
+                    "reason": "not in-tree kube-scheduler plugins; the simulation runs the "
+                    "in-tree filters only",
+                },
+            )
+        )
+    if options.scheduler_config.unapplied:
+        warnings.append(
+            (
+                "scheduler_args_not_simulated",
+                {
+                    "file": options.scheduler_config_file,
+                    "fields": ",".join(options.scheduler_config.unapplied),
+                    "reason": "these arguments are not applied by the simulation",
+                },
+            )
+        )
     gates = ineffective_feature_gates(options)
     if gates:
         warnings.append(

@@ -402,7 +402,7 @@ def _one_loop(
     """One dry-run loop over an in-memory copy of `objects`: nothing real changes."""
     from clusterscaler.offline.setup import build_cluster, build_loop, build_provider
 
-    cluster, clock = build_cluster(objects)
+    cluster, clock = build_cluster(objects, scheduler_config=options.scheduler_config)
     clock.advance_to(now)
     provider = build_provider(
         registry,
@@ -462,7 +462,7 @@ def _what_if(
     result, provider = evaluate(ctx.registry, options, objects, now)
     removable = _removable(explain(result, objects, options, now, provider))
     before = outcome(objects, result, removable, provider)
-    cluster, clock = build_cluster(objects)
+    cluster, clock = build_cluster(objects, scheduler_config=options.scheduler_config)
     clock.advance_to(now)
     provider = build_provider(ctx.registry, options, cluster=cluster, clock=clock)
     options, provider, reports = what_if(

@@ -324,7 +324,7 @@ def prepare(
     # One object per pod and node goes into the in-memory cluster's tables: as for parsing,
     # collection passes over the growing heap would find nothing to free.
     with gc_paused():
-        cluster, clock = build_cluster(objects, scenario)
+        cluster, clock = build_cluster(objects, scenario, options.scheduler_config)
     provider = build_provider(ctx.registry, options, cluster=cluster, clock=clock)
     if changes:
         options, provider, applied = what_if(ctx.registry, options, cluster, clock, provider, changes)

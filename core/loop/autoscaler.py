@@ -77,6 +77,7 @@ from clusterscaler.loop.upkeep import ClusterUpkeep
 from clusterscaler.model import ClusterObjects, Pod, gc_paused
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.drain import PodFilter, build_pod_filters
+from clusterscaler.simulator.profile import configured_filters, with_default_spread
 from clusterscaler.simulator.utilization import GPU_RESOURCE
 
 if TYPE_CHECKING:
@@ -236,6 +237,8 @@ class Autoscaler:
             executor=executor or InlineExecutor(),
         )
         self.pending_hints = HintingSimulator()
+        # The filters of --scheduler-config-file (None: kube-scheduler's defaults).
+        self.filters = configured_filters(options.scheduler_config)
         self.last_scale_up: datetime | None = None
         self.last_scale_down_delete: datetime | None = None
         self.last_scale_down_failure: datetime | None = None
@@ -422,6 +425,7 @@ class Autoscaler:
         if self.upkeep.clean_stale_taints(objects.nodes, self.deletions_in_flight()):
             objects = self.source.snapshot()
         objects = _mark_unready_gpus(objects, self.provider.gpu_label())
+        objects = with_default_spread(objects, options.scheduler_config)
         state = self.registry.update(
             now, objects.nodes, self.provider, deleting=set(self.deletions_in_flight())
         )
@@ -449,7 +453,7 @@ class Autoscaler:
         # and they are not moved when their node goes.
         simulated = _without_expendable(objects, options.expendable_pods_priority_cutoff)
         pods_by_node = _pods_by_node(simulated.pods)
-        snapshot = ClusterSnapshot.from_objects(simulated)
+        snapshot = ClusterSnapshot.from_objects(simulated, self.filters)
         gpu_label = self.provider.gpu_label()
         limits = Limits.from_options(options, self.provider.resource_limiter())
         # As CA's calculateScaleDownCoresMemoryTotal: nodes being deleted (ours in flight
@@ -547,7 +551,9 @@ class Autoscaler:
         pods_by_node, limits, gpu_label = inputs.pods_by_node, inputs.limits, inputs.gpu_label
         base_totals = inputs.started_totals
         options = self.options
-        templates = self.templates.build(state, pods_by_node, objects.daemonsets)
+        templates = self.templates.build(
+            state, pods_by_node, objects.daemonsets, snapshot.csinodes
+        )
         pending = classify_pending(
             objects.pods, options, now, node_names=set(snapshot.node_names())
         )

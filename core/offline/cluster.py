@@ -35,6 +35,7 @@ from clusterscaler.framework.cloudprovider import (
     InstanceErrorInfo,
 )
 from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.schedulerconfig import SchedulerConfig
 from clusterscaler.model import (
     ClusterObjects,
     ConfigMap,
@@ -54,6 +55,7 @@ from clusterscaler.model import (
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.simulator import ClusterSnapshot, check_predicates, find_fitting_node
 from clusterscaler.simulator.equivalence import scheduling_key
+from clusterscaler.simulator.profile import configured_filters, with_default_spread
 
 log = structlog.get_logger()
 
@@ -166,6 +168,7 @@ class SimulatedCluster(InMemoryCluster):
         clock: VirtualClock,
         *,
         group_label: str = "clusterscaler.io/node-group",
+        scheduler_config: SchedulerConfig | None = None,
     ) -> None:
         super().__init__(
             objects.nodes,
@@ -177,6 +180,10 @@ class SimulatedCluster(InMemoryCluster):
         )
         self.clock = clock
         self.group_label = group_label
+        # The cluster's scheduler follows the profile the autoscaler is told about
+        # (--scheduler-config-file), as kube-scheduler would with the same file.
+        self.scheduler_config = scheduler_config or SchedulerConfig()
+        self._filters = configured_filters(self.scheduler_config)
         self.nodes: NodeTable = NodeTable(self.nodes.items())
         # The provider whose groups these nodes are (see `use_provider`); until one is
         # attached, a node's group is its group label.
@@ -351,24 +358,32 @@ class SimulatedCluster(InMemoryCluster):
             # Nothing changed since these pods last found no node: they still would not.
             return 0
         pending.sort(key=lambda p: (-(p.priority or 0), p.creation_time or self.clock.start, p.key))
-        snap = ClusterSnapshot.from_objects(self.snapshot())
+        objects = with_default_spread(self.snapshot(), self.scheduler_config)
+        snap = ClusterSnapshot.from_objects(objects, self._filters)
+        # Pods as the scheduler sees them: with the profile's default spread constraints.
+        as_seen = (
+            {p.key: p for p in objects.pods}
+            if self.scheduler_config.filters_default_spread
+            else None
+        )
         with self._lock:
             ready = {n.name for n in self.nodes.values() if n.ready}
         # Equivalent pods fail alike: capacity only shrinks while this pass binds pods.
         failed: set[tuple[str, Hashable]] = set()
         bound = 0
         for pod in pending:
-            key = _equivalence(pod)
+            seen = as_seen.get(pod.key, pod) if as_seen is not None else pod
+            key = _equivalence(seen)
             target = None
             if key is None or key not in failed:
-                target = find_fitting_node(pod, snap, node_filter=lambda ni: ni.node.name in ready)
+                target = find_fitting_node(seen, snap, node_filter=lambda ni: ni.node.name in ready)
             if target is None:
                 if key is not None:
                     failed.add(key)
                 if not pod.unschedulable:
                     self._mark_unschedulable(pod)
                 continue
-            snap.add_pod(pod, target)
+            snap.add_pod(seen, target)
             self.bind(pod.key, target)
             bound += 1
             since = self.times.waiting_since.pop(pod.key, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,11 @@ from clusterscaler.framework.options import (
     validate,
 )
 from clusterscaler.framework.pluginmanager import Registry
+from clusterscaler.framework.schedulerconfig import (
+    SchedulerConfig,
+    SchedulerConfigError,
+    load_scheduler_config,
+)
 from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError
 from clusterscaler.model import ClusterObjects
 from clusterscaler.offline.clock import DEFAULT_START, VirtualClock
@@ -69,6 +75,15 @@ def merge_options(
         validate(options)
     except OptionError as exc:
         raise InputError(f"{source}: flags: {exc}") from None
+    path = options.scheduler_config_file
+    if path:
+        if not flag_given(args, "scheduler_config_file") and not os.path.isabs(path):
+            # A scenario names its files relative to itself, as its cloudConfig.
+            path = os.path.join(os.path.dirname(source), path)
+        try:
+            options.scheduler_config = load_scheduler_config(path)
+        except SchedulerConfigError as exc:
+            raise InputError(str(exc)) from None
     return options
 
 
@@ -124,12 +139,14 @@ def without_node_groups(options: AutoscalingOptions, names: list[str]) -> Autosc
 
 
 def build_cluster(
-    objects: ClusterObjects, scenario: Scenario | None = None
+    objects: ClusterObjects,
+    scenario: Scenario | None = None,
+    scheduler_config: SchedulerConfig | None = None,
 ) -> tuple[SimulatedCluster, VirtualClock]:
     taken = snapshot_time(objects)
     # A snapshot of a real cluster continues from the moment it was taken.
     clock = VirtualClock(taken) if taken is not None and taken > DEFAULT_START else VirtualClock()
-    cluster = SimulatedCluster(objects, clock)
+    cluster = SimulatedCluster(objects, clock, scheduler_config=scheduler_config)
     if scenario is not None:
         for key, template in scenario.templates.items():
             cluster.templates.setdefault(key, template)

@@ -69,12 +69,15 @@ __all__ = [
     "check_taints",
     "check_topology_spread",
     "check_unschedulable",
+    "check_volume_binding",
     "check_volume_limits",
     "check_volume_restrictions",
+    "check_volume_zone",
     "check_volumes",
     "pod_affinity_cannot_reject",
     "pod_matches_node_affinity",
     "prepare_indexes",
+    "resources_check_ignoring",
     "selected_by_existing_anti_affinity",
     "spread_cannot_reject",
     "tolerates_taints",
@@ -172,6 +175,22 @@ def check_host_ports(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> st
 
 
 def check_resources(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    return _check_resources(pod, ni, None)
+
+
+def resources_check_ignoring(ignored: Callable[[str], bool]) -> Predicate:
+    """NodeResourcesFit skipping the extended resources `ignored` names (its
+    ignoredResources and ignoredResourceGroups args)."""
+
+    def check(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+        return _check_resources(pod, ni, ignored)
+
+    return check
+
+
+def _check_resources(
+    pod: Pod, ni: SimNodeInfo, ignored: Callable[[str], bool] | None
+) -> str | None:
     r = pod.requests
     alloc = ni.node.allocatable
     if ni.req_pods + r.pods > alloc.pods:
@@ -187,6 +206,8 @@ def check_resources(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str
         ext = ni.req_ext
         aext = alloc.extended
         for k in sorted(r.extended):
+            if ignored is not None and ignored(k):
+                continue
             if ext.get(k, 0) + r.extended[k] > aext.get(k, 0):
                 missing.append(k)
     if missing:
@@ -225,6 +246,22 @@ def check_volumes(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str |
     A claim the snapshot does not know is not checked: snapshots built without storage
     objects must not make every stateful pod unschedulable.
     """
+    return _check_volumes(pod, ni, snapshot, zone=True, binding=True)
+
+
+def check_volume_zone(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    """VolumeZone alone: the zone labels of the pod's bound volumes."""
+    return _check_volumes(pod, ni, snapshot, zone=True, binding=False)
+
+
+def check_volume_binding(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    """VolumeBinding alone: volume node affinity and claims still to bind."""
+    return _check_volumes(pod, ni, snapshot, zone=False, binding=True)
+
+
+def _check_volumes(
+    pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot, *, zone: bool, binding: bool
+) -> str | None:
     if not pod.volumes:
         return None
     node = ni.node
@@ -242,7 +279,7 @@ def check_volumes(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str |
             pv = snapshot.pvs.get(pvc.volume_name)
             if pv is None:
                 continue
-            for label in _ZONE_LABELS:
+            for label in _ZONE_LABELS if zone else ():
                 wanted = pv.labels.get(label)
                 if wanted is None:
                     continue
@@ -250,11 +287,13 @@ def check_volumes(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str |
                 # A PV may span zones, written `zone-a__zone-b`.
                 if have is None or have not in wanted.split("__"):
                     return REASON_VOLUME_ZONE
-            if pv.node_affinity is not None and not node_selector_matches(
-                pv.node_affinity, node.name, node.labels
+            if (
+                binding
+                and pv.node_affinity is not None
+                and not node_selector_matches(pv.node_affinity, node.name, node.labels)
             ):
                 return REASON_VOLUME_NODE_AFFINITY
-        else:
+        elif binding:
             sc = snapshot.storage_classes.get(pvc.storage_class)
             if sc is None or sc.volume_binding_mode != "WaitForFirstConsumer":
                 return REASON_VOLUME_UNBOUND_IMMEDIATE
@@ -296,17 +335,19 @@ def check_volume_restrictions(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapsh
 
 
 def check_volume_limits(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
-    """CSI attach limits, where the node's CSINode declares them."""
+    """CSI attach limits, where the node's CSINode declares them (for a template node: the
+    limits its provider stated, `Node.csi_volume_limits`)."""
     if not pod.volumes:
         return None
     csinode = snapshot.csinodes.get(ni.node.name)
-    if csinode is None:
+    drivers = csinode.drivers if csinode is not None else ni.node.csi_volume_limits
+    if not drivers:
         return None
     wanted: dict[str, set[str]] = {}
     for driver, vid in snapshot.csi_volumes_of(pod):
         wanted.setdefault(driver, set()).add(vid)
     for driver, vids in wanted.items():
-        limit = csinode.drivers.get(driver)
+        limit = drivers.get(driver)
         if limit is None:
             continue
         used = ni.csi_volumes.get(driver, {})
@@ -1173,6 +1214,14 @@ PREDICATES: tuple[tuple[str, Predicate], ...] = (
 
 def check_predicates(pod: Pod, node_info: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
     """`None` when `pod` fits `node_info`, else the first failing filter's reason."""
+    filters = snapshot.filters
+    if filters is not None:
+        # The scheduler's configuration changed the filters: run the ones it keeps.
+        for _name, predicate in filters:
+            reason = predicate(pod, node_info, snapshot)
+            if reason:
+                return reason
+        return None
     node = node_info.node
     # Inline the checks every pod needs; call out only for what the pod or node uses.
     if node.unschedulable and check_unschedulable(pod, node_info, snapshot):
@@ -1226,7 +1275,8 @@ def failing_predicates(
 ) -> Mapping[str, str]:
     """Every failing filter by name with its reason, for explanations."""
     out: dict[str, str] = {}
-    for name, predicate in PREDICATES:
+    filters = snapshot.filters
+    for name, predicate in PREDICATES if filters is None else filters:
         reason = predicate(pod, node_info, snapshot)
         if reason:
             out[name] = reason

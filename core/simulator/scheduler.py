@@ -179,6 +179,10 @@ class HintingSimulator:
             scan_filter = None
         count = len(infos)
         last = 0
+        # The skip of full nodes below stands for NodeResourcesFit; not when the scheduler's
+        # configuration leaves it out.
+        filters = snapshot.filters
+        skip_full = filters is None or any(name == "NodeResourcesFit" for name, _ in filters)
         hints = self.hints
         node_info = snapshot.node_info
         where = snapshot._pod_node
@@ -222,9 +226,12 @@ class HintingSimulator:
                     # or a non-zero cpu or memory request beyond what is left; exactly the
                     # cases where `check_resources` returns a reason).
                     if not (
-                        ni.req_pods + slots > alloc.pods
-                        or (cpu != 0 and ni.req_cpu + cpu > alloc.cpu)
-                        or (memory != 0 and ni.req_memory + memory > alloc.memory)
+                        skip_full
+                        and (
+                            ni.req_pods + slots > alloc.pods
+                            or (cpu != 0 and ni.req_cpu + cpu > alloc.cpu)
+                            or (memory != 0 and ni.req_memory + memory > alloc.memory)
+                        )
                     ) and (
                         (scan_filter is None or scan_filter(ni))
                         and check_predicates(pod, ni, snapshot) is None

@@ -172,8 +172,13 @@ class ClusterSnapshot:
         storage_classes: Iterable[StorageClass] = (),
         csinodes: Iterable[CSINode] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        filters: Sequence[tuple[str, Callable[..., str | None]]] | None = None,
     ) -> None:
         self._nodes: dict[str, SimNodeInfo] = {}
+        # The filters `check_predicates` runs, by plugin name, when the scheduler's
+        # configuration changes them (`--scheduler-config-file`); `None`: kube-scheduler's
+        # defaults, checked by the inlined path.
+        self.filters = filters
         # Every pod by namespace, so that affinity and spread only look at the namespaces
         # their terms name, and pods without such terms never look at other pods at all.
         self._by_namespace: dict[str, dict[str, Pod]] = {}
@@ -216,9 +221,15 @@ class ClusterSnapshot:
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def from_objects(cls, objects: ClusterObjects) -> ClusterSnapshot:
-        """A snapshot of every node with its bound, non-terminal pods."""
+    def from_objects(
+        cls,
+        objects: ClusterObjects,
+        filters: Sequence[tuple[str, Callable[..., str | None]]] | None = None,
+    ) -> ClusterSnapshot:
+        """A snapshot of every node with its bound, non-terminal pods; `filters` as the
+        constructor takes them."""
         snap = cls(
+            filters=filters,
             pvs=objects.pvs,
             pvcs=objects.pvcs,
             storage_classes=objects.storage_classes,

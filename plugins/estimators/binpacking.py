@@ -125,9 +125,10 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
     """Whether, the pods being alike (`_all_alike`), only resources and static node
     properties (taints, selectors, node affinity) decide where they fit: a topology
     spread or pod affinity that cannot reject them from the template's copies is no
-    obstacle."""
+    obstacle. Not so when the scheduler's configuration changed the filters (the
+    arithmetic counts every resource): then each pod is placed through them."""
     rep = pods[0]
-    return not (
+    return snapshot.filters is None and not (
         (
             rep.topology_spread
             and not spread_cannot_reject(rep, _template_domains(template), snapshot)

@@ -1,0 +1,416 @@
+"""`--scheduler-config-file`: the KubeSchedulerConfiguration the simulation follows.
+
+Cluster Autoscaler reads the cluster's kube-scheduler configuration and runs its PreFilter
+and Filter plugins as that profile configures them. `load_scheduler_config` reads the same
+file (YAML or JSON, `kubescheduler.config.k8s.io/v1`, or `v1beta3`) and keeps what changes
+where a pod fits, as a plain `SchedulerConfig`:
+
+- the filter plugins disabled in the profile (`plugins.filter`, `plugins.preFilter` and
+  `plugins.multiPoint`, `"*"` included, `enabled` re-enabling a default plugin);
+- `NodeResourcesFitArgs.ignoredResources` and `ignoredResourceGroups` (extended resources
+  the fit check skips);
+- `PodTopologySpreadArgs.defaultConstraints` with `defaultingType: List` (the System
+  defaults are ScheduleAnyway: they only score, so they change no filter).
+
+The profile is the one named `default-scheduler` (a profile without `schedulerName` is
+that one), else the first. Bad input raises `SchedulerConfigError`, naming the file, the
+field and the form expected; plugin names the simulation does not know, and arguments it
+does not apply (NodeAffinity's `addedAffinity`), are returned in
+`SchedulerConfig.unknown_plugins` and `unapplied` for the caller to warn about.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from clusterscaler.model import TopologySpreadConstraint
+
+__all__ = [
+    "API_VERSIONS",
+    "FILTER_PLUGINS",
+    "KNOWN_PLUGINS",
+    "SchedulerConfig",
+    "SchedulerConfigError",
+    "is_extended_resource",
+    "load_scheduler_config",
+    "parse_scheduler_config",
+]
+
+API_VERSIONS = ("kubescheduler.config.k8s.io/v1", "kubescheduler.config.k8s.io/v1beta3")
+DEFAULT_SCHEDULER = "default-scheduler"
+
+# The in-tree plugins that act at PreFilter or Filter and that the simulation checks, in
+# kube-scheduler's filter order. VolumeZone and VolumeBinding are checked apart.
+FILTER_PLUGINS = (
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
+    "PodTopologySpread",
+    "InterPodAffinity",
+)
+
+# Every other in-tree plugin name: accepted anywhere, with nothing to change in a
+# simulation of PreFilter and Filter (scoring, binding, queueing, or not simulated).
+_OTHER_IN_TREE = (
+    "PrioritySort",
+    "SchedulingGates",
+    "DefaultPreemption",
+    "DefaultBinder",
+    "ImageLocality",
+    "NodeResourcesBalancedAllocation",
+    "DynamicResources",
+    "EBSLimits",
+    "GCEPDLimits",
+    "AzureDiskLimits",
+    "CinderLimits",
+    "SelectorSpread",
+)
+KNOWN_PLUGINS = frozenset(FILTER_PLUGINS + _OTHER_IN_TREE)
+
+# The fields of each plugin's args (kube-scheduler's v1 types); any other is an error.
+_ARGS_FIELDS: Mapping[str, frozenset[str]] = {
+    "NodeResourcesFit": frozenset({"ignoredResources", "ignoredResourceGroups", "scoringStrategy"}),
+    "PodTopologySpread": frozenset({"defaultConstraints", "defaultingType"}),
+    "InterPodAffinity": frozenset({"hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"}),
+    "NodeAffinity": frozenset({"addedAffinity"}),
+    "VolumeBinding": frozenset({"bindTimeoutSeconds", "shape"}),
+    "NodeResourcesBalancedAllocation": frozenset({"resources"}),
+    "DefaultPreemption": frozenset({"minCandidateNodesPercentage", "minCandidateNodesAbsolute"}),
+    "DynamicResources": frozenset({"filterTimeout"}),
+}
+
+_TOP_FIELDS = frozenset(
+    {
+        "apiVersion",
+        "kind",
+        "parallelism",
+        "leaderElection",
+        "clientConnection",
+        "healthzBindAddress",
+        "metricsBindAddress",
+        "enableProfiling",
+        "enableContentionProfiling",
+        "percentageOfNodesToScore",
+        "podInitialBackoffSeconds",
+        "podMaxBackoffSeconds",
+        "profiles",
+        "extenders",
+        "delayCacheUntilActive",
+    }
+)
+_PROFILE_FIELDS = frozenset(
+    {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
+)
+_EXTENSION_POINTS = frozenset(
+    {
+        "preEnqueue",
+        "queueSort",
+        "preFilter",
+        "filter",
+        "postFilter",
+        "preScore",
+        "score",
+        "reserve",
+        "permit",
+        "preBind",
+        "bind",
+        "postBind",
+        "multiPoint",
+    }
+)
+# Where a plugin disabled at this point stops being checked. A plugin's Filter reads what
+# its PreFilter computed, so disabling either stops the check.
+_FILTER_POINTS = ("multiPoint", "preFilter", "filter")
+_SPREAD_FIELDS = frozenset(
+    {
+        "maxSkew",
+        "topologyKey",
+        "whenUnsatisfiable",
+        "labelSelector",
+        "minDomains",
+        "nodeAffinityPolicy",
+        "nodeTaintsPolicy",
+        "matchLabelKeys",
+    }
+)
+
+
+class SchedulerConfigError(ValueError):
+    """The scheduler configuration file is unreadable or holds a value of the wrong form."""
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """What of the scheduler's configuration changes where pods fit; the default changes
+    nothing. `disabled_filters` names entries of `FILTER_PLUGINS`; `default_spread` holds
+    the List default constraints (without selector: it is derived per pod)."""
+
+    path: str = ""
+    profile: str = DEFAULT_SCHEDULER
+    disabled_filters: frozenset[str] = frozenset()
+    ignored_resources: frozenset[str] = frozenset()
+    ignored_resource_groups: frozenset[str] = frozenset()
+    default_spread: tuple[TopologySpreadConstraint, ...] = ()
+    unknown_plugins: tuple[str, ...] = field(default=(), compare=False)
+    # Arguments given that change filtering in kube-scheduler but not here, by field path.
+    unapplied: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def changes_filters(self) -> bool:
+        """Whether any filter runs differently from kube-scheduler's defaults."""
+        return bool(self.disabled_filters or self.ignored_resources or self.ignored_resource_groups)
+
+    @property
+    def filters_default_spread(self) -> bool:
+        """Whether a default constraint rejects nodes (whenUnsatisfiable DoNotSchedule)."""
+        return "PodTopologySpread" not in self.disabled_filters and any(
+            c.when_unsatisfiable == "DoNotSchedule" for c in self.default_spread
+        )
+
+    def ignores_resource(self, name: str) -> bool:
+        """Whether NodeResourcesFit skips the extended resource `name`."""
+        if not is_extended_resource(name):
+            return False
+        return (
+            name in self.ignored_resources or name.split("/", 1)[0] in self.ignored_resource_groups
+        )
+
+
+def is_extended_resource(name: str) -> bool:
+    """An extended resource as Kubernetes defines it: a domain-prefixed name outside the
+    `kubernetes.io` domains (so not cpu, memory, hugepages-*, ...)."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def load_scheduler_config(path: str) -> SchedulerConfig:
+    """Read and check the file at `path`. Raises `SchedulerConfigError`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise SchedulerConfigError(
+            f"--scheduler-config-file {path}: cannot read the file ({exc.strerror or exc})"
+        ) from None
+    try:
+        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise SchedulerConfigError(
+            f"--scheduler-config-file {path}: not valid YAML or JSON: {exc}"
+        ) from None
+    return parse_scheduler_config(doc, path)
+
+
+class _Reader:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def error(self, where: str, expected: str, value: Any) -> SchedulerConfigError:
+        return SchedulerConfigError(
+            f"--scheduler-config-file {self.path}: {where}: expected {expected}, got {value!r}"
+        )
+
+    def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.error(where, "a mapping", value)
+        return value
+
+    def sequence(self, value: Any, where: str) -> Sequence[Any]:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.error(where, "a list", value)
+        return value
+
+    def only(self, value: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
+        unknown = sorted(str(k) for k in value if k not in allowed)
+        if unknown:
+            prefix = f"{where}." if where else ""
+            raise self.error(
+                f"{prefix}{unknown[0]}",
+                "one of the known fields " + ", ".join(sorted(allowed)),
+                "unknown field",
+            )
+
+    def strings(self, value: Any, where: str) -> tuple[str, ...]:
+        items = self.sequence(value, where)
+        for i, item in enumerate(items):
+            if not isinstance(item, str) or not item:
+                raise self.error(f"{where}[{i}]", "a non-empty string", item)
+        return tuple(items)
+
+
+def parse_scheduler_config(doc: Any, path: str) -> SchedulerConfig:
+    """Check a decoded KubeSchedulerConfiguration; `path` names it in errors."""
+    r = _Reader(path)
+    if not isinstance(doc, Mapping):
+        raise r.error("the document", "a KubeSchedulerConfiguration mapping", doc)
+    if doc.get("apiVersion") not in API_VERSIONS:
+        raise r.error("apiVersion", " or ".join(API_VERSIONS), doc.get("apiVersion"))
+    if doc.get("kind") != "KubeSchedulerConfiguration":
+        raise r.error("kind", "KubeSchedulerConfiguration", doc.get("kind"))
+    r.only(doc, _TOP_FIELDS, "")
+    profiles = r.sequence(doc.get("profiles"), "profiles")
+    for i, p in enumerate(profiles):
+        r.only(r.mapping(p, f"profiles[{i}]"), _PROFILE_FIELDS, f"profiles[{i}]")
+    if not profiles:
+        return SchedulerConfig(path=path)
+    index = next(
+        (
+            i
+            for i, p in enumerate(profiles)
+            if (p.get("schedulerName") or DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
+        ),
+        0,
+    )
+    profile = profiles[index]
+    where = f"profiles[{index}]"
+    name = profile.get("schedulerName") or DEFAULT_SCHEDULER
+    if not isinstance(name, str):
+        raise r.error(f"{where}.schedulerName", "a string", name)
+    unknown: list[str] = []
+    disabled = _disabled_filters(r, profile.get("plugins"), f"{where}.plugins", unknown)
+    ignored: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    spread: tuple[TopologySpreadConstraint, ...] = ()
+    seen: set[str] = set()
+    unapplied: list[str] = []
+    for i, entry in enumerate(r.sequence(profile.get("pluginConfig"), f"{where}.pluginConfig")):
+        at = f"{where}.pluginConfig[{i}]"
+        entry = r.mapping(entry, at)
+        r.only(entry, frozenset({"name", "args"}), at)
+        plugin = entry.get("name")
+        if not isinstance(plugin, str) or not plugin:
+            raise r.error(f"{at}.name", "a plugin name", plugin)
+        if plugin in seen:
+            raise r.error(f"{at}.name", "each plugin configured once", plugin)
+        seen.add(plugin)
+        args = r.mapping(entry.get("args"), f"{at}.args")
+        fields = _ARGS_FIELDS.get(plugin)
+        if fields is None:
+            if plugin not in unknown:
+                unknown.append(plugin)
+            continue
+        r.only(args, fields | {"apiVersion", "kind"}, f"{at}.args")
+        if plugin == "NodeResourcesFit":
+            ignored = r.strings(args.get("ignoredResources"), f"{at}.args.ignoredResources")
+            groups = r.strings(
+                args.get("ignoredResourceGroups"), f"{at}.args.ignoredResourceGroups"
+            )
+            for j, g in enumerate(groups):
+                if "/" in g:
+                    raise r.error(
+                        f"{at}.args.ignoredResourceGroups[{j}]", "a resource group without '/'", g
+                    )
+        elif plugin == "PodTopologySpread":
+            spread = _default_spread(r, args, f"{at}.args")
+        elif plugin == "NodeAffinity" and args.get("addedAffinity"):
+            unapplied.append(f"{at}.args.addedAffinity")
+    return SchedulerConfig(
+        path=path,
+        profile=name,
+        disabled_filters=disabled,
+        ignored_resources=frozenset(ignored),
+        ignored_resource_groups=frozenset(groups),
+        default_spread=spread,
+        unknown_plugins=tuple(unknown),
+        unapplied=tuple(unapplied),
+    )
+
+
+def _disabled_filters(r: _Reader, value: Any, where: str, unknown: list[str]) -> frozenset[str]:
+    plugins = r.mapping(value, where)
+    r.only(plugins, _EXTENSION_POINTS, where)
+    disabled: set[str] = set()
+    enabled: set[str] = set()
+    for point in sorted(plugins):
+        at = f"{where}.{point}"
+        sets = r.mapping(plugins[point], at)
+        r.only(sets, frozenset({"enabled", "disabled"}), at)
+        for kind in ("enabled", "disabled"):
+            for i, item in enumerate(r.sequence(sets.get(kind), f"{at}.{kind}")):
+                item_at = f"{at}.{kind}[{i}]"
+                item = r.mapping(item, item_at)
+                r.only(item, frozenset({"name", "weight"}), item_at)
+                name = item.get("name")
+                if not isinstance(name, str) or not name:
+                    raise r.error(f"{item_at}.name", "a plugin name or *", name)
+                if name != "*" and name not in KNOWN_PLUGINS and name not in unknown:
+                    unknown.append(name)
+                if point not in _FILTER_POINTS:
+                    continue
+                if kind == "disabled":
+                    disabled.update(FILTER_PLUGINS if name == "*" else (name,))
+                else:
+                    enabled.add(name)
+    return frozenset(p for p in FILTER_PLUGINS if p in disabled and p not in enabled)
+
+
+def _default_spread(
+    r: _Reader, args: Mapping[str, Any], where: str
+) -> tuple[TopologySpreadConstraint, ...]:
+    defaulting = args.get("defaultingType", "System")
+    if defaulting not in ("System", "List"):
+        raise r.error(f"{where}.defaultingType", "System or List", defaulting)
+    items = r.sequence(args.get("defaultConstraints"), f"{where}.defaultConstraints")
+    if defaulting == "System":
+        if items:
+            raise r.error(
+                f"{where}.defaultConstraints", "none with defaultingType System", "a list"
+            )
+        # kube-scheduler's System defaults (hostname maxSkew 3, zone maxSkew 5) are
+        # ScheduleAnyway: they only score nodes.
+        return ()
+    out: list[TopologySpreadConstraint] = []
+    seen: set[tuple[str, str]] = set()
+    for i, c in enumerate(items):
+        at = f"{where}.defaultConstraints[{i}]"
+        c = r.mapping(c, at)
+        r.only(c, _SPREAD_FIELDS, at)
+        if c.get("labelSelector") is not None:
+            raise r.error(
+                f"{at}.labelSelector",
+                "no selector (it is derived for each pod)",
+                c["labelSelector"],
+            )
+        if c.get("matchLabelKeys"):
+            raise r.error(f"{at}.matchLabelKeys", "no matchLabelKeys", c["matchLabelKeys"])
+        skew = c.get("maxSkew")
+        if not isinstance(skew, int) or isinstance(skew, bool) or skew < 1:
+            raise r.error(f"{at}.maxSkew", "an integer >= 1", skew)
+        key = c.get("topologyKey")
+        if not isinstance(key, str) or not key:
+            raise r.error(f"{at}.topologyKey", "a node label key", key)
+        when = c.get("whenUnsatisfiable")
+        if when not in ("DoNotSchedule", "ScheduleAnyway"):
+            raise r.error(f"{at}.whenUnsatisfiable", "DoNotSchedule or ScheduleAnyway", when)
+        if (key, when) in seen:
+            raise r.error(at, "one constraint per topologyKey and whenUnsatisfiable", [key, when])
+        seen.add((key, when))
+        min_domains = c.get("minDomains")
+        if min_domains is not None and (
+            not isinstance(min_domains, int) or isinstance(min_domains, bool) or min_domains < 1
+        ):
+            raise r.error(f"{at}.minDomains", "an integer >= 1", min_domains)
+        policies: list[str] = []
+        for name, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
+            policy = c.get(name) or default
+            if policy not in ("Honor", "Ignore"):
+                raise r.error(f"{at}.{name}", "Honor or Ignore", policy)
+            policies.append(str(policy))
+        out.append(
+            TopologySpreadConstraint(skew, key, when, None, min_domains, policies[0], policies[1])
+        )
+    return tuple(out)

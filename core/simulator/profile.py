@@ -1,0 +1,108 @@
+"""The scheduler profile of `--scheduler-config-file` applied to the simulation.
+
+`configured_filters` turns a `SchedulerConfig` into the filters a `ClusterSnapshot` runs
+(`None` when the configuration changes none, so that `check_predicates` keeps its inlined
+path); `with_default_spread` gives the pods without topology spread constraints of their
+own the profile's List default constraints, as kube-scheduler's PodTopologySpread does.
+
+The default constraints select, as kube-scheduler derives it, the pods matching every
+ReplicaSet, ReplicationController and StatefulSet that selects the pod (the requirements of
+all of them together). Services are not read: a pod selected by no such controller gets no
+default constraints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from clusterscaler.framework.schedulerconfig import SchedulerConfig
+from clusterscaler.model import (
+    ClusterObjects,
+    Controller,
+    LabelSelector,
+    LabelSelectorRequirement,
+    Pod,
+    TopologySpreadConstraint,
+)
+from clusterscaler.simulator.predicates import (
+    PREDICATES,
+    Predicate,
+    check_volume_binding,
+    check_volume_zone,
+    resources_check_ignoring,
+)
+
+__all__ = ["configured_filters", "default_spread_selector", "with_default_spread"]
+
+_SELECTING_KINDS = ("ReplicaSet", "ReplicationController", "StatefulSet")
+
+
+def configured_filters(config: SchedulerConfig) -> tuple[tuple[str, Predicate], ...] | None:
+    """The filters to run, in kube-scheduler's order, or `None` for the defaults."""
+    if not config.changes_filters:
+        return None
+    out: list[tuple[str, Predicate]] = []
+    for name, predicate in PREDICATES:
+        if name == "VolumeBinding":
+            # One check by default; the two plugins apart when configured.
+            out += [("VolumeBinding", check_volume_binding), ("VolumeZone", check_volume_zone)]
+            continue
+        if name == "NodeResourcesFit" and (
+            config.ignored_resources or config.ignored_resource_groups
+        ):
+            predicate = resources_check_ignoring(config.ignores_resource)
+        out.append((name, predicate))
+    return tuple((n, p) for n, p in out if n not in config.disabled_filters)
+
+
+def default_spread_selector(pod: Pod, controllers: Sequence[Controller]) -> LabelSelector | None:
+    """The selector kube-scheduler derives for `pod`'s default constraints: every
+    requirement of the controllers (of `controllers`, all in the pod's namespace) whose
+    non-empty selector matches the pod; `None` when none does."""
+    labels: dict[str, str] = {}
+    expressions: list[LabelSelectorRequirement] = []
+    for c in controllers:
+        selector = c.selector
+        if selector is None or selector.is_empty() or not selector.matches(pod.labels):
+            continue
+        labels.update(selector.match_labels)
+        expressions.extend(e for e in selector.match_expressions if e not in expressions)
+    if not labels and not expressions:
+        return None
+    return LabelSelector(tuple(sorted(labels.items())), tuple(expressions))
+
+
+def with_default_spread(objects: ClusterObjects, config: SchedulerConfig) -> ClusterObjects:
+    """`objects` with the profile's default constraints on the pods that take them; the
+    same `objects` when no default constraint filters."""
+    if not config.filters_default_spread:
+        return objects
+    by_namespace: dict[str, list[Controller]] = {}
+    for c in objects.controllers:
+        if c.kind in _SELECTING_KINDS:
+            by_namespace.setdefault(c.namespace, []).append(c)
+    # One constraints tuple per selector, so pods of a workload share it (the simulation
+    # compares such values by identity first).
+    shared: dict[LabelSelector, tuple[TopologySpreadConstraint, ...]] = {}
+    pods: list[Pod] = []
+    changed = False
+    for pod in objects.pods:
+        controllers = by_namespace.get(pod.namespace)
+        if pod.topology_spread or not controllers or not pod.labels:
+            pods.append(pod)
+            continue
+        selector = default_spread_selector(pod, controllers)
+        if selector is None:
+            pods.append(pod)
+            continue
+        constraints = shared.get(selector)
+        if constraints is None:
+            constraints = shared[selector] = tuple(
+                dataclasses.replace(c, label_selector=selector) for c in config.default_spread
+            )
+        pods.append(pod.with_(topology_spread=constraints))
+        changed = True
+    if not changed:
+        return objects
+    return dataclasses.replace(objects, pods=pods)
