@@ -25,9 +25,11 @@ from clusterscaler.model.pod import (
 )
 from clusterscaler.model.resources import Resources
 from clusterscaler.model.scheduling import (
+    Affinity,
     HostPort,
     OwnerRef,
     Toleration,
+    TopologySpreadConstraint,
     Volume,
     _parse_affinity,
     _parse_owners,
@@ -96,11 +98,36 @@ _PodSpecFields: TypeAlias = tuple[
     str,
     str,
 ]
-_POD_SPECS: dict[bytes, _PodSpecFields] = {}
+
+
+class _SpecEntry:
+    """One distinct spec text: its fields, the service-account token volume name they were
+    parsed with, and the affinity and spread constraints parsed per namespace and labels
+    (pods of a workload share one object of each)."""
+
+    __slots__ = ("derived", "fields", "token")
+
+    def __init__(self, fields: _PodSpecFields, token: bytes) -> None:
+        self.fields = fields
+        self.token = token
+        self.derived: dict[tuple[str, tuple[tuple[str, str], ...]], _Derived] = {}
+
+
+# A pod's affinity and topology spread constraints, parsed for its namespace and labels.
+_Derived: TypeAlias = tuple[Affinity | None, tuple[TopologySpreadConstraint, ...]]
+_POD_SPECS: dict[bytes, _SpecEntry] = {}
+# Kubernetes names each pod's projected service-account token volume
+# `kube-api-access-<5 random characters>`: the only part of a workload's pod specs that
+# differs from pod to pod. The spec cache is keyed with the name masked, so the pods of a
+# workload share one parse; each pod still gets its own volume name.
+_TOKEN_PREFIX = b'"kube-api-access-'
+_TOKEN_MASK = b'"kube-api-access-?"'
+# Namespace and label sets remembered per spec (pods with a label of their own, such as
+# a StatefulSet's pod name, would otherwise grow it without bound).
+_DERIVED_LIMIT = 64
+
 _OWNERS_BY_TEXT: dict[bytes, tuple[OwnerRef, ...]] = {}
 _UNSCHEDULABLE_BY_TEXT: dict[bytes, bool] = {}
-
-
 
 
 def _owners_from_text(text: bytes, obj: str) -> tuple[OwnerRef, ...]:
@@ -126,11 +153,31 @@ def _unschedulable_from_text(text: bytes, obj: str) -> bool:
     return unschedulable
 
 
-def _pod_spec_fields(spec_text: bytes, obj: str) -> _PodSpecFields:
-    """The fields `parse_pod` takes from a spec, parsed once per distinct spec text."""
-    fields = _POD_SPECS.get(spec_text)
-    if fields is not None:
-        return fields
+def _token_name(spec_text: bytes) -> bytes:
+    """The quoted name of the pod's `kube-api-access-*` volume in `spec_text`, or b""."""
+    start = spec_text.find(_TOKEN_PREFIX)
+    if start < 0:
+        return b""
+    end = spec_text.find(b'"', start + len(_TOKEN_PREFIX))
+    return spec_text[start : end + 1] if end > 0 else b""
+
+
+def _spec_entry(spec_text: bytes, obj: str) -> tuple[_SpecEntry, bytes]:
+    """The cache entry of a spec text (parsed on first sight), and the pod's own quoted
+    token volume name (b"" when it has none)."""
+    token = _token_name(spec_text)
+    key = spec_text.replace(token, _TOKEN_MASK) if token else spec_text
+    entry = _POD_SPECS.get(key)
+    if entry is None:
+        entry = _SpecEntry(_parse_spec_fields(spec_text, obj), token)
+        if len(_POD_SPECS) > _CACHE_LIMIT:
+            _POD_SPECS.clear()
+        _POD_SPECS[key] = entry
+    return entry, token
+
+
+def _parse_spec_fields(spec_text: bytes, obj: str) -> _PodSpecFields:
+    """The fields `parse_pod` takes from a spec."""
     spec = decode_json(spec_text)
     if not isinstance(spec, dict):
         raise ModelError(obj, "spec", "an object with containers", spec)
@@ -141,7 +188,7 @@ def _pod_spec_fields(spec_text: bytes, obj: str) -> _PodSpecFields:
     tolerations = sget("tolerations")
     selector = sget("nodeSelector")
     volumes = sget("volumes")
-    fields = (
+    return (
         requests,
         ports,
         _parse_tolerations(tolerations, obj, "spec.tolerations") if tolerations else (),
@@ -156,10 +203,47 @@ def _pod_spec_fields(spec_text: bytes, obj: str) -> _PodSpecFields:
         sget("priorityClassName") or "",
         sget("preemptionPolicy") or "PreemptLowerPriority",
     )
-    if len(_POD_SPECS) > _CACHE_LIMIT:
-        _POD_SPECS.clear()
-    _POD_SPECS[spec_text] = fields
-    return fields
+
+
+def _own_volumes(volumes: tuple[Volume, ...], parsed: bytes, own: bytes) -> tuple[Volume, ...]:
+    """`volumes` parsed from a spec whose token volume was named `parsed`, for a pod whose
+    token volume is named `own` (both quoted)."""
+    if own == parsed:
+        return volumes
+    old = parsed[1:-1].decode()
+    out = list(volumes)
+    for i, v in enumerate(out):
+        if v.name == old:
+            out[i] = Volume(
+                own[1:-1].decode(), v.kind, v.claim_name, v.medium, v.driver, v.read_only
+            )
+    return tuple(out)
+
+
+def _derived(
+    entry: _SpecEntry,
+    affinity: Any,
+    spread: Any,
+    obj: str,
+    namespace: str,
+    labels: Mapping[str, str],
+) -> _Derived:
+    """The pod's affinity and spread constraints, parsed once per namespace and labels."""
+    if affinity is None and spread is None:
+        return None, ()
+    key = (namespace, tuple(labels.items()))
+    derived = entry.derived.get(key)
+    if derived is None:
+        derived = (
+            None
+            if affinity is None
+            else _parse_affinity(affinity, obj, "spec.affinity", namespace, labels),
+            _parse_spread(spread, obj, labels) if spread is not None else (),
+        )
+        if len(entry.derived) > _DERIVED_LIMIT:
+            entry.derived.clear()
+        entry.derived[key] = derived
+    return derived
 
 
 def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | None) -> Pod:
@@ -187,9 +271,12 @@ def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | 
         scheduler_name,
         priority_class_name,
         preemption_policy,
-    ) = _pod_spec_fields(bytes(spec), obj)
+    ) = (entry := _spec_entry(bytes(spec), obj))[0].fields
     labels = meta.labels
     labels = {} if labels is None else _str_map(labels, obj, "metadata.labels")
+    if volumes:
+        volumes = _own_volumes(volumes, entry[0].token, entry[1])
+    parsed_affinity, parsed_spread = _derived(entry[0], affinity, spread, obj, namespace, labels)
     owners = _owners_from_text(bytes(meta.ownerReferences), obj)
     owner = None
     for o in owners:
@@ -219,10 +306,8 @@ def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | 
         requests,
         tolerations,
         node_selector,
-        None
-        if affinity is None
-        else _parse_affinity(affinity, obj, "spec.affinity", namespace, labels),
-        _parse_spread(spread, obj, labels) if spread is not None else (),
+        parsed_affinity,
+        parsed_spread,
         ports,
         volumes,
         None if created is None else _parse_time(created, obj, "metadata.creationTimestamp"),

@@ -322,3 +322,95 @@ def test_decode_list_page_keeps_list_metadata() -> None:
     assert [json.loads(bytes(i)) for i in items] == [{"a": 1}]
     assert decode_list_page(json.dumps({"items": None})) is None
     assert decode_list_page("[1]") is None
+
+
+def token_spec(suffix: str) -> dict[str, Any]:
+    """A Deployment pod's spec as the API server returns it: the projected service-account
+    token volume `kube-api-access-<suffix>` is the only part that differs between pods."""
+    token = f"kube-api-access-{suffix}"
+    return {
+        "containers": [
+            container(
+                resources={"requests": {"cpu": "200m", "memory": "256Mi"}},
+                volumeMounts=[
+                    {"name": token, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"},
+                    {"name": "config", "mountPath": "/etc/config"},
+                ],
+            )
+        ],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}
+                            ]
+                        }
+                    ]
+                }
+            },
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            },
+        },
+        "volumes": [
+            {"name": "config", "configMap": {"name": "web-config", "defaultMode": 420}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": "shared"}},
+            {
+                "name": token,
+                "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
+            },
+        ],
+    }
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            pods(),
+            st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=5, max_size=5),
+        ),
+        min_size=2,
+        max_size=8,
+    )
+)
+def test_pods_differing_in_token_volume_names_parse_as_from_list(
+    items: list[tuple[Any, str]],
+) -> None:
+    """Pods whose specs differ only in the token volume's name share one parse of the
+    spec, and each keeps its own volume name, affinity and errors."""
+    for item, suffix in items:
+        item["spec"] = token_spec(suffix)
+    assert_same({"kind": "List", "items": [item for item, _ in items]})
+
+
+def test_pods_of_a_workload_share_parsed_constraints_but_keep_their_token_volume() -> None:
+    def item(name: str, suffix: str, app: str = "web") -> dict[str, Any]:
+        meta = {"name": name, "namespace": "default", "labels": {"app": app}}
+        return {"kind": "Pod", "metadata": meta, "spec": token_spec(suffix)}
+
+    objects = ClusterObjects.from_json_list(
+        json.dumps(
+            {
+                "kind": "List",
+                "items": [item("a", "x1y2z"), item("b", "q9w8e"), item("c", "r5t6y", app="api")],
+            }
+        )
+    )
+    assert objects is not None
+    a, b, c = objects.pods
+    assert [v.name for v in a.volumes] == ["config", "data", "kube-api-access-x1y2z"]
+    assert [v.name for v in b.volumes] == ["config", "data", "kube-api-access-q9w8e"]
+    assert b.volumes[1].claim_name == "shared"
+    # The same labels and namespace: the same parsed object, so grouping them is cheap.
+    assert a.affinity is b.affinity
+    assert a.requests is b.requests
+    # Other labels: parsed for them (an anti-affinity term may select the pod itself).
+    assert c.affinity == a.affinity and c.affinity is not a.affinity
