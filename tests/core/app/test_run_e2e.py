@@ -259,3 +259,59 @@ def test_leader_election_only_the_leader_acts_and_hands_over(
         assert lease_holder(kube) == ""
     finally:
         stop(first, signal.SIGKILL)
+
+
+def test_scheduler_config_file_changes_what_scales_up(cluster: tuple[FakeKubeServer, Path]) -> None:
+    kube, tmp = cluster
+    # The pods ask for an extended resource no node group has: only a scheduler that
+    # ignores it (NodeResourcesFit ignoredResources) places them, so only then a node helps.
+    (tmp / "scheduler.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [
+                    {
+                        "schedulerName": "default-scheduler",
+                        "pluginConfig": [
+                            {"name": "NodeResourcesFit", "args": {"ignoredResources": ["example.com/dongle"]}}
+                        ],
+                    }
+                ],
+            }
+        )
+    )
+    kube.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "web", "namespace": "default", "uid": "rs-web"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}},
+        }
+    )
+    for i in range(2):
+        pod = web_pod(i)
+        pod["spec"]["containers"][0]["resources"]["requests"]["example.com/dongle"] = "1"
+        kube.create(pod)
+    process = start(
+        tmp,
+        "--leader-elect=false",
+        f"--address=127.0.0.1:{free_port()}",
+        f"--scheduler-config-file={tmp / 'scheduler.yaml'}",
+    )
+    try:
+        # 2 pods of 1.5 cpu share one 4-cpu node once the dongle is not checked.
+        wait_for(lambda: len(node_names(kube)) == 1, 30, "1 node")
+    finally:
+        code = stop(process)
+    assert code == 0, (tmp / "autoscaler.log").read_text()
+    assert "flag_has_no_effect" not in (tmp / "autoscaler.log").read_text()
+
+
+def test_bad_scheduler_config_file_stops_the_start(cluster: tuple[FakeKubeServer, Path]) -> None:
+    _, tmp = cluster
+    (tmp / "scheduler.yaml").write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles: [{plugins: {filter: {disabled: [{nme: NodePorts}]}}}]\n")
+    process = start(tmp, "--leader-elect=false", f"--scheduler-config-file={tmp / 'scheduler.yaml'}")
+    assert process.wait(timeout=30) == 2
+    log = (tmp / "autoscaler.log").read_text()
+    assert f"--scheduler-config-file {tmp / 'scheduler.yaml'}: profiles[0].plugins.filter.disabled[0].nme: expected one of the known fields name, weight" in log
