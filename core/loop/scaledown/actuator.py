@@ -58,6 +58,7 @@ from clusterscaler.framework.errors import (
 )
 from clusterscaler.loop.decisions import DeletionKind, NodeDeletion, TaintCleanup
 from clusterscaler.loop.scaledown.atomic import AtomicDeletion, Waiting
+from clusterscaler.loop.scaledown.batcher import DeletionBatcher
 from clusterscaler.loop.scaledown.budgets import RemovableNode
 from clusterscaler.loop.scaledown.executor import DeletionExecutor, InlineExecutor
 from clusterscaler.loop.scaledown.tracker import DeletionTracker
@@ -188,8 +189,9 @@ def has_taint(node: Node, key: str) -> bool:
 
 @dataclass(slots=True)
 class _Tainted:
-    """A node of a zero-or-max group, tainted for deletion with the rest of its group;
-    `evicted` collects the pods evicted while it is prepared."""
+    """A node deleted with others (the rest of its zero-or-max group, or a batch of
+    --node-deletion-batcher-interval); `evicted` collects the pods evicted while it is
+    prepared."""
 
     r: RemovableNode
     drain: bool
@@ -230,6 +232,14 @@ class Actuator:
         # are not required to be thread-safe, so the cloud is never called from two threads
         # at once. Reentrant because the inline executor deletes from the loop's thread.
         self.provider_lock = threading.RLock()
+        # --node-deletion-batcher-interval: the nodes of a group ready within it are deleted
+        # with one call; without it, each node as soon as it is ready.
+        interval = options.node_deletion_batcher_interval.total_seconds()
+        self.batcher: DeletionBatcher[_Tainted] | None = (
+            DeletionBatcher(interval, self.executor, clock.sleep, self._delete_batch)
+            if interval > 0
+            else None
+        )
 
     # ------------------------------------------------------------------ taints
 
@@ -481,7 +491,8 @@ class Actuator:
             else:
                 self._finish(r, group, cordoned, drain=drain)
         finally:
-            if name in self.tracker.in_flight():
+            batched = self.batcher is not None and self.batcher.holds(name)
+            if name in self.tracker.in_flight() and not batched:
                 # Interrupted (the process is exiting): the next leader removes the taint.
                 self._interrupted(r, drain=drain, why="")
 
@@ -549,6 +560,10 @@ class Actuator:
         evicted: list[str] = []
         try:
             self._prepare(r, drain=drain, evicted=evicted)
+            if self.batcher is not None:
+                # Deleted with the nodes of its group ready within the interval.
+                self.batcher.add(group, name, _Tainted(r, drain, cordoned, evicted))
+                return
             with self.provider_lock:
                 try:
                     group.delete_nodes([r.node])
@@ -742,9 +757,16 @@ class Actuator:
                 self._interrupted(r, drain=t.drain, why="")
             raise
 
-    def _delete_together(self, group: NodeGroup, waiting: Sequence[Waiting[_Tainted]]) -> None:
-        """Delete all the nodes of a zero-or-max group with one call; on failure, roll
-        every one back. Successes are recorded under the provider lock (see `_finish`)."""
+    def _delete_batch(self, group: NodeGroup, items: list[_Tainted]) -> None:
+        """Delete one batch of --node-deletion-batcher-interval with one call."""
+        self._delete_together(group, [Waiting(t.r.node.name, t) for t in items], atomic=False)
+
+    def _delete_together(
+        self, group: NodeGroup, waiting: Sequence[Waiting[_Tainted]], *, atomic: bool = True
+    ) -> None:
+        """Delete all the nodes of a zero-or-max group (or of a batch) with one call; on
+        failure, roll every one back. Successes are recorded under the provider lock (see
+        `_finish`)."""
         items = [w.item for w in waiting]
         try:
             error: Exception | None = None
@@ -762,7 +784,7 @@ class Actuator:
                             node_group=t.r.node_group,
                             kind=kind.value,
                             evicted=len(t.evicted),
-                            atomic=True,
+                            atomic=atomic,
                         )
                         self.tracker.finish(
                             NodeDeletion(t.r.node.name, t.r.node_group, kind, tuple(t.evicted))
