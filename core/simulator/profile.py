@@ -78,21 +78,35 @@ def with_default_spread(objects: ClusterObjects, config: SchedulerConfig) -> Clu
     same `objects` when no default constraint filters."""
     if not config.filters_default_spread:
         return objects
-    by_namespace: dict[str, list[Controller]] = {}
+    # Controllers by one label their selector requires (any will do: the pod must carry
+    # it), so that a pod is matched against the few that may select it; selectors made of
+    # expressions only are tried on every pod of their namespace.
+    by_label: dict[tuple[str, str, str], list[Controller]] = {}
+    by_expressions: dict[str, list[Controller]] = {}
+    namespaces: set[str] = set()
     for c in objects.controllers:
-        if c.kind in _SELECTING_KINDS:
-            by_namespace.setdefault(c.namespace, []).append(c)
+        if c.kind not in _SELECTING_KINDS or c.selector is None or c.selector.is_empty():
+            continue
+        namespaces.add(c.namespace)
+        if c.selector.match_labels:
+            key, value = c.selector.match_labels[0]
+            by_label.setdefault((c.namespace, key, value), []).append(c)
+        else:
+            by_expressions.setdefault(c.namespace, []).append(c)
     # One constraints tuple per selector, so pods of a workload share it (the simulation
     # compares such values by identity first).
     shared: dict[LabelSelector, tuple[TopologySpreadConstraint, ...]] = {}
     pods: list[Pod] = []
     changed = False
     for pod in objects.pods:
-        controllers = by_namespace.get(pod.namespace)
-        if pod.topology_spread or not controllers or not pod.labels:
+        ns = pod.namespace
+        if pod.topology_spread or ns not in namespaces or not pod.labels:
             pods.append(pod)
             continue
-        selector = default_spread_selector(pod, controllers)
+        controllers = list(by_expressions.get(ns, ()))
+        for key, value in pod.labels.items():
+            controllers += by_label.get((ns, key, value), ())
+        selector = default_spread_selector(pod, controllers) if controllers else None
         if selector is None:
             pods.append(pod)
             continue
