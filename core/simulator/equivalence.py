@@ -107,15 +107,16 @@ def group_pods(
 
 def _same_scheduling(a: Pod, b: Pod) -> bool:
     """Whether `scheduling_key(a) == scheduling_key(b)`, without building either key."""
+    # Pods of one workload share most of these objects: identity settles them first.
     return (
-        a.requests == b.requests
+        (a.requests is b.requests or a.requests == b.requests)
         and a.labels == b.labels
-        and a.tolerations == b.tolerations
-        and a.node_selector == b.node_selector
-        and a.affinity == b.affinity
-        and a.topology_spread == b.topology_spread
+        and (a.tolerations is b.tolerations or a.tolerations == b.tolerations)
+        and (a.node_selector is b.node_selector or a.node_selector == b.node_selector)
+        and (a.affinity is b.affinity or a.affinity == b.affinity)
+        and (a.topology_spread is b.topology_spread or a.topology_spread == b.topology_spread)
         and a.host_ports == b.host_ports
-        and (a.volumes == b.volumes or scheduling_volumes(a) == scheduling_volumes(b))
+        and (a.volumes is b.volumes or scheduling_volumes(a) == scheduling_volumes(b))
         and a.scheduler_name == b.scheduler_name
         and a.priority == b.priority
         and a.node_name == b.node_name

@@ -160,6 +160,9 @@ _ADD_POD = 2
 _REMOVE_POD = 3
 _ADD_PODS = 4
 
+# The volume kinds that can count against a node's CSI volume limits.
+_CSI_VOLUME_KINDS = frozenset({"persistentVolumeClaim", "ephemeral", "csi"})
+
 
 class ClusterSnapshot:
     """Node infos by name, with fork/revert/commit and indexes for the predicates."""
@@ -317,7 +320,14 @@ class ClusterSnapshot:
 
     def csi_volumes_of(self, pod: Pod) -> list[tuple[str, str]]:
         """(driver, volume id) of the CSI volumes a pod uses, for volume limits."""
-        if not pod.volumes:
+        volumes = pod.volumes
+        if not volumes:
+            return []
+        for v in volumes:
+            if v.kind in _CSI_VOLUME_KINDS:
+                break
+        else:
+            # Projected, configMap, secret, emptyDir...: nothing to count (most pods).
             return []
         cached = self._csi_cache.get(id(pod))
         if cached is not None and cached[0] is pod:
