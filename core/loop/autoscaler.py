@@ -304,6 +304,7 @@ class Autoscaler:
             scale_up_failures=tuple(self.registry.take_failures()),
             max_nodes_total=self.options.max_nodes_total,
             taint_cleanups=tuple(self.actuator.take_taint_cleanups()),
+            failed_reverts=tuple(self.upkeep.take_failed_reverts()),
         )
         self._last_result = result
         return result

@@ -257,6 +257,17 @@ class ScaleUpFailure:
 
 
 @dataclass(frozen=True, slots=True)
+class FailedRevert:
+    """A timed-out scale-up whose capacity never created could not be cancelled: the
+    node group's `decrease_target_size(delta)` failed with `error` (CA's
+    FailedToRevertScaleUp). The group is backed off all the same."""
+
+    node_group: str
+    delta: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class TaintCleanup:
     """An autoscaler taint removed from a node (or whose removal failed, `error`) while
     cleaning what an earlier run left (CA's ClusterAutoscalerCleanup)."""
@@ -359,6 +370,8 @@ class LoopResult:
     max_nodes_total: int = 0
     # Stale autoscaler taints removed (or not) in this loop.
     taint_cleanups: tuple[TaintCleanup, ...] = ()
+    # Timed-out scale-ups whose target could not be decreased back in this loop.
+    failed_reverts: tuple[FailedRevert, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enums by value, times in ISO 8601)."""

@@ -20,7 +20,7 @@ from clusterscaler.loop.clusterstate import (
     create_error_nodes,
     long_unregistered_nodes,
 )
-from clusterscaler.loop.decisions import DeletionKind, NodeDeletion
+from clusterscaler.loop.decisions import DeletionKind, FailedRevert, NodeDeletion
 from clusterscaler.loop.scaledown.actuator import Actuator, has_autoscaler_taint
 from clusterscaler.model import Node
 
@@ -42,6 +42,13 @@ class ClusterUpkeep:
         # (a crash mid-drain), and nodes a failed rollback left tainted; None until the
         # first loop. Cleaning is retried every loop until each of them is done.
         self.stale_taint_nodes: set[str] | None = None
+        # Timed-out scale-ups whose target could not be decreased back, for the result.
+        self._failed_reverts: list[FailedRevert] = []
+
+    def take_failed_reverts(self) -> list[FailedRevert]:
+        """The failed reverts of timed-out scale-ups since the last call."""
+        failed, self._failed_reverts = self._failed_reverts, []
+        return failed
 
     def clean_stale_taints(self, nodes: Sequence[Node], in_flight: Collection[str]) -> bool:
         """Remove the taints an earlier run left (see `stale_taint_nodes`), and those a
@@ -139,6 +146,13 @@ class ClusterUpkeep:
                 except CloudProviderError as exc:
                     message = f"node group {g.id}: decrease_target_size failed: {exc}"
                     errors.append(LoopError(message, describe(exc).type))
+                    self._failed_reverts.append(FailedRevert(g.id, -never_created, str(exc)))
+                    log.warning(
+                        "scale_up_revert_failed",
+                        node_group=g.id,
+                        delta=-never_created,
+                        **describe(exc).fields(exc),
+                    )
         return out
 
     def _registered(self, provider_ids: list[str], errors: list[str]) -> set[str] | None:

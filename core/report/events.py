@@ -3,7 +3,7 @@
 Where CA records them:
 
 - on the status ConfigMap: ``ScaledUpGroup``, ``FailedToScaleUpGroup``, ``ScaleUpFailed``,
-  ``ScaleUpTimedOut``, ``MaxNodesTotalReached``, ``ClusterUnhealthy``,
+  ``ScaleUpTimedOut``, ``FailedToRevertScaleUp``, ``MaxNodesTotalReached``, ``ClusterUnhealthy``,
   ``DeleteUnregistered``, ``DeleteUnregisteredFailed``, ``ScaleDownEmpty``, ``ScaleDown``;
 - on the priority expander's ConfigMap: ``PriorityConfigMapInvalid``,
   ``PriorityConfigMapNotMatchedGroup``, ``PriorityConfigMapNoGroupMatched``;
@@ -41,6 +41,7 @@ __all__ = [
     "DELETE_UNREGISTERED",
     "DELETE_UNREGISTERED_FAILED",
     "DRY_RUN_PREFIX",
+    "FAILED_TO_REVERT_SCALE_UP",
     "FAILED_TO_SCALE_UP_GROUP",
     "MAX_NODES_TOTAL_REACHED",
     "NORMAL",
@@ -81,6 +82,7 @@ NOT_TRIGGER_SCALE_UP = "NotTriggerScaleUp"
 FAILED_TO_SCALE_UP_GROUP = "FailedToScaleUpGroup"
 SCALE_UP_FAILED = "ScaleUpFailed"
 SCALE_UP_TIMED_OUT = "ScaleUpTimedOut"
+FAILED_TO_REVERT_SCALE_UP = "FailedToRevertScaleUp"
 MAX_NODES_TOTAL_REACHED = "MaxNodesTotalReached"
 CLUSTER_UNHEALTHY = "ClusterUnhealthy"
 DELETE_UNREGISTERED = "DeleteUnregistered"
@@ -238,6 +240,10 @@ class messages:
     @staticmethod
     def scale_up_timed_out(group: str, waited: timedelta) -> str:
         return f"Nodes added to group {group} failed to register within {format_duration(waited)}"
+
+    @staticmethod
+    def failed_to_revert_scale_up(group: str, error: str) -> str:
+        return f"Failed to revert scale-up of group {group} after it timed out: {error}"
 
     @staticmethod
     def max_nodes_total_reached(max_nodes_total: int) -> str:
@@ -488,6 +494,11 @@ def _scale_up_failure_events(result: LoopResult, status_config_map: ObjectRef) -
         else:
             message = messages.scale_up_timed_out(failure.node_group, failure.waited)
             out.append(Event(status_config_map, WARNING, SCALE_UP_TIMED_OUT, message))
+    # After the timeout, the capacity never created is given back; when the provider
+    # refuses, the group keeps asking for nodes that will not come.
+    for revert in result.failed_reverts:
+        message = messages.failed_to_revert_scale_up(revert.node_group, revert.error)
+        out.append(Event(status_config_map, WARNING, FAILED_TO_REVERT_SCALE_UP, message))
     return out
 
 

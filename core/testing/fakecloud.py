@@ -4,7 +4,8 @@
 groups turn requested capacity into Nodes of an in-memory cluster when the test says so
 (`register()`), or at once (`instant=True`), so a test controls exactly when new capacity
 becomes ready. Every mutating call is recorded (`calls`) and can be made to fail
-(`fail_increase`, `fail_delete`, `create_error`, `template_error`, `refresh_error`).
+(`fail_increase`, `fail_delete`, `fail_decrease`, `create_error`, `template_error`,
+`refresh_error`).
 
 Naming: the nodes of group `g` are `g-1`, `g-2`, ... in creation order; a node's provider
 ID is `<cloud name>://<node name>` (`fake://g-1` by default); a node belongs to the group
@@ -132,6 +133,7 @@ class FakeNodeGroup:
         # A non-empty message makes the call raise CloudProviderError with it.
         self.fail_increase = ""
         self.fail_delete = ""
+        self.fail_decrease = ""
         self.template_error = ""
         # Requested instances carry this error (a stockout, say) and never register.
         self.create_error: InstanceErrorInfo | None = None
@@ -258,6 +260,8 @@ class FakeNodeGroup:
 
     def decrease_target_size(self, delta: int) -> None:
         self.calls.append(("decrease_target_size", delta))
+        if self.fail_decrease:
+            raise CloudProviderError(f"node group {self.id}: {self.fail_decrease}")
         if delta >= 0 or self.target + delta < len(self.instances):
             raise CloudProviderError(
                 f"node group {self.id}: cannot decrease the target by {delta} "

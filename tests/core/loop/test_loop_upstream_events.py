@@ -80,6 +80,48 @@ def test_nodes_not_registering_in_time_are_scale_up_timed_out() -> None:
     assert (failure.reason, failure.nodes) == ("timeout", 1)
 
 
+def test_timed_out_scale_up_whose_target_cannot_be_decreased_is_failed_to_revert() -> None:
+    h = Harness()
+    g = h.provider.add_group("g", max_size=5)
+    # The cloud never starts the instance: the requested capacity stays in the target.
+    g.lists_requested = False
+    h.add_pods([pending_pod("p1", cpu="3")])
+    h.run()
+    g.fail_decrease = "the group is being updated"
+    timed_out = h.run(timedelta(minutes=15, seconds=1))
+    assert ("decrease_target_size", -1) in g.calls
+    assert g.target == 1
+    events = _events(timed_out)
+    expected = (
+        "ConfigMap/kube-system/cluster-autoscaler-status",
+        "Warning",
+        ev.FAILED_TO_REVERT_SCALE_UP,
+        "Failed to revert scale-up of group g after it timed out: "
+        "node group g: the group is being updated",
+    )
+    assert expected in events
+    # Reported after the timeout it follows.
+    reasons = [e[2] for e in events]
+    assert reasons.index(ev.SCALE_UP_TIMED_OUT) < reasons.index(ev.FAILED_TO_REVERT_SCALE_UP)
+    [revert] = timed_out.failed_reverts
+    assert (revert.node_group, revert.delta) == ("g", -1)
+    assert timed_out.to_dict()["failed_reverts"][0]["node_group"] == "g"
+    # Reported once: the next loop does not repeat it.
+    assert all(e[2] != ev.FAILED_TO_REVERT_SCALE_UP for e in _events(h.run(timedelta(seconds=10))))
+
+
+def test_timed_out_scale_up_reverted_is_no_failed_to_revert() -> None:
+    h = Harness()
+    g = h.provider.add_group("g", max_size=5)
+    g.lists_requested = False
+    h.add_pods([pending_pod("p1", cpu="3")])
+    h.run()
+    timed_out = h.run(timedelta(minutes=15, seconds=1))
+    assert g.target == 0
+    assert timed_out.failed_reverts == ()
+    assert all(e[2] != ev.FAILED_TO_REVERT_SCALE_UP for e in _events(timed_out))
+
+
 def test_unhealthy_cluster_is_cluster_unhealthy() -> None:
     h = Harness()
     h.provider.add_group("g", max_size=10, nodes=4, ready=False)

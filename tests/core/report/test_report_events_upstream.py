@@ -9,6 +9,7 @@ import pytest
 from clusterscaler.loop.decisions import (
     ClusterHealth,
     DeletionKind,
+    FailedRevert,
     LoopResult,
     NodeCounts,
     NodeDeletion,
@@ -72,6 +73,12 @@ CASES = [
         ),
         [(CM, "Warning", "ScaleUpTimedOut", "Nodes added to group ng failed to register within 15m30s")],
         id="ScaleUpTimedOut",
+    ),
+    pytest.param(
+        _result(failed_reverts=(FailedRevert("ng", -2, "target is locked"),)),
+        [(CM, "Warning", "FailedToRevertScaleUp",
+          "Failed to revert scale-up of group ng after it timed out: target is locked")],
+        id="FailedToRevertScaleUp",
     ),
     pytest.param(
         _result(health=ClusterHealth(False, NodeCounts(total=2, unready=2)), halted="unhealthy"),
