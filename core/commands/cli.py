@@ -352,17 +352,6 @@ def parse_autoscaler_args(
                 },
             )
         )
-    if options.scheduler_config.unapplied:
-        warnings.append(
-            (
-                "scheduler_args_not_simulated",
-                {
-                    "file": options.scheduler_config_file,
-                    "fields": ",".join(options.scheduler_config.unapplied),
-                    "reason": "these arguments are not applied by the simulation",
-                },
-            )
-        )
     gates = ineffective_feature_gates(options)
     if gates:
         warnings.append(

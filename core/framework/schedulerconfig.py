@@ -10,13 +10,14 @@ where a pod fits, as a plain `SchedulerConfig`:
 - `NodeResourcesFitArgs.ignoredResources` and `ignoredResourceGroups` (extended resources
   the fit check skips);
 - `PodTopologySpreadArgs.defaultConstraints` with `defaultingType: List` (the System
-  defaults are ScheduleAnyway: they only score, so they change no filter).
+  defaults are ScheduleAnyway: they only score, so they change no filter);
+- `NodeAffinityArgs.addedAffinity`'s required node selector terms, which every pod must
+  match besides its own node selector and affinity.
 
 The profile is the one named `default-scheduler` (a profile without `schedulerName` is
 that one), else the first. Bad input raises `SchedulerConfigError`, naming the file, the
-field and the form expected; plugin names the simulation does not know, and arguments it
-does not apply (NodeAffinity's `addedAffinity`), are returned in
-`SchedulerConfig.unknown_plugins` and `unapplied` for the caller to warn about.
+field and the form expected; plugin names the simulation does not know are returned in
+`SchedulerConfig.unknown_plugins` for the caller to warn about.
 """
 
 from __future__ import annotations
@@ -27,7 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from clusterscaler.model import TopologySpreadConstraint
+from clusterscaler.model import (
+    ModelError,
+    NodeSelectorTerm,
+    TopologySpreadConstraint,
+    parse_node_selector_terms,
+)
 
 __all__ = [
     "API_VERSIONS",
@@ -162,14 +168,19 @@ class SchedulerConfig:
     ignored_resources: frozenset[str] = frozenset()
     ignored_resource_groups: frozenset[str] = frozenset()
     default_spread: tuple[TopologySpreadConstraint, ...] = ()
+    # NodeAffinity's addedAffinity (required terms, ORed); `None`: none.
+    added_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
     unknown_plugins: tuple[str, ...] = field(default=(), compare=False)
-    # Arguments given that change filtering in kube-scheduler but not here, by field path.
-    unapplied: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def changes_filters(self) -> bool:
         """Whether any filter runs differently from kube-scheduler's defaults."""
-        return bool(self.disabled_filters or self.ignored_resources or self.ignored_resource_groups)
+        return bool(
+            self.disabled_filters
+            or self.ignored_resources
+            or self.ignored_resource_groups
+            or self.added_node_affinity is not None
+        )
 
     @property
     def filters_default_spread(self) -> bool:
@@ -286,7 +297,7 @@ def parse_scheduler_config(doc: Any, path: str) -> SchedulerConfig:
     groups: tuple[str, ...] = ()
     spread: tuple[TopologySpreadConstraint, ...] = ()
     seen: set[str] = set()
-    unapplied: list[str] = []
+    added: tuple[NodeSelectorTerm, ...] | None = None
     for i, entry in enumerate(r.sequence(profile.get("pluginConfig"), f"{where}.pluginConfig")):
         at = f"{where}.pluginConfig[{i}]"
         entry = r.mapping(entry, at)
@@ -316,8 +327,8 @@ def parse_scheduler_config(doc: Any, path: str) -> SchedulerConfig:
                     )
         elif plugin == "PodTopologySpread":
             spread = _default_spread(r, args, f"{at}.args")
-        elif plugin == "NodeAffinity" and args.get("addedAffinity"):
-            unapplied.append(f"{at}.args.addedAffinity")
+        elif plugin == "NodeAffinity":
+            added = _added_affinity(r, args.get("addedAffinity"), f"{at}.args.addedAffinity")
     return SchedulerConfig(
         path=path,
         profile=name,
@@ -326,7 +337,7 @@ def parse_scheduler_config(doc: Any, path: str) -> SchedulerConfig:
         ignored_resource_groups=frozenset(groups),
         default_spread=spread,
         unknown_plugins=tuple(unknown),
-        unapplied=tuple(unapplied),
+        added_node_affinity=added,
     )
 
 
@@ -414,3 +425,37 @@ def _default_spread(
             TopologySpreadConstraint(skew, key, when, None, min_domains, policies[0], policies[1])
         )
     return tuple(out)
+
+
+def _added_affinity(r: _Reader, value: Any, where: str) -> tuple[NodeSelectorTerm, ...] | None:
+    """The required terms of NodeAffinityArgs.addedAffinity (the preferred ones only
+    score); `None` when there are none."""
+    affinity = r.mapping(value, where)
+    r.only(
+        affinity,
+        frozenset(
+            {
+                "requiredDuringSchedulingIgnoredDuringExecution",
+                "preferredDuringSchedulingIgnoredDuringExecution",
+            }
+        ),
+        where,
+    )
+    required_at = f"{where}.requiredDuringSchedulingIgnoredDuringExecution"
+    required = r.mapping(
+        affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), required_at
+    )
+    if not required:
+        return None
+    r.only(required, frozenset({"nodeSelectorTerms"}), required_at)
+    try:
+        terms = parse_node_selector_terms(
+            required.get("nodeSelectorTerms"),
+            f"--scheduler-config-file {r.path}",
+            f"{required_at}.nodeSelectorTerms",
+        )
+    except ModelError as exc:
+        raise SchedulerConfigError(str(exc)) from None
+    if not terms:
+        raise r.error(f"{required_at}.nodeSelectorTerms", "at least one term", [])
+    return terms

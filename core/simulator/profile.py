@@ -22,18 +22,28 @@ from clusterscaler.model import (
     Controller,
     LabelSelector,
     LabelSelectorRequirement,
+    NodeSelectorTerm,
     Pod,
     TopologySpreadConstraint,
+    node_selector_matches,
 )
 from clusterscaler.simulator.predicates import (
     PREDICATES,
+    REASON_NODE_AFFINITY,
     Predicate,
+    check_node_affinity,
     check_volume_binding,
     check_volume_zone,
     resources_check_ignoring,
 )
+from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
 
-__all__ = ["configured_filters", "default_spread_selector", "with_default_spread"]
+__all__ = [
+    "configured_filters",
+    "default_spread_selector",
+    "node_affinity_adding",
+    "with_default_spread",
+]
 
 _SELECTING_KINDS = ("ReplicaSet", "ReplicationController", "StatefulSet")
 
@@ -48,12 +58,26 @@ def configured_filters(config: SchedulerConfig) -> tuple[tuple[str, Predicate], 
             # One check by default; the two plugins apart when configured.
             out += [("VolumeBinding", check_volume_binding), ("VolumeZone", check_volume_zone)]
             continue
+        if name == "NodeAffinity" and config.added_node_affinity is not None:
+            predicate = node_affinity_adding(config.added_node_affinity)
         if name == "NodeResourcesFit" and (
             config.ignored_resources or config.ignored_resource_groups
         ):
             predicate = resources_check_ignoring(config.ignores_resource)
         out.append((name, predicate))
     return tuple((n, p) for n, p in out if n not in config.disabled_filters)
+
+
+def node_affinity_adding(terms: tuple[NodeSelectorTerm, ...]) -> Predicate:
+    """NodeAffinity with the profile's addedAffinity: a node must match one of `terms` as
+    well as the pod's own node selector and affinity."""
+
+    def check(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+        if not node_selector_matches(terms, ni.node.name, ni.node.labels):
+            return REASON_NODE_AFFINITY
+        return check_node_affinity(pod, ni, snapshot)
+
+    return check
 
 
 def default_spread_selector(pod: Pod, controllers: Sequence[Controller]) -> LabelSelector | None:

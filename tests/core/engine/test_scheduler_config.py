@@ -249,6 +249,53 @@ def test_flags_load_the_file_and_warn_about_what_is_not_simulated(tmp_path: Path
     options, ns = parse_autoscaler_args([f"--scheduler-config-file={path}"], host, registry, warn=False)
     assert options.scheduler_config.disabled_filters == {"TaintToleration"}
     events = dict(ns.startup_warnings)
-    assert events["scheduler_plugins_not_simulated"]["plugins"] == "MyFilter"
-    assert events["scheduler_args_not_simulated"]["fields"] == "profiles[0].pluginConfig[0].args.addedAffinity"
-    assert "flag_has_no_effect" not in events
+    assert events == {
+        "scheduler_plugins_not_simulated": {
+            "file": str(path),
+            "plugins": "MyFilter",
+            "reason": "not in-tree kube-scheduler plugins; the simulation runs the in-tree filters only",
+        }
+    }
+
+
+def test_added_affinity_is_required_of_every_pod() -> None:
+    pool = {"key": "pool", "operator": "In", "values": ["general"]}
+    cfg = config(
+        {
+            "pluginConfig": [
+                {
+                    "name": "NodeAffinity",
+                    "args": {
+                        "addedAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [pool]}]},
+                            "preferredDuringSchedulingIgnoredDuringExecution": [],
+                        }
+                    },
+                }
+            ]
+        }
+    )
+    general = make_node("general-1", labels={"pool": "general", "zone": "a"})
+    batch = make_node("batch-1", labels={"pool": "batch", "zone": "a"})
+    snap = ClusterSnapshot.from_objects(ClusterObjects(nodes=[general, batch]), configured_filters(cfg))
+    pod = make_pod("p", "1")
+    assert check_predicates(pod, snap.get("general-1"), snap) is None
+    assert check_predicates(pod, snap.get("batch-1"), snap) == "node(s) didn't match Pod's node affinity/selector"
+    # The pod's own selector still applies on top.
+    picky = make_pod("q", "1", node_selector={"zone": "b"})
+    assert check_predicates(picky, snap.get("general-1"), snap) == "node(s) didn't match Pod's node affinity/selector"
+
+
+def test_bad_added_affinity_names_the_field() -> None:
+    bad = {"matchExpressions": [{"key": "pool", "operator": "Is", "values": ["x"]}]}
+    profile = {
+        "pluginConfig": [
+            {"name": "NodeAffinity", "args": {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [bad]}}}}
+        ]
+    }
+    with pytest.raises(SchedulerConfigError) as err:
+        config(profile)
+    assert str(err.value).startswith(
+        "--scheduler-config-file sched.yaml: profiles[0].pluginConfig[0].args.addedAffinity"
+        ".requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator: expected one of"
+    )
