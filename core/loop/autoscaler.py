@@ -552,7 +552,9 @@ class Autoscaler:
         pods_by_node, limits, gpu_label = inputs.pods_by_node, inputs.limits, inputs.gpu_label
         base_totals = inputs.started_totals
         options = self.options
-        templates = self.templates.build(state, pods_by_node, objects.daemonsets)
+        templates = self.templates.build(
+            state, pods_by_node, objects.daemonsets, snapshot.csinodes
+        )
         pending = classify_pending(
             objects.pods, options, now, node_names=set(snapshot.node_names())
         )

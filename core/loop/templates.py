@@ -25,7 +25,7 @@ from clusterscaler.loop.taints import (
     STATUS_TAINT_PREFIX,
     TaintConfig,
 )
-from clusterscaler.model import DaemonSet, Node, NodeInfo, OwnerRef, Pod
+from clusterscaler.model import CSINode, DaemonSet, Node, NodeInfo, OwnerRef, Pod
 from clusterscaler.model.quantity import format_bytes, format_cpu
 from clusterscaler.model.resources import CPU, PODS, Resources
 from clusterscaler.simulator import pod_matches_node_affinity, tolerates_taints
@@ -252,11 +252,18 @@ class TemplateCache:
         state: ClusterState,
         pods_by_node: Mapping[str, Sequence[Pod]],
         daemonsets: Sequence[DaemonSet],
+        csinodes: Mapping[str, CSINode] | None = None,
     ) -> dict[str, Template]:
+        """Each group's template. `csinodes` (by node name) gives a template copied from a
+        live node the CSI attach limits of that node's CSINode: a new node of the group
+        has the same drivers and limits."""
         out: dict[str, Template] = {}
         for gid, group in sorted(state.groups.items()):
             live = self._usable_node(group.nodes, state)
             if live is not None:
+                csinode = csinodes.get(live.name) if csinodes else None
+                if csinode is not None:
+                    live = live.with_(csi_volume_limits=dict(csinode.drivers))
                 info = sanitize(
                     NodeInfo(live, tuple(pods_by_node.get(live.name, ()))), gid, self.options
                 )

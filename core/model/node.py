@@ -35,6 +35,11 @@ class Node:
     deletion_time: datetime | None = None
     uid: str = ""
     conditions: tuple[NodeCondition, ...] = ()
+    # The CSI drivers of a node a provider describes (a template node) and how many volumes
+    # each may attach (None: no limit), as its CSINode would say once it exists; copies made
+    # from the template keep them. Empty for a node read from the cluster: its CSINode
+    # object, when there is one, says it.
+    csi_volume_limits: Mapping[str, int | None] = field(default_factory=dict)
 
     def __hash__(self) -> int:
         return hash((self.name, self.uid))

@@ -376,5 +376,10 @@ def build_template_node_info(
         capacity=capacity.resources,
         allocatable=capacity.resources,
         ready=True,
+        # As upstream's CSINode for the template: every driver named is installed, a limit
+        # of 0 states none.
+        csi_volume_limits={
+            driver: limit or None for driver, limit in capacity.csi_drivers.items()
+        },
     )
     return NodeInfo(node=node)

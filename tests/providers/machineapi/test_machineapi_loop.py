@@ -26,6 +26,7 @@ from machineapi_builders import (
     MachineController,
     limits,
     machine,
+    node,
     pending_pod,
     resource_name,
     scalable,
@@ -214,3 +215,121 @@ def test_failed_machines_are_deleted_and_the_group_backs_off(
         assert loop.registry.backoff.active(group_id, now) is not None
         assert [(d.node_group, d.ok) for d in result.cleanups] == [(group_id, True)]
         assert kube.get(resource_name(CAPI, "MachineSet"), "workers", "capi")["spec"]["replicas"] == 0  # type: ignore[index]
+
+
+CAP = "capacity.cluster-autoscaler.kubernetes.io"
+
+
+def _claim_pod(name: str, claim: str) -> dict[str, Any]:
+    pod = pending_pod(name, "500m")
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    return pod
+
+
+def _scale_up_for_volume_pods(kube: FakeKubeServer, make_provider: Any, api_client: Any, csi_driver: str | None) -> int:
+    """How many nodes the loop asks of a MachineSet at zero for four pending pods, each
+    with an EBS claim still to be provisioned; `csi_driver` is the csi-driver annotation."""
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    kube.create(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "gp3"},
+            "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    )
+    annotations = {**limits(CAPI, 0, 10), f"{CAP}/cpu": "8", f"{CAP}/memory": "32Gi"}
+    if csi_driver is not None:
+        annotations[f"{CAP}/csi-driver"] = csi_driver
+    kube.create(scalable("vols", group=CAPI, namespace="default", replicas=0, annotations=annotations))
+    for i in range(4):
+        kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": f"data-{i}", "namespace": "default"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "gp3",
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+                "status": {"phase": "Pending"},
+            }
+        )
+        kube.create(_claim_pod(f"db-{i}", f"data-{i}"))
+    provider = make_provider()
+    registry = collect_registry(build_plugin_manager())
+    with KubeClusterSource(api_client, namespace="kube-system") as source:
+        assert source.wait_for_sync(10)
+        wait_until(lambda: len(source.snapshot().pods) == 4 and len(source.snapshot().pvcs) == 4)
+        loop = Autoscaler.from_registry(
+            registry, options=AutoscalingOptions(), provider=provider, source=source, actions=KubeClusterActions(api_client)
+        )
+        result = loop.run_once(datetime(2026, 1, 1, tzinfo=UTC))
+    assert result.errors == ()
+    [decision] = result.scale_up.decisions
+    assert decision.node_group == "MachineSet/default/vols"
+    return decision.delta
+
+
+def test_csi_driver_annotation_limits_volumes_per_new_node(kube: FakeKubeServer, make_provider: Any, api_client: Any) -> None:
+    # Two EBS volumes per node: four pods with a volume each need two nodes, though one
+    # node has the CPU and memory for all four.
+    assert _scale_up_for_volume_pods(kube, make_provider, api_client, "ebs.csi.aws.com=2") == 2
+
+
+def test_csi_driver_without_a_limit_or_annotation_does_not_limit(kube: FakeKubeServer, make_provider: Any, api_client: Any) -> None:
+    assert _scale_up_for_volume_pods(kube, make_provider, api_client, "ebs.csi.aws.com=0,efs.csi.aws.com=1") == 1
+
+
+def test_a_live_nodes_csinode_limits_the_new_nodes_copied_from_it(kube: FakeKubeServer, make_provider: Any, api_client: Any) -> None:
+    # The group has a ready node, so new nodes are copies of it; its CSINode allows two EBS
+    # volumes, and so does every new node's.
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    kube.create(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "gp3"},
+            "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    )
+    ms = kube.create(scalable("vols", group=CAPI, namespace="default", replicas=1, annotations=limits(CAPI, 0, 10)))
+    kube.create(machine(ms, "vols-0"))
+    kube.create(node("vols-0"))
+    kube.create(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSINode",
+            "metadata": {"name": "vols-0"},
+            "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-0", "allocatable": {"count": 2}}]},
+        }
+    )
+    busy = pending_pod("busy", "3800m")
+    busy["spec"]["nodeName"] = "vols-0"
+    busy["status"] = {"phase": "Running"}
+    kube.create(busy)
+    for i in range(4):
+        kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": f"data-{i}", "namespace": "default"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3", "resources": {"requests": {"storage": "1Gi"}}},
+                "status": {"phase": "Pending"},
+            }
+        )
+        kube.create(_claim_pod(f"db-{i}", f"data-{i}"))
+    provider = make_provider()
+    registry = collect_registry(build_plugin_manager())
+    with KubeClusterSource(api_client, namespace="kube-system") as source:
+        assert source.wait_for_sync(10)
+        wait_until(lambda: len(source.snapshot().pods) == 5 and len(source.snapshot().csinodes) == 1)
+        loop = Autoscaler.from_registry(
+            registry, options=AutoscalingOptions(), provider=provider, source=source, actions=KubeClusterActions(api_client)
+        )
+        result = loop.run_once(datetime(2026, 1, 1, tzinfo=UTC))
+    assert result.errors == ()
+    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("MachineSet/default/vols", 2)]

@@ -262,7 +262,10 @@ def test_dra_driver_gpus_are_not_an_extended_resource(kube: FakeKubeServer, make
     )
     kube.create(infra_template())
     [group] = make_provider().node_groups()
-    assert group.template_node_info().node.capacity.extended == {}
+    node = group.template_node_info().node
+    assert node.capacity.extended == {}
+    # The CSI drivers a new node has, with their attach limits (0: none stated).
+    assert node.csi_volume_limits == {"ebs.csi.aws.com": 25, "efs.csi.aws.com": None}
 
 
 @pytest.mark.parametrize(
