@@ -12,44 +12,78 @@ import pytest
 from clusterscaler.commands.cli import main
 from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
-from conftest import PROJECT, ZONE
-from test_gce_cli import KUBE_ENV, node_object, pending_pod
 
-BASE = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/instanceGroups"
+KUBE_ENV = "AUTOSCALER_ENV_VARS: node_labels=cloud.google.com/gke-nodepool=pool;os=linux\n"
 
 
-def _running_pod(name: str, cpu: str, node: str) -> dict[str, Any]:
-    pod = pending_pod(name, cpu)
-    pod["spec"]["nodeName"] = node
-    pod["status"] = {"phase": "Running"}
-    return pod
+def _pod(name: str, cpu: str, node: str = "") -> dict[str, Any]:
+    """A pod of the ReplicaSet `web`: running on `node`, or pending (unschedulable)."""
+    status: dict[str, Any] = {"phase": "Running"}
+    if not node:
+        status = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-web", "controller": True}],
+        },
+        "spec": {
+            "containers": [{"name": "c", "image": "web", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+            **({"nodeName": node} if node else {}),
+        },
+        "status": status,
+    }
+
+
+def _node(provider_id: str, zone: str) -> dict[str, Any]:
+    """The Node kubelet registers for an n1-standard-4 instance."""
+    name = provider_id.rsplit("/", 1)[-1]
+    resources = {"cpu": "3920m", "memory": "13Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"kubernetes.io/hostname": name, "cloud.google.com/gke-nodepool": "pool",
+                       "node.kubernetes.io/instance-type": "n1-standard-4", "topology.kubernetes.io/zone": zone},
+        },
+        "spec": {"providerID": provider_id},
+        "status": {"capacity": resources, "allocatable": resources, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
 
 
 def test_simulate_from_cluster_takes_the_migs_and_writes_to_neither(
     gce: FakeComputeServer, cloud_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    gce.add_template(PROJECT, "pool-template", machine_type="n1-standard-4", kube_env=KUBE_ENV)
-    gce.add_template(PROJECT, "big-template", machine_type="n1-standard-8", kube_env=KUBE_ENV)
-    gce.add_mig(PROJECT, ZONE, "pool", template="pool-template", size=1)
-    gce.add_mig(PROJECT, ZONE, "big", template="big-template")
+    # The project and zone of the fake's metadata server, which the cloud-config names too.
+    project, zone = gce.metadata_project, gce.metadata_zone
+    base = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}/instanceGroups"
+    gce.add_template(project, "pool-template", machine_type="n1-standard-4", kube_env=KUBE_ENV)
+    gce.add_template(project, "big-template", machine_type="n1-standard-8", kube_env=KUBE_ENV)
+    gce.add_mig(project, zone, "pool", template="pool-template", size=1)
+    gce.add_mig(project, zone, "big", template="big-template")
     with FakeKubeServer() as kube:
-        [provider_id] = gce.provider_ids(PROJECT, ZONE, "pool")
-        node = kube.create(node_object(provider_id))
-        kube.create(_running_pod("web-1", "3", node["metadata"]["name"]))
-        kube.create(pending_pod("web-2", "6"))
+        [provider_id] = gce.provider_ids(project, zone, "pool")
+        node = kube.create(_node(provider_id, zone))
+        kube.create(_pod("web-1", "3", node["metadata"]["name"]))
+        kube.create(_pod("web-2", "6"))
         kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
         gce.requests.clear()
         code = main(
             ["simulate", "--from-cluster", f"--kubeconfig={kubeconfig}", "--cloud-provider=gce",
-             f"--cloud-config={cloud_config}", f"--nodes=1:3:{PROJECT}/{ZONE}/pool",
-             f"--nodes=0:2:{PROJECT}/{ZONE}/big", "--once", "--json"]
+             f"--cloud-config={cloud_config}", f"--nodes=1:3:{project}/{zone}/pool",
+             f"--nodes=0:2:{project}/{zone}/big", "--once", "--json"]
         )  # fmt: skip
         out, err = capsys.readouterr()
         assert code == 0, err
         assert {r.method for r in kube.requests} == {"GET"}
     doc = json.loads(out.strip().splitlines()[-1])
     groups = {g["name"]: g for g in doc["providerNodeGroups"]}
-    assert groups["pool"]["providerId"] == f"{BASE}/pool"
+    assert groups["pool"]["providerId"] == f"{base}/pool"
     assert (groups["pool"]["nodes"], groups["pool"]["minSize"], groups["pool"]["maxSize"]) == (1, 1, 3)
     assert groups["pool"]["templateFrom"] == "live node"
     assert groups["big"]["templateFrom"] == "gce provider (scale from zero)"
@@ -67,4 +101,4 @@ def test_simulate_from_cluster_takes_the_migs_and_writes_to_neither(
     ]
     assert writes == []
     assert any(r.path.endswith("/big/listManagedInstances") for r in gce.requests)
-    assert (gce.target_size(PROJECT, ZONE, "big"), gce.target_size(PROJECT, ZONE, "pool")) == (0, 1)
+    assert (gce.target_size(project, zone, "big"), gce.target_size(project, zone, "pool")) == (0, 1)
