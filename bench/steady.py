@@ -68,7 +68,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 GIB = 1024**3
 PAGE = 500
 # Bump when the generated cluster changes, so that kept files are made again.
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 NAME = "steady-5k"
 BATCH_GROUP = "batch"
 
@@ -449,6 +449,7 @@ class SteadyResult:
         return (
             not self.error
             and d.get("parseErrors") == 0
+            and d.get("pods") == self.meta.get("pods")
             and d.get("steadyPending") == 0
             and d.get("scaleUpNodes", 0) > 0
             and d.get("unneeded", 0) > 0

@@ -31,11 +31,11 @@ TEMPLATE_CREATED = "2024-05-01T07:30:00Z"
 
 
 def random_suffix(rng: random.Random, length: int = 5) -> str:
-    bits = rng.getrandbits(5 * length)
+    n = rng.randrange(len(SUFFIX_ALPHABET) ** length)
     chars = []
     for _ in range(length):
-        chars.append(SUFFIX_ALPHABET[(bits & 31) % 27])
-        bits >>= 5
+        n, digit = divmod(n, len(SUFFIX_ALPHABET))
+        chars.append(SUFFIX_ALPHABET[digit])
     return "".join(chars)
 
 
@@ -119,13 +119,14 @@ class Deployment:
         self.rs_uid = uid(rng)
         self.deployment_uid = uid(rng)
         self.labels = {"app": self.name, "pod-template-hash": self.hash}
+        self._suffixes: set[str] = set()
         self._build_template()
 
     # ------------------------------------------------------------------ shared parts
 
     def _build_template(self) -> None:
         app = self.name
-        probe = {
+        probe: dict[str, Any] = {
             "failureThreshold": 3,
             "httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
             "initialDelaySeconds": 5,
@@ -133,7 +134,7 @@ class Deployment:
             "successThreshold": 1,
             "timeoutSeconds": 1,
         }
-        self._app_container = {
+        self._app_container: dict[str, Any] = {
             "name": app,
             "image": f"registry.example.com/{self.namespace}/{app}:1.24.{self.seed % 7}",
             "imagePullPolicy": "IfNotPresent",
@@ -167,7 +168,7 @@ class Deployment:
             {"mountPath": "/etc/app/secrets", "name": "secrets", "readOnly": True},
             {"mountPath": "/tmp", "name": "tmp"},
         ]
-        self._sidecar = {
+        self._sidecar: dict[str, Any] = {
             "name": "log-shipper",
             "image": "registry.example.com/platform/log-shipper:2.3.1",
             "imagePullPolicy": "IfNotPresent",
@@ -348,7 +349,12 @@ class Deployment:
     ) -> dict[str, Any]:
         """One pod of this Deployment: pending and marked unschedulable by the scheduler,
         or running on `node_name`."""
+        # The ReplicaSet controller's names are unique (the API server refuses a taken
+        # one and the controller tries another suffix).
         suffix = random_suffix(rng)
+        while suffix in self._suffixes:
+            suffix = random_suffix(rng)
+        self._suffixes.add(suffix)
         token = f"kube-api-access-{random_suffix(rng)}"
         token_mount = {
             "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",

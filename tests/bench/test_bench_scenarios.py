@@ -120,3 +120,57 @@ def test_check_accepts_exactly_the_expected_removals(expected: int, got: int, un
         Decision(deleted_nodes=got, unfit_pods=unfit),
     )
     assert (problems == []) == (expected == got and unfit == 0)
+
+
+def test_real_pods_are_shaped_as_kubectl_returns_the_pods_of_a_deployment() -> None:
+    scenario = generate("real-scale-up-10k", SMALL)
+    raw = [i for i in scenario.snapshot["items"] if i["kind"] == "Pod"]
+    replica_sets = {i["metadata"]["name"]: i for i in scenario.snapshot["items"] if i["kind"] == "ReplicaSet"}
+    assert len(raw) == scenario.pods == 100
+    tokens = set()
+    for pod in raw:
+        meta, spec, status = pod["metadata"], pod["spec"], pod["status"]
+        (owner,) = meta["ownerReferences"]
+        rs = replica_sets[owner["name"]]
+        assert owner["uid"] == rs["metadata"]["uid"]
+        assert meta["generateName"] == f"{owner['name']}-"
+        assert meta["name"].startswith(meta["generateName"])
+        assert len(meta["name"]) == len(meta["generateName"]) + 5
+        assert meta["labels"]["pod-template-hash"] == owner["name"].rsplit("-", 1)[1]
+        assert meta["uid"] and meta["resourceVersion"] and meta["managedFields"]
+        (token,) = [v for v in spec["volumes"] if v["name"].startswith("kube-api-access-")]
+        tokens.add(token["name"])
+        sources = [next(iter(s)) for s in token["projected"]["sources"]]
+        assert sources == ["serviceAccountToken", "configMap", "downwardAPI"]
+        assert {next(k for k in v if k != "name") for v in spec["volumes"]} == {
+            "configMap",
+            "secret",
+            "emptyDir",
+            "projected",
+        }
+        for container in spec["containers"]:
+            assert container["resources"]["requests"] and container["resources"]["limits"]
+            assert token["name"] in {m["name"] for m in container["volumeMounts"]}
+        assert [t["key"] for t in spec["tolerations"]] == [
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable",
+        ]
+        assert set(spec["affinity"]) == {"nodeAffinity", "podAntiAffinity"}
+        assert spec["schedulerName"] == "default-scheduler"
+        assert spec["preemptionPolicy"] == "PreemptLowerPriority"
+        assert status["phase"] == "Pending" and status["qosClass"] == "Burstable"
+        assert status["conditions"][0]["reason"] == "Unschedulable"
+    # Every pod has its own token volume, as the ServiceAccount admission plugin names them.
+    assert len(tokens) == len(raw)
+    assert len({p["metadata"]["name"] for p in raw}) == len(raw)
+
+
+def test_real_scale_down_runs_bound_pods_some_under_a_pdb() -> None:
+    scenario = generate("scale-down-2k-real", SMALL)
+    objects = parse_snapshot_doc(scenario.snapshot, "scale-down-real")
+    assert len(objects.nodes) == 20
+    assert len(objects.pods) == 800
+    assert all(p.node_name and p.owner is not None for p in objects.pods)
+    assert objects.pdbs
+    assert scenario.flags == ()
+    assert scenario.expected == Expected(deleted_nodes=0, min_unneeded_nodes=1)
