@@ -81,6 +81,23 @@ class DrainDecision:
     filter: str = ""
 
 
+# On a DaemonSet pod: whether it is evicted when its node is removed, whatever the flags say.
+ENABLE_DS_EVICTION_ANNOTATION = "cluster-autoscaler.kubernetes.io/enable-ds-eviction"
+
+
+def daemonset_pods_to_evict(pods: Sequence[Pod], *, by_default: bool) -> list[Pod]:
+    """The DaemonSet pods of a removed node that are evicted (CA's `PodsToEvict`): a pod's
+    `cluster-autoscaler.kubernetes.io/enable-ds-eviction` annotation decides ("true" evicts,
+    any other value keeps it); without it, --daemonset-eviction-for-empty-nodes or
+    --daemonset-eviction-for-occupied-nodes (`by_default`) does."""
+    out: list[Pod] = []
+    for pod in pods:
+        value = pod.annotations.get(ENABLE_DS_EVICTION_ANNOTATION)
+        if value == "true" if value is not None else by_default:
+            out.append(pod)
+    return out
+
+
 class PdbTracker:
     """Disruptions left per PodDisruptionBudget, consumed as nodes are chosen for removal."""
 
@@ -111,6 +128,26 @@ class PdbTracker:
                 if used[pdb.key] > self.remaining[pdb.key]:
                     return pod, pdb
         return None
+
+    def allot(self, pods: Sequence[Pod]) -> tuple[Pod, ...]:
+        """Consume a disruption for each of `pods` whose budgets all have one left, in
+        order; the pods whose budgets have none (returned) must not be evicted.
+
+        For DaemonSet pods evicted best-effort with their node: they never hold a node
+        back, but an eviction the API server accepts spends the budget as any other, so
+        the removals planned after them must not count on it."""
+        if not self._by_namespace:
+            return ()
+        kept: list[Pod] = []
+        for pod in pods:
+            budgets = self.matching(pod)
+            if any(self.remaining[pdb.key] <= 0 for pdb in budgets):
+                kept.append(pod)
+                continue
+            for pdb in budgets:
+                self.remaining[pdb.key] -= 1
+                self.version += 1
+        return tuple(kept)
 
     def consume(self, pods: Sequence[Pod]) -> None:
         if not self._by_namespace:
@@ -258,6 +295,9 @@ class NodeDrainPlan:
     decision: DrainDecision | None = None
     # Pods left to run to completion: the node may be unneeded, but is not deleted yet.
     on_completion: tuple[Pod, ...] = ()
+    # DaemonSet pods not to evict: their budgets are spent by the removals planned before
+    # this one (they go with their node).
+    daemonset_kept: tuple[Pod, ...] = ()
 
 
 def plan_node_drain(

@@ -64,6 +64,7 @@ from clusterscaler.loop.scaledown.executor import DeletionExecutor, InlineExecut
 from clusterscaler.loop.scaledown.tracker import DeletionTracker
 from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.model import Node, Pod, Taint
+from clusterscaler.simulator.drain import daemonset_pods_to_evict
 
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions
@@ -78,8 +79,6 @@ DELETION_MARGIN_SECONDS = 30
 
 
 DELAY_DELETION_PREFIX = "delay-deletion.cluster-autoscaler.kubernetes.io/"
-# On a DaemonSet pod: whether it is evicted when its node is removed, whatever the flags say.
-ENABLE_DS_EVICTION_ANNOTATION = "cluster-autoscaler.kubernetes.io/enable-ds-eviction"
 DELAY_DELETION_POLL_SECONDS = 5.0
 
 
@@ -100,7 +99,6 @@ def _delays_deletion(node: Node) -> bool:
     return any(k.startswith(DELAY_DELETION_PREFIX) for k in node.annotations)
 
 
-
 def priority_groups(
     config: Sequence[tuple[int, int]], pods: Sequence[Pod]
 ) -> list[tuple[int, list[Pod]]]:
@@ -119,18 +117,6 @@ def priority_groups(
         groups[index][1].append(pod)
     return groups
 
-
-def daemonset_pods_to_evict(pods: Sequence[Pod], *, by_default: bool) -> list[Pod]:
-    """The DaemonSet pods of a removed node that are evicted (CA's `PodsToEvict`): a pod's
-    `cluster-autoscaler.kubernetes.io/enable-ds-eviction` annotation decides ("true" evicts,
-    any other value keeps it); without it, --daemonset-eviction-for-empty-nodes or
-    --daemonset-eviction-for-occupied-nodes (`by_default`) does."""
-    out: list[Pod] = []
-    for pod in pods:
-        value = pod.annotations.get(ENABLE_DS_EVICTION_ANNOTATION)
-        if value == "true" if value is not None else by_default:
-            out.append(pod)
-    return out
 
 class DeletionFailed(Exception):
     """One step of deleting a node failed; the message names the node and the step.
@@ -610,9 +596,15 @@ class Actuator:
         # Only pods bound to this node are evicted: the plan may also hold pending pods the
         # simulation expected the scheduler to put here, which must not be touched.
         to_move = [p for p in r.plan.to_move if p.node_name == name]
-        daemons = [p for p in r.plan.daemonset if p.node_name == name]
+        # DaemonSet pods whose budgets the plan gave to other removals are not evicted:
+        # the API server would refuse them, or let them take a disruption a pod to move
+        # needs (they go with their node).
+        kept = {p.key for p in r.plan.daemonset_kept}
+        daemons = [p for p in r.plan.daemonset if p.node_name == name and p.key not in kept]
         # Pods the plan chose to leave (skipped) stay left.
-        late, late_daemons = self._bound_since_plan(name, [*to_move, *daemons, *r.plan.skipped])
+        late, late_daemons = self._bound_since_plan(
+            name, [*to_move, *daemons, *r.plan.daemonset_kept, *r.plan.skipped]
+        )
         daemons.extend(late_daemons)
         by_priority = bool(self.options.drain_priority_config)
         if drain:

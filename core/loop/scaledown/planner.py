@@ -245,7 +245,13 @@ class ScaleDownPlanner:
             daemonsets=inputs.daemonsets,
         )
         simulator = RemovalSimulator(
-            snapshot, self.filters, context, self.scheduler, excluded=excluded
+            snapshot,
+            self.filters,
+            context,
+            self.scheduler,
+            excluded=excluded,
+            evict_daemonsets_from_empty=options.daemonset_eviction_for_empty_nodes,
+            evict_daemonsets_from_occupied=options.daemonset_eviction_for_occupied_nodes,
         )
         snapshot.fork()
         try:
@@ -268,6 +274,7 @@ class ScaleDownPlanner:
                     name,
                     UnremovableReason.NOT_UNNEEDED_OTHER_REASON,
                     detail="--scale-down-simulation-timeout reached",
+                    skipped=True,
                 )
             )
 
@@ -300,7 +307,11 @@ class ScaleDownPlanner:
                 continue
             if r.reason in _RECHECK_REASONS:
                 self.recheck.add(r.node, now, (p.key for p in inputs.pods_by_node.get(r.node, ())))
-            unremovable.append(UnremovableNode(r.node, r.reason, r.blocking, r.detail))
+            # In a simulation result this reason is only the non-empty candidate limit's.
+            left_out = r.reason is UnremovableReason.NOT_UNNEEDED_OTHER_REASON
+            unremovable.append(
+                UnremovableNode(r.node, r.reason, r.blocking, r.detail, skipped=left_out)
+            )
         # Hints only matter for pods that may move again.
         self.scheduler.drop_old_hints(k for u in unneeded for k in u.destinations)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from clusterscaler.loop.decisions import BlockingPod, UnremovableReason
 from clusterscaler.model import Pod
@@ -34,6 +34,7 @@ from clusterscaler.simulator.drain import (
     NodeDrainPlan,
     PodFilter,
     RememberedDecisions,
+    daemonset_pods_to_evict,
     plan_node_drain,
 )
 
@@ -115,8 +116,14 @@ class RemovalSimulator:
         scheduler: HintingSimulator,
         *,
         excluded: Collection[str] = (),
+        evict_daemonsets_from_empty: bool = False,
+        evict_daemonsets_from_occupied: bool = True,
     ) -> None:
         self.snapshot = snapshot
+        # --daemonset-eviction-for-empty-nodes / --daemonset-eviction-for-occupied-nodes:
+        # the DaemonSet pods evicted spend PDB budgets too.
+        self.evict_daemonsets_from_empty = evict_daemonsets_from_empty
+        self.evict_daemonsets_from_occupied = evict_daemonsets_from_occupied
         self.filters = filters
         self.context = context
         self.scheduler = scheduler
@@ -247,6 +254,7 @@ class RemovalSimulator:
             if commit:
                 self.removed.add(node)
                 self._take_out(node)
+                plan = self._allot_daemonsets(plan)
             return RemovalResult(node, True, plan)
         snapshot = self.snapshot
         destinations = self._destinations(node, plan.to_move)
@@ -284,12 +292,28 @@ class RemovalSimulator:
                 if placement.pod is not original:
                     self._decide.share(placement.pod, original)
             self.context.pdbs.consume(plan.to_move)
+            plan = self._allot_daemonsets(plan)
             self._take_out(node)
             self._filled(result.scheduled)
         else:
             self.removed.discard(node)
             snapshot.revert()
         return RemovalResult(node, True, plan, destinations=moved_to)
+
+    def _allot_daemonsets(self, plan: NodeDrainPlan) -> NodeDrainPlan:
+        """`plan` with the DaemonSet pods to be evicted given the budget disruptions they
+        will spend, after the pods to move; those whose budgets have none left are kept
+        (not evicted), so that no eviction planned in this loop is refused."""
+        if not plan.daemonset:
+            return plan
+        evicted = daemonset_pods_to_evict(
+            plan.daemonset,
+            by_default=self.evict_daemonsets_from_occupied
+            if plan.to_move
+            else self.evict_daemonsets_from_empty,
+        )
+        kept = self.context.pdbs.allot(evicted)
+        return replace(plan, daemonset_kept=kept) if kept else plan
 
     @staticmethod
     def _no_place(node: str, plan: NodeDrainPlan, stuck: Pod) -> RemovalResult:

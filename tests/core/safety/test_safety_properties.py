@@ -36,12 +36,14 @@ from clustergen import (
     ClusterSpec,
     GroupSpec,
     PendingSpec,
+    PodSpec,
     Trace,
     clusters,
     describe,
     group_id,
     simulate,
 )
+from clusterscaler.framework.options import MinMax
 from hypothesis import example, given, settings
 
 pytestmark = pytest.mark.properties
@@ -74,8 +76,44 @@ def test_no_unsafe_removal(spec: ClusterSpec) -> None:
         assert not rec.homeless, _fail(trace, f"loop {i}: {rec.homeless}")
 
 
+def _daemonset_budget_example() -> ClusterSpec:
+    """Two nodes drained in one loop, each with a `db` pod to move; the first also runs a
+    DaemonSet pod under the same budget (2 disruptions). Its eviction spends one of them,
+    so both drains together would have the API server refuse the second `db` pod."""
+    db, web = PodSpec(100, 128, "db", "rs", False), PodSpec(100, 128, "web", "rs", False)
+    return ClusterSpec(
+        groups=(
+            GroupSpec("big", 0, 1, True, ((web, PodSpec(100, 128, "web", "rs", True)),)),
+            GroupSpec(
+                "big",
+                0,
+                2,
+                False,
+                (
+                    (db, PodSpec(100, 128, "db", "ds", True)),
+                    (PodSpec(100, 128, "web", "ds", True), db),
+                ),
+            ),
+        ),
+        static=None,
+        pending=(),
+        pdb_allowed=(2, 0),
+        max_nodes_total=0,
+        cores_total=MinMax(0, 24),
+        memory_total=MinMax(0, 6_400_000),
+        enforce_min_size=False,
+        balance=False,
+        expander="least-waste",
+        max_drain_parallelism=2,
+        max_scale_down_parallelism=2,
+        utilization_threshold=0.5,
+        register_lag=0,
+    )
+
+
 @PROPERTY
 @given(clusters())
+@example(_daemonset_budget_example())
 def test_no_pdb_violation(spec: ClusterSpec) -> None:
     """No eviction is refused for a PDB, and no budget is overspent."""
     trace = simulate(spec)
