@@ -197,7 +197,8 @@ def test_explain_answers_per_node() -> None:
 
 def test_explain_json_has_the_once_keys_and_left_out_pods() -> None:
     doc = report_json(explain(RESULT, cluster(), AutoscalingOptions(), NOW))
-    assert list(doc) == ["scaleUp", "scaleDown", "unschedulable", "unremovable"]
+    # simulate --once --json's keys, as they are, then explain's own.
+    assert list(doc) == ["scaleUp", "scaleDown", "unschedulable", "unremovable", "pendingPods"]
     pods = [e["pod"] for e in doc["unschedulable"]]
     assert pods == sorted(pods)
     assert {"default/big", "default/cheap", "default/fresh", "default/preempting"} <= set(pods)
