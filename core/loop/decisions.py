@@ -164,6 +164,10 @@ class UnremovableNode:
     # The cluster-wide minima (`loop.limits` names) its removal would go below, for
     # MinimalResourceLimitExceeded (skipped_scale_events_count{direction="down"}).
     exceeded: tuple[str, ...] = ()
+    # Not evaluated in this loop: the removal simulation stopped before it
+    # (--scale-down-simulation-timeout) or left it out (--scale-down-non-empty-candidates-count);
+    # for max_node_skip_eval_duration_seconds.
+    skipped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

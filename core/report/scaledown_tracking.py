@@ -21,11 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from clusterscaler.loop.decisions import (
-    ScaleDownResult,
-    ScaleDownStatus,
-    UnremovableReason,
-)
+from clusterscaler.loop.decisions import ScaleDownResult, ScaleDownStatus
 
 __all__ = ["MaxNodeSkipEvalTracker", "NodeRemovalLatencyTracker", "planned"]
 
@@ -92,11 +88,7 @@ class MaxNodeSkipEvalTracker:
         not plan scale-down."""
         if not planned(scale_down):
             return None
-        skipped = sorted(
-            u.node
-            for u in scale_down.unremovable
-            if u.reason is UnremovableReason.NOT_UNNEEDED_OTHER_REASON
-        )
+        skipped = sorted(u.node for u in scale_down.unremovable if u.skipped)
         # A node skipped again keeps its start; a node newly skipped was last evaluated by
         # the previous planned loop.
         previous = self._last or now

@@ -114,11 +114,7 @@ def test_max_node_skip_eval_duration_is_the_longest_unbroken_run_of_skips() -> N
     gauge = "cluster_autoscaler_max_node_skip_eval_duration_seconds"
     first = h.run()
     metrics.record_loop(first)
-    skipped_first = {
-        u.node
-        for u in first.scale_down.unremovable
-        if u.reason is UnremovableReason.NOT_UNNEEDED_OTHER_REASON
-    }
+    skipped_first = {u.node for u in first.scale_down.unremovable if u.skipped}
     assert len(skipped_first) == 4
     assert sample(metrics, gauge) == 0.0
     for minutes in (1, 2, 3):
@@ -129,6 +125,24 @@ def test_max_node_skip_eval_duration_is_the_longest_unbroken_run_of_skips() -> N
     h.set_options(scale_down_non_empty_candidates_count=30)
     metrics.record_loop(h.run(timedelta(minutes=1)))
     assert sample(metrics, gauge) == 0.0
+
+
+def test_nodes_left_out_for_other_reasons_are_not_skipped_nodes() -> None:
+    """A node that has not started yet is no candidate (NotUnneededOtherReason too), but
+    the simulation did not skip it."""
+    h = Harness(scale_down_delay_after_add=timedelta(hours=1))
+    h.provider.add_group("g", 0, 10, nodes=2)
+    h.provider.add_group("new", 0, 10, nodes=1, ready=False, created=h.clock.now())
+    h.add_pods([running_pod("big", "g-1", cpu="3")])
+    h.autoscaler.last_scale_up = h.clock.now()
+    metrics = Metrics(max_node_skip_eval_time_tracking=True)
+    gauge = "cluster_autoscaler_max_node_skip_eval_duration_seconds"
+    for _ in range(3):
+        result = h.run(timedelta(minutes=1))
+        metrics.record_loop(result)
+        reasons = {u.node: (u.reason, u.skipped) for u in result.scale_down.unremovable}
+        assert reasons["new-1"] == (UnremovableReason.NOT_UNNEEDED_OTHER_REASON, False)
+        assert sample(metrics, gauge) == 0.0
 
 
 def test_max_node_skip_eval_duration_stays_unset_without_the_flag() -> None:
