@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import sys
 import zlib
 from datetime import datetime
@@ -39,8 +40,9 @@ class InputError(ValueError):
     the object, the field and the expected form; commands exit with status 2."""
 
 
-def parse_snapshot_text(text: str, source: str) -> ClusterObjects:
-    """Parse snapshot text from `source` (a file name, for messages).
+def parse_snapshot_text(text: str, source: str, *, list_tried: bool = False) -> ClusterObjects:
+    """Parse snapshot text from `source` (a file name, for messages); with `list_tried`,
+    the text is known not to be a valid JSON `List`.
 
     A JSON `List` (what `kubectl get -o json` prints) is parsed straight from its text by
     `ClusterObjects.from_json_list`, other JSON by `decode_json`, both with the garbage
@@ -55,7 +57,7 @@ def parse_snapshot_text(text: str, source: str) -> ClusterObjects:
         return parse_snapshot_doc(_yaml(text, source), source)
     with gc_paused():
         try:
-            objects = ClusterObjects.from_json_list(text)
+            objects = None if list_tried else ClusterObjects.from_json_list(text)
         except ModelError as exc:
             raise InputError(f"{source}: {exc}") from None
         if objects is not None:
@@ -176,16 +178,43 @@ SNAPSHOT_SUFFIXES = (".json", ".yaml", ".yml", ".json.gz", ".yaml.gz", ".yml.gz"
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def _text(data: bytes, source: str) -> str:
-    """`data` as text, gunzipped first when it is gzip (told by its magic bytes, whatever
-    the file is called)."""
+def parse_snapshot_data(data: bytes, source: str) -> ClusterObjects:
+    """`parse_snapshot_text` of a file's bytes, gunzipped first when they are gzip (told
+    by the magic bytes, whatever the file is called). A JSON `List` in ASCII (as `kubectl`
+    prints it) is parsed from the bytes themselves, without a decoded copy of the text."""
+    data = _gunzipped(data, source)
+    if not data.isascii():
+        # Decoded in full, so that any byte that is not UTF-8 is an error, wherever it is.
+        return parse_snapshot_text(_text(data, source), source)
+    space = _LEADING_SPACE.match(data)
+    first = space.end() if space else 0
+    if data[first : first + 1] in (b"{", b"["):
+        with gc_paused():
+            try:
+                objects = ClusterObjects.from_json_list(data)
+            except ModelError as exc:
+                raise InputError(f"{source}: {exc}") from None
+            if objects is not None:
+                return checked(objects, source)
+    return parse_snapshot_text(_text(data, source), source, list_tried=True)
+
+
+_LEADING_SPACE = re.compile(rb"\s*")
+
+
+def _gunzipped(data: bytes, source: str) -> bytes:
     if data[:2] == _GZIP_MAGIC:
         try:
-            data = gzip.decompress(data)
+            return gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(
                 f"--snapshot {source!r}: expected a complete gzip stream: {exc}"
             ) from None
+    return data
+
+
+def _text(data: bytes, source: str) -> str:
+    """`data` (not gzip) as text."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -209,11 +238,11 @@ def load_snapshot(path: str | Path) -> ClusterObjects:
     (read in name order, as one cluster: an object in two files is an error) or standard
     input (`-`)."""
     if str(path) == STDIN:
-        return parse_snapshot_text(_text(sys.stdin.buffer.read(), "<stdin>"), "<stdin>")
+        return parse_snapshot_data(sys.stdin.buffer.read(), "<stdin>")
     p = Path(path)
     if p.is_dir():
         return _load_directory(p)
-    return parse_snapshot_text(_text(_read(p), str(p)), str(p))
+    return parse_snapshot_data(_read(p), str(p))
 
 
 def _load_directory(directory: Path) -> ClusterObjects:
@@ -227,7 +256,7 @@ def _load_directory(directory: Path) -> ClusterObjects:
         )
     out = ClusterObjects()
     for f in files:
-        part = parse_snapshot_text(_text(_read(f), str(f)), str(f))
+        part = parse_snapshot_data(_read(f), str(f))
         for item in part:
             out.add(item)
         for kind, count in part.skipped.items():
