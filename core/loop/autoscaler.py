@@ -77,7 +77,7 @@ from clusterscaler.loop.upkeep import ClusterUpkeep
 from clusterscaler.model import ClusterObjects, Pod, gc_paused
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.drain import PodFilter, build_pod_filters
-from clusterscaler.simulator.profile import configured_filters, with_default_spread
+from clusterscaler.simulator.profile import DefaultSpread, configured_filters
 from clusterscaler.simulator.utilization import GPU_RESOURCE
 
 if TYPE_CHECKING:
@@ -239,6 +239,7 @@ class Autoscaler:
         self.pending_hints = HintingSimulator()
         # The filters of --scheduler-config-file (None: kube-scheduler's defaults).
         self.filters = configured_filters(options.scheduler_config)
+        self.default_spread = DefaultSpread(options.scheduler_config)
         self.last_scale_up: datetime | None = None
         self.last_scale_down_delete: datetime | None = None
         self.last_scale_down_failure: datetime | None = None
@@ -426,7 +427,7 @@ class Autoscaler:
         if self.upkeep.clean_stale_taints(objects.nodes, self.deletions_in_flight()):
             objects = self.source.snapshot()
         objects = _mark_unready_gpus(objects, self.provider.gpu_label())
-        objects = with_default_spread(objects, options.scheduler_config)
+        objects = self.default_spread(objects)
         state = self.registry.update(
             now, objects.nodes, self.provider, deleting=set(self.deletions_in_flight())
         )

@@ -55,7 +55,7 @@ from clusterscaler.model import (
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.simulator import ClusterSnapshot, check_predicates, find_fitting_node
 from clusterscaler.simulator.equivalence import scheduling_key
-from clusterscaler.simulator.profile import configured_filters, with_default_spread
+from clusterscaler.simulator.profile import DefaultSpread, configured_filters
 
 log = structlog.get_logger()
 
@@ -184,6 +184,7 @@ class SimulatedCluster(InMemoryCluster):
         # (--scheduler-config-file), as kube-scheduler would with the same file.
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self._filters = configured_filters(self.scheduler_config)
+        self._default_spread = DefaultSpread(self.scheduler_config)
         self.nodes: NodeTable = NodeTable(self.nodes.items())
         # The provider whose groups these nodes are (see `use_provider`); until one is
         # attached, a node's group is its group label.
@@ -358,7 +359,7 @@ class SimulatedCluster(InMemoryCluster):
             # Nothing changed since these pods last found no node: they still would not.
             return 0
         pending.sort(key=lambda p: (-(p.priority or 0), p.creation_time or self.clock.start, p.key))
-        objects = with_default_spread(self.snapshot(), self.scheduler_config)
+        objects = self._default_spread(self.snapshot())
         snap = ClusterSnapshot.from_objects(objects, self._filters)
         # Pods as the scheduler sees them: with the profile's default spread constraints.
         as_seen = (

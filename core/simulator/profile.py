@@ -39,6 +39,7 @@ from clusterscaler.simulator.predicates import (
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
 
 __all__ = [
+    "DefaultSpread",
     "configured_filters",
     "default_spread_selector",
     "node_affinity_adding",
@@ -46,6 +47,8 @@ __all__ = [
 ]
 
 _SELECTING_KINDS = ("ReplicaSet", "ReplicationController", "StatefulSet")
+# Bound on the constraints kept per selector across calls (then dropped and rebuilt).
+_SHARED_LIMIT = 10_000
 
 
 def configured_filters(config: SchedulerConfig) -> tuple[tuple[str, Predicate], ...] | None:
@@ -100,47 +103,72 @@ def default_spread_selector(pod: Pod, controllers: Sequence[Controller]) -> Labe
 def with_default_spread(objects: ClusterObjects, config: SchedulerConfig) -> ClusterObjects:
     """`objects` with the profile's default constraints on the pods that take them; the
     same `objects` when no default constraint filters."""
-    if not config.filters_default_spread:
-        return objects
-    # Controllers by one label their selector requires (any will do: the pod must carry
-    # it), so that a pod is matched against the few that may select it; selectors made of
-    # expressions only are tried on every pod of their namespace.
-    by_label: dict[tuple[str, str, str], list[Controller]] = {}
-    by_expressions: dict[str, list[Controller]] = {}
-    namespaces: set[str] = set()
-    for c in objects.controllers:
-        if c.kind not in _SELECTING_KINDS or c.selector is None or c.selector.is_empty():
-            continue
-        namespaces.add(c.namespace)
-        if c.selector.match_labels:
-            key, value = c.selector.match_labels[0]
-            by_label.setdefault((c.namespace, key, value), []).append(c)
-        else:
-            by_expressions.setdefault(c.namespace, []).append(c)
-    # One constraints tuple per selector, so pods of a workload share it (the simulation
-    # compares such values by identity first).
-    shared: dict[LabelSelector, tuple[TopologySpreadConstraint, ...]] = {}
-    pods: list[Pod] = []
-    changed = False
-    for pod in objects.pods:
-        ns = pod.namespace
-        if pod.topology_spread or ns not in namespaces or not pod.labels:
-            pods.append(pod)
-            continue
-        controllers = list(by_expressions.get(ns, ()))
-        for key, value in pod.labels.items():
-            controllers += by_label.get((ns, key, value), ())
-        selector = default_spread_selector(pod, controllers) if controllers else None
-        if selector is None:
-            pods.append(pod)
-            continue
-        constraints = shared.get(selector)
-        if constraints is None:
-            constraints = shared[selector] = tuple(
-                dataclasses.replace(c, label_selector=selector) for c in config.default_spread
-            )
-        pods.append(pod.with_(topology_spread=constraints))
-        changed = True
-    if not changed:
-        return objects
-    return dataclasses.replace(objects, pods=pods)
+    return DefaultSpread(config)(objects)
+
+
+class DefaultSpread:
+    """`with_default_spread` for a sequence of snapshots of one cluster: a pod seen in the
+    previous call, still taking the same constraints, is not copied again (the loop calls
+    it on every snapshot, and pods are parsed once and kept)."""
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        # One constraints tuple per selector, so pods of a workload share it (the
+        # simulation compares such values by identity first).
+        self._shared: dict[LabelSelector, tuple[TopologySpreadConstraint, ...]] = {}
+        # By id of the pod as given: the pod, its constraints, its copy carrying them.
+        self._copies: dict[int, tuple[Pod, tuple[TopologySpreadConstraint, ...], Pod]] = {}
+
+    def __call__(self, objects: ClusterObjects) -> ClusterObjects:
+        if not self.config.filters_default_spread:
+            return objects
+        # Controllers by one label their selector requires (any will do: the pod must
+        # carry it), so that a pod is matched against the few that may select it;
+        # selectors made of expressions only are tried on every pod of their namespace.
+        by_label: dict[tuple[str, str, str], list[Controller]] = {}
+        by_expressions: dict[str, list[Controller]] = {}
+        namespaces: set[str] = set()
+        for c in objects.controllers:
+            if c.kind not in _SELECTING_KINDS or c.selector is None or c.selector.is_empty():
+                continue
+            namespaces.add(c.namespace)
+            if c.selector.match_labels:
+                key, value = c.selector.match_labels[0]
+                by_label.setdefault((c.namespace, key, value), []).append(c)
+            else:
+                by_expressions.setdefault(c.namespace, []).append(c)
+        if len(self._shared) > _SHARED_LIMIT:
+            self._shared.clear()
+        shared = self._shared
+        previous = self._copies
+        copies: dict[int, tuple[Pod, tuple[TopologySpreadConstraint, ...], Pod]] = {}
+        pods: list[Pod] = []
+        changed = False
+        for pod in objects.pods:
+            ns = pod.namespace
+            if pod.topology_spread or ns not in namespaces or not pod.labels:
+                pods.append(pod)
+                continue
+            controllers = list(by_expressions.get(ns, ()))
+            for key, value in pod.labels.items():
+                controllers += by_label.get((ns, key, value), ())
+            selector = default_spread_selector(pod, controllers) if controllers else None
+            if selector is None:
+                pods.append(pod)
+                continue
+            constraints = shared.get(selector)
+            if constraints is None:
+                constraints = shared[selector] = tuple(
+                    dataclasses.replace(c, label_selector=selector)
+                    for c in self.config.default_spread
+                )
+            entry = previous.get(id(pod))
+            if entry is None or entry[0] is not pod or entry[1] is not constraints:
+                entry = (pod, constraints, pod.with_(topology_spread=constraints))
+            copies[id(pod)] = entry
+            pods.append(entry[2])
+            changed = True
+        self._copies = copies
+        if not changed:
+            return objects
+        return dataclasses.replace(objects, pods=pods)

@@ -16,7 +16,13 @@ from clusterscaler.framework.schedulerconfig import (
     load_scheduler_config,
     parse_scheduler_config,
 )
-from clusterscaler.model import ClusterObjects, Controller, LabelSelector, Taint
+from clusterscaler.model import (
+    ClusterObjects,
+    Controller,
+    LabelSelector,
+    LabelSelectorRequirement,
+    Taint,
+)
 from clusterscaler.simulator import ClusterSnapshot, check_predicates, failing_predicates
 from clusterscaler.simulator.builders import make_node, make_pod, spread
 from clusterscaler.simulator.profile import configured_filters, with_default_spread
@@ -298,4 +304,31 @@ def test_bad_added_affinity_names_the_field() -> None:
     assert str(err.value).startswith(
         "--scheduler-config-file sched.yaml: profiles[0].pluginConfig[0].args.addedAffinity"
         ".requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator: expected one of"
+    )
+
+
+def test_default_spread_keeps_its_copies_between_loops() -> None:
+    from clusterscaler.simulator.profile import DefaultSpread
+
+    spread_of = DefaultSpread(config(LIST_ZONE))
+    pod = make_pod("web-0", "1", labels={"app": "web"})
+    rs = Controller("ReplicaSet", "default", "web", selector=LabelSelector((("app", "web"),)))
+    first = spread_of(ClusterObjects(pods=[pod], controllers=[rs])).pods[0]
+    again = spread_of(ClusterObjects(pods=[pod], controllers=[rs])).pods[0]
+    assert again is first
+    # Another controller selecting the pod changes its selector: a new copy.
+    ss = Controller("StatefulSet", "default", "db", selector=LabelSelector((("app", "web"),), ()))
+    wider = Controller("ReplicationController", "default", "rc", selector=LabelSelector((("app", "web"),)))
+    changed = spread_of(ClusterObjects(pods=[pod], controllers=[rs, ss, wider])).pods[0]
+    assert changed.topology_spread[0].label_selector == LabelSelector((("app", "web"),))
+    expr = Controller(
+        "ReplicaSet",
+        "default",
+        "expr",
+        selector=LabelSelector((), (LabelSelectorRequirement("app", "In", ("web",)),)),
+    )
+    narrowed = spread_of(ClusterObjects(pods=[pod], controllers=[rs, expr])).pods[0]
+    assert narrowed is not first
+    assert narrowed.topology_spread[0].label_selector == LabelSelector(
+        (("app", "web"),), (LabelSelectorRequirement("app", "In", ("web",)),)
     )
