@@ -6,22 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from azurekit import FAST, ProviderFactory, azure_json
 from clusterscaler.api import AutoscalingOptions, ProviderContext
 from clusterscaler_azure.config import ENV_VARS
 from clusterscaler_azure.plugin import build_provider
 from clusterscaler_azure.provider import AzureCloudProvider
-from clusterscaler_azure.service import ClientSettings
 from clusterscaler_azure.testing.fakearm import FakeArm
-
-ProviderFactory = Callable[..., AzureCloudProvider]
-FAST = ClientSettings(polling_interval=0.01, retry_total=3, retry_backoff_factor=0.01,
-                      retry_backoff_max=0.05, timeout=10)
-ENABLED = "cluster-autoscaler-enabled"
 
 
 @pytest.fixture(scope="session")
@@ -38,19 +33,6 @@ def arm(arm_server: FakeArm, monkeypatch: pytest.MonkeyPatch) -> FakeArm:
     for var, _ in ENV_VARS:
         monkeypatch.delenv(var, raising=False)
     return arm_server
-
-
-def azure_json(arm: FakeArm, **extra: Any) -> dict[str, Any]:
-    return {
-        "cloud": "AzurePublicCloud",
-        "tenantId": "tenant",
-        "subscriptionId": arm.subscription,
-        "resourceGroup": arm.resource_group,
-        "location": arm.location,
-        "vmType": "vmss",
-        "resourceManagerEndpoint": arm.url,
-        **extra,
-    }
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from azurekit import ENABLED, ProviderFactory
 from clusterscaler.api import (
     CloudProvider,
     CloudProviderError,
@@ -17,7 +18,6 @@ from clusterscaler.api import (
     NodeGroupOptions,
 )
 from clusterscaler_azure.testing.fakearm import AllocationFailure, FakeArm
-from conftest import ENABLED, ProviderFactory
 
 DISCOVERY = [f"label:{ENABLED}=true"]
 TAGS = {ENABLED: "true", "min": "0", "max": "5"}

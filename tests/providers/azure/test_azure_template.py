@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from azurekit import ENABLED, ProviderFactory
 from clusterscaler.api import ConfigurationError, Taint
 from clusterscaler_azure.testing.fakearm import FakeArm
-from conftest import ENABLED, ProviderFactory
 
 DISCOVERY = [f"label:{ENABLED}=true"]
 TAGS = {ENABLED: "true", "min": "0", "max": "5"}

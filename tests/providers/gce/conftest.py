@@ -4,7 +4,7 @@ per test), a gce.conf pointing at it, and a provider factory built as the CLI bu
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,12 +13,7 @@ from clusterscaler.api import AutoscalingOptions, ProviderContext
 from clusterscaler_gce.plugin import build_provider
 from clusterscaler_gce.provider import GceCloudProvider
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
-
-PROJECT = "test-project"
-ZONE = "us-central1-b"
-REGION = "us-central1"
-
-ProviderFactory = Callable[..., GceCloudProvider]
+from gcekit import PROJECT, ZONE, ProviderFactory
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
-from conftest import PROJECT, ZONE
+from gcekit import PROJECT, ZONE
 
 KUBE_ENV = (
     "AUTOSCALER_ENV_VARS: node_labels=cloud.google.com/gke-nodepool=pool-1;"

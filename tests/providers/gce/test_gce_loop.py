@@ -18,7 +18,7 @@ from clusterscaler.plugins import estimators, expanders, pod_filters
 from clusterscaler.simulator.builders import make_pod
 from clusterscaler_gce.provider import GceCloudProvider
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
-from conftest import PROJECT, ZONE, ProviderFactory
+from gcekit import PROJECT, ZONE, ProviderFactory
 
 T0 = datetime.now(UTC).replace(microsecond=0)
 OWNER = OwnerRef("ReplicaSet", "web", "uid-rs-web", True, "apps/v1")

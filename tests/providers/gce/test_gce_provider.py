@@ -18,7 +18,7 @@ from clusterscaler.api import (
     NodeGroupOptions,
 )
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
-from conftest import PROJECT, REGION, ZONE, ProviderFactory
+from gcekit import PROJECT, REGION, ZONE, ProviderFactory
 
 URL = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/instanceGroups/"
 

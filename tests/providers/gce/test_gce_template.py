@@ -9,7 +9,7 @@ import pytest
 from clusterscaler.api import CloudProviderError, ConfigurationError, Taint
 from clusterscaler_gce.reserved import GIB, MIB, kernel_reserved, os_reserved_ephemeral_storage
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
-from conftest import PROJECT, ZONE, ProviderFactory
+from gcekit import PROJECT, ZONE, ProviderFactory
 
 GKE_KUBE_ENV = (
     "AUTOSCALER_ENV_VARS: node_labels=cloud.google.com/gke-nodepool=pool-1,team=ml;"
