@@ -691,6 +691,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 repeat=args.repeat,
                 data_dir=args.data_dir,
                 timeout=args.timeout,
+                profile_dir=args.profile,
             )
             continue
         results[name] = measure(

@@ -285,7 +285,24 @@ def _problems(result: Any) -> list[str]:
     return problems
 
 
-def worker(directory: Path, repeat: int) -> dict[str, Any]:
+def _profile(profile_dir: Path, name: str, fn: Any) -> str:
+    """Run `fn()` under pyinstrument; write its text and HTML reports into `profile_dir`."""
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.005)
+    profiler.start()
+    try:
+        fn()
+    finally:
+        profiler.stop()
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    path = profile_dir / f"{NAME}-{name}.txt"
+    path.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+    (profile_dir / f"{NAME}-{name}.html").write_text(profiler.output_html())
+    return str(path)
+
+
+def worker(directory: Path, repeat: int, profile_dir: Path | None = None) -> dict[str, Any]:
     from clusterscaler.commands import cli
     from clusterscaler.commands import run as run_command
     from clusterscaler.commands.runtime import KubeRuntime
@@ -352,6 +369,9 @@ def worker(directory: Path, repeat: int) -> dict[str, Any]:
         errors.extend(_problems(result))
     steady_pending = len(result.pending_pods)
     rss_held = _rss_now()
+    profiles = []
+    if profile_dir is not None:
+        profiles.append(_profile(profile_dir, "steady-loop", lambda: loop(steady)))
 
     pods = source.informers["pods"]
     added = [line for line in (directory / "added.jsonl").read_bytes().split(b"\n") if line]
@@ -384,6 +404,10 @@ def worker(directory: Path, repeat: int) -> dict[str, Any]:
         errors.extend(_problems(result))
         removed = sum(1 for d in result.scale_down.deletions if d.ok)
         a.wait_for_deletions(120)
+    if profile_dir is not None:
+        profiles.append(
+            _profile(profile_dir, "scale-down-loop", lambda: loop(autoscaler(scale_down_ctx)))
+        )
     rss_after_loops = _rss_now()
 
     # (e) the relist of the pods, against reading and decoding the same pages.
@@ -426,6 +450,7 @@ def worker(directory: Path, repeat: int) -> dict[str, Any]:
         "rssAfterLoops": rss_after_loops,
         "peakRss": _peak_rss(),
         "parseErrors": sum(i.parse_errors for i in source.informers.values()),
+        "profiles": profiles,
     }
 
 
@@ -510,10 +535,11 @@ class SteadyResult:
             f"caches synced in {d['syncSeconds']:.2f} s"
             + ("" if self.ok else " -- UNEXPECTED: " + json.dumps({k: d.get(k) for k in ("parseErrors", "steadyPending", "scaleUpNodes", "unneeded", "errors")}))
         )
+        profiles = [f"  profile: {p}" for p in d.get("profiles", ())]
         return [head] + [
             f"  {what}: {measured}: {'MET' if met else 'NOT MET'}{note}"
             for what, measured, met in self.verdicts()
-        ]
+        ] + profiles
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -530,11 +556,21 @@ class SteadyResult:
         }
 
 
-def measure(*, scale: float, seed: int, repeat: int, data_dir: Path, timeout: float) -> SteadyResult:
+def measure(
+    *,
+    scale: float,
+    seed: int,
+    repeat: int,
+    data_dir: Path,
+    timeout: float,
+    profile_dir: Path | None = None,
+) -> SteadyResult:
     result = SteadyResult(scale=scale)
     directory = data_dir / f"{NAME}-x{scale:g}-seed{seed}"
     result.meta = generate(directory, scale, seed)
     cmd = [sys.executable, "-m", "bench.steady", "--worker", str(directory), "--repeat", str(repeat)]
+    if profile_dir is not None:
+        cmd += ["--profile", str(profile_dir)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))}
     try:
         proc = subprocess.run(
@@ -560,13 +596,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "clusterscaler-bench")
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="Write pyinstrument profiles of one more steady loop and scale-down loop to DIR.",
+    )
     parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
-        sys.stdout.write(json.dumps(worker(args.worker, args.repeat)) + "\n")
+        sys.stdout.write(json.dumps(worker(args.worker, args.repeat, args.profile)) + "\n")
         return 0
     result = measure(
-        scale=args.scale, seed=args.seed, repeat=args.repeat, data_dir=args.data_dir, timeout=args.timeout
+        scale=args.scale,
+        seed=args.seed,
+        repeat=args.repeat,
+        data_dir=args.data_dir,
+        timeout=args.timeout,
+        profile_dir=args.profile,
     )
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
