@@ -461,7 +461,12 @@ class BinpackingEstimator:
             # Open to the key and with room for one pod (the nodes without fail the
             # resources filter, so `_capacity` would find them closed anyway).
             while True:
-                i = room.next_fitting(open_nodes.next_open(i), hi, cpu, memory, slots)
+                first = open_nodes.next_open(i)
+                i = room.next_fitting(first, hi, cpu, memory, slots)
+                if i > first:
+                    # Too full for these requests, and usage only grows: closed to the
+                    # key for good, so the next pods of the key do not pass them again.
+                    open_nodes.close_range(first, i)
                 if i >= hi or open_nodes.next_open(i) == i:
                     return i
 

@@ -145,6 +145,14 @@ class OpenNodes:
             nxt.append(len(nxt))
         nxt[i] = i + 1
 
+    def close_range(self, lo: int, hi: int) -> None:
+        """Close every index in [`lo`, `hi`); each open one is touched once, the closed
+        ones are skipped."""
+        i = self.next_open(lo)
+        while i < hi:
+            self.close(i)
+            i = self.next_open(i + 1)
+
 
 def next_open_of_both(a: OpenNodes, b: OpenNodes, i: int) -> int:
     """The first index at or after `i` open in both `a` and `b`."""

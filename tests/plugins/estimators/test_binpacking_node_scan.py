@@ -270,6 +270,23 @@ def test_open_nodes_finds_the_first_index_not_closed(closed, start):
     assert open_nodes.next_open(start) == expected
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 70)),
+    st.lists(st.tuples(st.integers(0, 80), st.integers(0, 30))),
+    st.integers(0, 80),
+)
+def test_open_nodes_closing_a_range_closes_each_index_of_it(closed, ranges, start):
+    open_nodes = OpenNodes()
+    shut = set(closed)
+    for i in closed:
+        open_nodes.close(i)
+    for lo, length in ranges:
+        open_nodes.close_range(lo, lo + length)
+        shut.update(range(lo, lo + length))
+    assert open_nodes.next_open(start) == next(i for i in range(start, 300) if i not in shut)
+
+
 def node_info(index: int, cpu: int, memory: int, pods: int) -> SimNodeInfo:
     ni = SimNodeInfo(make_node(f"n{index}", "4", "4Gi", 10))
     alloc = ni.node.allocatable
