@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
@@ -33,7 +34,7 @@ from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.loop.scaledown.actuator import deletion_timeout
 from clusterscaler.loop.scaledown.executor import ThreadedExecutor
-from clusterscaler.loop.trigger import LoopTrigger
+from clusterscaler.loop.trigger import POD_APPEARED, PRODUCTIVE, LoopTrigger
 from clusterscaler.model import Node, Pod, Taint
 from clusterscaler.report.events import events_for_result
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from clusterscaler.commands.cli import CommandContext
     from clusterscaler.commands.runtime import KubeRuntime
     from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.kube.podobserver import UnschedulablePodObserver
 
 log = structlog.get_logger()
 
@@ -146,8 +148,9 @@ def _wait_until_ready(runtime: KubeRuntime) -> bool:
 
 
 def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingOptions) -> int:
-    """One loop per scan interval (at once after a productive loop, with
-    --frequent-loops-enabled: `LoopTrigger`) until shutdown; 1 when leadership was lost.
+    """One loop per scan interval (with --frequent-loops-enabled, at once after a
+    productive loop or when a pod newly becomes unschedulable: `LoopTrigger`) until
+    shutdown; 1 when leadership was lost.
 
     An action on one object that fails (a taint, an eviction, a deletion, an event) fails
     inside the loop, which goes on and reports. What reaches here ended the loop early:
@@ -160,6 +163,14 @@ def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingO
     trigger = LoopTrigger(
         options.scan_interval, frequent_loops_enabled=options.frequent_loops_enabled
     )
+    pods = runtime.source.unschedulable_pods
+
+    def interrupt_at_shutdown() -> None:
+        # Shutdown (a signal, leadership lost) ends a wait for an unschedulable pod at once.
+        runtime.shutdown.wait()
+        pods.interrupt()
+
+    threading.Thread(target=interrupt_at_shutdown, name="shutdown-waker", daemon=True).start()
     while not runtime.shutdown.is_set():
         started = time.monotonic()
         result: LoopResult | None = None
@@ -186,11 +197,41 @@ def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingO
         trigger.record(result)
         if not _leads(runtime):
             break
-        runtime.shutdown.wait(trigger.wait_seconds(time.monotonic() - started))
+        _wait_for_next_loop(runtime, trigger, pods, started)
     if not _leads(runtime):
         log.error("leadership_lost_exiting")
         return EXIT_ERROR
     return EXIT_OK
+
+
+def _wait_for_next_loop(
+    runtime: KubeRuntime, trigger: LoopTrigger, pods: UnschedulablePodObserver, started: float
+) -> None:
+    """Wait as `trigger` says for the loop that began at `started` (monotonic) to be
+    followed, or until shutdown, and log why the next loop starts, as CA does."""
+    ended = time.monotonic()
+    if trigger.immediate():
+        # A pod that appeared meanwhile is named as the reason, and its signal spent.
+        reason = POD_APPEARED if pods.take() else PRODUCTIVE
+        if not runtime.shutdown.is_set():
+            _triggered(reason)
+        return
+    timeout = trigger.wait_seconds(ended - started)
+    if not trigger.pod_triggered:
+        runtime.shutdown.wait(timeout)
+        return
+    if pods.wait(timeout):
+        now = time.monotonic()
+        runtime.shutdown.wait(trigger.pod_trigger_delay(now - started, now - ended))
+        reason = POD_APPEARED
+    else:
+        reason = trigger.timer_reason
+    if not runtime.shutdown.is_set():
+        _triggered(reason)
+
+
+def _triggered(reason: str) -> None:
+    log.info("loop_triggered", reason=reason)
 
 
 def finish_deletions(

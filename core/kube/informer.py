@@ -23,9 +23,9 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import structlog
 import urllib3
@@ -38,11 +38,19 @@ from clusterscaler.model import (
 )
 from kubernetes.client.rest import ApiException
 
-__all__ = ["Backoff", "Informer", "ListerSpec", "WatchExpiredError", "WatchProtocolError"]
+__all__ = [
+    "Backoff",
+    "Informer",
+    "InformerObserver",
+    "ListerSpec",
+    "WatchExpiredError",
+    "WatchProtocolError",
+]
 
 log = structlog.get_logger()
 
 T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
 
 Lister = Callable[..., Any]
 
@@ -114,6 +122,20 @@ class Backoff:
         self.failures = 0
 
 
+class InformerObserver(Protocol[T_contra]):
+    """Told of every change the cache takes in, on the informer's thread, after the cache
+    holds it (the unschedulable pod trigger: `kube.podobserver`)."""
+
+    def listed(self, items: Sequence[T_contra], *, initial: bool) -> None:
+        """A complete list replaced the cache (`initial`: the first one)."""
+
+    def changed(self, item: T_contra) -> None:
+        """An object was added or updated."""
+
+    def deleted(self, item: T_contra) -> None:
+        """A cached object was deleted."""
+
+
 def _read_all(response: Any) -> bytes:
     try:
         data = response.data if hasattr(response, "data") else response.read()
@@ -158,8 +180,10 @@ class Informer(Generic[T]):
         backoff: Backoff | None = None,
         stale_after: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        observer: InformerObserver[T] | None = None,
     ) -> None:
         self.spec = spec
+        self.observer = observer
         self.page_size = page_size
         self.watch_timeout_seconds = watch_timeout_seconds
         self.backoff = backoff or Backoff()
@@ -397,6 +421,8 @@ class Informer(Generic[T]):
             self._items = items
             self._index = index
             self.resource_version = resource_version
+        if self.observer is not None:
+            self.observer.listed(list(items.values()), initial=not self.relists)
         self.relists += 1
         self._confirmed = self._clock()
         self._failing = False
@@ -487,21 +513,29 @@ class Informer(Generic[T]):
                 self.resource_version = resource_version
             return
         key = self._key(obj)
+        observer = self.observer
         if kind in ("ADDED", "MODIFIED"):
             parsed = self._parse(dict(obj))
             index_by = self.spec.index_by
             with self._lock:
                 self._unindex(key)
                 if parsed is None:
-                    self._items.pop(key, None)
+                    gone = self._items.pop(key, None)
                 else:
+                    gone = None
                     self._items[key] = parsed
                     if index_by is not None:
                         self._index.setdefault(index_by(parsed), {})[key] = parsed
+            if observer is not None and parsed is not None:
+                observer.changed(parsed)
+            elif observer is not None and gone is not None:
+                observer.deleted(gone)
         elif kind == "DELETED":
             with self._lock:
                 self._unindex(key)
-                self._items.pop(key, None)
+                gone = self._items.pop(key, None)
+            if observer is not None and gone is not None:
+                observer.deleted(gone)
         if resource_version:
             self.resource_version = resource_version
 

@@ -23,6 +23,7 @@ from clusterscaler.model import (
 from kubernetes import client as k8s
 
 from .informer import Informer, ListerSpec, wait_all
+from .podobserver import UnschedulablePodObserver
 
 __all__ = ["CacheNotSyncedError", "KubeClusterSource", "StaleCacheError", "lister_specs"]
 
@@ -110,7 +111,8 @@ class KubeClusterSource:
     ``snapshot()`` raises ``CacheNotSyncedError`` until every informer has listed once, so
     the loop never decides on a partial view of the cluster. ``stale_caches()`` names the
     caches that stopped following the cluster (``StaleSource``): the loop takes no
-    destructive action on them.
+    destructive action on them. ``unschedulable_pods`` is told of every pod the pod cache
+    takes in, and says when one newly became unschedulable (--frequent-loops-enabled).
     """
 
     def __init__(
@@ -122,12 +124,14 @@ class KubeClusterSource:
         watch_timeout_seconds: int = 300,
         stale_after: float | None = None,
     ) -> None:
+        self.unschedulable_pods = UnschedulablePodObserver()
         self.informers: dict[str, Informer[Any]] = {
             spec.resource: Informer(
                 spec,
                 page_size=page_size,
                 watch_timeout_seconds=watch_timeout_seconds,
                 stale_after=stale_after,
+                observer=self.unschedulable_pods if spec.resource == "pods" else None,
             )
             for spec in lister_specs(api_client, namespace)
         }

@@ -1,10 +1,22 @@
 """When the next loop starts (CA's LoopTrigger, --frequent-loops-enabled).
 
 A loop starts --scan-interval after the previous one started. With
---frequent-loops-enabled (the default), a productive loop (one that scaled up, or started
-deleting a node) is followed at once by the next, and so is the loop after it: a loop that
-scales up does not scale down, so the scale-down it skipped, and the scale-up that may
-follow a scale-down, are not left waiting a whole interval.
+--frequent-loops-enabled (the default):
+
+- a productive loop (one that scaled up, or started deleting a node) is followed at once by
+  the next, and so is the loop after it: a loop that scales up does not scale down, so the
+  scale-down it skipped, and the scale-up that may follow a scale-down, are not left
+  waiting a whole interval;
+- a pod that newly becomes unschedulable starts the next loop at once instead of at the
+  end of the interval (CA: "Autoscaler loop triggered by unschedulable pod appearing"). Any
+  number of pods appearing together wake the loop once. CA starts such a loop right after
+  the previous one ends; here it starts `MIN_POD_TRIGGER_GAP` (1 second) after the
+  previous loop ended at the earliest, so pods appearing one after another while loops run
+  leave the process a moment idle between loops, and never later than the interval.
+
+Without it, loops start every --scan-interval, whatever happens in between.
+
+This module decides; `clusterscaler run` waits (`commands/run.py`).
 """
 
 from __future__ import annotations
@@ -12,12 +24,22 @@ from __future__ import annotations
 from collections import deque
 from datetime import timedelta
 
-import structlog
+from clusterscaler.framework.durations import format_duration
 from clusterscaler.loop.decisions import LoopResult, ScaleDownStatus, ScaleUpStatus
 
-__all__ = ["LoopTrigger", "productive"]
+__all__ = [
+    "MIN_POD_TRIGGER_GAP",
+    "POD_APPEARED",
+    "PRODUCTIVE",
+    "LoopTrigger",
+    "productive",
+]
 
-log = structlog.get_logger()
+# The shortest idle time between the end of a loop and a loop an unschedulable pod starts.
+MIN_POD_TRIGGER_GAP = 1.0
+# The reasons a loop starts, as CA logs them ("Autoscaler loop triggered ...").
+PRODUCTIVE = "immediately after a productive iteration"
+POD_APPEARED = "by unschedulable pod appearing"
 
 
 def productive(result: LoopResult) -> bool:
@@ -34,15 +56,31 @@ class LoopTrigger:
     def __init__(self, scan_interval: timedelta, *, frequent_loops_enabled: bool) -> None:
         self.interval = scan_interval.total_seconds()
         self.frequent = frequent_loops_enabled
+        self.timer_reason = f"by a {format_duration(scan_interval)} timer"
         self._recent: deque[bool] = deque([False, False], maxlen=2)
 
     def record(self, result: LoopResult | None) -> None:
         """The loop that just ended (`None`: it ended early, without a result)."""
         self._recent.append(result is not None and productive(result))
 
+    @property
+    def pod_triggered(self) -> bool:
+        """Whether a new unschedulable pod starts the next loop early."""
+        return self.frequent
+
+    def immediate(self) -> bool:
+        """Whether the next loop starts at once, after a productive loop."""
+        return self.frequent and any(self._recent)
+
     def wait_seconds(self, elapsed: float) -> float:
-        """How long to wait before the next loop, `elapsed` seconds after the last began."""
-        if self.frequent and any(self._recent):
-            log.debug("loop_triggered", reason="recent scale-up or scale-down")
+        """How long to wait before the next loop, `elapsed` seconds after the last began,
+        unless an unschedulable pod appears meanwhile."""
+        if self.immediate():
             return 0.0
         return max(0.0, self.interval - elapsed)
+
+    def pod_trigger_delay(self, elapsed: float, idle: float) -> float:
+        """How much longer to wait once an unschedulable pod appeared, `elapsed` seconds
+        after the last loop began and `idle` seconds after it ended: until
+        `MIN_POD_TRIGGER_GAP` after its end, and never past the interval."""
+        return max(0.0, min(MIN_POD_TRIGGER_GAP - idle, self.interval - elapsed))

@@ -59,3 +59,31 @@ def test_a_loop_longer_than_the_interval_is_followed_at_once() -> None:
     trigger = LoopTrigger(timedelta(seconds=10), frequent_loops_enabled=False)
     trigger.record(IDLE)
     assert trigger.wait_seconds(12.5) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "idle", "delay"),
+    [
+        (0.2, 0.1, 0.9),  # the pod appeared right after a short loop: 1 s after its end
+        (5.0, 3.0, 0.0),  # idle long enough already
+        (9.8, 0.2, 0.2),  # never past the interval
+        (12.0, 0.5, 0.0),
+    ],
+    ids=["short-loop", "idle", "interval-first", "late"],
+)
+def test_a_pod_triggered_loop_starts_a_second_after_the_last_ended(
+    elapsed: float, idle: float, delay: float
+) -> None:
+    trigger = LoopTrigger(timedelta(seconds=10), frequent_loops_enabled=True)
+    trigger.record(IDLE)
+    assert trigger.pod_trigger_delay(elapsed, idle) == pytest.approx(delay)
+
+
+@pytest.mark.parametrize("frequent", [True, False])
+def test_unschedulable_pods_start_loops_only_with_frequent_loops(frequent: bool) -> None:
+    trigger = LoopTrigger(timedelta(minutes=10), frequent_loops_enabled=frequent)
+    trigger.record(SCALED_UP)
+    assert trigger.pod_triggered is frequent
+    assert trigger.immediate() is frequent
+    # Logged as CA words it: "Autoscaler loop triggered by a 10m0s timer".
+    assert trigger.timer_reason == "by a 10m0s timer"

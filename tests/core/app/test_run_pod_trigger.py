@@ -1,0 +1,72 @@
+"""--frequent-loops-enabled: the real `clusterscaler` process against a fake API server,
+with a 10-minute --scan-interval. A pod that becomes unschedulable after the first loop
+starts the next loop at once (a node is added within seconds); with the flag off it waits
+for the interval. Either way SIGTERM still ends the wait at once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from clusterscaler.testing.fakekube import FakeKubeServer
+from test_run_e2e import CLOUD_CONFIG, free_port, node_names, start, stop, wait_for, web_pod
+
+POD_TRIGGER = "by unschedulable pod appearing"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[FakeKubeServer, Path]]:
+    (tmp_path / "cloud.yaml").write_text(yaml.safe_dump(CLOUD_CONFIG))
+    with FakeKubeServer() as kube:
+        kube.kubeconfig(tmp_path / "kubeconfig")
+        kube.create(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {"name": "web", "namespace": "default", "uid": "rs-web"},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}},
+            }
+        )
+        yield kube, tmp_path
+
+
+def loops(log: Path) -> int:
+    return log.read_text().count("loop_done")
+
+
+@pytest.mark.parametrize("frequent", [True, False], ids=["enabled", "disabled"])
+def test_an_unschedulable_pod_starts_the_next_loop_only_with_frequent_loops(
+    cluster: tuple[FakeKubeServer, Path], frequent: bool
+) -> None:
+    kube, tmp = cluster
+    log = tmp / "autoscaler.log"
+    process = start(
+        tmp,
+        "--leader-elect=false",
+        f"--address=127.0.0.1:{free_port()}",
+        "--scan-interval=10m",
+        f"--frequent-loops-enabled={str(frequent).lower()}",
+    )
+    try:
+        wait_for(lambda: loops(log) >= 1, 60, "the first loop")
+        assert not node_names(kube)
+        created = time.monotonic()
+        kube.create(web_pod(0))
+        if frequent:
+            wait_for(lambda: node_names(kube), 15, "a node for the new pending pod")
+            assert time.monotonic() - created < 15
+            assert POD_TRIGGER in log.read_text()
+        else:
+            time.sleep(8)
+            assert not node_names(kube), "no loop may start before --scan-interval"
+            assert loops(log) == 1
+            assert POD_TRIGGER not in log.read_text()
+        # SIGTERM ends the 10-minute wait at once.
+        stopping = time.monotonic()
+        assert stop(process) == 0
+        assert time.monotonic() - stopping < 15
+    finally:
+        stop(process)
