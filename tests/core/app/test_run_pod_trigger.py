@@ -5,8 +5,10 @@ for the interval. Either way SIGTERM still ends the wait at once."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,48 @@ def test_an_unschedulable_pod_starts_the_next_loop_only_with_frequent_loops(
         assert time.monotonic() - stopping < 15
     finally:
         stop(process)
+
+
+
+def stamp(line: str) -> datetime:
+    return datetime.fromisoformat(line.split("timestamp='", 1)[1].split("'", 1)[0])
+
+
+def test_pods_appearing_one_after_another_leave_a_second_between_loops(
+    cluster: tuple[FakeKubeServer, Path],
+) -> None:
+    """Pods no node group can hold (no scale-up, so no productive loop) appear every 0.1s
+    for 4s: each loop they start begins at least a second after the previous one ended,
+    and 40 pods start a handful of loops, not one each."""
+    kube, tmp = cluster
+    log = tmp / "autoscaler.log"
+    process = start(
+        tmp,
+        "--leader-elect=false",
+        f"--address=127.0.0.1:{free_port()}",
+        "--scan-interval=10m",
+    )
+    try:
+        wait_for(lambda: loops(log) >= 1, 60, "the first loop")
+        for i in range(40):
+            huge = web_pod(i)
+            huge["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "64"
+            kube.create(huge)
+            time.sleep(0.1)
+        wait_for(lambda: log.read_text().count(POD_TRIGGER) >= 2, 10, "pod-triggered loops")
+        time.sleep(1.5)
+        assert not node_names(kube)
+    finally:
+        assert stop(process) == 0
+    lines = [
+        line
+        for line in log.read_text().splitlines()
+        if "event='loop_done'" in line or POD_TRIGGER in line
+    ]
+    gaps = [
+        (stamp(line) - stamp(before)).total_seconds()
+        for before, line in itertools.pairwise(lines)
+        if POD_TRIGGER in line and "event='loop_done'" in before
+    ]
+    assert 2 <= len(gaps) <= 10, f"{len(gaps)} loops started by 40 pods in 4s"
+    assert min(gaps) >= 0.95, f"a pod-triggered loop started {min(gaps)}s after the last"
