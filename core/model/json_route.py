@@ -122,6 +122,8 @@ _POD_SPECS: dict[bytes, _SpecEntry] = {}
 # workload share one parse; each pod still gets its own volume name.
 _TOKEN_PREFIX = b'"kube-api-access-'
 _TOKEN_MASK = b'"kube-api-access-?"'
+# The node a running pod is bound to, likewise (see `_node_name`).
+_NODE_MASK = b'"?"'
 # Namespace and label sets remembered per spec (pods with a label of their own, such as
 # a StatefulSet's pod name, would otherwise grow it without bound).
 _DERIVED_LIMIT = 64
@@ -144,6 +146,14 @@ def _owners_from_text(text: bytes, obj: str) -> tuple[OwnerRef, ...]:
 
 def _unschedulable_from_text(text: bytes, obj: str) -> bool:
     """Whether conditions still in JSON text say PodScheduled=False/Unschedulable."""
+    if (
+        b"Unschedulable" not in text
+        and b"\\u" not in text
+        and text.lstrip()[:1] in (b"[", b"n", b"")
+    ):
+        # A list (or null) that cannot hold the scheduler's verdict, as the conditions of
+        # running pods: no need to decode their text, which differs from pod to pod.
+        return False
     unschedulable = _UNSCHEDULABLE_BY_TEXT.get(text)
     if unschedulable is None:
         unschedulable = _marked_unschedulable(decode_json(text) if text else None, obj)
@@ -162,18 +172,47 @@ def _token_name(spec_text: bytes) -> bytes:
     return spec_text[start : end + 1] if end > 0 else b""
 
 
-def _spec_entry(spec_text: bytes, obj: str) -> tuple[_SpecEntry, bytes]:
-    """The cache entry of a spec text (parsed on first sight), and the pod's own quoted
-    token volume name (b"" when it has none)."""
+class _SpecNodeName(msgspec.Struct):
+    """A spec's `nodeName`, the rest skipped."""
+
+    nodeName: Any = None
+
+
+_decode_spec_node_name = msgspec.json.Decoder(_SpecNodeName).decode
+
+
+def _node_name(spec_text: bytes) -> str | None:
+    """The spec's `nodeName` when it can be masked in `spec_text`: a plain string written
+    once in the text (the pods of a workload differ in it once they run). Otherwise None:
+    the spec is cached by its whole text."""
+    if b'"nodeName"' not in spec_text:
+        return None
+    try:
+        node = _decode_spec_node_name(spec_text).nodeName
+    except msgspec.MsgspecError:
+        return None
+    if type(node) is not str or not node or '"' in node or "\\" in node:
+        return None
+    # Once only: a DaemonSet pod also names its node in its affinity, which is parsed
+    # from the shared text and must stay its own.
+    return node if spec_text.count(b'"' + node.encode() + b'"') == 1 else None
+
+
+def _spec_entry(spec_text: bytes, obj: str) -> tuple[_SpecEntry, bytes, str | None]:
+    """The cache entry of a spec text (parsed on first sight), the pod's own quoted token
+    volume name (b"" when it has none) and its own node name when the key masks it."""
     token = _token_name(spec_text)
     key = spec_text.replace(token, _TOKEN_MASK) if token else spec_text
+    node = _node_name(key)
+    if node is not None:
+        key = key.replace(b'"' + node.encode() + b'"', _NODE_MASK)
     entry = _POD_SPECS.get(key)
     if entry is None:
         entry = _SpecEntry(_parse_spec_fields(spec_text, obj), token)
         if len(_POD_SPECS) > _CACHE_LIMIT:
             _POD_SPECS.clear()
         _POD_SPECS[key] = entry
-    return entry, token
+    return entry, token, node
 
 
 def _parse_spec_fields(spec_text: bytes, obj: str) -> _PodSpecFields:
@@ -276,6 +315,8 @@ def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | 
     labels = {} if labels is None else _str_map(labels, obj, "metadata.labels")
     if volumes:
         volumes = _own_volumes(volumes, entry[0].token, entry[1])
+    if entry[2] is not None:
+        node_name = entry[2]
     parsed_affinity, parsed_spread = _derived(entry[0], affinity, spread, obj, namespace, labels)
     owners = _owners_from_text(bytes(meta.ownerReferences), obj)
     owner = None

@@ -414,3 +414,99 @@ def test_pods_of_a_workload_share_parsed_constraints_but_keep_their_token_volume
     assert a.requests is b.requests
     # Other labels: parsed for them (an anti-affinity term may select the pod itself).
     assert c.affinity == a.affinity and c.affinity is not a.affinity
+
+
+def daemonset_pod(name: str, node: str, status: dict[str, Any]) -> dict[str, Any]:
+    """A DaemonSet pod bound to `node`: its affinity names the node too."""
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "kube-system", "labels": {"app": "agent"}},
+        "spec": {
+            "nodeName": node,
+            "containers": [container(resources={"requests": {"cpu": "50m"}})],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchFields": [
+                                    {"key": "metadata.name", "operator": "In", "values": [node]}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+        "status": status,
+    }
+
+
+RUNNING = {
+    "phase": "Running",
+    "conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2024-05-01T10:00:00Z"},
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2024-05-01T09:59:00Z"},
+    ],
+}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["node-1", "node-2", "node-3", "?", 'no"de', ""]),
+            st.sampled_from(["ReplicaSet", "DaemonSet"]),
+            st.sampled_from(
+                [
+                    RUNNING,
+                    {"phase": "Pending", "conditions": [UNSCHEDULABLE]},
+                    {"conditions": None},
+                    {"conditions": "bad"},
+                    {"conditions": [{"type": "PodScheduled", "reason": "Unschedulable"}]},
+                ]
+            ),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_running_pods_on_other_nodes_parse_as_from_list(
+    pods: list[tuple[str, str, dict[str, Any]]],
+) -> None:
+    """Running pods of a workload differ in their node name (and a DaemonSet pod also in
+    its affinity, which names its node) and in their conditions: each keeps its own."""
+    items = []
+    for i, (node, kind, status) in enumerate(pods):
+        if kind == "DaemonSet":
+            items.append(daemonset_pod(f"agent-{i}", node, status))
+        else:
+            spec = token_spec("abcde")
+            spec["nodeName"] = node
+            items.append(
+                {"kind": "Pod", "metadata": {"name": f"web-{i}"}, "spec": spec, "status": status}
+            )
+    assert_same({"kind": "List", "items": items})
+
+
+def test_running_pods_share_their_workload_spec_but_keep_their_node() -> None:
+    items = []
+    for i, node in enumerate(["node-1", "node-2", "node-1"]):
+        spec = token_spec(f"tok{i:02d}")
+        spec["nodeName"] = node
+        meta = {"name": f"web-{i}", "labels": {"app": "web"}}
+        items.append({"kind": "Pod", "metadata": meta, "spec": spec, "status": RUNNING})
+    items.append(daemonset_pod("agent-1", "node-1", RUNNING))
+    items.append(daemonset_pod("agent-2", "node-2", RUNNING))
+    objects = ClusterObjects.from_json_list(json.dumps({"kind": "List", "items": items}))
+    assert objects is not None
+    web0, web1, _, agent1, agent2 = objects.pods
+    assert [p.node_name for p in objects.pods] == ["node-1", "node-2", "node-1", "node-1", "node-2"]
+    assert web0.affinity is web1.affinity and web0.requests is web1.requests
+    assert not any(p.unschedulable for p in objects.pods)
+    # The DaemonSet pods' affinity names their own node.
+    for agent, node in ((agent1, "node-1"), (agent2, "node-2")):
+        assert agent.affinity is not None and agent.affinity.node is not None
+        required = agent.affinity.node.required
+        assert required is not None
+        assert required[0].match_fields[0].values == (node,)
