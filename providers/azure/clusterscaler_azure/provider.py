@@ -136,6 +136,15 @@ class AzureNodeGroup:
         return operation
 
     def delete_nodes(self, nodes: Sequence[Node]) -> None:
+        self._delete(nodes, force=False)
+
+    def force_delete_nodes(self, nodes: Sequence[Node]) -> None:
+        """`delete_nodes` even below the scale set's min size (as CA's ScaleSet does for
+        --force-delete-unregistered-nodes and --force-delete-failed-nodes): the VMs are
+        broken or not nodes at all, and the scale set brings the count back up."""
+        self._delete(nodes, force=True)
+
+    def _delete(self, nodes: Sequence[Node], *, force: bool) -> None:
         record = self._record()
         name = record.name
         listed = {ids.key(vm.provider_id): vm for vm in self._cache.vms(name)}
@@ -168,7 +177,7 @@ class AzureNodeGroup:
             target = self._cache.target(name)
         if not real:
             return
-        if target - len(real) < record.min_size:
+        if not force and target - len(real) < record.min_size:
             raise CloudProviderError(
                 f"VMSS {name!r}: deleting {len(real)} node(s) would bring the size to "
                 f"{target - len(real)}, below min {record.min_size}"

@@ -302,6 +302,22 @@ def test_delete_nodes_deletes_instances_and_drops_the_target_once_accepted(arm: 
     assert [i.id for i in group.nodes()] == [c.id]
 
 
+def test_force_delete_nodes_goes_below_the_min_size(arm: FakeArm, make_provider: ProviderFactory) -> None:
+    """--force-delete-unregistered-nodes / --force-delete-failed-nodes: a broken VM goes
+    even when the scale set is at its minimum; a plain deletion refuses."""
+    arm.add_vmss("uni", capacity=1, tags={**TAGS, "min": "1"})
+    provider = make_provider(discovery=DISCOVERY)
+    (group,) = provider.node_groups()
+    (vm,) = group.nodes()
+    with pytest.raises(CloudProviderError, match="below min 1"):
+        group.delete_nodes([node(vm.id)])
+    assert not [c for c in arm.calls if c[0] == "POST"]
+    group.force_delete_nodes([node(vm.id)])
+    assert provider.wait_for_operations(5)
+    provider.refresh()
+    assert arm.capacity("uni") == 0 and group.target_size() == 0
+
+
 def test_delete_nodes_refuses_what_it_cannot_name(arm: FakeArm, make_provider: ProviderFactory) -> None:
     arm.add_vmss("uni", capacity=1, tags=TAGS)
     arm.add_vmss("other", capacity=1, tags=TAGS)
