@@ -117,3 +117,30 @@ def test_pods_appearing_one_after_another_leave_a_second_between_loops(
     ]
     assert 2 <= len(gaps) <= 10, f"{len(gaps)} loops started by 40 pods in 4s"
     assert min(gaps) >= 0.95, f"a pod-triggered loop started {min(gaps)}s after the last"
+
+
+def test_a_leader_that_loses_its_lease_while_waiting_exits_at_once(
+    cluster: tuple[FakeKubeServer, Path],
+) -> None:
+    """The wait for an unschedulable pod (or the 10-minute interval) ends as soon as the
+    Lease can no longer be renewed, and the process exits 1 to restart as a follower."""
+    kube, tmp = cluster
+    log = tmp / "autoscaler.log"
+    process = start(
+        tmp,
+        "--leader-elect=true",
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=500ms",
+        f"--address=127.0.0.1:{free_port()}",
+        "--scan-interval=10m",
+    )
+    try:
+        wait_for(lambda: loops(log) >= 1, 60, "the first loop")
+        kube.add_fault(method="PUT", path="/leases/", status=500)
+        failing = time.monotonic()
+        assert process.wait(timeout=20) == 1
+        assert time.monotonic() - failing < 15
+        assert "leadership_lost" in log.read_text()
+    finally:
+        stop(process)
