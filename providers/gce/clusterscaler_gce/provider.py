@@ -85,6 +85,15 @@ class GceNodeGroup:
         log.info("gce_scale_up", node_group=self.id, delta=delta, target=size)
 
     def delete_nodes(self, nodes: Sequence[Node]) -> None:
+        self._delete(nodes, force=False)
+
+    def force_delete_nodes(self, nodes: Sequence[Node]) -> None:
+        """`delete_nodes` even below the MIG's min size (as CA's MIGs do for
+        --force-delete-unregistered-nodes and --force-delete-failed-nodes): the instances
+        are broken or not nodes at all."""
+        self._delete(nodes, force=True)
+
+    def _delete(self, nodes: Sequence[Node], *, force: bool) -> None:
         if not nodes:
             return
         record = self._record()
@@ -108,7 +117,7 @@ class GceNodeGroup:
         if not targets:
             return
         size = record.target_size - len(targets)
-        if size < record.min_size:
+        if not force and size < record.min_size:
             raise CloudProviderError(
                 f"MIG {self.ref}: deleting {len(targets)} instance(s) would bring the target size "
                 f"to {size}, below min {record.min_size}; nothing was deleted"

@@ -235,6 +235,21 @@ def test_delete_nodes_refuses_min_and_foreign_nodes(gce: FakeComputeServer, make
     assert gce.target_size(PROJECT, ZONE, "pool") == 2
 
 
+def test_force_delete_nodes_goes_below_the_min_size(gce: FakeComputeServer, make_provider: ProviderFactory) -> None:
+    """--force-delete-unregistered-nodes / --force-delete-failed-nodes: a broken instance
+    goes even when the MIG is at its minimum; a plain deletion refuses."""
+    gce.add_template(PROJECT, "tpl")
+    gce.add_mig(PROJECT, ZONE, "pool", template="tpl", size=1)
+    provider = make_provider(nodes=[f"1:3:{PROJECT}/{ZONE}/pool"])
+    (pool,) = provider.node_groups()
+    (instance,) = pool.nodes()
+    with pytest.raises(CloudProviderError, match="below min 1; nothing was deleted"):
+        pool.delete_nodes([node_for(instance.id)])
+    pool.force_delete_nodes([node_for(instance.id)])
+    assert gce.count("POST", "deleteInstances") == 1
+    assert gce.target_size(PROJECT, ZONE, "pool") == 0
+
+
 def test_decrease_target_size_cancels_only_requested_capacity(gce: FakeComputeServer, make_provider: ProviderFactory) -> None:
     gce.add_template(PROJECT, "tpl")
     mig = gce.add_mig(PROJECT, ZONE, "pool", template="tpl", size=2)
