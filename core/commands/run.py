@@ -4,6 +4,8 @@
 events, status ConfigMap, metrics server, leader election. This module adds the cloud
 provider and runs the loop: wait to lead and for the caches to sync, then one
 `Autoscaler.run_once` every `--scan-interval` until SIGTERM/SIGINT, publishing each result.
+With --frequent-loops-enabled a loop starts sooner after a productive loop, or when a pod
+newly becomes unschedulable (`loop/trigger.py` decides, `kube/podobserver.py` signals).
 
 Node deletions run in the background (a `ThreadedExecutor`), so a slow drain never holds up
 the next loop. When the signal arrives, the loop in progress finishes, no new loop starts,
