@@ -37,21 +37,20 @@ import json
 import math
 import secrets
 import socket
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 import structlog
 import yaml
 
+from .fakehttp import FakeHttpHandler, FakeHttpServer
 from .fakekube_patch import (
     PatchError,
     PatchTestFailed,
@@ -257,7 +256,7 @@ def _pod_is_healthy(pod: Obj) -> bool:
     )
 
 
-class FakeKubeServer:
+class FakeKubeServer(FakeHttpServer):
     """A Kubernetes API server double, listening on 127.0.0.1 in a background thread.
 
     Use as a context manager (or ``start()`` / ``stop()``). ``bookmark_interval`` is how often
@@ -288,9 +287,6 @@ class FakeKubeServer:
         self.fault_schedule: FaultSchedule | None = None
         self._watches: set[_WatchHandle] = set()
         self._stopping = False
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._sockets: set[socket.socket] = set()
         self.bookmark_interval = bookmark_interval
         self.history_limit = history_limit
         self.pdb_controller = pdb_controller
@@ -310,36 +306,26 @@ class FakeKubeServer:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> FakeKubeServer:
-        self.start()
-        return self
+    thread_name = "fake-kube-apiserver"
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        if self._httpd is not None:
-            return
+    def handler(self) -> type[FakeHttpHandler]:
         server = self
 
         class Handler(_Handler):
             fake = server
 
-        httpd = _HTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd = httpd
+        return Handler
+
+    def start(self) -> Self:
+        if self.started:
+            return self
         self._stopping = False
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            daemon=True,
-            name="fake-kube-apiserver",
-        )
-        self._thread.start()
+        super().start()
         log.debug("fake_kube_started", url=self.url)
+        return self
 
     def stop(self) -> None:
-        httpd = self._httpd
-        if httpd is None:
+        if not self.started:
             return
         with self._cond:
             self._stopping = True
@@ -347,24 +333,7 @@ class FakeKubeServer:
             for timer in self._timers:
                 timer.cancel()
             self._timers.clear()
-        httpd.shutdown()
-        with self._cond:
-            sockets = list(self._sockets)
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = None
-        self._thread = None
-
-    @property
-    def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("FakeKubeServer is not started: use it as a context manager")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        super().stop()
 
     def api_client(self) -> Any:
         """An official ``kubernetes.client.ApiClient`` configured for this server."""
@@ -1480,7 +1449,7 @@ class FakeKubeServer:
     ) -> None:
         fault_kind = injection.kind if injection is not None else None
         if fault_kind is FaultKind.WATCH_LIST:
-            handler._send_json(200, self._handle_list(route, query))
+            handler.send_json(200, self._handle_list(route, query))
             return
         if fault_kind is FaultKind.WATCH_END:
             handler.start_stream()
@@ -1639,91 +1608,20 @@ class FakeKubeServer:
         return None
 
 
-# A client closing or resetting its connection: what HTTP clients do with idle keep-alive
-# connections (urllib3's pool) and with watches they stop reading. Not a server error.
-_CLIENT_GONE = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    """The threaded server, quiet when a client drops its connection.
-
-    `socketserver` prints a traceback to stderr for any exception a handler lets escape;
-    dropped connections are normal client behaviour and pass silently. Every other
-    exception still gets the traceback: it is a bug of the fake.
-    """
-
-    daemon_threads = True
-    block_on_close = False
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], _CLIENT_GONE):
-            # Not even logged: it happens at the end of most tests, after their output is
-            # captured, and would land in the middle of the test run's report.
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """HTTP/1.1 front end of FakeKubeServer (keep-alive, chunked watch streams)."""
+class _Handler(FakeHttpHandler):
+    """HTTP/1.1 front end of FakeKubeServer (keep-alive, chunked watch streams). Requests
+    are recorded in FakeKubeServer.requests."""
 
     fake: FakeKubeServer
-    protocol_version = "HTTP/1.1"
     server_version = "fake-kube-apiserver"
-    # Headers and body go out as separate writes: with Nagle's algorithm, the body waits
-    # for the client's delayed ACK (40 ms on Linux) on every keep-alive request.
-    disable_nagle_algorithm = True
 
-    def setup(self) -> None:
-        super().setup()
-        with self.fake._cond:
-            self.fake._sockets.add(self.connection)
-
-    def finish(self) -> None:
-        with self.fake._cond:
-            self.fake._sockets.discard(self.connection)
-        with contextlib.suppress(OSError):
-            super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        # Requests are recorded in FakeKubeServer.requests; stderr stays quiet.
-        return
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:
-        self._dispatch("PUT")
-
-    def do_PATCH(self) -> None:
-        self._dispatch("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._dispatch("DELETE")
-
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    self.rfile.readline()
-                    break
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-            return b"".join(chunks)
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
-    def _dispatch(self, method: str) -> None:
+    def serve(self, method: str) -> None:
         split = urlsplit(self.path)
         path = split.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         watch = method == "GET" and _truthy(query.get("watch"))
         content_type = self.headers.get("Content-Type", "")
-        raw = self._read_body()
+        raw = self.read_body()
         verb, group, resource, subresource, namespace, name = self._attributes(method, path, query)
 
         injection: Injection | None = None
@@ -1770,7 +1668,7 @@ class _Handler(BaseHTTPRequestHandler):
                     if unanswered:
                         self.abort()
                         return
-                    self._send_json(200, discovery)
+                    self.send_json(200, discovery)
                     return
             body: Any = None
             if raw:
@@ -1796,7 +1694,7 @@ class _Handler(BaseHTTPRequestHandler):
             if unanswered:
                 self.abort()
                 return
-            self._send_json(status, payload)
+            self.send_json(status, payload)
         except SelectorError as exc:
             record(400)
             self._send_error(ApiError(400, str(exc)), injection)
@@ -1808,13 +1706,13 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a bug in the fake must reach the test as a 500, not a hang
             log.exception("fake_kube_internal_error", method=method, path=path)
             record(500)
-            self._send_json(500, ApiError(500, f"fake API server error: {exc!r}").status())
+            self.send_json(500, ApiError(500, f"fake API server error: {exc!r}").status())
 
     def _send_error(self, error: ApiError, injection: Injection | None) -> None:
         if injection is not None and injection.kind is FaultKind.TIMEOUT:
             self.abort()
             return
-        self._send_json(error.code, error.status(), error.headers)
+        self.send_json(error.code, error.status(), error.headers)
 
     def _attributes(
         self, method: str, path: str, query: dict[str, str]
@@ -1845,16 +1743,6 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             verb = method.lower()
         return verb, group, resource, sub, namespace, name
-
-    def _send_json(self, status: int, payload: Obj, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
 
     # Chunked streaming for watches.
     def start_stream(self) -> None:

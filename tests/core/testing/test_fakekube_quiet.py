@@ -44,7 +44,7 @@ def _read_response(sock: socket.socket) -> bytes:
 def _wait_connections_closed(kube: FakeKubeServer) -> None:
     """Until every handler has finished (and so reported any error)."""
     deadline = time.monotonic() + 5
-    while kube._sockets:
+    while kube.open_connections():
         assert time.monotonic() < deadline, "the server kept the connection open"
         time.sleep(0.01)
 

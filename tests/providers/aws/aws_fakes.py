@@ -17,10 +17,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import boto3
+from clusterscaler.testing.fakehttp import FakeHttpHandler
 from clusterscaler_aws.provider import AwsCloudProvider
 
 REGION = "us-east-1"
@@ -92,16 +92,10 @@ def _hide_instances(body: bytes, visible: dict[str, set[str]]) -> bytes:
     return data
 
 
-def make_handler(upstream: tuple[str, int], state: ProxyState) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def _handle(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
+def make_handler(upstream: tuple[str, int], state: ProxyState) -> type[FakeHttpHandler]:
+    class Handler(FakeHttpHandler):
+        def serve(self, method: str) -> None:
+            body = self.read_body()
             action = _action(self.path, body)
             with state.lock:
                 state.calls.append(action)
@@ -122,7 +116,7 @@ def make_handler(upstream: tuple[str, int], state: ProxyState) -> type[BaseHTTPR
                 return
             conn = http.client.HTTPConnection(*upstream, timeout=30)
             headers = {k: v for k, v in self.headers.items() if k.lower() != "content-length"}
-            conn.request(self.command, self.path, body=body, headers=headers)
+            conn.request(method, self.path, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
             if action == "DescribeAutoScalingGroups" and resp.status == 200:
@@ -134,13 +128,7 @@ def make_handler(upstream: tuple[str, int], state: ProxyState) -> type[BaseHTTPR
             conn.close()
 
         def _reply(self, status: int, data: bytes, content_type: str = "text/xml") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PUT = do_DELETE = _handle
+            self.send_body(status, data, content_type)
 
     return Handler
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import http.client
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 
 import pytest
 from aws_fakes import REGION, AwsFixtures, ProviderFactory, ProxyState, make_handler
 from clusterscaler.framework.cloudprovider import ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.testing.fakehttp import LocalServer
 from clusterscaler_aws.plugin import build_provider
 from clusterscaler_aws.provider import AwsCloudProvider
 from moto.server import ThreadedMotoServer
@@ -29,13 +28,9 @@ def moto_server() -> Iterator[tuple[str, int]]:
 @pytest.fixture(scope="session")
 def proxy_server(moto_server: tuple[str, int]) -> Iterator[tuple[ProxyState, str]]:
     state = ProxyState()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(moto_server, state))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    server = LocalServer(make_handler(moto_server, state), name="moto-proxy")
+    yield state, server.url
+    server.stop()
 
 
 @pytest.fixture

@@ -29,8 +29,9 @@ import threading
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from clusterscaler.testing.fakehttp import FakeHttpHandler, FakeHttpServer
 
 Json = dict[str, Any]
 
@@ -86,7 +87,7 @@ class _Vmss:
     allocation_failure: AllocationFailure | None = None
 
 
-class FakeArm:
+class FakeArm(FakeHttpServer):
     """The fake ARM server. `with FakeArm() as arm:` starts it on a free port."""
 
     def __init__(
@@ -113,36 +114,13 @@ class FakeArm:
         self._ops: dict[str, _Operation] = {}
         self._op_ids = itertools.count(1)
         self.hold = False
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> FakeArm:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
+    thread_name = "fake-arm"
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeArm:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+    def handler(self) -> type[FakeHttpHandler]:
+        return _handler(self)
 
     def reset(self) -> None:
         with self.lock:
@@ -532,36 +510,21 @@ def _error(code: str, message: str) -> Json:
     return {"error": {"code": code, "message": message}}
 
 
-def _handler(arm: FakeArm) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+def _handler(arm: FakeArm) -> type[FakeHttpHandler]:
+    class Handler(FakeHttpHandler):
+        def serve(self, method: str) -> None:
+            raw = self.read_body()
             try:
                 body = json.loads(raw) if raw else None
             except json.JSONDecodeError:
                 self._send(400, _error("InvalidRequestContent", "body is not JSON"), {})
                 return
-            status, reply, headers = arm.handle(self.command, self.path, body)
+            status, reply, headers = arm.handle(method, self.path, body)
             self._send(status, reply, headers)
 
         def _send(self, status: int, reply: Json, headers: dict[str, str]) -> None:
             data = json.dumps(reply).encode() if reply or status != 202 else b""
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("x-ms-request-id", "fake")
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_PATCH = do_POST = do_PUT = do_DELETE = _serve
+            headers = {"x-ms-request-id": "fake", **headers}
+            self.send_body(status, data, "application/json; charset=utf-8", headers)
 
     return Handler
-

@@ -24,8 +24,9 @@ import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from clusterscaler.testing.fakehttp import FakeHttpHandler, FakeHttpServer
 
 BASE = "https://www.googleapis.com/compute/v1/projects/"
 # A few predefined machine types (guestCpus, memoryMb), served in every zone.
@@ -104,7 +105,7 @@ class Request:
     body: Any
 
 
-class FakeComputeServer:
+class FakeComputeServer(FakeHttpServer):
     """The fake API: state, faults and the HTTP server. Thread-safe."""
 
     def __init__(self, *, metadata_project: str = "", metadata_zone: str = "") -> None:
@@ -122,36 +123,18 @@ class FakeComputeServer:
         self.metadata_project = metadata_project
         self.metadata_zone = metadata_zone
         self._op_counter = 0
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
-    def start(self) -> FakeComputeServer:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
+    thread_name = "fake-compute-api"
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = None
-
-    def __enter__(self) -> FakeComputeServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def handler(self) -> type[FakeHttpHandler]:
+        return _handler(self)
 
     @property
     def endpoint(self) -> str:
-        assert self._server is not None, "server not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        """The API endpoint (`url`), for `api-endpoint` in a gce.conf and `ClientOptions`."""
+        return self.url
 
     @property
     def metadata_host(self) -> str:
@@ -515,41 +498,22 @@ def _error(status: int, message: str, reason: str) -> dict[str, Any]:
     return {"error": {"code": status, "message": message, "errors": [{"reason": reason, "message": message}]}}
 
 
-def _handler(fake: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def _serve(self, method: str) -> None:
+def _handler(fake: FakeComputeServer) -> type[FakeHttpHandler]:
+    class Handler(FakeHttpHandler):
+        def serve(self, method: str) -> None:
             split = urllib.parse.urlsplit(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+            raw = self.read_body()
             try:
                 body = json.loads(raw) if raw else None
             except ValueError:
                 body = None
             headers = {k.lower(): v for k, v in self.headers.items()}
             status, payload = fake.handle(method, split.path, urllib.parse.parse_qs(split.query), body, headers)
-            data = (payload if isinstance(payload, str) else json.dumps(payload)).encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain" if isinstance(payload, str) else "application/json")
-            self.send_header("Content-Length", str(len(data)))
             if isinstance(payload, str):
-                self.send_header("Metadata-Flavor", "Google")
-            self.end_headers()
-            try:
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                # The client gave up (a timeout it chose): nothing to answer.
-                return
-
-        def do_GET(self) -> None:
-            self._serve("GET")
-
-        def do_POST(self) -> None:
-            self._serve("POST")
+                # The metadata server's answers.
+                self.send_body(status, payload.encode("utf-8"), "text/plain", {"Metadata-Flavor": "Google"})
+            else:
+                self.send_json(status, payload)
 
     return Handler
 
