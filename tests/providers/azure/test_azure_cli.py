@@ -8,27 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clusterscaler.testing.cliprocess import ClusterscalerProcess, clusterscaler_command
 from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler_azure.testing.fakearm import FakeArm
 
 VMSS = "aks-pool1-12345678-vmss"
 TAGS = {"cluster-autoscaler-enabled": "true", "min": "0", "max": "3", "aks-managed-poolName": "pool1"}
-
-
-def clusterscaler_command() -> list[str]:
-    script = Path(sys.executable).with_name("clusterscaler")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from clusterscaler.commands.cli import main; sys.exit(main())"]
 
 
 def pending_pod(name: str, cpu: str) -> dict[str, Any]:
@@ -111,49 +103,28 @@ def env() -> dict[str, str]:
             if not k.startswith(("ARM_", "AZURE_")) and k not in ("KUBECONFIG", "LOCATION")}
 
 
-def wait_for(what: str, predicate: Callable[[], bool], process: subprocess.Popen[Any],
-             timeout: float, tick: Callable[[], None] = lambda: None) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert process.poll() is None, f"clusterscaler exited with {process.returncode} while waiting for {what}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        tick()
-        time.sleep(0.2)
-
-
 def test_run_scales_a_scale_set_from_zero_to_n_and_back(clusters: tuple[FakeKubeServer, FakeArm, Path]) -> None:
     kube, arm, tmp = clusters
     kube.create(pending_pod("web-1", "3"))
     kube.create(pending_pod("web-2", "3"))
     kubelet = Kubelet(kube, arm)
-    log_path = tmp / "clusterscaler.log"
-    command = [
-        *clusterscaler_command(), *common_flags(tmp),
+    args = [
+        *common_flags(tmp),
         "--leader-elect=false", "--scan-interval=1s", "--address=127.0.0.1:0",
         "--scale-down-delay-after-add=0s", "--scale-down-unneeded-time=1s",
         "--node-delete-delay-after-taint=0s",
     ]
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env())
-        try:
-            # Two 3-cpu pods on 4-cpu VMs: two VMs, from zero.
-            wait_for("the scale-up from zero", lambda: arm.capacity(VMSS) == 2, process, 20)
-            wait_for("the VMs to register", lambda: len(kube.list("nodes")) == 2, process, 20,
-                     tick=kubelet.tick)
-            for pod in kube.list("pods", "default"):
-                kube.delete("pods", pod["metadata"]["name"], "default")
-            wait_for("the scale-down to zero",
+    with ClusterscalerProcess(args, log=tmp / "clusterscaler.log", env=env(), stop_timeout=15) as run:
+        # Two 3-cpu pods on 4-cpu VMs: two VMs, from zero.
+        run.wait_for("the scale-up from zero", lambda: arm.capacity(VMSS) == 2, 20)
+        run.wait_for("the VMs to register", lambda: len(kube.list("nodes")) == 2, 20, tick=kubelet.tick)
+        for pod in kube.list("pods", "default"):
+            kube.delete("pods", pod["metadata"]["name"], "default")
+        run.wait_for("the scale-down to zero",
                      lambda: arm.capacity(VMSS) == 0 and not kube.list("nodes"),
-                     process, 30, tick=kubelet.tick)
-        finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-    output = log_path.read_text()
-    assert process.returncode == 0, output[-3000:]
+                     30, tick=kubelet.tick)
+    output = run.output()
+    assert run.returncode == 0, output[-3000:]
     assert "azure_provider_ready" in output and "azure_arm_endpoint_without_token" in output
     assert arm.count("PATCH", VMSS.lower() + "$") == 1, output[-3000:]
     assert arm.count("POST", "/delete$") >= 1

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from clusterscaler.testing.cliprocess import ClusterscalerProcess, clusterscaler_command
 from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
 from gcekit import PROJECT, ZONE
@@ -29,7 +28,6 @@ KUBE_ENV = (
     "kube_reserved=cpu=80m,memory=1Gi;os=linux;os_distribution=cos\n"
 )
 MIG_ID = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/instanceGroups/pool"
-EXECUTABLE = str(Path(sys.executable).with_name("clusterscaler"))
 
 
 def pending_pod(name: str, cpu: str) -> dict[str, Any]:
@@ -86,17 +84,6 @@ def sync_nodes(kube: FakeKubeServer, gce: FakeComputeServer) -> None:
             kube.delete("nodes", name)
 
 
-def wait_for(what: str, check: Callable[[], bool], process: subprocess.Popen[bytes], log: Path, timeout: float, tick: Callable[[], None] = lambda: None) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if process.poll() is not None:
-            raise AssertionError(f"clusterscaler exited with {process.returncode} waiting for {what}:\n{log.read_text()[-3000:]}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}:\n{log.read_text()[-3000:]}")
-        tick()
-        time.sleep(0.2)
-
-
 @pytest.fixture
 def clusters(gce: FakeComputeServer, cloud_config: Path, tmp_path: Path) -> Iterator[tuple[FakeKubeServer, FakeComputeServer, Path]]:
     gce.add_template(PROJECT, "pool-template", machine_type="n1-standard-4", kube_env=KUBE_ENV)
@@ -131,9 +118,7 @@ def test_run_scales_a_mig_from_zero_and_back(clusters: tuple[FakeKubeServer, Fak
     kube, gce, tmp = clusters
     kube.create(pending_pod("web-1", "3"))
     kube.create(pending_pod("web-2", "3"))
-    log = tmp / "clusterscaler.log"
-    command = [
-        EXECUTABLE,
+    args = [
         "run",
         *common_flags(tmp, cloud_config),
         "--leader-elect=false",
@@ -147,35 +132,25 @@ def test_run_scales_a_mig_from_zero_and_back(clusters: tuple[FakeKubeServer, Fak
         "--v=4",
     ]
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    env["PYTHONUNBUFFERED"] = "1"
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-        try:
-            # One 3-cpu pod per n1-standard-4 (3920m allocatable): two instances.
-            wait_for("the scale-up from zero", lambda: gce.target_size(PROJECT, ZONE, "pool") == 2, process, log, 30)
-            sync_nodes(kube, gce)
-            assert len(kube.list("nodes")) == 2
-            # The pods ran and are gone: the nodes are empty and the MIG goes back to zero.
-            for name in ("web-1", "web-2"):
-                kube.delete("pods", name, "default")
-            wait_for(
-                "the scale-down to zero",
-                lambda: gce.target_size(PROJECT, ZONE, "pool") == 0 and not kube.list("nodes"),
-                process, log, 60, tick=lambda: sync_nodes(kube, gce),
-            )
-            wait_for(
-                "the events", lambda: {"TriggeredScaleUp", "ScaledUpGroup", "ScaleDownEmpty"} <= {e.get("reason") for e in kube.list("events")},
-                process, log, 20,
-            )
-        finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-    output = log.read_text()
-    assert process.returncode == 0, output[-3000:]
+    with ClusterscalerProcess(args, log=tmp / "clusterscaler.log", env=env, stop_timeout=20) as run:
+        # One 3-cpu pod per n1-standard-4 (3920m allocatable): two instances.
+        run.wait_for("the scale-up from zero", lambda: gce.target_size(PROJECT, ZONE, "pool") == 2, 30)
+        sync_nodes(kube, gce)
+        assert len(kube.list("nodes")) == 2
+        # The pods ran and are gone: the nodes are empty and the MIG goes back to zero.
+        for name in ("web-1", "web-2"):
+            kube.delete("pods", name, "default")
+        run.wait_for(
+            "the scale-down to zero",
+            lambda: gce.target_size(PROJECT, ZONE, "pool") == 0 and not kube.list("nodes"),
+            60, tick=lambda: sync_nodes(kube, gce),
+        )
+        run.wait_for(
+            "the events", lambda: {"TriggeredScaleUp", "ScaledUpGroup", "ScaleDownEmpty"} <= {e.get("reason") for e in kube.list("events")},
+            20,
+        )
+    output = run.output()
+    assert run.returncode == 0, output[-3000:]
     assert "gce_provider_ready" in output
     assert "gce_anonymous_credentials" in output
     resizes = [r.query["size"][0] for r in gce.requests if r.path.endswith("/pool/resize")]
@@ -197,7 +172,7 @@ def test_explain_says_why_against_the_fakes(clusters: tuple[FakeKubeServer, Fake
     kube.create(pending_pod("web-1", "6"))
     kube.create(pending_pod("huge", "12"))
     proc = subprocess.run(
-        [EXECUTABLE, "explain", *common_flags(tmp, cloud_config), f"--nodes=0:2:{PROJECT}/{ZONE}/big", "--json"],
+        [*clusterscaler_command(), "explain", *common_flags(tmp, cloud_config), f"--nodes=0:2:{PROJECT}/{ZONE}/big", "--json"],
         capture_output=True, text=True, timeout=60, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

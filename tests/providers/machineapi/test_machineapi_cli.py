@@ -7,14 +7,9 @@ and removes the Machines the autoscaler marked for deletion.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from clusterscaler.testing.cliprocess import ClusterscalerProcess
 from clusterscaler.testing.fakekube import FakeKubeServer
 from machineapi_builders import (
     OPENSHIFT,
@@ -30,26 +25,10 @@ MS_OS = resource_name(OPENSHIFT, "MachineSet")
 M_OS = resource_name(OPENSHIFT, "Machine")
 
 
-def clusterscaler_command() -> list[str]:
-    script = Path(sys.executable).with_name("clusterscaler")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from clusterscaler.commands.cli import main; sys.exit(main())"]
-
-
 def replicas(kube: FakeKubeServer) -> int:
     obj = kube.get(MS_OS, "workers", OPENSHIFT_NS)
     assert obj is not None
     return int(obj["spec"]["replicas"])
-
-
-def wait_for(what: str, predicate: Callable[[], bool], process: subprocess.Popen[Any], timeout: float, tick: Callable[[], None] = lambda: None) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert process.poll() is None, f"clusterscaler exited with {process.returncode} while waiting for {what}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        tick()
-        time.sleep(0.2)
 
 
 def test_cli_scales_a_machineset_from_zero_to_n_and_back(kube: FakeKubeServer, tmp_path: Path) -> None:
@@ -65,10 +44,8 @@ def test_cli_scales_a_machineset_from_zero_to_n_and_back(kube: FakeKubeServer, t
     kube.create(pending_pod("web-1", "3"))
     kube.create(pending_pod("web-2", "3"))
     kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
-    log_path = tmp_path / "clusterscaler.log"
     env = {k: v for k, v in os.environ.items() if k not in ("CAPI_GROUP", "CAPI_VERSION", "KUBECONFIG")}
-    command = [
-        *clusterscaler_command(),
+    args = [
         "--cloud-provider=machineapi",
         f"--kubeconfig={kubeconfig}",
         "--leader-elect=false",
@@ -82,34 +59,24 @@ def test_cli_scales_a_machineset_from_zero_to_n_and_back(kube: FakeKubeServer, t
         "--kube-client-burst=200",
     ]
     controller = MachineController(kube)
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
-        try:
-            wait_for("the scale-up from zero", lambda: replicas(kube) == 2, process, 15)
+    with ClusterscalerProcess(args, log=tmp_path / "clusterscaler.log", env=env, stop_timeout=10) as run:
+        run.wait_for("the scale-up from zero", lambda: replicas(kube) == 2, 15)
 
-            def controllers() -> None:
-                controller.reconcile()
-                for pod in kube.list("pods", "default"):
-                    kube.delete("pods", pod["metadata"]["name"], "default")
+        def controllers() -> None:
+            controller.reconcile()
+            for pod in kube.list("pods", "default"):
+                kube.delete("pods", pod["metadata"]["name"], "default")
 
-            controllers()
-            assert len(kube.list("nodes")) == 2
-            wait_for(
-                "the scale-down to zero",
-                lambda: replicas(kube) == 0 and not kube.list(M_OS),
-                process,
-                15,
-                tick=controllers,
-            )
-        finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-    output = log_path.read_text()
-    assert process.returncode == 0, output[-3000:]
+        controllers()
+        assert len(kube.list("nodes")) == 2
+        run.wait_for(
+            "the scale-down to zero",
+            lambda: replicas(kube) == 0 and not kube.list(M_OS),
+            15,
+            tick=controllers,
+        )
+    output = run.output()
+    assert run.returncode == 0, output[-3000:]
     assert "machineapi_provider_ready" in output
     marks = [r for r in kube.requests if r.method == "PATCH" and r.resource == "machines"]
     assert len(marks) == 2, output[-3000:]
@@ -148,8 +115,7 @@ def test_cli_scales_machines_of_a_separate_management_cluster_from_their_templat
         management.create(ms)
         workload.create(pending_pod("web-1", "3"))
         env = {k: v for k, v in os.environ.items() if k not in ("CAPI_GROUP", "CAPI_VERSION", "KUBECONFIG")}
-        command = [
-            *clusterscaler_command(),
+        args = [
             "--cloud-provider=clusterapi",
             f"--kubeconfig={workload.kubeconfig(tmp_path / 'workload.kubeconfig')}",
             f"--cloud-config={management.kubeconfig(tmp_path / 'management.kubeconfig')}",
@@ -166,19 +132,9 @@ def test_cli_scales_machines_of_a_separate_management_cluster_from_their_templat
             assert obj is not None
             return int(obj["spec"]["replicas"])
 
-        log_path = tmp_path / "clusterscaler.log"
-        with log_path.open("wb") as log_file:
-            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
-            try:
-                wait_for("the scale-up from zero", lambda: management_replicas() == 1, process, 15)
-            finally:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-        output = log_path.read_text()
-        assert process.returncode == 0, output[-3000:]
+        with ClusterscalerProcess(args, log=tmp_path / "clusterscaler.log", env=env, stop_timeout=10) as run:
+            run.wait_for("the scale-up from zero", lambda: management_replicas() == 1, 15)
+        output = run.output()
+        assert run.returncode == 0, output[-3000:]
         assert "management_cluster=True" in output, output[-3000:]
         assert not [r for r in workload.requests if "x-k8s.io" in r.path]
