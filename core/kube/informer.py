@@ -20,6 +20,7 @@ is current again.
 from __future__ import annotations
 
 import contextlib
+import gc
 import random
 import threading
 import time
@@ -63,6 +64,20 @@ WATCH_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERRO
 
 class WatchExpiredError(Exception):
     """The resourceVersion the cache holds is too old: the resource must be relisted."""
+
+
+# A list of at least this many objects moves the heap out of the collector's sight.
+SETTLE_AFTER_LIST = 5_000
+
+
+def _settle_heap() -> None:
+    """A cache just listed lives until the next list: collect what is garbage now, then
+    freeze what is left (`gc.freeze`), so that the collector's full passes, due every few
+    loops in a process allocating as a loop does, no longer walk millions of cached
+    objects (about 1 s per pass at 150,000 pods). Cached objects replaced by watch events
+    are still freed by reference counting: they hold no reference cycles."""
+    gc.collect()
+    gc.freeze()
 
 
 class WatchProtocolError(Exception):
@@ -421,6 +436,8 @@ class Informer(Generic[T]):
             self._items = items
             self._index = index
             self.resource_version = resource_version
+        if len(items) >= SETTLE_AFTER_LIST:
+            _settle_heap()
         if self.observer is not None:
             self.observer.listed(list(items.values()), initial=not self.relists)
         self.relists += 1
