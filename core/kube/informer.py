@@ -237,6 +237,11 @@ class Informer(Generic[T]):
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self._synced.wait(timeout)
 
+    @property
+    def watching(self) -> bool:
+        """Whether a watch stream is open (its answer received, events being read)."""
+        return self._watching
+
     def stale_reason(self) -> str:
         """Why the cache may no longer follow the cluster; empty while it is current.
 

@@ -29,7 +29,7 @@ def test_cache_is_stale_while_watches_fail_and_current_once_one_is_open(fake_kub
     informer.start()
     try:
         assert informer.wait_for_sync(5)
-        eventually(lambda: fake_kube.open_watches == 1)
+        eventually(lambda: fake_kube.open_watches == 1 and informer.watching)
         clock.now += 3600
         assert informer.stale_reason() == ""  # an open watch keeps it current
         fault = fake_kube.add_fault(watch=True, status=500, message="etcd unavailable")
@@ -51,7 +51,7 @@ def test_watch_that_ends_at_once_without_events_is_a_failure(fake_kube):
     informer.start()
     try:
         assert informer.wait_for_sync(5)
-        eventually(lambda: fake_kube.open_watches == 1)
+        eventually(lambda: fake_kube.open_watches == 1 and informer.watching)
         fake_kube.drop_watches(clean=True)
         eventually(lambda: informer.relists >= 2)
         assert informer.last_error == "watch: the watch ended at once without any event"
@@ -67,7 +67,7 @@ def test_cache_between_two_healthy_watches_stays_current_within_its_bound(fake_k
     informer.start()
     try:
         assert informer.wait_for_sync(5)
-        eventually(lambda: fake_kube.open_watches == 1)
+        eventually(lambda: fake_kube.open_watches == 1 and informer.watching)
         informer.stop()  # not watching, nothing failed: as between two watches
         clock.now += 29
         assert informer.stale_reason() == ""
@@ -84,7 +84,7 @@ def test_watch_that_ends_cleanly_after_a_while_is_resumed_without_failure(fake_k
     informer.start()
     try:
         assert informer.wait_for_sync(5)
-        eventually(lambda: fake_kube.open_watches == 1)
+        eventually(lambda: fake_kube.open_watches == 1 and informer.watching)
         clock.now += 300  # the server's watch timeout
         fake_kube.drop_watches(clean=True)
         eventually(lambda: informer.watch_restarts == 1 and fake_kube.open_watches == 1)
@@ -101,7 +101,7 @@ def test_event_of_unknown_type_is_a_failure_and_the_cache_relists(fake_kube):
     informer.start()
     try:
         assert informer.wait_for_sync(5)
-        eventually(lambda: fake_kube.open_watches == 1)
+        eventually(lambda: fake_kube.open_watches == 1 and informer.watching)
         fake_kube.send_raw_watch_event("nodes", "SOMETIMES", node("n1"))
         eventually(lambda: informer.relists >= 2)
         assert informer.last_error == "watch: a watch event of unknown type 'SOMETIMES'"
@@ -116,7 +116,12 @@ def test_stale_pod_cache_refuses_the_pods_of_a_node_and_is_named(fake_kube):
     fake_kube.create(pod("a", node_name="n1"))
     with KubeClusterSource(fake_kube.api_client(), stale_after=0.05) as source:
         assert source.wait_for_sync(5)
-        eventually(lambda: fake_kube.open_watches == len(source.informers))
+        eventually(
+            lambda: (
+                fake_kube.open_watches == len(source.informers)
+                and all(i.watching for i in source.informers.values())
+            )
+        )
         assert source.stale_caches() == ()
         assert [p.key for p in source.pods_on_node("n1")] == ["default/a"]
         fault = fake_kube.add_fault(path="/api/v1/pods", status=503)

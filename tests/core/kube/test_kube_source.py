@@ -133,7 +133,7 @@ def test_dropped_watch_resumes_from_last_resource_version_without_relist(fake_ku
     informer.start()
     try:
         assert informer.wait_for_sync(5)
-        eventually(lambda: fake_kube.open_watches == 1)
+        eventually(lambda: fake_kube.open_watches == 1 and informer.watching)
         fake_kube.drop_watches()
         fake_kube.create(node("n1"))
         eventually(lambda: {n.name for n in informer.items()} == {"n0", "n1"})
@@ -150,7 +150,7 @@ def test_expired_resource_version_relists(fake_kube):
     informer.start()
     try:
         assert informer.wait_for_sync(5)
-        eventually(lambda: fake_kube.open_watches == 1)
+        eventually(lambda: fake_kube.open_watches == 1 and informer.watching)
         # The watch falls behind: while its reconnection is held up, the server forgets
         # the history it would need to resume.
         fake_kube.add_fault(method="GET", path="/api/v1/nodes", watch=True, delay=0.5, times=1)
@@ -263,7 +263,7 @@ def test_unexpected_event_relists_instead_of_ending_the_thread(fake_kube):
     informer.start()
     try:
         assert informer.wait_for_sync(5)
-        eventually(lambda: fake_kube.open_watches == 1)
+        eventually(lambda: fake_kube.open_watches == 1 and informer.watching)
         fake_kube.send_raw_watch_event("nodes", "ADDED", ["not", "an", "object"])
         fake_kube.create(node("n1"))
         eventually(lambda: informer.relists >= 2)
