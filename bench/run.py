@@ -56,8 +56,8 @@ import yaml
 
 from bench import steady
 from bench.scenarios import DEFAULT_SEED, ROWS, Decision, Expected, Scenario, check, generate
+from bench.worker import REPO_ROOT, run_worker
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 GIB = 1024**3
 ALL_ROWS = [*ROWS, steady.NAME]
 
@@ -436,23 +436,11 @@ def measure(
     directory = data_dir / f"{name}-x{scale:g}-seed{seed}"
     m.snapshot_bytes = write_scenario(scenario, directory)
     del scenario
-    cmd = [sys.executable, "-m", "bench.run", "--worker", str(directory), "--repeat", str(repeat)]
-    if profile_dir is not None:
-        cmd += ["--profile", str(profile_dir)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))}
-    try:
-        proc = subprocess.run(
-            cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        m.error = f"timed out after {timeout:g} s"
+    outcome = run_worker("bench.run", directory, repeat, profile_dir, timeout)
+    if outcome.doc is None:
+        m.error, m.traceback = outcome.error, outcome.traceback
         return m
-    if proc.returncode != 0:
-        lines = (proc.stderr or proc.stdout).strip().splitlines()
-        m.error = f"worker exited with {proc.returncode}: {lines[-1] if lines else ''}"
-        m.traceback = "\n".join(lines[-30:])
-        return m
-    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    doc = outcome.doc
     m.parse, m.build, m.loop, m.floor = doc["parse"], doc["build"], doc["loop"], doc["floor"]
     m.total = [p + b + lo for p, b, lo in zip(m.parse, m.build, m.loop, strict=True)]
     m.base_rss, m.peak_rss = doc["baseRss"], doc["peakRss"]

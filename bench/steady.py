@@ -41,10 +41,8 @@ import argparse
 import dataclasses
 import gc
 import json
-import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,8 +61,8 @@ if __package__ in (None, ""):
 
 from bench.scenarios import real
 from bench.scenarios.realpods import Deployment
+from bench.worker import run_worker
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 GIB = 1024**3
 PAGE = 500
 # Bump when the generated cluster changes, so that kept files are made again.
@@ -576,23 +574,11 @@ def measure(
     result = SteadyResult(scale=scale)
     directory = data_dir / f"{NAME}-x{scale:g}-seed{seed}"
     result.meta = generate(directory, scale, seed)
-    cmd = [sys.executable, "-m", "bench.steady", "--worker", str(directory), "--repeat", str(repeat)]
-    if profile_dir is not None:
-        cmd += ["--profile", str(profile_dir)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))}
-    try:
-        proc = subprocess.run(
-            cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        result.error = f"timed out after {timeout:g} s"
+    outcome = run_worker("bench.steady", directory, repeat, profile_dir, timeout)
+    if outcome.doc is None:
+        result.error, result.traceback = outcome.error, outcome.traceback
         return result
-    if proc.returncode != 0:
-        lines = (proc.stderr or proc.stdout).strip().splitlines()
-        result.error = f"worker exited with {proc.returncode}: {lines[-1] if lines else ''}"
-        result.traceback = "\n".join(lines[-30:])
-        return result
-    result.doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    result.doc = outcome.doc
     return result
 
 
