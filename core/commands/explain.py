@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -398,8 +398,11 @@ def _one_loop(
     objects: ClusterObjects,
     now: datetime,
     kube_api: Any | None,
+    upcoming: Mapping[str, int],
 ) -> tuple[LoopResult, CloudProvider]:
-    """One dry-run loop over an in-memory copy of `objects`: nothing real changes."""
+    """One dry-run loop over an in-memory copy of `objects`, with `upcoming` instances
+    requested per group first: nothing real changes."""
+    from clusterscaler.offline.runner import request_upcoming
     from clusterscaler.offline.setup import build_cluster, build_loop, build_provider
 
     cluster, clock = build_cluster(objects, scheduler_config=options.scheduler_config)
@@ -411,6 +414,8 @@ def _one_loop(
         kube_api=kube_api,
         clock=clock,
     )
+    if upcoming:
+        request_upcoming(provider, dict(upcoming))
     loop = build_loop(registry, options, provider, cluster, clock)
     with stamped_by(clock.now):
         return loop.run_once(now), provider
@@ -422,9 +427,11 @@ def evaluate(
     objects: ClusterObjects,
     now: datetime,
     kube_api: Any | None = None,
+    upcoming: Mapping[str, int] | None = None,
 ) -> tuple[LoopResult, CloudProvider]:
     """The loop's decisions about `objects` at `now`, with an answer for every node, and
-    the cloud provider the loop ran with (it names the nodes' groups).
+    the cloud provider the loop ran with (it names the nodes' groups). `upcoming`: the
+    instances a real provider is still creating, per group of an in-memory run.
 
     A loop that scales up skips scale-down (cooldown), so its result says nothing about
     nodes. Cluster Autoscaler still computes unneeded nodes in that loop, and its removal
@@ -432,11 +439,12 @@ def evaluate(
     second loop over the same cluster without its pending pods.
     """
     options = dataclasses.replace(options, dry_run=True)
-    result, provider = _one_loop(registry, options, objects, now, kube_api)
+    upcoming = upcoming or {}
+    result, provider = _one_loop(registry, options, objects, now, kube_api, upcoming)
     down = result.scale_down
     if result.scale_up.decisions and not down.unneeded and not down.unremovable:
         running = dataclasses.replace(objects, pods=[p for p in objects.pods if p.node_name])
-        calm, _ = _one_loop(registry, options, running, now, kube_api)
+        calm, _ = _one_loop(registry, options, running, now, kube_api, upcoming)
         result = dataclasses.replace(result, scale_down=calm.scale_down)
     return result, provider
 
@@ -451,7 +459,11 @@ def _removable(report: Report) -> list[str]:
 
 
 def _what_if(
-    ctx: CommandContext, options: AutoscalingOptions, objects: ClusterObjects, now: datetime
+    ctx: CommandContext,
+    options: AutoscalingOptions,
+    objects: ClusterObjects,
+    now: datetime,
+    upcoming: Mapping[str, int],
 ) -> tuple[AutoscalingOptions, ClusterObjects, WhatIf]:
     """The snapshot's outcome as it is, then the options and objects with the changes of the
     command line applied (and the scheduler run over them)."""
@@ -459,7 +471,7 @@ def _what_if(
     from clusterscaler.offline.setup import build_cluster, build_provider
     from clusterscaler.offline.whatif import settle
 
-    result, provider = evaluate(ctx.registry, options, objects, now)
+    result, provider = evaluate(ctx.registry, options, objects, now, upcoming=upcoming)
     removable = _removable(explain(result, objects, options, now, provider))
     before = outcome(objects, result, removable, provider)
     cluster, clock = build_cluster(objects, scheduler_config=options.scheduler_config)
@@ -488,10 +500,12 @@ def _offline(ctx: CommandContext) -> tuple[_Evaluated, GroupsReport | None, What
     check_from_cluster(ctx.args)
     live = bool(getattr(ctx.args, "from_cluster", False))
     inference: GroupsReport | None
+    upcoming: dict[str, int] = {}
     if from_provider(ctx.args, options):
         # The node groups of the real provider (read only), run on the `sim` provider.
         objects, inference = read_cluster_and_provider(ctx.registry, options, ctx.args)
         options = inference.sim_options(options)
+        upcoming = inference.upcoming()
     else:
         if options.cloud_provider != SIM_PROVIDER:
             raise ConfigurationError(
@@ -510,8 +524,8 @@ def _offline(ctx: CommandContext) -> tuple[_Evaluated, GroupsReport | None, What
     now = datetime.now(UTC) if live else snapshot_time(objects) or DEFAULT_START
     changes: WhatIf | None = None
     if getattr(ctx.args, "changes", None):
-        options, objects, changes = _what_if(ctx, options, objects, now)
-    result, provider = evaluate(ctx.registry, options, objects, now)
+        options, objects, changes = _what_if(ctx, options, objects, now, upcoming)
+    result, provider = evaluate(ctx.registry, options, objects, now, upcoming=upcoming)
     return (result, provider, objects, options, now), inference, changes
 
 

@@ -51,6 +51,7 @@ from clusterscaler.offline.runner import (
     Simulation,
     SimulationResult,
     provision_initial_nodes,
+    request_upcoming,
     validate_events,
 )
 from clusterscaler.offline.runner import run as run_simulation
@@ -337,6 +338,8 @@ def prepare(
         scenario.initial_nodes,
         retry_unschedulable=not getattr(args, "once", False),
     )
+    if provider_groups is not None:
+        request_upcoming(provider, provider_groups.upcoming())
     validate_events(cluster, provider, scenario.events)
     loop = build_loop(ctx.registry, options, provider, cluster, clock)
     duration = args.duration or scenario.duration or DEFAULT_DURATION

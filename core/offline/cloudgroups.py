@@ -129,6 +129,15 @@ class ProviderGroups:
             out.append(doc)
         return {"nodeGroups": out}
 
+    def upcoming(self) -> dict[str, int]:
+        """Per group, the instances the provider is still creating: its target size above
+        the nodes registered, which the loop counts as upcoming capacity (as CA does)."""
+        return {
+            g.name: g.target_size - len(g.nodes)
+            for g in self.groups
+            if g.target_size > len(g.nodes)
+        }
+
     def sim_options(self, options: AutoscalingOptions) -> AutoscalingOptions:
         """`options` running on the `sim` provider with these groups (the real provider's
         flags are dropped: the simulation never builds it again)."""
@@ -261,7 +270,9 @@ def _group(
         target_size=group.target_size(),
         min_size=group.min_size,
         max_size=group.max_size,
-        bounds_from="--nodes" if _given_by_nodes_flag(group, options.nodes) else f"{cloud} provider",
+        bounds_from="--nodes"
+        if _given_by_nodes_flag(group, options.nodes)
+        else f"{cloud} provider",
         template_from=template_from,
         template=template,
         price=_hourly_price(pricing, node),
@@ -348,11 +359,15 @@ def render(report: ProviderGroups) -> str:
     if report.groups_left_out:
         lines += ["", "Node groups left out"]
         lines.append(
-            render_table(("NODE GROUP", "REASON"), [(g.name, g.reason) for g in report.groups_left_out])
+            render_table(
+                ("NODE GROUP", "REASON"), [(g.name, g.reason) for g in report.groups_left_out]
+            )
         )
     if report.not_in_group:
         lines += ["", "Nodes in no node group"]
-        lines.append(render_table(("NODE", "REASON"), [(n.name, n.reason) for n in report.not_in_group]))
+        lines.append(
+            render_table(("NODE", "REASON"), [(n.name, n.reason) for n in report.not_in_group])
+        )
     return "\n".join(lines)
 
 

@@ -95,6 +95,17 @@ def provision_initial_nodes(
     cluster.events.clear()
 
 
+def request_upcoming(provider: CloudProvider, counts: dict[str, int]) -> None:
+    """Ask the simulated groups for the instances a real provider is still creating: they
+    are upcoming at the start, and become nodes after the groups' provisioning delay.
+    Groups a what-if change removed are skipped."""
+    groups = {g.id: g for g in provider.node_groups()}
+    for name, count in counts.items():
+        group = groups.get(name)
+        if group is not None and count > 0:
+            group.increase_size(count)
+
+
 class _Accounting:
     """Node-hours and cost, integrated between samples over requested and ready nodes."""
 

@@ -5,8 +5,10 @@ simulation's scale-ups act on the simulated cluster, never on the ASGs."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -89,24 +91,33 @@ def _pod(name: str, cpu: str, node: str = "") -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def cluster(aws: AwsFixtures, proxy: ProxyState, tmp_path: Path) -> Any:
+@contextlib.contextmanager
+def _cluster_of(aws: AwsFixtures, proxy: ProxyState, tmp_path: Path, big_desired: int) -> Iterator[Any]:
     """ASG `general` (1..5, one m5.large running, its node registered) and ASG `big`
-    (0..3 m5.2xlarge, empty), both discoverable by tags; a pending pod of 3 CPUs that only
-    an m5.2xlarge fits. Yields the fake API server and its kubeconfig."""
+    (0..3 m5.2xlarge, `big_desired` instances launched, none registered as a node yet),
+    both discoverable by tags; a pending pod of 3 CPUs that only an m5.2xlarge fits.
+    Yields the fake API server and its kubeconfig."""
     aws.asg("general", min_size=1, max_size=5, desired=1, tags=TAGS, instance_type="m5.large")
-    aws.asg("big", min_size=0, max_size=3, desired=0, tags=TAGS, instance_type="m5.2xlarge")
+    aws.asg("big", min_size=0, max_size=3, desired=big_desired, tags=TAGS, instance_type="m5.2xlarge")
     aws.asg("other", min_size=0, max_size=3, desired=0, tags={ENABLED: "true"})
-    [instance] = aws.ec2.describe_instances()["Reservations"][0]["Instances"]
+    general = aws.autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["general"])
+    [instance_id] = [i["InstanceId"] for i in general["AutoScalingGroups"][0]["Instances"]]
+    [instance] = aws.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"]
     zone = instance["Placement"]["AvailabilityZone"]
     with FakeKubeServer() as server:
-        server.create(_node("ip-10-0-1-1", f"aws:///{zone}/{instance['InstanceId']}", zone))
+        server.create(_node("ip-10-0-1-1", f"aws:///{zone}/{instance_id}", zone))
         server.create(_node("ip-10-0-9-9", f"aws:///{zone}/i-0000000000000dead", zone))
         server.create(_pod("web-a1b2c", "1500m", node="ip-10-0-1-1"))
         server.create(_pod("batch-x9y8z", "3"))
         with proxy.lock:
             proxy.calls.clear()
         yield server, server.kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+def cluster(aws: AwsFixtures, proxy: ProxyState, tmp_path: Path) -> Any:
+    with _cluster_of(aws, proxy, tmp_path, big_desired=0) as found:
+        yield found
 
 
 def _writes(proxy: ProxyState) -> list[str]:
@@ -155,6 +166,35 @@ def test_simulate_from_cluster_takes_the_asgs_and_writes_to_neither(
     assert proxy.count("DescribeAutoScalingGroups") >= 1
     assert (aws.desired("big"), aws.desired("general")) == (0, 1)
     _only_gets(server)
+
+
+def test_instances_the_provider_is_still_creating_are_upcoming(
+    aws: AwsFixtures, proxy: ProxyState, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ASG `big` already launched an m5.2xlarge whose node has not registered: as in `run`,
+    the pending pod waits for that upcoming node instead of asking for another one."""
+    with _cluster_of(aws, proxy, tmp_path, big_desired=1) as (server, kubeconfig):
+        code = main(
+            ["simulate", "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
+             DISCOVERY, "--once", "--json"]
+        )  # fmt: skip
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        doc = _last_json(out)
+        groups = {g["name"]: g for g in doc["providerNodeGroups"]}
+        assert (groups["big"]["nodes"], groups["big"]["targetSize"]) == (0, 1)
+        assert doc["scaleUp"] == []
+        assert doc["unschedulable"] == []
+        code = main(
+            ["explain", "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
+             DISCOVERY, "--json"]
+        )  # fmt: skip
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert _last_json(out)["scaleUp"] == []
+        assert _writes(proxy) == []
+        assert aws.desired("big") == 1
+        _only_gets(server)
 
 
 def test_simulate_over_time_scales_the_simulated_cluster_only(
