@@ -181,8 +181,7 @@ class HintingSimulator:
         last = 0
         # The skip of full nodes below stands for NodeResourcesFit; not when the scheduler's
         # configuration leaves it out.
-        filters = snapshot.filters
-        skip_full = filters is None or any(name == "NodeResourcesFit" for name, _ in filters)
+        skip_full = snapshot.checks_resources
         hints = self.hints
         node_info = snapshot.node_info
         where = snapshot._pod_node

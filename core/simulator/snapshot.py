@@ -260,6 +260,14 @@ class ClusterSnapshot:
 
     # ------------------------------------------------------------------ queries
 
+    @property
+    def checks_resources(self) -> bool:
+        """Whether NodeResourcesFit is among the filters (it is, unless the scheduler's
+        configuration disables it): only then may a node too full for a pod's cpu, memory
+        or pod slot be passed over without running the filters."""
+        filters = self.filters
+        return filters is None or any(name == "NodeResourcesFit" for name, _ in filters)
+
     def __len__(self) -> int:
         return len(self._nodes)
 

@@ -353,6 +353,8 @@ class BinpackingEstimator:
         if not count:
             return pods
         room = state.room
+        # Passing over nodes too full for the pod stands for NodeResourcesFit.
+        skip_full = snapshot.checks_resources
         rep: Pod | None = None
         fit = terms = OpenNodes()
         for i, pod in enumerate(pods):
@@ -365,7 +367,8 @@ class BinpackingEstimator:
             for lo, hi in ((start, count), (0, start)):
                 index = lo
                 while True:
-                    index = room.next_fitting(index, hi, cpu, memory, slots)
+                    if skip_full:
+                        index = room.next_fitting(index, hi, cpu, memory, slots)
                     if index >= hi:
                         break
                     after = next_open_of_both(fit, terms, index)

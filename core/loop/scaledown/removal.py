@@ -156,6 +156,9 @@ class RemovalSimulator:
             self._all = _NodeList(kept)
             self._open = _NodeList([(i, ni) for i, ni in kept if not _no_pod_slot_left(ni)])
         position = self._position.get(node, -1)
+        if not self.snapshot.checks_resources:
+            # Full nodes are only left out for NodeResourcesFit.
+            return self._all.without(position)
         for pod in pods:
             if pod.requests.pods <= 0:
                 return self._all.without(position)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
+from clusterscaler.framework.schedulerconfig import SchedulerConfig
 from clusterscaler.loop.decisions import UnremovableReason
 from clusterscaler.loop.scaledown.removal import RemovalSimulator, simulate_nodes
 from clusterscaler.model import Resources
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.builders import make_node, make_pod
 from clusterscaler.simulator.drain import DrainContext, PdbTracker
+from clusterscaler.simulator.profile import configured_filters
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -187,3 +189,20 @@ def test_removal_simulation_matches_plain_first_fit(case: Cluster) -> None:
     assert sorted((p.key, n) for p, n in snap.pods()) == sorted(
         (p.key, n) for p, n in expected_snap.pods()
     )
+
+
+def test_without_node_resources_fit_a_node_with_no_pod_slot_left_still_receives_pods() -> None:
+    """A scheduler configuration that disables NodeResourcesFit: kube-scheduler would put
+    the pods of a removed node on a node whose pod slots are all taken, so the removal
+    simulation does too (it only passes over full nodes for that filter)."""
+    without = configured_filters(SchedulerConfig(disabled_filters=frozenset({"NodeResourcesFit"})))
+    for filters, removable in ((None, False), (without, True)):
+        snap = ClusterSnapshot(filters=filters)
+        snap.add_node(make_node("full", "4", pods=1), [make_pod("a", "100m", node_name="full")])
+        snap.add_node(make_node("gone", "4"), [make_pod("b", "100m", node_name="gone")])
+        context = DrainContext.build(NOW, pdbs=PdbTracker([]))
+        simulator = RemovalSimulator(snap, [], context, HintingSimulator())
+        result = simulator.try_remove("gone")
+        assert result.removable is removable
+        if removable:
+            assert result.destinations == {"default/b": "full"}

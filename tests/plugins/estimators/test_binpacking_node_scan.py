@@ -10,8 +10,9 @@ anti-affinity (own and of pods already in the cluster), host ports, taints and r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from clusterscaler.framework.schedulerconfig import SchedulerConfig
 from clusterscaler.loop.estimator import Estimate, EstimationLimits, ThresholdLimiter
 from clusterscaler.model import NodeInfo, OwnerRef, Pod, Taint, Toleration
 from clusterscaler.plugins.estimators import BinpackingEstimator
@@ -19,10 +20,12 @@ from clusterscaler.plugins.estimators.node_scan import FreeRoom, OpenNodes
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
 from clusterscaler.simulator.builders import affinity_term, make_node, make_pod, spread
 from clusterscaler.simulator.equivalence import group_pods
+from clusterscaler.simulator.profile import configured_filters
 from clusterscaler.simulator.snapshot import SimNodeInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+Filters = tuple[tuple[str, Callable[..., str | None]], ...]
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 TAINT = Taint("dedicated", "batch", "NoSchedule")
@@ -130,11 +133,11 @@ def workloads(draw: st.DrawFn) -> list[Pod]:
     return pods
 
 
-def cluster(old_node: bool, anti_app: str | None) -> ClusterSnapshot:
+def cluster(old_node: bool, anti_app: str | None, filters: Filters | None = None) -> ClusterSnapshot:
     """Maybe an existing node in zone a (without a hostname label, so that it is no
     hostname domain and hostname spread can tighten and relax), maybe with a pod whose
-    anti-affinity repels some new pods from zone a."""
-    snap = ClusterSnapshot()
+    anti-affinity repels some new pods from zone a; `filters`: the scheduler profile's."""
+    snap = ClusterSnapshot(filters=filters)
     if old_node:
         snap.add_node(make_node("old", "1", "1Gi", labels={ZONE: "a"}))
         if anti_app is not None:
@@ -181,6 +184,37 @@ def test_skipping_nodes_gives_the_estimate_of_trying_every_node(pods, tmpl, old,
     fast = run(BinpackingEstimator(), pods, tmpl, cluster(old, anti_app), cap)
     slow = run(EveryNodeEstimator(), pods, tmpl, cluster(old, anti_app), cap)
     assert shape(fast) == shape(slow)
+
+
+# A scheduler configuration without NodeResourcesFit: no node is too full for a pod.
+WITHOUT_RESOURCES_FIT = configured_filters(
+    SchedulerConfig(disabled_filters=frozenset({"NodeResourcesFit"}))
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    workloads(),
+    TEMPLATES,
+    st.booleans(),
+    st.sampled_from([None, "x", "y"]),
+    st.one_of(st.none(), st.integers(0, 12)),
+)
+def test_without_node_resources_fit_no_node_is_passed_over_as_full(pods, tmpl, old, anti_app, cap):
+    fast = run(BinpackingEstimator(), pods, tmpl, cluster(old, anti_app, WITHOUT_RESOURCES_FIT), cap)
+    slow = run(EveryNodeEstimator(), pods, tmpl, cluster(old, anti_app, WITHOUT_RESOURCES_FIT), cap)
+    assert shape(fast) == shape(slow)
+
+
+def test_without_node_resources_fit_a_pod_goes_back_to_a_full_node() -> None:
+    # Three 3-cpu pods on 4-cpu templates: b repels a, c repels b. Without the resources
+    # filter, c joins a on the first node (as kube-scheduler would place it), not a third.
+    a = make_pod("a", "3", labels={"app": "a"})
+    b = make_pod("b", "3", labels={"app": "b"}, anti_affinity=[affinity_term(HOST, {"app": "a"})])
+    c = make_pod("c", "3", labels={"app": "c"}, anti_affinity=[affinity_term(HOST, {"app": "b"})])
+    tmpl = template("a", "4", "8Gi", 110, tainted=False)
+    result = run(BinpackingEstimator(), [a, b, c], tmpl, cluster(False, None, WITHOUT_RESOURCES_FIT), None)
+    assert [[p.name for p in ni.pods] for ni in result.new_nodes] == [["a", "c"], ["b"]]
 
 
 def test_a_node_failing_the_spread_is_tried_again_once_the_spread_relaxes():
