@@ -85,12 +85,14 @@ DELAY_DELETION_POLL_SECONDS = 5.0
 def deletion_timeout(options: AutoscalingOptions) -> timedelta:
     """The longest one deletion can take by the flags: the wait after tainting, the
     eviction retries, the pods' termination, a delay-deletion annotation, and a margin for
-    the API and cloud calls. Shutdown waits this long for deletions in flight."""
+    the API and cloud calls, and the wait of a --node-deletion-batcher-interval batch.
+    Shutdown waits this long for deletions in flight."""
     return (
         options.node_delete_delay_after_taint
         + options.max_pod_eviction_time
         + timedelta(seconds=options.max_graceful_termination_sec + TERMINATION_EXTRA_SECONDS)
         + (options.node_deletion_delay_timeout or timedelta(0))
+        + options.node_deletion_batcher_interval
         + timedelta(seconds=DELETION_MARGIN_SECONDS)
     )
 
@@ -219,11 +221,13 @@ class Actuator:
         # at once. Reentrant because the inline executor deletes from the loop's thread.
         self.provider_lock = threading.RLock()
         # --node-deletion-batcher-interval: the nodes of a group ready within it are deleted
-        # with one call; without it, each node as soon as it is ready.
+        # with one call; without it, each node as soon as it is ready. The inline executor
+        # (the simulator's) runs every deletion at once: nothing could join a batch, and its
+        # wait would only move the simulated clock inside the loop.
         interval = options.node_deletion_batcher_interval.total_seconds()
         self.batcher: DeletionBatcher[_Tainted] | None = (
             DeletionBatcher(interval, self.executor, clock.sleep, self._delete_batch)
-            if interval > 0
+            if interval > 0 and not isinstance(self.executor, InlineExecutor)
             else None
         )
 

@@ -9,9 +9,9 @@ call. A failed call fails the nodes of that batch only, each rolled back as afte
 failed deletion. With an interval of 0 there is no batcher: each node is deleted as soon as
 it is ready.
 
-With the simulator's inline executor the work runs as soon as it is submitted, so each
-batch holds the node that opened it: the outcome of each deletion is the same, only the
-calls are not gathered.
+The simulator's inline executor runs each work as soon as it is submitted: nothing could
+join a batch, and the wait would only move the simulated clock, so the actuator makes no
+batcher for it (each deletion has the same outcome; only the calls are not gathered).
 """
 
 from __future__ import annotations

@@ -189,16 +189,22 @@ def test_empty_nodes_are_batched_too() -> None:
 
 
 def test_the_simulator_deletes_each_node_with_the_same_outcome() -> None:
-    """The inline executor runs a batch as soon as it opens: no gathering, same result."""
-    h = Harness(node_deletion_batcher_interval=timedelta(seconds=30))
-    group = h.provider.add_group("g", 0, 10, nodes=3)
-    h.add_pods([running_pod("big", "g-1", cpu="1")])
-    h.run()
-    result = h.run(ELEVEN_MINUTES)
-    assert sorted((d.node, d.ok) for d in result.scale_down.deletions) == [
-        ("g-2", True),
-        ("g-3", True),
-    ]
-    assert sorted(n for call, n in group.calls if call == "delete_nodes") == [["g-2"], ["g-3"]]
-    assert set(h.cluster.nodes) == {"g-1"}
-    assert group.target == 1
+    """The inline executor runs each deletion at once: no gathering, the same result as
+    without the flag, and no wait that would move the simulated clock inside a loop."""
+    moved = []
+    for interval in (timedelta(0), timedelta(seconds=30)):
+        h = Harness(node_deletion_batcher_interval=interval)
+        group = h.provider.add_group("g", 0, 10, nodes=3)
+        h.add_pods([running_pod("big", "g-1", cpu="1")])
+        h.run()
+        started = h.clock.now() + ELEVEN_MINUTES
+        result = h.run(ELEVEN_MINUTES)
+        moved.append(h.clock.now() - started)
+        assert sorted((d.node, d.ok) for d in result.scale_down.deletions) == [
+            ("g-2", True),
+            ("g-3", True),
+        ]
+        assert sorted(n for call, n in group.calls if call == "delete_nodes") == [["g-2"], ["g-3"]]
+        assert set(h.cluster.nodes) == {"g-1"}
+        assert group.target == 1
+    assert moved[1] == moved[0]
