@@ -75,7 +75,10 @@ def _settle_heap() -> None:
     freeze what is left (`gc.freeze`), so that the collector's full passes, due every few
     loops in a process allocating as a loop does, no longer walk millions of cached
     objects (about 1 s per pass at 150,000 pods). Cached objects replaced by watch events
-    are still freed by reference counting: they hold no reference cycles."""
+    are still freed by reference counting: they hold no reference cycles. What an earlier
+    list froze is unfrozen first, so that cycles which became garbage since are collected
+    rather than kept for good."""
+    gc.unfreeze()
     gc.collect()
     gc.freeze()
 
