@@ -5,8 +5,14 @@ and Filter plugins as that profile configures them. `load_scheduler_config` read
 file (YAML or JSON, `kubescheduler.config.k8s.io/v1`, or `v1beta3`) and keeps what changes
 where a pod fits, as a plain `SchedulerConfig`:
 
-- the filter plugins disabled in the profile (`plugins.filter`, `plugins.preFilter` and
-  `plugins.multiPoint`, `"*"` included, `enabled` re-enabling a default plugin);
+- the filter plugins whose Filter the profile switches off, resolved per extension point
+  as kube-scheduler does: a plugin is off at `filter` when `plugins.filter.disabled` names
+  it (or `"*"`), or when `plugins.multiPoint.disabled` does and `plugins.filter.enabled`
+  does not enable it again. Disabling a plugin at `preFilter` only leaves its Filter
+  unchanged for plugins whose Filter does without it (TaintToleration, NodeUnschedulable,
+  NodeName and NodeVolumeLimits have nothing there; NodeAffinity and VolumeZone compute
+  what they need); for the others kube-scheduler's Filter fails for every pod, so such a
+  profile is refused;
 - `NodeResourcesFitArgs.ignoredResources` and `ignoredResourceGroups` (extended resources
   the fit check skips);
 - `PodTopologySpreadArgs.defaultConstraints` with `defaultingType: List` (the System
@@ -14,9 +20,9 @@ where a pod fits, as a plain `SchedulerConfig`:
 - `NodeAffinityArgs.addedAffinity`'s required node selector terms, which every pod must
   match besides its own node selector and affinity.
 
-The profile is the one named `default-scheduler` (a profile without `schedulerName` is
-that one), else the first. Bad input raises `SchedulerConfigError`, naming the file, the
-field and the form expected; plugin names the simulation does not know are returned in
+Like Cluster Autoscaler, one profile only is accepted (none: kube-scheduler's defaults;
+an empty entry is the default profile). Bad input raises `SchedulerConfigError`, naming
+the file, the field and the form expected; plugin names the simulation does not know are returned in
 `SchedulerConfig.unknown_plugins` for the caller to warn about.
 """
 
@@ -135,9 +141,21 @@ _EXTENSION_POINTS = frozenset(
         "multiPoint",
     }
 )
-# Where a plugin disabled at this point stops being checked. A plugin's Filter reads what
-# its PreFilter computed, so disabling either stops the check.
-_FILTER_POINTS = ("multiPoint", "preFilter", "filter")
+# The filter plugins whose Filter reads the state their PreFilter writes and returns an
+# error for every pod without it (kube-scheduler's pkg/scheduler/framework/plugins). The
+# other filter plugins have no PreFilter (NodeUnschedulable, NodeName, TaintToleration),
+# one that only skips (NodeVolumeLimits), or a Filter computing what it needs itself
+# (NodeAffinity, VolumeZone).
+_NEEDS_PREFILTER = frozenset(
+    {
+        "NodePorts",
+        "NodeResourcesFit",
+        "VolumeRestrictions",
+        "VolumeBinding",
+        "PodTopologySpread",
+        "InterPodAffinity",
+    }
+)
 _SPREAD_FIELDS = frozenset(
     {
         "maxSkew",
@@ -213,6 +231,11 @@ def load_scheduler_config(path: str) -> SchedulerConfig:
         raise SchedulerConfigError(
             f"--scheduler-config-file {path}: cannot read the file ({exc.strerror or exc})"
         ) from None
+    except UnicodeDecodeError as exc:
+        raise SchedulerConfigError(
+            f"--scheduler-config-file {path}: not UTF-8 text (byte {exc.object[exc.start]:#04x}"
+            f" at offset {exc.start})"
+        ) from None
     try:
         doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
@@ -227,9 +250,10 @@ class _Reader:
         self.path = path
 
     def error(self, where: str, expected: str, value: Any) -> SchedulerConfigError:
-        return SchedulerConfigError(
-            f"--scheduler-config-file {self.path}: {where}: expected {expected}, got {value!r}"
-        )
+        return self.fail(where, f"expected {expected}, got {value!r}")
+
+    def fail(self, where: str, message: str) -> SchedulerConfigError:
+        return SchedulerConfigError(f"--scheduler-config-file {self.path}: {where}: {message}")
 
     def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
         if value is None:
@@ -273,21 +297,24 @@ def parse_scheduler_config(doc: Any, path: str) -> SchedulerConfig:
     if doc.get("kind") != "KubeSchedulerConfiguration":
         raise r.error("kind", "KubeSchedulerConfiguration", doc.get("kind"))
     r.only(doc, _TOP_FIELDS, "")
-    profiles = r.sequence(doc.get("profiles"), "profiles")
+    # An empty entry (`- ` alone) is a profile with every field defaulted.
+    profiles = [
+        r.mapping(p, f"profiles[{i}]")
+        for i, p in enumerate(r.sequence(doc.get("profiles"), "profiles"))
+    ]
     for i, p in enumerate(profiles):
-        r.only(r.mapping(p, f"profiles[{i}]"), _PROFILE_FIELDS, f"profiles[{i}]")
+        r.only(p, _PROFILE_FIELDS, f"profiles[{i}]")
     if not profiles:
         return SchedulerConfig(path=path)
-    index = next(
-        (
-            i
-            for i, p in enumerate(profiles)
-            if (p.get("schedulerName") or DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
-        ),
-        0,
-    )
-    profile = profiles[index]
-    where = f"profiles[{index}]"
+    if len(profiles) > 1:
+        # Cluster Autoscaler simulates one scheduler and refuses more profiles.
+        raise r.fail(
+            "profiles",
+            f"expected one scheduler profile only (found {len(profiles)} profiles),"
+            " as Cluster Autoscaler simulates one scheduler",
+        )
+    profile = profiles[0]
+    where = "profiles[0]"
     name = profile.get("schedulerName") or DEFAULT_SCHEDULER
     if not isinstance(name, str):
         raise r.error(f"{where}.schedulerName", "a string", name)
@@ -342,14 +369,18 @@ def parse_scheduler_config(doc: Any, path: str) -> SchedulerConfig:
 
 
 def _disabled_filters(r: _Reader, value: Any, where: str, unknown: list[str]) -> frozenset[str]:
+    """The filter plugins whose Filter the profile switches off, each extension point
+    resolved as kube-scheduler resolves it (its v1 defaults enable every filter plugin at
+    multiPoint)."""
     plugins = r.mapping(value, where)
     r.only(plugins, _EXTENSION_POINTS, where)
-    disabled: set[str] = set()
-    enabled: set[str] = set()
+    # The names enabled and disabled at each point.
+    points: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
     for point in sorted(plugins):
         at = f"{where}.{point}"
         sets = r.mapping(plugins[point], at)
         r.only(sets, frozenset({"enabled", "disabled"}), at)
+        names: dict[str, set[str]] = {"enabled": set(), "disabled": set()}
         for kind in ("enabled", "disabled"):
             for i, item in enumerate(r.sequence(sets.get(kind), f"{at}.{kind}")):
                 item_at = f"{at}.{kind}[{i}]"
@@ -360,19 +391,47 @@ def _disabled_filters(r: _Reader, value: Any, where: str, unknown: list[str]) ->
                     raise r.error(f"{item_at}.name", "a plugin name or *", name)
                 if name != "*" and name not in KNOWN_PLUGINS and name not in unknown:
                     unknown.append(name)
-                if point not in _FILTER_POINTS:
-                    continue
-                if kind == "disabled":
-                    disabled.update(FILTER_PLUGINS if name == "*" else (name,))
-                else:
-                    enabled.add(name)
-    return frozenset(p for p in FILTER_PLUGINS if p in disabled and p not in enabled)
+                names[kind].add(name)
+        points[point] = (frozenset(names["enabled"]), frozenset(names["disabled"]))
+    none: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    multi_enabled, multi_disabled = points.get("multiPoint", none)
+    # multiPoint: the defaults less the disabled ones ("*": all), plus the enabled ones.
+    multi = multi_enabled | (
+        frozenset() if "*" in multi_disabled else frozenset(FILTER_PLUGINS) - multi_disabled
+    )
+
+    def runs(point: str, plugin: str) -> bool:
+        # Enabled at the point itself, or at multiPoint and not disabled at the point.
+        enabled, disabled = points.get(point, none)
+        if plugin in enabled:
+            return True
+        return plugin in multi and plugin not in disabled and "*" not in disabled
+
+    off: set[str] = set()
+    for plugin in FILTER_PLUGINS:
+        if not runs("filter", plugin):
+            off.add(plugin)
+        elif plugin in _NEEDS_PREFILTER and not runs("preFilter", plugin):
+            if plugin in multi:
+                raise r.fail(
+                    f"{where}.preFilter.disabled",
+                    f"{plugin}'s Filter needs its PreFilter (without it kube-scheduler's"
+                    " Filter fails for every pod); disable it at filter or multiPoint",
+                )
+            raise r.fail(
+                f"{where}.filter.enabled",
+                f"{plugin}'s Filter needs its PreFilter (without it kube-scheduler's Filter"
+                " fails for every pod), which multiPoint disables; enable it at preFilter"
+                " as well",
+            )
+    return frozenset(off)
 
 
 def _default_spread(
     r: _Reader, args: Mapping[str, Any], where: str
 ) -> tuple[TopologySpreadConstraint, ...]:
-    defaulting = args.get("defaultingType", "System")
+    # Unset or null: System, kube-scheduler's default.
+    defaulting = args.get("defaultingType") or "System"
     if defaulting not in ("System", "List"):
         raise r.error(f"{where}.defaultingType", "System or List", defaulting)
     items = r.sequence(args.get("defaultConstraints"), f"{where}.defaultConstraints")

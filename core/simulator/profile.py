@@ -5,23 +5,24 @@
 path); `with_default_spread` gives the pods without topology spread constraints of their
 own the profile's List default constraints, as kube-scheduler's PodTopologySpread does.
 
-The default constraints select, as kube-scheduler derives it, the pods matching every
-ReplicaSet, ReplicationController and StatefulSet that selects the pod (the requirements of
-all of them together). Services are not read: a pod selected by no such controller gets no
-default constraints.
+The default constraints select the pods the pod's controller selects: kube-scheduler
+derives the selector from the Services selecting the pod and from the pod's controller
+owner (its owner reference with `controller: true`) when that is a ReplicaSet,
+ReplicationController or StatefulSet. Services are not read here, so the selector is the
+controller's alone, and a pod without such a controller (or whose controller has an empty
+selector) gets no default constraints.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from clusterscaler.framework.schedulerconfig import SchedulerConfig
 from clusterscaler.model import (
     ClusterObjects,
     Controller,
     LabelSelector,
-    LabelSelectorRequirement,
     NodeSelectorTerm,
     Pod,
     TopologySpreadConstraint,
@@ -46,7 +47,8 @@ __all__ = [
     "with_default_spread",
 ]
 
-_SELECTING_KINDS = ("ReplicaSet", "ReplicationController", "StatefulSet")
+# The controller kinds kube-scheduler's DefaultSelector reads, with their API group.
+_SELECTING_KINDS = {"ReplicaSet": "apps", "ReplicationController": "", "StatefulSet": "apps"}
 # Bound on the constraints kept per selector across calls (then dropped and rebuilt).
 _SHARED_LIMIT = 10_000
 
@@ -84,20 +86,36 @@ def node_affinity_adding(terms: tuple[NodeSelectorTerm, ...]) -> Predicate:
 
 
 def default_spread_selector(pod: Pod, controllers: Sequence[Controller]) -> LabelSelector | None:
-    """The selector kube-scheduler derives for `pod`'s default constraints: every
-    requirement of the controllers (of `controllers`, all in the pod's namespace) whose
-    non-empty selector matches the pod; `None` when none does."""
-    labels: dict[str, str] = {}
-    expressions: list[LabelSelectorRequirement] = []
-    for c in controllers:
-        selector = c.selector
-        if selector is None or selector.is_empty() or not selector.matches(pod.labels):
-            continue
-        labels.update(selector.match_labels)
-        expressions.extend(e for e in selector.match_expressions if e not in expressions)
-    if not labels and not expressions:
+    """The selector kube-scheduler derives for `pod`'s default constraints, Services left
+    out: that of the pod's controller owner, found among `controllers` by kind, namespace
+    and name; `None` when the pod has no such controller or its selector is empty."""
+    return _owner_selector(pod, _by_owner(controllers))
+
+
+def _by_owner(
+    controllers: Iterable[Controller],
+) -> dict[tuple[str, str, str], LabelSelector]:
+    """The non-empty selectors of the controllers kube-scheduler reads, by kind,
+    namespace and name."""
+    return {
+        (c.kind, c.namespace, c.name): c.selector
+        for c in controllers
+        if c.kind in _SELECTING_KINDS and c.selector is not None and not c.selector.is_empty()
+    }
+
+
+def _owner_selector(
+    pod: Pod, selectors: Mapping[tuple[str, str, str], LabelSelector]
+) -> LabelSelector | None:
+    owner = pod.owner
+    if owner is None or owner.kind not in _SELECTING_KINDS:
         return None
-    return LabelSelector(tuple(sorted(labels.items())), tuple(expressions))
+    if owner.api_version:
+        # kube-scheduler matches the owner's group and kind (apps/v1 ReplicaSet, ...).
+        group = owner.api_version.rpartition("/")[0]
+        if group != _SELECTING_KINDS[owner.kind]:
+            return None
+    return selectors.get((owner.kind, pod.namespace, owner.name))
 
 
 def with_default_spread(objects: ClusterObjects, config: SchedulerConfig) -> ClusterObjects:
@@ -122,21 +140,7 @@ class DefaultSpread:
     def __call__(self, objects: ClusterObjects) -> ClusterObjects:
         if not self.config.filters_default_spread:
             return objects
-        # Controllers by one label their selector requires (any will do: the pod must
-        # carry it), so that a pod is matched against the few that may select it;
-        # selectors made of expressions only are tried on every pod of their namespace.
-        by_label: dict[tuple[str, str, str], list[Controller]] = {}
-        by_expressions: dict[str, list[Controller]] = {}
-        namespaces: set[str] = set()
-        for c in objects.controllers:
-            if c.kind not in _SELECTING_KINDS or c.selector is None or c.selector.is_empty():
-                continue
-            namespaces.add(c.namespace)
-            if c.selector.match_labels:
-                key, value = c.selector.match_labels[0]
-                by_label.setdefault((c.namespace, key, value), []).append(c)
-            else:
-                by_expressions.setdefault(c.namespace, []).append(c)
+        selectors = _by_owner(objects.controllers)
         if len(self._shared) > _SHARED_LIMIT:
             self._shared.clear()
         shared = self._shared
@@ -145,14 +149,7 @@ class DefaultSpread:
         pods: list[Pod] = []
         changed = False
         for pod in objects.pods:
-            ns = pod.namespace
-            if pod.topology_spread or ns not in namespaces or not pod.labels:
-                pods.append(pod)
-                continue
-            controllers = list(by_expressions.get(ns, ()))
-            for key, value in pod.labels.items():
-                controllers += by_label.get((ns, key, value), ())
-            selector = default_spread_selector(pod, controllers) if controllers else None
+            selector = None if pod.topology_spread else _owner_selector(pod, selectors)
             if selector is None:
                 pods.append(pod)
                 continue

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from clusterscaler.commands.cli import load_plugins, parse_autoscaler_args
 from clusterscaler.framework.schedulerconfig import (
+    FILTER_PLUGINS,
     SchedulerConfig,
     SchedulerConfigError,
     load_scheduler_config,
@@ -21,6 +22,7 @@ from clusterscaler.model import (
     Controller,
     LabelSelector,
     LabelSelectorRequirement,
+    OwnerRef,
     Taint,
 )
 from clusterscaler.simulator import ClusterSnapshot, check_predicates, failing_predicates
@@ -49,9 +51,62 @@ def test_no_profile_changes_nothing() -> None:
     assert not cfg.filters_default_spread
 
 
-@pytest.mark.parametrize("point", ["filter", "preFilter", "multiPoint"])
-def test_disabled_filter_at_any_filtering_point(point: str) -> None:
+@pytest.mark.parametrize("point", ["filter", "multiPoint"])
+def test_disabled_filter_at_filter_or_multipoint(point: str) -> None:
     assert config(disabled(point, "TaintToleration")).disabled_filters == {"TaintToleration"}
+
+
+@pytest.mark.parametrize("plugin", ["TaintToleration", "NodeUnschedulable", "NodeName", "NodeAffinity", "VolumeZone", "NodeVolumeLimits"])
+def test_disabled_at_prefilter_leaves_a_filter_that_does_without_it(plugin: str) -> None:
+    cfg = config(disabled("preFilter", plugin))
+    assert cfg.disabled_filters == frozenset()
+    assert configured_filters(cfg) is None
+
+
+@pytest.mark.parametrize(
+    "plugin", ["NodePorts", "NodeResourcesFit", "VolumeRestrictions", "VolumeBinding", "PodTopologySpread", "InterPodAffinity"]
+)
+def test_disabled_at_prefilter_only_is_refused_when_the_filter_needs_it(plugin: str) -> None:
+    with pytest.raises(SchedulerConfigError) as err:
+        config(disabled("preFilter", plugin))
+    assert str(err.value) == (
+        f"--scheduler-config-file sched.yaml: profiles[0].plugins.preFilter.disabled: {plugin}'s Filter needs its"
+        " PreFilter (without it kube-scheduler's Filter fails for every pod); disable it at filter or multiPoint"
+    )
+    # "*" at preFilter too; disabling the Filter as well is fine.
+    with pytest.raises(SchedulerConfigError, match=r"preFilter\.disabled: NodePorts's Filter needs its PreFilter"):
+        config(disabled("preFilter", "*"))
+    both = {"plugins": {"preFilter": {"disabled": [{"name": plugin}]}, "filter": {"disabled": [{"name": plugin}]}}}
+    assert config(both).disabled_filters == {plugin}
+    assert config(disabled("multiPoint", plugin)).disabled_filters == {plugin}
+
+
+def test_enabled_and_disabled_are_resolved_per_extension_point() -> None:
+    # Enabled at preFilter does not bring back the Filter disabled at filter.
+    cfg = config({"plugins": {"filter": {"disabled": [{"name": "NodeAffinity"}]}, "preFilter": {"enabled": [{"name": "NodeAffinity"}]}}})
+    assert cfg.disabled_filters == {"NodeAffinity"}
+    # Disabled at multiPoint, enabled again at filter: the Filter runs.
+    cfg = config({"plugins": {"multiPoint": {"disabled": [{"name": "TaintToleration"}]}, "filter": {"enabled": [{"name": "TaintToleration"}]}}})
+    assert cfg.disabled_filters == frozenset()
+    # multiPoint "*" with one enabled again there: only that one runs.
+    cfg = config(disabled("multiPoint", "*", enabled=("NodeResourcesFit",)))
+    assert cfg.disabled_filters == set(FILTER_PLUGINS) - {"NodeResourcesFit"}
+    # Disabled at multiPoint, enabled at filter only: its PreFilter stays off.
+    with pytest.raises(SchedulerConfigError) as err:
+        config({"plugins": {"multiPoint": {"disabled": [{"name": "NodePorts"}]}, "filter": {"enabled": [{"name": "NodePorts"}]}}})
+    assert str(err.value).startswith(
+        "--scheduler-config-file sched.yaml: profiles[0].plugins.filter.enabled: NodePorts's Filter needs its PreFilter"
+    )
+    cfg = config(
+        {
+            "plugins": {
+                "multiPoint": {"disabled": [{"name": "NodePorts"}]},
+                "filter": {"enabled": [{"name": "NodePorts"}]},
+                "preFilter": {"enabled": [{"name": "NodePorts"}]},
+            }
+        }
+    )
+    assert cfg.disabled_filters == frozenset()
 
 
 def test_disabled_at_scoring_points_changes_no_filter() -> None:
@@ -65,12 +120,37 @@ def test_star_disables_every_filter_but_the_ones_enabled_again() -> None:
     assert [name for name, _ in filters] == ["NodeResourcesFit"]
 
 
-def test_profile_is_default_scheduler_else_the_first() -> None:
-    other = {"schedulerName": "batch", **disabled("filter", "NodePorts")}
-    default = {"schedulerName": "default-scheduler", **disabled("filter", "NodeName")}
-    assert config(other, default).disabled_filters == {"NodeName"}
-    assert config(other, {"schedulerName": "gpu"}).disabled_filters == {"NodePorts"}
-    assert config(other, default).profile == "default-scheduler"
+def test_one_profile_only() -> None:
+    batch = {"schedulerName": "batch", **disabled("filter", "NodePorts")}
+    assert config(batch).disabled_filters == {"NodePorts"}
+    assert config(batch).profile == "batch"
+    with pytest.raises(SchedulerConfigError) as err:
+        config(batch, {"schedulerName": "default-scheduler"})
+    assert str(err.value) == (
+        "--scheduler-config-file sched.yaml: profiles: expected one scheduler profile only (found 2 profiles),"
+        " as Cluster Autoscaler simulates one scheduler"
+    )
+
+
+def test_an_empty_profile_is_the_default_one(tmp_path: Path) -> None:
+    path = tmp_path / "sched.yaml"
+    path.write_text(f"apiVersion: {V1}\nkind: KubeSchedulerConfiguration\nprofiles:\n-\n")
+    assert load_scheduler_config(str(path)) == SchedulerConfig(path=str(path))
+
+
+def test_a_file_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "sched.yaml"
+    path.write_bytes(f"apiVersion: {V1}\nkind: KubeSchedulerConfiguration\n# caf\xe9\n".encode("latin-1"))
+    with pytest.raises(SchedulerConfigError) as err:
+        load_scheduler_config(str(path))
+    assert str(err.value).startswith(f"--scheduler-config-file {path}: not UTF-8 text")
+
+
+def test_null_defaulting_type_is_system() -> None:
+    cfg = config({"pluginConfig": [{"name": "PodTopologySpread", "args": {"defaultingType": None}}]})
+    assert cfg.default_spread == ()
+    with pytest.raises(SchedulerConfigError, match="defaultConstraints: expected none with defaultingType System"):
+        config({"pluginConfig": [{"name": "PodTopologySpread", "args": {"defaultingType": None, "defaultConstraints": [{"maxSkew": 1}]}}]})
 
 
 def test_v1beta3_json_file(tmp_path: Path) -> None:
@@ -176,7 +256,7 @@ def test_disabled_resources_fit_places_pods_beyond_capacity() -> None:
     # The hinting scheduler's skip of full nodes stands for NodeResourcesFit, so it goes too.
     from clusterscaler.simulator import HintingSimulator
 
-    snap = snapshot_of(config(disabled("preFilter", "NodeResourcesFit")), make_node("n1", "1"))
+    snap = snapshot_of(config(disabled("filter", "NodeResourcesFit")), make_node("n1", "1"))
     result = HintingSimulator().try_schedule_pods(snap, [make_pod(f"p{i}", "1") for i in range(3)])
     assert [p.node_name for p in result.scheduled] == ["n1", "n1", "n1"]
 
@@ -197,17 +277,29 @@ LIST_ZONE = {
 }
 
 
+def owned(kind: str, name: str, api_version: str = "apps/v1") -> OwnerRef:
+    return OwnerRef(kind, name, uid=f"uid-{name}", controller=True, api_version=api_version)
+
+
 def test_default_spread_goes_to_pods_a_controller_selects() -> None:
     cfg = config(LIST_ZONE)
     assert cfg.filters_default_spread
     rs = Controller("ReplicaSet", "default", "web", selector=LabelSelector((("app", "web"),)))
     ss = Controller("StatefulSet", "default", "db", selector=LabelSelector((("tier", "db"),)))
-    web = [make_pod(f"web-{i}", "1", labels={"app": "web"}) for i in range(2)]
-    own = make_pod("own", "1", labels={"app": "web"}, topology_spread=(spread("kubernetes.io/hostname", {"app": "web"}),))
-    lone = make_pod("lone", "1", labels={"app": "lone"})
-    other_ns = make_pod("elsewhere", "1", labels={"app": "web"}, namespace="other")
-    both = make_pod("both", "1", labels={"app": "web", "tier": "db"})
-    out = with_default_spread(ClusterObjects(pods=[*web, own, lone, other_ns, both], controllers=[rs, ss]), cfg)
+    rc = Controller("ReplicationController", "default", "old", selector=LabelSelector((("app", "old"),)))
+    web = [make_pod(f"web-{i}", "1", labels={"app": "web"}, owner=owned("ReplicaSet", "web")) for i in range(2)]
+    own = make_pod(
+        "own", "1", labels={"app": "web"}, owner=owned("ReplicaSet", "web"),
+        topology_spread=(spread("kubernetes.io/hostname", {"app": "web"}),),
+    )
+    # Matching a controller's selector is not enough: the pod's controller owner counts.
+    lone = make_pod("lone", "1", labels={"app": "web"})
+    other_ns = make_pod("elsewhere", "1", labels={"app": "web"}, namespace="other", owner=owned("ReplicaSet", "web"))
+    db = make_pod("db-0", "1", labels={"app": "web", "tier": "db"}, owner=owned("StatefulSet", "db"))
+    old = make_pod("old-x", "1", labels={"app": "old"}, owner=owned("ReplicationController", "old", "v1"))
+    job = make_pod("job-x", "1", labels={"app": "web"}, owner=owned("Job", "web", "batch/v1"))
+    pods = [*web, own, lone, other_ns, db, old, job]
+    out = with_default_spread(ClusterObjects(pods=pods, controllers=[rs, ss, rc]), cfg)
     by_name = {p.name: p for p in out.pods}
     constraints = by_name["web-0"].topology_spread
     assert [(c.topology_key, c.when_unsatisfiable, c.max_skew) for c in constraints] == [
@@ -217,19 +309,22 @@ def test_default_spread_goes_to_pods_a_controller_selects() -> None:
     assert constraints[0].label_selector == LabelSelector((("app", "web"),))
     # Pods of one workload share the constraints (compared by identity first).
     assert by_name["web-1"].topology_spread is constraints
-    # A pod's own constraints win; no selecting controller, no defaults.
+    # A pod's own constraints win; no controller owner (or none in its namespace), no defaults.
     assert by_name["own"] is own
     assert by_name["lone"] is lone
     assert by_name["elsewhere"] is other_ns
-    # Selected by two controllers: both selectors together.
-    assert by_name["both"].topology_spread[0].label_selector == LabelSelector((("app", "web"), ("tier", "db")))
+    assert by_name["job-x"] is job
+    # Selected by the ReplicaSet too, but owned by the StatefulSet: its selector alone.
+    assert by_name["db-0"].topology_spread[0].label_selector == LabelSelector((("tier", "db"),))
+    assert by_name["old-x"].topology_spread[0].label_selector == LabelSelector((("app", "old"),))
 
 
 def test_scoring_only_defaults_leave_pods_alone() -> None:
     objects = ClusterObjects(
-        pods=[make_pod("web-0", "1", labels={"app": "web"})],
+        pods=[make_pod("web-0", "1", labels={"app": "web"}, owner=owned("ReplicaSet", "web"))],
         controllers=[Controller("ReplicaSet", "default", "web", selector=LabelSelector((("app", "web"),)))],
     )
+    assert with_default_spread(objects, config(LIST_ZONE)) is not objects
     system = config({"pluginConfig": [{"name": "PodTopologySpread", "args": {"defaultingType": "System"}}]})
     assert with_default_spread(objects, system) is objects
     off = config({**LIST_ZONE, **disabled("filter", "PodTopologySpread")})
@@ -311,24 +406,22 @@ def test_default_spread_keeps_its_copies_between_loops() -> None:
     from clusterscaler.simulator.profile import DefaultSpread
 
     spread_of = DefaultSpread(config(LIST_ZONE))
-    pod = make_pod("web-0", "1", labels={"app": "web"})
+    pod = make_pod("web-0", "1", labels={"app": "web"}, owner=owned("ReplicaSet", "web"))
     rs = Controller("ReplicaSet", "default", "web", selector=LabelSelector((("app", "web"),)))
     first = spread_of(ClusterObjects(pods=[pod], controllers=[rs])).pods[0]
     again = spread_of(ClusterObjects(pods=[pod], controllers=[rs])).pods[0]
     assert again is first
-    # Another controller selecting the pod changes its selector: a new copy.
+    # Other controllers selecting the pod change nothing.
     ss = Controller("StatefulSet", "default", "db", selector=LabelSelector((("app", "web"),), ()))
     wider = Controller("ReplicationController", "default", "rc", selector=LabelSelector((("app", "web"),)))
-    changed = spread_of(ClusterObjects(pods=[pod], controllers=[rs, ss, wider])).pods[0]
-    assert changed.topology_spread[0].label_selector == LabelSelector((("app", "web"),))
+    assert spread_of(ClusterObjects(pods=[pod], controllers=[rs, ss, wider])).pods[0] is first
+    # Its controller's selector changing: a new copy.
     expr = Controller(
         "ReplicaSet",
         "default",
-        "expr",
-        selector=LabelSelector((), (LabelSelectorRequirement("app", "In", ("web",)),)),
+        "web",
+        selector=LabelSelector((("app", "web"),), (LabelSelectorRequirement("app", "In", ("web",)),)),
     )
-    narrowed = spread_of(ClusterObjects(pods=[pod], controllers=[rs, expr])).pods[0]
+    narrowed = spread_of(ClusterObjects(pods=[pod], controllers=[expr])).pods[0]
     assert narrowed is not first
-    assert narrowed.topology_spread[0].label_selector == LabelSelector(
-        (("app", "web"),), (LabelSelectorRequirement("app", "In", ("web",)),)
-    )
+    assert narrowed.topology_spread[0].label_selector == expr.selector

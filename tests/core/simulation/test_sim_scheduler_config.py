@@ -214,10 +214,22 @@ BAD_FILES = [
         "profiles[0].plugins.filter.disabled[0]: expected a mapping, got 'TaintToleration'",
     ),
     ("profiles: [\n", "not valid YAML or JSON"),
+    (
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: a\n- schedulerName: b\n",
+        "profiles: expected one scheduler profile only (found 2 profiles)",
+    ),
+    (
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    preFilter:\n      disabled: [{name: NodePorts}]\n",
+        "profiles[0].plugins.preFilter.disabled: NodePorts's Filter needs its PreFilter",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("text", "message"), BAD_FILES, ids=["api-version", "kind", "profiles", "unknown-arg", "max-skew", "plugin-form", "yaml"])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    BAD_FILES,
+    ids=["api-version", "kind", "profiles", "unknown-arg", "max-skew", "plugin-form", "yaml", "two-profiles", "prefilter"],
+)
 def test_bad_file_exits_2_naming_file_and_field(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, message: str
 ) -> None:
@@ -225,6 +237,20 @@ def test_bad_file_exits_2_naming_file_and_field(
     path.write_text(text)
     assert exit_code(["simulate", "--scheduler-config-file", str(path)]) == 2
     assert f"--scheduler-config-file {path}: {message}" in capsys.readouterr().err
+
+
+def test_file_not_utf8_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "scheduler.yaml"
+    path.write_bytes(b"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n# caf\xe9\n")
+    assert exit_code(["simulate", "--scheduler-config-file", str(path)]) == 2
+    assert f"--scheduler-config-file {path}: not UTF-8 text" in capsys.readouterr().err
+
+
+def test_empty_profile_entry_is_the_default_profile(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "scheduler.yaml"
+    path.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n-\n")
+    scenario = write_scenario(tmp_path, [group("general")], {})
+    assert simulate(capsys, str(scenario), "--scheduler-config-file", str(path))["nodesRequested"] == 0
 
 
 def test_missing_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
