@@ -257,7 +257,6 @@ class RemovalSimulator:
             if commit:
                 self.removed.add(node)
                 self._take_out(node)
-                plan = self._allot_daemonsets(plan)
             return RemovalResult(node, True, plan)
         snapshot = self.snapshot
         destinations = self._destinations(node, plan.to_move)
@@ -295,7 +294,6 @@ class RemovalSimulator:
                 if placement.pod is not original:
                     self._decide.share(placement.pod, original)
             self.context.pdbs.consume(plan.to_move)
-            plan = self._allot_daemonsets(plan)
             self._take_out(node)
             self._filled(result.scheduled)
         else:
@@ -303,10 +301,24 @@ class RemovalSimulator:
             snapshot.revert()
         return RemovalResult(node, True, plan, destinations=moved_to)
 
+    def allot_daemonsets(self, results: Sequence[RemovalResult]) -> list[RemovalResult]:
+        """`results` with the DaemonSet pods each removable node will evict given what the
+        PDB budgets have left once every candidate's pods to move took theirs (as in CA,
+        DaemonSet pods never make a node unremovable), in candidate order. Those whose
+        budgets have none left are kept: not evicted, they go with their node, so that no
+        eviction of the loop is refused and no budget is overspent."""
+        out: list[RemovalResult] = []
+        for r in results:
+            if r.removable and r.plan.daemonset:
+                plan = self._allot_daemonsets(r.plan)
+                if plan is not r.plan:
+                    r = replace(r, plan=plan)
+            out.append(r)
+        return out
+
     def _allot_daemonsets(self, plan: NodeDrainPlan) -> NodeDrainPlan:
-        """`plan` with the DaemonSet pods to be evicted given the budget disruptions they
-        will spend, after the pods to move; those whose budgets have none left are kept
-        (not evicted), so that no eviction planned in this loop is refused."""
+        """`plan` with its DaemonSet pods to evict given budget disruptions; those whose
+        budgets have none left are kept."""
         if not plan.daemonset:
             return plan
         evicted = daemonset_pods_to_evict(
@@ -378,12 +390,28 @@ def simulate_nodes(
     together: Mapping[str, tuple[str, Sequence[str]]] | None = None,
 ) -> tuple[list[RemovalResult], list[str]]:
     """Try `nodes` in order until `max_non_empty` removable non-empty nodes are found
-    (<= 0: no limit) or the timeout passes. Returns the results and the nodes not tried.
+    (<= 0: no limit) or the timeout passes. Returns the results, with the DaemonSet pods
+    of the removable nodes given what the PDB budgets have left (`allot_daemonsets`), and
+    the nodes not tried.
 
     `together` maps each node of a zero-or-max group to the group and all its nodes to
     try: they are tried at once, where the first of them comes in `nodes`, all or nothing
     (`_try_together`), and do not count against `max_non_empty` (as in CA, a group is
     never cut short by it)."""
+    results, untried = _try_in_order(
+        simulator, nodes, max_non_empty, timeout_seconds, clock, together
+    )
+    return simulator.allot_daemonsets(results), untried
+
+
+def _try_in_order(
+    simulator: RemovalSimulator,
+    nodes: Sequence[str],
+    max_non_empty: int,
+    timeout_seconds: float,
+    clock: Callable[[], float],
+    together: Mapping[str, tuple[str, Sequence[str]]] | None,
+) -> tuple[list[RemovalResult], list[str]]:
     results: list[RemovalResult] = []
     found = 0
     start = clock()

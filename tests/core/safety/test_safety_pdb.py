@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from clusterscaler.loop.decisions import UnremovableReason
 from clusterscaler.simulator.drain import BlockingPodReason
-from safetykit import PAST_UNNEEDED, World, pod, unremovable
+from safetykit import DS, PAST_UNNEEDED, World, pod, unremovable
 
 WEB = {"app": "web"}
 
@@ -123,3 +123,24 @@ def test_budget_restored_lets_the_node_go_later() -> None:
         w.run(timedelta(minutes=6))
     assert w.deleted() == ["g-2"]
     assert w.cluster.evicted == ["default/w1"]
+
+
+def test_daemonset_pods_take_only_what_the_pods_to_move_leave_of_a_budget() -> None:
+    """A budget of 1 covers an agent DaemonSet pod on g-1 and the workload pod of g-2 (the
+    agent's DaemonSet pods are evicted from drained nodes). The workload pod's eviction
+    makes g-2 removable, as in CA, whatever order the nodes are tried in; the agent pod of
+    g-1, with no disruption left for it, is not evicted (it goes with its node), so the API
+    server refuses nothing and the budget is not overspent."""
+    w = World(max_drain_parallelism=3, max_scale_down_parallelism=3)
+    w.group("big", 0, 10, nodes=1, cpu="16", memory="64Gi")
+    w.group("g", 0, 10, nodes=2)
+    w.pods(pod("anchor", "big-1", cpu="9"))
+    w.pods(pod("w1", "g-1"), pod("agent-1", "g-1", owner=DS, labels={"team": "obs"}))
+    w.pods(pod("ksm", "g-2", labels={"team": "obs"}))
+    w.pdb("obs", {"team": "obs"}, 1)
+    w.run()
+    result = w.run(PAST_UNNEEDED)
+    removed = sorted(d.node for d in result.scale_down.deletions if d.ok)
+    assert removed == ["g-1", "g-2"]
+    evicted = set(w.cluster.evicted_objects)
+    assert "default/ksm" in evicted and "default/agent-1" not in evicted
