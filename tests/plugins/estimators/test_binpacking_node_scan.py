@@ -172,14 +172,19 @@ def shape(result: Estimate) -> tuple[object, ...]:
     )
 
 
-@settings(max_examples=120, deadline=None)
-@given(
+# Workloads, a template, an existing node or not, a guard pod's anti-affinity target, and
+# the estimate's node cap.
+ESTIMATES = (
     workloads(),
     TEMPLATES,
     st.booleans(),
     st.sampled_from([None, "x", "y"]),
     st.one_of(st.none(), st.integers(0, 12)),
 )
+
+
+@settings(max_examples=120, deadline=None)
+@given(*ESTIMATES)
 def test_skipping_nodes_gives_the_estimate_of_trying_every_node(pods, tmpl, old, anti_app, cap):
     fast = run(BinpackingEstimator(), pods, tmpl, cluster(old, anti_app), cap)
     slow = run(EveryNodeEstimator(), pods, tmpl, cluster(old, anti_app), cap)
@@ -193,13 +198,7 @@ WITHOUT_RESOURCES_FIT = configured_filters(
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    workloads(),
-    TEMPLATES,
-    st.booleans(),
-    st.sampled_from([None, "x", "y"]),
-    st.one_of(st.none(), st.integers(0, 12)),
-)
+@given(*ESTIMATES)
 def test_without_node_resources_fit_no_node_is_passed_over_as_full(pods, tmpl, old, anti_app, cap):
     fast = run(BinpackingEstimator(), pods, tmpl, cluster(old, anti_app, WITHOUT_RESOURCES_FIT), cap)
     slow = run(EveryNodeEstimator(), pods, tmpl, cluster(old, anti_app, WITHOUT_RESOURCES_FIT), cap)
