@@ -24,7 +24,7 @@ from clusterscaler.offline import output
 from clusterscaler.offline.loader import InputError
 
 if TYPE_CHECKING:
-    from clusterscaler.commands.explain import Report
+    from clusterscaler.commands.explain_report import Report
 
 POD, NODE, NODE_GROUP = "--pod", "--node", "--node-group"
 # A pod's answer that holds for every group (`explain.ALL_GROUPS`).

@@ -408,7 +408,7 @@ def _once(
     out: TextIO,
     inference: GroupsReport | None = None,
 ) -> int:
-    from clusterscaler.commands import explain
+    from clusterscaler.commands import explain_report as explain
 
     # Pods a real scheduler already found no room for stay pending, as in the snapshot.
     sim.cluster.step(retry_unschedulable=False)
@@ -461,7 +461,7 @@ def _once_what_if(
         doc["whatIf"] = what_if_json(reports, before, after)
         output.write_json_line(out, doc)
         return OK
-    from clusterscaler.commands import explain
+    from clusterscaler.commands import explain_report as explain
 
     if inference is not None:
         out.write(render_groups(inference) + "\n\n")
