@@ -46,7 +46,7 @@ from clusterscaler.framework.cloudprovider import (
     parse_group_option,
 )
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
-from clusterscaler.framework.options import BOOL, AutoscalingOptions
+from clusterscaler.framework.options import BOOL, AutoscalingOptions, add_bool_flag
 from clusterscaler.framework.pluginmanager import Registry
 from clusterscaler.loop.estimator import Estimate, EstimationLimiter, Estimator
 from clusterscaler.loop.expander import (
@@ -181,6 +181,7 @@ __all__ = [
     "TaintConfig",
     "TemplateCopier",
     "Toleration",
+    "add_bool_flag",
     "build_kube_api_client",
     "check_predicates",
     "checked_increase",

@@ -129,6 +129,21 @@ def parse_bool(flag: str, text: str) -> bool:
     raise OptionError(flag, text, FORMS[BOOL])
 
 
+def add_bool_flag(parser: argparse.ArgumentParser, flag: str, dest: str, help: str) -> None:
+    """Declare a plugin's Go-style boolean flag as the core declares its own: `--flag`,
+    `--flag=false` and `--flag false` all work, and a bad value names the flag."""
+
+    def parse(text: str) -> bool:
+        try:
+            return parse_bool(flag, text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parser.add_argument(
+        flag, dest=dest, nargs="?", const=True, default=False, type=parse, metavar=BOOL, help=help
+    )
+
+
 def parse_min_max(flag: str, text: str) -> MinMax:
     match = _MINMAX.match(text)
     if match is None:

@@ -227,28 +227,21 @@ class FakeNodeGroup:
 
     def delete_nodes(self, nodes: Sequence[Node]) -> None:
         """Delete all the nodes or, when one cannot go, none of them."""
-        self.calls.append(("delete_nodes", [n.name for n in nodes]))
+        self._delete("delete_nodes", nodes, force=False)
+
+    def force_delete_nodes(self, nodes: Sequence[Node]) -> None:
+        """`delete_nodes` whatever the min size (CA's `ForceDeleteNodes`)."""
+        self._delete("force_delete_nodes", nodes, force=True)
+
+    def _delete(self, call: str, nodes: Sequence[Node], *, force: bool) -> None:
+        self.calls.append((call, [n.name for n in nodes]))
         if self.fail_delete:
             raise CloudProviderError(f"node group {self.id}: {self.fail_delete}")
-        if self.target - len(nodes) < self.min_size:
+        if not force and self.target - len(nodes) < self.min_size:
             raise CloudProviderError(
                 f"node group {self.id}: deleting {len(nodes)} nodes would go below min size "
                 f"{self.min_size}"
             )
-        for node in nodes:
-            if node.provider_id not in self.instances:
-                raise CloudProviderError(f"node group {self.id}: {node.name} is not a member")
-        for node in nodes:
-            del self.instances[node.provider_id]
-            self.cloud.cluster.remove_node(node.name)
-            self.target -= 1
-            self.deleted.append(node.name)
-
-    def force_delete_nodes(self, nodes: Sequence[Node]) -> None:
-        """`delete_nodes` whatever the min size (CA's `ForceDeleteNodes`)."""
-        self.calls.append(("force_delete_nodes", [n.name for n in nodes]))
-        if self.fail_delete:
-            raise CloudProviderError(f"node group {self.id}: {self.fail_delete}")
         for node in nodes:
             if node.provider_id not in self.instances:
                 raise CloudProviderError(f"node group {self.id}: {node.name} is not a member")

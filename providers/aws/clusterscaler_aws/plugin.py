@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from clusterscaler import hookimpl
-from clusterscaler.api import BOOL, ConfigurationError, ProviderContext
+from clusterscaler.api import ConfigurationError, ProviderContext, add_bool_flag
 
 from clusterscaler_aws.asg_cache import AsgCache
 from clusterscaler_aws.cloud_config import CloudConfig, load_cloud_config, resolve_region
@@ -33,27 +33,14 @@ STATIC_LIST_DEST = "aws_use_static_instance_list"
 
 @hookimpl
 def clusterscaler_add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    add_bool_flag(
+        parser,
         STATIC_LIST_FLAG,
-        dest=STATIC_LIST_DEST,
-        nargs="?",
-        const=True,
-        default=False,
-        type=_parse_bool,
-        # Go-style boolean, so that `--flag false` (space form) works as for core flags.
-        metavar=BOOL,
-        help="Should CA fetch instance types in runtime or use a static list. AWS only "
+        STATIC_LIST_DEST,
+        "Should CA fetch instance types in runtime or use a static list. AWS only "
         "(default false: ask DescribeInstanceTypes, with the bundled list as fallback).",
     )
 
-
-def _parse_bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("1", "t", "true"):
-        return True
-    if lowered in ("0", "f", "false"):
-        return False
-    raise argparse.ArgumentTypeError(f"{STATIC_LIST_FLAG}={value!r}: expected true or false")
 
 
 @hookimpl

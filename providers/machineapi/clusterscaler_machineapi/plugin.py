@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from clusterscaler import hookimpl
-from clusterscaler.api import BOOL, CloudProviderError, ConfigurationError, ProviderContext
+from clusterscaler.api import (
+    CloudProviderError,
+    ConfigurationError,
+    ProviderContext,
+    add_bool_flag,
+)
 
 from clusterscaler_machineapi import PROVIDER_ALIASES, PROVIDER_NAME
 from clusterscaler_machineapi.apigroups import (
@@ -46,28 +51,15 @@ AUTHORITATIVE_DEST = "clusterapi_cloud_config_authoritative"
 
 @hookimpl
 def clusterscaler_add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    add_bool_flag(
+        parser,
         AUTHORITATIVE_FLAG,
-        dest=AUTHORITATIVE_DEST,
-        nargs="?",
-        const=True,
-        default=False,
-        type=_parse_bool,
-        # Go-style boolean, so that `--flag false` (space form) works as for core flags.
-        metavar=BOOL,
-        help="Treat the cloud-config flag authoritatively (do not fall back to the "
+        AUTHORITATIVE_DEST,
+        "Treat the cloud-config flag authoritatively (do not fall back to the "
         "kubeconfig flag): without --cloud-config the Machine API objects are read from the "
         "in-cluster configuration. ClusterAPI only.",
     )
 
-
-def _parse_bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("1", "t", "true"):
-        return True
-    if lowered in ("0", "f", "false"):
-        return False
-    raise argparse.ArgumentTypeError(f"{AUTHORITATIVE_FLAG}={value!r}: expected true or false")
 
 
 def _extra(options: Any) -> dict[str, Any]:

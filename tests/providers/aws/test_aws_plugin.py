@@ -68,11 +68,13 @@ def test_flag_reaches_options_extra_through_the_cli(installed_plugins: tuple[Plu
     assert options.nodes == ["1:3:workers"]
 
 
-def test_static_instance_list_flag_rejects_other_values() -> None:
+def test_static_instance_list_flag_rejects_other_values(capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
     plugin.clusterscaler_add_options(parser=parser)
     with pytest.raises(SystemExit):
         parser.parse_args(["--aws-use-static-instance-list=maybe"])
+    err = capsys.readouterr().err
+    assert "invalid value 'maybe' for --aws-use-static-instance-list: expected true or false" in err
 
 
 def test_provider_and_groups_satisfy_the_protocols(aws: AwsFixtures, make_provider: ProviderFactory) -> None:
