@@ -145,9 +145,10 @@ class ScaleUpResult:
     triggered_pods: tuple[str, ...] = ()
     # Pods that no node group can help, with each group's reason (NotTriggerScaleUp).
     pods_remaining: dict[str, tuple[GroupRejection, ...]] = field(default_factory=dict)
-    # Every pending pod the plan considered, helped ones included, with the reason of each
-    # group that cannot help it (`explain` lists them next to the group that does). The
-    # plan's own table, handed over without a copy: read it, never change it.
+    # The pending pods the plan considered that some group cannot help, helped ones
+    # included, with the reason of each such group (`explain` lists them next to the group
+    # that does); a pod every group can help has no entry. The plan's own table, handed
+    # over without a copy: read it, never change it.
     group_rejections: Mapping[str, Sequence[GroupRejection]] = field(default_factory=dict)
     options: tuple[ScaleUpOption, ...] = ()
     error: str = ""

@@ -146,7 +146,7 @@ def drop_schedulable(
     if not len(snapshot):
         # No node at all (a cluster scaling from zero): nothing fits, and no search can
         # say otherwise. The pods stay in group order, as below.
-        _keep(pending, [PodGroup(list(g.pods)) for g in groups], regroups_alike(groups))
+        _keep(pending, [PodGroup(list(g.pods), g.alike) for g in groups], regroups_alike(groups))
         return
     node_filter = (lambda ni: ni.node.name not in unusable) if unusable else None
     kept: list[PodGroup] = []
@@ -158,7 +158,7 @@ def drop_schedulable(
         first = group.pods[0]
         twin = twin_key(first)
         if twin is not None and twin in failed and snapshot.pod_node(first.key) is None:
-            kept.append(PodGroup(list(group.pods)))
+            kept.append(PodGroup(list(group.pods), group.alike))
             continue
         result = simulator.try_schedule_pods(
             snapshot, group.pods, node_filter=node_filter, break_on_failure=True
@@ -167,7 +167,7 @@ def drop_schedulable(
         # Equivalent pods fail alike: once one does not fit, the others will not either.
         placed = len(result.scheduled)
         if placed < len(group.pods):
-            kept.append(PodGroup(group.pods[placed:]))
+            kept.append(PodGroup(group.pods[placed:], group.alike))
             failed_twin = twin if placed == 0 else twin_key(group.pods[placed])
             if failed_twin is not None:
                 failed.add(failed_twin)

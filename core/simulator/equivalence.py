@@ -29,6 +29,7 @@ MAX_GROUPS_PER_CONTROLLER = 10
 def scheduling_key(pod: Pod) -> Hashable:
     """Everything about a pod that can change where it schedules, except its identity."""
     return (
+        pod.namespace,
         frozenset(pod.labels.items()),
         pod.requests,
         pod.tolerations,
@@ -45,9 +46,16 @@ def scheduling_key(pod: Pod) -> Hashable:
 
 @dataclass(slots=True)
 class PodGroup:
-    """Equivalent pods; `pods[0]` represents the group in simulations."""
+    """Equivalent pods; `pods[0]` represents the group in simulations.
+
+    `alike` promises that every pod has the representative's namespace and
+    `scheduling_key`, as in the groups `group_pods` makes (and their tails), so that a
+    consumer may judge the group by its representative. A group built otherwise promises
+    nothing and is checked pod by pod.
+    """
 
     pods: list[Pod] = field(default_factory=list)
+    alike: bool = False
 
     @property
     def representative(self) -> Pod:
@@ -78,7 +86,7 @@ def group_pods(
     for pod in pods:
         owner = pod.owner
         if owner is None or owner.kind == "DaemonSet" or not owner.uid:
-            groups.append(PodGroup([pod]))
+            groups.append(PodGroup([pod], True))
             continue
         uid = owner.uid
         previous = latest.get(uid)
@@ -87,7 +95,7 @@ def group_pods(
             if group is not None:
                 group.pods.append(pod)
             else:
-                groups.append(PodGroup([pod]))
+                groups.append(PodGroup([pod], True))
             continue
         known = by_controller.setdefault(uid, {})
         key = scheduling_key(pod)
@@ -95,11 +103,11 @@ def group_pods(
         if group is not None:
             group.pods.append(pod)
         elif len(known) < max_groups_per_controller:
-            group = PodGroup([pod])
+            group = PodGroup([pod], True)
             known[key] = group
             groups.append(group)
         else:
-            groups.append(PodGroup([pod]))
+            groups.append(PodGroup([pod], True))
             group = None
         latest[uid] = (pod, group)
     return groups
@@ -109,7 +117,8 @@ def _same_scheduling(a: Pod, b: Pod) -> bool:
     """Whether `scheduling_key(a) == scheduling_key(b)`, without building either key."""
     # Pods of one workload share most of these objects: identity settles them first.
     return (
-        (a.requests is b.requests or a.requests == b.requests)
+        a.namespace == b.namespace
+        and (a.requests is b.requests or a.requests == b.requests)
         and a.labels == b.labels
         and (a.tolerations is b.tolerations or a.tolerations == b.tolerations)
         and (a.node_selector is b.node_selector or a.node_selector == b.node_selector)

@@ -434,6 +434,10 @@ class ClusterSnapshot:
         anti = self._anti_affinity
         notify = self._notify_pod if self._watchers else None
         cpu = memory = count = eph = 0
+        # The one namespace of the pods (`None` when they have several) and whether any
+        # declares anti-affinity: what undoing the batch needs without reading the pods.
+        namespace: str | None = pods[0].namespace if pods else None
+        has_anti = False
         for key, pod in zip(keys, pods, strict=True):
             node_pods[key] = pod
             where[key] = node_name
@@ -441,6 +445,8 @@ class ClusterSnapshot:
             if ns is None:
                 ns = by_namespace[pod.namespace] = {}
             ns[key] = pod
+            if pod.namespace != namespace:
+                namespace = None
             r = pod.requests
             cpu += r.cpu
             memory += r.memory
@@ -451,6 +457,7 @@ class ClusterSnapshot:
             affinity = pod.affinity
             if affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity:
                 anti[key] = (pod, node_name)
+                has_anti = True
             if notify is not None:
                 notify(pod, node, 1)
         ni.req_cpu += cpu
@@ -459,7 +466,7 @@ class ClusterSnapshot:
         ni.req_eph += eph
         self.generation += 1
         if self._journals:
-            self._journals[-1].append((_ADD_PODS, node_name, keys))
+            self._journals[-1].append((_ADD_PODS, node_name, _Batch(keys, namespace, has_anti)))
 
     def _place(self, ni: SimNodeInfo, key: str, pod: Pod) -> None:
         """`add_pod` for callers in this package that already checked node and key."""
@@ -520,6 +527,34 @@ class ClusterSnapshot:
             self._notify_pod(pod, ni.node, -1)
         self.generation += 1
         return pod
+
+    def _unindex_pods(self, batch: _Batch) -> None:
+        """Undo `add_pods` on a node that the same revert then removes: the pods leave the
+        snapshot's indexes, and stay on the node, which goes with them. Only without
+        watchers, which must hear about each pod the way it came."""
+        where = self._pod_node
+        keys = batch.keys
+        for key in keys:
+            del where[key]
+        if batch.namespace is not None:
+            ns = self._by_namespace[batch.namespace]
+            for key in keys:
+                del ns[key]
+            if not ns:
+                del self._by_namespace[batch.namespace]
+        else:
+            by_namespace = self._by_namespace
+            for key in keys:
+                namespace = key.partition("/")[0]
+                ns = by_namespace[namespace]
+                del ns[key]
+                if not ns:
+                    del by_namespace[namespace]
+        if batch.has_anti:
+            anti = self._anti_affinity
+            for key in keys:
+                anti.pop(key, None)
+        self.generation += 1
 
     def _delete_pods(self, ni: SimNodeInfo, keys: Sequence[str]) -> None:
         """Undo `add_pods`: the inverse of its single pass."""
@@ -679,12 +714,20 @@ class ClusterSnapshot:
         if not self._journals:
             raise SnapshotError("revert() without a matching fork()")
         journal = self._journals.pop()
-        for op, a, b in reversed(journal):
+        # Batches added to a node that this revert removes afterwards (the estimator's
+        # template nodes) need not leave the node one pod at a time: the node goes with
+        # them. Without watchers, only the snapshot's indexes must forget them.
+        doomed = set() if self._watchers else _doomed_batches(journal)
+        for i in range(len(journal) - 1, -1, -1):
+            op, a, b = journal[i]
             if op == _ADD_POD:
                 node_name = self._pod_node[a]
                 self._delete_pod(self._nodes[node_name], a)
             elif op == _ADD_PODS:
-                self._delete_pods(self._nodes[a], b)
+                if i in doomed:
+                    self._unindex_pods(b)
+                else:
+                    self._delete_pods(self._nodes[a], b.keys)
             elif op == _REMOVE_POD:
                 pod: Pod = a
                 self._insert_pod(self._nodes[b], pod.namespace + "/" + pod.name, pod)
@@ -717,3 +760,29 @@ class ClusterSnapshot:
 
 
 _NONE: list[tuple[str, str]] = []
+
+
+class _Batch:
+    """What the journal keeps of one `add_pods` call."""
+
+    __slots__ = ("has_anti", "keys", "namespace")
+
+    def __init__(self, keys: list[str], namespace: str | None, has_anti: bool) -> None:
+        self.keys = keys
+        self.namespace = namespace
+        self.has_anti = has_anti
+
+
+def _doomed_batches(journal: Sequence[tuple[int, Any, Any]]) -> set[int]:
+    """The indexes of the `add_pods` entries of `journal` whose node was added earlier in
+    it, and so is removed when it is undone after them. (Pods go only onto a node that
+    is there: when a node of that name was added earlier in the journal, the node the
+    batch went onto is the one added last.)"""
+    added: set[str] = set()
+    out: set[int] = set()
+    for i, (op, a, _b) in enumerate(journal):
+        if op == _ADD_NODE:
+            added.add(a)
+        elif op == _ADD_PODS and a in added:
+            out.add(i)
+    return out

@@ -88,13 +88,19 @@ def _template_domains(template: NodeInfo) -> dict[str, str]:
     return {k: v for k, v in template.node.labels.items() if k != HOSTNAME_LABEL}
 
 
-def _all_alike(pods: Sequence[Pod]) -> bool:
+def _all_alike(group: PodGroup) -> bool:
     """Whether every pod is identical to the first for scheduling, with no host ports or
     volumes that can decide where it fits (what the arithmetic fill needs whatever the
     cluster). Volumes that cannot (the projected service-account token every pod carries,
     configMaps, secrets, emptyDirs) are no obstacle, and their names, unique per pod, are
-    not compared."""
+    not compared. A group that promises its pods are alike (`PodGroup.alike`) is judged
+    by its representative, without a pass over its pods."""
+    pods = group.pods
     rep = pods[0]
+    if rep.host_ports or (rep.volumes and volumes_constrain_scheduling(rep)):
+        return False
+    if group.alike:
+        return True
     requests, tolerations, selector, affinity, labels, spread = (
         rep.requests,
         rep.tolerations,
@@ -248,7 +254,7 @@ class BinpackingEstimator:
         known = self._alike.get(id(group))
         if known is not None and known[0] is group and known[1] == len(group.pods):
             return known[2]
-        alike = _all_alike(group.pods)
+        alike = _all_alike(group)
         self._alike[id(group)] = (group, len(group.pods), alike)
         return alike
 

@@ -25,8 +25,11 @@ def waste_score(option: Option) -> float | None:
     avail_mem = capacity.memory * option.node_count
     if avail_cpu <= 0 or avail_mem <= 0:
         return None
-    req_cpu = sum(p.requests.cpu for p in option.pods)
-    req_mem = sum(p.requests.memory for p in option.pods)
+    req_cpu = req_mem = 0
+    for p in option.pods:
+        r = p.requests
+        req_cpu += r.cpu
+        req_mem += r.memory
     return (avail_cpu - req_cpu) / avail_cpu + (avail_mem - req_mem) / avail_mem
 
 

@@ -69,17 +69,28 @@ class PodKeys:
 
 
 class Rejections:
-    """Why each pending pod stays pending: the rejections of every group, by pod key."""
+    """Why pending pods stay pending: the rejections of every group, by pod key (a pod
+    no group rejected has no entry)."""
 
     __slots__ = ("by_pod", "keys")
 
     def __init__(self, keys: PodKeys) -> None:
         self.keys = keys
-        self.by_pod: dict[str, list[GroupRejection]] = {k: [] for k in keys.every()}
+        self.by_pod: dict[str, list[GroupRejection]] = {}
 
     def add(self, rejection: GroupRejection, pods: Sequence[Pod]) -> None:
+        by_pod = self.by_pod
         for k in self.keys.all(pods):
-            self.by_pod[k].append(rejection)
+            found = by_pod.get(k)
+            if found is None:
+                by_pod[k] = [rejection]
+            else:
+                found.append(rejection)
+
+    def remaining(self, helped: set[str]) -> dict[str, tuple[GroupRejection, ...]]:
+        """Every pending pod not in `helped`, in their order, with its rejections."""
+        by_pod = self.by_pod
+        return {k: tuple(by_pod.get(k, ())) for k in self.keys.every() if k not in helped}
 
 
 def not_schedulable_detail(pod: Pod, template: NodeInfo, snapshot: ClusterSnapshot) -> str:

@@ -106,7 +106,7 @@ def plan_scale_up(
     )
     values = tuple(option_value(o, keys) for o in options_out)
     helped = set().union(*(v.pods for v in values))
-    remaining = {k: tuple(v) for k, v in rejections.by_pod.items() if k not in helped}
+    remaining = rejections.remaining(helped)
     if not options_out:
         return ScaleUpPlan(
             ScaleUpResult(

@@ -69,3 +69,14 @@ def pods(draw: st.DrawFn) -> list[Pod]:
 def test_same_groups_as_grouping_by_key(pods: list[Pod], cap: int) -> None:
     got = [[p.name for p in g.pods] for g in group_pods(pods, cap)]
     assert got == [[p.name for p in g.pods] for g in by_key(pods, cap)]
+
+
+def test_pods_of_one_controller_uid_in_two_namespaces_are_not_alike() -> None:
+    # A uid is one object's, but a hand-written snapshot may reuse it across namespaces:
+    # the pods are then not one group, which the estimator would pack as copies.
+    owner = OwnerRef("ReplicaSet", "web", "rs-1", True)
+    pods = [make_pod(f"p{i}", "1", owner=owner, namespace=("a", "b")[i % 2]) for i in range(4)]
+    groups = group_pods(pods)
+    assert [[p.key for p in g.pods] for g in groups] == [["a/p0", "a/p2"], ["b/p1", "b/p3"]]
+    assert all(g.alike for g in groups)
+    assert not PodGroup(pods).alike

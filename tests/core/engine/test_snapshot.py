@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from clusterscaler.model import ClusterObjects, Resources
+from clusterscaler.model import ClusterObjects, LabelSelector, PodAffinityTerm, Resources
 from clusterscaler.simulator import ClusterSnapshot, SnapshotError
 from clusterscaler.simulator.builders import make_node, make_pod
 from hypothesis import given, settings
@@ -10,10 +10,21 @@ from hypothesis import strategies as st
 
 def state(snap: ClusterSnapshot):
     """Everything observable about a snapshot, for comparing before/after."""
-    return {
-        ni.name: (sorted(ni.pods), ni.requested(), sorted((p.port, p.protocol) for p in ni.ports))
-        for ni in snap.node_infos()
-    }, sorted(p.key for p, _ in snap.pods())
+    return (
+        {
+            ni.name: (
+                sorted(ni.pods),
+                ni.requested(),
+                sorted((p.port, p.protocol) for p in ni.ports),
+            )
+            for ni in snap.node_infos()
+        },
+        sorted((p.key, node) for p, node in snap.pods()),
+        {p.key: snap.pod_node(p.key) for p, _ in snap.pods()},
+        sorted(snap.namespaces()),
+        {ns: sorted(p.key for p, _ in snap.pods_in_namespace(ns)) for ns in snap.namespaces()},
+        sorted(p.key for p, _ in snap.anti_affinity_pods()),
+    )
 
 
 def small_snapshot() -> ClusterSnapshot:
@@ -100,42 +111,77 @@ def test_from_objects_binds_non_terminal_pods():
 ops = st.lists(
     st.tuples(
         st.sampled_from(
-            ["add_pod", "add_pods", "remove_pod", "add_node", "remove_node", "fork", "commit"]
+            [
+                "add_pod",
+                "add_pods",
+                "remove_pod",
+                "add_node",
+                "remove_node",
+                "fork",
+                "commit",
+                "revert",
+            ]
         ),
         st.integers(0, 5),
     ),
     max_size=40,
 )
 
+ANTI = PodAffinityTerm("kubernetes.io/hostname", LabelSelector(match_labels=(("app", "b"),)))
 
-@settings(max_examples=60, deadline=None)
+
+def batch_pod(name: str, i: int, n: int):
+    """The `i`th pod of a batch: with `n` odd, the pods of a batch span two namespaces
+    and some declare anti-affinity; with `n` even they are alike."""
+    if n % 2:
+        return make_pod(
+            name,
+            "100m",
+            namespace=("default", "other")[i % 2],
+            labels={"app": "b"},
+            anti_affinity=[ANTI] if i % 3 == 0 else (),
+            host_ports=[i],
+        )
+    return make_pod(name, "100m", namespace="batch", host_ports=[i])
+
+
+@settings(max_examples=300, deadline=None)
 @given(ops)
 def test_any_change_sequence_reverts_to_the_original(operations):
     snap = small_snapshot()
-    before = state(snap)
+    states = [state(snap)]
     snap.fork()
     for counter, (op, n) in enumerate(operations):
         names = snap.node_names()
         if op == "add_pod" and names:
             snap.add_pod(make_pod(f"p{counter}", "100m"), names[n % len(names)])
         elif op == "add_pods" and names:
-            batch = [make_pod(f"b{counter}-{i}", "100m", host_ports=[i]) for i in range(n)]
-            snap.add_pods(batch, names[n % len(names)])
+            batch = [batch_pod(f"b{counter}-{i}", i, n) for i in range(n)]
+            # Often onto the node added last, which a revert may then take away.
+            snap.add_pods(batch, names[-1] if n % 2 else names[n % len(names)])
         elif op == "remove_pod":
             pods = [p.key for p, _ in snap.pods()]
             if pods:
                 snap.remove_pod(pods[n % len(pods)])
         elif op == "add_node":
-            snap.add_node(make_node(f"x{counter}"), [make_pod(f"q{counter}", "1", host_ports=[n])])
+            # Names repeat, so that a node removed in a fork may come back in it.
+            if f"x{n}" not in snap:
+                snap.add_node(make_node(f"x{n}"), [make_pod(f"q{counter}", "1", host_ports=[n])])
         elif op == "remove_node" and names:
             snap.remove_node(names[n % len(names)])
         elif op == "fork":
+            states.append(state(snap))
             snap.fork()
         elif op == "commit" and snap.depth > 1:
+            states.pop()
             snap.commit()
+        elif op == "revert" and snap.depth > 1:
+            snap.revert()
+            assert state(snap) == states.pop()
     while snap.depth:
         snap.revert()
-    assert state(snap) == before
+        assert state(snap) == states.pop()
+    assert not states
 
 
 def test_add_pods_in_bulk_matches_one_by_one():

@@ -18,9 +18,9 @@ from clusterscaler.loop.estimator import (
 )
 from clusterscaler.model import NodeInfo, OwnerRef, Pod, Taint, Toleration, Volume
 from clusterscaler.plugins.estimators import BinpackingEstimator
-from clusterscaler.simulator import ClusterSnapshot, check_predicates
+from clusterscaler.simulator import ClusterSnapshot, SimNodeInfo, check_predicates
 from clusterscaler.simulator.builders import affinity_term, make_node, make_pod, spread
-from clusterscaler.simulator.equivalence import group_pods
+from clusterscaler.simulator.equivalence import PodGroup, group_pods
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -551,3 +551,18 @@ def test_pods_with_claims_stay_apart_and_off_the_arithmetic_path() -> None:
         for i in range(3)
     ]
     assert len(group_pods(plain)) == 1
+
+
+def test_a_group_built_by_hand_is_checked_pod_by_pod() -> None:
+    # Only `group_pods` promises alike pods (`PodGroup.alike`); a plugin's own group of
+    # unequal pods must not be packed as copies of its first pod.
+    pods = [make_pod("small", "100m", "10Mi"), *(make_pod(f"big{i}", "1", "10Mi") for i in range(3))]
+    got = BinpackingEstimator().estimate(
+        [PodGroup(pods)], template(cpu="1"), ClusterSnapshot(), ThresholdLimiter(NO_LIMITS)
+    )
+    assert got.node_count == 4
+    assert all(
+        check_predicates(p, SimNodeInfo(n.node), ClusterSnapshot()) is None
+        for n in got.new_nodes
+        for p in n.pods
+    )
