@@ -90,3 +90,17 @@ def test_linearity_is_met_only_when_every_run_meets_it() -> None:
     large.loop = [15.0, 18.0, 18.7]
     (line,) = run.scaling_verdicts({m.name: m for m in (small, large)})
     assert line.endswith(": MET (3 runs out of 3)")
+
+
+def test_linearity_shows_the_memory_reference_beside_the_verdict() -> None:
+    # The reference's growth is context for the reader; it does not change the verdict.
+    small = run.Measurement(
+        name="burst-pods-10k", pods=10_000, loop=[1.0, 1.0, 1.0], reference=[0.2, 0.1, 0.3]
+    )
+    large = run.Measurement(
+        name="burst-pods-100k", pods=100_000, loop=[13.0, 13.0, 13.0], reference=[1.8, 2.0]
+    )
+    (line,) = run.scaling_verdicts({m.name: m for m in (small, large)})
+    assert line.endswith(
+        "NOT MET (0 runs out of 3); memory reference (one pass building each pod's key) x1.80"
+    )
