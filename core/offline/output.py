@@ -90,7 +90,12 @@ def decision_json(result: LoopResult, *, include_waiting: bool = False) -> dict[
     ]
     unremovable = []
     for u in sorted(result.scale_down.unremovable, key=lambda u: u.node):
-        entry: dict[str, Any] = {"node": u.node, "reason": u.reason.value, "blockingPod": None}
+        entry: dict[str, Any] = {
+            "node": u.node,
+            "reason": u.reason.value,
+            "detail": u.detail,
+            "blockingPod": None,
+        }
         if u.blocking_pod is not None:
             entry["blockingPod"] = {
                 "pod": u.blocking_pod.pod,

@@ -171,7 +171,12 @@ def test_once_scale_down_with_zero_unneeded_time(capsys: pytest.CaptureFixture[s
     assert unremovable["general-c"]["blockingPod"] == {"pod": "default/api-66b9f7-aaaaa", "reason": "NotEnoughPdb"}
     assert unremovable["general-d"]["blockingPod"]["reason"] == "UnmovableKubeSystemPod"
     assert unremovable["legacy-1"]["reason"] == "NotAutoscaled"
-    assert unremovable["general-a"] == {"node": "general-a", "reason": "NotUnderutilized", "blockingPod": None}
+    assert unremovable["general-a"] == {
+        "node": "general-a",
+        "reason": "NotUnderutilized",
+        "detail": "cpu utilization 0.944 >= 0.5",
+        "blockingPod": None,
+    }
 
 
 def test_explain_snapshot_json_and_table(capsys: pytest.CaptureFixture[str]) -> None:

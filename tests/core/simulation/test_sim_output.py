@@ -90,7 +90,9 @@ RESULT = LoopResult(
                 UnremovableReason.BLOCKED_BY_POD,
                 BlockingPod("kube-system/coredns", BlockingPodReason.UNMOVABLE_KUBE_SYSTEM_POD),
             ),
-            UnremovableNode("n-busy", UnremovableReason.NOT_UNDERUTILIZED),
+            UnremovableNode(
+                "n-busy", UnremovableReason.NOT_UNDERUTILIZED, detail="cpu utilization 0.700 >= 0.5"
+            ),
         ),
         deletions=(NodeDeletion("n-gone", "general", DeletionKind.DRAIN, ("default/x",)),),
     ),
@@ -119,10 +121,16 @@ def test_once_json_contract() -> None:
         }
     ]
     assert doc["unremovable"] == [
-        {"node": "n-busy", "reason": "NotUnderutilized", "blockingPod": None},
+        {
+            "node": "n-busy",
+            "reason": "NotUnderutilized",
+            "detail": "cpu utilization 0.700 >= 0.5",
+            "blockingPod": None,
+        },
         {
             "node": "n-system",
             "reason": "BlockedByPod",
+            "detail": "",
             "blockingPod": {"pod": "kube-system/coredns", "reason": "UnmovableKubeSystemPod"},
         },
     ]
@@ -295,7 +303,12 @@ def test_unneeded_nodes_kept_by_another_reason_are_not_acted_on() -> None:
     )
     doc = decision_json(result, include_waiting=True)
     assert [e["node"] for e in doc["scaleDown"]] == ["n-gone", "n-young"]
-    assert {"node": "n-empty", "reason": "NodeGroupMinSizeReached", "blockingPod": None} in doc["unremovable"]
+    assert {
+        "node": "n-empty",
+        "reason": "NodeGroupMinSizeReached",
+        "detail": "",
+        "blockingPod": None,
+    } in doc["unremovable"]
     nodes = {n.node: n for n in explain(result, cluster(), AutoscalingOptions(), NOW).nodes}
     assert (nodes["n-empty"].removable, nodes["n-empty"].reason) == (False, "NodeGroupMinSizeReached")
     assert nodes["n-young"].removable
