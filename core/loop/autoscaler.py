@@ -139,12 +139,38 @@ def _statuses_after(
     )
 
 
-def _pods_by_node(pods: Sequence[Pod]) -> dict[str, list[Pod]]:
-    out: dict[str, list[Pod]] = {}
+def _bound_pods(
+    pods: Sequence[Pod], cutoff: int
+) -> tuple[dict[str, list[Pod]], dict[str, list[Pod]]]:
+    """The bound pods by node, without the expendable ones (priority below `cutoff`):
+    all of them, and those the snapshot holds (not terminal), in one pass over the pods.
+    As CA (FilterOutExpendablePods before the snapshot is built), scheduled expendable
+    pods take no room in any simulation: the scheduler preempts them for pending pods,
+    and they are not moved when their node goes; pending expendable pods stay
+    (`classify_pending` sets them aside)."""
+    by_node: dict[str, list[Pod]] = {}
+    terminal: set[str] = set()
     for p in pods:
-        if p.node_name:
-            out.setdefault(p.node_name, []).append(p)
-    return out
+        node = p.node_name
+        if not node:
+            continue
+        priority = p.priority
+        if priority is not None and priority < cutoff:
+            continue
+        found = by_node.get(node)
+        if found is None:
+            by_node[node] = [p]
+        else:
+            found.append(p)
+        # (Most bound pods run: the phase settles it without the property's call.)
+        if p.phase != "Running" and p.is_terminal:
+            terminal.add(node)
+    if not terminal:
+        return by_node, by_node
+    live = dict(by_node)
+    for node in terminal:
+        live[node] = [p for p in by_node[node] if not p.is_terminal]
+    return by_node, live
 
 
 def _mark_unready_gpus(objects: ClusterObjects, gpu_label: str) -> ClusterObjects:
@@ -166,19 +192,6 @@ def _mark_unready_gpus(objects: ClusterObjects, gpu_label: str) -> ClusterObject
         objects,
         nodes=[n.with_(ready=False) if n.name in unready else n for n in objects.nodes],
     )
-
-
-def _without_expendable(objects: ClusterObjects, cutoff: int) -> ClusterObjects:
-    """`objects` without the scheduled pods whose priority is below `cutoff`; pending
-    expendable pods stay (`classify_pending` sets them aside)."""
-    kept = [
-        p
-        for p in objects.pods
-        if not (p.node_name and p.priority is not None and p.priority < cutoff)
-    ]
-    if len(kept) == len(objects.pods):
-        return objects
-    return dataclasses.replace(objects, pods=kept)
 
 
 @dataclass(frozen=True)
@@ -450,12 +463,10 @@ class Autoscaler:
                 stale_caches=stale,
             )
 
-        # As CA (FilterOutExpendablePods before the snapshot is built): scheduled expendable
-        # pods take no room in any simulation. The scheduler preempts them for pending pods,
-        # and they are not moved when their node goes.
-        simulated = _without_expendable(objects, options.expendable_pods_priority_cutoff)
-        pods_by_node = _pods_by_node(simulated.pods)
-        snapshot = ClusterSnapshot.from_objects(simulated, self.filters)
+        pods_by_node, live_by_node = _bound_pods(
+            objects.pods, options.expendable_pods_priority_cutoff
+        )
+        snapshot = ClusterSnapshot.from_objects(objects, self.filters, bound=live_by_node)
         gpu_label = self.provider.gpu_label()
         limits = Limits.from_options(options, self.provider.resource_limiter())
         # As CA's calculateScaleDownCoresMemoryTotal: nodes being deleted (ours in flight
@@ -504,7 +515,7 @@ class Autoscaler:
                 node_groups=_statuses_after(state, scale_up, ()),
                 scale_up=scale_up,
                 scale_down=self._not_tried(finished),
-                pending_pods=tuple(p.key for p in pending.unschedulable),
+                pending_pods=tuple(pending.unschedulable_keys()),
                 cleanups=tuple(cleanups),
                 errors=tuple(errors),
                 stale_caches=stale,
@@ -532,7 +543,7 @@ class Autoscaler:
             node_groups=_statuses_after(state, scale_up, removed),
             scale_up=scale_up,
             scale_down=scale_down,
-            pending_pods=tuple(p.key for p in pending.unschedulable),
+            pending_pods=tuple(pending.unschedulable_keys()),
             cleanups=tuple(cleanups),
             errors=tuple(errors),
             stale_caches=stale,
@@ -603,7 +614,7 @@ class Autoscaler:
         # Hints are only worth keeping for pods still pending (with none yet, as on a first
         # loop or while nothing fits, there is nothing to drop: no key set to build).
         if self.pending_hints.hints:
-            self.pending_hints.drop_old_hints(p.key for p in pending.unschedulable)
+            self.pending_hints.drop_old_hints(pending.unschedulable_keys())
         # Pods that fit existing nodes stay in the snapshot: the scheduler will bind them
         # there, so scale-down must not count that capacity as free.
         drop_schedulable(pending, snapshot, self.pending_hints, unusable=unusable)
@@ -624,6 +635,7 @@ class Autoscaler:
                 now=now,
                 pods=pending.unschedulable,
                 groups=pending.unschedulable_groups(),
+                pod_keys=pending.unschedulable_keys(),
                 state=state,
                 templates=templates,
                 snapshot=snapshot,

@@ -49,6 +49,22 @@ class PendingPods:
     _groups: tuple[list[Pod], int, list[PodGroup]] | None = field(
         default=None, repr=False, compare=False
     )
+    # The keys of `unschedulable`, with the list they describe and its length.
+    _keys: tuple[list[Pod], int, list[str]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def unschedulable_keys(self) -> list[str]:
+        """The `namespace/name` key of each unschedulable pod, in order, built once per
+        list (the plan, the loop's result and the scheduler's hints all ask for them).
+        Callers must not change the list returned."""
+        known = self._keys
+        pods = self.unschedulable
+        if known is not None and known[0] is pods and known[1] == len(pods):
+            return known[2]
+        keys = [p.namespace + "/" + p.name for p in pods]
+        self._keys = (pods, len(pods), keys)
+        return keys
 
     def unschedulable_groups(self) -> list[PodGroup]:
         """`group_pods(self.unschedulable)`.

@@ -228,9 +228,13 @@ class ClusterSnapshot:
         cls,
         objects: ClusterObjects,
         filters: Sequence[tuple[str, Callable[..., str | None]]] | None = None,
+        *,
+        bound: Mapping[str, Sequence[Pod]] | None = None,
     ) -> ClusterSnapshot:
         """A snapshot of every node with its bound, non-terminal pods; `filters` as the
-        constructor takes them."""
+        constructor takes them. `bound`, from a caller that already grouped the pods, is
+        the pods to place on each node instead (bound to it and not terminal); pods of
+        nodes not in `objects` are left out either way."""
         snap = cls(
             filters=filters,
             pvs=objects.pvs,
@@ -239,16 +243,19 @@ class ClusterSnapshot:
             csinodes=objects.csinodes,
             namespace_labels=objects.namespace_labels(),
         )
-        by_node: dict[str, list[Pod]] = {node.name: [] for node in objects.nodes}
-        for pod in objects.pods:
-            if pod.node_name and not pod.is_terminal:
-                bound = by_node.get(pod.node_name)
-                if bound is not None:
-                    bound.append(pod)
+        if bound is None:
+            by_node: dict[str, list[Pod]] = {node.name: [] for node in objects.nodes}
+            for pod in objects.pods:
+                if pod.node_name and not pod.is_terminal:
+                    found = by_node.get(pod.node_name)
+                    if found is not None:
+                        found.append(pod)
+            bound = by_node
         for node in objects.nodes:
             snap.add_node(node)
-            if by_node[node.name]:
-                snap.add_pods(by_node[node.name], node.name)
+            pods = bound.get(node.name)
+            if pods:
+                snap.add_pods(pods, node.name)
         return snap
 
     @classmethod

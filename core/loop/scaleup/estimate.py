@@ -50,8 +50,12 @@ class PodKeys:
 
     __slots__ = ("_by_id",)
 
-    def __init__(self, pods: Sequence[Pod]) -> None:
-        self._by_id = {id(p): p.key for p in pods}
+    def __init__(self, pods: Sequence[Pod], keys: Sequence[str] | None = None) -> None:
+        """`keys`, when the caller has them, are the pods' keys in the same order."""
+        if keys is None:
+            self._by_id = {id(p): p.key for p in pods}
+        else:
+            self._by_id = dict(zip(map(id, pods), keys, strict=True))
 
     def every(self) -> Iterable[str]:
         """The keys of the pending pods, in their order."""

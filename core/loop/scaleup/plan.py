@@ -69,15 +69,17 @@ def plan_scale_up(
     gpu_label: str = "",
     monotonic: Callable[[], float] = time.monotonic,
     groups: Sequence[PodGroup] | None = None,
+    pod_keys: Sequence[str] | None = None,
 ) -> ScaleUpPlan:
     """Decide a scale-up for `pods` (already filtered: none fits existing or upcoming
     capacity). `totals` covers registered and upcoming nodes. The snapshot is left as given.
 
     `groups`, when the caller has them, are `group_pods(pods)` (see
-    `PendingPods.unschedulable_groups`); they are not grouped again."""
+    `PendingPods.unschedulable_groups`); they are not grouped again. `pod_keys`, likewise,
+    are the pods' keys in order (`PendingPods.unschedulable_keys`)."""
     if not pods:
         return ScaleUpPlan(ScaleUpResult(status=ScaleUpStatus.NOT_NEEDED))
-    keys = PodKeys(pods)
+    keys = PodKeys(pods, pod_keys)
     if not options.scale_up_from_zero and not state.ready:
         reason = GroupRejection("", NoScaleUpReason.SCALE_UP_FROM_ZERO_DISABLED)
         return ScaleUpPlan(

@@ -46,3 +46,21 @@ def test_expendable_pods_neither_block_nor_move() -> None:
     w.settle(loops=2)
     assert w.deleted() == ["g-2"]
     assert w.cluster.evicted == []
+
+
+def test_finished_pods_take_no_room_next_to_expendable_and_running_ones() -> None:
+    """A Succeeded or Failed pod still bound to its node runs nothing: its requests are
+    free for pending pods, whatever else the node holds (the snapshot keeps only the
+    running, non-expendable pods)."""
+    w = World()
+    g = w.group("g", 0, 10, nodes=1)
+    w.pods(
+        pod("done", "g-1", cpu="2", phase="Succeeded"),
+        pod("failed", "g-1", cpu="1", phase="Failed"),
+        pod("placeholder", "g-1", cpu="500m", priority=-100),
+        pod("anchor", "g-1", cpu="500m"),
+    )
+    w.pods(pending("real", cpu="3"))
+    result = w.run()
+    assert scaled(result) == {}
+    assert g.increases == []
