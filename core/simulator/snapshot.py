@@ -19,6 +19,8 @@ immutable copy.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, Protocol, TypeVar
 
 from clusterscaler.model import (
@@ -93,17 +95,21 @@ class SimNodeInfo:
     def __repr__(self) -> str:
         return f"SimNodeInfo({self.node.name}, pods={len(self.pods)})"
 
+    def _add_extended(self, extended: Mapping[str, int], times: int) -> None:
+        """`times` pods requesting `extended` joined (positive) or left (negative)."""
+        ext = self.req_ext
+        for k, v in extended.items():
+            n = ext.get(k, 0) + times * v
+            if n:
+                ext[k] = n
+            else:
+                ext.pop(k, None)
+
     def _account_extra(self, pod: Pod, sign: int, csi: list[tuple[str, str]]) -> None:
         """Extended resources, host ports and CSI volumes of a pod joining (+1) or leaving."""
         r = pod.requests
         if r.extended:
-            ext = self.req_ext
-            for k, v in r.extended.items():
-                n = ext.get(k, 0) + sign * v
-                if n:
-                    ext[k] = n
-                else:
-                    ext.pop(k, None)
+            self._add_extended(r.extended, sign)
         if pod.host_ports:
             if sign > 0:
                 self.ports.extend(pod.host_ports)
@@ -435,6 +441,9 @@ class ClusterSnapshot:
                 if key in where or key in seen:
                     raise SnapshotError(f"pod {key} is already in the snapshot")
                 seen.add(key)
+        if pods and not self._watchers and _copies(pods):
+            self._add_copies(ni, keys, pods)
+            return
         node_pods = ni.pods
         node = ni.node
         by_namespace = self._by_namespace
@@ -471,6 +480,37 @@ class ClusterSnapshot:
         ni.req_memory += memory
         ni.req_pods += count
         ni.req_eph += eph
+        self.generation += 1
+        if self._journals:
+            self._journals[-1].append((_ADD_PODS, node_name, _Batch(keys, namespace, has_anti)))
+
+    def _add_copies(self, ni: SimNodeInfo, keys: list[str], pods: Sequence[Pod]) -> None:
+        """`add_pods` of pods that are copies of the first for what the snapshot
+        accounts (`_copies`), with no watcher to tell: each index takes them in one call,
+        and the node's usage grows by the first pod's requests times their number."""
+        first = pods[0]
+        node_name = ni.node.name
+        ni.pods.update(zip(keys, pods, strict=True))
+        self._pod_node.update(zip(keys, repeat(node_name)))
+        namespace = first.namespace
+        ns = self._by_namespace.get(namespace)
+        if ns is None:
+            ns = self._by_namespace[namespace] = {}
+        ns.update(zip(keys, pods, strict=True))
+        affinity = first.affinity
+        has_anti = bool(
+            affinity is not None and affinity.pod is not None and affinity.pod.anti_affinity
+        )
+        if has_anti:
+            self._anti_affinity.update(zip(keys, zip(pods, repeat(node_name)), strict=True))
+        n = len(pods)
+        r = first.requests
+        ni.req_cpu += r.cpu * n
+        ni.req_memory += r.memory * n
+        ni.req_pods += r.pods * n
+        ni.req_eph += r.ephemeral_storage * n
+        if r.extended:
+            ni._add_extended(r.extended, n)
         self.generation += 1
         if self._journals:
             self._journals[-1].append((_ADD_PODS, node_name, _Batch(keys, namespace, has_anti)))
@@ -778,6 +818,35 @@ class _Batch:
         self.keys = keys
         self.namespace = namespace
         self.has_anti = has_anti
+
+
+_requests_of = attrgetter("requests")
+_namespace_of = attrgetter("namespace")
+_affinity_of = attrgetter("affinity")
+_host_ports_of = attrgetter("host_ports")
+_volumes_of = attrgetter("volumes")
+
+
+def _copies(pods: Sequence[Pod]) -> bool:
+    """Whether every pod has the first's requests, namespace and affinity, and none has
+    host ports or a volume that counts against CSI limits: what the snapshot accounts is
+    then the same for each (the common case of a workload's pods). Each field is compared
+    in one pass in C, where the pods of a workload share the objects."""
+    n = len(pods)
+    first = pods[0]
+    if not (
+        list(map(_host_ports_of, pods)).count(()) == n
+        and list(map(_requests_of, pods)).count(first.requests) == n
+        and list(map(_namespace_of, pods)).count(first.namespace) == n
+        and list(map(_affinity_of, pods)).count(first.affinity) == n
+    ):
+        return False
+    volumes = list(map(_volumes_of, pods))
+    # Most pods carry volumes (the service-account token at least), of kinds with no
+    # CSI limit to count.
+    return volumes.count(()) == n or _CSI_VOLUME_KINDS.isdisjoint(
+        {v.kind for vs in volumes for v in vs}
+    )
 
 
 def _doomed_batches(journal: Sequence[tuple[int, Any, Any]]) -> set[int]:

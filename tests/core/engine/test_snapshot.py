@@ -1,7 +1,13 @@
 from __future__ import annotations
 
 import pytest
-from clusterscaler.model import ClusterObjects, LabelSelector, PodAffinityTerm, Resources
+from clusterscaler.model import (
+    ClusterObjects,
+    LabelSelector,
+    PodAffinityTerm,
+    Resources,
+    Volume,
+)
 from clusterscaler.simulator import ClusterSnapshot, SnapshotError
 from clusterscaler.simulator.builders import make_node, make_pod
 from hypothesis import given, settings
@@ -16,6 +22,7 @@ def state(snap: ClusterSnapshot):
                 sorted(ni.pods),
                 ni.requested(),
                 sorted((p.port, p.protocol) for p in ni.ports),
+                {driver: dict(ids) for driver, ids in ni.csi_volumes.items()},
             )
             for ni in snap.node_infos()
         },
@@ -132,7 +139,10 @@ ANTI = PodAffinityTerm("kubernetes.io/hostname", LabelSelector(match_labels=(("a
 
 def batch_pod(name: str, i: int, n: int):
     """The `i`th pod of a batch: with `n` odd, the pods of a batch span two namespaces
-    and some declare anti-affinity; with `n` even they are alike."""
+    and some declare anti-affinity; with `n` even they are copies of one workload's pod
+    (`add_pods` takes them in one step): with anti-affinity and an extended resource
+    (`n` 2), with a configMap and a CSI volume (4: one step only without the CSI one), or
+    bare (0)."""
     if n % 2:
         return make_pod(
             name,
@@ -142,7 +152,16 @@ def batch_pod(name: str, i: int, n: int):
             anti_affinity=[ANTI] if i % 3 == 0 else (),
             host_ports=[i],
         )
-    return make_pod(name, "100m", namespace="batch", host_ports=[i])
+    if n == 2:
+        return make_pod(
+            name, "100m", namespace="batch", anti_affinity=[ANTI], extended={"example.com/dev": 1}
+        )
+    if n == 4:
+        volumes = [Volume(f"config-{name}", "configMap")]
+        if i % 2:
+            volumes.append(Volume("data", "csi", driver="csi.example.com"))
+        return make_pod(name, "100m", namespace="batch", volumes=tuple(volumes))
+    return make_pod(name, "100m", namespace="batch")
 
 
 @settings(max_examples=300, deadline=None)
@@ -194,6 +213,22 @@ def test_add_pods_in_bulk_matches_one_by_one():
     assert state(bulk) == state(one)
     bulk.revert()
     assert state(bulk) == state(small_snapshot())
+
+
+def test_add_pods_of_copies_matches_one_by_one():
+    # Copies of one pod (same requests, namespace and affinity, no host ports and no
+    # CSI volume) take the one-step path; the snapshot must not tell the difference.
+    for n in (2, 4, 6):
+        one, bulk = small_snapshot(), small_snapshot()
+        pods = [batch_pod(f"c{i}", i, n) for i in range(n)]
+        for pod in pods:
+            one.add_pod(pod, "n2")
+        bulk.fork()
+        bulk.add_pods(pods, "n2")
+        assert state(bulk) == state(one)
+        assert bulk.get("n2").csi_volumes == one.get("n2").csi_volumes
+        bulk.revert()
+        assert state(bulk) == state(small_snapshot())
 
 
 def test_add_pods_is_all_or_nothing():
