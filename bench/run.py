@@ -30,11 +30,13 @@ bad arguments.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import importlib.util
 import json
 import os
 import platform
+import pstats
 import resource
 import statistics
 import subprocess
@@ -126,6 +128,7 @@ class Measurement:
     floor: list[float] = field(default_factory=list)
     floor_after: list[float] = field(default_factory=list)
     reference: list[float] = field(default_factory=list)
+    loop_calls: int = 0
     json_floor: list[float] = field(default_factory=list)
     process: list[float] = field(default_factory=list)
     base_rss: int = 0
@@ -183,6 +186,7 @@ class Measurement:
                 "floor": med(self.floor) if self.floor else None,
                 "floorAfterRuns": med(self.floor_after) if self.floor_after else None,
                 "reference": min(self.reference) if self.reference else None,
+                "loopCalls": self.loop_calls or None,
                 "jsonLoad": med(self.json_floor) if self.json_floor else None,
                 "process": med(self.process) if self.process else None,
                 "totalRuns": self.total,
@@ -315,6 +319,19 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
         t3 = time.perf_counter()
         return t1 - t0, t2 - t1, t3 - t2, decision_of(result)
 
+    def loop_calls() -> int:
+        """The function calls (Python and built-in) of one loop, counted under cProfile:
+        the loop's work, whatever the machine's caches make of its time."""
+        scenario = command.load_inputs(ns)
+        sim, _, _ = command.prepare(ctx, scenario)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        sim.cluster.step(retry_unschedulable=False)
+        result = sim.loop.run_once(sim.clock.now())
+        json.dumps(output.decision_json(result))
+        profiler.disable()
+        return int(pstats.Stats(profiler).total_calls)  # type: ignore[attr-defined]
+
     snap = directory / "snapshot.json"
 
     def floor_runs() -> list[float]:
@@ -378,6 +395,7 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
     peak = _peak_rss()
     floor_after = floor_runs()
     reference = reference_runs(command.load_inputs(ns), repeat)
+    calls = loop_calls()
     rss_after = _rss_now()
     profile = ""
     if profile_dir is not None:
@@ -403,6 +421,7 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
         "floor": floor,
         "floorAfterRuns": floor_after,
         "reference": reference,
+        "loopCalls": calls,
         "jsonFloor": json_floor,
         "baseRss": base_rss,
         "rssAfterRuns": rss_after,
@@ -466,6 +485,7 @@ def measure(
     m.base_rss, m.peak_rss = doc["baseRss"], doc["peakRss"]
     m.floor_after, m.rss_after = doc["floorAfterRuns"], doc["rssAfterRuns"]
     m.reference = doc.get("reference", [])
+    m.loop_calls = doc.get("loopCalls", 0)
     m.decision = Decision.from_json(doc["decision"])
     m.profile = doc["profile"]
     m.problems = check(m.expected, m.decision)
@@ -537,21 +557,30 @@ def target_verdict(m: Measurement, scale: float) -> str:
     return f"{target.text}: {'MET' if met else 'NOT MET'}{scale_note(scale)}"
 
 
+def _growths(small: Measurement, large: Measurement) -> list[float]:
+    """The loop's time per pod of `large` over `small`, run by run."""
+    runs = min(len(small.loop), len(large.loop))
+    return [(large.loop[i] / large.pods) / (small.loop[i] / small.pods) for i in range(runs)]
+
+
 def scaling_verdicts(results: dict[str, Measurement], scale: float = 1.0) -> list[str]:
     """Per family of scaling rows: the loop's time per pod at the largest size over the
     smallest, judged run by run (run i of the largest row against run i of the smallest):
     met only when every run meets it. The issue's target is about the loop; the whole
-    process is reported beside it."""
+    process is reported beside it.
+
+    A family of three rows or more gets a second line: the same rule from its second row
+    (50,000 pods, whose working set no longer fits in this machine's caches, as the
+    largest's does not), and the loop's function calls per pod (its work, which the
+    caches do not change) from the smallest row to the largest."""
     lines = []
     for family, names in SCALING_FAMILIES.items():
         rows = [results[n] for n in names if n in results and results[n].loop]
         if len(rows) < 2:
             continue
         small, large = rows[0], rows[-1]
-        runs = min(len(small.loop), len(large.loop))
-        growths = [
-            (large.loop[i] / large.pods) / (small.loop[i] / small.pods) for i in range(runs)
-        ]
+        growths = _growths(small, large)
+        runs = len(growths)
         met = sum(1 for g in growths if g <= LINEAR_SLACK)
         steps = ", ".join(
             f"{r.pods:,} pods {statistics.median(r.loop) / r.pods * 1e6:.1f} us/pod loop"
@@ -570,6 +599,23 @@ def scaling_verdicts(results: dict[str, Measurement], scale: float = 1.0) -> lis
             + f" by run, target <= x{LINEAR_SLACK} in every run: {verdict} "
             f"({met} runs out of {runs}){reference}{scale_note(scale)}"
         )
+        if len(rows) >= 3:
+            past = _growths(rows[1], large)
+            past_met = sum(1 for g in past if g <= LINEAR_SLACK)
+            work = ""
+            if small.loop_calls and large.loop_calls:
+                per_small = small.loop_calls / small.pods
+                per_large = large.loop_calls / large.pods
+                work = (
+                    f"; function calls per pod {per_small:.1f} -> {per_large:.1f} "
+                    f"(x{per_large / per_small:.2f})"
+                )
+            lines.append(
+                f"  past the caches, from {rows[1].pods:,} pods: loop per-pod cost x"
+                + ", x".join(f"{g:.2f}" for g in past)
+                + f" by run: {'MET' if past_met == len(past) else 'NOT MET'} "
+                f"({past_met} runs out of {len(past)}){work}{scale_note(scale)}"
+            )
     return lines
 
 

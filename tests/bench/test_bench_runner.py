@@ -104,3 +104,21 @@ def test_linearity_shows_the_memory_reference_beside_the_verdict() -> None:
     assert line.endswith(
         "NOT MET (0 runs out of 3); memory reference (one pass building each pod's key) x1.80"
     )
+
+
+def test_a_family_of_three_rows_is_also_judged_past_the_caches() -> None:
+    # From the second row on, the working set no longer fits the caches at either end:
+    # growth there is the loop's own. Function calls per pod show the work beside it.
+    rows = [
+        run.Measurement(name="burst-pods-10k", pods=10_000, loop=[1.0, 1.0], loop_calls=80_000),
+        run.Measurement(name="burst-pods-50k", pods=50_000, loop=[7.0, 7.0]),
+        run.Measurement(
+            name="burst-pods-100k", pods=100_000, loop=[14.0, 19.0], loop_calls=820_000
+        ),
+    ]
+    first, second = run.scaling_verdicts({m.name: m for m in rows})
+    assert first.startswith("(3) burst:") and "NOT MET (0 runs out of 2)" in first
+    assert second == (
+        "  past the caches, from 50,000 pods: loop per-pod cost x1.00, x1.36 by run: "
+        "NOT MET (1 runs out of 2); function calls per pod 8.0 -> 8.2 (x1.02)"
+    )
