@@ -441,7 +441,7 @@ class ClusterSnapshot:
                 if key in where or key in seen:
                     raise SnapshotError(f"pod {key} is already in the snapshot")
                 seen.add(key)
-        if pods and not self._watchers and _copies(pods):
+        if len(pods) >= _COPIES_AT_LEAST and not self._watchers and _copies(pods):
             self._add_copies(ni, keys, pods)
             return
         node_pods = ni.pods
@@ -820,6 +820,8 @@ class _Batch:
         self.has_anti = has_anti
 
 
+# Below this many pods, checking for copies costs more than the one-pass loop it saves.
+_COPIES_AT_LEAST = 8
 _requests_of = attrgetter("requests")
 _namespace_of = attrgetter("namespace")
 _affinity_of = attrgetter("affinity")

@@ -175,7 +175,9 @@ def test_any_change_sequence_reverts_to_the_original(operations):
         if op == "add_pod" and names:
             snap.add_pod(make_pod(f"p{counter}", "100m"), names[n % len(names)])
         elif op == "add_pods" and names:
-            batch = [batch_pod(f"b{counter}-{i}", i, n) for i in range(n)]
+            # Copies come by the dozen (`add_pods` takes eight or more in one step).
+            size = n if n % 2 else 4 * n
+            batch = [batch_pod(f"b{counter}-{i}", i, n) for i in range(size)]
             # Often onto the node added last, which a revert may then take away.
             snap.add_pods(batch, names[-1] if n % 2 else names[n % len(names)])
         elif op == "remove_pod":
@@ -220,7 +222,7 @@ def test_add_pods_of_copies_matches_one_by_one():
     # CSI volume) take the one-step path; the snapshot must not tell the difference.
     for n in (2, 4, 6):
         one, bulk = small_snapshot(), small_snapshot()
-        pods = [batch_pod(f"c{i}", i, n) for i in range(n)]
+        pods = [batch_pod(f"c{i}", i, n) for i in range(4 * n)]
         for pod in pods:
             one.add_pod(pod, "n2")
         bulk.fork()
