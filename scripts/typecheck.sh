@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Type-check the core, the standard plugins and every provider distribution with mypy.
+# Type-check the core, the standard plugins, every provider distribution and the benchmarks
+# (`bench/`) with mypy.
 #
 # `core/` is the import package `clusterscaler` and `plugins/` is `clusterscaler.plugins`
 # only through the package-dir mapping in pyproject.toml, which mypy cannot follow through an
@@ -16,8 +17,9 @@ for entry in "$root"/core/*; do
   ln -s "$entry" "$tree/clusterscaler/$(basename "$entry")"
 done
 ln -s "$root/plugins" "$tree/clusterscaler/plugins"
+ln -s "$root/bench" "$tree/bench"
 mypy_path="$tree"
-packages=(-p clusterscaler)
+packages=(-p clusterscaler -p bench)
 for dist in "$root"/providers/*/; do
   [ -f "$dist/pyproject.toml" ] || continue
   for pkg in "$dist"clusterscaler_*/; do
