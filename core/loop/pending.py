@@ -62,7 +62,7 @@ class PendingPods:
         pods = self.unschedulable
         if known is not None and known[0] is pods and known[1] == len(pods):
             return known[2]
-        keys = [p.namespace + "/" + p.name for p in pods]
+        keys = [p.key for p in pods]
         self._keys = (pods, len(pods), keys)
         return keys
 

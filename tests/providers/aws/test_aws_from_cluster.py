@@ -131,6 +131,20 @@ def _only_gets(server: FakeKubeServer) -> None:
     )
 
 
+def _from_cluster(
+    capsys: pytest.CaptureFixture[str], command: str, kubeconfig: Path, *flags: str
+) -> str:
+    """Run `clusterscaler <command> --from-cluster` on the aws provider's discovered ASGs;
+    its standard output, once it exited 0."""
+    code = main(
+        [command, "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
+         DISCOVERY, *flags]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
 def _last_json(out: str) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return doc
@@ -140,12 +154,7 @@ def test_simulate_from_cluster_takes_the_asgs_and_writes_to_neither(
     cluster: Any, proxy: ProxyState, aws: AwsFixtures, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server, kubeconfig = cluster
-    code = main(
-        ["simulate", "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
-         DISCOVERY, "--once", "--json"]
-    )  # fmt: skip
-    out, err = capsys.readouterr()
-    assert code == 0, err
+    out = _from_cluster(capsys, "simulate", kubeconfig, "--once", "--json")
     doc = _last_json(out)
     groups = {g["name"]: g for g in doc["providerNodeGroups"]}
     assert doc["cloudProvider"] == "aws"
@@ -174,23 +183,13 @@ def test_instances_the_provider_is_still_creating_are_upcoming(
     """ASG `big` already launched an m5.2xlarge whose node has not registered: as in `run`,
     the pending pod waits for that upcoming node instead of asking for another one."""
     with _cluster_of(aws, proxy, tmp_path, big_desired=1) as (server, kubeconfig):
-        code = main(
-            ["simulate", "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
-             DISCOVERY, "--once", "--json"]
-        )  # fmt: skip
-        out, err = capsys.readouterr()
-        assert code == 0, err
+        out = _from_cluster(capsys, "simulate", kubeconfig, "--once", "--json")
         doc = _last_json(out)
         groups = {g["name"]: g for g in doc["providerNodeGroups"]}
         assert (groups["big"]["nodes"], groups["big"]["targetSize"]) == (0, 1)
         assert doc["scaleUp"] == []
         assert doc["unschedulable"] == []
-        code = main(
-            ["explain", "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
-             DISCOVERY, "--json"]
-        )  # fmt: skip
-        out, err = capsys.readouterr()
-        assert code == 0, err
+        out = _from_cluster(capsys, "explain", kubeconfig, "--json")
         assert _last_json(out)["scaleUp"] == []
         assert _writes(proxy) == []
         assert aws.desired("big") == 1
@@ -201,13 +200,10 @@ def test_simulate_over_time_scales_the_simulated_cluster_only(
     cluster: Any, proxy: ProxyState, aws: AwsFixtures, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server, kubeconfig = cluster
-    code = main(
-        ["simulate", "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
-         DISCOVERY, "--nodes=1:4:general", "--duration=20m", "--scale-down-unneeded-time=1m",
-         "--json"]
+    out = _from_cluster(
+        capsys, "simulate", kubeconfig,
+        "--nodes=1:4:general", "--duration=20m", "--scale-down-unneeded-time=1m", "--json",
     )  # fmt: skip
-    out, err = capsys.readouterr()
-    assert code == 0, err
     lines = [json.loads(line) for line in out.strip().splitlines()]
     assert lines[0]["type"] == "nodeGroups"
     bounds = {g["name"]: (g["minSize"], g["maxSize"], g["boundsFrom"]) for g in lines[0]["providerNodeGroups"]}
@@ -226,12 +222,7 @@ def test_explain_from_cluster_with_aws(
     cluster: Any, proxy: ProxyState, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server, kubeconfig = cluster
-    code = main(
-        ["explain", "--from-cluster", "--kubeconfig", str(kubeconfig), "--cloud-provider=aws",
-         DISCOVERY, "--drain-node", "ip-10-0-1-1"]
-    )  # fmt: skip
-    out, err = capsys.readouterr()
-    assert code == 0, err
+    out = _from_cluster(capsys, "explain", kubeconfig, "--drain-node", "ip-10-0-1-1")
     assert "Node groups of the aws provider (read only" in out
     header = next(line for line in out.splitlines() if line.startswith("NODE GROUP  "))
     assert "BOUNDS FROM" in header and "TEMPLATE FROM" in header
