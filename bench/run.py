@@ -99,9 +99,12 @@ TARGETS: dict[str, Target] = {
     "scale-down-2k-real": Target("loop <= 3 s", max_loop_seconds=3.0),
 }
 # Families of scaling rows: the loop's time per pod may grow by at most this factor from
-# the smallest to the largest row (linear cost keeps it at 1; the slack absorbs a shared
-# machine's noise), in every run: run i of the largest row against run i of the smallest.
+# one row to the largest (linear cost keeps it at 1; the slack absorbs a shared machine's
+# noise), in every run: run i of the largest row against run i of the other.
 LINEAR_SLACK = 1.25
+# ... and its function calls per pod, counted rather than timed, by at most this one (fixed
+# costs per loop, per node group and per node spread over more pods keep it near 1).
+WORK_SLACK = 1.10
 SCALING_FAMILIES = {
     "(1) scale-up": ("scale-up-10k", "scale-up-50k", "scale-up-100k", "scale-up-150k"),
     "(3) burst": ("burst-pods-10k", "burst-pods-50k", "burst-pods-100k"),
@@ -563,58 +566,84 @@ def _growths(small: Measurement, large: Measurement) -> list[float]:
     return [(large.loop[i] / large.pods) / (small.loop[i] / small.pods) for i in range(runs)]
 
 
-def scaling_verdicts(results: dict[str, Measurement], scale: float = 1.0) -> list[str]:
-    """Per family of scaling rows: the loop's time per pod at the largest size over the
-    smallest, judged run by run (run i of the largest row against run i of the smallest):
-    met only when every run meets it. The issue's target is about the loop; the whole
-    process is reported beside it.
+def _calls_growth(small: Measurement, large: Measurement) -> tuple[float, float] | None:
+    """The loop's function calls per pod at `small` and at `large` (None: not counted)."""
+    if not (small.loop_calls and large.loop_calls):
+        return None
+    return small.loop_calls / small.pods, large.loop_calls / large.pods
 
-    A family of three rows or more gets a second line: the same rule from its second row
-    (50,000 pods, whose working set no longer fits in this machine's caches, as the
-    largest's does not), and the loop's function calls per pod (its work, which the
-    caches do not change) from the smallest row to the largest."""
+
+def _by_run(growths: list[float]) -> str:
+    return "x" + ", x".join(f"{g:.2f}" for g in growths) + " by run"
+
+
+def scaling_verdicts(results: dict[str, Measurement], scale: float = 1.0) -> list[str]:
+    """Per family of scaling rows, whether the loop is linear (issue 21, target 3).
+
+    The loop's time per pod is compared run by run (run i of one row against run i of
+    the other; met only when every run meets it). From the smallest row (10,000 pods),
+    whose working set fits in this machine's 32 MiB L3 cache, to the largest, whose does
+    not, that ratio measures the caches as much as the loop: a pass that does the same
+    work for every pod (the memory reference) grows x2 to x4. So the verdict of a family
+    of three rows or more is taken where the caches do not decide it:
+
+    - time: the loop's time per pod from the second row (50,000 pods, out of the caches
+      as the largest is) to the largest, <= x`LINEAR_SLACK` in every run; it catches work
+      that grows inside C calls (a membership test in a list, say);
+    - work: the loop's function calls per pod, counted under cProfile, from the smallest
+      row to the largest, <= x`WORK_SLACK`; counted, not timed, so no noise and no cache.
+
+    The ratio from the smallest row is printed beside them with the memory reference, and
+    decides the verdict only for a family measured on two rows."""
     lines = []
     for family, names in SCALING_FAMILIES.items():
         rows = [results[n] for n in names if n in results and results[n].loop]
         if len(rows) < 2:
             continue
         small, large = rows[0], rows[-1]
-        growths = _growths(small, large)
-        runs = len(growths)
-        met = sum(1 for g in growths if g <= LINEAR_SLACK)
         steps = ", ".join(
             f"{r.pods:,} pods {statistics.median(r.loop) / r.pods * 1e6:.1f} us/pod loop"
             + (f" ({r.median_process / r.pods * 1e6:.1f} process)" if r.process else "")
             for r in rows
         )
-        verdict = "MET" if met == runs else "NOT MET"
+        lines.append(f"{family}: {steps}")
+        growths = _growths(small, large)
+        met = sum(1 for g in growths if g <= LINEAR_SLACK)
         reference = ""
         if small.reference and large.reference:
             # min: the reference pass has no state, so its fastest run is its cost.
             growth = (min(large.reference) / large.pods) / (min(small.reference) / small.pods)
             reference = f"; memory reference (one pass building each pod's key) x{growth:.2f}"
-        lines.append(
-            f"{family}: {steps}; loop per-pod cost x"
-            + ", x".join(f"{g:.2f}" for g in growths)
-            + f" by run, target <= x{LINEAR_SLACK} in every run: {verdict} "
-            f"({met} runs out of {runs}){reference}{scale_note(scale)}"
-        )
         if len(rows) >= 3:
             past = _growths(rows[1], large)
             past_met = sum(1 for g in past if g <= LINEAR_SLACK)
-            work = ""
-            if small.loop_calls and large.loop_calls:
-                per_small = small.loop_calls / small.pods
-                per_large = large.loop_calls / large.pods
+            calls = _calls_growth(small, large)
+            if calls is None:
+                work, work_met = "function calls per pod not counted", False
+            else:
+                work_growth = calls[1] / calls[0]
+                work_met = work_growth <= WORK_SLACK
                 work = (
-                    f"; function calls per pod {per_small:.1f} -> {per_large:.1f} "
-                    f"(x{per_large / per_small:.2f})"
+                    f"function calls per pod from {small.pods:,} pods {calls[0]:.1f} -> "
+                    f"{calls[1]:.1f} (x{work_growth:.2f}, <= x{WORK_SLACK})"
                 )
+            verdict = "MET" if past_met == len(past) and work_met else "NOT MET"
             lines.append(
-                f"  past the caches, from {rows[1].pods:,} pods: loop per-pod cost x"
-                + ", x".join(f"{g:.2f}" for g in past)
-                + f" by run: {'MET' if past_met == len(past) else 'NOT MET'} "
-                f"({past_met} runs out of {len(past)}){work}{scale_note(scale)}"
+                f"  target 3 (linear): loop per-pod cost from {rows[1].pods:,} pods "
+                f"{_by_run(past)} (<= x{LINEAR_SLACK}: {past_met} runs out of {len(past)}); "
+                f"{work}: {verdict}{scale_note(scale)}"
+            )
+            lines.append(
+                f"  from {small.pods:,} pods, inside the caches: loop per-pod cost "
+                f"{_by_run(growths)} (<= x{LINEAR_SLACK}: {met} runs out of {len(growths)})"
+                f"{reference}"
+            )
+        else:
+            verdict = "MET" if met == len(growths) else "NOT MET"
+            lines.append(
+                f"  target 3 (linear), from {small.pods:,} pods: loop per-pod cost "
+                f"{_by_run(growths)}, <= x{LINEAR_SLACK} in every run: {verdict} "
+                f"({met} runs out of {len(growths)}){reference}{scale_note(scale)}"
             )
     return lines
 
