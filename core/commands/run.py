@@ -150,9 +150,9 @@ def _wait_until_ready(runtime: KubeRuntime) -> bool:
 
 
 def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingOptions) -> int:
-    """One loop per scan interval (with --frequent-loops-enabled, at once after a
-    productive loop or when a pod newly becomes unschedulable: `LoopTrigger`) until
-    shutdown; 1 when leadership was lost.
+    """Loops, each --scan-interval after the previous one ended (with
+    --frequent-loops-enabled, at once after a productive loop or when a pod newly becomes
+    unschedulable: `LoopTrigger`), until shutdown; 1 when leadership was lost.
 
     An action on one object that fails (a taint, an eviction, a deletion, an event) fails
     inside the loop, which goes on and reports. What reaches here ended the loop early:
@@ -174,7 +174,6 @@ def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingO
 
     threading.Thread(target=interrupt_at_shutdown, name="shutdown-waker", daemon=True).start()
     while not runtime.shutdown.is_set():
-        started = time.monotonic()
         result: LoopResult | None = None
         try:
             result = autoscaler.run_once(datetime.now(UTC))
@@ -199,7 +198,7 @@ def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingO
         trigger.record(result)
         if not _leads(runtime):
             break
-        _wait_for_next_loop(runtime, trigger, pods, started)
+        _wait_for_next_loop(runtime, trigger, pods)
     if not _leads(runtime):
         log.error("leadership_lost_exiting")
         return EXIT_ERROR
@@ -207,10 +206,10 @@ def run_loop(autoscaler: Autoscaler, runtime: KubeRuntime, options: AutoscalingO
 
 
 def _wait_for_next_loop(
-    runtime: KubeRuntime, trigger: LoopTrigger, pods: UnschedulablePodObserver, started: float
+    runtime: KubeRuntime, trigger: LoopTrigger, pods: UnschedulablePodObserver
 ) -> None:
-    """Wait as `trigger` says for the loop that began at `started` (monotonic) to be
-    followed, or until shutdown, and log why the next loop starts, as CA does."""
+    """Wait as `trigger` says, from now (the end of a loop), for the next loop, or until
+    shutdown, and log why the next loop starts, as CA does."""
     ended = time.monotonic()
     if trigger.immediate():
         # A pod that appeared meanwhile is named as the reason, and its signal spent.
@@ -218,13 +217,12 @@ def _wait_for_next_loop(
         if not runtime.shutdown.is_set():
             _triggered(reason)
         return
-    timeout = trigger.wait_seconds(ended - started)
+    timeout = trigger.wait_seconds()
     if not trigger.pod_triggered:
         runtime.shutdown.wait(timeout)
         return
     if pods.wait(timeout):
-        now = time.monotonic()
-        runtime.shutdown.wait(trigger.pod_trigger_delay(now - started, now - ended))
+        runtime.shutdown.wait(trigger.pod_trigger_delay(time.monotonic() - ended))
         reason = POD_APPEARED
     else:
         reason = trigger.timer_reason

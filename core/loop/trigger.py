@@ -1,11 +1,12 @@
 """When the next loop starts (CA's LoopTrigger, --frequent-loops-enabled).
 
-A loop starts --scan-interval after the previous one started. With
---frequent-loops-enabled (the default):
+A loop starts --scan-interval after the previous one ended, as in CA (its main loop waits
+the interval after `RunOnce` returns): a loop longer than the interval still leaves the
+interval idle before the next. With --frequent-loops-enabled (the default):
 
 - a productive loop (one that scaled up, or started deleting a node) is followed at once by
-  the next, and so is the loop after it: a loop that scales up does not scale down, so the
-  scale-down it skipped, and the scale-up that may follow a scale-down, are not left
+  the next (CA: "Autoscaler loop triggered immediately after a productive iteration"): a
+  loop that scales up does not scale down, so the scale-down it skipped is not left
   waiting a whole interval;
 - a pod that newly becomes unschedulable starts the next loop at once instead of at the
   end of the interval (CA: "Autoscaler loop triggered by unschedulable pod appearing"). Any
@@ -14,14 +15,14 @@ A loop starts --scan-interval after the previous one started. With
   previous loop ended at the earliest, so pods appearing one after another while loops run
   leave the process a moment idle between loops, and never later than the interval.
 
-Without it, loops start every --scan-interval, whatever happens in between.
+Without it, each loop starts --scan-interval after the previous one ended, whatever
+happens in between.
 
 This module decides; `clusterscaler run` waits (`commands/run.py`).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from datetime import timedelta
 
 from clusterscaler.framework.durations import format_duration
@@ -51,17 +52,17 @@ def productive(result: LoopResult) -> bool:
 
 
 class LoopTrigger:
-    """Remembers whether the last two loops were productive, and says how long to wait."""
+    """Remembers whether the last loop was productive, and says how long to wait."""
 
     def __init__(self, scan_interval: timedelta, *, frequent_loops_enabled: bool) -> None:
         self.interval = scan_interval.total_seconds()
         self.frequent = frequent_loops_enabled
         self.timer_reason = f"by a {format_duration(scan_interval)} timer"
-        self._recent: deque[bool] = deque([False, False], maxlen=2)
+        self._productive = False
 
     def record(self, result: LoopResult | None) -> None:
         """The loop that just ended (`None`: it ended early, without a result)."""
-        self._recent.append(result is not None and productive(result))
+        self._productive = result is not None and productive(result)
 
     @property
     def pod_triggered(self) -> bool:
@@ -70,17 +71,17 @@ class LoopTrigger:
 
     def immediate(self) -> bool:
         """Whether the next loop starts at once, after a productive loop."""
-        return self.frequent and any(self._recent)
+        return self.frequent and self._productive
 
-    def wait_seconds(self, elapsed: float) -> float:
-        """How long to wait before the next loop, `elapsed` seconds after the last began,
-        unless an unschedulable pod appears meanwhile."""
+    def wait_seconds(self) -> float:
+        """How long to wait, from the end of the last loop, before the next one, unless an
+        unschedulable pod appears meanwhile."""
         if self.immediate():
             return 0.0
-        return max(0.0, self.interval - elapsed)
+        return self.interval
 
-    def pod_trigger_delay(self, elapsed: float, idle: float) -> float:
-        """How much longer to wait once an unschedulable pod appeared, `elapsed` seconds
-        after the last loop began and `idle` seconds after it ended: until
-        `MIN_POD_TRIGGER_GAP` after its end, and never past the interval."""
-        return max(0.0, min(MIN_POD_TRIGGER_GAP - idle, self.interval - elapsed))
+    def pod_trigger_delay(self, idle: float) -> float:
+        """How much longer to wait once an unschedulable pod appeared `idle` seconds after
+        the last loop ended: until `MIN_POD_TRIGGER_GAP` after its end, and never past the
+        interval."""
+        return max(0.0, min(MIN_POD_TRIGGER_GAP, self.interval) - idle)

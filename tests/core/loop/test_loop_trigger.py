@@ -32,51 +32,50 @@ DELETING = LoopResult(
 @pytest.mark.parametrize(
     ("history", "frequent", "wait"),
     [
-        ([IDLE], True, 7.0),
+        ([IDLE], True, 10.0),
         ([SCALED_UP], True, 0.0),
         ([DELETING], True, 0.0),
-        # The loop after a productive one is followed at once too, then the interval.
-        ([SCALED_UP, IDLE], True, 0.0),
-        ([SCALED_UP, IDLE, IDLE], True, 7.0),
-        ([SCALED_UP, None], True, 0.0),
-        ([None], True, 7.0),
-        ([SCALED_UP], False, 7.0),
-        ([DELETING], False, 7.0),
+        # Only the loop that just ended counts (CA compares with its start time).
+        ([SCALED_UP, IDLE], True, 10.0),
+        ([SCALED_UP, None], True, 10.0),
+        ([IDLE, SCALED_UP], True, 0.0),
+        ([None], True, 10.0),
+        ([SCALED_UP], False, 10.0),
+        ([DELETING], False, 10.0),
     ],
-    ids=["idle", "scale-up", "scale-down", "after-next", "then-interval", "failed-loop",
+    ids=["idle", "scale-up", "scale-down", "then-interval", "failed-loop", "latest",
          "failed-only", "disabled-scale-up", "disabled-scale-down"],
 )
-def test_next_loop_starts_at_once_after_productive_loops(
+def test_next_loop_starts_at_once_only_after_a_productive_loop(
     history: list[LoopResult | None], frequent: bool, wait: float
 ) -> None:
     trigger = LoopTrigger(timedelta(seconds=10), frequent_loops_enabled=frequent)
     for result in history:
         trigger.record(result)
-    assert trigger.wait_seconds(3.0) == wait
-
-
-def test_a_loop_longer_than_the_interval_is_followed_at_once() -> None:
-    trigger = LoopTrigger(timedelta(seconds=10), frequent_loops_enabled=False)
-    trigger.record(IDLE)
-    assert trigger.wait_seconds(12.5) == 0.0
+    assert trigger.wait_seconds() == wait
 
 
 @pytest.mark.parametrize(
-    ("elapsed", "idle", "delay"),
+    ("idle", "delay"),
     [
-        (0.2, 0.1, 0.9),  # the pod appeared right after a short loop: 1 s after its end
-        (5.0, 3.0, 0.0),  # idle long enough already
-        (9.8, 0.2, 0.2),  # never past the interval
-        (12.0, 0.5, 0.0),
+        (0.1, 0.9),  # the pod appeared right after the loop: 1 s after its end
+        (3.0, 0.0),  # idle long enough already
+        (1.0, 0.0),
     ],
-    ids=["short-loop", "idle", "interval-first", "late"],
+    ids=["just-ended", "idle", "exactly"],
 )
 def test_a_pod_triggered_loop_starts_a_second_after_the_last_ended(
-    elapsed: float, idle: float, delay: float
+    idle: float, delay: float
 ) -> None:
     trigger = LoopTrigger(timedelta(seconds=10), frequent_loops_enabled=True)
     trigger.record(IDLE)
-    assert trigger.pod_trigger_delay(elapsed, idle) == pytest.approx(delay)
+    assert trigger.pod_trigger_delay(idle) == pytest.approx(delay)
+
+
+def test_a_pod_triggered_loop_never_waits_past_a_short_interval() -> None:
+    trigger = LoopTrigger(timedelta(milliseconds=500), frequent_loops_enabled=True)
+    trigger.record(IDLE)
+    assert trigger.pod_trigger_delay(0.2) == pytest.approx(0.3)
 
 
 @pytest.mark.parametrize("frequent", [True, False])
