@@ -33,7 +33,7 @@ from clusterscaler.framework.cloudprovider import (
 from clusterscaler.framework.dryrun import GuardedCloudProvider
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.model import HOSTNAME_LABEL, ClusterObjects, Node
-from clusterscaler.offline.inference import NODE_GROUP_LABEL, Inference
+from clusterscaler.offline.inference import NODE_GROUP_LABEL, Inference, LeftOut
 from clusterscaler.offline.inference import render as render_inference
 from clusterscaler.offline.output import render_table
 from clusterscaler.offline.setup import EMBEDDED_CONFIG_KEY, SIM_PROVIDER
@@ -93,14 +93,6 @@ class ProviderGroup:
         if self.price is not None:
             doc["price"] = self.price
         return doc
-
-
-@dataclass(frozen=True, slots=True)
-class LeftOut:
-    """A node in no provider group, or a provider group the simulation cannot use, and why."""
-
-    name: str
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)

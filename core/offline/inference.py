@@ -132,14 +132,12 @@ class InferredGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class NotInferred:
-    """A node that belongs to no inferred group, and why."""
+class LeftOut:
+    """A node (or a node group) the simulation leaves out, and why: a node in no inferred
+    or provider group, a provider group it cannot use."""
 
-    node: str
+    name: str
     reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"node": self.node, "reason": self.reason}
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +145,7 @@ class Inference:
     """The node groups of a snapshot and the nodes left out, in name order."""
 
     groups: tuple[InferredGroup, ...]
-    not_inferred: tuple[NotInferred, ...]
+    not_inferred: tuple[LeftOut, ...]
 
     def cloud_config(self) -> dict[str, Any]:
         """The `sim` cloud-config of the groups (members carry the group label, see
@@ -180,7 +178,7 @@ class Inference:
     def to_json(self) -> dict[str, Any]:
         return {
             "inferredNodeGroups": [g.to_json() for g in self.groups],
-            "notInferred": [n.to_json() for n in self.not_inferred],
+            "notInferred": [{"node": n.name, "reason": n.reason} for n in self.not_inferred],
         }
 
 
@@ -248,11 +246,11 @@ def infer_node_groups(
     """
     bounds = bounds or {}
     members: dict[tuple[str, str], list[str]] = {}
-    left_out: list[NotInferred] = []
+    left_out: list[LeftOut] = []
     for node in nodes:
         found = _node_group(node)
         if isinstance(found, str):
-            left_out.append(NotInferred(node.name, found))
+            left_out.append(LeftOut(node.name, found))
         else:
             members.setdefault(found, []).append(node.name)
     order = {key: i for i, key in enumerate((*GROUP_LABELS, CAPI_OWNER_NAME, *MACHINE_ANNOTATIONS))}
@@ -263,7 +261,7 @@ def infer_node_groups(
     for (name, key), node_names in sorted(members.items()):
         if chosen[name] != key:
             left_out.extend(
-                NotInferred(
+                LeftOut(
                     n,
                     f"{key} names node group {name!r}, which other nodes' {chosen[name]} "
                     "names too: expected one key per node group",
@@ -298,7 +296,7 @@ def infer_node_groups(
             f"{bounds[unknown[0]].where}: node group {unknown[0]!r}: expected one of the node "
             f"groups inferred from the snapshot ({names})"
         )
-    return Inference(tuple(groups), tuple(sorted(left_out, key=lambda n: n.node)))
+    return Inference(tuple(groups), tuple(sorted(left_out, key=lambda n: n.name)))
 
 
 # --------------------------------------------------------------------------- bounds
@@ -423,6 +421,6 @@ def render(inference: Inference) -> str:
     if inference.not_inferred:
         lines += ["", "Nodes in no node group"]
         lines.append(
-            render_table(("NODE", "REASON"), [(n.node, n.reason) for n in inference.not_inferred])
+            render_table(("NODE", "REASON"), [(n.name, n.reason) for n in inference.not_inferred])
         )
     return "\n".join(lines)

@@ -86,9 +86,9 @@ def test_snapshot_groups_are_inferred_without_a_cloud_config(platform: str) -> N
     groups, left_out, _ = PLATFORMS[platform]
     inference = infer_node_groups(load_snapshot(SNAPSHOTS / f"{platform}.json").nodes)
     assert [(g.name, g.inferred_from, len(g.nodes)) for g in inference.groups] == groups
-    assert {n.node: n.reason for n in inference.not_inferred}.keys() == left_out.keys()
+    assert {n.name: n.reason for n in inference.not_inferred}.keys() == left_out.keys()
     for entry in inference.not_inferred:
-        assert entry.reason.startswith(left_out[entry.node])
+        assert entry.reason.startswith(left_out[entry.name])
 
 
 @pytest.mark.parametrize("platform", sorted(PLATFORMS))
@@ -277,7 +277,7 @@ def test_a_node_in_no_group_is_listed_with_the_reason(member: Node, reason: str)
     inference = infer_node_groups([member])
     assert inference.groups == ()
     [entry] = inference.not_inferred
-    assert entry.node == "n"
+    assert entry.name == "n"
     assert entry.reason.startswith(reason)
 
 
@@ -288,7 +288,7 @@ def test_one_name_from_two_keys_keeps_the_first_key() -> None:
     [group] = inference.groups
     assert (group.name, group.inferred_from, group.nodes) == ("x", "agentpool", ("a", "c"))
     [entry] = inference.not_inferred
-    assert entry.node == "b"
+    assert entry.name == "b"
     assert entry.reason == (
         "kops.k8s.io/instancegroup names node group 'x', which other nodes' agentpool names too: "
         "expected one key per node group"
