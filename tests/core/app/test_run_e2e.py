@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from clusterscaler.testing.fakekube import FakeKubeServer
+from clusterscaler.testing.kubeobjects import pod_json
 
 CLOUD_CONFIG = {
     "nodeGroups": [
@@ -59,38 +60,7 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 def web_pod(index: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"web-{index}",
-            "namespace": "default",
-            "labels": {"app": "web"},
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "web",
-                    "uid": "rs-web",
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "web",
-                    "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}},
-                }
-            ]
-        },
-        "status": {
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-        },
-    }
+    return pod_json(f"web-{index}", cpu="1500m", labels={"app": "web"})
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.model import parse_node
 from clusterscaler.offline.cloudgroups import read_only, read_provider_groups
 from clusterscaler.testing.fakekube import FakeKubeServer
+from clusterscaler.testing.kubeobjects import node_json, pod_json
 from clusterscaler_aws.plugin import build_provider
 
 ENABLED = "k8s.io/cluster-autoscaler/enabled"
@@ -34,61 +35,28 @@ CREATED = (datetime.now(UTC) - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%
 
 def _node(name: str, provider_id: str, zone: str) -> dict[str, Any]:
     """A node kubelet registered for an m5.large instance."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "creationTimestamp": CREATED,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "node.kubernetes.io/instance-type": "m5.large",
-                "topology.kubernetes.io/zone": zone,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-            },
-        },
-        "spec": {"providerID": provider_id},
-        "status": {
-            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
-            "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+    return node_json(
+        name,
+        provider_id=provider_id,
+        labels={"node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": zone,
+                "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+        capacity={"cpu": "2", "memory": "8Gi", "pods": "29"},
+        allocatable={"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+        created=CREATED,
+    )  # fmt: skip
 
 
 def _pod(name: str, cpu: str, node: str = "") -> dict[str, Any]:
-    status: dict[str, Any] = {"phase": "Running" if node else "Pending"}
-    if not node:
-        status["conditions"] = [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-             "message": "0/1 nodes are available: 1 Insufficient cpu."}
-        ]  # fmt: skip
-    spec: dict[str, Any] = {
-        "containers": [{"name": "app", "image": "app", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]
-    }
-    if node:
-        spec["nodeName"] = node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "creationTimestamp": CREATED,
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": name.rsplit("-", 1)[0],
-                    "uid": f"uid-{name}",
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": spec,
-        "status": status,
-    }
+    """A pod of the ReplicaSet its name is made from (up to the last dash): running on
+    `node`, or pending (unschedulable, for want of cpu)."""
+    return pod_json(
+        name,
+        cpu=cpu,
+        node_name=node,
+        owner=("ReplicaSet", name.rsplit("-", 1)[0], f"uid-{name}"),
+        created=CREATED,
+        message="0/1 nodes are available: 1 Insufficient cpu.",
+    )
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from clusterscaler.testing.cliprocess import ClusterscalerProcess, clusterscaler_command
 from clusterscaler.testing.fakekube import FakeKubeServer
+from clusterscaler.testing.kubeobjects import node_json, pod_json
 from clusterscaler_azure.testing.fakearm import FakeArm
 
 VMSS = "aks-pool1-12345678-vmss"
@@ -24,20 +25,8 @@ TAGS = {"cluster-autoscaler-enabled": "true", "min": "0", "max": "3", "aks-manag
 
 
 def pending_pod(name: str, cpu: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name, "namespace": "default", "labels": {"app": "web"},
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
-                                 "uid": "rs-web", "controller": True}],
-        },
-        "spec": {"containers": [{"name": "app", "image": "web",
-                                 "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
-        "status": {"phase": "Pending",
-                   "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
-    }
+    """An unschedulable pod of the ReplicaSet `web` (whose selector is app=web)."""
+    return pod_json(name, cpu=cpu, labels={"app": "web"})
 
 
 class Kubelet:
@@ -52,18 +41,12 @@ class Kubelet:
         nodes = {n["spec"].get("providerID", ""): n["metadata"]["name"] for n in self.kube.list("nodes")}
         for provider_id in sorted(vms - set(nodes)):
             name = "aks-pool1-vmss" + provider_id.rsplit("/", 1)[-1].zfill(6)
-            allocatable = {"cpu": "4", "memory": "16Gi", "pods": "110"}
-            self.kube.create({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": {
-                    "kubernetes.io/hostname": name, "agentpool": "pool1",
-                    "kubernetes.azure.com/agentpool": "pool1",
-                    "node.kubernetes.io/instance-type": "Standard_D4s_v3"},
-                    "creationTimestamp": "2026-01-01T00:00:00Z"},
-                "spec": {"providerID": provider_id},
-                "status": {"capacity": allocatable, "allocatable": allocatable,
-                           "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]},
-            })
+            self.kube.create(node_json(
+                name,
+                provider_id=provider_id,
+                labels={"agentpool": "pool1", "kubernetes.azure.com/agentpool": "pool1",
+                        "node.kubernetes.io/instance-type": "Standard_D4s_v3"},
+            ))
         for provider_id, name in nodes.items():
             if provider_id not in vms:
                 self.kube.delete("nodes", name)

@@ -11,28 +11,20 @@ from typing import Any
 import pytest
 from clusterscaler.commands.cli import main
 from clusterscaler.testing.fakekube import FakeKubeServer
+from clusterscaler.testing.kubeobjects import node_json, pod_json
 from clusterscaler_azure.testing.fakearm import FakeArm
-from test_azure_cli import pending_pod
 
 POOL = "aks-pool1-12345678-vmss"
 BIG = "aks-big-12345678-vmss"
 
 
 def _node(name: str, provider_id: str) -> dict[str, Any]:
-    allocatable = {"cpu": "4", "memory": "16Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "labels": {"kubernetes.io/hostname": name, "kubernetes.azure.com/agentpool": "pool1",
-                       "node.kubernetes.io/instance-type": "Standard_D4s_v3"},
-        },
-        "spec": {"providerID": provider_id},
-        "status": {"capacity": allocatable, "allocatable": allocatable,
-                   "conditions": [{"type": "Ready", "status": "True"}]},
-    }
+    return node_json(
+        name,
+        provider_id=provider_id,
+        labels={"kubernetes.azure.com/agentpool": "pool1",
+                "node.kubernetes.io/instance-type": "Standard_D4s_v3"},
+    )  # fmt: skip
 
 
 def test_simulate_from_cluster_takes_the_scale_sets_and_writes_nothing(
@@ -53,11 +45,8 @@ def test_simulate_from_cluster_takes_the_scale_sets_and_writes_nothing(
     with FakeKubeServer() as kube:
         [provider_id] = arm.provider_ids(POOL)
         kube.create(_node("aks-pool1-vmss000000", provider_id))
-        running = pending_pod("web-1", "3")
-        running["spec"]["nodeName"] = "aks-pool1-vmss000000"
-        running["status"] = {"phase": "Running"}
-        kube.create(running)
-        kube.create(pending_pod("web-2", "6"))
+        kube.create(pod_json("web-1", cpu="3", node_name="aks-pool1-vmss000000", labels={"app": "web"}))
+        kube.create(pod_json("web-2", cpu="6", labels={"app": "web"}))
         kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
         with arm.lock:
             arm.calls.clear()

@@ -20,6 +20,7 @@ import pytest
 import yaml
 from clusterscaler.testing.cliprocess import ClusterscalerProcess, clusterscaler_command
 from clusterscaler.testing.fakekube import FakeKubeServer
+from clusterscaler.testing.kubeobjects import node_json, pod_json
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
 from gcekit import PROJECT, ZONE
 
@@ -30,46 +31,16 @@ KUBE_ENV = (
 MIG_ID = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/instanceGroups/pool"
 
 
-def pending_pod(name: str, cpu: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-web", "controller": True}
-            ],
-        },
-        "spec": {"containers": [{"name": "c", "image": "web", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
-        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
-    }
-
-
 def node_object(provider_id: str) -> dict[str, Any]:
-    name = provider_id.rsplit("/", 1)[-1]
-    resources = {"cpu": "3920m", "memory": "13Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "cloud.google.com/gke-nodepool": "pool-1",
+    return node_json(
+        provider_id.rsplit("/", 1)[-1],
+        provider_id=provider_id,
+        labels={"cloud.google.com/gke-nodepool": "pool-1",
                 "node.kubernetes.io/instance-type": "n1-standard-4",
-                "topology.kubernetes.io/zone": ZONE,
-            },
-            "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        },
-        "spec": {"providerID": provider_id},
-        "status": {
-            "capacity": resources,
-            "allocatable": resources,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-        },
-    }
+                "topology.kubernetes.io/zone": ZONE},
+        allocatable={"cpu": "3920m", "memory": "13Gi", "pods": "110"},
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )  # fmt: skip
 
 
 def sync_nodes(kube: FakeKubeServer, gce: FakeComputeServer) -> None:
@@ -116,8 +87,8 @@ def common_flags(tmp: Path, cloud_config: Path) -> list[str]:
 
 def test_run_scales_a_mig_from_zero_and_back(clusters: tuple[FakeKubeServer, FakeComputeServer, Path], cloud_config: Path) -> None:
     kube, gce, tmp = clusters
-    kube.create(pending_pod("web-1", "3"))
-    kube.create(pending_pod("web-2", "3"))
+    kube.create(pod_json("web-1", cpu="3"))
+    kube.create(pod_json("web-2", cpu="3"))
     args = [
         "run",
         *common_flags(tmp, cloud_config),
@@ -169,8 +140,8 @@ def test_explain_says_why_against_the_fakes(clusters: tuple[FakeKubeServer, Fake
     kube, gce, tmp = clusters
     gce.add_template(PROJECT, "big-template", machine_type="n1-standard-8", kube_env=KUBE_ENV)
     gce.add_mig(PROJECT, ZONE, "big", template="big-template")
-    kube.create(pending_pod("web-1", "6"))
-    kube.create(pending_pod("huge", "12"))
+    kube.create(pod_json("web-1", cpu="6"))
+    kube.create(pod_json("huge", cpu="12"))
     proc = subprocess.run(
         [*clusterscaler_command(), "explain", *common_flags(tmp, cloud_config), f"--nodes=0:2:{PROJECT}/{ZONE}/big", "--json"],
         capture_output=True, text=True, timeout=60, check=False,

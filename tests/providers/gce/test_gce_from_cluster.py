@@ -11,49 +11,22 @@ from typing import Any
 import pytest
 from clusterscaler.commands.cli import main
 from clusterscaler.testing.fakekube import FakeKubeServer
+from clusterscaler.testing.kubeobjects import node_json, pod_json
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
 
 KUBE_ENV = "AUTOSCALER_ENV_VARS: node_labels=cloud.google.com/gke-nodepool=pool;os=linux\n"
 
 
-def _pod(name: str, cpu: str, node: str = "") -> dict[str, Any]:
-    """A pod of the ReplicaSet `web`: running on `node`, or pending (unschedulable)."""
-    status: dict[str, Any] = {"phase": "Running"}
-    if not node:
-        status = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-web", "controller": True}],
-        },
-        "spec": {
-            "containers": [{"name": "c", "image": "web", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
-            **({"nodeName": node} if node else {}),
-        },
-        "status": status,
-    }
-
-
 def _node(provider_id: str, zone: str) -> dict[str, Any]:
     """The Node kubelet registers for an n1-standard-4 instance."""
-    name = provider_id.rsplit("/", 1)[-1]
-    resources = {"cpu": "3920m", "memory": "13Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "labels": {"kubernetes.io/hostname": name, "cloud.google.com/gke-nodepool": "pool",
-                       "node.kubernetes.io/instance-type": "n1-standard-4", "topology.kubernetes.io/zone": zone},
-        },
-        "spec": {"providerID": provider_id},
-        "status": {"capacity": resources, "allocatable": resources, "conditions": [{"type": "Ready", "status": "True"}]},
-    }
+    return node_json(
+        provider_id.rsplit("/", 1)[-1],
+        provider_id=provider_id,
+        labels={"cloud.google.com/gke-nodepool": "pool",
+                "node.kubernetes.io/instance-type": "n1-standard-4",
+                "topology.kubernetes.io/zone": zone},
+        allocatable={"cpu": "3920m", "memory": "13Gi", "pods": "110"},
+    )  # fmt: skip
 
 
 def test_simulate_from_cluster_takes_the_migs_and_writes_to_neither(
@@ -69,8 +42,8 @@ def test_simulate_from_cluster_takes_the_migs_and_writes_to_neither(
     with FakeKubeServer() as kube:
         [provider_id] = gce.provider_ids(project, zone, "pool")
         node = kube.create(_node(provider_id, zone))
-        kube.create(_pod("web-1", "3", node["metadata"]["name"]))
-        kube.create(_pod("web-2", "6"))
+        kube.create(pod_json("web-1", cpu="3", node_name=node["metadata"]["name"]))
+        kube.create(pod_json("web-2", cpu="6"))
         kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
         gce.requests.clear()
         code = main(

@@ -12,11 +12,14 @@ import itertools
 from typing import Any
 
 from clusterscaler.testing.fakekube import FakeKubeServer
+from clusterscaler.testing.kubeobjects import node_json, pod_json
 
 OPENSHIFT = "machine.openshift.io"
 CAPI = "cluster.x-k8s.io"
 OPENSHIFT_NS = "openshift-machine-api"
 VERSIONS = {OPENSHIFT: "v1beta1", CAPI: "v1beta1"}
+# The controller of the pods `pending_pod` makes.
+POD_OWNER = ("ReplicaSet", "web", "rs-uid")
 
 Obj = dict[str, Any]
 _serial = itertools.count(1)
@@ -135,41 +138,18 @@ def machine(
 
 
 def node(name: str, *, provider_id: str | None = "default", annotations: dict[str, str] | None = None) -> Obj:
-    spec: Obj = {}
-    if provider_id == "default":
-        provider_id = provider_id_for(name)
-    if provider_id:
-        spec["providerID"] = provider_id
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "annotations": annotations or {}, "labels": {}},
-        "spec": spec,
-        "status": {
-            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+    """The Node of Machine `name`, created when the server is given it."""
+    return node_json(
+        name,
+        provider_id=provider_id_for(name) if provider_id == "default" else provider_id,
+        annotations=annotations or {},
+        created=None,
+    )
 
 
 def pending_pod(name: str, cpu: str) -> Obj:
     """An unschedulable pod of a ReplicaSet in `default`, requesting `cpu` and 1Gi."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-uid", "controller": True}
-            ],
-        },
-        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
-        "status": {
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-        },
-    }
+    return pod_json(name, cpu=cpu, owner=POD_OWNER, created=None)
 
 
 def resource_name(group: str, kind: str) -> str:

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from clusterscaler.commands.cli import main
 from clusterscaler.testing.fakekube import FakeKubeServer
+from clusterscaler.testing.kubeobjects import pod_json
 from machineapi_builders import (
     OPENSHIFT,
     OPENSHIFT_NS,
+    POD_OWNER,
     limits,
     machine,
     node,
@@ -23,13 +24,6 @@ from machineapi_builders import (
 )
 
 MS_OS = resource_name(OPENSHIFT, "MachineSet")
-
-
-def _running_pod(name: str, cpu: str, node_name: str) -> dict[str, Any]:
-    pod = pending_pod(name, cpu)
-    pod["spec"]["nodeName"] = node_name
-    pod["status"] = {"phase": "Running"}
-    return pod
 
 
 def test_simulate_from_cluster_takes_the_machinesets_and_writes_nothing(
@@ -54,7 +48,7 @@ def test_simulate_from_cluster_takes_the_machinesets_and_writes_nothing(
             },
         )
     )
-    kube.create(_running_pod("web-a1b2c", "3", "workers-k2x9q"))
+    kube.create(pod_json("web-a1b2c", cpu="3", node_name="workers-k2x9q", owner=POD_OWNER, created=None))
     kube.create(pending_pod("web-d3e4f", "6"))
     kube.requests.clear()
     kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
