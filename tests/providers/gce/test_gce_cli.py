@@ -14,15 +14,14 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from clusterscaler.testing.cliprocess import ClusterscalerProcess, clusterscaler_command
 from clusterscaler.testing.fakekube import FakeKubeServer
-from clusterscaler.testing.kubeobjects import node_json, pod_json
+from clusterscaler.testing.kubeobjects import pod_json
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
-from gcekit import PROJECT, ZONE
+from gcekit import PROJECT, ZONE, gke_node
 
 KUBE_ENV = (
     "AUTOSCALER_ENV_VARS: node_labels=cloud.google.com/gke-nodepool=pool-1;"
@@ -31,25 +30,14 @@ KUBE_ENV = (
 MIG_ID = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/instanceGroups/pool"
 
 
-def node_object(provider_id: str) -> dict[str, Any]:
-    return node_json(
-        provider_id.rsplit("/", 1)[-1],
-        provider_id=provider_id,
-        labels={"cloud.google.com/gke-nodepool": "pool-1",
-                "node.kubernetes.io/instance-type": "n1-standard-4",
-                "topology.kubernetes.io/zone": ZONE},
-        allocatable={"cpu": "3920m", "memory": "13Gi", "pods": "110"},
-        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    )  # fmt: skip
-
-
 def sync_nodes(kube: FakeKubeServer, gce: FakeComputeServer) -> None:
     """kubelet registers running instances; the lifecycle controller removes Nodes whose
     instance is gone."""
     running = set(gce.provider_ids(PROJECT, ZONE, "pool"))
     nodes = {n["spec"].get("providerID"): n["metadata"]["name"] for n in kube.list("nodes")}
     for provider_id in running - set(nodes):
-        kube.create(node_object(provider_id))
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        kube.create(gke_node(provider_id, pool="pool-1", created=now))
     for provider_id, name in nodes.items():
         if provider_id not in running:
             kube.delete("nodes", name)

@@ -6,27 +6,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from clusterscaler.commands.cli import main
 from clusterscaler.testing.fakekube import FakeKubeServer
-from clusterscaler.testing.kubeobjects import node_json, pod_json
+from clusterscaler.testing.kubeobjects import pod_json
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
+from gcekit import gke_node
 
 KUBE_ENV = "AUTOSCALER_ENV_VARS: node_labels=cloud.google.com/gke-nodepool=pool;os=linux\n"
-
-
-def _node(provider_id: str, zone: str) -> dict[str, Any]:
-    """The Node kubelet registers for an n1-standard-4 instance."""
-    return node_json(
-        provider_id.rsplit("/", 1)[-1],
-        provider_id=provider_id,
-        labels={"cloud.google.com/gke-nodepool": "pool",
-                "node.kubernetes.io/instance-type": "n1-standard-4",
-                "topology.kubernetes.io/zone": zone},
-        allocatable={"cpu": "3920m", "memory": "13Gi", "pods": "110"},
-    )  # fmt: skip
 
 
 def test_simulate_from_cluster_takes_the_migs_and_writes_to_neither(
@@ -41,7 +29,7 @@ def test_simulate_from_cluster_takes_the_migs_and_writes_to_neither(
     gce.add_mig(project, zone, "big", template="big-template")
     with FakeKubeServer() as kube:
         [provider_id] = gce.provider_ids(project, zone, "pool")
-        node = kube.create(_node(provider_id, zone))
+        node = kube.create(gke_node(provider_id, zone=zone))
         kube.create(pod_json("web-1", cpu="3", node_name=node["metadata"]["name"]))
         kube.create(pod_json("web-2", cpu="6"))
         kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
