@@ -75,6 +75,36 @@ def test_an_unschedulable_pod_starts_the_next_loop_only_with_frequent_loops(
 
 
 
+PRODUCTIVE = "immediately after a productive iteration"
+
+
+def test_a_productive_loop_is_followed_at_once_by_one_loop_then_the_interval(
+    cluster: tuple[FakeKubeServer, Path],
+) -> None:
+    """A pod pending before the start (it signals no loop) makes the first loop scale up: the
+    next loop starts at once (CA: only the loop that just ended counts), sees the new node,
+    does nothing, and the one after waits for the 10-minute interval."""
+    kube, tmp = cluster
+    kube.create(web_pod(0))
+    log = tmp / "autoscaler.log"
+    process = start(
+        tmp,
+        "--leader-elect=false",
+        f"--address=127.0.0.1:{free_port()}",
+        "--scan-interval=10m",
+    )
+    try:
+        wait_for(lambda: loops(log) >= 2, 60, "the loop after the scale-up")
+        assert node_names(kube)
+        time.sleep(4)
+        text = log.read_text()
+        assert loops(log) == 2, "a third loop started before --scan-interval"
+        assert text.count(PRODUCTIVE) == 1
+        assert POD_TRIGGER not in text
+    finally:
+        assert stop(process) == 0
+
+
 def stamp(line: str) -> datetime:
     return datetime.fromisoformat(line.split("timestamp='", 1)[1].split("'", 1)[0])
 
