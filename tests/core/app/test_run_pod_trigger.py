@@ -6,6 +6,7 @@ for the interval. Either way SIGTERM still ends the wait at once."""
 from __future__ import annotations
 
 import itertools
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -39,19 +40,21 @@ def loops(log: Path) -> int:
     return log.read_text().count("loop_done")
 
 
+def start_alone(tmp: Path, *flags: str) -> subprocess.Popen[bytes]:
+    """The autoscaler without leader election, with a 10-minute --scan-interval: any loop
+    after the first that starts within a test's seconds was started early."""
+    return start(
+        tmp, "--leader-elect=false", f"--address=127.0.0.1:{free_port()}", "--scan-interval=10m", *flags
+    )
+
+
 @pytest.mark.parametrize("frequent", [True, False], ids=["enabled", "disabled"])
 def test_an_unschedulable_pod_starts_the_next_loop_only_with_frequent_loops(
     cluster: tuple[FakeKubeServer, Path], frequent: bool
 ) -> None:
     kube, tmp = cluster
     log = tmp / "autoscaler.log"
-    process = start(
-        tmp,
-        "--leader-elect=false",
-        f"--address=127.0.0.1:{free_port()}",
-        "--scan-interval=10m",
-        f"--frequent-loops-enabled={str(frequent).lower()}",
-    )
+    process = start_alone(tmp, f"--frequent-loops-enabled={str(frequent).lower()}")
     try:
         wait_for(lambda: loops(log) >= 1, 60, "the first loop")
         assert not node_names(kube)
@@ -87,12 +90,7 @@ def test_a_productive_loop_is_followed_at_once_by_one_loop_then_the_interval(
     kube, tmp = cluster
     kube.create(web_pod(0))
     log = tmp / "autoscaler.log"
-    process = start(
-        tmp,
-        "--leader-elect=false",
-        f"--address=127.0.0.1:{free_port()}",
-        "--scan-interval=10m",
-    )
+    process = start_alone(tmp)
     try:
         wait_for(lambda: loops(log) >= 2, 60, "the loop after the scale-up")
         assert node_names(kube)
@@ -117,12 +115,7 @@ def test_pods_appearing_one_after_another_leave_a_second_between_loops(
     and 40 pods start a handful of loops, not one each."""
     kube, tmp = cluster
     log = tmp / "autoscaler.log"
-    process = start(
-        tmp,
-        "--leader-elect=false",
-        f"--address=127.0.0.1:{free_port()}",
-        "--scan-interval=10m",
-    )
+    process = start_alone(tmp)
     try:
         wait_for(lambda: loops(log) >= 1, 60, "the first loop")
         for i in range(40):
