@@ -217,7 +217,7 @@ def _wait_for_next_loop(
         if not runtime.shutdown.is_set():
             _triggered(reason)
         return
-    timeout = trigger.wait_seconds()
+    timeout = trigger.interval
     if not trigger.pod_triggered:
         runtime.shutdown.wait(timeout)
         return

@@ -60,7 +60,7 @@ class PendingPods:
         Callers must not change the list returned."""
         known = self._keys
         pods = self.unschedulable
-        if known is not None and known[0] is pods and known[1] == len(pods):
+        if known is not None and _describes(known, pods):
             return known[2]
         keys = [p.key for p in pods]
         self._keys = (pods, len(pods), keys)
@@ -75,13 +75,15 @@ class PendingPods:
         cap (`regroups_alike`). Callers must not change the groups returned.
         """
         known = self._groups
-        if (
-            known is not None
-            and known[0] is self.unschedulable
-            and known[1] == len(self.unschedulable)
-        ):
+        if known is not None and _describes(known, self.unschedulable):
             return known[2]
         return group_pods(self.unschedulable)
+
+
+def _describes(known: tuple[list[Pod], int, object], pods: list[Pod]) -> bool:
+    """Whether a value kept as `(list, its length, value)` was derived from `pods` as it
+    is now: the same list object, of the same length."""
+    return known[0] is pods and known[1] == len(pods)
 
 
 def scale_up_delay(pod: Pod, default: timedelta) -> tuple[timedelta, str]:

@@ -52,7 +52,9 @@ def productive(result: LoopResult) -> bool:
 
 
 class LoopTrigger:
-    """Remembers whether the last loop was productive, and says how long to wait."""
+    """Remembers whether the last loop was productive, and says whether the next starts at
+    once; else it starts `interval` seconds after the last ended, or earlier for a pod
+    (`pod_trigger_delay`)."""
 
     def __init__(self, scan_interval: timedelta, *, frequent_loops_enabled: bool) -> None:
         self.interval = scan_interval.total_seconds()
@@ -72,13 +74,6 @@ class LoopTrigger:
     def immediate(self) -> bool:
         """Whether the next loop starts at once, after a productive loop."""
         return self.frequent and self._productive
-
-    def wait_seconds(self) -> float:
-        """How long to wait, from the end of the last loop, before the next one, unless an
-        unschedulable pod appears meanwhile."""
-        if self.immediate():
-            return 0.0
-        return self.interval
 
     def pod_trigger_delay(self, idle: float) -> float:
         """How much longer to wait once an unschedulable pod appeared `idle` seconds after

@@ -48,8 +48,8 @@ def scheduling_key(pod: Pod) -> Hashable:
 class PodGroup:
     """Equivalent pods; `pods[0]` represents the group in simulations.
 
-    `alike` promises that every pod has the representative's namespace and
-    `scheduling_key`, as in the groups `group_pods` makes (and their tails), so that a
+    `alike` promises that every pod has the representative's `scheduling_key` (its
+    namespace included), as in the groups `group_pods` makes (and their tails), so that a
     consumer may judge the group by its representative. A group built otherwise promises
     nothing and is checked pod by pod.
     """

@@ -30,29 +30,29 @@ DELETING = LoopResult(
 
 
 @pytest.mark.parametrize(
-    ("history", "frequent", "wait"),
+    ("history", "frequent", "at_once"),
     [
-        ([IDLE], True, 10.0),
-        ([SCALED_UP], True, 0.0),
-        ([DELETING], True, 0.0),
+        ([IDLE], True, False),
+        ([SCALED_UP], True, True),
+        ([DELETING], True, True),
         # Only the loop that just ended counts (CA compares with its start time).
-        ([SCALED_UP, IDLE], True, 10.0),
-        ([SCALED_UP, None], True, 10.0),
-        ([IDLE, SCALED_UP], True, 0.0),
-        ([None], True, 10.0),
-        ([SCALED_UP], False, 10.0),
-        ([DELETING], False, 10.0),
+        ([SCALED_UP, IDLE], True, False),
+        ([SCALED_UP, None], True, False),
+        ([IDLE, SCALED_UP], True, True),
+        ([None], True, False),
+        ([SCALED_UP], False, False),
+        ([DELETING], False, False),
     ],
     ids=["idle", "scale-up", "scale-down", "then-interval", "failed-loop", "latest",
          "failed-only", "disabled-scale-up", "disabled-scale-down"],
 )
 def test_next_loop_starts_at_once_only_after_a_productive_loop(
-    history: list[LoopResult | None], frequent: bool, wait: float
+    history: list[LoopResult | None], frequent: bool, at_once: bool
 ) -> None:
     trigger = LoopTrigger(timedelta(seconds=10), frequent_loops_enabled=frequent)
     for result in history:
         trigger.record(result)
-    assert trigger.wait_seconds() == wait
+    assert trigger.immediate() is at_once
 
 
 @pytest.mark.parametrize(
