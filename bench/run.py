@@ -309,29 +309,31 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
     command.quiet_logs(options)
     ctx = cli.CommandContext(host=host, registry=registry, options=options, args=ns)
 
+    def one_loop(sim: Any) -> Any:
+        """What `simulate --once` does once built: the scheduler's verdicts stand, then one
+        loop and its decision document."""
+        sim.cluster.step(retry_unschedulable=False)
+        result = sim.loop.run_once(sim.clock.now())
+        json.dumps(output.decision_json(result))
+        return result
+
     def once() -> tuple[float, float, float, Decision]:
         t0 = time.perf_counter()
         scenario = command.load_inputs(ns)
         t1 = time.perf_counter()
         sim, _, _ = command.prepare(ctx, scenario)
         t2 = time.perf_counter()
-        # What `simulate --once` does: the scheduler's verdicts stand, then one loop.
-        sim.cluster.step(retry_unschedulable=False)
-        result = sim.loop.run_once(sim.clock.now())
-        json.dumps(output.decision_json(result))
+        result = one_loop(sim)
         t3 = time.perf_counter()
         return t1 - t0, t2 - t1, t3 - t2, decision_of(result)
 
     def loop_calls() -> int:
         """The function calls (Python and built-in) of one loop, counted under cProfile:
         the loop's work, whatever the machine's caches make of its time."""
-        scenario = command.load_inputs(ns)
-        sim, _, _ = command.prepare(ctx, scenario)
+        sim, _, _ = command.prepare(ctx, command.load_inputs(ns))
         profiler = cProfile.Profile()
         profiler.enable()
-        sim.cluster.step(retry_unschedulable=False)
-        result = sim.loop.run_once(sim.clock.now())
-        json.dumps(output.decision_json(result))
+        one_loop(sim)
         profiler.disable()
         return int(pstats.Stats(profiler).total_calls)  # type: ignore[attr-defined]
 
