@@ -11,6 +11,9 @@ are available in any test suite of a venv where clusterscaler is installed:
 - `installed_plugins`: the manager with every installed entry point loaded, as the CLI sees it.
 - `fake_kube`, `fake_kube_client`: a fake Kubernetes API server on 127.0.0.1 and an official
   client talking to it (see `clusterscaler.testing.fakekube`).
+- `real_cluster`, `kwok_cluster`: a real control plane (kube-apiserver, etcd, kube-scheduler,
+  kube-controller-manager, kwok) built from Go modules, for tests marked `realcluster`
+  (see `clusterscaler.testing.realcluster`).
 """
 
 from __future__ import annotations
@@ -28,8 +31,24 @@ from clusterscaler.framework.pluginmanager import (
 
 # Re-exported so that pytest registers them as fixtures of this plugin.
 from clusterscaler.testing.fakekube_fixtures import fake_kube, fake_kube_client
+from clusterscaler.testing.realcluster import (
+    kwok_cluster,
+    pytest_collection_finish,
+    pytest_configure,
+    real_cluster,
+)
 
-__all__ = ["fake_kube", "fake_kube_client", "installed_plugins", "plugin_host", "register_plugin"]
+__all__ = [
+    "fake_kube",
+    "fake_kube_client",
+    "installed_plugins",
+    "kwok_cluster",
+    "plugin_host",
+    "pytest_collection_finish",
+    "pytest_configure",
+    "real_cluster",
+    "register_plugin",
+]
 
 RegisterPlugin = Callable[..., Registry]
 

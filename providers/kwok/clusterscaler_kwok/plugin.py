@@ -1,0 +1,189 @@
+"""The clusterscaler plugin of `clusterscaler-kwok`: the `kwok` cloud provider.
+
+At start the provider reads the `kwok-provider-config` ConfigMap (name from
+`KWOK_PROVIDER_CONFIGMAP`, namespace from `POD_NAMESPACE`) and its templates, then keeps a
+list+watch cache of the cluster's nodes, so a loop costs no request beyond the watch.
+
+Its client: with `KWOK_PROVIDER_MODE=local`, the kubeconfig of `KUBECONFIG` (or
+`~/.kube/config`), as upstream; otherwise the autoscaler's own client (in-cluster in a pod,
+or `--kubeconfig`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from clusterscaler import hookimpl
+from clusterscaler.api import CloudProviderError, ConfigurationError, ProviderContext
+
+from clusterscaler_kwok import PROVIDER_NAME
+from clusterscaler_kwok.config import (
+    CONFIG_KEY,
+    TEMPLATES_KEY,
+    KwokConfig,
+    configmap_name,
+    local_mode,
+    parse_config,
+    provider_namespace,
+)
+from clusterscaler_kwok.provider import KwokCloudProvider, Raw
+from clusterscaler_kwok.templates import build_groups, parse_templates
+
+if TYPE_CHECKING:
+    from clusterscaler.api import Informer, Registry
+
+log = structlog.get_logger()
+
+CACHE_SYNC_TIMEOUT = 120.0
+
+
+class KubeNodeStore:
+    """The cluster's nodes through a list+watch cache; writes through the API. A `NodeStore`."""
+
+    def __init__(self, api_client: Any) -> None:
+        from clusterscaler.api import Informer, ListerSpec
+        from kubernetes import client
+
+        self._core = client.CoreV1Api(api_client)
+        spec: ListerSpec[Raw] = ListerSpec(
+            resource="nodes", kind="Node", list_function=self._core.list_node, parse=dict
+        )
+        self._informer: Informer[Raw] = Informer(spec)
+        self._informer.start()
+
+    def wait_for_sync(self, timeout: float) -> None:
+        if not self._informer.wait_for_sync(timeout):
+            self._informer.stop()
+            raise CloudProviderError(
+                f"kwok provider: the node cache did not sync in {timeout:.0f}s"
+                + (f": {self._informer.last_error}" if self._informer.last_error else "")
+            )
+
+    def nodes(self) -> Sequence[Raw]:
+        if not self._informer.has_synced:
+            raise CloudProviderError("kwok provider: the node cache has not synced yet")
+        return self._informer.items()
+
+    def create(self, node: Raw) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self._core.create_node(body=node, _preload_content=False)
+        except ApiException as exc:
+            raise CloudProviderError(
+                f"kwok provider: creating node {node['metadata']['name']} failed: "
+                f"{exc.status} {exc.reason}: {_message(exc)}"
+            ) from None
+
+    def delete(self, name: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self._core.delete_node(name=name, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise CloudProviderError(
+                    f"kwok provider: deleting node {name} failed: {exc.status} {exc.reason}: "
+                    f"{_message(exc)}"
+                ) from None
+
+    def close(self) -> None:
+        self._informer.stop()
+
+
+def _message(exc: Any) -> str:
+    try:
+        return str(json.loads(exc.body).get("message", ""))
+    except (TypeError, ValueError, AttributeError):
+        return ""
+
+
+def _api_client(context: ProviderContext) -> Any:
+    if local_mode():
+        from kubernetes import config
+
+        try:
+            return config.new_client_from_config()
+        except Exception as exc:  # the client raises ConfigException, OSError, YAML errors
+            raise ConfigurationError(
+                f"kwok provider: KWOK_PROVIDER_MODE=local: cannot load the kubeconfig of "
+                f"KUBECONFIG (or ~/.kube/config): {exc}"
+            ) from None
+    if context.kube_api is None:
+        raise ConfigurationError(
+            "kwok provider: no Kubernetes API client: run in a pod, give --kubeconfig, or set "
+            "KWOK_PROVIDER_MODE=local with KUBECONFIG"
+        )
+    return context.kube_api
+
+
+def _read_configmap(core: Any, namespace: str, name: str, key: str) -> str:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        response = core.read_namespaced_config_map(name, namespace, _preload_content=False)
+    except ApiException as exc:
+        raise ConfigurationError(
+            f"kwok provider: ConfigMap {namespace}/{name}: cannot read it: {exc.status} "
+            f"{exc.reason}" + (" (create it: docs/providers/kwok.md)" if exc.status == 404 else "")
+        ) from None
+    data = json.loads(response.data).get("data") or {}
+    text = data.get(key)
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigurationError(
+            f"kwok provider: ConfigMap {namespace}/{name}: data.{key}: required, "
+            + ("YAML of the provider's configuration" if key == CONFIG_KEY
+               else "a `kind: List` of template Nodes")
+        )
+    return text
+
+
+def _template_nodes(core: Any, config: KwokConfig, namespace: str) -> list[Raw]:
+    if config.read_nodes_from == "configmap":
+        text = _read_configmap(core, namespace, config.templates_configmap, TEMPLATES_KEY)
+        return list(parse_templates(
+            text, f"ConfigMap {namespace}/{config.templates_configmap}, key {TEMPLATES_KEY}"
+        ))
+    response = core.list_node(_preload_content=False)
+    return list(json.loads(response.data).get("items") or [])
+
+
+def build_provider(context: ProviderContext) -> KwokCloudProvider:
+    """The factory registered as `kwok`."""
+    from kubernetes import client
+
+    api_client = _api_client(context)
+    core = client.CoreV1Api(api_client)
+    namespace = provider_namespace(str(getattr(context.options, "namespace", "kube-system")))
+    name = configmap_name()
+    config = parse_config(
+        _read_configmap(core, namespace, name, CONFIG_KEY),
+        f"ConfigMap {namespace}/{name}, key {CONFIG_KEY}",
+    )
+    groups, problems = build_groups(_template_nodes(core, config, namespace), config)
+    for problem in problems:
+        log.warning("kwok_node_group_invalid", node_group=problem.node_group,
+                    error=problem.message)
+    if not groups and not problems:
+        log.warning(
+            "kwok_no_node_groups",
+            hint=f"no template node has the {config.group_by} {config.group_key}",
+        )
+    store = KubeNodeStore(api_client)
+    store.wait_for_sync(CACHE_SYNC_TIMEOUT)
+    log.info("kwok_provider_ready", namespace=namespace, configmap=name,
+             node_groups=[g.name for g in groups])
+    return KwokCloudProvider(config, groups, store, problems)
+
+
+@hookimpl
+def clusterscaler_register_cloud_providers(registry: Registry) -> None:
+    registry.add_cloud_provider(
+        PROVIDER_NAME,
+        build_provider,
+        description="KWOK's fake nodes on a real API server, from upstream Cluster "
+        "Autoscaler's kwok-provider-config ConfigMap",
+    )
