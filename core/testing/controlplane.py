@@ -37,7 +37,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -355,16 +355,6 @@ def _write_files(cluster: Cluster) -> None:
         _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
         _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
     (root / "tokens.csv").write_text(f'{ADMIN_TOKEN},admin,admin,"system:masters"\n')
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "controlplane", "cluster": {
-            "server": cluster.server, "insecure-skip-tls-verify": True}}],
-        "users": [{"name": "admin", "user": {"token": ADMIN_TOKEN}}],
-        "contexts": [{"name": "admin", "context": {"cluster": "controlplane", "user": "admin"}}],
-        "current-context": "admin",
-    }
-    cluster.kubeconfig.write_text(json.dumps(kubeconfig, indent=2))
     scheduler = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -375,6 +365,27 @@ def _write_files(cluster: Cluster) -> None:
     (root / "kwok.yaml").write_text(
         "\n---\n".join(p.read_text() for p in sorted(stages_dir().glob("*.yaml")))
     )
+
+
+def kubeconfig_document(server: str, ca_file: Path, user: str, token: str) -> dict[str, object]:
+    """A kubeconfig that trusts the apiserver's self-signed certificate and sends ``token``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "controlplane", "cluster": {
+            "server": server, "certificate-authority": str(ca_file)}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": "controlplane", "user": user}}],
+        "current-context": user,
+    }
+
+
+def _write_kubeconfig(cluster: Cluster) -> None:
+    # The apiserver writes its serving certificate (and the CA that signed it) into
+    # --cert-dir when it starts: the kubeconfig trusts that file.
+    ca_file = Path(cluster.root) / "pki" / "apiserver.crt"
+    doc = kubeconfig_document(cluster.server, ca_file, "admin", ADMIN_TOKEN)
+    cluster.kubeconfig.write_text(json.dumps(doc, indent=2))
 
 
 def _component_args(cluster: Cluster) -> dict[str, list[str]]:
@@ -497,7 +508,7 @@ def _get(cluster: Cluster, path: str) -> tuple[int, bytes]:
         return 0, b""
 
 
-def _wait(cluster: Cluster, what: str, ok: Iterator[bool] | None, names: Sequence[str],
+def _wait(cluster: Cluster, what: str, names: Sequence[str],
           probe: str, timeout: float = READY_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
     last = (0, b"")
@@ -556,10 +567,11 @@ def start(root: Path) -> Cluster:
         _spawn(cluster, "etcd")
         _wait_etcd(cluster)
         _spawn(cluster, "kube-apiserver")
-        _wait(cluster, "kube-apiserver", None, ["etcd", "kube-apiserver"], "/readyz")
+        _wait(cluster, "kube-apiserver", ["etcd", "kube-apiserver"], "/readyz")
+        _write_kubeconfig(cluster)
         for name in ORDER[2:]:
             _spawn(cluster, name)
-        _wait(cluster, "default ServiceAccount", None, ORDER,
+        _wait(cluster, "default ServiceAccount", ORDER,
               "/api/v1/namespaces/default/serviceaccounts/default")
         _check_alive(cluster, ORDER)
     except BaseException:
@@ -601,7 +613,7 @@ def restart(root: Path, name: str) -> Cluster:
     _spawn(cluster, name)
     if name == "etcd":
         _wait_etcd(cluster)
-    _wait(cluster, f"{name} restarted", None, ORDER, "/readyz")
+    _wait(cluster, f"{name} restarted", ORDER, "/readyz")
     return cluster
 
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from clusterscaler.testing import controlplane
 
 MARKER = "realcluster"
@@ -88,14 +87,9 @@ class RealCluster:
     def service_account_kubeconfig(self, namespace: str, name: str, path: Path) -> Path:
         """A kubeconfig that authenticates as ServiceAccount ``namespace/name`` (TokenRequest)."""
         token = self.kubectl("create", "token", name, "-n", namespace, "--duration=2h").strip()
-        doc = {
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "controlplane", "cluster": {
-                "server": self.server, "insecure-skip-tls-verify": True}}],
-            "users": [{"name": name, "user": {"token": token}}],
-            "contexts": [{"name": name, "context": {"cluster": "controlplane", "user": name}}],
-            "current-context": name,
-        }
+        doc = controlplane.kubeconfig_document(
+            self.server, self.root / "pki" / "apiserver.crt", f"{namespace}-{name}", token
+        )
         path.write_text(json.dumps(doc))
         return path
 

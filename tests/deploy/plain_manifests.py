@@ -39,6 +39,7 @@ PLAIN: dict[str, dict[str, Any]] = {
         "autoDiscovery": {"clusterName": "my-cluster"},
     },
     "machineapi": {},
+    "kwok": {},
     "sim": {
         "sim": {
             "cloudConfig": {
@@ -70,6 +71,8 @@ EDIT = {
     "(docs/providers/azure.md)",
     "machineapi": "--node-group-auto-discovery to limit the namespaces or labels "
     "(docs/providers/machineapi.md); --cloud-provider=clusterapi is the same provider",
+    "kwok": "nothing: create the kwok-provider-config ConfigMap and its templates ConfigMap "
+    "first, and run a kwok controller (docs/providers/kwok.md)",
     "sim": "the node groups of the cloud-config (docs/simulate.md); for clusters whose nodes "
     "are simulated, with kwok",
 }

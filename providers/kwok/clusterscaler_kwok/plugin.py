@@ -121,17 +121,26 @@ def _api_client(context: ProviderContext) -> Any:
 
 
 def _read_configmap(core: Any, namespace: str, name: str, key: str) -> str:
+    """One key of a ConfigMap, read by listing with a field selector: the autoscaler's Role
+    lists its namespace's ConfigMaps already, whatever their names."""
     from kubernetes.client.exceptions import ApiException
 
     try:
-        response = core.read_namespaced_config_map(name, namespace, _preload_content=False)
+        response = core.list_namespaced_config_map(
+            namespace, field_selector=f"metadata.name={name}", _preload_content=False
+        )
     except ApiException as exc:
         raise ConfigurationError(
             f"kwok provider: ConfigMap {namespace}/{name}: cannot read it: {exc.status} "
-            f"{exc.reason}" + (" (create it: docs/providers/kwok.md)" if exc.status == 404 else "")
+            f"{exc.reason}"
         ) from None
-    data = json.loads(response.data).get("data") or {}
-    text = data.get(key)
+    items = json.loads(response.data).get("items") or []
+    if not items:
+        raise ConfigurationError(
+            f"kwok provider: ConfigMap {namespace}/{name}: not found; create it "
+            "(docs/providers/kwok.md)"
+        )
+    text = (items[0].get("data") or {}).get(key)
     if not isinstance(text, str) or not text.strip():
         raise ConfigurationError(
             f"kwok provider: ConfigMap {namespace}/{name}: data.{key}: required, "
