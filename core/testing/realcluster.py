@@ -17,7 +17,7 @@ import json
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,17 +113,19 @@ class RealCluster:
             time.sleep(interval)
         raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
-    def reset(self, keep_namespaces: Sequence[str] = ()) -> None:
-        """Remove what tests add: test namespaces, kwok nodes, the autoscaler's objects."""
+    def reset(self) -> None:
+        """Remove what tests add: test namespaces (their pods go while kwok still plays
+        their nodes' kubelets), then every node, the autoscaler's status and Lease."""
         for ns in self.namespaces:
-            if ns not in keep_namespaces:
-                self.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found",
-                             check=False)
-        self.namespaces = [ns for ns in self.namespaces if ns in keep_namespaces]
+            self.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found",
+                         check=False)
+        gone = set(self.namespaces)
+        self.wait_for(
+            lambda: not gone & {n["metadata"]["name"] for n in self.items("namespaces")},
+            f"namespaces {', '.join(sorted(gone))} to be deleted", timeout=90, interval=0.5,
+        )
+        self.namespaces = []
         self.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
-        for kind in ("configmaps", "leases"):
-            self.kubectl("delete", kind, "-n", "kube-system", "-l", "clusterscaler-e2e=true",
-                         "--ignore-not-found", check=False)
         self.kubectl("delete", "configmap", "-n", "kube-system", "--ignore-not-found",
                      "cluster-autoscaler-status", check=False)
         self.kubectl("delete", "lease", "-n", "kube-system", "--ignore-not-found",
