@@ -263,6 +263,20 @@ def finish_deletions(
     return done
 
 
+def _clean_up_provider(provider: CloudProvider, *, leads: bool) -> None:
+    """The provider's cleanup at exit, by the leader only: after leadership is lost the
+    node groups belong to the new leader (CA exits at once then, without its exit cleanup;
+    the kwok provider's cleanup deletes the nodes it made). A failing cleanup is logged,
+    never a traceback at exit."""
+    if not leads:
+        log.info("provider_cleanup_skipped", reason="leadership lost")
+        return
+    try:
+        provider.cleanup()
+    except Exception as exc:  # the process is ending: report, do not crash
+        log.error("provider_cleanup_failed", error=f"{type(exc).__name__}: {exc}")
+
+
 def _leads(runtime: KubeRuntime) -> bool:
     return runtime.elector is None or runtime.elector.is_leader
 
@@ -333,6 +347,6 @@ def run(ctx: CommandContext) -> int:
         return EXIT_ERROR
     finally:
         if provider is not None:
-            provider.cleanup()
+            _clean_up_provider(provider, leads=_leads(runtime))
         runtime.stop()
         log.info("stopped")

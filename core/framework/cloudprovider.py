@@ -385,7 +385,8 @@ class CloudProvider(Protocol):
         ...
 
     def cleanup(self) -> None:
-        """Called once at shutdown."""
+        """Called once at shutdown, by the leader only: a replica that lost its Lease
+        exits without it, since the node groups are the new leader's (as CA)."""
         ...
 
 

@@ -99,6 +99,9 @@ class RealCluster:
     def restart_etcd(self) -> None:
         controlplane.restart(self.root, "etcd")
 
+    def compact_etcd(self) -> int:
+        return controlplane.compact_etcd(self.root)
+
     def log(self, component: str) -> str:
         return (self.root / "logs" / f"{component}.log").read_text(errors="replace")
 
@@ -114,11 +117,14 @@ class RealCluster:
         raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
     def reset(self) -> None:
-        """Remove what tests add: test namespaces (their pods go while kwok still plays
-        their nodes' kubelets), then every node, the autoscaler's status and Lease."""
+        """Remove what tests add: test namespaces, then every node, the autoscaler's status
+        and Lease."""
         for ns in self.namespaces:
             self.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found",
                          check=False)
+            # Pods of nodes already gone have no kubelet (kwok) to confirm their deletion.
+            self.kubectl("delete", "pods", "--all", "-n", ns, "--force", "--grace-period=0",
+                         "--wait=false", check=False)
         gone = set(self.namespaces)
         self.wait_for(
             lambda: not gone & {n["metadata"]["name"] for n in self.items("namespaces")},

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
+import urllib3
 from clusterscaler import hookimpl
 from clusterscaler.api import CloudProviderError, ConfigurationError, ProviderContext
 
@@ -70,13 +71,16 @@ class KubeNodeStore:
     def create(self, node: Raw) -> None:
         from kubernetes.client.exceptions import ApiException
 
+        name = node["metadata"]["name"]
         try:
             self._core.create_node(body=node, _preload_content=False)
         except ApiException as exc:
             raise CloudProviderError(
-                f"kwok provider: creating node {node['metadata']['name']} failed: "
-                f"{exc.status} {exc.reason}: {_message(exc)}"
+                f"kwok provider: creating node {name} failed: {exc.status} {exc.reason}: "
+                f"{_message(exc)}"
             ) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise CloudProviderError(f"kwok provider: creating node {name} failed: {exc}") from None
 
     def delete(self, name: str) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -89,6 +93,8 @@ class KubeNodeStore:
                     f"kwok provider: deleting node {name} failed: {exc.status} {exc.reason}: "
                     f"{_message(exc)}"
                 ) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise CloudProviderError(f"kwok provider: deleting node {name} failed: {exc}") from None
 
     def close(self) -> None:
         self._informer.stop()

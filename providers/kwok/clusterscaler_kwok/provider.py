@@ -97,6 +97,20 @@ class _Membership:
     def names(self) -> set[str]:
         return (set(self.seen) | self.created) - self.deleted
 
+    def forget(self, name: str) -> None:
+        """A node this provider deleted: not a member from now on, even while the cache
+        still shows it, or shows it late (created and deleted before it was ever seen)."""
+        self.created.discard(name)
+        self.deleted.add(name)
+
+    def update(self, seen: dict[str, Raw]) -> None:
+        """The cache's view: created nodes it shows are plain members now. A deleted node
+        stays deleted until the cache has shown it and then no longer: one it has not
+        shown yet may still arrive in a late watch event."""
+        self.deleted -= set(self.seen) - set(seen)
+        self.seen = seen
+        self.created -= set(seen)
+
 
 class KwokNodeGroup:
     """One group of kwok nodes. Satisfies `NodeGroup`."""
@@ -175,7 +189,7 @@ class KwokNodeGroup:
                 )
         for node in nodes:
             self._provider.store.delete(node.name)
-            self._members.deleted.add(node.name)
+            self._members.forget(node.name)
             log.info("kwok_node_deleted", node_group=self.id, node=node.name)
 
     def decrease_target_size(self, delta: int) -> None:
@@ -214,12 +228,11 @@ class KwokNodeGroup:
         return f"{self.id} ({self.min_size}:{self.max_size})"
 
     def refresh(self, seen: dict[str, Raw]) -> None:
-        members = self._members
-        members.seen = seen
-        # Created nodes the cache shows are plain members now; deleted ones it no longer
-        # shows are gone.
-        members.created -= set(seen)
-        members.deleted &= set(seen)
+        self._members.update(seen)
+
+    def created_not_seen(self) -> set[str]:
+        """Nodes created by this provider that the cache has not shown yet."""
+        return set(self._members.created)
 
 
 class KwokCloudProvider:
@@ -288,10 +301,16 @@ class KwokCloudProvider:
         except CloudProviderError as exc:
             log.warning("kwok_cleanup_failed", error=str(exc))
             nodes = ()
-        for raw in nodes:
-            if is_kwok_node(raw) and _is_fake(raw) and group_name(raw, self.config) in self._groups:
-                try:
-                    self.store.delete(node_name(raw))
-                except CloudProviderError as exc:
-                    log.warning("kwok_cleanup_failed", node=node_name(raw), error=str(exc))
+        names = {
+            node_name(raw) for raw in nodes
+            if is_kwok_node(raw) and _is_fake(raw) and group_name(raw, self.config) in self._groups
+        }
+        # And the nodes created since the cache last caught up.
+        for group in self._groups.values():
+            names |= group.created_not_seen()
+        for name in sorted(names):
+            try:
+                self.store.delete(name)
+            except CloudProviderError as exc:
+                log.warning("kwok_cleanup_failed", node=name, error=str(exc))
         self.store.close()

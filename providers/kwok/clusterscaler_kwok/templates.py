@@ -112,7 +112,9 @@ def prepare_template(node: Mapping[str, Any], group: str, config: KwokConfig) ->
         meta.pop(field, None)
     name = f"kwok-fake-{meta.get('name', group)}"
     meta["name"] = name
-    annotations = dict(meta.get("annotations") or {})
+    # YAML reads `max-count: 5` as a number; the API server takes only strings.
+    meta["labels"] = _meta(raw, "labels")
+    annotations = _meta(raw, "annotations")
     annotations[KWOK_NODE_ANNOTATION] = KWOK_NODE_VALUE
     annotations[GROUP_NAME_ANNOTATION] = group
     meta["annotations"] = annotations
