@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 import structlog
+import urllib3
 from clusterscaler.framework.cluster import EvictionError, NodeNotFoundError
 from clusterscaler.framework.errors import ErrorType, describe
 from clusterscaler.model import Node, Pod, Taint, parse_node, parse_pod
@@ -25,9 +26,6 @@ __all__ = ["ConflictRetriesExhaustedError", "KubeClusterActions"]
 
 log = structlog.get_logger()
 
-# Answers after which an eviction may succeed later: the PDB has no disruption left (429),
-# or the API server is temporarily unable to answer.
-_RETRYABLE_EVICTION = frozenset({429, 503, 504})
 
 
 class ConflictRetriesExhaustedError(RuntimeError):
@@ -153,9 +151,11 @@ class KubeClusterActions:
                 return  # already gone
             if exc.status == 409 and pod.uid:
                 return  # the uid precondition failed: this pod is gone, a namesake replaced it
-            raise EvictionError(
-                pod.key, str(describe(exc)), retryable=exc.status in _RETRYABLE_EVICTION
-            ) from exc
+            # As CA's drain: every other answer (a PDB with no disruption left, a 500 from a
+            # webhook, an overloaded server) is retried until --max-pod-eviction-time.
+            raise EvictionError(pod.key, str(describe(exc)), retryable=True) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise EvictionError(pod.key, f"{type(exc).__name__}: {exc}", retryable=True) from exc
         log.info("pod_evicted", pod=pod.key, node=pod.node_name)
 
     def read_node(self, node_name: str) -> Node | None:

@@ -31,6 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 import structlog
 import urllib3
 from clusterscaler.model import (
+    UnreadableObject,
     decode_json,
     decode_list_page,
     gc_paused,
@@ -206,6 +207,7 @@ class Informer(Generic[T]):
         self.watch_timeout_seconds = watch_timeout_seconds
         self.backoff = backoff or Backoff()
         self._items: dict[str, T] = {}
+        self._unreadable: dict[str, UnreadableObject] = {}
         # index value -> key -> object, kept with `_items` under the same lock.
         self._index: dict[str, dict[str, T]] = {}
         self._lock = threading.Lock()
@@ -388,24 +390,35 @@ class Informer(Generic[T]):
         namespace = meta.get("namespace")
         return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
-    def _parse(self, raw: dict[str, Any]) -> T | None:
-        raw.setdefault("kind", self.spec.kind)
+    def _parse(self, raw: Any, unreadable: dict[str, UnreadableObject]) -> T | None:
+        """The model object of ``raw``, or None when it cannot be read: then it is logged
+        and kept in ``unreadable`` under its key."""
         try:
+            raw.setdefault("kind", self.spec.kind)
             return self.spec.parse(raw)
-        except (ValueError, TypeError, KeyError) as exc:
-            # One malformed object must not hide the rest of the cluster.
+        except Exception as exc:  # any shape of bad object: `status` a list, deep nesting
+            # One malformed object must not hide the rest of the cluster, nor stop the
+            # cache from following it.
             self.parse_errors += 1
+            item = UnreadableObject.of(raw, self.spec.kind, f"{type(exc).__name__}: {exc}")
+            unreadable[item.key] = item
             log.warning(
                 "informer_parse_error",
                 resource=self.spec.resource,
-                object=self._key(raw),
-                error=str(exc),
+                object=item.key,
+                error=item.error,
             )
             return None
+
+    def unreadable(self) -> list[UnreadableObject]:
+        """The objects of the last list and watch events that could not be read."""
+        with self._lock:
+            return list(self._unreadable.values())
 
     def list_once(self) -> None:
         """Read every page, then swap the cache in at once."""
         items: dict[str, T] = {}
+        unreadable: dict[str, UnreadableObject] = {}
         continue_token = ""
         while True:
             kwargs: dict[str, Any] = {"limit": self.page_size}
@@ -418,6 +431,7 @@ class Informer(Generic[T]):
                     # The continue token expired mid-list: start over.
                     continue_token = ""
                     items.clear()
+                    unreadable.clear()
                     continue
                 raise
             # A page of a large cluster is tens of thousands of objects: decoded and parsed
@@ -426,12 +440,12 @@ class Informer(Generic[T]):
                 page = decode_list_page(body) if self.spec.parse is parse_pod else None
                 if page is not None:
                     list_meta, texts = page
-                    self._add_pods(texts, items)
+                    self._add_pods(texts, items, unreadable)
                 else:
                     document = decode_json(body)
                     list_meta = document.get("metadata")
                     for raw in document.get("items") or []:
-                        parsed = self._parse(raw)
+                        parsed = self._parse(raw, unreadable)
                         if parsed is not None:
                             items[self._key(raw)] = parsed
             meta = list_meta or {}
@@ -442,6 +456,7 @@ class Informer(Generic[T]):
         index = self._build_index(items)
         with self._lock:
             self._items = items
+            self._unreadable = unreadable
             self._index = index
             self.resource_version = resource_version
         if len(items) >= SETTLE_AFTER_LIST:
@@ -459,7 +474,9 @@ class Informer(Generic[T]):
             resource_version=resource_version,
         )
 
-    def _add_pods(self, texts: list[Any], items: dict[str, T]) -> None:
+    def _add_pods(
+        self, texts: list[Any], items: dict[str, T], unreadable: dict[str, UnreadableObject]
+    ) -> None:
         """Pods of a list page, each parsed from its JSON text (`parse_pod_json`: the
         fields the model drops, such as managedFields, are never built); a pod that is
         not valid goes through `_parse`, which logs why."""
@@ -467,7 +484,7 @@ class Informer(Generic[T]):
             parsed = parse_pod_json(text)
             if parsed is None:
                 raw = decode_json(bytes(text))
-                item = self._parse(raw)
+                item = self._parse(raw, unreadable)
                 if item is not None:
                     items[self._key(raw)] = item
                 continue
@@ -540,9 +557,12 @@ class Informer(Generic[T]):
         key = self._key(obj)
         observer = self.observer
         if kind in ("ADDED", "MODIFIED"):
-            parsed = self._parse(dict(obj))
+            failed: dict[str, UnreadableObject] = {}
+            parsed = self._parse(dict(obj), failed)
             index_by = self.spec.index_by
             with self._lock:
+                self._unreadable.pop(key, None)
+                self._unreadable.update(failed)
                 self._unindex(key)
                 if parsed is None:
                     gone = self._items.pop(key, None)
@@ -557,6 +577,7 @@ class Informer(Generic[T]):
                 observer.deleted(gone)
         elif kind == "DELETED":
             with self._lock:
+                self._unreadable.pop(key, None)
                 self._unindex(key)
                 gone = self._items.pop(key, None)
             if observer is not None and gone is not None:

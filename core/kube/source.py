@@ -38,6 +38,11 @@ class StaleCacheError(RuntimeError):
     """A cache a destructive action depends on no longer follows the cluster."""
 
 
+class UnreadablePodsError(RuntimeError):
+    """A node runs pods the model cannot read: nobody can say what it runs, so it is not
+    drained or deleted."""
+
+
 def _pod_node(pod: Pod) -> str:
     return pod.node_name
 
@@ -179,6 +184,13 @@ class KubeClusterSource:
         reason = pods.stale_reason()
         if reason:
             raise StaleCacheError(f"the pod cache is stale: {reason}")
+        unreadable = [u for u in pods.unreadable() if u.node_name == name]
+        if unreadable:
+            raise UnreadablePodsError(
+                f"node {name} runs pods that cannot be read: "
+                + "; ".join(f"{u.key}: {u.error}" for u in unreadable[:3])
+                + (f" (and {len(unreadable) - 3} more)" if len(unreadable) > 3 else "")
+            )
         return cast(list[Pod], pods.indexed(name))
 
     def snapshot(self) -> ClusterObjects:
@@ -205,4 +217,5 @@ class KubeClusterSource:
             csinodes=get["csinodes"].items(),
             config_maps=get["configmaps"].items(),
             namespaces=get["namespaces"].items(),
+            unreadable=[u for informer in get.values() for u in informer.unreadable()],
         )

@@ -788,6 +788,7 @@ class Autoscaler:
                 pdbs=objects.pdbs,
                 controllers=objects.controllers,
                 daemonsets=objects.daemonsets,
+                unreadable_pods=objects.unreadable_pods_by_node(),
             ),
             snapshot,
             state,

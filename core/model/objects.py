@@ -253,6 +253,49 @@ def _unknown_kind(i: int, raw: Mapping[str, Any], kind: object, *, strict: bool)
     )
 
 
+def _unexpected_shape(i: int, raw: Mapping[str, Any], kind: str, exc: Exception) -> ModelError:
+    """The error for item `i` that broke a parser: the object by kind and name, and the first
+    top-level field that is not an object where Kubernetes has one."""
+    meta = raw.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name, namespace = meta.get("name"), meta.get("namespace")
+    what = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name or f'items[{i}]'}"
+    for field in ("metadata", "spec", "status"):
+        value = raw.get(field)
+        if value is not None and not isinstance(value, Mapping):
+            return ModelError(what, field, "an object", type(value).__name__)
+    if isinstance(exc, RecursionError):
+        return ModelError(what, "(object)", "an object nested less deeply")
+    return ModelError(
+        what, "(object)", f"the fields of a Kubernetes {kind} with their types",
+        hint=f"{type(exc).__name__}: {str(exc)[:200]}",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableObject:
+    """An object of the cluster the model could not read: its kind, `namespace/name` (or
+    name), the node it is bound to (a pod's `spec.nodeName`, "" when none or unreadable) and
+    why. It is left out of the loop, and the node it is bound to is never removed: nobody
+    can say what that node runs."""
+
+    kind: str
+    key: str
+    node_name: str
+    error: str
+
+    @classmethod
+    def of(cls, raw: object, kind: str, error: str) -> UnreadableObject:
+        """From the raw object, as far as its metadata and `spec.nodeName` can be read."""
+        meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+        meta = meta if isinstance(meta, Mapping) else {}
+        name, namespace = meta.get("name"), meta.get("namespace")
+        key = str(name) if not namespace else f"{namespace}/{name}"
+        spec = raw.get("spec") if isinstance(raw, Mapping) else None
+        node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+        return cls(kind, key[:300], node if isinstance(node, str) else "", error[:500])
+
+
 @dataclass
 class ClusterObjects:
     """Every modelled object of a cluster, by kind."""
@@ -270,6 +313,16 @@ class ClusterObjects:
     namespaces: list[Namespace] = field(default_factory=list)
     # Kinds present in the input that the model does not cover, with their counts.
     skipped: dict[str, int] = field(default_factory=dict)
+    # Objects of the kinds above that could not be read (left out of the lists).
+    unreadable: list[UnreadableObject] = field(default_factory=list)
+
+    def unreadable_pods_by_node(self) -> dict[str, list[UnreadableObject]]:
+        """The unreadable pods bound to each node."""
+        out: dict[str, list[UnreadableObject]] = {}
+        for item in self.unreadable:
+            if item.kind == "Pod" and item.node_name:
+                out.setdefault(item.node_name, []).append(item)
+        return out
 
     def add(self, item: ModelObject) -> None:
         if isinstance(item, Pod):
@@ -346,10 +399,12 @@ class ClusterObjects:
                 raise _unknown_kind(i, raw, kind, strict=strict)
             self.skipped[kind] = self.skipped.get(kind, 0) + 1
             return
-        if parser is parse_controller:
-            self.add(parse_controller(raw, kind))
-        else:
-            self.add(parser(raw))
+        try:
+            self.add(parse_controller(raw, kind) if parser is parse_controller else parser(raw))
+        except ModelError:
+            raise
+        except Exception as exc:  # a shape no parser expects: still named, never a traceback
+            raise _unexpected_shape(i, raw, kind, exc) from None
 
     @classmethod
     def from_json_list(cls, data: bytes | str, *, strict: bool = False) -> ClusterObjects | None:

@@ -17,6 +17,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 __all__ = [
+    "INT64_MAX",
     "QuantityError",
     "format_bytes",
     "format_cpu",
@@ -67,21 +68,49 @@ class QuantityError(ValueError):
         super().__init__(f"{obj}: {field}: expected {expected}, got {value!r}")
 
 
+# Go's int64, where Kubernetes' `Quantity.Value()` and `MilliValue()` top out. The API server
+# accepts larger quantities (`1e400` is stored as written): they are read as this value, so
+# that one node or pod with an absurd quantity cannot break the arithmetic of a whole loop.
+INT64_MAX = (1 << 63) - 1
+# Beyond any int64 whatever the unit: digits and exponents past these are not expanded.
+_MAX_WHOLE_DIGITS = 40
+_MAX_FRACTION_DIGITS = 30
+_HUGE = Fraction(10**_MAX_WHOLE_DIGITS)
+
+
+def _number(num: str) -> Fraction:
+    """The digits of a quantity, with at most 40 whole and 30 fractional digits expanded: a
+    longer whole part is beyond int64 anyway, and a fraction is rounded up at its 30th
+    digit (Kubernetes itself keeps nine), so `ceil` at milli or unit scale is unchanged."""
+    whole, _, fraction = num.partition(".")
+    if len(whole.lstrip("0")) > _MAX_WHOLE_DIGITS:
+        return _HUGE
+    kept = fraction[:_MAX_FRACTION_DIGITS]
+    number = Fraction(f"{whole or '0'}.{kept or '0'}")
+    if fraction[_MAX_FRACTION_DIGITS:].strip("0"):
+        number += Fraction(1, 10**_MAX_FRACTION_DIGITS)
+    return number
+
+
 @lru_cache(maxsize=8192)
 def _parse_str(text: str) -> Fraction | None:
     match = _QUANTITY_RE.match(text)
     if match is None:
         return None
-    number = Fraction(match.group("num"))
+    number = _number(match.group("num"))
     if match.group("bin"):
         number *= _BINARY[match.group("bin")]
     elif match.group("exp"):
-        exponent = int(match.group("exp")[1:])
-        # Kubernetes rejects exponents that cannot be represented; keep the bound generous
-        # but finite so a hostile value cannot allocate a gigantic integer.
-        if abs(exponent) > 1000:
-            return None
-        number *= Fraction(10) ** exponent
+        digits = match.group("exp")[1:].lstrip("+-").lstrip("0") or "0"
+        negative = match.group("exp")[1] == "-"
+        # A hostile exponent must not allocate a gigantic integer: past 40 digits of
+        # magnitude the value is beyond int64 (or below a nano), whatever it is exactly.
+        if len(digits) > 4 or int(digits) > 2 * _MAX_WHOLE_DIGITS:
+            if number == 0:
+                return Fraction(0)
+            number = Fraction(1, 10**_MAX_FRACTION_DIGITS) if negative else _HUGE
+        else:
+            number *= Fraction(10) ** (-int(digits) if negative else int(digits))
     else:
         number *= _DECIMAL[match.group("dec") or ""]
     return -number if match.group("sign") == "-" else number
@@ -95,7 +124,7 @@ def parse_quantity(value: object, *, obj: str, field: str) -> Fraction:
     if isinstance(value, bool):
         raise QuantityError(obj, field, value)
     if isinstance(value, int):
-        return Fraction(value)
+        return Fraction(min(value, INT64_MAX)) if value >= 0 else Fraction(value)
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise QuantityError(obj, field, value)
@@ -112,7 +141,8 @@ def parse_quantity(value: object, *, obj: str, field: str) -> Fraction:
 
 
 def _ceil(value: Fraction) -> int:
-    return -((-value.numerator) // value.denominator)
+    """Rounded up, and at most `INT64_MAX` (as Kubernetes' int64 values)."""
+    return min(-((-value.numerator) // value.denominator), INT64_MAX)
 
 
 def _non_negative(value: object, parsed: Fraction, obj: str, field: str) -> None:

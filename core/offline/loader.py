@@ -181,7 +181,27 @@ _GZIP_MAGIC = b"\x1f\x8b"
 def parse_snapshot_data(data: bytes, source: str) -> ClusterObjects:
     """`parse_snapshot_text` of a file's bytes, gunzipped first when they are gzip (told
     by the magic bytes, whatever the file is called). A JSON `List` in ASCII (as `kubectl`
-    prints it) is parsed from the bytes themselves, without a decoded copy of the text."""
+    prints it) is parsed from the bytes themselves, without a decoded copy of the text.
+
+    Any input gives the objects or an `InputError` naming the file (and the object and
+    field where one is to blame): never a traceback."""
+    try:
+        return _parse_snapshot_data(data, source)
+    except RecursionError:
+        raise InputError(
+            f"{source}: expected JSON or YAML nested at most a few hundred levels deep, got "
+            "deeper nesting"
+        ) from None
+    except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(
+            f"{source}: expected a Kubernetes List in JSON or YAML, got input that cannot be "
+            f"read: {type(exc).__name__}: {str(exc)[:200]}"
+        ) from None
+
+
+def _parse_snapshot_data(data: bytes, source: str) -> ClusterObjects:
     data = _gunzipped(data, source)
     if not data.isascii():
         # Decoded in full, so that any byte that is not UTF-8 is an error, wherever it is.

@@ -155,5 +155,6 @@ def test_simulate_and_explain_from_cluster_agree_with_run(kwok_env: KwokEnv) -> 
             app = event["involvedObject"]["name"].rsplit("-", 2)[0]
             assert [f"{g} " in event["message"] for g in helps[app]] == [True], event["message"]
         assert any("small 0->2" in e["message"] for e in triggered), [e["message"] for e in triggered]
-        assert [p["metadata"]["name"] for p in env.pending(ns)][0].startswith("huge-")
+        pending = [p["metadata"]["name"] for p in env.pending(ns)]
+        assert len(pending) == 1 and pending[0].startswith("huge-"), pending
     assert run.returncode == 0, run.tail()

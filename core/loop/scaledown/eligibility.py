@@ -13,7 +13,7 @@ from clusterscaler.loop.clusterstate import (
     is_being_deleted,
 )
 from clusterscaler.loop.decisions import UnremovableNode, UnremovableReason
-from clusterscaler.model import Node, Pod
+from clusterscaler.model import Node, Pod, UnreadableObject
 from clusterscaler.simulator.utilization import Utilization, is_gpu_node, node_utilization
 
 if TYPE_CHECKING:
@@ -38,14 +38,30 @@ def check_eligibility(
     now: datetime,
     *,
     gpu_label: str = "",
+    unreadable_pods: Mapping[str, Sequence[UnreadableObject]] | None = None,
 ) -> tuple[list[Candidate], list[UnremovableNode]]:
-    """Split nodes into candidates and unremovable ones (with CA's reason names)."""
+    """Split nodes into candidates and unremovable ones (with CA's reason names).
+
+    A node bound to a pod the model could not read (`unreadable_pods`, by node) is never a
+    candidate: its pods are not known, so it would look emptier than it is."""
     candidates: list[Candidate] = []
     unremovable: list[UnremovableNode] = []
+    unreadable_pods = unreadable_pods or {}
     for node in nodes:
         name = node.name
         if name in state.being_deleted or is_being_deleted(node):
             unremovable.append(UnremovableNode(name, UnremovableReason.CURRENTLY_BEING_DELETED))
+            continue
+        if name in unreadable_pods:
+            bad = unreadable_pods[name]
+            unremovable.append(
+                UnremovableNode(
+                    name,
+                    UnremovableReason.NOT_UNNEEDED_OTHER_REASON,
+                    detail=f"runs {len(bad)} pod(s) that cannot be read, e.g. {bad[0].key}: "
+                    f"{bad[0].error}",
+                )
+            )
             continue
         if node.annotations.get(SCALE_DOWN_DISABLED_ANNOTATION) == "true":
             unremovable.append(

@@ -43,7 +43,14 @@ from clusterscaler.loop.scaledown.unneeded import (
     UnremovableCache,
     required_unneeded_time,
 )
-from clusterscaler.model import Controller, DaemonSet, Node, Pod, PodDisruptionBudget
+from clusterscaler.model import (
+    Controller,
+    DaemonSet,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    UnreadableObject,
+)
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.drain import DrainContext, PdbTracker, PodFilter
 
@@ -74,6 +81,8 @@ class ScaleDownInputs:
     pdbs: Sequence[PodDisruptionBudget]
     controllers: Sequence[Controller]
     daemonsets: Sequence[DaemonSet]
+    # Pods the model could not read, by the node they are bound to: those nodes are kept.
+    unreadable_pods: Mapping[str, Sequence[UnreadableObject]] = field(default_factory=dict)
 
 
 def _looks_empty(pods: Sequence[Pod]) -> bool:
@@ -210,7 +219,8 @@ class ScaleDownPlanner:
         """
         options = self.options
         candidates, unremovable = check_eligibility(
-            inputs.nodes, inputs.pods_by_node, state, options, now, gpu_label=gpu_label
+            inputs.nodes, inputs.pods_by_node, state, options, now, gpu_label=gpu_label,
+            unreadable_pods=inputs.unreadable_pods,
         )
         if skip_groups:
             skipped = [c for c in candidates if c.node_group in skip_groups]

@@ -101,3 +101,34 @@ def test_cpu_format_round_trips(millis):
 @given(st.integers(min_value=0, max_value=2**62))
 def test_bytes_format_round_trips(n):
     assert parse_bytes(format_bytes(n), obj="o", field="f") == n
+
+
+# The API server stores quantities beyond int64 as written (a Node with ephemeral-storage
+# `1e400` is accepted): they read as Go's int64 maximum, never as a number no float can hold,
+# and a hostile exponent or digit string costs no more than a short one.
+INT64_MAX = (1 << 63) - 1
+HUGE = [
+    "1e400",
+    "10e399",
+    "9.3e18",
+    "1" * 5000,
+    "1e99999999999",
+    "1" * 50 + "Ei",
+    "1." + "1" * 5000 + "e400",
+]
+
+
+@pytest.mark.parametrize("text", HUGE, ids=lambda t: t[:16])
+def test_quantities_beyond_int64_read_as_its_maximum(text: str) -> None:
+    assert parse_bytes(text, obj="node n", field="status.capacity.ephemeral-storage") == INT64_MAX
+    assert parse_cpu_millis(text, obj="node n", field="status.capacity.cpu") == INT64_MAX
+    assert float(parse_bytes(text, obj="node n", field="f")) == float(INT64_MAX)
+
+
+@pytest.mark.parametrize(
+    ("text", "n"),
+    [("0." + "0" * 40 + "1", 1), ("1e-99999999999", 1), ("0e99999999999", 0), ("0." + "0" * 5000, 0)],
+    ids=["long-fraction", "tiny-exponent", "zero-huge-exponent", "long-zero"],
+)
+def test_tiny_and_zero_quantities_with_hostile_lengths(text: str, n: int) -> None:
+    assert parse_bytes(text, obj="node n", field="f") == n

@@ -308,7 +308,9 @@ def test_a_500_on_one_eviction_fails_that_drain_only(
     # n1's pod fits on n3, which is busy; n2 is empty.
     fake_kube.create(running_pod("web-1", "n1", "500m", "web"))
     fake_kube.create(running_pod("db-0", "n3", "3", "db"))
-    stack = stack_for(max_bulk_soft_taint_count=0)
+    # Every eviction error is retried until --max-pod-eviction-time: none here, so the
+    # first refusal ends the drain.
+    stack = stack_for(max_bulk_soft_taint_count=0, max_pod_eviction_time=timedelta(0))
     now = datetime.now(UTC)
     assert {u.node for u in stack.loop(now).scale_down.unneeded} == {"n1", "n2"}
     eviction = fake_kube.add_fault(
@@ -317,11 +319,13 @@ def test_a_500_on_one_eviction_fails_that_drain_only(
     with capture_logs() as logs:
         result = stack.loop(now + timedelta(minutes=11))
 
-    assert eviction.hits == 1  # a server error is not retried
+    assert eviction.hits == 1
     assert deletion(result, "n2").ok and fake_kube.get("nodes", "n2") is None
     failed = deletion(result, "n1")
     assert failed.error_type is ErrorType.API_CALL
-    assert "evicting pod default/web-1 failed: HTTP 500" in failed.error
+    assert "failed to evict 1 pods within --max-pod-eviction-time: pod default/web-1: HTTP 500" in (
+        failed.error
+    )
     n1 = fake_kube.get("nodes", "n1")
     assert n1 is not None and not n1["spec"].get("unschedulable")
     assert TO_BE_DELETED_TAINT not in taint_keys(fake_kube, "n1")

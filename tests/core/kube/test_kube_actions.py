@@ -146,12 +146,15 @@ def test_evict_blocked_by_pdb_is_retryable(fake_kube, actions):
     assert actions.pod_exists(target)
 
 
-def test_evict_server_error_is_not_retryable(fake_kube, actions):
+@pytest.mark.parametrize("status", [500, 403, 422, 429, 503])
+def test_every_eviction_error_but_not_found_is_retryable(fake_kube, actions, status):
+    """As CA's drain, which retries every error but NotFound until --max-pod-eviction-time:
+    a webhook's 500 on one attempt must not abort a drain whose other pods already moved."""
     fake_kube.create(pod("p1"))
-    fake_kube.add_fault(path="eviction", status=500)
+    fake_kube.add_fault(path="eviction", status=status)
     with pytest.raises(EvictionError) as exc:
         actions.evict(model_pod(fake_kube, "p1"), None)
-    assert not exc.value.retryable
+    assert exc.value.retryable
 
 
 def test_evict_pod_already_gone_or_replaced_counts_as_evicted(fake_kube, actions):

@@ -106,3 +106,59 @@ def test_watched_objects_with_an_invalid_effect_are_logged_and_skipped(
     errors = [e for e in logs if e["event"] == "informer_parse_error"]
     assert [e["object"] for e in errors] == ["bad"]
     assert "Node bad: spec.taints[0].effect: expected one of NoSchedule" in errors[0]["error"]
+
+
+def bound_pod(name: str, node_name: str) -> dict[str, Any]:
+    doc = pod(name)
+    doc["spec"]["nodeName"] = node_name
+    doc["status"] = {"phase": "Running"}
+    return doc
+
+
+# Shapes no parser expects: each used to escape the cache's guard and fail every relist.
+HOSTILE_PODS = [
+    pytest.param({"status": ["Running"]}, id="status-is-a-list"),
+    pytest.param({"metadata": {"name": "bad", "namespace": "default", "labels": ["a"]}},
+                 id="labels-is-a-list"),
+    pytest.param({"spec": {"nodeName": "n1", "containers": "app"}}, id="containers-is-a-string"),
+]
+
+
+@pytest.mark.parametrize("change", HOSTILE_PODS)
+def test_a_pod_of_any_shape_is_left_out_and_its_node_remembered(
+    fake_kube: FakeKubeServer, change: dict[str, Any]
+) -> None:
+    bad = bound_pod("bad", "n1")
+    for key, value in change.items():
+        bad[key] = value if key != "spec" else {**bad["spec"], **value}
+    fake_kube.create(bound_pod("good", "n1"))
+    fake_kube.create(bad)
+    informer = pod_informer(fake_kube)
+    informer.list_once()
+    assert [p.name for p in informer.items()] == ["good"]
+    (unreadable,) = informer.unreadable()
+    assert (unreadable.kind, unreadable.key, unreadable.node_name) == ("Pod", "default/bad", "n1")
+    assert unreadable.error
+
+
+def test_an_unreadable_pod_is_forgotten_once_fixed_or_deleted(fake_kube: FakeKubeServer) -> None:
+    informer = pod_informer(fake_kube)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        bad = bound_pod("bad", "n1")
+        bad["status"] = ["Running"]
+        fake_kube.create(bad)
+        eventually(lambda: [u.key for u in informer.unreadable()] == ["default/bad"])
+        fake_kube.update(bound_pod("bad", "n1"))
+        eventually(lambda: [p.name for p in informer.items()] == ["bad"])
+        assert informer.unreadable() == []
+        broken = bound_pod("bad", "n1")
+        broken["status"] = ["Running"]
+        fake_kube.update(broken)
+        eventually(lambda: [u.key for u in informer.unreadable()] == ["default/bad"])
+        assert informer.items() == []
+        fake_kube.delete("pods", "bad", "default")
+        eventually(lambda: informer.unreadable() == [])
+    finally:
+        informer.stop()

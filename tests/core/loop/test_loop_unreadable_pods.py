@@ -1,0 +1,36 @@
+"""A node bound to a pod the model cannot read is never removed: dropping the pod would make
+the node look empty (tainted, cordoned and announced as ScaleDownEmpty before the last check
+rolled it back, again after every recheck timeout)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from clusterscaler.loop.decisions import UnremovableReason
+from clusterscaler.model import ClusterObjects, UnreadableObject
+from loopkit import Harness
+
+ELEVEN_MINUTES = timedelta(minutes=11)
+
+
+def test_a_node_with_an_unreadable_pod_is_kept_and_says_why() -> None:
+    h = Harness()
+    h.provider.add_group("g", 0, 10, nodes=2)
+    bad = UnreadableObject("Pod", "default/odd", "g-1",
+                           "Pod default/odd: spec.containers[0].resources.requests: expected a mapping")
+    snapshot = h.cluster.snapshot
+
+    def with_unreadable() -> ClusterObjects:
+        return dataclasses.replace(snapshot(), unreadable=[bad])
+
+    h.cluster.snapshot = with_unreadable  # type: ignore[method-assign]
+    first = h.run()
+    [u] = [u for u in first.scale_down.unremovable if u.node == "g-1"]
+    assert u.reason is UnremovableReason.NOT_UNNEEDED_OTHER_REASON
+    assert "default/odd" in u.detail and "cannot be read" in u.detail
+    later = h.run(ELEVEN_MINUTES)
+    # The empty g-2 goes; g-1, which looks just as empty, stays.
+    assert [d.node for d in later.scale_down.deletions if d.ok] == ["g-2"]
+    assert "g-1" in h.cluster.nodes
+    assert h.cluster.evicted == []
