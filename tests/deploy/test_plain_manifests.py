@@ -74,7 +74,7 @@ def test_each_directory_is_a_complete_set_for_its_provider_only(provider: str) -
     # Only this provider's extra ClusterRole, if it has one.
     extra = {name for kind, name in kinds(docs) if kind == "ClusterRole"} - {"cluster-autoscaler"}
     assert extra == (
-        {f"cluster-autoscaler-{provider}"} if provider in ("machineapi", "sim") else set()
+        {f"cluster-autoscaler-{provider}"} if provider in ("kwok", "machineapi", "sim") else set()
     )
     # Every volume the pod mounts is in the directory.
     config_maps = {d["metadata"]["name"] for d in docs if d["kind"] == "ConfigMap"}
