@@ -59,11 +59,20 @@ class _PodMetadata(msgspec.Struct):
 
 
 class _PodStatus(msgspec.Struct):
-    """The status a pod keeps, conditions left undecoded."""
+    """The status a pod keeps, conditions left undecoded. `resourceClaimStatuses` is only
+    looked at: a pod with it goes to `parse_pod` (see `_GeneralRoute`)."""
 
     phase: Any = None
     conditions: msgspec.Raw = msgspec.Raw()
     nominatedNodeName: Any = None
+    resourceClaimStatuses: Any = None
+
+
+class _GeneralRoute(Exception):
+    """Raised for a pod this route leaves to `parse_pod` although it may be valid: one with
+    DRA claims (`spec.resourceClaims`, `status.resourceClaimStatuses`), which are few and
+    differ from pod to pod. `_pod_from_head` then returns None, as for any error, and the
+    caller parses the pod with `parse_pod`, which reads every field."""
 
 
 class _ItemHead(msgspec.Struct):
@@ -220,6 +229,9 @@ def _parse_spec_fields(spec_text: bytes, obj: str) -> _PodSpecFields:
     spec = decode_json(spec_text)
     if not isinstance(spec, dict):
         raise ModelError(obj, "spec", "an object with containers", spec)
+    if "resourceClaims" in spec:
+        # Not cached: every such pod takes the general route.
+        raise _GeneralRoute
     sget = spec.get
     requests, ports = _pod_requests(spec, obj)
     priority = sget("priority")
@@ -328,6 +340,8 @@ def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | 
         phase = nominated = None
         unschedulable = False
     else:
+        if status.resourceClaimStatuses is not None:
+            raise _GeneralRoute
         phase = status.phase
         nominated = status.nominatedNodeName
         unschedulable = _unschedulable_from_text(bytes(status.conditions), obj)
@@ -360,6 +374,8 @@ def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | 
         owners,
         priority_class_name,
         preemption_policy,
+        (),  # resource claims: pods with any take the general route
+        {},
     )
 
 

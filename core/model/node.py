@@ -13,6 +13,7 @@ from clusterscaler.model.resources import ZERO, Resources
 from clusterscaler.model.scheduling import NodeCondition, Taint, _parse_taints
 
 if TYPE_CHECKING:
+    from clusterscaler.model.dra import ResourceSlice
     from clusterscaler.model.pod import Pod
 
 # --------------------------------------------------------------------------- Node
@@ -157,6 +158,9 @@ class NodeInfo:
 
     node: Node
     pods: tuple[Pod, ...] = ()
+    # The ResourceSlices local to the node (DRA devices), as upstream's LocalResourceSlices:
+    # a template carries them so that new nodes of the group offer the same devices.
+    resource_slices: tuple[ResourceSlice, ...] = ()
 
     @property
     def name(self) -> str:

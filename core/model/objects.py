@@ -17,6 +17,16 @@ from clusterscaler.model.common import (
     _str_map,
     decode_json,
 )
+from clusterscaler.model.dra import (
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
 from clusterscaler.model.json_route import (
     _decode_item_head,
     _decode_list_document,
@@ -101,6 +111,10 @@ ModelObject: TypeAlias = (
     | CSINode
     | ConfigMap
     | Namespace
+    | ResourceSlice
+    | DeviceClass
+    | ResourceClaim
+    | ResourceClaimTemplate
 )
 
 _PARSERS: dict[str, Any] = {
@@ -118,6 +132,10 @@ _PARSERS: dict[str, Any] = {
     "CSINode": parse_csinode,
     "ConfigMap": parse_config_map,
     "Namespace": parse_namespace,
+    "ResourceSlice": parse_resource_slice,
+    "DeviceClass": parse_device_class,
+    "ResourceClaim": parse_resource_claim,
+    "ResourceClaimTemplate": parse_resource_claim_template,
 }
 
 SUPPORTED_KINDS = tuple(_PARSERS)
@@ -144,8 +162,7 @@ UNREAD_KINDS = frozenset(
         "CertificateSigningRequest", "ClusterTrustBundle", "Lease", "LeaseCandidate",
         "PriorityClass", "RuntimeClass",
         # resource.k8s.io
-        "DeviceClass", "DeviceTaintRule", "ResourceClaim", "ResourceClaimTemplate",
-        "ResourceSlice",
+        "DeviceTaintRule",
         # API machinery: admission, extension, flow control, storage versions, metrics
         "APIService", "CustomResourceDefinition", "FlowSchema", "MutatingAdmissionPolicy",
         "MutatingAdmissionPolicyBinding", "MutatingWebhookConfiguration",
@@ -260,10 +277,10 @@ def _unexpected_shape(i: int, raw: Mapping[str, Any], kind: str, exc: Exception)
     meta = meta if isinstance(meta, Mapping) else {}
     name, namespace = meta.get("name"), meta.get("namespace")
     what = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name or f'items[{i}]'}"
-    for field in ("metadata", "spec", "status"):
-        value = raw.get(field)
+    for part in ("metadata", "spec", "status"):
+        value = raw.get(part)
         if value is not None and not isinstance(value, Mapping):
-            return ModelError(what, field, "an object", type(value).__name__)
+            return ModelError(what, part, "an object", type(value).__name__)
     if isinstance(exc, RecursionError):
         return ModelError(what, "(object)", "an object nested less deeply")
     return ModelError(
@@ -311,6 +328,11 @@ class ClusterObjects:
     csinodes: list[CSINode] = field(default_factory=list)
     config_maps: list[ConfigMap] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)
+    # Dynamic Resource Allocation (resource.k8s.io).
+    resource_slices: list[ResourceSlice] = field(default_factory=list)
+    device_classes: list[DeviceClass] = field(default_factory=list)
+    resource_claims: list[ResourceClaim] = field(default_factory=list)
+    resource_claim_templates: list[ResourceClaimTemplate] = field(default_factory=list)
     # Kinds present in the input that the model does not cover, with their counts.
     skipped: dict[str, int] = field(default_factory=dict)
     # Objects of the kinds above that could not be read (left out of the lists).
@@ -345,6 +367,14 @@ class ClusterObjects:
             self.csinodes.append(item)
         elif isinstance(item, ConfigMap):
             self.config_maps.append(item)
+        elif isinstance(item, ResourceClaim):
+            self.resource_claims.append(item)
+        elif isinstance(item, ResourceSlice):
+            self.resource_slices.append(item)
+        elif isinstance(item, DeviceClass):
+            self.device_classes.append(item)
+        elif isinstance(item, ResourceClaimTemplate):
+            self.resource_claim_templates.append(item)
         else:
             self.namespaces.append(item)
 
@@ -360,6 +390,10 @@ class ClusterObjects:
         yield from self.csinodes
         yield from self.config_maps
         yield from self.namespaces
+        yield from self.resource_slices
+        yield from self.device_classes
+        yield from self.resource_claims
+        yield from self.resource_claim_templates
 
     @classmethod
     def from_items(
@@ -404,7 +438,7 @@ class ClusterObjects:
         except ModelError:
             raise
         except Exception as exc:  # a shape no parser expects: still named, never a traceback
-            raise _unexpected_shape(i, raw, kind, exc) from None
+            raise _unexpected_shape(i, raw, str(kind), exc) from None
 
     @classmethod
     def from_json_list(cls, data: bytes | str, *, strict: bool = False) -> ClusterObjects | None:

@@ -52,12 +52,35 @@ from clusterscaler.model.scheduling import (
 
 
 @dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """An entry of a pod's `spec.resourceClaims`: the name the pod's containers use, and
+    the ResourceClaim it stands for, given by name (`claim_name`) or generated for the pod
+    from a ResourceClaimTemplate (`template_name`); exactly one of the two is set."""
+
+    name: str
+    claim_name: str = ""
+    template_name: str = ""
+
+    def to_k8s(self) -> dict[str, str]:
+        out = {"name": self.name}
+        if self.claim_name:
+            out["resourceClaimName"] = self.claim_name
+        if self.template_name:
+            out["resourceClaimTemplateName"] = self.template_name
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     """A Kubernetes Pod reduced to what scheduling and draining need.
 
     `requests` is what the scheduler accounts for the pod: max(sum of containers, largest
     init container) with restartable (sidecar) init containers added, plus `spec.overhead`,
     plus one pod slot. Equality is by value; hashing by namespace, name and uid.
+
+    `resource_claims` are the pod's DRA claims (`spec.resourceClaims`); `claim_statuses`
+    the names of the ResourceClaims generated for those of them made from a template, by
+    pod claim name (`status.resourceClaimStatuses`; entries without a claim are left out).
     """
 
     namespace: str
@@ -85,6 +108,8 @@ class Pod:
     owners: tuple[OwnerRef, ...] = ()
     priority_class_name: str = ""
     preemption_policy: str = "PreemptLowerPriority"
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    claim_statuses: Mapping[str, str] = field(default_factory=dict)
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name, self.uid))
@@ -120,6 +145,14 @@ class Pod:
 
     def with_(self, **changes: Any) -> Pod:
         return dataclasses.replace(self, **changes)
+
+    def claim_name(self, pod_claim: PodResourceClaim) -> str | None:
+        """The name of the ResourceClaim `pod_claim` (one of `resource_claims`) refers to:
+        the claim it names, or the one generated for it from its template; None while
+        that one is not generated yet."""
+        if pod_claim.claim_name:
+            return pod_claim.claim_name
+        return self.claim_statuses.get(pod_claim.name) or None
 
     def to_k8s(self) -> dict[str, Any]:
         """A valid Kubernetes Pod. Containers collapse into one `main` container holding the
@@ -180,7 +213,13 @@ class Pod:
             spec["topologySpreadConstraints"] = [c.to_k8s() for c in self.topology_spread]
         if self.volumes:
             spec["volumes"] = [_volume_to_k8s(v) for v in self.volumes]
+        if self.resource_claims:
+            spec["resourceClaims"] = [c.to_k8s() for c in self.resource_claims]
         status: dict[str, Any] = {"phase": self.phase}
+        if self.claim_statuses:
+            status["resourceClaimStatuses"] = [
+                {"name": k, "resourceClaimName": v} for k, v in self.claim_statuses.items()
+            ]
         if self.nominated_node_name:
             status["nominatedNodeName"] = self.nominated_node_name
         if self.unschedulable:
@@ -539,6 +578,59 @@ def _parse_spread(
     return tuple(out)
 
 
+def _parse_pod_claims(value: Any, obj: str) -> tuple[PodResourceClaim, ...]:
+    """`spec.resourceClaims`: each entry names a ResourceClaim or a ResourceClaimTemplate."""
+    out = []
+    seen: set[str] = set()
+    for i, c in enumerate(_list(value, obj, "spec.resourceClaims")):
+        f = f"spec.resourceClaims[{i}]"
+        if not isinstance(c, dict):
+            raise ModelError(
+                obj, f, "an object with name and resourceClaimName or resourceClaimTemplateName", c
+            )
+        name = c.get("name")
+        if not isinstance(name, str) or not name:
+            raise ModelError(obj, f"{f}.name", "a non-empty string", name)
+        if name in seen:
+            raise ModelError(obj, f"{f}.name", "a name unique among the pod's claims", name)
+        seen.add(name)
+        claim = c.get("resourceClaimName")
+        template = c.get("resourceClaimTemplateName")
+        for key, v in (("resourceClaimName", claim), ("resourceClaimTemplateName", template)):
+            if v is not None and (not isinstance(v, str) or not v):
+                raise ModelError(obj, f"{f}.{key}", "a non-empty string", v)
+        if (claim is None) == (template is None):
+            raise ModelError(
+                obj,
+                f,
+                "exactly one of resourceClaimName and resourceClaimTemplateName",
+                {k: v for k, v in c.items() if k != "name"},
+            )
+        out.append(PodResourceClaim(name, claim or "", template or ""))
+    return tuple(out)
+
+
+def _parse_claim_statuses(value: Any, obj: str) -> dict[str, str]:
+    """`status.resourceClaimStatuses`: the claim generated for each templated pod claim."""
+    out: dict[str, str] = {}
+    for i, s in enumerate(_list(value, obj, "status.resourceClaimStatuses")):
+        f = f"status.resourceClaimStatuses[{i}]"
+        if not isinstance(s, dict):
+            raise ModelError(obj, f, "an object with name and resourceClaimName", s)
+        name = s.get("name")
+        if not isinstance(name, str) or not name:
+            raise ModelError(obj, f"{f}.name", "a non-empty string", name)
+        claim = s.get("resourceClaimName")
+        if claim is None:
+            # No claim was needed for this one.
+            continue
+        if not isinstance(claim, str):
+            raise ModelError(obj, f"{f}.resourceClaimName", "a string", claim)
+        if claim:
+            out[name] = claim
+    return out
+
+
 def parse_pod(raw: Mapping[str, Any]) -> Pod:
     """Parse a Kubernetes Pod (or a pod template wrapped as a Pod)."""
     meta, obj = _meta(raw, "Pod", namespaced=True)
@@ -571,6 +663,8 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
     volumes = sget("volumes")
     created = mget("creationTimestamp")
     deleted = mget("deletionTimestamp")
+    claims = sget("resourceClaims")
+    claim_statuses = status.get("resourceClaimStatuses")
     return _new_pod(
         namespace,
         meta["name"],
@@ -599,6 +693,8 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
         owners,
         sget("priorityClassName") or "",
         sget("preemptionPolicy") or "PreemptLowerPriority",
+        () if claims is None else _parse_pod_claims(claims, obj),
+        {} if claim_statuses is None else _parse_claim_statuses(claim_statuses, obj),
     )
 
 

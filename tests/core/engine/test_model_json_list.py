@@ -139,6 +139,20 @@ SPEC_CHOICES: dict[str, list[Any]] = {
     "schedulerName": [ABSENT, "default-scheduler", "other"],
     "priorityClassName": [ABSENT, "critical"],
     "preemptionPolicy": [ABSENT, "Never"],
+    # DRA claims: pods with them take the general route (`parse_pod`) from the JSON text.
+    "resourceClaims": [
+        ABSENT,
+        ABSENT,
+        ABSENT,
+        None,
+        [],
+        [
+            {"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
+            {"name": "nic", "resourceClaimName": "shared-nic"},
+        ],
+        [{"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}],
+        "bad",
+    ],
 }
 
 STATUS_CHOICES: list[Any] = [
@@ -152,6 +166,13 @@ STATUS_CHOICES: list[Any] = [
     {"phase": "Running", "conditions": None},
     ["bad"],
     [],
+    {
+        "phase": "Pending",
+        "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x1"}],
+    },
+    {"phase": "Running", "resourceClaimStatuses": [{"name": "gpu"}]},
+    {"resourceClaimStatuses": None},
+    {"resourceClaimStatuses": [{"name": 3}]},
 ]
 
 
@@ -292,17 +313,42 @@ def test_parse_pod_json_as_parse_pod(pod: dict[str, Any]) -> None:
     expected = outcome(lambda: parse_pod(json.loads(text)))
     parsed = parse_pod_json(text)
     if parsed is None:
-        # Left to `parse_pod`: only pods that are invalid or not shaped as the API server
-        # writes them (metadata, spec and status objects).
-        assert expected[0] != "ok" or not (
-            isinstance(pod.get("metadata"), dict)
-            and isinstance(pod.get("spec"), dict)
-            and isinstance(pod.get("status", {}), dict | None)
+        # Left to `parse_pod`: only pods that are invalid, not shaped as the API server
+        # writes them (metadata, spec and status objects) or with DRA claims.
+        assert (
+            expected[0] != "ok"
+            or not (
+                isinstance(pod.get("metadata"), dict)
+                and isinstance(pod.get("spec"), dict)
+                and isinstance(pod.get("status", {}), dict | None)
+            )
+            or "resourceClaims" in pod["spec"]
+            or (pod.get("status") or {}).get("resourceClaimStatuses") is not None
         )
         return
     got, namespace = parsed
     assert ("ok", got) == expected
     assert namespace == (pod.get("metadata") or {}).get("namespace")
+
+
+def test_parse_pod_json_leaves_pods_with_claims_to_parse_pod() -> None:
+    spec = {
+        "containers": [container()],
+        "resourceClaims": [{"name": "g", "resourceClaimName": "c"}],
+    }
+    claims = {"kind": "Pod", "metadata": {"name": "a"}, "spec": spec}
+    statuses = {
+        "kind": "Pod",
+        "metadata": {"name": "b"},
+        "spec": {"containers": [container()]},
+        "status": {"resourceClaimStatuses": [{"name": "g", "resourceClaimName": "b-g-1"}]},
+    }
+    for pod in (claims, statuses):
+        assert parse_pod_json(json.dumps(pod).encode()) is None
+        objects = ClusterObjects.from_json_list(json.dumps({"kind": "List", "items": [pod]}))
+        assert objects is not None and objects.pods == [parse_pod(pod)]
+    assert parse_pod(claims).resource_claims[0].claim_name == "c"
+    assert parse_pod(statuses).claim_statuses == {"g": "b-g-1"}
 
 
 def test_parse_pod_json_leaves_invalid_pods_to_parse_pod() -> None:
