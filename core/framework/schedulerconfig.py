@@ -70,6 +70,7 @@ FILTER_PLUGINS = (
     "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",
 )
 
 # Every other in-tree plugin name: accepted anywhere, with nothing to change in a
@@ -81,7 +82,6 @@ _OTHER_IN_TREE = (
     "DefaultBinder",
     "ImageLocality",
     "NodeResourcesBalancedAllocation",
-    "DynamicResources",
     "EBSLimits",
     "GCEPDLimits",
     "AzureDiskLimits",

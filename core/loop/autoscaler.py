@@ -565,7 +565,11 @@ class Autoscaler:
         base_totals = inputs.started_totals
         options = self.options
         templates = self.templates.build(
-            state, pods_by_node, objects.daemonsets, snapshot.csinodes
+            state,
+            pods_by_node,
+            objects.daemonsets,
+            snapshot.csinodes,
+            node_slices=snapshot.dra.slices_of if snapshot.dra is not None else None,
         )
         pending = classify_pending(
             objects.pods, options, now, node_names=set(snapshot.node_names())
@@ -627,7 +631,7 @@ class Autoscaler:
                     continue
                 for i in range(g.upcoming):
                     info = upcoming_node(tpl.node_info, f"{tpl.node_info.node.name}-upcoming-{i}")
-                    snapshot.add_node(info.node, info.pods)
+                    snapshot.add_node(info.node, info.pods, info.resource_slices)
                     upcoming += 1
             if upcoming:
                 drop_schedulable(pending, snapshot, self.pending_hints, unusable=unusable)

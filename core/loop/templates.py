@@ -10,7 +10,7 @@ run on it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,10 +25,11 @@ from clusterscaler.loop.taints import (
     STATUS_TAINT_PREFIX,
     TaintConfig,
 )
-from clusterscaler.model import CSINode, DaemonSet, Node, NodeInfo, OwnerRef, Pod
+from clusterscaler.model import CSINode, DaemonSet, Node, NodeInfo, OwnerRef, Pod, ResourceSlice
 from clusterscaler.model.quantity import format_bytes, format_cpu
 from clusterscaler.model.resources import CPU, PODS, Resources
 from clusterscaler.simulator import pod_matches_node_affinity, tolerates_taints
+from clusterscaler.simulator.dra import template_slices, with_slices
 from clusterscaler.simulator.templates import sanitize_template
 
 if TYPE_CHECKING:
@@ -96,13 +97,18 @@ def sanitize(
         # provider's template may be cordoned) unless --scale-from-unschedulable.
         unschedulable=node_info.node.unschedulable and not options.scale_from_unschedulable,
     )
-    return NodeInfo(node, tuple(p.with_(phase="Running", unschedulable=False) for p in pods))
+    return NodeInfo(
+        node,
+        tuple(p.with_(phase="Running", unschedulable=False) for p in pods),
+        template_slices(node_info.resource_slices, node.name),
+    )
 
 
 def instantiate(template: NodeInfo, name: str) -> NodeInfo:
-    """Another node made from a template under a new name (upcoming nodes, estimation)."""
+    """Another node made from a template under a new name (upcoming nodes, estimation),
+    with the template's ResourceSlices renamed for it."""
     node, pods = sanitize_template(template, name)
-    return NodeInfo(node, tuple(pods))
+    return NodeInfo(node, tuple(pods), template_slices(template.resource_slices, name))
 
 
 def upcoming_node(template: NodeInfo, name: str) -> NodeInfo:
@@ -110,7 +116,7 @@ def upcoming_node(template: NodeInfo, name: str) -> NodeInfo:
     made from its group's template and annotated as upcoming."""
     info = instantiate(template, name)
     node = info.node.with_(annotations={**info.node.annotations, UPCOMING_NODE_ANNOTATION: "true"})
-    return NodeInfo(node, info.pods)
+    return NodeInfo(node, info.pods, info.resource_slices)
 
 
 def daemonset_pods_for(node: Node, daemonsets: Iterable[DaemonSet]) -> list[Pod]:
@@ -253,10 +259,12 @@ class TemplateCache:
         pods_by_node: Mapping[str, Sequence[Pod]],
         daemonsets: Sequence[DaemonSet],
         csinodes: Mapping[str, CSINode] | None = None,
+        node_slices: Callable[[str], Sequence[ResourceSlice]] | None = None,
     ) -> dict[str, Template]:
         """Each group's template. `csinodes` (by node name) gives a template copied from a
         live node the CSI attach limits of that node's CSINode: a new node of the group
-        has the same drivers and limits."""
+        has the same drivers and limits. `node_slices` gives it the ResourceSlices local
+        to that node (DRA devices), renamed for the template: the same devices."""
         out: dict[str, Template] = {}
         for gid, group in sorted(state.groups.items()):
             live = self._usable_node(group.nodes, state)
@@ -267,6 +275,8 @@ class TemplateCache:
                 info = sanitize(
                     NodeInfo(live, tuple(pods_by_node.get(live.name, ()))), gid, self.options
                 )
+                if node_slices is not None:
+                    info = with_slices(info, node_slices(live.name))
                 self._from_nodes[gid] = info
                 out[gid] = Template(gid, info, "node")
                 self._compare(gid, group.group, live)

@@ -193,6 +193,14 @@ class SimulatedCluster(InMemoryCluster):
         self.pvcs: list[PersistentVolumeClaim] = list(objects.pvcs)
         self.storage_classes: list[StorageClass] = list(objects.storage_classes)
         self.csinodes: list[CSINode] = list(objects.csinodes)
+        # DRA objects, as read (claims are not updated as the simulation binds pods: a pod
+        # bound here holds the devices its claims get when the snapshot places it).
+        self.dra_objects = (
+            list(objects.resource_slices),
+            list(objects.device_classes),
+            list(objects.resource_claims),
+            list(objects.resource_claim_templates),
+        )
         self.config_maps: list[ConfigMap] = list(objects.config_maps)
         self.namespaces: list[Namespace] = list(objects.namespaces)
         self.pending_nodes: dict[str, _Pending] = {}
@@ -219,6 +227,11 @@ class SimulatedCluster(InMemoryCluster):
         objects.pvcs = list(self.pvcs)
         objects.storage_classes = list(self.storage_classes)
         objects.csinodes = list(self.csinodes)
+        slices, classes, claims, templates = self.dra_objects
+        objects.resource_slices = list(slices)
+        objects.device_classes = list(classes)
+        objects.resource_claims = list(claims)
+        objects.resource_claim_templates = list(templates)
         objects.config_maps = list(self.config_maps)
         objects.namespaces = list(self.namespaces)
         return objects

@@ -41,6 +41,7 @@ def scheduling_key(pod: Pod) -> Hashable:
         pod.scheduler_name,
         pod.priority,
         pod.node_name,
+        pod.resource_claims,
     )
 
 
@@ -129,6 +130,7 @@ def _same_scheduling(a: Pod, b: Pod) -> bool:
         and a.scheduler_name == b.scheduler_name
         and a.priority == b.priority
         and a.node_name == b.node_name
+        and a.resource_claims == b.resource_claims
     )
 
 

@@ -39,6 +39,7 @@ from clusterscaler.model import (
     Volume,
     node_selector_matches,
 )
+from clusterscaler.simulator.dra import REASON_DRA
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
 
 __all__ = [
@@ -1195,6 +1196,18 @@ def check_topology_spread(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) 
     return None
 
 
+def check_dynamic_resources(pod: Pod, node_info: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
+    """DynamicResources: the pod's claims can be allocated on this node (or are already
+    allocated where this node is)."""
+    if not pod.resource_claims:
+        return None
+    dra = snapshot.dra
+    if dra is None:
+        return f"{REASON_DRA}: the cluster has no ResourceSlices, ResourceClaims or templates"
+    found = dra.allocate(pod, node_info.node)
+    return found if isinstance(found, str) else None
+
+
 # --------------------------------------------------------------------------- all together
 
 PREDICATES: tuple[tuple[str, Predicate], ...] = (
@@ -1209,6 +1222,7 @@ PREDICATES: tuple[tuple[str, Predicate], ...] = (
     ("VolumeBinding", check_volumes),
     ("PodTopologySpread", check_topology_spread),
     ("InterPodAffinity", check_inter_pod_affinity),
+    ("DynamicResources", check_dynamic_resources),
 )
 
 
@@ -1267,7 +1281,10 @@ def check_predicates(pod: Pod, node_info: SimNodeInfo, snapshot: ClusterSnapshot
         reason = check_inter_pod_affinity(pod, node_info, snapshot)
         if reason:
             return reason
+    if pod.resource_claims:
+        return check_dynamic_resources(pod, node_info, snapshot)
     return None
+
 
 
 def failing_predicates(

@@ -33,8 +33,10 @@ from clusterscaler.model import (
     PersistentVolumeClaim,
     Pod,
     Resources,
+    ResourceSlice,
     StorageClass,
 )
+from clusterscaler.simulator.dra import DraState
 
 __all__ = ["ClusterSnapshot", "SimNodeInfo", "SnapshotError", "SnapshotWatcher"]
 
@@ -165,6 +167,8 @@ _REMOVE_NODE = 1
 _ADD_POD = 2
 _REMOVE_POD = 3
 _ADD_PODS = 4
+# A DRA change (an allocation, a release, a node's slices): the entry holds its undo.
+_DRA = 5
 
 # The volume kinds that can count against a node's CSI volume limits.
 _CSI_VOLUME_KINDS = frozenset({"persistentVolumeClaim", "ephemeral", "csi"})
@@ -182,6 +186,7 @@ class ClusterSnapshot:
         csinodes: Iterable[CSINode] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
         filters: Sequence[tuple[str, Callable[..., str | None]]] | None = None,
+        dra: DraState | None = None,
     ) -> None:
         self._nodes: dict[str, SimNodeInfo] = {}
         # The filters `check_predicates` runs, by plugin name, when the scheduler's
@@ -204,6 +209,9 @@ class ClusterSnapshot:
         self.storage_classes: dict[str, StorageClass] = {sc.name: sc for sc in storage_classes}
         self.csinodes: dict[str, CSINode] = {c.name: c for c in csinodes}
         self.namespace_labels: dict[str, Mapping[str, str]] = dict(namespace_labels or {})
+        # Devices and claims (resource.k8s.io), when the cluster has any DRA object or a
+        # pod with claims; None otherwise, and DRA then costs nothing.
+        self.dra: DraState | None = dra
         # Predicates keep per-pod precomputed state here, valid for one generation.
         self.cache: dict[Any, Any] = {}
         self._csi_cache: dict[int, tuple[Pod, list[tuple[str, str]]]] = {}
@@ -248,6 +256,7 @@ class ClusterSnapshot:
             storage_classes=objects.storage_classes,
             csinodes=objects.csinodes,
             namespace_labels=objects.namespace_labels(),
+            dra=dra_state(objects),
         )
         if bound is None:
             by_node: dict[str, list[Pod]] = {node.name: [] for node in objects.nodes}
@@ -268,7 +277,7 @@ class ClusterSnapshot:
     def from_node_infos(cls, node_infos: Iterable[NodeInfo], **kwargs: Any) -> ClusterSnapshot:
         snap = cls(**kwargs)
         for ni in node_infos:
-            snap.add_node(ni.node, ni.pods)
+            snap.add_node(ni.node, ni.pods, ni.resource_slices)
         return snap
 
     # ------------------------------------------------------------------ queries
@@ -379,8 +388,11 @@ class ClusterSnapshot:
 
     # ------------------------------------------------------------------ mutation
 
-    def add_node(self, node: Node, pods: Iterable[Pod] = ()) -> SimNodeInfo:
-        """Add a node (and pods already on it). The name must be new."""
+    def add_node(
+        self, node: Node, pods: Iterable[Pod] = (), slices: Sequence[ResourceSlice] = ()
+    ) -> SimNodeInfo:
+        """Add a node (and pods already on it, and the ResourceSlices local to it, as a
+        template's copy has them). The name must be new."""
         if node.name in self._nodes:
             raise SnapshotError(f"node {node.name!r} is already in the snapshot")
         ni = SimNodeInfo(node)
@@ -390,6 +402,8 @@ class ClusterSnapshot:
             self._notify_node(ni, 1)
         if self._journals:
             self._journals[-1].append((_ADD_NODE, node.name, None))
+        if slices and self.dra is not None:
+            self._dra_change(self.dra.add_node_slices(node.name, slices))
         for pod in pods:
             self.add_pod(pod, node.name)
         return ni
@@ -421,6 +435,22 @@ class ClusterSnapshot:
         self._insert_pod(ni, key, pod)
         if self._journals:
             self._journals[-1].append((_ADD_POD, key, None))
+        if pod.resource_claims and self.dra is not None:
+            self._dra_reserve(pod, ni)
+
+    def _dra_change(self, undo: Callable[[], None]) -> None:
+        if self._journals:
+            self._journals[-1].append((_DRA, undo, None))
+        self.generation += 1
+
+    def _dra_reserve(self, pod: Pod, ni: SimNodeInfo) -> None:
+        """The scheduler's Reserve step for DRA: the devices `pod`'s claims get here."""
+        dra = self.dra
+        assert dra is not None
+        found = dra.allocate(pod, ni.node)
+        # A pod placed where its claims cannot be allocated (a bound pod of the cluster,
+        # whose allocation the snapshot may not show) still uses its claims.
+        self._dra_change(dra.reserve(pod, found if not isinstance(found, str) else {}))
 
     def add_pods(self, pods: Sequence[Pod], node_name: str) -> None:
         """Place many pods on one node without checking predicates, all or none.
@@ -433,6 +463,11 @@ class ClusterSnapshot:
             raise SnapshotError(
                 f"cannot place {len(pods)} pods: node {node_name!r} is not in the snapshot"
             )
+        if self.dra is not None and any(p.resource_claims for p in pods):
+            # Each pod with claims takes its own devices: one at a time.
+            for pod in pods:
+                self.add_pod(pod, node_name)
+            return
         where = self._pod_node
         keys = [pod.namespace + "/" + pod.name for pod in pods]
         if len(set(keys)) != len(keys) or not where.keys().isdisjoint(keys):
@@ -520,6 +555,8 @@ class ClusterSnapshot:
         self._insert_pod(ni, key, pod)
         if self._journals:
             self._journals[-1].append((_ADD_POD, key, None))
+        if pod.resource_claims and self.dra is not None:
+            self._dra_reserve(pod, ni)
 
     def remove_pod(self, pod_key: str) -> Pod:
         """Remove a pod (`namespace/name`) from its node; returns it."""
@@ -530,6 +567,8 @@ class ClusterSnapshot:
         pod = self._delete_pod(ni, pod_key)
         if self._journals:
             self._journals[-1].append((_REMOVE_POD, pod, node_name))
+        if pod.resource_claims and self.dra is not None:
+            self._dra_change(self.dra.release(pod))
         return pod
 
     def _insert_pod(self, ni: SimNodeInfo, key: str, pod: Pod) -> None:
@@ -778,6 +817,8 @@ class ClusterSnapshot:
             elif op == _REMOVE_POD:
                 pod: Pod = a
                 self._insert_pod(self._nodes[b], pod.namespace + "/" + pod.name, pod)
+            elif op == _DRA:
+                a()
             elif op == _ADD_NODE:
                 gone = self._nodes.pop(a)
                 if self._watchers:
@@ -848,6 +889,20 @@ def _copies(pods: Sequence[Pod]) -> bool:
     # CSI limit to count.
     return volumes.count(()) == n or _CSI_VOLUME_KINDS.isdisjoint(
         {v.kind for vs in volumes for v in vs}
+    )
+
+
+def dra_state(objects: ClusterObjects) -> DraState | None:
+    """The DRA state of `objects`, or None when they hold no DRA object."""
+    # A pod's claims are ResourceClaims or come from ResourceClaimTemplates: without any,
+    # a pod with claims fits nowhere (the DynamicResources filter says so).
+    if not (objects.resource_slices or objects.resource_claims or objects.resource_claim_templates):
+        return None
+    return DraState.build(
+        objects.resource_slices,
+        objects.device_classes,
+        objects.resource_claims,
+        objects.resource_claim_templates,
     )
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from clusterscaler.model import HOSTNAME_LABEL, Node, NodeInfo, Pod, field_replacer
+from clusterscaler.model import HOSTNAME_LABEL, Node, NodeInfo, Pod, ResourceSlice, field_replacer
+from clusterscaler.simulator.dra import template_slices
 
 __all__ = ["AUTOSCALER_TAINTS", "TemplateCopier", "sanitize_template"]
 
@@ -29,7 +30,7 @@ class TemplateCopier:
     `sanitize_template` returned before this existed: the same fields, values and types.
     """
 
-    __slots__ = ("_labels", "_node", "_pods", "_taints")
+    __slots__ = ("_labels", "_node", "_pods", "_slices", "_taints")
 
     def __init__(
         self,
@@ -48,6 +49,7 @@ class TemplateCopier:
             and not (ignored_prefixes and t.key.startswith(ignored_prefixes))
         )
         self._pods = template.pods
+        self._slices = template.resource_slices
 
     def copy(self, name: str) -> tuple[Node, list[Pod]]:
         """A copy called `name`, with its pods renamed to match (see `sanitize_template`)."""
@@ -58,6 +60,10 @@ class TemplateCopier:
         )
         pods = [_copy_pod(p, f"{p.name}-{name}", f"{p.uid}-{name}", name) for p in self._pods]
         return new_node, pods
+
+    def slices(self, name: str) -> tuple[ResourceSlice, ...]:
+        """The template's ResourceSlices (DRA devices) for the copy called `name`."""
+        return template_slices(self._slices, name) if self._slices else ()
 
 
 def sanitize_template(

@@ -135,7 +135,9 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
     arithmetic counts every resource): then each pod is placed through them."""
     rep = pods[0]
     return snapshot.filters is None and not (
-        (
+        # Each pod with DRA claims takes devices of its own: placed one at a time.
+        rep.resource_claims
+        or (
             rep.topology_spread
             and not spread_cannot_reject(rep, _template_domains(template), snapshot)
         )
@@ -328,7 +330,7 @@ class BinpackingEstimator:
             if name not in snapshot:
                 break
         node, pods = state.copier.copy(name)
-        ni = snapshot.add_node(node, pods)
+        ni = snapshot.add_node(node, pods, state.copier.slices(name))
         state.new_nodes.append(name)
         state.room.append(ni)
         return ni

@@ -102,7 +102,7 @@ def not_schedulable_detail(pod: Pod, template: NodeInfo, snapshot: ClusterSnapsh
     node = instantiate(template, f"{template.node.name}-probe")
     snapshot.fork()
     try:
-        ni = snapshot.add_node(node.node, node.pods)
+        ni = snapshot.add_node(node.node, node.pods, node.resource_slices)
         return check_predicates(pod, ni, snapshot) or ""
     finally:
         snapshot.revert()

@@ -1,0 +1,182 @@
+"""The two DRA scenarios users meet first, through `simulate` and `explain` on a snapshot: a
+pod claiming a GPU makes the GPU group grow (not the CPU group), and a GPU node whose pod
+holds a device is not drained onto a node without devices."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clusterscaler.testing.cliprocess import clusterscaler_command
+
+DRIVER = "gpu.example.com"
+GROUP_LABEL = "eks.amazonaws.com/nodegroup"
+
+
+def node(name: str, group: str, cpu: str = "8") -> dict[str, Any]:
+    resources = {"cpu": cpu, "memory": "32Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {GROUP_LABEL: group, "kubernetes.io/hostname": name},
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"providerID": f"aws:///us-east-1a/i-{name}"},
+        "status": {"capacity": resources, "allocatable": resources,
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def gpu_slice(node_name: str, devices: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"{node_name}-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER, "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {"name": f"gpu-{i}", "attributes": {"model": {"string": "a100"}},
+                 "capacity": {"memory": {"value": "40Gi"}}}
+                for i in range(devices)
+            ],
+        },
+    }
+
+
+DEVICE_CLASS = {
+    "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+    "metadata": {"name": DRIVER},
+    "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+}
+TEMPLATE = {
+    "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+    "metadata": {"name": "one-gpu", "namespace": "default"},
+    "spec": {"spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {
+            "deviceClassName": DRIVER,
+            "selectors": [{"cel": {"expression": f'device.attributes["{DRIVER}"].model == "a100"'}}],
+        }}]}}},
+}
+
+
+def pod(name: str, node_name: str = "", claim: str = "") -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                     "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                          "name": f"{name}-rs", "uid": f"uid-rs-{name}",
+                                          "controller": True}]},
+        "spec": {
+            "containers": [{"name": "app", "resources": {"requests": {"cpu": "500m"}},
+                            "image": "app"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+        },
+        "status": {"phase": "Pending"},
+    }
+    if node_name:
+        doc["spec"]["nodeName"] = node_name
+        doc["status"] = {"phase": "Running",
+                         "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim}]}
+    else:
+        doc["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
+                                        "reason": "Unschedulable"}]
+    return doc
+
+
+def allocated_claim(name: str, owner: str, node_name: str, device: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": owner,
+                                          "uid": f"uid-{owner}", "controller": True}]},
+        "spec": TEMPLATE["spec"]["spec"],
+        "status": {
+            "allocation": {
+                "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node_name,
+                                         "device": device}]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]},
+            },
+            "reservedFor": [{"resource": "pods", "name": owner, "uid": f"uid-{owner}"}],
+        },
+    }
+
+
+def run(tmp_path: Path, command: str, items: list[dict[str, Any]], *args: str) -> dict[str, Any]:
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    proc = subprocess.run([*clusterscaler_command(), command, "--snapshot", str(path), "--json",
+                           *args], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(json.loads(proc.stdout))
+
+
+def replicaset(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": f"{name}-rs", "namespace": "default", "uid": f"uid-rs-{name}"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}},
+        "status": {"replicas": 1},
+    }
+
+
+def base(gpu_nodes: int = 1, devices: int = 1) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = [node("cpu-1", "cpu"), DEVICE_CLASS, TEMPLATE,
+                                   replicaset("trainer")]
+    for i in range(1, gpu_nodes + 1):
+        items += [node(f"gpu-{i}", "gpu"), gpu_slice(f"gpu-{i}", devices)]
+    items += [pod("trainer", "gpu-1", "trainer-gpu"),
+              allocated_claim("trainer-gpu", "trainer", "gpu-1", "gpu-0")]
+    return items
+
+
+def test_a_pod_claiming_a_gpu_grows_the_gpu_group(tmp_path: Path) -> None:
+    doc = run(tmp_path, "simulate", [*base(), pod("inference")], "--once")
+    assert [(d["nodeGroup"], d["to"]) for d in doc["scaleUp"]] == [("gpu", 2)], doc
+    explained = run(tmp_path, "explain", [*base(), pod("inference")])
+    [entry] = [e for e in explained["pendingPods"] if e["pod"] == "default/inference"]
+    assert entry["nodeGroups"]["gpu"]["helps"] is True
+    assert entry["nodeGroups"]["cpu"]["helps"] is False, entry
+
+
+def test_two_claiming_pods_need_two_new_gpu_nodes(tmp_path: Path) -> None:
+    doc = run(tmp_path, "simulate", [*base(), pod("a"), pod("b")], "--once")
+    assert [(d["nodeGroup"], d["to"]) for d in doc["scaleUp"]] == [("gpu", 3)], doc
+
+
+def test_a_gpu_node_whose_pod_holds_a_device_is_kept(tmp_path: Path) -> None:
+    explained = run(tmp_path, "explain", base())
+    reasons = {u["node"]: u for u in explained["unremovable"]}
+    assert "gpu-1" in reasons, explained["unremovable"]
+    assert reasons["gpu-1"]["reason"] == "NoPlaceToMovePods", reasons["gpu-1"]
+
+
+@pytest.mark.parametrize("devices", [2])
+def test_a_gpu_node_drains_onto_another_gpu_node_with_a_free_device(
+    tmp_path: Path, devices: int
+) -> None:
+    # gpu-2 is busy (not a candidate itself) and has free devices.
+    busy = pod("busy", "gpu-2")
+    busy["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "6"
+    del busy["spec"]["resourceClaims"]
+    busy["status"].pop("resourceClaimStatuses")
+    items = [*base(gpu_nodes=2, devices=devices), busy, replicaset("busy")]
+    explained = run(tmp_path, "explain", items)
+    reasons = {u["node"]: u["reason"] for u in explained["unremovable"]}
+    # gpu-1's pod can take gpu-2's free device: gpu-1 is not kept, it is unneeded.
+    assert "gpu-1" not in reasons, explained["unremovable"]
+    assert "gpu-1" in {n["node"] for n in explained.get("unneeded", [])} or any(
+        "gpu-1" in json.dumps(e) for e in explained["scaleDown"]
+    ), explained
+
+
+def test_many_claiming_pods_take_one_node_each_of_a_one_gpu_group(tmp_path: Path) -> None:
+    """Twelve pods of one workload (alike: the estimator's arithmetic path) each take a GPU:
+    twelve new nodes, not as many as CPU alone would allow on one."""
+    pending = [pod(f"w-{i}") for i in range(12)]
+    for p in pending:
+        p["metadata"]["ownerReferences"][0].update(name="w-rs", uid="uid-rs-w")
+    doc = run(tmp_path, "simulate", [*base(), *pending, replicaset("w")], "--once")
+    assert [(d["nodeGroup"], d["to"]) for d in doc["scaleUp"]] == [("gpu", 13)], doc
