@@ -121,6 +121,9 @@ class ListerSpec(Generic[T]):
     parse: Callable[[Mapping[str, Any]], T]
     kwargs: Mapping[str, Any] | None = None
     index_by: Callable[[T], str] | None = None
+    # A resource the API server may not serve (resource.k8s.io/v1 before Kubernetes 1.34):
+    # a 404 on its list means there is none, and the cache is synced and empty.
+    optional: bool = False
 
 
 class Backoff:
@@ -208,6 +211,8 @@ class Informer(Generic[T]):
         self.backoff = backoff or Backoff()
         self._items: dict[str, T] = {}
         self._unreadable: dict[str, UnreadableObject] = {}
+        # Set while the API server answers 404 for an optional resource.
+        self.not_served = False
         # index value -> key -> object, kept with `_items` under the same lock.
         self._index: dict[str, dict[str, T]] = {}
         self._lock = threading.Lock()
@@ -256,7 +261,7 @@ class Informer(Generic[T]):
         """
         if not self.has_synced:
             return "not listed yet"
-        if self._watching:
+        if self._watching or self.not_served:
             return ""
         if self._failing:
             return f"retrying after a failure ({self.last_error})"
@@ -354,6 +359,10 @@ class Informer(Generic[T]):
                 if exc.status == 410:
                     need_list = True
                     continue
+                if exc.status == 404 and self.spec.optional and need_list:
+                    self._empty_not_served()
+                    self._stop.wait(NOT_SERVED_RECHECK_SECONDS)
+                    continue
                 self._failed(f"HTTP {exc.status} {exc.reason}")
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
                 if self._stop.is_set():
@@ -366,6 +375,19 @@ class Informer(Generic[T]):
                 log.exception("informer_unexpected_error", resource=self.spec.resource)
                 need_list = True
                 self._failed(f"{type(exc).__name__}: {exc}")
+
+    def _empty_not_served(self) -> None:
+        """The API server does not serve an optional resource: none exist."""
+        if not self.not_served:
+            log.info("informer_resource_not_served", resource=self.spec.resource)
+        with self._lock:
+            self._items = {}
+            self._unreadable = {}
+            self._index = {}
+        self.not_served = True
+        self._failing = False
+        self._confirmed = self._clock()
+        self._synced.set()
 
     def _failed(self, error: str) -> None:
         self.last_error = error
@@ -464,6 +486,7 @@ class Informer(Generic[T]):
         if self.observer is not None:
             self.observer.listed(list(items.values()), initial=not self.relists)
         self.relists += 1
+        self.not_served = False
         self._confirmed = self._clock()
         self._failing = False
         self._synced.set()
@@ -584,6 +607,10 @@ class Informer(Generic[T]):
                 observer.deleted(gone)
         if resource_version:
             self.resource_version = resource_version
+
+
+# How often an optional resource the API server does not serve is asked for again.
+NOT_SERVED_RECHECK_SECONDS = 60.0
 
 
 def wait_all(informers: list[Informer[Any]], timeout: float) -> bool:

@@ -20,6 +20,12 @@ from clusterscaler.model import (
     parse_pvc,
     parse_storage_class,
 )
+from clusterscaler.model.dra import (
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
 from kubernetes import client as k8s
 
 from .informer import Informer, ListerSpec, wait_all
@@ -54,6 +60,7 @@ def lister_specs(api_client: Any, namespace: str) -> list[ListerSpec[Any]]:
     batch = k8s.BatchV1Api(api_client)
     policy = k8s.PolicyV1Api(api_client)
     storage = k8s.StorageV1Api(api_client)
+    resource = k8s.ResourceV1Api(api_client)
     return [
         ListerSpec("nodes", "Node", core.list_node, parse_node),
         ListerSpec(
@@ -107,6 +114,18 @@ def lister_specs(api_client: Any, namespace: str) -> list[ListerSpec[Any]]:
             {"namespace": namespace},
         ),
         ListerSpec("namespaces", "Namespace", core.list_namespace, parse_namespace),
+        # DRA (resource.k8s.io/v1, Kubernetes 1.34+): a cluster that does not serve it has
+        # none of these, and its caches are synced and empty.
+        ListerSpec("resourceslices", "ResourceSlice", resource.list_resource_slice,
+                   parse_resource_slice, optional=True),
+        ListerSpec("deviceclasses", "DeviceClass", resource.list_device_class,
+                   parse_device_class, optional=True),
+        ListerSpec("resourceclaims", "ResourceClaim",
+                   resource.list_resource_claim_for_all_namespaces, parse_resource_claim,
+                   optional=True),
+        ListerSpec("resourceclaimtemplates", "ResourceClaimTemplate",
+                   resource.list_resource_claim_template_for_all_namespaces,
+                   parse_resource_claim_template, optional=True),
     ]
 
 
@@ -217,5 +236,9 @@ class KubeClusterSource:
             csinodes=get["csinodes"].items(),
             config_maps=get["configmaps"].items(),
             namespaces=get["namespaces"].items(),
+            resource_slices=get["resourceslices"].items(),
+            device_classes=get["deviceclasses"].items(),
+            resource_claims=get["resourceclaims"].items(),
+            resource_claim_templates=get["resourceclaimtemplates"].items(),
             unreadable=[u for informer in get.values() for u in informer.unreadable()],
         )

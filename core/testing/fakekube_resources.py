@@ -116,6 +116,14 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _grp("storage.k8s.io", "CSIDriver", "csidrivers", namespaced=False, status_subresource=False),
     _grp("storage.k8s.io", "CSIStorageCapacity", "csistoragecapacities", status_subresource=False),
     _grp("storage.k8s.io", "VolumeAttachment", "volumeattachments", namespaced=False),
+    # DRA, as Kubernetes 1.34+ serves it (resource.k8s.io/v1).
+    _grp("resource.k8s.io", "DeviceClass", "deviceclasses", namespaced=False,
+         status_subresource=False),
+    _grp("resource.k8s.io", "ResourceSlice", "resourceslices", namespaced=False,
+         status_subresource=False),
+    _grp("resource.k8s.io", "ResourceClaim", "resourceclaims"),
+    _grp("resource.k8s.io", "ResourceClaimTemplate", "resourceclaimtemplates",
+         status_subresource=False),
     _grp(
         "scheduling.k8s.io",
         "PriorityClass",

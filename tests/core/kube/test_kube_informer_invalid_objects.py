@@ -162,3 +162,41 @@ def test_an_unreadable_pod_is_forgotten_once_fixed_or_deleted(fake_kube: FakeKub
         eventually(lambda: informer.unreadable() == [])
     finally:
         informer.stop()
+
+
+def widgets_informer(kube: FakeKubeServer, *, optional: bool) -> Informer[Any]:
+    custom = client.CustomObjectsApi(kube.api_client())
+
+    def list_widgets(**kwargs: Any) -> Any:
+        return custom.list_cluster_custom_object("example.com", "v1", "widgets", **kwargs)
+
+    return Informer(
+        ListerSpec("widgets", "Widget", list_widgets, dict, optional=optional),
+        backoff=Backoff(initial=0.05, maximum=0.2),
+    )
+
+
+def test_an_optional_resource_the_server_does_not_serve_is_synced_and_empty(
+    fake_kube: FakeKubeServer,
+) -> None:
+    """resource.k8s.io/v1 on a cluster older than 1.34: no DRA objects, and the loop runs."""
+    informer = widgets_informer(fake_kube, optional=True)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        assert informer.items() == [] and informer.not_served
+        assert informer.stale_reason() == ""
+    finally:
+        informer.stop()
+
+
+def test_a_required_resource_the_server_does_not_serve_never_syncs(
+    fake_kube: FakeKubeServer,
+) -> None:
+    informer = widgets_informer(fake_kube, optional=False)
+    informer.start()
+    try:
+        assert not informer.wait_for_sync(1)
+        assert "404" in informer.last_error
+    finally:
+        informer.stop()
