@@ -12,7 +12,7 @@ or `--kubeconfig`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -69,32 +69,30 @@ class KubeNodeStore:
         return self._informer.items()
 
     def create(self, node: Raw) -> None:
-        from kubernetes.client.exceptions import ApiException
-
         name = node["metadata"]["name"]
-        try:
-            self._core.create_node(body=node, _preload_content=False)
-        except ApiException as exc:
-            raise CloudProviderError(
-                f"kwok provider: creating node {name} failed: {exc.status} {exc.reason}: "
-                f"{_message(exc)}"
-            ) from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise CloudProviderError(f"kwok provider: creating node {name} failed: {exc}") from None
+        self._write("creating", name, lambda: self._core.create_node(
+            body=node, _preload_content=False))
 
     def delete(self, name: str) -> None:
+        # A node already gone counts as deleted.
+        self._write("deleting", name, lambda: self._core.delete_node(
+            name=name, _preload_content=False), missing_ok=True)
+
+    @staticmethod
+    def _write(action: str, name: str, call: Callable[[], Any], *, missing_ok: bool = False) -> None:
+        """One write of a Node; every failure is a `CloudProviderError` naming the node."""
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self._core.delete_node(name=name, _preload_content=False)
+            call()
         except ApiException as exc:
-            if exc.status != 404:
+            if not (missing_ok and exc.status == 404):
                 raise CloudProviderError(
-                    f"kwok provider: deleting node {name} failed: {exc.status} {exc.reason}: "
+                    f"kwok provider: {action} node {name} failed: {exc.status} {exc.reason}: "
                     f"{_message(exc)}"
                 ) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise CloudProviderError(f"kwok provider: deleting node {name} failed: {exc}") from None
+            raise CloudProviderError(f"kwok provider: {action} node {name} failed: {exc}") from None
 
     def close(self) -> None:
         self._informer.stop()
