@@ -78,8 +78,12 @@ class KubeRuntime:
         )
         elector = None
         if options.leader_elect:
+            # As CA: the Lease is renewed through a client of its own, so that the caches'
+            # lists and the loop's writes, throttled by --kube-client-qps, never hold a
+            # renewal past --leader-elect-renew-deadline.
+            lease_api = api if api_client is not None else build_api_client(settings)
             elector = LeaderElector(
-                api, LeaderElectionConfig.from_options(options), identity=identity
+                lease_api, LeaderElectionConfig.from_options(options), identity=identity
             )
         writer = None
         if options.write_status_configmap:

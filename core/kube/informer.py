@@ -15,6 +15,13 @@ the cache was last known to follow the cluster (an open watch stream, or the end
 successful list, event or full-length watch) longer ago than ``stale_after`` seconds, or
 whose last list or watch failed: the loop then refuses destructive actions until the cache
 is current again.
+
+Objects that cannot be parsed are left out and remembered (``unreadable()``), so that the
+loop keeps the nodes they are bound to; an optional resource the API server does not serve
+is a synced, empty cache.
+
+(Long on purpose: listing, watching, health and the unreadable objects share one cache,
+one lock and one resourceVersion; apart, each would reach into the others' state.)
 """
 
 from __future__ import annotations

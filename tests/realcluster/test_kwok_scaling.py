@@ -43,13 +43,21 @@ def test_scale_up_until_kube_scheduler_binds_every_pod(kwok_env: KwokEnv) -> Non
         # Several scan intervals (2 s) at most, not minutes.
         assert elapsed < 30, elapsed
 
+        def registered() -> int:
+            status = env.status_configmap()
+            if status is None:
+                return -1
+            groups = {g["name"]: g for g in yaml.safe_load(status["data"]["status"])["nodeGroups"]}
+            return int(groups["small"]["health"]["nodeCounts"]["registered"]["total"])
+
+        # The status is written at the end of each loop: the next loop sees the new nodes.
+        run.wait_for("the status ConfigMap to count three registered nodes",
+                     lambda: registered() == 3, 20)
         status = env.status_configmap()
         assert status is not None
         document = yaml.safe_load(status["data"]["status"])
         assert document["autoscalerStatus"] == "Running"
         groups = {g["name"]: g for g in document["nodeGroups"]}
-        assert "small" in groups, document
-        assert groups["small"]["health"]["nodeCounts"]["registered"]["total"] == 3
         assert groups["small"]["health"]["maxSize"] == 10
         assert "cluster-autoscaler.kubernetes.io/last-updated" in status["metadata"]["annotations"]
 

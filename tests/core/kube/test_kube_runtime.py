@@ -157,3 +157,21 @@ def test_initializing_status_is_written_once_while_polling_for_readiness(fake_ku
         if r.resource == "configmaps" and r.verb in ("create", "update")
     ]
     assert len(writes) == 1
+
+
+def test_the_lease_is_not_held_up_by_the_throttled_caches(fake_kube, tmp_path):
+    """As CA, leader election has a client of its own: with --kube-client-qps so low that
+    the caches' lists queue for seconds, the Lease is still taken (and renewed) at once."""
+    runtime = KubeRuntime.from_options(
+        options(tmp_path, fake_kube, kube_client_qps=5.0, kube_client_burst=1),
+        identity="me",
+        serve=False,
+    )
+    runtime.start()
+    try:
+        assert runtime.elector is not None
+        # The 20-odd caches need 4 s of tokens to list once.
+        assert runtime.elector.wait_for_leadership(0.8)
+        assert not runtime.source.has_synced
+    finally:
+        runtime.stop()
