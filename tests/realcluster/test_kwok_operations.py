@@ -98,7 +98,10 @@ def test_a_replica_that_loses_its_lease_exits_without_deleting_nodes(kwok_env: K
     env.configure(template_node("small", cpu="4"))
     ns = cluster.namespace()
     cluster.apply(deployment(ns, "web", 2, cpu="1500m"))
-    with env.run(*LEADER_FLAGS) as run:
+    # A renew deadline shorter than the apiserver's restart (several seconds).
+    short = ("--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s",
+             "--leader-elect-retry-period=1s")
+    with env.run(*short) as run:
         run.wait_for("two pods running", lambda: len(env.running(ns, "web")) == 2, 60)
         before = env.node_names()
         cluster.restart_apiserver()
