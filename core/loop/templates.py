@@ -181,6 +181,18 @@ def _disagreeing_labels(
     return out
 
 
+# A log line or status message names at most this many items, then counts the rest.
+LISTED_AT_MOST = 10
+
+
+def _listed(items: Sequence[str]) -> str:
+    """`a, b, c` for a few items; the first `LISTED_AT_MOST` and a count of the others for
+    many (a node with 5,000 labels must not make a 250 KB log line)."""
+    if len(items) <= LISTED_AT_MOST:
+        return ", ".join(items)
+    return ", ".join(items[:LISTED_AT_MOST]) + f" and {len(items) - LISTED_AT_MOST} more"
+
+
 def template_mismatch(
     group_id: str, live: Node, provided: Node, options: AutoscalingOptions
 ) -> ProviderProblem | None:
@@ -205,9 +217,9 @@ def template_mismatch(
         return None
     parts = []
     if resources:
-        parts.append("allocatable " + ", ".join(resources))
+        parts.append("allocatable " + _listed(resources))
     if labels:
-        parts.append("labels " + ", ".join(labels))
+        parts.append("labels " + _listed(labels))
     return ProviderProblem(
         group_id,
         TEMPLATE_MISMATCH,

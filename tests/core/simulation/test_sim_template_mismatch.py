@@ -64,6 +64,17 @@ def test_the_fields_that_disagree_are_named() -> None:
     assert template_mismatch("general", node, no_disk, ignoring) is None
 
 
+def test_thousands_of_disagreeing_labels_make_a_short_message() -> None:
+    """A node with 5,000 labels the template lacks: ten are named, the rest counted."""
+    many = {f"example.com/label-{i:04}": "x" for i in range(5000)}
+    node = live("n1").with_(labels={**LABELS, **many, "kubernetes.io/hostname": "n1"})
+    template = make_node("t", "4", "16Gi", labels=dict(LABELS), ephemeral_storage="100Gi")
+    problem = template_mismatch("general", node, template, AutoscalingOptions())
+    assert problem is not None
+    assert len(problem.message) < 1000, len(problem.message)
+    assert "example.com/label-0009 (node 'x', template missing) and 4990 more" in problem.message
+
+
 def loop_result():
     objects = ClusterObjects(
         nodes=[live("n1"), live("n2")],
