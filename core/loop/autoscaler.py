@@ -547,6 +547,7 @@ class Autoscaler:
             cleanups=tuple(cleanups),
             errors=tuple(errors),
             stale_caches=stale,
+            unreadable=tuple(objects.unreadable),
         )
 
     # ------------------------------------------------------------------ cluster upkeep

@@ -16,6 +16,7 @@ from typing import Any
 from clusterscaler.framework.cloudprovider import ProviderProblem
 from clusterscaler.framework.errors import ErrorType
 from clusterscaler.loop.expander import ExpanderWarning
+from clusterscaler.model import UnreadableObject
 from clusterscaler.simulator.drain import BlockingPodReason
 
 
@@ -369,6 +370,9 @@ class LoopResult:
     # The caches that stopped following the cluster (`resource: why`): while any is
     # stale, the loop takes no destructive action (scale-down, instance clean-up).
     stale_caches: tuple[str, ...] = ()
+    # Objects of the cluster the model could not read, left out of this loop (the nodes
+    # their pods are bound to are kept).
+    unreadable: tuple[UnreadableObject, ...] = ()
     # Scale-ups that failed in this loop (refused, instances failed, timed out).
     scale_up_failures: tuple[ScaleUpFailure, ...] = ()
     # --max-nodes-total in force (0: none), for CA's MaxNodesTotalReached.

@@ -329,6 +329,13 @@ def status_from_result(result: LoopResult) -> AutoscalerStatus:
             "stale caches, scale-down and instance clean-up paused: "
             + "; ".join(result.stale_caches)
         )
+    if result.unreadable:
+        shown = "; ".join(f"{u.kind} {u.key}: {u.error}" for u in result.unreadable[:3])
+        more = len(result.unreadable) - 3
+        parts.append(
+            f"{len(result.unreadable)} object(s) cannot be read and are left out (the nodes "
+            f"their pods are bound to are kept): {shown}" + (f" and {more} more" if more > 0 else "")
+        )
     parts.extend(f"{p.node_group}: {p.reason}: {p.message}" for p in result.problems)
     parts.extend(
         f"{g.name}: scale-down blocked: {g.scale_down_blocked}"
