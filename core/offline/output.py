@@ -102,12 +102,19 @@ def decision_json(result: LoopResult, *, include_waiting: bool = False) -> dict[
                 "reason": u.blocking_pod.reason.value,
             }
         unremovable.append(entry)
-    return {
+    doc: dict[str, Any] = {
         "scaleUp": scale_up,
         "scaleDown": removable_now(result, include_waiting=include_waiting),
         "unschedulable": unschedulable,
         "unremovable": unremovable,
     }
+    if result.unreadable:
+        # Objects the loop could not read and left out; the nodes of such pods are kept.
+        doc["unreadable"] = [
+            {"kind": u.kind, "object": u.key, "node": u.node_name, "error": u.error}
+            for u in result.unreadable
+        ]
+    return doc
 
 
 # --------------------------------------------------------------------------- timeline

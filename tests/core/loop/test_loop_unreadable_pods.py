@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from clusterscaler.loop.decisions import UnremovableReason
 from clusterscaler.model import ClusterObjects, UnreadableObject
+from clusterscaler.offline.output import decision_json
 from clusterscaler.report.status import status_from_result
 from loopkit import Harness
 
@@ -30,8 +31,11 @@ def test_a_node_with_an_unreadable_pod_is_kept_and_says_why() -> None:
     [u] = [u for u in first.scale_down.unremovable if u.node == "g-1"]
     assert u.reason is UnremovableReason.NOT_UNNEEDED_OTHER_REASON
     assert "default/odd" in u.detail and "cannot be read" in u.detail
-    # Said in the status ConfigMap's message.
+    # Said in the status ConfigMap's message and in `explain --json`.
     assert "1 object(s) cannot be read and are left out" in status_from_result(first).message
+    assert decision_json(first)["unreadable"] == [
+        {"kind": "Pod", "object": "default/odd", "node": "g-1", "error": bad.error}
+    ]
     later = h.run(ELEVEN_MINUTES)
     # The empty g-2 goes; g-1, which looks just as empty, stays.
     assert [d.node for d in later.scale_down.deletions if d.ok] == ["g-2"]
