@@ -12,19 +12,17 @@ from clusterscaler.model import (
     parse_controller,
     parse_csinode,
     parse_daemonset,
+    parse_device_class,
     parse_namespace,
     parse_node,
     parse_pdb,
     parse_pod,
     parse_pv,
     parse_pvc,
-    parse_storage_class,
-)
-from clusterscaler.model.dra import (
-    parse_device_class,
     parse_resource_claim,
     parse_resource_claim_template,
     parse_resource_slice,
+    parse_storage_class,
 )
 from kubernetes import client as k8s
 

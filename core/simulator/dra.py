@@ -63,6 +63,8 @@ REASON_CLAIM_MISSING = "waiting for resource claim to be created"
 DeviceId = tuple[str, str, str]  # driver, pool, device
 # How many choices the search for `matchAttribute` constraints tries before giving up.
 SEARCH_LIMIT = 10_000
+# A device without the attribute a constraint or grouping names.
+_MISSING = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +243,7 @@ class DraState:
             for name, devices in zip(names, chosen, strict=True)
             for c in devices
         )
-        node_local = all(r.driver and self._is_local(node.name, r) for r in results)
+        node_local = all(self._is_local(node.name, r) for r in results)
         selector = (
             (NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (node.name,)),)),)
             if node_local and results
@@ -445,8 +447,6 @@ def _search(
 
     return chosen if step(0) else None
 
-
-_MISSING = object()
 
 
 def template_slices(slices: Sequence[ResourceSlice], node_name: str) -> tuple[ResourceSlice, ...]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from clusterscaler.testing import controlplane
 from clusterscaler.testing.cliprocess import ClusterscalerProcess
 from clusterscaler.testing.realcluster import RealCluster
 
@@ -115,12 +115,6 @@ def deployment(namespace: str, name: str, replicas: int, *, cpu: str = "1500m",
     }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class KwokEnv:
     """One test's view of the cluster: the autoscaler's setup and helpers to read the state."""
@@ -136,7 +130,7 @@ class KwokEnv:
     def run(self, *flags: str, name: str = "run", port: int | None = None,
             env: dict[str, str] | None = None) -> ClusterscalerProcess:
         """`clusterscaler --cloud-provider=kwok` as the deploy/ ServiceAccount (a with-block)."""
-        port = port or free_port()
+        port = port or controlplane.free_port()
         process = ClusterscalerProcess(
             ["--cloud-provider=kwok", f"--kubeconfig={self.kubeconfig}",
              f"--namespace={NAMESPACE}", f"--address=127.0.0.1:{port}", *FAST_FLAGS, *flags],

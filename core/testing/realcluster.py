@@ -26,7 +26,6 @@ import pytest
 from clusterscaler.testing import controlplane
 
 MARKER = "realcluster"
-KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 
 @dataclass

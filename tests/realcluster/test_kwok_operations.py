@@ -82,6 +82,8 @@ def test_apiserver_restart_and_etcd_compaction_delete_nothing(kwok_env: KwokEnv)
         cluster.compact_etcd()
         cluster.restart_apiserver()
         assert env.node_names() == before, "a node was deleted across the restart"
+        # The caches relisted: their watches' resourceVersions were compacted away (410).
+        run.wait_for("the caches to relist", lambda: "informer_relist" in run.output(), 30)
         cluster.apply(deployment(ns, "more", 2, cpu="1500m"))
         run.wait_for("the scale-up after the restart",
                      lambda: len(env.running(ns, "more")) == 2, 60)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import random
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -44,13 +43,13 @@ from clusterscaler.api import (
 from clusterscaler_kwok import PROVIDER_NAME
 from clusterscaler_kwok.config import KwokConfig
 from clusterscaler_kwok.templates import (
-    GROUP_NAME_ANNOTATION,
     KWOK_NODE_ANNOTATION,
     KWOK_NODE_VALUE,
     METRICS_PATH_ANNOTATION,
     PROVIDER_ID_PREFIX,
     GroupTemplate,
     group_name,
+    group_name_of,
     node_name,
 )
 
@@ -246,7 +245,6 @@ class KwokCloudProvider:
         self._groups = {g.name: KwokNodeGroup(g, self) for g in groups}
         self._problems = list(problems)
         self._limiter = limiter
-        self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -255,17 +253,10 @@ class KwokCloudProvider:
     def node_groups(self) -> Sequence[KwokNodeGroup]:
         return list(self._groups.values())
 
-    def _group_of(self, labels: Mapping[str, str], annotations: Mapping[str, str],
-                  provider_id: str) -> KwokNodeGroup | None:
-        if not provider_id.startswith("kwok"):
-            return None
-        name = annotations.get(GROUP_NAME_ANNOTATION, "") or self.config.group_value(
-            labels, annotations
-        )
-        return self._groups.get(name)
-
     def node_group_for_node(self, node: Node) -> KwokNodeGroup | None:
-        return self._group_of(node.labels, node.annotations, node.provider_id)
+        if not node.provider_id.startswith("kwok"):
+            return None
+        return self._groups.get(group_name_of(node.labels, node.annotations, self.config))
 
     def has_instance(self, node: Node) -> bool:
         # The Node object is the instance.

@@ -79,12 +79,17 @@ def node_name(node: Mapping[str, Any]) -> str:
     return str((node.get("metadata") or {}).get("name") or "")
 
 
+def group_name_of(
+    labels: Mapping[str, str], annotations: Mapping[str, str], config: KwokConfig
+) -> str:
+    """The group named by a node's annotation `cluster-autoscaler.kwok.nodegroup/name`, else
+    by its grouping label or annotation; "" for none (upstream's getNGName)."""
+    return annotations.get(GROUP_NAME_ANNOTATION, "") or config.group_value(labels, annotations)
+
+
 def group_name(node: Mapping[str, Any], config: KwokConfig) -> str:
-    """The group a node (template or created) belongs to, or "" for none."""
-    annotations = _meta(node, "annotations")
-    return annotations.get(GROUP_NAME_ANNOTATION, "") or config.group_value(
-        _meta(node, "labels"), annotations
-    )
+    """`group_name_of` a raw node (template or created)."""
+    return group_name_of(_meta(node, "labels"), _meta(node, "annotations"), config)
 
 
 def _count(annotations: Mapping[str, str], key: str, default: int, node: str) -> int:
