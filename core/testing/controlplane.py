@@ -8,7 +8,7 @@ second build is instant. Nothing of theirs is kept in the repository.
 
 One entry point, ``scripts/controlplane.sh`` (this file run as a script)::
 
-    controlplane.sh build               build every binary (cached)
+    controlplane.sh build               build every binary, helm included (cached)
     controlplane.sh path NAME           print a binary's path on the last line (builds it first)
     controlplane.sh start DIR           start a cluster whose state lives in DIR; exit 0 when ready
     controlplane.sh stop DIR            stop exactly the processes `start` started
@@ -50,8 +50,18 @@ VERSIONS: dict[str, str] = {
     "kwok": "v0.8.0",
 }
 
+# Tools the tests use beside the cluster, each cached under its own version (a new Helm does
+# not rebuild the control plane). helm renders, lints and installs the chart of deploy/helm.
+TOOLS: dict[str, str] = {
+    "helm": "v3.22.0",
+}
+TOOL_MODULES = {
+    "helm": ("helm.sh/helm/v3/cmd/helm", "helm.sh/helm/v3/internal/version.version"),
+}
+
 KUBE_BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
 BINARIES = (*KUBE_BINARIES, "etcd", "kwok")
+ALL_BINARIES = (*BINARIES, *TOOLS)
 
 ADMIN_TOKEN = "clusterscaler-admin-token"  # loopback only; the cluster lives for one test run
 HOST = "127.0.0.1"
@@ -86,6 +96,10 @@ def bin_dir() -> Path:
 
 def stages_dir() -> Path:
     return build_dir() / "stages"
+
+
+def tool_path(name: str) -> Path:
+    return cache_root() / "tools" / f"{name}-{TOOLS[name]}" / name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,10 +264,33 @@ def _build_kwok(go: str, out: Path) -> None:
             target.chmod(0o644)
 
 
-def build(names: Sequence[str] = BINARIES) -> Path:
+def _build_tool(go: str, name: str) -> Path:
+    """``go install`` a tool at its pinned version, with that version stamped into it."""
+    target = tool_path(name)
+    if target.exists():
+        return target
+    package, version_var = TOOL_MODULES[name]
+    version = TOOLS[name]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    env = _go_env()
+    env["GOBIN"] = str(target.parent)
+    started = time.monotonic()
+    _run([go, "install", "-trimpath", "-ldflags", f"-s -w -X {version_var}={version}",
+          f"{package}@{version}"], target.parent, env)
+    print(f"built {name} {version} into {target} in {time.monotonic() - started:.0f}s",
+          file=sys.stderr)
+    return target
+
+
+def build(names: Sequence[str] = ALL_BINARIES) -> Path:
     """Build what is missing of ``names`` into the versioned cache; return the bin directory."""
     out = bin_dir()
-    missing = [name for name in names if not (out / name).exists()]
+    tools = [name for name in names if name in TOOLS]
+    if tools:
+        go = _go()
+        for name in tools:
+            _build_tool(go, name)
+    missing = [name for name in names if name not in TOOLS and not (out / name).exists()]
     if not missing:
         return out
     go = _go()
@@ -269,8 +306,12 @@ def build(names: Sequence[str] = BINARIES) -> Path:
 
 
 def binary(name: str) -> Path:
+    if name in TOOLS:
+        return _build_tool(_go(), name) if not tool_path(name).exists() else tool_path(name)
     if name not in BINARIES:
-        raise ControlPlaneError(f"unknown binary {name!r}; expected one of {', '.join(BINARIES)}")
+        raise ControlPlaneError(
+            f"unknown binary {name!r}; expected one of {', '.join(ALL_BINARIES)}"
+        )
     path = bin_dir() / name
     if not path.exists() or (name == "kwok" and not any(stages_dir().glob("*.yaml"))):
         build([name])
@@ -644,7 +685,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="build every binary into the versioned cache")
     path_cmd = sub.add_parser("path", help="print a binary's path (building it first)")
-    path_cmd.add_argument("name", choices=[*BINARIES, "stages"])
+    path_cmd.add_argument("name", choices=[*ALL_BINARIES, "stages"])
     for command in ("start", "stop", "restart-apiserver", "restart-etcd", "compact-etcd"):
         sub.add_parser(command).add_argument("dir", type=Path)
     sub.add_parser("versions", help="print the pinned versions as JSON")
@@ -655,7 +696,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "path":
             print(stages_dir() if args.name == "stages" else binary(args.name))
         elif args.command == "versions":
-            print(json.dumps(VERSIONS))
+            print(json.dumps({**VERSIONS, **TOOLS}))
         elif args.command == "start":
             cluster = start(args.dir)
             print(f"ready: {cluster.server}; kubeconfig {cluster.kubeconfig}")
