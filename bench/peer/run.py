@@ -1,0 +1,469 @@
+"""`python -m bench peer`: upstream Cluster Autoscaler and clusterscaler, side by side.
+
+    python -m bench peer --build [--ca-source PATH]     build upstream CA (cached)
+    python -m bench peer [--only NAME] [--repeat N] [--json]
+
+Each scenario of `bench.peer.scenarios` runs `--repeat` times for each autoscaler, each run
+on a fresh control plane (`clusterscaler.testing.controlplane`): the kwok provider's
+ConfigMaps are applied, the autoscaler is started (`--cloud-provider=kwok`, the same flags
+for both: CA's defaults plus the scenario's) and waited for until its first loop has run
+(`function_duration_seconds{function="main"}` counts one), then the scenario's workload is
+applied with one `kubectl apply`. From that moment the harness watches Nodes and Pods:
+
+- `decision_latency_s`: until the first Node appears (the first node-group increase);
+- `end_to_end_s`: until every pod of the workload is bound (`spec.nodeName` set);
+- `nodes_added` (and `nodes_per_group`), `pods_pending`: after the last pod was bound
+  and `settle_s` more seconds, or at the scenario's timeout;
+- `cpu_s`: the autoscaler process's CPU seconds (user + system, children included) from the
+  workload's creation to that end; `startup_cpu_s` before it;
+- `peak_rss_mib`: the process's peak resident set (`VmHWM`) over its whole life;
+- `loop_s`: its mean main-loop duration while the workload was handled, from /metrics.
+
+The two autoscalers alternate (CA first) so that a drift of the shared machine does not
+favour one. Text output prints both side by side with MET / NOT MET per target; `--json`
+prints `{"rows": [...], "targets": {...}, ...}`, one row per scenario, autoscaler and run.
+
+Exit status: 0 when every run completed, 1 when a run failed (the autoscaler exited, the
+control plane did not start, the workload was not applied), 2 on bad arguments or when
+upstream CA is not built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusterscaler.testing import controlplane, upstreamca
+from clusterscaler.testing.cliprocess import clusterscaler_command
+from clusterscaler.testing.controlplane import ControlPlaneError
+from clusterscaler.testing.kwokenv import GROUP_LABEL, NAMESPACE
+
+from bench.peer.observe import ClusterWatch, cluster_watch, cpu_seconds, main_loop, peak_rss_bytes
+from bench.peer.scenarios import SCENARIOS, PeerScenario
+from bench.peer.workload import as_list, provider_objects, workload_objects
+
+CA = "cluster-autoscaler"
+CLUSTERSCALER = "clusterscaler"
+AUTOSCALERS = (CA, CLUSTERSCALER)
+MIB = 1024 * 1024
+READY_TIMEOUT = 180.0
+STOP_TIMEOUT = 60.0
+# The CPU target: clusterscaler's CPU seconds per scale-up within this factor of CA's.
+CPU_FACTOR = 1.5
+
+
+# --------------------------------------------------------------------------- rows
+
+
+@dataclass
+class Row:
+    """One run of one scenario by one autoscaler (seconds, MiB)."""
+
+    scenario: str
+    autoscaler: str
+    run: int
+    decision_latency_s: float | None = None
+    end_to_end_s: float | None = None
+    nodes_added: int = 0
+    nodes_per_group: dict[str, int] = field(default_factory=dict)
+    pods: int = 0
+    pods_pending: int = 0
+    cpu_s: float | None = None
+    startup_cpu_s: float | None = None
+    peak_rss_mib: float | None = None
+    loop_s: float | None = None
+    loops: int = 0
+    version: str = ""
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    def decision(self) -> tuple[tuple[tuple[str, int], ...], int]:
+        """What both autoscalers must agree on: nodes per group and pods left pending."""
+        return tuple(sorted(self.nodes_per_group.items())), self.pods_pending
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- targets
+
+
+@dataclass(frozen=True)
+class Verdict:
+    target: str
+    met: bool
+    detail: str
+
+
+def _median(rows: Sequence[Row], attr: str) -> float | None:
+    values = [getattr(r, attr) for r in rows if getattr(r, attr) is not None]
+    return statistics.median(values) if values else None
+
+
+def _fmt(value: float | None, unit: str = "s") -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f} {unit}" if unit else f"{value:.2f}"
+
+
+def evaluate(scenario: str, rows: Sequence[Row]) -> list[Verdict]:
+    """Issue 32's targets for one scenario from its rows (medians over the runs; decisions
+    run by run). A target whose figures are missing (a failed run) is NOT MET."""
+    ca = [r for r in rows if r.scenario == scenario and r.autoscaler == CA]
+    ours = [r for r in rows if r.scenario == scenario and r.autoscaler == CLUSTERSCALER]
+    verdicts: list[Verdict] = []
+    failed = [r for r in (*ca, *ours) if not r.ok]
+    if failed or not ca or not ours:
+        what = "; ".join(f"{r.autoscaler} run {r.run}: {r.error}" for r in failed) or (
+            "no run of " + (CA if not ca else CLUSTERSCALER))
+        return [Verdict("every run completed", False, what)]
+
+    def compare(target: str, attr: str, unit: str, factor: float = 1.0) -> None:
+        a, b = _median(ca, attr), _median(ours, attr)
+        if a is None or b is None:
+            verdicts.append(Verdict(target, False, f"no figure ({CA} {_fmt(a, unit)}, "
+                                                   f"{CLUSTERSCALER} {_fmt(b, unit)})"))
+            return
+        bound = a * factor
+        met = b <= bound
+        limit = f"{factor}x {CA} {_fmt(a, unit)}" if factor != 1.0 else f"{CA} {_fmt(a, unit)}"
+        verdicts.append(Verdict(
+            target, met, f"{CLUSTERSCALER} {_fmt(b, unit)} {'<=' if met else '>'} {limit}"))
+
+    if scenario.startswith("scale-up"):
+        compare("decision latency <= CA", "decision_latency_s", "s")
+        compare("end to end <= CA", "end_to_end_s", "s")
+        compare(f"CPU seconds within {CPU_FACTOR}x CA", "cpu_s", "s", CPU_FACTOR)
+    compare("peak RSS <= CA", "peak_rss_mib", "MiB")
+    pairs = list(zip(sorted(ca, key=lambda r: r.run), sorted(ours, key=lambda r: r.run),
+                     strict=False))
+    differ = [(a, b) for a, b in pairs if a.decision() != b.decision()]
+    if differ:
+        a, b = differ[0]
+        verdicts.append(Verdict(
+            "equal decisions", False,
+            f"run {a.run}: {CA} {_decision_text(a)}; {CLUSTERSCALER} {_decision_text(b)}"))
+    else:
+        verdicts.append(Verdict("equal decisions", True,
+                                f"{len(pairs)} run(s): {_decision_text(pairs[0][1])}"))
+    return verdicts
+
+
+def _decision_text(row: Row) -> str:
+    groups = ", ".join(f"{g} +{n}" for g, n in sorted(row.nodes_per_group.items())) or "none"
+    return f"nodes {groups}; {row.pods_pending} pods pending"
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def autoscaler_command(autoscaler: str, kubeconfig: Path, port: int,
+                       flags: Sequence[str]) -> list[str]:
+    """The same arguments for both: the kwok provider, the cluster, /metrics on `port`."""
+    if autoscaler == CA:
+        program = [str(upstreamca.binary_path())]
+    elif autoscaler == CLUSTERSCALER:
+        program = clusterscaler_command()
+    else:
+        raise ValueError(f"unknown autoscaler {autoscaler!r}; expected one of {AUTOSCALERS}")
+    return [*program, "--cloud-provider=kwok", f"--kubeconfig={kubeconfig}",
+            f"--namespace={NAMESPACE}", f"--address=127.0.0.1:{port}", *flags]
+
+
+def autoscaler_env(kubeconfig: Path) -> dict[str, str]:
+    """Upstream's kwok provider outside a cluster reads these (realcluster-facts)."""
+    return {**os.environ, "KWOK_PROVIDER_MODE": "local", "POD_NAMESPACE": NAMESPACE,
+            "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}
+
+
+def kubectl(kubeconfig: Path, *args: str, input: str | None = None,
+            timeout: float = 300) -> str:
+    cmd = [str(controlplane.binary("kubectl")), f"--kubeconfig={kubeconfig}", *args]
+    proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    if proc.returncode != 0:
+        raise ControlPlaneError(f"kubectl {' '.join(args)} exited {proc.returncode}: "
+                                f"{proc.stderr.strip()[-2000:]}")
+    return proc.stdout
+
+
+def apply(kubeconfig: Path, objects: list[dict[str, Any]]) -> None:
+    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", "-",
+            input=json.dumps(as_list(objects)))
+
+
+def _log_tail(path: Path, chars: int = 2000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _version(autoscaler: str) -> str:
+    if autoscaler == CA:
+        return upstreamca.RELEASE
+    return f"clusterscaler {_git_commit()}"
+
+
+def _git_commit() -> str:
+    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, check=False, cwd=Path(__file__).resolve().parents[2])
+    return proc.stdout.strip() or "unknown"
+
+
+def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
+                   cluster: controlplane.Cluster, workdir: Path) -> Row:
+    """One run on a running, empty control plane `cluster`: see the module's docstring."""
+    row = Row(scenario.name, autoscaler, run, pods=scenario.pods, version=_version(autoscaler))
+    kubeconfig = cluster.kubeconfig
+    apply(kubeconfig, provider_objects(scenario))
+    port = controlplane.free_port()
+    log = workdir / f"{scenario.name}-{autoscaler}-{run}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            autoscaler_command(autoscaler, kubeconfig, port, scenario.flags),
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=autoscaler_env(kubeconfig), start_new_session=True,
+        )
+    watch: ClusterWatch | None = None
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        before = main_loop(port)
+        while before is None or before.count < 1:
+            if process.poll() is not None:
+                raise ControlPlaneError(f"{autoscaler} exited {process.returncode} before its "
+                                        f"first loop:\n{_log_tail(log)}")
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"{autoscaler}: no loop in {READY_TIMEOUT:.0f}s:\n"
+                                        f"{_log_tail(log)}")
+            time.sleep(0.2)
+            before = main_loop(port)
+        watch = cluster_watch(cluster, scenario.namespace, GROUP_LABEL)
+        watch.start()
+        startup_cpu = cpu_seconds(process.pid)
+        started = time.monotonic()
+        apply(kubeconfig, workload_objects(scenario))
+        end = started + scenario.timeout_s
+        done_at: float | None = None
+        while time.monotonic() < end:
+            if process.poll() is not None:
+                raise ControlPlaneError(f"{autoscaler} exited {process.returncode} during the "
+                                        f"run:\n{_log_tail(log)}")
+            bound, pending = watch.bound_and_pending()
+            if done_at is None and bound >= scenario.pods and pending == 0:
+                done_at = watch.last_bound_at
+            if done_at is not None and time.monotonic() >= done_at + scenario.settle_s:
+                break
+            time.sleep(0.1)
+        cpu_end = cpu_seconds(process.pid)
+        after = main_loop(port)
+        row.peak_rss_mib = round(peak_rss_bytes(process.pid) / MIB, 1)
+        row.startup_cpu_s = round(startup_cpu, 2)
+        row.cpu_s = round(cpu_end - startup_cpu, 2)
+        first = watch.first_node_at()
+        row.decision_latency_s = None if first is None else round(first - started, 2)
+        row.end_to_end_s = None if done_at is None else round(done_at - started, 2)
+        row.nodes_per_group = watch.nodes_per_group()
+        row.nodes_added = sum(row.nodes_per_group.values())
+        bound, pending = watch.bound_and_pending()
+        row.pods_pending = scenario.pods - bound
+        if after is not None and after.count > before.count:
+            row.loops = int(after.count - before.count)
+            row.loop_s = round((after.total - before.total) / (after.count - before.count), 3)
+        if watch.errors:
+            row.error = "; ".join(watch.errors[:3])
+    finally:
+        if watch is not None:
+            watch.stop()
+        _stop(process)
+    return row
+
+
+def run_one(scenario: PeerScenario, autoscaler: str, run: int, workdir: Path) -> Row:
+    """One run on a fresh control plane, stopped afterwards; a failure becomes the row's
+    `error`."""
+    root = workdir / f"{scenario.name}-{autoscaler}-{run}"
+    try:
+        cluster = controlplane.start(root)
+    except ControlPlaneError as err:
+        return Row(scenario.name, autoscaler, run, pods=scenario.pods,
+                   version=_version(autoscaler), error=f"control plane: {err}")
+    try:
+        return run_on_cluster(scenario, autoscaler, run, cluster, workdir)
+    except (ControlPlaneError, OSError, subprocess.SubprocessError) as err:
+        return Row(scenario.name, autoscaler, run, pods=scenario.pods,
+                   version=_version(autoscaler), error=f"{type(err).__name__}: {err}")
+    except Exception:
+        return Row(scenario.name, autoscaler, run, pods=scenario.pods,
+                   version=_version(autoscaler), error=traceback.format_exc(limit=5))
+    finally:
+        controlplane.stop(root)
+
+
+# --------------------------------------------------------------------------- output
+
+
+FIGURES = (
+    ("decision latency", "decision_latency_s", "s"),
+    ("end to end", "end_to_end_s", "s"),
+    ("CPU after the workload", "cpu_s", "s"),
+    ("CPU at start-up", "startup_cpu_s", "s"),
+    ("peak RSS", "peak_rss_mib", "MiB"),
+    ("main loop (mean)", "loop_s", "s"),
+)
+
+
+def _cell(rows: Sequence[Row], attr: str, unit: str) -> str:
+    values = [getattr(r, attr) for r in rows]
+    if not values or all(v is None for v in values):
+        return "-"
+    median = _median(rows, attr)
+    text = _fmt(median, unit)
+    if len(values) > 1:
+        text += " [" + " ".join("-" if v is None else f"{v:g}" for v in values) + "]"
+    return text
+
+
+def render(rows: Sequence[Row], scenarios: Sequence[str], header: str) -> str:
+    lines = [header]
+    for name in scenarios:
+        scenario = SCENARIOS.get(name)
+        ca = [r for r in rows if r.scenario == name and r.autoscaler == CA]
+        ours = [r for r in rows if r.scenario == name and r.autoscaler == CLUSTERSCALER]
+        lines.append("")
+        lines.append(f"{name}: {scenario.title if scenario else ''} "
+                     f"({len(ca)} + {len(ours)} runs, medians [runs])")
+        lines.append(f"  {'':<24}{CA:<34}{CLUSTERSCALER}")
+        for label, attr, unit in FIGURES:
+            lines.append(f"  {label:<24}{_cell(ca, attr, unit):<34}{_cell(ours, attr, unit)}")
+        for label, group in ((CA, ca), (CLUSTERSCALER, ours)):
+            for r in group:
+                status = f"error: {r.error.splitlines()[0][:200]}" if r.error else _decision_text(r)
+                lines.append(f"  {label} run {r.run}: {status}")
+        for verdict in evaluate(name, rows):
+            mark = "MET    " if verdict.met else "NOT MET"
+            lines.append(f"  {mark} {verdict.target}: {verdict.detail}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- command
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench peer",
+        description="Upstream Cluster Autoscaler and clusterscaler on the same real control "
+                    "plane, same kwok node groups, same workload.",
+    )
+    parser.add_argument("--build", action="store_true",
+                        help="build upstream CA (and the control plane) into the cache, then exit")
+    parser.add_argument("--ca-source", type=Path, default=None, metavar="PATH",
+                        help="a git repository of kubernetes/autoscaler holding "
+                             f"{upstreamca.RELEASE}, used when the module proxy refuses CA "
+                             f"(default ${upstreamca.SOURCE_ENV})")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        choices=list(SCENARIOS),
+                        help=f"run this scenario (repeatable; default all: {', '.join(SCENARIOS)})")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="runs per scenario and autoscaler (default 1)")
+    parser.add_argument("--json", action="store_true",
+                        help='print one JSON document {"rows": [...], "targets": {...}, ...}')
+    parser.add_argument("--work-dir", type=Path, default=None, metavar="DIR",
+                        help="keep the control planes' directories and the autoscalers' logs "
+                             "here (default: a temporary directory, removed)")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.build:
+        try:
+            controlplane.build()
+            binary = upstreamca.build(args.ca_source)
+        except ControlPlaneError as err:
+            print(f"python -m bench peer --build: {err}", file=sys.stderr)
+            return 1
+        print(binary)
+        info = upstreamca.BuildInfo.load()
+        if info is not None:
+            print(json.dumps(asdict(info), indent=2))
+        return 0
+    if not upstreamca.built():
+        print(f"python -m bench peer: upstream CA is not built ({upstreamca.binary_path()} is "
+              "missing); run `python -m bench peer --build` first", file=sys.stderr)
+        return 2
+    from bench.run import machine
+
+    names = args.only or list(SCENARIOS)
+    before = machine()
+    started = time.time()
+    workdir = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-peer-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    try:
+        for name in names:
+            for run in range(1, args.repeat + 1):
+                for autoscaler in AUTOSCALERS:
+                    if not args.json:
+                        print(f"running {name} with {autoscaler} (run {run}) ...",
+                              file=sys.stderr, flush=True)
+                    rows.append(run_one(SCENARIOS[name], autoscaler, run, workdir))
+    finally:
+        if args.work_dir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    after = machine()
+    info = upstreamca.BuildInfo.load()
+    command = " ".join(["python -m bench peer", *(argv if argv is not None else sys.argv[1:])])
+    if args.json:
+        doc = {
+            "rows": [r.to_json() for r in rows],
+            "targets": {n: [asdict(v) for v in evaluate(n, rows)] for n in names},
+            "machine": before,
+            "loadavgAfter": after["loadavg"],
+            "command": command,
+            "clusterAutoscaler": None if info is None else asdict(info),
+            "elapsedSeconds": round(time.time() - started, 1),
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        header = (
+            f"machine: {before['cpu']}, {before['cores']} cores, python {before['python']}; "
+            f"load {before['loadavg'][0]:.2f} before, {after['loadavg'][0]:.2f} after; "
+            f"clusterscaler commit {before['commit']}; {upstreamca.RELEASE} "
+            f"({upstreamca.PSEUDO_VERSION}); command: {command}"
+        )
+        print(render(rows, names, header))
+    return 0 if all(r.ok for r in rows) else 1

@@ -1,0 +1,112 @@
+"""The scenarios of `python -m bench peer`: node groups, workload and flags, as plain data.
+
+Each scenario is run on a fresh control plane, once with upstream Cluster Autoscaler and
+once with clusterscaler, with the same kwok node groups (`NodeGroup`, one template node
+each in the kwok provider's templates ConfigMap), the same Deployments (`Workload`) and the
+same flags. A Workload with a `pool` selects its node group by the label `workload-pool`,
+as teams pin workloads to node pools; the node groups differ in size so that the
+estimator's packing matters.
+
+`--scan-interval=1s` is the one flag every scenario sets over CA's defaults: with CA's
+10 s, the time to the first increase would mostly measure where in its interval the loop
+was when the workload appeared, not the autoscaler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+POOL_LABEL = "workload-pool"
+COMMON_FLAGS = ("--scan-interval=1s",)
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """A kwok node group: one template node of this size, at most `max_count` nodes."""
+
+    name: str
+    cpu: int  # cores
+    memory_gi: int
+    max_count: int = 200
+    pods: int = 110
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A Deployment of real-shaped pods: an app container with `cpu_m` / `memory_mi`
+    requests and a log sidecar of 50m / 64Mi (limits twice the requests), pinned to node
+    group `pool` when set."""
+
+    name: str
+    replicas: int
+    cpu_m: int
+    memory_mi: int
+    pool: str | None = None
+
+    @property
+    def pod_cpu_m(self) -> int:
+        return self.cpu_m + SIDECAR_CPU_M
+
+    @property
+    def pod_memory_mi(self) -> int:
+        return self.memory_mi + SIDECAR_MEMORY_MI
+
+
+SIDECAR_CPU_M = 50
+SIDECAR_MEMORY_MI = 64
+
+
+@dataclass(frozen=True)
+class PeerScenario:
+    """One row of the side-by-side table."""
+
+    name: str
+    title: str
+    groups: tuple[NodeGroup, ...]
+    workloads: tuple[Workload, ...]
+    flags: tuple[str, ...] = COMMON_FLAGS
+    namespace: str = "peer"
+    # Seconds from the workload's creation until every pod must be bound.
+    timeout_s: float = 300.0
+    # Seconds to keep watching after the last pod is bound, so that a late or excess
+    # increase is counted.
+    settle_s: float = 5.0
+
+    @property
+    def pods(self) -> int:
+        return sum(w.replicas for w in self.workloads)
+
+    def group(self, name: str) -> NodeGroup:
+        for group in self.groups:
+            if group.name == name:
+                return group
+        raise KeyError(f"scenario {self.name}: no node group {name!r}")
+
+
+def _scale_up(name: str, title: str, factor: int, *, timeout_s: float) -> PeerScenario:
+    """Four Deployments onto three node groups of 4, 8 and 16 cores: `factor` x 1,000 pods."""
+    groups = (
+        NodeGroup("pool-a", cpu=4, memory_gi=16, max_count=100 * factor),
+        NodeGroup("pool-b", cpu=8, memory_gi=32, max_count=100 * factor),
+        NodeGroup("pool-c", cpu=16, memory_gi=64, max_count=100 * factor),
+    )
+    workloads = (
+        Workload("web", 400 * factor, cpu_m=450, memory_mi=900, pool="pool-b"),
+        Workload("api", 300 * factor, cpu_m=950, memory_mi=1900, pool="pool-c"),
+        Workload("worker", 200 * factor, cpu_m=200, memory_mi=400, pool="pool-a"),
+        Workload("report", 100 * factor, cpu_m=1450, memory_mi=2900, pool="pool-c"),
+    )
+    return PeerScenario(name, title, groups, workloads, timeout_s=timeout_s)
+
+
+SCENARIOS: dict[str, PeerScenario] = {
+    s.name: s
+    for s in (
+        _scale_up("scale-up-1k", "1,000 pending pods of 4 Deployments onto 3 empty node groups",
+                  1, timeout_s=300.0),
+        _scale_up("scale-up-5k", "5,000 pending pods of 4 Deployments onto 3 empty node groups",
+                  5, timeout_s=900.0),
+        _scale_up("scale-up-20k", "20,000 pending pods of 4 Deployments onto 3 empty node groups",
+                  20, timeout_s=1800.0),
+    )
+}

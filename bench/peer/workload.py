@@ -1,0 +1,158 @@
+"""The objects `python -m bench peer` applies: the kwok provider's ConfigMaps and the
+Deployments of a scenario, as a user writes them.
+
+The templates ConfigMap and the config ConfigMap are the ones clusterscaler's kwok tests
+use (upstream's chart's config, unchanged). Each Deployment's pod template has the shape of
+`bench/scenarios/realpods.py`'s pods: an app container with requests, limits, ports, env
+(values, field and resource references), envFrom, liveness and readiness probes, a
+security context and volume mounts; a log sidecar; a ConfigMap, a Secret and an emptyDir
+volume; a required node affinity on the OS and a preferred pod anti-affinity on the
+hostname. The API server adds the rest a real pod carries (the ServiceAccount's projected
+token volume, the default tolerations, the scheduling defaults).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusterscaler.testing.kwokenv import KWOK_TOLERATION, provider_configmaps, template_node
+
+from bench.peer.scenarios import (
+    POOL_LABEL,
+    SIDECAR_CPU_M,
+    SIDECAR_MEMORY_MI,
+    PeerScenario,
+    Workload,
+)
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+OS_LABEL = "kubernetes.io/os"
+
+
+def provider_objects(scenario: PeerScenario) -> list[dict[str, Any]]:
+    """The kwok provider's config and templates ConfigMaps for the scenario's node groups."""
+    templates = [
+        template_node(
+            group.name, cpu=str(group.cpu), memory=f"{group.memory_gi}Gi", pods=str(group.pods),
+            min_count=0, max_count=group.max_count, labels={POOL_LABEL: group.name},
+        )
+        for group in scenario.groups
+    ]
+    return provider_configmaps(templates)
+
+
+def _probe(path: str) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": 8080, "scheme": "HTTP"},
+        "initialDelaySeconds": 5, "periodSeconds": 10, "timeoutSeconds": 1,
+        "successThreshold": 1, "failureThreshold": 3,
+    }
+
+
+def deployment(namespace: str, workload: Workload) -> dict[str, Any]:
+    app = workload.name
+    labels = {"app": app}
+    app_container = {
+        "name": app,
+        "image": f"registry.example.com/{namespace}/{app}:1.24.3",
+        "imagePullPolicy": "IfNotPresent",
+        "ports": [
+            {"containerPort": 8080, "name": "http", "protocol": "TCP"},
+            {"containerPort": 9090, "name": "metrics", "protocol": "TCP"},
+        ],
+        "env": [
+            {"name": "APP_NAME", "value": app},
+            {"name": "LOG_LEVEL", "value": "info"},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "GOMAXPROCS",
+             "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "1"}}},
+        ],
+        "envFrom": [{"configMapRef": {"name": f"{app}-config"}},
+                    {"secretRef": {"name": f"{app}-secrets"}}],
+        "resources": {
+            "requests": {"cpu": f"{workload.cpu_m}m", "memory": f"{workload.memory_mi}Mi"},
+            "limits": {"cpu": f"{2 * workload.cpu_m}m", "memory": f"{2 * workload.memory_mi}Mi"},
+        },
+        "livenessProbe": _probe("/healthz"),
+        "readinessProbe": _probe("/ready"),
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "runAsNonRoot": True},
+        "volumeMounts": [
+            {"mountPath": "/etc/app", "name": "config", "readOnly": True},
+            {"mountPath": "/etc/app/secrets", "name": "secrets", "readOnly": True},
+            {"mountPath": "/tmp", "name": "tmp"},
+        ],
+    }
+    sidecar = {
+        "name": "log-shipper",
+        "image": "registry.example.com/platform/log-shipper:2.3.1",
+        "args": ["--input=/var/log/app", "--output=stdout"],
+        "resources": {
+            "requests": {"cpu": f"{SIDECAR_CPU_M}m", "memory": f"{SIDECAR_MEMORY_MI}Mi"},
+            "limits": {"cpu": f"{2 * SIDECAR_CPU_M}m", "memory": f"{2 * SIDECAR_MEMORY_MI}Mi"},
+        },
+        "volumeMounts": [{"mountPath": "/var/log/app", "name": "tmp", "readOnly": True}],
+    }
+    spec: dict[str, Any] = {
+        "containers": [app_container, sidecar],
+        "volumes": [
+            {"name": "config", "configMap": {"name": f"{app}-config"}},
+            {"name": "secrets", "secret": {"secretName": f"{app}-secrets"}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+        "tolerations": [KWOK_TOLERATION],
+        "terminationGracePeriodSeconds": 30,
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": OS_LABEL, "operator": "In", "values": ["linux"]}]}]}},
+            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 100,
+                "podAffinityTerm": {"labelSelector": {"matchLabels": labels},
+                                    "topologyKey": HOSTNAME_LABEL},
+            }]},
+        },
+    }
+    if workload.pool is not None:
+        spec["nodeSelector"] = {POOL_LABEL: workload.pool}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": app, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": workload.replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    # The emptyDir would otherwise keep the node (--skip-nodes-with-local-storage).
+                    "annotations": {
+                        "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes": "tmp"},
+                },
+                "spec": spec,
+            },
+        },
+    }
+
+
+def workload_objects(scenario: PeerScenario) -> list[dict[str, Any]]:
+    """The scenario's namespace, each Deployment's ConfigMap and Secret, then the
+    Deployments (the order `kubectl apply` needs)."""
+    ns = scenario.namespace
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+    ]
+    for w in scenario.workloads:
+        objects.append({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": f"{w.name}-config", "namespace": ns},
+                        "data": {"app.yaml": f"name: {w.name}\nport: 8080\n"}})
+        objects.append({"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": f"{w.name}-secrets", "namespace": ns},
+                        "stringData": {"token": f"{w.name}-token"}})
+    objects.extend(deployment(ns, w) for w in scenario.workloads)
+    return objects
+
+
+def as_list(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "items": objects}

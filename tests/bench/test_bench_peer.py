@@ -1,0 +1,287 @@
+"""`python -m bench peer`'s contract without building upstream CA: arguments, rows, targets,
+the workload it applies, what it reads from watches and /metrics, and the helper module
+that builds CA."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from clusterscaler.testing import upstreamca
+
+from bench.peer import observe, run
+from bench.peer.run import CA, CLUSTERSCALER, Row, evaluate, render
+from bench.peer.scenarios import POOL_LABEL, SCENARIOS
+from bench.peer.workload import provider_objects, workload_objects
+
+REQUIRED = {"scenario", "autoscaler", "decision_latency_s", "end_to_end_s", "nodes_added",
+            "pods_pending", "cpu_s", "peak_rss_mib"}
+
+
+def _row(autoscaler: str, run_no: int = 1, *, latency: float = 3.0, e2e: float = 20.0,
+         cpu: float = 4.0, rss: float = 100.0, groups: dict[str, int] | None = None,
+         pending: int = 0, error: str = "") -> Row:
+    groups = {"pool-a": 13, "pool-b": 25} if groups is None else groups
+    return Row("scale-up-1k", autoscaler, run_no, decision_latency_s=latency, end_to_end_s=e2e,
+               nodes_added=sum(groups.values()), nodes_per_group=groups, pods=1000,
+               pods_pending=pending, cpu_s=cpu, startup_cpu_s=1.0, peak_rss_mib=rss,
+               error=error)
+
+
+def _verdicts(rows: list[Row]) -> dict[str, run.Verdict]:
+    return {v.target: v for v in evaluate("scale-up-1k", rows)}
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def test_arguments() -> None:
+    args = run.parse_args(["--only", "scale-up-1k", "--repeat", "3", "--json"])
+    assert (args.only, args.repeat, args.json, args.build) == (["scale-up-1k"], 3, True, False)
+    assert run.parse_args(["--build"]).build
+
+
+@pytest.mark.parametrize("argv", [["--only", "no-such-row"], ["--repeat", "0"]],
+                         ids=["unknown-scenario", "zero-repeat"])
+def test_bad_arguments_exit_2(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run.parse_args(argv)
+    assert exc.value.code == 2
+
+
+def test_smallest_scale_up_is_scale_up_1k() -> None:
+    assert SCENARIOS["scale-up-1k"].pods == 1000
+    assert min((s for s in SCENARIOS.values() if s.name.startswith("scale-up")),
+               key=lambda s: s.pods).name == "scale-up-1k"
+
+
+def test_not_built_exits_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CLUSTERSCALER_CACHE", str(tmp_path))
+    assert run.main(["--only", "scale-up-1k"]) == 2
+    assert "--build" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- rows and targets
+
+
+def test_row_json_has_the_contract_fields() -> None:
+    doc = _row(CA).to_json()
+    assert set(doc) >= REQUIRED
+    assert doc["autoscaler"] == "cluster-autoscaler"
+    assert doc["nodes_added"] == 38
+    json.dumps(doc)
+
+
+def test_targets_met_when_clusterscaler_is_at_least_as_good() -> None:
+    verdicts = _verdicts([_row(CA), _row(CLUSTERSCALER, latency=2.0, e2e=20.0, cpu=5.9, rss=90)])
+    assert all(v.met for v in verdicts.values()), verdicts
+    assert set(verdicts) == {"decision latency <= CA", "end to end <= CA",
+                             "CPU seconds within 1.5x CA", "peak RSS <= CA", "equal decisions"}
+
+
+@pytest.mark.parametrize(
+    ("ours", "missed"),
+    [
+        ({"latency": 3.5}, "decision latency <= CA"),
+        ({"e2e": 21.0}, "end to end <= CA"),
+        ({"cpu": 6.1}, "CPU seconds within 1.5x CA"),
+        ({"rss": 101.0}, "peak RSS <= CA"),
+        ({"groups": {"pool-a": 14, "pool-b": 25}}, "equal decisions"),
+        ({"pending": 3}, "equal decisions"),
+    ],
+    ids=["latency", "end-to-end", "cpu", "rss", "nodes-per-group", "pods-pending"],
+)
+def test_each_target_can_be_missed(ours: dict[str, object], missed: str) -> None:
+    verdicts = _verdicts([_row(CA), _row(CLUSTERSCALER, **ours)])  # type: ignore[arg-type]
+    assert [t for t, v in verdicts.items() if not v.met] == [missed]
+
+
+def test_medians_over_runs_and_decisions_run_by_run() -> None:
+    rows = [_row(CA, 1, latency=3), _row(CA, 2, latency=5), _row(CA, 3, latency=4),
+            _row(CLUSTERSCALER, 1, latency=4.5), _row(CLUSTERSCALER, 2, latency=1),
+            _row(CLUSTERSCALER, 3, latency=2, groups={"pool-a": 12})]
+    verdicts = _verdicts(rows)
+    assert verdicts["decision latency <= CA"].met  # median 2 <= median 4
+    assert not verdicts["equal decisions"].met
+    assert "run 3" in verdicts["equal decisions"].detail
+
+
+def test_a_failed_run_is_not_met() -> None:
+    verdicts = evaluate("scale-up-1k", [_row(CA), _row(CLUSTERSCALER, error="exited 1")])
+    assert [(v.target, v.met) for v in verdicts] == [("every run completed", False)]
+    assert "exited 1" in verdicts[0].detail
+
+
+def test_render_prints_both_side_by_side_with_verdicts() -> None:
+    text = render([_row(CA), _row(CLUSTERSCALER, latency=9.0)], ["scale-up-1k"], "header")
+    lines = text.splitlines()
+    assert lines[0] == "header"
+    assert any(CA in line and CLUSTERSCALER in line for line in lines)
+    assert re.search(r"decision latency\s+3\.00 s\s+9\.00 s", text)
+    assert "NOT MET decision latency <= CA" in text
+    assert "MET     equal decisions" in text
+
+
+# --------------------------------------------------------------------------- the workload
+
+
+def test_workload_is_real_shaped_and_pinned_to_its_pool() -> None:
+    scenario = SCENARIOS["scale-up-1k"]
+    objects = workload_objects(scenario)
+    assert objects[0] == {"apiVersion": "v1", "kind": "Namespace",
+                          "metadata": {"name": scenario.namespace}}
+    deployments = [o for o in objects if o["kind"] == "Deployment"]
+    assert sum(d["spec"]["replicas"] for d in deployments) == scenario.pods
+    for d, w in zip(deployments, scenario.workloads, strict=True):
+        pod = d["spec"]["template"]["spec"]
+        app, sidecar = pod["containers"]
+        assert app["resources"]["requests"] == {"cpu": f"{w.cpu_m}m", "memory": f"{w.memory_mi}Mi"}
+        assert app["resources"]["limits"]["cpu"] == f"{2 * w.cpu_m}m"
+        assert app["livenessProbe"] and app["readinessProbe"] and app["env"] and app["envFrom"]
+        assert sidecar["resources"]["requests"] == {"cpu": "50m", "memory": "64Mi"}
+        assert pod["nodeSelector"] == {POOL_LABEL: w.pool}
+        assert {"key": "kwok-provider", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+        # The envFrom references exist, as in a real namespace.
+        names = {(o["kind"], o["metadata"]["name"]) for o in objects}
+        assert {("ConfigMap", f"{w.name}-config"), ("Secret", f"{w.name}-secrets")} <= names
+
+
+def test_provider_configmaps_carry_every_group_with_its_pool_label() -> None:
+    scenario = SCENARIOS["scale-up-5k"]
+    config, templates = provider_objects(scenario)
+    assert config["metadata"]["name"] == "kwok-provider-config"
+    text = templates["data"]["templates"]
+    for group in scenario.groups:
+        assert f"{group.name}-template" in text
+        assert f"{POOL_LABEL}: {group.name}" in text
+        assert f"max-count: '{group.max_count}'" in text
+
+
+def test_autoscaler_commands_share_their_arguments(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    flags = SCENARIOS["scale-up-1k"].flags
+    ca = run.autoscaler_command(CA, kubeconfig, 8085, flags)
+    ours = run.autoscaler_command(CLUSTERSCALER, kubeconfig, 8085, flags)
+    assert ca[0] == str(upstreamca.binary_path())
+    assert ca[1:] == ours[-len(ca) + 1:]
+    assert "--cloud-provider=kwok" in ca and "--scan-interval=1s" in ca
+    env = run.autoscaler_env(kubeconfig)
+    assert (env["KWOK_PROVIDER_MODE"], env["POD_NAMESPACE"], env["KUBECONFIG"]) == (
+        "local", "kube-system", str(kubeconfig))
+
+
+# --------------------------------------------------------------------------- observation
+
+
+def _event(kind: str, name: str, **fields: object) -> observe._Event:
+    obj = {"metadata": {"name": name, **fields.pop("metadata", {})}, **fields}  # type: ignore[dict-item]
+    return observe._decode_event(json.dumps({"type": kind, "object": obj}).encode())
+
+
+def test_watch_counts_nodes_per_group_and_bound_pods(tmp_path: Path) -> None:
+    watch = observe.ClusterWatch("https://127.0.0.1:1", tmp_path / "ca.crt", "t", "peer",
+                                 "kwok-nodegroup")
+    watch._on_node(_event("ADDED", "pool-a-x1", metadata={"labels": {"kwok-nodegroup": "pool-a"}}))
+    watch._on_node(_event("ADDED", "pool-b-x2", metadata={"labels": {"kwok-nodegroup": "pool-b"}}))
+    watch._on_node(_event("MODIFIED", "pool-b-x2", metadata={"labels": {"kwok-nodegroup": "pool-b"}}))
+    watch._on_node(_event("ADDED", "pool-b-x3", metadata={"labels": {"kwok-nodegroup": "pool-b"}}))
+    watch._on_node(_event("DELETED", "pool-b-x3"))
+    assert watch.nodes_per_group() == {"pool-a": 1, "pool-b": 1}
+    first = watch.first_node_at()
+    assert first is not None and first == watch.node_added["pool-a-x1"]
+
+    watch._on_pod(_event("ADDED", "web-1", spec={}, status={"phase": "Pending"}))
+    watch._on_pod(_event("ADDED", "web-2", spec={"nodeName": ""}))
+    assert watch.bound_and_pending() == (0, 2)
+    watch._on_pod(_event("MODIFIED", "web-1", spec={"nodeName": "pool-a-x1"}))
+    assert watch.bound_and_pending() == (1, 1)
+    watch._on_pod(_event("MODIFIED", "web-2", metadata={"deletionTimestamp": "2026-01-01T00:00:00Z"},
+                         spec={}))
+    assert watch.bound_and_pending() == (1, 0)
+
+
+CA_METRICS = """\
+# HELP cluster_autoscaler_function_duration_seconds Time taken by various parts of CA main loop.
+# TYPE cluster_autoscaler_function_duration_seconds histogram
+cluster_autoscaler_function_duration_seconds_bucket{function="main",le="0.01"} 3
+cluster_autoscaler_function_duration_seconds_bucket{function="main",le="+Inf"} 4
+cluster_autoscaler_function_duration_seconds_sum{function="main"} 0.125
+cluster_autoscaler_function_duration_seconds_count{function="main"} 4
+cluster_autoscaler_function_duration_seconds_sum{function="scaleUp"} 9
+cluster_autoscaler_function_duration_seconds_count{function="scaleUp"} 1
+"""
+
+
+def test_main_loop_metric() -> None:
+    assert observe.parse_main_loop(CA_METRICS) == observe.LoopMetric(count=4.0, total=0.125)
+    assert observe.parse_main_loop("cluster_autoscaler_last_activity 1\n") is None
+
+
+def test_process_usage_of_this_process() -> None:
+    import os
+
+    sum(i * i for i in range(200_000))
+    assert observe.cpu_seconds(os.getpid()) > 0
+    assert observe.peak_rss_bytes(os.getpid()) > 10 * 1024 * 1024
+    assert observe.cpu_seconds(2**22 + 12345) == 0  # no such process
+
+
+# --------------------------------------------------------------------------- building CA
+
+
+CA_GO_MOD = """\
+module k8s.io/autoscaler/cluster-autoscaler
+
+go 1.26.0
+
+godebug default=go1.26
+
+require (
+\tk8s.io/api v0.36.2
+\tk8s.io/kube-scheduler v0.0.0
+)
+
+replace github.com/rancher/go-rancher => github.com/rancher/go-rancher v0.1.0
+
+replace k8s.io/api => k8s.io/api v0.36.2 // staging
+
+replace k8s.io/autoscaler/cluster-autoscaler/apis => ./apis
+
+replace (
+\tk8s.io/kube-scheduler => k8s.io/kube-scheduler v0.36.2
+)
+"""
+
+
+def test_pseudo_version_names_the_release_commit() -> None:
+    assert re.fullmatch(r"v0\.0\.0-\d{14}-[0-9a-f]{12}", upstreamca.PSEUDO_VERSION)
+    assert upstreamca.PSEUDO_VERSION.endswith(upstreamca.COMMIT[:12])
+    assert f"cluster-autoscaler-{upstreamca.VERSION}" == upstreamca.RELEASE
+    assert upstreamca.VERSION.startswith("1.36.")
+
+
+def test_helper_module_copies_replaces_and_pins_apis_at_the_commit() -> None:
+    assert upstreamca.replace_lines(CA_GO_MOD) == [
+        "github.com/rancher/go-rancher => github.com/rancher/go-rancher v0.1.0",
+        "k8s.io/api => k8s.io/api v0.36.2",
+        "k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.36.2",
+    ]
+    from_proxy = upstreamca.helper_go_mod(CA_GO_MOD, None)
+    assert f"\tk8s.io/autoscaler/cluster-autoscaler {upstreamca.PSEUDO_VERSION}" in from_proxy
+    assert f"\tk8s.io/autoscaler/cluster-autoscaler/apis {upstreamca.PSEUDO_VERSION}" in from_proxy
+    assert "./apis" not in from_proxy and "=> ./" not in from_proxy
+    assert "godebug default=go1.26" in from_proxy and "\ngo 1.26.0\n" in from_proxy
+    from_git = upstreamca.helper_go_mod(CA_GO_MOD, "./cluster-autoscaler")
+    assert "\tk8s.io/autoscaler/cluster-autoscaler => ./cluster-autoscaler" in from_git
+    assert "\tk8s.io/autoscaler/cluster-autoscaler/apis => ./cluster-autoscaler/apis" in from_git
+
+
+def test_cache_lies_beside_the_control_plane(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    monkeypatch.setenv("CLUSTERSCALER_CACHE", str(tmp_path))
+    assert upstreamca.binary_path().is_relative_to(tmp_path / "upstream-ca")
+    assert not upstreamca.built()
+    assert upstreamca.BuildInfo.load() is None
