@@ -199,8 +199,7 @@ class KwokEnv:
 
     def install(self, deploy: Path) -> None:
         """Apply the RBAC of ``deploy`` (deploy/kwok/ of the repository)."""
-        self.cluster.apply((deploy / "rbac.yaml").read_text(),
-                           (deploy / "rbac-kwok.yaml").read_text())
+        self.cluster.apply((deploy / "rbac.yaml").read_text())
 
     def stop_all(self) -> None:
         for process in self.runs:

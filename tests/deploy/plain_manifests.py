@@ -7,16 +7,16 @@ rendering; after a change to the chart, write them again with
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from gotemplate import Chart
+from clusterscaler.testing import helm
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-CHART = Chart(DEPLOY / "helm" / "clusterscaler")
 
 # One directory per provider, with the chart values that make its example. `machineapi`
 # also serves `--cloud-provider=clusterapi` (the same provider).
@@ -37,9 +37,10 @@ PLAIN: dict[str, dict[str, Any]] = {
     },
     "azure": {
         "autoDiscovery": {"clusterName": "my-cluster"},
+        "azure": {"cloudConfigHostPath": "/etc/kubernetes/azure.json"},
     },
     "machineapi": {},
-    "kwok": {},
+    "kwok": {"kwok": {"createConfigMaps": False}},
     "sim": {
         "sim": {
             "cloudConfig": {
@@ -79,12 +80,13 @@ EDIT = {
 
 # Which file of deploy/<provider>/ each template of the chart goes to.
 RBAC_TEMPLATES = ("serviceaccount.yaml", "clusterrole.yaml", "role.yaml")
-PROVIDER_RBAC_TEMPLATE = "clusterrole-provider.yaml"
+PROVIDER_RBAC_TEMPLATE = "clusterrole-clusterapi.yaml"
+SOURCE = re.compile(r"^---\n# Source: clusterscaler/templates/(\S+)\n", re.MULTILINE)
 
 
 def header(provider: str, file: str) -> str:
     what = {
-        "rbac.yaml": "the ServiceAccount and the RBAC every provider needs.",
+        "rbac.yaml": "the ServiceAccount and its RBAC.",
         f"rbac-{provider}.yaml": f"the RBAC of the {provider} provider alone"
         + (
             " (in a separate Cluster API management cluster, apply this file alone)."
@@ -112,7 +114,13 @@ def render(provider: str) -> dict[str, str]:
         "fullnameOverride": "cluster-autoscaler",
         **PLAIN[provider],
     }
-    rendered = CHART.render(values, release="cluster-autoscaler", service="kubectl")
+    text = helm.render_text(values, release="cluster-autoscaler")
+    # Applied with kubectl, not managed by Helm.
+    text = text.replace('app.kubernetes.io/managed-by: "Helm"', 'app.kubernetes.io/managed-by: "kubectl"')
+    parts = SOURCE.split("\n" + text)
+    rendered: dict[str, str] = {}
+    for template, body in zip(parts[1::2], parts[2::2], strict=True):
+        rendered[template] = rendered.get(template, "") + ("\n---\n" if template in rendered else "") + body
     files: dict[str, list[str]] = {}
     # The objects others refer to first: the ServiceAccount, the ConfigMaps a pod mounts.
     first = ("serviceaccount.yaml", "gce-configmap.yaml", "sim-configmap.yaml")

@@ -1,27 +1,32 @@
-"""deploy/helm/clusterscaler: the chart renders, for every provider, objects that Kubernetes'
-schemas accept, with exactly the RBAC of deploy/<provider>/ for the chosen provider and flags
-the binary parses. Rendered with tests/deploy/gotemplate.py (no helm binary in CI)."""
+"""deploy/helm/clusterscaler, rendered, linted and checked with real Helm (built from its Go
+module by scripts/controlplane.sh): for every provider, objects that Kubernetes' schemas
+accept, flags the binary parses, the RBAC of deploy/<provider>/; and for the values files CA
+users bring, the objects, names, arguments and RBAC of Cluster Autoscaler's own chart
+(recorded in upstream_chart.json, see upstream_chart.py)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 import kubernetes.client
 import pytest
+import upstream_chart
 import yaml
 from clusterscaler.commands.cli import load_plugins, parse_autoscaler_args
-from gotemplate import Chart, TemplateError, parse
+from clusterscaler.testing import helm
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-CHART = Chart(DEPLOY / "helm" / "clusterscaler")
 
 PROVIDERS: dict[str, dict[str, Any]] = {
     "aws": {
         "autoDiscovery": {"clusterName": "prod"},
         "autoscalingGroups": [{"name": "gpu", "minSize": 0, "maxSize": 4}],
+        "awsRegion": "us-east-1",
         "rbac": {
             "serviceAccount": {
                 "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/ca"}
@@ -35,28 +40,25 @@ PROVIDERS: dict[str, dict[str, Any]] = {
     "azure": {
         "autoDiscovery": {"clusterName": "prod"},
         "autoscalingGroups": [{"name": "aks-pool1-vmss", "minSize": 1, "maxSize": 5}],
+        "azure": {"cloudConfigHostPath": "/etc/kubernetes/azure.json"},
     },
     "clusterapi": {
-        "autoDiscovery": {
-            "labels": [{"namespace": "team-a"}, {"clusterName": "prod", "pool": "gpu"}]
-        },
+        "autoDiscovery": {"namespace": "team-a", "labels": [{"pool": "gpu"}]},
         "clusterapi": {"group": "cluster.x-k8s.io"},
     },
     "machineapi": {},
+    "kwok": {},
     "sim": {"sim": {"cloudConfig": {"nodeGroups": [{"name": "g", "minSize": 0, "maxSize": 3}]}}},
-}
-# The provider manifests of deploy/ holding each provider's own ClusterRole, beside the rules
-# every provider needs (deploy/<provider>/rbac.yaml, the same for all).
-EXTRA_RBAC = {
-    "clusterapi": "machineapi/rbac-machineapi.yaml",
-    "machineapi": "machineapi/rbac-machineapi.yaml",
-    "sim": "sim/rbac-sim.yaml",
 }
 MONITORING = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}
 
 
+def values_of(provider: str, **extra: Any) -> dict[str, Any]:
+    return {"cloudProvider": provider, **PROVIDERS[provider], **extra}
+
+
 def render(provider: str, **extra: Any) -> list[dict[str, Any]]:
-    return CHART.manifests({"cloudProvider": provider, **PROVIDERS[provider], **extra})
+    return helm.template(values_of(provider, **extra))
 
 
 def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -65,8 +67,16 @@ def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def container_of(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return dict(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0])
+
+
 def args_of(docs: list[dict[str, Any]]) -> list[str]:
-    return list(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"])
+    """The container's arguments after the binary (the chart writes them all in `command`)."""
+    container = container_of(docs)
+    command = [*container.get("command", []), *container.get("args", [])]
+    assert command[0] == "clusterscaler"
+    return command[1:]
 
 
 # --------------------------------------------------------------------------- schemas
@@ -130,6 +140,7 @@ KINDS = {
     ("v1", "ServiceAccount"): "V1ServiceAccount",
     ("v1", "Service"): "V1Service",
     ("v1", "ConfigMap"): "V1ConfigMap",
+    ("v1", "Secret"): "V1Secret",
     ("apps/v1", "Deployment"): "V1Deployment",
     ("policy/v1", "PodDisruptionBudget"): "V1PodDisruptionBudget",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
@@ -148,7 +159,7 @@ def validate_crd(doc: dict[str, Any]) -> list[str]:
             errors.append(f"ServiceMonitor spec: unknown fields {set(spec)}")
         errors += validate(spec["selector"], "V1LabelSelector", "spec.selector")
         for ep in spec["endpoints"]:
-            if set(ep) - {"port", "path", "interval", "metricRelabelings"} or not ep.get("port"):
+            if set(ep) - {"port", "path", "interval", "relabelings", "metricRelabelings"} or not ep.get("port"):
                 errors.append(f"ServiceMonitor endpoint {ep}")
     else:
         for group in spec["groups"]:
@@ -158,7 +169,8 @@ def validate_crd(doc: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_every_object_fits_the_kubernetes_schema_of_its_kind(provider: str) -> None:
+def test_helm_lint_passes_and_every_object_fits_its_kubernetes_schema(provider: str) -> None:
+    helm.lint(values_of(provider, **MONITORING))
     docs = render(provider, **MONITORING)
     errors: list[str] = []
     for doc in docs:
@@ -181,58 +193,70 @@ def test_the_schema_check_catches_misplaced_and_mistyped_fields() -> None:
     assert any("selector" in e and "None" in e for e in errors), errors
 
 
-def test_default_values_render_what_deploy_holds() -> None:
-    docs = CHART.manifests()
-    assert sorted(d["kind"] for d in docs) == [
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Deployment",
-        "PodDisruptionBudget",
-        "Role",
-        "RoleBinding",
-        "Service",
-        "ServiceAccount",
-    ]
-    plain = [
-        d
-        for name in ("aws/rbac.yaml", "aws/deployment.yaml")
-        for d in yaml.safe_load_all((DEPLOY / name).read_text())
-        if d
-    ]
-    plain_pod = one(plain, "Deployment")["spec"]["template"]["spec"]
-    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
-    for key in (
-        "securityContext",
-        "priorityClassName",
-        "serviceAccountName",
-        "terminationGracePeriodSeconds",
-    ):
-        assert pod[key] == plain_pod[key], key
-    container, plain_container = pod["containers"][0], plain_pod["containers"][0]
-    for key in (
-        "command",
-        "ports",
-        "livenessProbe",
-        "readinessProbe",
-        "resources",
-        "securityContext",
-    ):
-        assert container[key] == plain_container[key], key
-    assert container["image"] == plain_container["image"]
+# --------------------------------------------------------------------------- values refused
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"cloudProvider": "civo"}, "at '/cloudProvider': value must be one of 'aws'"),
+        ({"autoDiscovery": {"clusterName": "x"}, "sslCertPath": "/x"},
+         "additional properties 'sslCertPath' not allowed"),
+        ({"autoDiscovery": {"clusterName": "x"}, "rbac": {"pspEnabled": True}},
+         "at '/rbac/pspEnabled'"),
+        ({"autoDiscovery": {"clusterName": "x"}, "extraArgs": {"--v": 4}},
+         "'--v' does not match pattern"),
+        ({"autoDiscovery": {"clusterName": "x"}, "extraArgs": {"ignore-taint": ["a", "b"]}},
+         "at '/extraArgs/ignore-taint'"),
+        ({}, "cloudProvider aws: set autoDiscovery.clusterName"),
+        ({"cloudProvider": "gce"}, "cloudProvider gce: set autoscalingGroupsnamePrefix"),
+        ({"autoDiscovery": {"clusterName": "x"},
+          "podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}},
+         "set minAvailable or maxUnavailable, not both"),
+        ({"autoDiscovery": {"clusterName": "x"}, "extraEnvSecrets": {"TOKEN": {"name": "s"}}},
+         "missing property 'key'"),
+    ],
+)
+def test_values_that_cannot_apply_are_refused_with_a_message(values: dict[str, Any],
+                                                              message: str) -> None:
+    with pytest.raises(helm.HelmError, match=re.escape(message)):
+        helm.template(values)
+
+
+# --------------------------------------------------------------------------- names
+
+
+def test_objects_are_named_from_the_release_as_cluster_autoscalers_chart_names_them() -> None:
+    docs = helm.template({"autoDiscovery": {"clusterName": "x"}}, release="ca",
+                         namespace="autoscaling")
+    assert {d["metadata"]["name"] for d in docs} == {"ca-aws-cluster-autoscaler"}
+    account = one(docs, "ServiceAccount")["metadata"]
+    assert (account["name"], account["namespace"]) == ("ca-aws-cluster-autoscaler", "autoscaling")
+    for binding, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        doc = one(docs, binding)
+        assert doc["roleRef"]["name"] == one(docs, role)["metadata"]["name"]
+        assert doc["subjects"] == [{"kind": "ServiceAccount", "name": account["name"],
+                                    "namespace": "autoscaling"}]
+    assert "--namespace=autoscaling" in args_of(docs)
+    # A release named like the chart's name is not doubled; overrides win.
+    same = helm.template({"autoDiscovery": {"clusterName": "x"}},
+                         release="aws-cluster-autoscaler")
+    assert one(same, "Deployment")["metadata"]["name"] == "aws-cluster-autoscaler"
+    named = helm.template({"autoDiscovery": {"clusterName": "x"}, "fullnameOverride": "ca",
+                           "rbac": {"serviceAccount": {"name": "autoscaler"}}})
+    assert one(named, "Deployment")["metadata"]["name"] == "ca"
+    assert one(named, "ServiceAccount")["metadata"]["name"] == "autoscaler"
+    # Without a ServiceAccount of the chart's, the pod runs as `default` unless named.
+    borrowed = helm.template({"autoDiscovery": {"clusterName": "x"},
+                              "rbac": {"serviceAccount": {"create": False}}})
+    assert one(borrowed, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "default"
 
 
 # --------------------------------------------------------------------------- RBAC
 
 
 def grants(role: dict[str, Any]) -> set[tuple[str, str, str, str]]:
-    return {
-        (group, resource, verb, name)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-        for name in rule.get("resourceNames", [""])
-    }
+    return {(g[1], g[2], g[3], g[4]) for g in upstream_chart.grants(role)}
 
 
 def plain_grants(name: str, kind: str) -> set[tuple[str, str, str, str]]:
@@ -240,67 +264,61 @@ def plain_grants(name: str, kind: str) -> set[tuple[str, str, str, str]]:
     return set().union(*(grants(d) for d in docs))
 
 
+NODE_OBJECTS = {("", "nodes", "create", ""), ("", "nodes", "delete", "")}
+
+
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
-def test_rbac_is_that_of_deploy_for_the_chosen_provider_only(provider: str) -> None:
+def test_rbac_grants_what_the_chosen_provider_needs_and_nothing_else(provider: str) -> None:
     docs = render(provider)
-    common, *own = sorted(
-        (d for d in docs if d["kind"] == "ClusterRole"), key=lambda d: d["metadata"]["name"]
-    )
-    assert common["metadata"]["name"] == "clusterscaler"
-    assert grants(common) == plain_grants("aws/rbac.yaml", "ClusterRole")
-    if provider in EXTRA_RBAC:
-        assert [d["metadata"]["name"] for d in own] == [f"clusterscaler-{provider}"]
-        assert grants(own[0]) == plain_grants(EXTRA_RBAC[provider], "ClusterRole")
-        binding = next(
-            d
-            for d in docs
-            if d["kind"] == "ClusterRoleBinding"
-            and d["roleRef"]["name"] == own[0]["metadata"]["name"]
-        )
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    name = f"cluster-autoscaler-{provider}-cluster-autoscaler"
+    common = plain_grants("aws/rbac.yaml", "ClusterRole")
+    assert grants(roles.pop(name)) == (common | NODE_OBJECTS
+                                       if provider in ("kwok", "sim") else common)
+    if provider in ("clusterapi", "machineapi"):
+        own = roles.pop(f"{name}-clusterapi")
+        assert grants(own) == plain_grants("machineapi/rbac-machineapi.yaml", "ClusterRole")
+        binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding"
+                       and d["roleRef"]["name"] == own["metadata"]["name"])
         assert binding["subjects"][0]["name"] == one(docs, "ServiceAccount")["metadata"]["name"]
-    else:
-        assert own == []
+    assert roles == {}
     assert grants(one(docs, "Role")) == plain_grants("aws/rbac.yaml", "Role")
 
 
-def test_bindings_tie_the_service_account_to_the_roles_in_the_release_namespace() -> None:
-    docs = CHART.manifests(
-        {"rbac": {"serviceAccount": {"name": "ca"}}}, release="ca", namespace="autoscaling"
-    )
-    account = one(docs, "ServiceAccount")["metadata"]
-    assert (account["name"], account["namespace"]) == ("ca", "autoscaling")
-    for binding, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
-        doc = one(docs, binding)
-        assert doc["roleRef"]["name"] == one(docs, role)["metadata"]["name"]
-        assert doc["subjects"] == [
-            {"kind": "ServiceAccount", "name": "ca", "namespace": "autoscaling"}
-        ]
-    assert one(docs, "Role")["metadata"]["namespace"] == "autoscaling"
-    assert "--namespace=autoscaling" in args_of(docs)
-    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "ca"
+def test_clusterapi_rbac_follows_the_mode_scope_and_group() -> None:
+    # The objects in another cluster: nothing of theirs is granted here.
+    remote = render("clusterapi", clusterAPIMode="incluster-kubeconfig")
+    assert [d["metadata"]["name"] for d in remote if d["kind"] == "ClusterRole"] == [
+        "cluster-autoscaler-clusterapi-cluster-autoscaler"]
+    # Namespaced: no ClusterRole; the Role holds the Cluster API rules.
+    scoped = render("clusterapi", rbac={"clusterScoped": False})
+    assert {d["kind"] for d in scoped}.isdisjoint({"ClusterRole", "ClusterRoleBinding"})
+    assert ("cluster.x-k8s.io", "machinedeployments/scale", "patch", "") in grants(
+        one(scoped, "Role"))
+    moved = render("clusterapi", clusterapi={"group": "cluster.example.com"})
+    own = next(d for d in moved if d["metadata"]["name"].endswith("-clusterapi")
+               and d["kind"] == "ClusterRole")
+    assert {g[0] for g in grants(own)} == {"cluster.example.com",
+                                          "infrastructure.cluster.x-k8s.io",
+                                          "machine.openshift.io"}
 
 
 def test_role_names_the_lease_and_status_config_map_the_flags_name() -> None:
-    docs = CHART.manifests(
-        {
-            "extraArgs": {
-                "leader-elect-resource-name": "ca-lease",
-                "status-config-map-name": "ca-status",
-            }
-        }
-    )
-    names = {g[3] for g in grants(one(docs, "Role")) if g[3]}
-    assert names == {"ca-lease", "ca-status"}
+    docs = render("kwok", extraArgs={"leader-elect-resource-name": "ca-lease",
+                                     "status-config-map-name": "ca-status"})
+    assert {g[3] for g in grants(one(docs, "Role")) if g[3]} == {"ca-lease", "ca-status"}
 
 
-def test_rbac_create_false_renders_no_rbac() -> None:
-    kinds = {
-        d["kind"]
-        for d in CHART.manifests({"rbac": {"create": False, "serviceAccount": {"create": False}}})
-    }
+def test_rbac_create_false_renders_no_rbac_and_additional_rules_are_added() -> None:
+    kinds = {d["kind"] for d in render("kwok", rbac={"create": False})}
     assert kinds.isdisjoint(
-        {"ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "ServiceAccount"}
-    )
+        {"ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "ServiceAccount"})
+    rule = {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get"]}
+    docs = render("kwok", rbac={"additionalRules": [rule],
+                                "annotations": {"owner": "{{ .Release.Name }}"}})
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    assert rule in role["rules"]
+    assert role["metadata"]["annotations"] == {"owner": "cluster-autoscaler"}
 
 
 # --------------------------------------------------------------------------- flags
@@ -315,38 +333,75 @@ def test_the_binary_parses_the_rendered_flags(provider: str) -> None:
     assert options.namespace == "kube-system"
 
 
-def test_provider_values_become_the_flags_ca_users_expect() -> None:
+def test_extra_args_repeat_with_a_suffix_and_numbers_print_whole() -> None:
+    args = args_of(render("kwok", extraArgs={
+        "ignore-taint_1": "dedicated", "ignore-taint_2": "gpu", "max-nodes-total": 1000000,
+        "scale-down-utilization-threshold": 0.65, "scale-down-enabled": False,
+        "balance-similar-node-groups": None,
+    }))
+    assert args[args.index("--namespace=kube-system") + 1:] == [
+        "--balance-similar-node-groups", "--ignore-taint=dedicated", "--ignore-taint=gpu",
+        "--logtostderr=true", "--max-nodes-total=1000000",
+        "--scale-down-enabled=false", "--scale-down-utilization-threshold=0.65",
+        "--stderrthreshold=info", "--v=4",
+    ]
+    host, registry = load_plugins(args)
+    options, _ = parse_autoscaler_args(args, host, registry)
+    assert options.max_nodes_total == 1000000
+    assert options.ignore_taint == ["dedicated", "gpu"]
+
+
+def test_default_extra_args_are_cluster_autoscalers_logging_flags_only() -> None:
+    chart_values = yaml.safe_load((DEPLOY / "helm" / "clusterscaler" / "values.yaml").read_text())
+    assert chart_values["extraArgs"] == {"logtostderr": True, "stderrthreshold": "info", "v": 4}
+    assert args_of(render("kwok", customArgs=["--scale-down-enabled=false"]))[-1] == (
+        "--scale-down-enabled=false")
+
+
+def test_provider_values_become_the_flags_and_environment_ca_users_expect() -> None:
     aws = render("aws")
-    assert (
-        "--node-group-auto-discovery=asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/prod"
-        in args_of(aws)
-    )
+    assert ("--node-group-auto-discovery=asg:tag=k8s.io/cluster-autoscaler/enabled,"
+            "k8s.io/cluster-autoscaler/prod") in args_of(aws)
     assert "--nodes=0:4:gpu" in args_of(aws)
     account = one(aws, "ServiceAccount")["metadata"]
     assert account["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/ca"}
-    env = one(aws, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert {"name": "AWS_REGION", "value": "us-east-1"} in env
+    assert {"name": "AWS_REGION", "value": "us-east-1"} in container_of(aws)["env"]
+
+    keys = render("aws", awsAccessKeyID="AKIA", awsSecretAccessKey="s3cret")
+    secret = one(keys, "Secret")
+    assert set(secret["data"]) == {"AwsAccessKeyId", "AwsSecretAccessKey"}
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container_of(keys)["env"]
+            if "valueFrom" in e and "secretKeyRef" in e["valueFrom"]}
+    assert refs["AWS_ACCESS_KEY_ID"] == {"key": "AwsAccessKeyId",
+                                         "name": secret["metadata"]["name"]}
 
     azure = args_of(render("azure"))
-    assert (
-        "--node-group-auto-discovery=label:cluster-autoscaler-enabled=true,cluster-autoscaler-name=prod"
-        in azure
-    )
-    assert (
-        "--nodes=1:5:aks-pool1-vmss" in azure
-        and "--cloud-config=/etc/clusterscaler/azure/azure.json" in azure
-    )
+    assert ("--node-group-auto-discovery=label:cluster-autoscaler-enabled=true,"
+            "cluster-autoscaler-name=prod") in azure
+    assert "--nodes=1:5:aks-pool1-vmss" in azure
+    assert "--cloud-config=/etc/clusterscaler/azure/azure.json" in azure
 
     capi = args_of(render("clusterapi"))
     assert [a for a in capi if a.startswith("--node-group-auto-discovery")] == [
-        "--node-group-auto-discovery=clusterapi:namespace=team-a",
-        "--node-group-auto-discovery=clusterapi:clusterName=prod,pool=gpu",
-    ]
-    assert not [
-        a
-        for a in args_of(render("sim"))
-        if a.startswith(("--nodes", "--node-group-auto-discovery"))
-    ]
+        "--node-group-auto-discovery=clusterapi:namespace=team-a,pool=gpu"]
+    assert not [a for a in args_of(render("sim"))
+                if a.startswith(("--nodes", "--node-group-auto-discovery"))]
+
+
+def test_the_kwok_configmaps_are_upstreams_schema_and_parse() -> None:
+    from clusterscaler_kwok.config import parse_config
+    from clusterscaler_kwok.templates import group_name, parse_templates
+
+    docs = render("kwok")
+    maps = {d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
+    config = parse_config(maps["kwok-provider-config"]["config"], "chart")
+    assert config.templates_configmap == "kwok-provider-templates"
+    templates = parse_templates(maps["kwok-provider-templates"]["templates"], "chart")
+    assert [group_name(t, config) for t in templates] == ["general"]
+    assert {"name": "KWOK_PROVIDER_CONFIGMAP", "value": "kwok-provider-config"} in (
+        container_of(docs)["env"])
+    assert not [d for d in render("kwok", kwok={"createConfigMaps": False})
+                if d["kind"] == "ConfigMap"]
 
 
 def test_gce_conf_in_the_config_map_parses_and_is_mounted_where_the_flag_points() -> None:
@@ -365,78 +420,152 @@ def test_gce_conf_in_the_config_map_parses_and_is_mounted_where_the_flag_points(
     assert volume["configMap"]["name"] == one(docs, "ConfigMap")["metadata"]["name"]
 
 
-def test_image_resources_priority_and_pdb_follow_the_values() -> None:
-    docs = CHART.manifests(
-        {
-            "image": {"repository": "registry.example/cs", "tag": "v9"},
-            "resources": {"requests": {"cpu": "1"}},
-            "priorityClassName": "",
-        }
-    )
-    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
-    assert pod["containers"][0]["image"] == "registry.example/cs:v9"
+def test_pod_values_follow_cluster_autoscalers_chart() -> None:
+    docs = render("kwok", **{
+        "image": {"repository": "registry.example/cs", "tag": "v9"},
+        "resources": {"requests": {"cpu": "1"}},
+        "priorityClassName": "",
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                                       "whenUnsatisfiable": "ScheduleAnyway"}],
+        "updateStrategy": {"type": "Recreate"},
+        "revisionHistoryLimit": 3,
+        "dnsPolicy": "Default",
+        "envFromSecret": "creds",
+        "extraEnvSecrets": {"TOKEN": {"name": "tokens", "key": "t"}},
+        "extraEnvConfigMaps": {"MODE": {"key": "mode"}},
+        "extraVolumeSecrets": {"certs": {"name": "certs", "mountPath": "/certs"}},
+        "podLabels": {"team": "infra"},
+    })
+    deployment = one(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == "registry.example/cs:v9"
     # Maps merge over the defaults, as with helm --set.
-    assert pod["containers"][0]["resources"] == {
-        "requests": {"cpu": "1", "memory": "300Mi"},
-        "limits": {"memory": "1Gi"},
-    }
+    assert container["resources"] == {"requests": {"cpu": "1", "memory": "300Mi"},
+                                      "limits": {"memory": "1Gi"}}
     assert "priorityClassName" not in pod
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "zone"
+    assert pod["dnsPolicy"] == "Default"
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["revisionHistoryLimit"] == 3
+    assert deployment["spec"]["selector"]["matchLabels"]["team"] == "infra"
+    assert container["envFrom"] == [{"secretRef": {"name": "creds"}}]
+    env = {e["name"]: e.get("valueFrom") for e in container["env"]}
+    assert env["TOKEN"] == {"secretKeyRef": {"name": "tokens", "key": "t"}}
+    assert env["MODE"] == {"configMapKeyRef": {"name": "cluster-autoscaler-kwok-cluster-autoscaler",
+                                               "key": "mode"}}
+    assert {"name": "certs", "mountPath": "/certs", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "certs", "secret": {"secretName": "certs"}} in pod["volumes"]
     # Values merge, so minAvailable alone needs the default maxUnavailable set to null (which
     # deletes a key in Helm); Kubernetes refuses a PDB with both.
-    pdb = one(
-        CHART.manifests({"podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": None}}),
-        "PodDisruptionBudget",
-    )
+    pdb = one(render("kwok", podDisruptionBudget={"minAvailable": 1, "maxUnavailable": None}),
+              "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1 and "maxUnavailable" not in pdb["spec"]
-    selector = pdb["spec"]["selector"]["matchLabels"]
-    assert (
-        selector.items()
-        <= one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"].items()
-    )
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= (
+        deployment["spec"]["template"]["metadata"]["labels"].items())
+
+
+def test_extra_objects_vpa_and_priorities_render() -> None:
+    docs = render("kwok", **{
+        "extraObjects": [{"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": "{{ .Release.Name }}-extra"}}],
+        "vpa": {"enabled": True},
+        "extraArgs": {"expander": "priority,least-waste"},
+        "expanderPriorities": {10: [".*"], 50: [".*gpu.*"]},
+    })
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("ConfigMap", "cluster-autoscaler-extra") in names
+    assert ("VerticalPodAutoscaler", "cluster-autoscaler-kwok-cluster-autoscaler") in names
+    priorities = next(d for d in docs if d["metadata"]["name"]
+                      == "cluster-autoscaler-priority-expander")
+    assert yaml.safe_load(priorities["data"]["priorities"]) == {10: [".*"], 50: [".*gpu.*"]}
+    from clusterscaler.plugins.expanders.priority import parse_priorities
+
+    assert parse_priorities(priorities["data"]["priorities"])
 
 
 def test_service_monitor_scrapes_the_service_port() -> None:
-    docs = CHART.manifests(
-        {
-            **MONITORING,
-            "prometheusRule": {"enabled": True, "rules": [{"alert": "A", "expr": "up == 0"}]},
-        }
-    )
+    docs = render("kwok", serviceMonitor={"enabled": True}, prometheusRule={
+        "enabled": True, "rules": [{"alert": "A", "expr": "up == 0"}]})
     monitor = one(docs, "ServiceMonitor")
     service = one(docs, "Service")
     assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
-    assert (
-        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-    )
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= (
+        service["metadata"]["labels"].items())
+    assert monitor["metadata"]["labels"] == {"release": "prometheus-operator"}
     assert one(docs, "PrometheusRule")["spec"]["groups"][0]["rules"] == [
-        {"alert": "A", "expr": "up == 0"}
-    ]
+        {"alert": "A", "expr": "up == 0"}]
 
 
-# --------------------------------------------------------------------------- the renderer
+# --------------------------------------------------------------------------- upstream's chart
+
+UPSTREAM = json.loads(upstream_chart.RECORD.read_text())
+
+# Where this chart renders differently from Cluster Autoscaler's for the same values, on
+# purpose (docs/migrating-from-cluster-autoscaler.md says why):
+# - a Deployment for GCE with only autoscalingGroupsnamePrefix (upstream renders none);
+# - the Cluster API provider's rules in a ClusterRole of their own, `<fullname>-clusterapi`,
+#   the one object to apply in a separate management cluster;
+# - whole numbers printed whole: --max-nodes-total=1000000, not 1e+06 (refused by CA too).
+EXTRA_OBJECTS = {
+    "gke": {("Deployment", "cluster-autoscaler-gce-cluster-autoscaler")},
+    "clusterapi": {("ClusterRole", "cluster-autoscaler-clusterapi-cluster-autoscaler-clusterapi"),
+                   ("ClusterRoleBinding",
+                    "cluster-autoscaler-clusterapi-cluster-autoscaler-clusterapi")},
+}
+EXTRA_OBJECTS["clusterapi-kubeconfig"] = EXTRA_OBJECTS["clusterapi"]
+# Grants beyond upstream's: claims made from templates are read to simulate DRA pods whose
+# claim does not exist yet; the Machine API and Cluster API calls of the machineapi provider
+# (OpenShift's MachineSets, the Clusters' pause, infrastructure templates for scale from
+# zero, Machines marked for deletion by patch).
+EXTRA_GRANTS = {("resource.k8s.io", "resourceclaimtemplates", verb, "") for verb in ("list",
+                                                                                      "watch")}
 
 
-def test_renderer_trims_whitespace_and_chains_else_if() -> None:
-    _, defines = parse('{{- define "x" -}}[{{ . }}]{{- end -}}', "t")
-    chart_like = Chart(CHART.path)
-    chart_like.defines.update(defines)
-    from gotemplate import _Renderer
-
-    source = 'a\n  {{- if eq .v 1 }} one {{- else if eq .v 2 }} two {{- else }} other {{- end }}\n{{ include "x" .v }}'
-    tree, _ = parse(source, "t")
-    out = [_Renderer(chart_like, "t").run(tree, {"v": v}) for v in (1, 2, 3)]
-    assert out == ["a one\n[1]", "a two\n[2]", "a other\n[3]"]
+def whole_numbers(args: list[str]) -> list[str]:
+    def fix(arg: str) -> str:
+        flag, _, value = arg.partition("=")
+        if re.fullmatch(r"\d(\.\d+)?e\+\d+", value):
+            return f"{flag}={int(float(value))}"
+        return arg
+    return [fix(a) for a in args]
 
 
-def test_renderer_refuses_what_it_does_not_implement() -> None:
-    from gotemplate import _Renderer
+def covered(grant: tuple[str, str, str, str, str], theirs: set[tuple[str, ...]]) -> bool:
+    """Upstream grants this call: a Role's grant by a Role or ClusterRole rule, a named
+    object's by a rule naming it or naming none."""
+    kind, group, resource, verb, name = grant
+    kinds = ("Role", "ClusterRole") if kind == "Role" else ("ClusterRole",)
+    return any((k, group, resource, verb, n) in theirs for k in kinds for n in {name, ""})
 
-    for source, message in (
-        ('{{ lookup "v1" "Secret" "" "" }}', "unsupported function"),
-        ("{{ .a.b }}", "nil pointer"),
-        ("{{ if .a }}", "without end"),
-    ):
-        with pytest.raises(TemplateError, match=message):
-            tree, _ = parse(source, "t")
-            _Renderer(CHART, "t").run(tree, {})
+
+@pytest.mark.parametrize("example", sorted(upstream_chart.EXAMPLES))
+def test_upstream_values_files_render_upstreams_objects_names_args_and_rbac(example: str) -> None:
+    values = upstream_chart.EXAMPLES[example]
+    helm.lint(values)
+    ours = upstream_chart.facts(helm.template(values))
+    theirs = UPSTREAM["examples"][example]
+    objects = {tuple(o) for o in ours["objects"]}
+    assert objects - {tuple(o) for o in theirs["objects"]} == EXTRA_OBJECTS.get(example, set())
+    assert {tuple(o) for o in theirs["objects"]} <= objects
+    if theirs["args"] is not None:
+        assert ours["args"] == whole_numbers(theirs["args"])
+        assert ours["serviceAccountName"] == theirs["serviceAccountName"]
+        assert set(theirs["env"]) <= set(ours["env"])
+    their_grants = {tuple(g) for g in theirs["grants"]}
+    beyond = {g for g in map(tuple, ours["grants"]) if not covered(g, their_grants)}
+    beyond = {g[1:] for g in beyond} - EXTRA_GRANTS
+    if values["cloudProvider"] == "clusterapi":
+        beyond = {g for g in beyond if g[0] not in ("cluster.x-k8s.io", "machine.openshift.io",
+                                                    "infrastructure.cluster.x-k8s.io")}
+    assert beyond == set()
+    host, registry = load_plugins(ours["args"])
+    parse_autoscaler_args(ours["args"], host, registry)
+
+
+@pytest.mark.skipif(not os.environ.get("CLUSTERSCALER_UPSTREAM_CHART"),
+                    reason="set CLUSTERSCALER_UPSTREAM_CHART to upstream's chart directory")
+def test_the_record_is_what_upstreams_chart_renders() -> None:
+    chart = Path(os.environ["CLUSTERSCALER_UPSTREAM_CHART"])
+    assert upstream_chart.record(chart)["examples"] == UPSTREAM["examples"]

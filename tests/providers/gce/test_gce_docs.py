@@ -51,4 +51,4 @@ def test_deploy_manifests_mount_their_gce_conf_and_it_parses() -> None:
     assert pod["serviceAccountName"] == account["name"]
     [volume] = [v for v in pod["volumes"] if v.get("configMap", {}).get("name") == config_map["metadata"]["name"]]
     [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
-    assert f"--cloud-config={mount['mountPath']}/gce.conf" in pod["containers"][0]["args"]
+    assert f"--cloud-config={mount['mountPath']}/gce.conf" in pod["containers"][0]["command"]
