@@ -23,6 +23,8 @@ from clusterscaler.loop.decisions import BlockingPod, LoopResult, NoScaleUpReaso
 from clusterscaler.loop.pending import classify_pending, scale_up_delay
 from clusterscaler.model import ClusterObjects, Node, Pod
 from clusterscaler.offline import output
+from clusterscaler.simulator.dra import DeviceUse
+from clusterscaler.simulator.snapshot import dra_state
 from clusterscaler.simulator.utilization import node_utilization
 
 log = structlog.get_logger()
@@ -59,6 +61,8 @@ class NodeReport:
     # node), and of which resource; None for a node nothing was computed for.
     utilization: float | None = None
     utilization_of: str = ""
+    # The DRA devices the node can reach, each with the claim holding it ("" when free).
+    devices: tuple[DeviceUse, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +205,8 @@ def _node_reports(
     for pod in objects.pods:
         if pod.node_name:
             pods_by_node.setdefault(pod.node_name, []).append(pod)
+    # The devices as the cluster's claims hold them (the loop's own view is discarded).
+    dra = dra_state(objects)
 
     def utilization(node: Node, report: NodeReport, loop_figure: float | None = None) -> NodeReport:
         # As the loop measures it; an unneeded node keeps the loop's own figure.
@@ -211,9 +217,13 @@ def _node_reports(
             gpu_label=gpu_label,
             ignore_daemonsets=options.ignore_daemonsets_utilization,
             ignore_mirror_pods=options.ignore_mirror_pods_utilization,
+            dra=dra,
         )
         value = util.value if loop_figure is None else loop_figure
-        return dataclasses.replace(report, utilization=value, utilization_of=util.resource)
+        devices = tuple(dra.node_devices(node)) if dra is not None else ()
+        return dataclasses.replace(
+            report, utilization=value, utilization_of=util.resource, devices=devices
+        )
 
     unremovable = {u.node: u for u in down.unremovable}
     # Unneeded nodes that something else keeps (the group's minimum, a resource minimum)
@@ -278,7 +288,41 @@ def report_json(report: Report) -> dict[str, Any]:
         }
         for pod in report.pods
     ]
+    devices = [
+        _device_json(n.node, d) for n in report.nodes for d in n.devices
+    ]
+    if devices:
+        doc["devices"] = devices
     return doc
+
+
+def _device_json(node: str, d: DeviceUse) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "node": node, "driver": d.driver, "pool": d.pool, "device": d.device,
+        "claim": d.claim or None, "nodeLocal": d.local,
+    }
+    if d.taints:
+        entry["taints"] = [t.to_k8s() for t in d.taints]
+    return entry
+
+
+def _device_rows(report: Report) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for n in report.nodes:
+        for i, d in enumerate(n.devices):
+            taints = ",".join(
+                f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+                for t in d.taints
+            )
+            rows.append((
+                n.node if i == 0 else "",
+                d.driver,
+                d.pool if d.local else f"{d.pool} (shared)",
+                d.device,
+                d.claim or "free",
+                taints,
+            ))
+    return rows
 
 
 def render(report: Report) -> str:
@@ -317,6 +361,14 @@ def render(report: Report) -> str:
         )
     else:
         lines.append("(none)")
+    device_rows = _device_rows(report)
+    if device_rows:
+        lines += ["", "Devices (DRA)"]
+        lines.append(
+            output.render_table(
+                ("NODE", "DRIVER", "POOL", "DEVICE", "CLAIM", "TAINTS"), device_rows
+            )
+        )
     blocked = [
         (g.name, g.scale_down_blocked) for g in report.result.node_groups if g.scale_down_blocked
     ]

@@ -223,12 +223,15 @@ class ClaimSpec:
 @dataclass(frozen=True, slots=True)
 class AllocatedDevice:
     """A device allocated to a claim: the request it satisfies (`<request>/<subrequest>`
-    for an alternative of `firstAvailable`), and the device by driver, pool and name."""
+    for an alternative of `firstAvailable`), and the device by driver, pool and name.
+    With `admin_access` the claim has the device for administration and does not take it:
+    other claims may still be allocated it."""
 
     request: str
     driver: str
     pool: str
     device: str
+    admin_access: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -732,6 +735,7 @@ def _allocation(value: Any, obj: str) -> Allocation | None:
                 _name(r.get("driver"), obj, f"{f}.driver"),
                 _name(r.get("pool"), obj, f"{f}.pool"),
                 _name(r.get("device"), obj, f"{f}.device"),
+                _bool(r.get("adminAccess"), obj, f"{f}.adminAccess"),
             )
         )
     return Allocation(

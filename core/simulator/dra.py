@@ -1,47 +1,58 @@
 """Dynamic Resource Allocation in the simulation: the scheduler's DynamicResources filter and
-its Reserve step, over the devices the cluster's ResourceSlices publish.
+its Reserve step, over the devices the cluster's ResourceSlices publish, and the device
+utilization scale-down measures a node by.
 
 `DraState` is the snapshot's view of DRA: the slices reachable from each node, the device
-classes, the claims (and templates) by key, which claim each device is allocated to, and
-which pods in the snapshot use each claim. For a pod and a node, `allocate` says which
-devices the pod's claims would get there (or why none can be found), as the scheduler's
-allocator does:
+classes, the claims (and templates) by key, which claim each device is allocated to, the
+shared counters each pool has and what its allocated devices draw from them, and which pods
+in the snapshot use each claim. For a pod and a node, `allocate` says which devices the
+pod's claims would get there (or why none can be found), as kube-scheduler's structured
+allocator (k8s.io/dynamic-resource-allocation) does:
 
 - a claim already allocated stays where it is: the pod fits only nodes its allocation's
   node selector matches;
-- an unallocated claim (a ResourceClaim not allocated yet, or the claim a template will make
-  for the pod) gets, for each request, `count` devices (`All`: every matching device, at least
-  one) among the devices the node can reach that no other claim holds, whose DeviceClass
-  selectors and request selectors (CEL) are true; `firstAvailable` tries its subrequests in
-  order; `matchAttribute` constraints need one value of the attribute across the devices of
-  the requests they name (a search over choices, bounded);
+- the pod's unallocated claims (ResourceClaims not allocated yet, and the claims templates
+  will make for it) are allocated together, device by device, with backtracking: each
+  request (`firstAvailable`: its first subrequest that can be satisfied) gets `count`
+  devices (`All`: every device its selectors match, each of which must then be usable)
+  among the devices the node can reach, from pools whose newest generation is complete;
+  a device is usable when no other claim holds it (a request with admin access may use a
+  device others hold, as the scheduler allows), when the request tolerates its taints of
+  effect NoSchedule and NoExecute, and when its pool's shared counters still have what it
+  consumes (partitionable devices); `matchAttribute` constraints need one value of the
+  attribute, `distinctAttribute` constraints a different value per device, across the
+  devices of the requests they name;
 - a device whose selector cannot be evaluated does not match, and the reason is kept.
 
 `reserve` records an allocation in the snapshot (through the snapshot's journal, so a
 fork's revert undoes it) and `release` undoes what a pod held: a claim generated for the pod
 (owned by it) is freed when the pod leaves, as the ResourceClaim controller deletes it with
 the pod; a shared claim keeps its allocation, so a pod of it can only move where the claim
-is allocated.
+is allocated. An allocation with admin access takes no device and no counter.
 
-Not simulated (the pod is then judged by the rest): device taints and tolerations,
-consumable counters of partitionable devices, admin access (treated as a normal request),
-`distinctAttribute` constraints, per-device node selection.
+`node_pool_utilization` is Cluster Autoscaler's DRA utilization of a node: per resource pool
+of its node-local devices, the share of devices allocated, or, for a pool with shared
+counters, the mean over its counter sets of each set's most used counter.
+
+Not simulated (the pod is then judged by the rest): per-device node selection
+(`perDeviceNodeSelection`), DeviceTaintRules, consumable capacity, device binding
+conditions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from clusterscaler.model.dra import (
     AllocatedDevice,
     Allocation,
-    ClaimSpec,
+    AttributeValue,
     Device,
     DeviceClass,
-    DeviceRequest,
-    DeviceSubRequest,
+    DeviceConstraint,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
@@ -49,11 +60,13 @@ from clusterscaler.model.dra import (
 from clusterscaler.model.scheduling import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    Taint,
+    Toleration,
     node_selector_matches,
 )
 
 if TYPE_CHECKING:
-    from clusterscaler.model import Node, NodeInfo, Pod
+    from clusterscaler.model import ClaimSpec, Node, NodeInfo, Pod
 
 # The reasons kube-scheduler's DynamicResources plugin gives, as CA reports them.
 REASON_DRA = "cannot allocate all claims"
@@ -61,10 +74,17 @@ REASON_CLAIM_ELSEWHERE = "resourceclaim not available on the node"
 REASON_CLAIM_MISSING = "waiting for resource claim to be created"
 
 DeviceId = tuple[str, str, str]  # driver, pool, device
-# How many choices the search for `matchAttribute` constraints tries before giving up.
-SEARCH_LIMIT = 10_000
-# A device without the attribute a constraint or grouping names.
-_MISSING = object()
+PoolId = tuple[str, str]  # driver, pool
+# Counter set name -> counter name -> amount.
+CounterSets = dict[str, dict[str, Fraction]]
+# How many devices the search for an allocation tries before giving up (the pod then does
+# not fit the node, the safe answer both for scale-up and for scale-down).
+SEARCH_LIMIT = 20_000
+# As the API's AllocationResultsMaxSize: a claim never gets more devices.
+MAX_RESULTS = 32
+# The device taint effects that keep a device from being allocated unless tolerated; any
+# other effect (None, or one this version does not know) is ignored, as the allocator does.
+_BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +100,51 @@ class PodClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class PoolUtilization:
+    """How much of one resource pool of a node's local devices is in use."""
+
+    driver: str
+    pool: str
+    devices: int
+    allocated: int
+    utilization: float
+
+    @property
+    def name(self) -> str:
+        """`<driver>/<pool>`, as CA names the resource of a DRA node's utilization."""
+        return f"{self.driver}/{self.pool}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceUse:
+    """One device a node can reach, and the claim holding it ("" when free)."""
+
+    driver: str
+    pool: str
+    device: str
+    claim: str
+    taints: tuple[Taint, ...] = ()
+    local: bool = True
+
+
+class PoolIncomplete(ValueError):
+    """A node-local pool whose newest generation does not have all its slices yet."""
+
+
+@dataclass(frozen=True, slots=True)
 class _Candidate:
     device_id: DeviceId
     device: Device
+    slice: ResourceSlice
+    taints: tuple[Taint, ...]
+    counters: Mapping[str, Mapping[str, Fraction]]
+
+
+@dataclass(slots=True)
+class _Pool:
+    pool_id: PoolId
+    complete: bool
+    devices: list[_Candidate]
 
 
 @dataclass
@@ -96,10 +158,21 @@ class DraState:
     shared_slices: list[ResourceSlice] = field(default_factory=list)
     # The allocation of each claim now (from its status, then as simulated).
     allocations: dict[str, Allocation] = field(default_factory=dict)
-    # Which claim holds each device.
+    # Which claim holds each device (allocations with admin access hold none).
     allocated: dict[DeviceId, str] = field(default_factory=dict)
     # The snapshot's pods that use each claim.
     consumers: dict[str, set[str]] = field(default_factory=dict)
+    # The slices of each pool's newest generation, the pool's shared counters, what each
+    # device consumes from them, and what the allocated devices consume.
+    pool_slices: dict[PoolId, list[ResourceSlice]] = field(default_factory=dict)
+    shared_counters: dict[PoolId, CounterSets] = field(default_factory=dict)
+    device_counters: dict[DeviceId, Mapping[str, Mapping[str, Fraction]]] = field(
+        default_factory=dict
+    )
+    used_counters: dict[PoolId, CounterSets] = field(default_factory=dict)
+    # Whether the selectors (class's, then request's) select a device: the answer depends
+    # on the expressions and the device alone.
+    _selected: dict[tuple[tuple[str, ...], DeviceId], bool] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -119,23 +192,60 @@ class DraState:
                 state.node_slices.setdefault(s.node_name, []).append(s)
             elif s.node_selector is not None or s.all_nodes:
                 state.shared_slices.append(s)
+            state._index(s)
         for claim in state.claims.values():
             if claim.allocation is not None:
                 state.allocations[claim.key] = claim.allocation
-                for result in claim.allocation.results:
-                    state.allocated[(result.driver, result.pool, result.device)] = claim.key
+                state._hold(claim.key, claim.allocation)
         return state
 
-    # ------------------------------------------------------------------ nodes
+    # ------------------------------------------------------------------ slices and devices
+
+    def _index(self, s: ResourceSlice) -> None:
+        pool_id = (s.driver, s.pool.name)
+        self.pool_slices.setdefault(pool_id, []).append(s)
+        if s.shared_counters:
+            sets = self.shared_counters.setdefault(pool_id, {})
+            for name, counters in s.shared_counters.items():
+                sets[name] = dict(counters)
+        for device, consumed in s.device_counters.items():
+            self.device_counters[(s.driver, s.pool.name, device)] = consumed
+
+    def _unindex(self, s: ResourceSlice) -> None:
+        pool_id = (s.driver, s.pool.name)
+        slices = self.pool_slices.get(pool_id, [])
+        if s in slices:
+            slices.remove(s)
+        if not slices:
+            self.pool_slices.pop(pool_id, None)
+        sets = self.shared_counters.get(pool_id)
+        if sets is not None:
+            for name in s.shared_counters:
+                sets.pop(name, None)
+            if not sets:
+                del self.shared_counters[pool_id]
+        for device in s.device_counters:
+            self.device_counters.pop((s.driver, s.pool.name, device), None)
+
+    def pool_complete(self, pool_id: PoolId) -> bool:
+        """Whether every slice of the pool's newest generation is known."""
+        slices = self.pool_slices.get(pool_id)
+        if not slices:
+            return False
+        return len(slices) >= slices[0].pool.slice_count
 
     def add_node_slices(self, node_name: str, slices: Sequence[ResourceSlice]) -> Callable[[], None]:
         """Publish `slices` (a template's, renamed) for a new node; returns the undo."""
         if not slices:
             return _nothing
         self.node_slices[node_name] = list(slices)
+        for s in slices:
+            self._index(s)
 
         def undo() -> None:
             self.node_slices.pop(node_name, None)
+            for s in slices:
+                self._unindex(s)
 
         return undo
 
@@ -152,6 +262,61 @@ class DraState:
             ):
                 out.append(s)
         return out
+
+    def _pools(self, node: Node) -> list[_Pool]:
+        """The pools `node` can reach, in the order their slices come, with the devices of
+        theirs it can reach."""
+        pools: dict[PoolId, _Pool] = {}
+        for s in self._reachable(node):
+            pool_id = (s.driver, s.pool.name)
+            pool = pools.get(pool_id)
+            if pool is None:
+                pool = pools[pool_id] = _Pool(pool_id, self.pool_complete(pool_id), [])
+            for d in s.devices:
+                pool.devices.append(
+                    _Candidate(
+                        (s.driver, s.pool.name, d.name),
+                        d,
+                        s,
+                        s.device_taints.get(d.name, ()),
+                        s.device_counters.get(d.name, {}),
+                    )
+                )
+        return list(pools.values())
+
+    # ------------------------------------------------------------------ holding devices
+
+    def _hold(self, key: str, allocation: Allocation) -> list[DeviceId]:
+        """Mark the devices of `allocation` (not those of admin access) as held by claim
+        `key`, with the counters they consume; returns the devices newly held."""
+        held = []
+        for r in allocation.results:
+            if r.admin_access:
+                continue
+            device_id = (r.driver, r.pool, r.device)
+            if device_id in self.allocated:
+                # Two claims name one device (a stale status): it is counted once.
+                self.allocated[device_id] = key
+                continue
+            self.allocated[device_id] = key
+            self._count(device_id, 1)
+            held.append(device_id)
+        return held
+
+    def _drop(self, held: Iterable[DeviceId]) -> None:
+        for device_id in held:
+            if self.allocated.pop(device_id, None) is not None:
+                self._count(device_id, -1)
+
+    def _count(self, device_id: DeviceId, sign: int) -> None:
+        consumed = self.device_counters.get(device_id)
+        if not consumed:
+            return
+        used = self.used_counters.setdefault((device_id[0], device_id[1]), {})
+        for set_name, counters in consumed.items():
+            totals = used.setdefault(set_name, {})
+            for counter, amount in counters.items():
+                totals[counter] = totals.get(counter, Fraction(0)) + sign * amount
 
     # ------------------------------------------------------------------ claims of a pod
 
@@ -188,9 +353,7 @@ class DraState:
         claims = self.pod_claims(pod)
         if isinstance(claims, str):
             return claims
-        out: dict[str, Allocation] = {}
-        taken: set[DeviceId] = set()
-        reachable: list[ResourceSlice] | None = None
+        todo: list[PodClaim] = []
         for claim in claims:
             current = self.allocations.get(claim.key)
             if current is not None:
@@ -199,107 +362,34 @@ class DraState:
                 ):
                     return f"{REASON_CLAIM_ELSEWHERE}: {claim.key} is allocated to other nodes"
                 continue
-            if claim.key in out:
-                continue
-            if reachable is None:
-                reachable = self._reachable(node)
-            found = self._allocate_claim(claim, node, reachable, taken)
-            if isinstance(found, str):
-                return f"{REASON_DRA}: {found}"
-            out[claim.key] = found
-            taken.update((r.driver, r.pool, r.device) for r in found.results)
-        return out
+            if all(c.key != claim.key for c in todo):
+                todo.append(claim)
+        if not todo:
+            return {}
+        found = _Search(self, node, todo, self._pools(node)).run()
+        if isinstance(found, str):
+            return f"{REASON_DRA}: {found}"
+        return found
 
-    def _free(self, slices: Sequence[ResourceSlice], taken: set[DeviceId]) -> list[_Candidate]:
-        return [
-            _Candidate(device_id, d)
-            for s in slices
-            for d in s.devices
-            if (device_id := (s.driver, s.pool.name, d.name)) not in self.allocated
-            and device_id not in taken
-        ]
+    def selected(self, selectors: tuple[str, ...], candidate: _Candidate) -> bool:
+        """Whether every CEL expression of `selectors` is true for the device."""
+        if not selectors:
+            return True
+        key = (selectors, candidate.device_id)
+        found = self._selected.get(key)
+        if found is None:
+            found = all(_selects(expr, candidate) for expr in selectors)
+            self._selected[key] = found
+        return found
 
-    def _allocate_claim(
-        self, claim: PodClaim, node: Node, slices: Sequence[ResourceSlice], taken: set[DeviceId]
-    ) -> Allocation | str:
-        free = self._free(slices, taken)
-        options: list[list[list[_Candidate]]] = []  # per request: its acceptable device sets
-        names: list[str] = []
-        for request in claim.spec.requests:
-            grouping = tuple(
-                c.match_attribute for c in claim.spec.constraints
-                if c.match_attribute and (not c.requests or request.name in c.requests)
-            )
-            choices = self._request_choices(request, free, grouping)
-            if isinstance(choices, str):
-                return f"claim {claim.key}: request {request.name}: {choices}"
-            options.append(choices)
-            names.append(request.name)
-        chosen = _search(options, names, claim.spec)
-        if chosen is None:
-            return f"claim {claim.key}: no devices meet the claim's constraints"
-        results = tuple(
-            AllocatedDevice(name, c.device_id[0], c.device_id[1], c.device_id[2])
-            for name, devices in zip(names, chosen, strict=True)
-            for c in devices
-        )
-        node_local = all(self._is_local(node.name, r) for r in results)
-        selector = (
-            (NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (node.name,)),)),)
-            if node_local and results
-            else None
-        )
-        return Allocation(results, selector)
-
-    def _is_local(self, node_name: str, result: AllocatedDevice) -> bool:
-        return any(
-            s.driver == result.driver and s.pool.name == result.pool
-            for s in self.node_slices.get(node_name, ())
-        )
-
-    def _request_choices(
-        self, request: DeviceRequest, free: Sequence[_Candidate], grouping: tuple[str, ...] = ()
-    ) -> list[list[_Candidate]] | str:
-        """The device sets that would satisfy `request` (first available subrequest first)."""
-        subrequests: Sequence[DeviceRequest | DeviceSubRequest] = request.first_available or (request,)
-        reasons: list[str] = []
-        sets: list[list[_Candidate]] = []
-        for sub in subrequests:
-            matching = self._matching(sub, free)
-            if isinstance(matching, str):
-                reasons.append(matching)
-                continue
-            if sub.allocation_mode == "All":
-                if matching:
-                    sets.append(matching)
-                else:
-                    reasons.append(f"no device of class {sub.device_class_name} is free")
-                continue
-            if len(matching) < sub.count:
-                reasons.append(
-                    f"{sub.count} device(s) of class {sub.device_class_name} wanted, "
-                    f"{len(matching)} free and matching"
-                )
-                continue
-            # Devices alike in the constrained attributes first: a `matchAttribute`
-            # constraint is met within one such group.
-            for group in _groups(matching, grouping):
-                if len(group) >= sub.count:
-                    sets.extend(_windows(group, sub.count))
-        return sets if sets else "; ".join(reasons) or "no devices"
-
-    def _matching(
-        self, request: DeviceRequest | DeviceSubRequest, free: Sequence[_Candidate]
-    ) -> list[_Candidate] | str:
-        device_class = self.classes.get(request.device_class_name)
-        if device_class is None:
-            return f'deviceclass "{request.device_class_name}" not found'
-        selectors = (*device_class.selectors, *request.selectors)
-        out: list[_Candidate] = []
-        for c in free:
-            if all(_selected(expr, c) for expr in selectors):
-                out.append(c)
-        return out
+    def available(self, pool_id: PoolId, set_name: str, counter: str) -> Fraction | None:
+        """What the pool's shared counter has left (None: the pool defines no such
+        counter)."""
+        total = self.shared_counters.get(pool_id, {}).get(set_name, {}).get(counter)
+        if total is None:
+            return None
+        used = self.used_counters.get(pool_id, {}).get(set_name, {}).get(counter, Fraction(0))
+        return total - used
 
     # ------------------------------------------------------------------ reserve / release
 
@@ -308,10 +398,10 @@ class DraState:
         returns the undo."""
         claims = self.pod_claims(pod)
         keys = [c.key for c in claims] if not isinstance(claims, str) else []
+        held: list[DeviceId] = []
         for key, allocation in allocations.items():
             self.allocations[key] = allocation
-            for r in allocation.results:
-                self.allocated[(r.driver, r.pool, r.device)] = key
+            held.extend(self._hold(key, allocation))
         added = [k for k in keys if pod.key not in self.consumers.get(k, set())]
         for key in added:
             self.consumers.setdefault(key, set()).add(pod.key)
@@ -319,10 +409,9 @@ class DraState:
         def undo() -> None:
             for key in added:
                 self.consumers.get(key, set()).discard(pod.key)
-            for key, allocation in allocations.items():
+            for key in allocations:
                 self.allocations.pop(key, None)
-                for r in allocation.results:
-                    self.allocated.pop((r.driver, r.pool, r.device), None)
+            self._drop(held)
 
         return undo
 
@@ -343,18 +432,96 @@ class DraState:
                 allocation = self.allocations.pop(claim.key, None)
                 if allocation is not None:
                     freed[claim.key] = allocation
-                    for r in allocation.results:
-                        self.allocated.pop((r.driver, r.pool, r.device), None)
+                    self._drop(
+                        (r.driver, r.pool, r.device)
+                        for r in allocation.results
+                        if not r.admin_access
+                        and self.allocated.get((r.driver, r.pool, r.device)) == claim.key
+                    )
 
         def undo() -> None:
             for key in left:
                 self.consumers.setdefault(key, set()).add(pod.key)
             for key, allocation in freed.items():
                 self.allocations[key] = allocation
-                for r in allocation.results:
-                    self.allocated[(r.driver, r.pool, r.device)] = key
+                self._hold(key, allocation)
 
         return undo
+
+    # ------------------------------------------------------------------ what scale-down sees
+
+    def node_pool_utilization(self, node_name: str) -> list[PoolUtilization]:
+        """The utilization of each resource pool of the node's local devices, as Cluster
+        Autoscaler computes it; empty for a node without local slices. Raises
+        `PoolIncomplete` when a pool's newest generation lacks slices (its devices are not
+        all known, so neither is its utilization)."""
+        pools: dict[PoolId, list[ResourceSlice]] = {}
+        for s in self.node_slices.get(node_name, ()):
+            pools.setdefault((s.driver, s.pool.name), []).append(s)
+        out = []
+        for pool_id, slices in pools.items():
+            expected = slices[0].pool.slice_count
+            if len(slices) < expected:
+                raise PoolIncomplete(
+                    f"resource pool {pool_id[0]}/{pool_id[1]}: {len(slices)} of "
+                    f"{expected} ResourceSlices of generation {slices[0].pool.generation} known"
+                )
+            out.append(self._pool_utilization(pool_id, slices))
+        return out
+
+    def _pool_utilization(self, pool_id: PoolId, slices: Sequence[ResourceSlice]) -> PoolUtilization:
+        driver, pool = pool_id
+        devices = [d.name for s in slices for d in s.devices]
+        in_use = [d for d in devices if (driver, pool, d) in self.allocated]
+        sets: CounterSets = {}
+        for s in slices:
+            for name, counters in s.shared_counters.items():
+                sets[name] = dict(counters)
+        plain = [d for d in devices if not self.device_counters.get((driver, pool, d))]
+        plain_used = sum(1 for d in in_use if not self.device_counters.get((driver, pool, d)))
+        atomic = plain_used / len(plain) if plain else 0.0
+        if not sets:
+            value = len(in_use) / len(devices) if devices else 0.0
+        else:
+            used = self.used_counters.get(pool_id, {})
+            per_set = []
+            for name, totals in sets.items():
+                busiest = 0.0
+                for counter, total in totals.items():
+                    if total > 0:
+                        taken = used.get(name, {}).get(counter, Fraction(0))
+                        busiest = max(busiest, float(taken / total))
+                per_set.append(busiest)
+            value = sum(per_set) / len(per_set)
+            # Devices that draw on no counter beside partitionable ones: the pool is as
+            # busy as the busier kind (when in doubt, a node is kept).
+            value = max(value, atomic)
+        return PoolUtilization(driver, pool, len(devices), len(in_use), min(value, 1.0))
+
+    def node_devices(self, node: Node) -> list[DeviceUse]:
+        """Every device `node` can reach, with the claim holding it."""
+        local = {id(s) for s in self.node_slices.get(node.name, ())}
+        return [
+            DeviceUse(
+                c.device_id[0],
+                c.device_id[1],
+                c.device_id[2],
+                self.allocated.get(c.device_id, ""),
+                c.taints,
+                id(c.slice) in local,
+            )
+            for pool in self._pools(node)
+            for c in pool.devices
+        ]
+
+
+def highest_pool(pools: Sequence[PoolUtilization]) -> PoolUtilization | None:
+    """The busiest pool (ties: the first by driver and pool name)."""
+    best: PoolUtilization | None = None
+    for p in sorted(pools, key=lambda p: (p.driver, p.pool)):
+        if best is None or p.utilization > best.utilization:
+            best = p
+    return best
 
 
 def _nothing() -> None:
@@ -371,7 +538,7 @@ def _current(slices: Iterable[ResourceSlice]) -> list[ResourceSlice]:
     return [s for s in slices if s.pool.generation == newest[(s.driver, s.pool.name)]]
 
 
-def _selected(expression: str, candidate: _Candidate) -> bool:
+def _selects(expression: str, candidate: _Candidate) -> bool:
     # Imported when a device is first matched: the CEL runtime is large, and most runs of
     # the CLI never meet a claim.
     from clusterscaler.simulator.dra_cel import SelectorError, compile_selector
@@ -385,68 +552,375 @@ def _selected(expression: str, candidate: _Candidate) -> bool:
         return False
 
 
-def _groups(matching: Sequence[_Candidate], attributes: tuple[str, ...]) -> list[list[_Candidate]]:
-    """`matching` split by the values of `attributes` (one group when there are none)."""
-    if not attributes:
-        return [list(matching)]
-    groups: dict[tuple[object, ...], list[_Candidate]] = {}
-    for c in matching:
-        key = tuple(c.device.attributes.get(a, _MISSING) for a in attributes)
-        groups.setdefault(key, []).append(c)
-    return list(groups.values())
+def tolerated(taints: Iterable[Taint], tolerations: Sequence[Toleration]) -> bool:
+    """Whether the taints that block allocation (NoSchedule, NoExecute) are all tolerated,
+    as the allocator's `taintPreventsAllocation` decides."""
+    for taint in taints:
+        if taint.effect in _BLOCKING_EFFECTS and not any(
+            _tolerates(t, taint) for t in tolerations
+        ):
+            return False
+    return True
 
 
-def _windows(matching: Sequence[_Candidate], count: int) -> list[list[_Candidate]]:
-    """Sets of `count` devices to try: the first `count`, then sliding along the list (the
-    search for constraints tries them in order)."""
-    if len(matching) == count:
-        return [list(matching)]
-    return [list(matching[i : i + count]) for i in range(len(matching) - count + 1)]
+def _tolerates(toleration: Toleration, taint: Taint) -> bool:
+    # resourceclaim.ToleratesTaint: an empty operator is Equal; an empty key with Exists
+    # tolerates any key.
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator in ("", "Equal"):
+        return toleration.value == taint.value
+    return toleration.operator == "Exists"
 
 
-def _search(
-    options: Sequence[Sequence[list[_Candidate]]], names: Sequence[str], spec: ClaimSpec
-) -> list[list[_Candidate]] | None:
-    """One device set per request, disjoint, meeting the `matchAttribute` constraints."""
-    constraints = [c for c in spec.constraints if c.match_attribute]
-    chosen: list[list[_Candidate]] = []
-    used: set[DeviceId] = set()
-    tries = 0
+# --------------------------------------------------------------------------- the search
 
-    def meets() -> bool:
-        for constraint in constraints:
-            scope = set(constraint.requests) or set(names)
-            values = {
-                c.device.attributes.get(constraint.match_attribute, _MISSING)
-                for name, devices in zip(names, chosen, strict=False)
-                if name in scope
-                for c in devices
-            }
-            if _MISSING in values or len(values) > 1:
+
+@dataclass(frozen=True, slots=True)
+class _Want:
+    """A request, or one alternative of a `firstAvailable` request, as the search sees it."""
+
+    request: str
+    sub: str
+    device_class: str
+    selectors: tuple[str, ...]  # the class's, then the request's
+    all_devices: bool
+    count: int
+    admin: bool
+    tolerations: tuple[Toleration, ...]
+
+    @property
+    def result_name(self) -> str:
+        return f"{self.request}/{self.sub}" if self.sub else self.request
+
+
+class _Constraint:
+    """`matchAttribute` (one value) or `distinctAttribute` (a value per device) over the
+    devices of the requests named (all of the claim's when none is)."""
+
+    def __init__(self, c: DeviceConstraint) -> None:
+        self.requests = frozenset(c.requests)
+        self.attribute = c.match_attribute or c.distinct_attribute
+        self.distinct = not c.match_attribute
+        self.values: list[tuple[type, AttributeValue]] = []
+
+    def applies(self, want: _Want) -> bool:
+        return not self.requests or want.request in self.requests or (
+            bool(want.sub) and want.result_name in self.requests
+        )
+
+    def add(self, want: _Want, candidate: _Candidate) -> bool:
+        if not self.applies(want):
+            return True
+        value = candidate.device.attributes.get(self.attribute)
+        if value is None:
+            return False
+        # Typed: an int attribute never equals a bool one.
+        typed = (type(value), value)
+        if self.distinct:
+            if typed in self.values:
                 return False
+        elif self.values and self.values[0] != typed:
+            return False
+        self.values.append(typed)
         return True
 
-    def step(i: int) -> bool:
-        nonlocal tries
-        if i == len(options):
+    def remove(self, want: _Want) -> None:
+        if self.applies(want):
+            self.values.pop()
+
+
+class _GiveUp(Exception):
+    pass
+
+
+class _Search:
+    """One Allocate call of the structured allocator: the claims of a pod not allocated
+    yet, together, on one node."""
+
+    def __init__(
+        self, state: DraState, node: Node, claims: Sequence[PodClaim], pools: Sequence[_Pool]
+    ) -> None:
+        self.state = state
+        self.node = node
+        self.claims = claims
+        self.pools = pools
+        self.steps = 0
+        self.wants: list[list[list[_Want]]] = []
+        self.constraints: list[list[_Constraint]] = []
+        self.results: list[list[tuple[_Want, _Candidate]]] = [[] for _ in claims]
+        self.in_flight: dict[DeviceId, set[int]] = {}
+        self.consumed: dict[PoolId, CounterSets] = {}
+        self.everything: dict[_Want, list[_Candidate]] = {}
+
+    # ------------------------------------------------------------------ setting up
+
+    def _prepare(self) -> str | None:
+        for claim in self.claims:
+            requests: list[list[_Want]] = []
+            for request in claim.spec.requests:
+                alternatives = request.first_available or (request,)
+                wants = []
+                for alt in alternatives:
+                    device_class = self.state.classes.get(alt.device_class_name)
+                    if device_class is None:
+                        return (
+                            f"claim {claim.key}: request {request.name}: deviceclass "
+                            f'"{alt.device_class_name}" not found'
+                        )
+                    want = _Want(
+                        request.name,
+                        alt.name if request.first_available else "",
+                        alt.device_class_name,
+                        (*device_class.selectors, *alt.selectors),
+                        alt.allocation_mode == "All",
+                        alt.count,
+                        request.admin_access and not request.first_available,
+                        alt.tolerations,
+                    )
+                    if want.all_devices:
+                        incomplete = [p for p in self.pools if not p.complete]
+                        if incomplete:
+                            pool = incomplete[0].pool_id
+                            return (
+                                f"claim {claim.key}: request {request.name}: asks for all "
+                                f"devices, but resource pool {pool[0]}/{pool[1]} is being "
+                                "updated"
+                            )
+                        self.everything[want] = [
+                            c for p in self.pools for c in p.devices
+                            if self.state.selected(want.selectors, c)
+                        ]
+                    wants.append(want)
+                requests.append(wants)
+            self.wants.append(requests)
+            self.constraints.append(
+                [_Constraint(c) for c in claim.spec.constraints
+                 if c.match_attribute or c.distinct_attribute]
+            )
+        return None
+
+    def _count(self, want: _Want) -> int:
+        return len(self.everything[want]) if want.all_devices else want.count
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> dict[str, Allocation] | str:
+        problem = self._prepare()
+        if problem is not None:
+            return problem
+        try:
+            done = self._one(0, 0, 0, 0, False)
+        except _GiveUp:
+            return (
+                f"claim {self.claims[0].key}: no allocation found within {SEARCH_LIMIT} "
+                "device choices"
+            )
+        if not done:
+            return self._why()
+        return {
+            claim.key: self._allocation(results)
+            for claim, results in zip(self.claims, self.results, strict=True)
+        }
+
+    def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool) -> bool:
+        """allocateOne: place device `di` of alternative `si` of request `ri` of claim
+        `ci`, and everything after it; False when there is no way."""
+        self.steps += 1
+        if self.steps > SEARCH_LIMIT:
+            raise _GiveUp
+        if ci == len(self.claims):
             return True
-        for devices in options[i]:
-            tries += 1
-            if tries > SEARCH_LIMIT:
+        requests = self.wants[ci]
+        if ri == len(requests):
+            return self._one(ci + 1, 0, 0, 0, False)
+        if not in_sub:
+            return any(self._one(ci, ri, i, 0, True) for i in range(len(requests[ri])))
+        want = requests[ri][si]
+        needed = self._count(want)
+        if want.all_devices and needed == 0:
+            return False
+        if di >= needed:
+            return self._one(ci, ri + 1, 0, 0, False)
+        if len(self.results[ci]) + needed - di > MAX_RESULTS:
+            return False
+        if want.all_devices:
+            undo = self._take(ci, want, self.everything[want][di])
+            if undo is None:
                 return False
-            ids = {c.device_id for c in devices}
-            if ids & used:
-                continue
-            chosen.append(devices)
-            used.update(ids)
-            if meets() and step(i + 1):
+            if self._one(ci, ri, si, di + 1, True):
                 return True
-            chosen.pop()
-            used.difference_update(ids)
+            undo()
+            return False
+        for pool in self.pools:
+            if not pool.complete:
+                continue
+            for candidate in pool.devices:
+                if not self.state.selected(want.selectors, candidate):
+                    continue
+                undo = self._take(ci, want, candidate)
+                if undo is None:
+                    continue
+                if self._one(ci, ri, si, di + 1, True):
+                    return True
+                undo()
         return False
 
-    return chosen if step(0) else None
+    def _usable(self, ci: int, want: _Want, candidate: _Candidate) -> bool:
+        """Whether the device is free for this request (taken neither in the cluster nor
+        in this search) and its taints are tolerated."""
+        device_id = candidate.device_id
+        flight = self.in_flight.get(device_id)
+        if want.admin:
+            if flight and ci in flight:
+                return False
+        elif device_id in self.state.allocated or flight:
+            return False
+        return tolerated(candidate.taints, want.tolerations)
 
+    def _take(self, ci: int, want: _Want, candidate: _Candidate) -> Callable[[], None] | None:
+        """allocateDevice: the device for `want` if it is usable, its counters suffice and
+        the claim's constraints allow it; returns the undo, or None."""
+        if not self._usable(ci, want, candidate):
+            return None
+        pool_id = (candidate.device_id[0], candidate.device_id[1])
+        if candidate.counters and not self._counters_fit(pool_id, candidate.counters):
+            return None
+        constraints = self.constraints[ci]
+        for i, constraint in enumerate(constraints):
+            if not constraint.add(want, candidate):
+                for earlier in constraints[:i]:
+                    earlier.remove(want)
+                return None
+        self.in_flight.setdefault(candidate.device_id, set()).add(ci)
+        self._consume(pool_id, candidate.counters, 1)
+        self.results[ci].append((want, candidate))
+
+        def undo() -> None:
+            self.results[ci].pop()
+            self._consume(pool_id, candidate.counters, -1)
+            self.in_flight[candidate.device_id].discard(ci)
+            for constraint in constraints:
+                constraint.remove(want)
+
+        return undo
+
+    def _counters_fit(self, pool_id: PoolId, consumes: Mapping[str, Mapping[str, Fraction]]) -> bool:
+        flight = self.consumed.get(pool_id, {})
+        for set_name, counters in consumes.items():
+            for counter, amount in counters.items():
+                left = self.state.available(pool_id, set_name, counter)
+                if left is None:
+                    # A counter its pool does not define (API validation prevents it).
+                    continue
+                if left - flight.get(set_name, {}).get(counter, Fraction(0)) < amount:
+                    return False
+        return True
+
+    def _consume(self, pool_id: PoolId, consumes: Mapping[str, Mapping[str, Fraction]], sign: int) -> None:
+        if not consumes:
+            return
+        sets = self.consumed.setdefault(pool_id, {})
+        for set_name, counters in consumes.items():
+            totals = sets.setdefault(set_name, {})
+            for counter, amount in counters.items():
+                totals[counter] = totals.get(counter, Fraction(0)) + sign * amount
+
+    def _allocation(self, results: Sequence[tuple[_Want, _Candidate]]) -> Allocation:
+        devices = tuple(
+            AllocatedDevice(
+                want.result_name, c.device_id[0], c.device_id[1], c.device_id[2], want.admin
+            )
+            for want, c in results
+        )
+        return Allocation(devices, _node_selector([c.slice for _, c in results]))
+
+    # ------------------------------------------------------------------ why not
+
+    def _why(self) -> str:
+        """Which request of which claim cannot be satisfied on this node, and why (each
+        request judged on its own); else the claims' constraints or their sum."""
+        for ci, claim in enumerate(self.claims):
+            for requests in self.wants[ci]:
+                reasons = []
+                for want in requests:
+                    reason = self._short(ci, want)
+                    if reason is None:
+                        break
+                    reasons.append(reason)
+                else:
+                    return f"claim {claim.key}: request {requests[0].request}: " + "; ".join(
+                        reasons
+                    )
+        if len(self.claims) == 1:
+            return f"claim {self.claims[0].key}: no devices meet the claim's constraints"
+        keys = ", ".join(c.key for c in self.claims)
+        return f"claims {keys}: no devices meet all of them together"
+
+    def _short(self, ci: int, want: _Want) -> str | None:
+        """Why `want` alone cannot be satisfied (None: it can be, taken alone)."""
+        matching = [
+            c for p in self.pools if p.complete for c in p.devices
+            if self.state.selected(want.selectors, c)
+        ]
+        free = [
+            c for c in matching
+            if want.admin or c.device_id not in self.state.allocated
+        ]
+        untainted = [c for c in free if tolerated(c.taints, want.tolerations)]
+        fitting = [
+            c for c in untainted
+            if not c.counters
+            or self._counters_fit((c.device_id[0], c.device_id[1]), c.counters)
+        ]
+        extra = []
+        if len(untainted) < len(free):
+            extra.append(f"{len(free) - len(untainted)} more tainted")
+        if len(fitting) < len(untainted):
+            extra.append(f"{len(untainted) - len(fitting)} more without enough shared counters")
+        detail = f" ({', '.join(extra)})" if extra else ""
+        if want.all_devices:
+            everything = self.everything[want]
+            if not everything:
+                return f"no device of class {want.device_class} matches"
+            usable = {c.device_id for c in fitting}
+            busy = sum(1 for c in everything if c.device_id not in usable)
+            if busy:
+                return (
+                    f"all {len(everything)} device(s) of class {want.device_class} wanted, "
+                    f"{busy} of them not free{detail}"
+                )
+            return None
+        if len(fitting) < want.count:
+            return (
+                f"{want.count} device(s) of class {want.device_class} wanted, "
+                f"{len(fitting)} free and matching{detail}"
+            )
+        return None
+
+
+def _node_selector(slices: Sequence[ResourceSlice]) -> tuple[NodeSelectorTerm, ...] | None:
+    """The node selector of an allocation, as the allocator's createNodeSelector makes it:
+    the node of the first node-local device; else the requirements of the devices' slices'
+    node selectors together; else none (every node)."""
+    fields: list[NodeSelectorRequirement] = []
+    expressions: list[NodeSelectorRequirement] = []
+    for s in slices:
+        if s.node_name:
+            return (
+                NodeSelectorTerm(
+                    match_fields=(NodeSelectorRequirement("metadata.name", "In", (s.node_name,)),)
+                ),
+            )
+        if s.node_selector and len(s.node_selector) == 1:
+            term = s.node_selector[0]
+            fields.extend(r for r in term.match_fields if r not in fields)
+            expressions.extend(r for r in term.match_expressions if r not in expressions)
+    if fields or expressions:
+        return (NodeSelectorTerm(match_expressions=tuple(expressions), match_fields=tuple(fields)),)
+    return None
 
 
 def template_slices(slices: Sequence[ResourceSlice], node_name: str) -> tuple[ResourceSlice, ...]:

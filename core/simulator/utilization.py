@@ -1,7 +1,10 @@
 """Node utilization as scale-down sees it.
 
-A GPU node is measured by GPU alone; any other node by the larger of its CPU and memory
-utilization, each the sum of pod requests over allocatable. With
+A GPU node (allocatable GPUs) is measured by GPU alone; a node with node-local DRA devices
+(ResourceSlices) by the busiest of its device pools, as Cluster Autoscaler does, so that a
+node whose devices are in use is not underutilized because its CPU is idle; any other node
+by the larger of its CPU and memory utilization, each the sum of pod requests over
+allocatable. With
 --ignore-daemonsets-utilization (--ignore-mirror-pods-utilization) DaemonSet (mirror) pods
 count neither in the requests nor in the allocatable, as in Cluster Autoscaler.
 """
@@ -11,8 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from clusterscaler.model import Node, Pod
+from clusterscaler.simulator.dra import PoolIncomplete, PoolUtilization, highest_pool
+
+if TYPE_CHECKING:
+    from clusterscaler.simulator.dra import DraState
 
 GPU_RESOURCE = "nvidia.com/gpu"
 _LONG_TERMINATING_EXTRA = timedelta(seconds=30)
@@ -20,13 +28,20 @@ _LONG_TERMINATING_EXTRA = timedelta(seconds=30)
 
 @dataclass(frozen=True, slots=True)
 class Utilization:
-    """Per-resource utilization of one node; `value` is what thresholds compare."""
+    """Per-resource utilization of one node; `value` is what thresholds compare.
+
+    For a node with DRA devices, `dra` is the utilization of its busiest device pool and
+    `resource` names that pool (`<driver>/<pool>`); `unknown` says why the utilization
+    could not be measured (a device pool not fully published): such a node is kept."""
 
     cpu: float
     memory: float
     gpu: float | None
     value: float
     resource: str
+    dra: float | None = None
+    pools: tuple[PoolUtilization, ...] = ()
+    unknown: str = ""
 
 
 def is_gpu_node(node: Node, gpu_label: str) -> bool:
@@ -58,6 +73,7 @@ def node_utilization(
     gpu_label: str = "",
     ignore_daemonsets: bool = False,
     ignore_mirror_pods: bool = False,
+    dra: DraState | None = None,
 ) -> Utilization:
     cpu = mem = gpu = 0
     skipped_cpu = skipped_mem = skipped_gpu = 0
@@ -82,6 +98,17 @@ def node_utilization(
         if alloc_gpu > 0:
             gpu_u = _ratio(gpu, alloc_gpu - skipped_gpu)
             return Utilization(cpu_u, mem_u, gpu_u, gpu_u, "gpu")
+    if dra is not None and dra.node_slices.get(node.name):
+        try:
+            pools = dra.node_pool_utilization(node.name)
+        except PoolIncomplete as exc:
+            return Utilization(cpu_u, mem_u, None, 1.0, "dra", unknown=str(exc))
+        busiest = highest_pool(pools)
+        if busiest is not None:
+            return Utilization(
+                cpu_u, mem_u, None, busiest.utilization, busiest.name,
+                dra=busiest.utilization, pools=tuple(pools),
+            )
     if mem_u > cpu_u:
         return Utilization(cpu_u, mem_u, None, mem_u, "memory")
     return Utilization(cpu_u, mem_u, None, cpu_u, "cpu")

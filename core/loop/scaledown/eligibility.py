@@ -18,6 +18,7 @@ from clusterscaler.simulator.utilization import Utilization, is_gpu_node, node_u
 
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.simulator.dra import DraState
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +40,14 @@ def check_eligibility(
     *,
     gpu_label: str = "",
     unreadable_pods: Mapping[str, Sequence[UnreadableObject]] | None = None,
+    dra: DraState | None = None,
 ) -> tuple[list[Candidate], list[UnremovableNode]]:
     """Split nodes into candidates and unremovable ones (with CA's reason names).
 
     A node bound to a pod the model could not read (`unreadable_pods`, by node) is never a
-    candidate: its pods are not known, so it would look emptier than it is."""
+    candidate: its pods are not known, so it would look emptier than it is. Nor is a node
+    with a DRA device pool whose slices are not all published (`dra`): how many of its
+    devices are in use is not known."""
     candidates: list[Candidate] = []
     unremovable: list[UnremovableNode] = []
     unreadable_pods = unreadable_pods or {}
@@ -112,9 +116,21 @@ def check_eligibility(
             gpu_label=gpu_label,
             ignore_daemonsets=ignore_ds,
             ignore_mirror_pods=options.ignore_mirror_pods_utilization,
+            dra=dra,
         )
+        if util.unknown:
+            unremovable.append(
+                UnremovableNode(
+                    name,
+                    UnremovableReason.NOT_UNDERUTILIZED,
+                    detail=f"device utilization unknown: {util.unknown}",
+                )
+            )
+            continue
         if ready:
-            if is_gpu_node(node, gpu_label) and util.gpu is not None:
+            # As CA: a node the provider labels as a GPU node is held to the GPU
+            # threshold, whether its GPUs are extended resources or DRA devices.
+            if is_gpu_node(node, gpu_label) and (util.gpu is not None or util.dra is not None):
                 threshold = gopts.scale_down_gpu_utilization_threshold
             else:
                 threshold = gopts.scale_down_utilization_threshold

@@ -220,7 +220,7 @@ class ScaleDownPlanner:
         options = self.options
         candidates, unremovable = check_eligibility(
             inputs.nodes, inputs.pods_by_node, state, options, now, gpu_label=gpu_label,
-            unreadable_pods=inputs.unreadable_pods,
+            unreadable_pods=inputs.unreadable_pods, dra=snapshot.dra,
         )
         if skip_groups:
             skipped = [c for c in candidates if c.node_group in skip_groups]

@@ -147,22 +147,61 @@ def test_two_claiming_pods_need_two_new_gpu_nodes(tmp_path: Path) -> None:
 
 
 def test_a_gpu_node_whose_pod_holds_a_device_is_kept(tmp_path: Path) -> None:
-    explained = run(tmp_path, "explain", base())
+    # One device of three in use: underutilized, so the removal simulation decides, and
+    # the pod's claim cannot be allocated on the CPU node.
+    explained = run(tmp_path, "explain", base(devices=3))
     reasons = {u["node"]: u for u in explained["unremovable"]}
     assert "gpu-1" in reasons, explained["unremovable"]
     assert reasons["gpu-1"]["reason"] == "NoPlaceToMovePods", reasons["gpu-1"]
 
 
-@pytest.mark.parametrize("devices", [2])
+def test_a_node_whose_devices_are_all_in_use_is_not_underutilized(tmp_path: Path) -> None:
+    """As CA: a DRA node is as utilized as its busiest device pool, whatever its CPU."""
+    explained = run(tmp_path, "explain", base(devices=1))
+    reasons = {u["node"]: u for u in explained["unremovable"]}
+    assert reasons["gpu-1"]["reason"] == "NotUnderutilized", reasons["gpu-1"]
+    assert reasons["gpu-1"]["detail"] == "gpu.example.com/gpu-1 utilization 1.000 >= 0.5"
+    # The CPU node is measured by CPU and memory, as before.
+    assert "cpu-1" not in reasons, reasons
+
+
+def test_a_node_whose_device_pool_is_not_fully_published_is_kept(tmp_path: Path) -> None:
+    items = base(devices=3)
+    [gpu_slice_doc] = [i for i in items if i["kind"] == "ResourceSlice"]
+    gpu_slice_doc["spec"]["pool"]["resourceSliceCount"] = 2
+    explained = run(tmp_path, "explain", items)
+    reasons = {u["node"]: u for u in explained["unremovable"]}
+    assert reasons["gpu-1"]["reason"] == "NotUnderutilized", reasons["gpu-1"]
+    assert reasons["gpu-1"]["detail"].startswith(
+        "device utilization unknown: resource pool gpu.example.com/gpu-1: 1 of 2"), reasons
+
+
+def test_explain_lists_each_device_with_the_claim_holding_it(tmp_path: Path) -> None:
+    explained = run(tmp_path, "explain", base(devices=2))
+    assert explained["devices"] == [
+        {"node": "gpu-1", "driver": DRIVER, "pool": "gpu-1", "device": "gpu-0",
+         "claim": "default/trainer-gpu", "nodeLocal": True},
+        {"node": "gpu-1", "driver": DRIVER, "pool": "gpu-1", "device": "gpu-1",
+         "claim": None, "nodeLocal": True},
+    ]
+    path = tmp_path / "snapshot.json"
+    text = subprocess.run([*clusterscaler_command(), "explain", "--snapshot", str(path)],
+                          capture_output=True, text=True, timeout=120, check=True).stdout
+    devices = text[text.index("Devices (DRA)"):]
+    assert "default/trainer-gpu" in devices and "free" in devices, devices
+    assert "33% gpu.example.com/gpu-1" not in text and "50% gpu.example.com/gpu-1" in text, text
+
+
+@pytest.mark.parametrize("devices", [3])
 def test_a_gpu_node_drains_onto_another_gpu_node_with_a_free_device(
     tmp_path: Path, devices: int
 ) -> None:
-    # gpu-2 is busy (not a candidate itself) and has free devices.
-    busy = pod("busy", "gpu-2")
-    busy["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "6"
-    del busy["spec"]["resourceClaims"]
-    busy["status"].pop("resourceClaimStatuses")
-    items = [*base(gpu_nodes=2, devices=devices), busy, replicaset("busy")]
+    # gpu-2 is kept (not a candidate itself: a DRA node with idle devices is measured by
+    # them, not by its CPU) and has free devices.
+    items = base(gpu_nodes=2, devices=devices)
+    [gpu2] = [i for i in items if i["kind"] == "Node" and i["metadata"]["name"] == "gpu-2"]
+    gpu2["metadata"]["annotations"] = {
+        "cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}
     explained = run(tmp_path, "explain", items)
     reasons = {u["node"]: u["reason"] for u in explained["unremovable"]}
     # gpu-1's pod can take gpu-2's free device: gpu-1 is not kept, it is unneeded.
