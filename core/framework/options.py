@@ -543,7 +543,7 @@ class AutoscalingOptions:
     log_file_max_size: int = opt(1800, "Maximum size a log file can grow to, in megabytes (0: unlimited).", kind=UINT, group="logging", no_effect="as in Cluster Autoscaler, whose logs go through one logger to stderr, or to --log-file with --logtostderr=false")
     one_output: bool = opt(False, "Only write logs to their native severity level's file.", group="logging", no_effect="as in Cluster Autoscaler, whose logs go through one logger to stderr, or to --log-file with --logtostderr=false")
     skip_log_headers: bool = opt(False, "Avoid headers when opening log files.", group="logging", no_effect="as in Cluster Autoscaler, whose logs go through one logger to stderr, or to --log-file with --logtostderr=false")
-    add_dir_header: bool = opt(False, "Add the file directory to the header of the log messages.", group="logging", no_effect="log lines name no source file")
+    add_dir_header: bool = opt(False, "Add the file directory to the header of the log messages.", group="logging")
     feature_gates: dict[str, bool] = opt({}, "Comma-separated <Name>=true|false pairs describing feature gates for alpha/experimental features. LoggingAlphaOptions and LoggingBetaOptions gate the logging options as upstream; other gates have no effect.", kind=FEATURE_GATES, group="logging")
 
     # --- GCE load balancers ------------------------------------------------------------------

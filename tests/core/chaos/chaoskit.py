@@ -581,7 +581,7 @@ class Autoscaler:
             raise
 
     def count(self, event: str, path: Path | None = None) -> int:
-        needle = f'"event": "{event}"'
+        needle = f'"msg":"{event}"'
         return (path or self.log_path).read_text(errors="replace").count(needle)
 
     def tail(self, lines: int = 40) -> str:

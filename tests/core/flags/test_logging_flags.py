@@ -1,9 +1,10 @@
-"""The logging flags drive structlog output as upstream's drive klog's."""
+"""The logging flags drive our log output as upstream's drive klog's."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,9 @@ def logged(tmp_path: Path, *argv: str) -> tuple[str, str]:
     return stream.getvalue(), file.read_text() if file.exists() else ""
 
 
+HEADER = re.compile(r"^([IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +\d+ test_logging_flags\.py:\d+\] ")
+
+
 def test_v_maps_to_levels(tmp_path: Path) -> None:
     quiet, _ = logged(tmp_path, "--v=2")
     assert "decision_event" in quiet and "failure_event" in quiet
@@ -42,13 +46,30 @@ def test_v_maps_to_levels(tmp_path: Path) -> None:
     assert "detail_event" in verbose
 
 
+def test_text_lines_are_klog_lines(tmp_path: Path) -> None:
+    out, _ = logged(tmp_path, "--v=4")
+    lines = out.splitlines()
+    assert [HEADER.match(line).group(1) for line in lines] == ["I", "I", "E"]  # type: ignore[union-attr]
+    assert [HEADER.sub("", line) for line in lines] == [
+        '"detail_event" node="n1"',
+        '"decision_event" node_group="g1"',
+        '"failure_event" reason="boom"',
+    ]
+
+
 def test_json_lines(tmp_path: Path) -> None:
-    out, _ = logged(tmp_path, "--logging-format=json")
+    out, _ = logged(tmp_path, "--logging-format=json", "--v=4")
     lines = [json.loads(line) for line in out.splitlines()]
-    assert [(line["event"], line["level"]) for line in lines] == [
-        ("decision_event", "info"), ("failure_event", "error"),
+    assert [list(line) for line in lines] == [
+        ["ts", "caller", "msg", "v", "node"],
+        ["ts", "caller", "msg", "v", "node_group"],
+        ["ts", "caller", "msg", "reason"],  # an error line has no v
+    ]
+    assert [(line["msg"], line.get("v")) for line in lines] == [
+        ("detail_event", 4), ("decision_event", 0), ("failure_event", None),
     ]  # fmt: skip
-    assert lines[0]["node_group"] == "g1"
+    assert lines[1]["node_group"] == "g1"
+    assert lines[1]["caller"].startswith("flags/test_logging_flags.py:")
 
 
 def test_log_file_needs_logtostderr_false_as_upstream(tmp_path: Path) -> None:
@@ -62,11 +83,16 @@ def test_log_file_needs_logtostderr_false_as_upstream(tmp_path: Path) -> None:
     assert file.count("decision_event") == 2  # appended to, as klog does
 
 
-def test_skip_headers_drops_timestamp_and_level(tmp_path: Path) -> None:
+def test_skip_headers_drops_the_klog_header(tmp_path: Path) -> None:
     out, _ = logged(tmp_path, "--skip-headers")
-    assert out.splitlines()[0] == "event='decision_event' node_group='g1'"
+    assert out.splitlines()[0] == '"decision_event" node_group="g1"'
     out, _ = logged(tmp_path)
-    assert out.startswith("timestamp=")
+    assert HEADER.match(out)
+
+
+def test_add_dir_header_names_the_directory(tmp_path: Path) -> None:
+    out, _ = logged(tmp_path, "--add-dir-header")
+    assert re.match(r"^I\d{4} [\d:.]+ +\d+ flags/test_logging_flags\.py:\d+\] ", out)
 
 
 def test_vmodule_raises_verbosity_of_matching_modules_only(tmp_path: Path) -> None:
@@ -77,6 +103,11 @@ def test_vmodule_raises_verbosity_of_matching_modules_only(tmp_path: Path) -> No
     assert "module=" not in out  # the caller is looked up, not logged
 
 
+def test_vmodule_lowers_verbosity_of_matching_modules(tmp_path: Path) -> None:
+    out, _ = logged(tmp_path, "--v=4", "--vmodule=test_logging_*=0")
+    assert "detail_event" not in out and "decision_event" in out
+
+
 def test_backtrace_at_a_line(tmp_path: Path) -> None:
     line = next(
         number
@@ -84,8 +115,9 @@ def test_backtrace_at_a_line(tmp_path: Path) -> None:
         if 'log.info("decision_event"' in text
     )
     out, _ = logged(tmp_path, f"--log-backtrace-at=test_logging_flags.py:{line}")
-    decision = next(text for text in out.splitlines() if "decision_event" in text)
+    [decision] = [text for text in out.splitlines() if "decision_event" in text]
     assert "stack=" in decision and "in logged" in decision
+    assert "structlog" not in decision  # the stack ends where the line was logged
     failure = next(text for text in out.splitlines() if "failure_event" in text)
     assert "stack=" not in failure
 

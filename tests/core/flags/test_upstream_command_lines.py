@@ -126,7 +126,7 @@ def test_starts_the_autoscaler(
             [EXECUTABLE, *line["args"], *extra], stdout=out, stderr=subprocess.STDOUT, env=env
         )
     try:
-        content = wait_for_line(log, process, "event='loop_done'", 60)
+        content = wait_for_line(log, process, '] "loop_done"', 60)
     finally:
         if process.poll() is None:
             process.terminate()

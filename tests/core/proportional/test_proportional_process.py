@@ -121,8 +121,8 @@ def test_runs_creates_configmap_scales_serves_health_and_stops_on_sigterm(tmp_pa
             proc.terminate()
             _, err = proc.communicate(timeout=15)
         assert proc.returncode == 0, err
-        assert "event='proportional_scale'" in err
-        assert "target='deployment/coredns'" in err
+        assert '"proportional_scale"' in err
+        assert 'target="deployment/coredns"' in err
 
 
 def test_exits_1_after_max_sync_failures(tmp_path):
@@ -138,6 +138,6 @@ def test_exits_1_after_max_sync_failures(tmp_path):
                 proc.communicate(timeout=5)
         assert proc.returncode == 1
         assert time.monotonic() - started < 20
-        assert "event='proportional_giving_up'" in err
+        assert '"proportional_giving_up"' in err
         assert "not found and --default-params is not set" in err
         assert kube.get("deployments", "coredns", NS)["spec"]["replicas"] == 1  # type: ignore[index]

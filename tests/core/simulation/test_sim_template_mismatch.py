@@ -131,9 +131,9 @@ def test_simulate_warns_once_per_group(
     code = main(["simulate", "--snapshot", str(snapshot), "--cloud-config", str(config), "--duration", "5m"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    warnings = [line for line in err.splitlines() if "reason='TemplateMismatch'" in line]
+    warnings = [line for line in err.splitlines() if 'reason="TemplateMismatch"' in line]
     assert len(warnings) == 1, err
-    assert "level='warning'" in warnings[0] and "node_group='general'" in warnings[0]
+    assert warnings[0].startswith("W") and 'node_group="general"' in warnings[0]
     assert "ephemeral-storage" in warnings[0] and "disktype" in warnings[0]
     assert "TemplateMismatch" not in out
     # 31 loops, one comparison: the provider is asked again only when the live node changes.
