@@ -72,10 +72,15 @@ from clusterscaler.loop.scaleup import (
     plan_min_size_enforcement,
     plan_scale_up,
 )
-from clusterscaler.loop.templates import TemplateCache, upcoming_node
+from clusterscaler.loop.templates import LISTED_AT_MOST, TemplateCache, upcoming_node
 from clusterscaler.loop.upkeep import ClusterUpkeep
 from clusterscaler.model import ClusterObjects, Pod, gc_paused
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
+from clusterscaler.simulator.dra_compare import (
+    compare_resource_pools,
+    count_by_driver,
+    merge_counts,
+)
 from clusterscaler.simulator.drain import PodFilter, build_pod_filters
 from clusterscaler.simulator.profile import DefaultSpread, configured_filters
 from clusterscaler.simulator.utilization import GPU_RESOURCE
@@ -497,6 +502,9 @@ class Autoscaler:
             started_totals=started_totals,
             remaining_totals=remaining_totals,
         )
+        # Before the templates are rebuilt: each ready node against the template its group
+        # was planned from.
+        dra_mismatch = self._dra_template_mismatch(state, snapshot)
         scale_up, pending = self._scale_up(inputs, errors)
         scaled_up = any(d.delta > 0 for d in scale_up.decisions)
         if scaled_up:
@@ -519,6 +527,7 @@ class Autoscaler:
                 cleanups=tuple(cleanups),
                 errors=tuple(errors),
                 stale_caches=stale,
+                dra_template_mismatch=dra_mismatch,
             )
 
         if stale:
@@ -548,7 +557,49 @@ class Autoscaler:
             errors=tuple(errors),
             stale_caches=stale,
             unreadable=tuple(objects.unreadable),
+            dra_template_mismatch=dra_mismatch,
         )
+
+    def _dra_template_mismatch(
+        self, state: ClusterState, snapshot: ClusterSnapshot
+    ) -> dict[str, dict[str, int]]:
+        """Per DRA driver, the differences between the devices each ready node of a group
+        publishes and those of the template the last loop planned the group's new nodes
+        from (for a group scaled from zero, the provider's prediction), as CA's DRA
+        processor reports them; a sample of the nodes that differ is logged."""
+        counts: dict[str, dict[str, int]] = {}
+        templates = self.templates.last
+        if not templates:
+            return counts
+        dra = snapshot.dra
+        sample: list[str] = []
+        differing = 0
+        for gid, group in sorted(state.groups.items()):
+            template = templates.get(gid)
+            if template is None or template.node_info is None:
+                continue
+            predicted = template.node_info.resource_slices
+            for node in group.nodes:
+                if node.name not in state.ready:
+                    continue
+                published = dra.slices_of(node.name) if dra is not None else []
+                if not predicted and not published:
+                    continue
+                deltas = compare_resource_pools(predicted, published)
+                if not deltas:
+                    continue
+                merge_counts(counts, count_by_driver(deltas))
+                differing += 1
+                if len(sample) < LISTED_AT_MOST:
+                    sample.append(f"{node.name}: " + ", ".join(d.summary() for d in deltas))
+        if sample:
+            log.warning(
+                "dra_template_mismatch",
+                nodes=differing,
+                sample=sample,
+                reason="the devices of ready nodes differ from their node group's template",
+            )
+        return counts
 
     # ------------------------------------------------------------------ cluster upkeep
 

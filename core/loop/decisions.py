@@ -381,6 +381,10 @@ class LoopResult:
     taint_cleanups: tuple[TaintCleanup, ...] = ()
     # Timed-out scale-ups whose target could not be decreased back in this loop.
     failed_reverts: tuple[FailedRevert, ...] = ()
+    # Per DRA driver, how the devices ready nodes publish differ from their node group's
+    # template (missing, extra, mismatch, unknown: see `simulator.dra_compare`), for
+    # dra_node_template_resources_mismatch. None: the loop stopped before comparing.
+    dra_template_mismatch: dict[str, dict[str, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enums by value, times in ISO 8601)."""

@@ -311,7 +311,9 @@ class TemplateCache:
             extra = tuple(
                 p for p in ds_pods if p.owner is None or (p.namespace, p.owner.name) not in known
             )
-            out[gid] = Template(gid, NodeInfo(info.node, info.pods + extra), "provider")
+            out[gid] = Template(
+                gid, NodeInfo(info.node, info.pods + extra, info.resource_slices), "provider"
+            )
         for gone in [g for g in self._from_nodes if g not in state.groups]:
             del self._from_nodes[gone]
         for gone in [g for g in self._compared if g not in state.groups]:

@@ -349,6 +349,8 @@ class Metrics:
             "Number of pods skipped when doing scheduling simulations.",
             ("type",),
         )
+        # The drivers the last DRA template comparison found differences for.
+        self._dra_mismatch_drivers: set[str] = set()
         self._init_series()
 
     def _init_series(self) -> None:
@@ -535,10 +537,26 @@ class Metrics:
             self.old_unregistered_nodes_removed_count.inc(len(removed))
         if result.taint_counts is not None:
             self.update_node_taints(result.taint_counts)
+        if result.dra_template_mismatch is not None:
+            self._record_dra_template_mismatch(result.dra_template_mismatch)
         # Each error by its type (the failed clean-ups are among them); the types are CA's
         # few, so the series stay bounded.
         for error in result.errors:
             self.register_error(error_type_of(error))
+
+    def _record_dra_template_mismatch(self, counts: Mapping[str, Mapping[str, int]]) -> None:
+        """dra_node_template_resources_mismatch{driver,mismatch_type}, as CA's comparator
+        sets it: every type of each driver with a difference now, and zeros for the
+        drivers that had one in the last comparison and have none now."""
+        from clusterscaler.simulator.dra_compare import MISMATCH_TYPES
+
+        for driver in sorted(self._dra_mismatch_drivers | set(counts)):
+            found = counts.get(driver, {})
+            for kind in MISMATCH_TYPES:
+                self.dra_node_template_resources_mismatch.labels(
+                    driver=driver, mismatch_type=kind
+                ).set(found.get(kind, 0))
+        self._dra_mismatch_drivers = set(counts)
 
     def _record_skipped_scale_events(self, result: LoopResult) -> None:
         """skipped_scale_events_count{direction,reason}, as CA counts it: once per node
