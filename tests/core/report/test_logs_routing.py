@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
+import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
@@ -14,6 +16,8 @@ from typing import Any
 import pytest
 import structlog
 from clusterscaler.report.logs import LogSettings, configure, configure_logging
+
+HEADER = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +\d+ [^ ]+:\d+\] ")
 
 
 @pytest.fixture(autouse=True)
@@ -102,3 +106,25 @@ def test_an_exception_is_err_and_a_one_line_traceback() -> None:
     assert line["err"] == "KeyError: 'g1'"
     assert line["traceback"].startswith("Traceback (most recent call last):")
     assert "v" not in line
+
+
+def test_uncaught_exceptions_are_one_line_each() -> None:
+    program = (
+        "import threading\n"
+        "from clusterscaler.report.logs import configure_logging\n"
+        "configure_logging(fmt='text')\n"
+        "def fail():\n"
+        "    raise ZeroDivisionError('division by zero')\n"
+        "worker = threading.Thread(target=fail, name='worker')\n"
+        "worker.start()\n"
+        "worker.join()\n"
+        "raise KeyError('g1')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2, done.stderr
+    assert all(HEADER.match(line) for line in lines), done.stderr
+    assert lines[0].startswith("E") and '<string>:5] "uncaught_exception_in_thread" err="ZeroDivisionError: division by zero" thread="worker"' in lines[0]
+    assert lines[1].startswith("F") and '<string>:9] "uncaught_exception" err="KeyError: \'g1\'"' in lines[1]
+    assert "traceback=" in lines[1]
