@@ -53,6 +53,13 @@ __all__ = ["add_arguments", "evaluate", "explain", "render", "report_json", "run
 log = structlog.get_logger()
 
 OK, RUNTIME_ERROR, USAGE_ERROR = 0, 1, 2
+NO_INPUT = (
+    "nothing to explain: give --snapshot FILE (the JSON of `kubectl get nodes,pods,pdb,ds,rs,"
+    "sts,jobs,cm -A -o json`; node groups from --cloud-config or inferred from the nodes), "
+    "--from-cluster (the cluster of --kubeconfig, read only; with --cloud-provider for its "
+    "node groups), or --cloud-provider with --kubeconfig to explain a live cluster with its "
+    "provider (docs/explain.md)"
+)
 # --------------------------------------------------------------------------- command
 
 
@@ -246,12 +253,16 @@ def run(ctx: CommandContext) -> int:
     from clusterscaler.kube.client import KubeConfigError
     from clusterscaler.offline.cluster import SimulationError
     from clusterscaler.offline.loader import InputError
+    from clusterscaler.offline.setup import SIM_PROVIDER
 
     quiet_logs(ctx.options)
     inference: GroupsReport | None = None
     changes: WhatIf | None = None
+    offline = bool(ctx.args.snapshot or getattr(ctx.args, "from_cluster", False))
+    if not offline and ctx.options.cloud_provider == SIM_PROVIDER and not ctx.options.cloud_config:
+        print(f"clusterscaler explain: error: {NO_INPUT}", file=sys.stderr)
+        return USAGE_ERROR
     try:
-        offline = bool(ctx.args.snapshot or getattr(ctx.args, "from_cluster", False))
         if getattr(ctx.args, "changes", None) and not offline:
             raise ConfigurationError(
                 "--apply, --scale, --drain-node, --remove-node-group: expected with --snapshot or "

@@ -251,9 +251,18 @@ def infer_if_needed(
     return with_inferred_node_groups(options, objects, bounds)
 
 
+DEMO_SOURCE = "built-in demo"
+OTHER_INPUTS = (
+    "This is the built-in demo. To simulate your own cluster: `clusterscaler simulate "
+    "SCENARIO.yaml`, `--snapshot FILE` (the JSON of `kubectl get nodes,pods,pdb,ds,rs,sts,"
+    "jobs,cm -A -o json`, node groups from `--cloud-config` or inferred) or `--from-cluster` "
+    "(the cluster of --kubeconfig, read only); docs/simulate.md."
+)
+
+
 def demo_scenario() -> Scenario:
     text = resources.files("clusterscaler.offline").joinpath("demo.yaml").read_text("utf-8")
-    return parse_scenario(yaml.safe_load(text), "built-in demo")
+    return parse_scenario(yaml.safe_load(text), DEMO_SOURCE)
 
 
 def load_inputs(args: argparse.Namespace) -> Scenario:
@@ -529,6 +538,8 @@ def _run(
         out.write(f"scenario: {scenario.name}\n")
         if scenario.description:
             out.write(f"{scenario.description}\n")
+        if scenario.source == DEMO_SOURCE:
+            out.write(f"{OTHER_INPUTS}\n")
         out.write("\n")
         if inference is not None:
             out.write(render_groups(inference) + "\n\n")

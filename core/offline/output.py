@@ -299,6 +299,7 @@ def render_summary(summary: Summary) -> str:
         f"simulated       {format_duration(summary.duration)} in {plural(summary.loops, 'loop')}",
         f"scale-ups       {summary.scale_ups} ({requested})",
         f"scale-downs     {summary.scale_downs} ({plural(summary.nodes_removed, 'node')} removed)",
+        "                (a scale-up or scale-down is one node group's in one loop)",
         f"node-hours      {sum(summary.node_hours.values()):.2f} ({hours})",
         f"cost            {summary.cost:.2f}",
         f"pod pending     p50 {dur(summary.pending_p50)}, p95 {dur(summary.pending_p95)}, "

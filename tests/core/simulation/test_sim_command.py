@@ -53,6 +53,11 @@ def test_demo_runs_without_arguments(capsys: pytest.CaptureFixture[str]) -> None
     assert "scale-down  highmem  highmem-00001 (empty)" in out
     assert "final nodes     general=2 highmem=0" in out
     assert "still pending   0 pods" in out
+    # The summary says what it counts, and the demo says how to simulate one's own cluster.
+    assert "scale-downs     3 (4 nodes removed)\n" in out
+    assert "(a scale-up or scale-down is one node group's in one loop)" in out
+    assert "This is the built-in demo." in out
+    assert all(word in out for word in ("SCENARIO.yaml", "--snapshot FILE", "--from-cluster"))
 
 
 def test_burst_scale_up(capsys: pytest.CaptureFixture[str]) -> None:
@@ -293,3 +298,10 @@ def test_events_on_missing_pods_show_in_the_timeline(capsys: pytest.CaptureFixtu
         "delete 1 pod: pod default/ghost: expected an existing pod (namespace/name)"
     ]
     assert [e["detail"] for e in of(lines, "event")] == ["cordon general-00001"]
+
+
+def test_explain_without_input_names_the_inputs_it_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(capsys, "explain")
+    assert (code, out) == (2, "")
+    assert "nothing to explain" in err
+    assert all(word in err for word in ("--snapshot FILE", "--from-cluster", "--kubeconfig"))
