@@ -37,6 +37,10 @@ counters, the mean over its counter sets of each set's most used counter.
 Not simulated (the pod is then judged by the rest): per-device node selection
 (`perDeviceNodeSelection`), DeviceTaintRules, consumable capacity, device binding
 conditions.
+
+Long on purpose: the allocator's search and the state it reads and writes (which claim
+holds each device, what the pools' counters have left) change together; split apart, each
+half would reach into the other's internals.
 """
 
 from __future__ import annotations
