@@ -78,6 +78,7 @@ from clusterscaler.model import (
     parse_node,
     parse_pod,
 )
+from clusterscaler.model.dra import ResourceSlice, parse_resource_slice, parse_template_slice
 from clusterscaler.model.quantity import (
     QuantityError,
     parse_cpu_millis,
@@ -174,6 +175,7 @@ __all__ = [
     "QuantityError",
     "Registry",
     "ResourceLimiter",
+    "ResourceSlice",
     "Resources",
     "ScaleDownBlockingNodeGroup",
     "SimNodeInfo",
@@ -197,6 +199,8 @@ __all__ = [
     "parse_node",
     "parse_pod",
     "parse_quantity",
+    "parse_resource_slice",
+    "parse_template_slice",
     "pod_affinity_cannot_reject",
     "prepare_indexes",
     "selected_by_existing_anti_affinity",

@@ -289,6 +289,13 @@ class NodeGroup(Protocol):
 
         Used to scale from zero. Raises `CloudProviderError` (or `ConfigurationError`) when
         the group cannot describe itself; the autoscaler then skips it for scale-up from zero.
+
+        A group whose nodes have DRA devices declares them in the `resource_slices` of the
+        returned `NodeInfo` (upstream's `LocalResourceSlices`): the ResourceSlices the
+        drivers will publish for each new node (node-local; build them with
+        `parse_template_slice`). The autoscaler renames them for each simulated node; a
+        group without them is not grown for pods that claim devices until one of its nodes
+        exists (whose slices are then copied).
         """
         ...
 

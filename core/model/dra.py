@@ -786,3 +786,24 @@ def parse_resource_claim_template(raw: Mapping[str, Any]) -> ResourceClaimTempla
         name=meta["name"],
         spec=_claim_spec(spec.get("spec"), nested, obj, "spec.spec"),
     )
+
+
+def parse_template_slice(raw: Mapping[str, Any]) -> ResourceSlice:
+    """A ResourceSlice a node group declares for its template (scale from zero): the devices
+    a DRA driver will publish for each new node. Read as `parse_resource_slice` reads it;
+    it must be node-local (`spec.nodeName`, any value: it becomes the new node's, or none),
+    as Cluster Autoscaler supports only node-local devices for new nodes."""
+    found = parse_resource_slice(raw)
+    if found.all_nodes or found.node_selector is not None or found.per_device_node_selection:
+        _, obj = _meta(raw, "ResourceSlice", namespaced=False)
+        field = (
+            "spec.allNodes" if found.all_nodes
+            else "spec.nodeSelector" if found.node_selector is not None
+            else "spec.perDeviceNodeSelection"
+        )
+        raise ModelError(
+            obj, field,
+            "a node-local slice (spec.nodeName, or no node field): a template declares the "
+            "devices of its own node",
+        )
+    return found

@@ -30,6 +30,7 @@ from clusterscaler_kwok.config import (
     parse_config,
     provider_namespace,
 )
+from clusterscaler_kwok.devices import template_slices
 from clusterscaler_kwok.provider import KwokCloudProvider, Raw
 from clusterscaler_kwok.templates import build_groups, parse_templates
 
@@ -154,14 +155,16 @@ def _read_configmap(core: Any, namespace: str, name: str, key: str) -> str:
     return text
 
 
-def _template_nodes(core: Any, config: KwokConfig, namespace: str) -> list[Raw]:
+def _template_nodes(core: Any, config: KwokConfig, namespace: str) -> tuple[list[Raw], str]:
+    """The template Nodes, and the templates text they come from ("" for the cluster's
+    nodes): its ResourceSlices declare the groups' devices."""
     if config.read_nodes_from == "configmap":
         text = _read_configmap(core, namespace, config.templates_configmap, TEMPLATES_KEY)
         return list(parse_templates(
             text, f"ConfigMap {namespace}/{config.templates_configmap}, key {TEMPLATES_KEY}"
-        ))
+        )), text
     response = core.list_node(_preload_content=False)
-    return list(json.loads(response.data).get("items") or [])
+    return list(json.loads(response.data).get("items") or []), ""
 
 
 def build_provider(context: ProviderContext) -> KwokCloudProvider:
@@ -176,7 +179,10 @@ def build_provider(context: ProviderContext) -> KwokCloudProvider:
         _read_configmap(core, namespace, name, CONFIG_KEY),
         f"ConfigMap {namespace}/{name}, key {CONFIG_KEY}",
     )
-    groups, problems = build_groups(_template_nodes(core, config, namespace), config)
+    nodes, text = _template_nodes(core, config, namespace)
+    groups, problems = build_groups(nodes, config)
+    slices, slice_problems = template_slices(text, nodes, config)
+    problems = [*problems, *slice_problems]
     for problem in problems:
         log.warning("kwok_node_group_invalid", node_group=problem.node_group,
                     error=problem.message)
@@ -189,7 +195,7 @@ def build_provider(context: ProviderContext) -> KwokCloudProvider:
     store.wait_for_sync(CACHE_SYNC_TIMEOUT)
     log.info("kwok_provider_ready", namespace=namespace, configmap=name,
              node_groups=[g.name for g in groups])
-    return KwokCloudProvider(config, groups, store, problems)
+    return KwokCloudProvider(config, groups, store, problems, slices=slices)
 
 
 @hookimpl

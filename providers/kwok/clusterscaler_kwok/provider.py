@@ -36,6 +36,7 @@ from clusterscaler.api import (
     NodeInfo,
     ProviderProblem,
     ResourceLimiter,
+    ResourceSlice,
     checked_increase,
     parse_node,
 )
@@ -114,11 +115,18 @@ class _Membership:
 class KwokNodeGroup:
     """One group of kwok nodes. Satisfies `NodeGroup`."""
 
-    def __init__(self, template: GroupTemplate, provider: KwokCloudProvider) -> None:
+    def __init__(
+        self,
+        template: GroupTemplate,
+        provider: KwokCloudProvider,
+        slices: Sequence[ResourceSlice] = (),
+    ) -> None:
         self.template = template
         self._provider = provider
         self._members = _Membership()
         self._template_info: NodeInfo | None = None
+        # The DRA devices each new node will have (the templates ConfigMap's slices).
+        self._slices = tuple(slices)
 
     @property
     def id(self) -> str:
@@ -212,7 +220,9 @@ class KwokNodeGroup:
     def template_node_info(self) -> NodeInfo:
         if self._template_info is None:
             try:
-                self._template_info = NodeInfo(node=parse_node(self.template.node))
+                self._template_info = NodeInfo(
+                    node=parse_node(self.template.node), resource_slices=self._slices
+                )
             except ModelError as exc:
                 raise CloudProviderError(f"{self.id}: template node: {exc}") from None
         return self._template_info
@@ -239,10 +249,12 @@ class KwokCloudProvider:
 
     def __init__(self, config: KwokConfig, groups: Sequence[GroupTemplate], store: NodeStore,
                  problems: Sequence[ProviderProblem] = (),
-                 limiter: ResourceLimiter | None = None) -> None:
+                 limiter: ResourceLimiter | None = None,
+                 slices: Mapping[str, Sequence[ResourceSlice]] | None = None) -> None:
         self.config = config
         self.store = store
-        self._groups = {g.name: KwokNodeGroup(g, self) for g in groups}
+        slices = slices or {}
+        self._groups = {g.name: KwokNodeGroup(g, self, slices.get(g.name, ())) for g in groups}
         self._problems = list(problems)
         self._limiter = limiter
 
