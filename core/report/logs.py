@@ -19,17 +19,13 @@ Repeated identical warnings and errors are written once per burst and then count
 (`clusterscaler.report.logrepeat`), except while a simulated clock stamps the lines
 (`stamped_by`): a simulation's lines are its timeline.
 
-Where lines go follows upstream's logging set-up: stderr by default; `--log-file` with
-`--logtostderr=false` appends to that file instead (and to stderr too with
-`--alsologtostderr`). With `--log-text-split-stream` or `--log-json-split-stream` (behind
-the LoggingAlphaOptions feature gate), info and debug lines go to stdout and warnings and
-errors to stderr, the info stream buffered up to `--log-*-info-buffer-size` and flushed at
-least every `--log-flush-frequency`. Every other line is written and flushed at once.
+Where lines go follows upstream's logging set-up (`clusterscaler.report.logoutput`):
+stderr by default; `--log-file` with `--logtostderr=false`, `--alsologtostderr`, and the
+split streams behind the LoggingAlphaOptions feature gate.
 """
 
 from __future__ import annotations
 
-import atexit
 import fnmatch
 import logging
 import os
@@ -41,12 +37,12 @@ from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from types import FrameType, TracebackType
-from typing import IO, TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 from clusterscaler.report.logformat import LogLine, render_json, render_text
+from clusterscaler.report.logoutput import Output
 from clusterscaler.report.logrepeat import REPEAT_WINDOW_SECONDS, RepeatLimiter, identity
 
 if TYPE_CHECKING:
@@ -54,7 +50,6 @@ if TYPE_CHECKING:
 
 DEBUG_VERBOSITY = 4
 HTTP_VERBOSITY = 9
-_ERROR_LEVELS = frozenset({"warning", "error", "critical", "exception"})
 
 # Info and debug events whose Cluster Autoscaler counterpart logs at another klog level
 # than the default (info: V(0), debug: V(4)); the counterpart's message in the comment.
@@ -131,129 +126,10 @@ def settings_from_options(options: AutoscalingOptions) -> LogSettings:
     )
 
 
-class _Stream(Protocol):
-    def write(self, text: str, /) -> int: ...
-
-    def flush(self) -> None: ...
-
-
-class _Tee:
-    """Writes to several streams; flushes each line unless a stream buffers on purpose."""
-
-    def __init__(self, streams: list[_Stream]) -> None:
-        self.streams = streams
-
-    def write(self, text: str) -> int:
-        for stream in self.streams:
-            stream.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        for stream in self.streams:
-            stream.flush()
-
-
-class _BufferedInfo:
-    """The info stream of split output, buffered up to `size` characters, flushed when full
-    and at least every `every` seconds by a daemon thread (and at exit)."""
-
-    def __init__(self, stream: _Stream, size: int, every: float) -> None:
-        self.stream = stream
-        self.size = size
-        self.parts: list[str] = []
-        self.length = 0
-        self.lock = threading.Lock()
-        self.stopped = threading.Event()
-        thread = threading.Thread(target=self._flush_every, args=(max(every, 0.01),), daemon=True)
-        thread.start()
-        atexit.register(self.flush)
-
-    def write(self, text: str) -> int:
-        with self.lock:
-            self.parts.append(text)
-            self.length += len(text)
-            if self.length >= self.size:
-                self._drain()
-        return len(text)
-
-    def flush(self) -> None:
-        with self.lock:
-            self._drain()
-
-    def _drain(self) -> None:
-        if self.parts:
-            self.stream.write("".join(self.parts))
-            self.parts.clear()
-            self.length = 0
-        self.stream.flush()
-
-    def _flush_every(self, seconds: float) -> None:
-        while not self.stopped.wait(seconds):
-            self.flush()
-
-
-class _Output:
-    """Where lines go, resolved when a line is logged so that a replaced stderr (test capture,
-    daemonisation) is followed."""
-
-    def __init__(self, settings: LogSettings, stream: TextIO | None) -> None:
-        self.stream = stream
-        self.file: IO[str] | None = None
-        if settings.log_file:
-            path = Path(settings.log_file)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.file = path.open("a", encoding="utf-8")
-            atexit.register(self.file.close)
-        self.also_to_stderr = settings.also_to_stderr
-        self.split = settings.split_stream
-        self.info: _BufferedInfo | None = None
-        if self.split and settings.info_buffer_size > 0:
-            self.info = _BufferedInfo(
-                _LateStream(lambda: self.stream or sys.stdout),
-                settings.info_buffer_size,
-                settings.flush_seconds,
-            )
-
-    def stderr(self) -> _Stream:
-        return self.stream or sys.stderr
-
-    def write(self, level: str, text: str) -> None:
-        """One line, flushed unless the info stream buffers on purpose."""
-        stream = self.for_level(level)
-        stream.write(text + "\n")
-        if not isinstance(stream, _BufferedInfo):
-            stream.flush()
-
-    def flush(self) -> None:
-        """Write what the info buffer holds (when the configuration is replaced)."""
-        if self.info is not None:
-            self.info.flush()
-
-    def for_level(self, level: str) -> _Stream:
-        if self.file is not None:
-            return _Tee([self.file, self.stderr()]) if self.also_to_stderr else self.file
-        if self.split and level not in _ERROR_LEVELS:
-            if self.info is not None:
-                return self.info
-            return self.stream or sys.stdout
-        return self.stderr()
-
-
-class _LateStream:
-    def __init__(self, resolve: Callable[[], _Stream]) -> None:
-        self.resolve = resolve
-
-    def write(self, text: str) -> int:
-        return self.resolve().write(text)
-
-    def flush(self) -> None:
-        self.resolve().flush()
-
-
 class _Logger:
     """structlog's logger: writes the rendered line (None: already written or dropped)."""
 
-    def __init__(self, output: _Output) -> None:
+    def __init__(self, output: Output) -> None:
         self.output = output
 
     def _write(self, level: str, message: str | None) -> None:
@@ -265,7 +141,7 @@ class _Logger:
 
 
 class _LoggerFactory:
-    def __init__(self, output: _Output) -> None:
+    def __init__(self, output: Output) -> None:
         self.output = output
 
     def __call__(self, *args: Any) -> _Logger:
@@ -364,7 +240,7 @@ def _error_fields(exc: ExcInfo | None, fields: dict[str, Any]) -> str | None:
 class _Writer:
     """Renders lines in the configured format, holds back repetitions, and writes them."""
 
-    def __init__(self, settings: LogSettings, output: _Output) -> None:
+    def __init__(self, settings: LogSettings, output: Output) -> None:
         self.settings = settings
         self.output = output
         self.repeats = (
@@ -583,7 +459,14 @@ def _install_hooks() -> None:
 def configure(settings: LogSettings, stream: TextIO | None = None) -> None:
     """Configure structlog, the stdlib loggers of libraries and `warnings`; called again,
     it replaces the previous configuration (whose held-back repetitions are written)."""
-    output = _Output(settings, stream)
+    output = Output(
+        stream,
+        log_file=settings.log_file,
+        also_to_stderr=settings.also_to_stderr,
+        split=settings.split_stream,
+        info_buffer_size=settings.info_buffer_size,
+        flush_seconds=settings.flush_seconds,
+    )
     writer = _Writer(settings, output)
     previous = _CURRENT.writer
     _CURRENT.writer = writer
