@@ -61,7 +61,6 @@ VERBOSITY: dict[str, int] = {
     "scale_down_on_completion_pods": 2,  # "Node %s has active on-completion pods" (V(2))
     "node_has_startup_taint": 3,  # "Overriding status of node %v, which seems to have startup taint" (V(3))
     "event": 4,  # "Event(%#v): type: '%v' reason: '%v' %v" (V(4))
-    "loop_triggered": 4,  # "Starting main loop" (V(4))
 }
 
 _SEVERITY = {
