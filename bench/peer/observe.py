@@ -167,6 +167,54 @@ class ClusterWatch:
             return dict(sorted(counts.items()))
 
 
+class _MetaList(msgspec.Struct):
+    items: list[_Object] | None = None  # the API server writes null for no items
+
+
+_decode_list = msgspec.json.Decoder(_MetaList).decode
+# Lists ask for metadata only (names, labels, deletion), which is all `FinalState` reads.
+_METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+@dataclass(frozen=True)
+class FinalState:
+    """Nodes per group and pods bound or not, from fresh lists (not the watches)."""
+
+    nodes_per_group: dict[str, int]
+    pods_bound: int
+    pods_pending: int
+
+
+def final_state(watch: ClusterWatch) -> FinalState:
+    """List Nodes and the namespace's Pods (the unbound ones by field selector); objects
+    being deleted are left out."""
+    host, port = watch.server.removeprefix("https://").rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(watch.ca_file))
+    context.check_hostname = False
+
+    def items(path: str) -> list[_Object]:
+        conn = http.client.HTTPSConnection(host, int(port), context=context, timeout=120)
+        try:
+            conn.request("GET", path, headers={"Authorization": f"Bearer {watch.token}",
+                                               "Accept": _METADATA_ONLY})
+            response = conn.getresponse()
+            body = response.read()
+            if response.status != 200:
+                raise OSError(f"GET {path}: HTTP {response.status}: {body[:300]!r}")
+            return [o for o in _decode_list(body).items or () if not o.metadata.deletionTimestamp]
+        finally:
+            conn.close()
+
+    groups: dict[str, int] = {}
+    for node in items("/api/v1/nodes"):
+        group = node.metadata.labels.get(watch.group_label, "")
+        groups[group] = groups.get(group, 0) + 1
+    pods = f"/api/v1/namespaces/{watch.namespace}/pods"
+    total = len(items(pods))
+    pending = len(items(pods + "?fieldSelector=spec.nodeName%3D"))
+    return FinalState(dict(sorted(groups.items())), total - pending, pending)
+
+
 def cluster_watch(cluster: controlplane.Cluster, namespace: str, group_label: str) -> ClusterWatch:
     return ClusterWatch(cluster.server, Path(cluster.root) / "pki" / "apiserver.crt",
                         controlplane.ADMIN_TOKEN, namespace, group_label)

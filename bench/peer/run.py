@@ -52,7 +52,14 @@ from clusterscaler.testing.cliprocess import clusterscaler_command
 from clusterscaler.testing.controlplane import ControlPlaneError
 from clusterscaler.testing.kwokenv import GROUP_LABEL, NAMESPACE
 
-from bench.peer.observe import ClusterWatch, cluster_watch, cpu_seconds, main_loop, peak_rss_bytes
+from bench.peer.observe import (
+    ClusterWatch,
+    cluster_watch,
+    cpu_seconds,
+    final_state,
+    main_loop,
+    peak_rss_bytes,
+)
 from bench.peer.scenarios import SCENARIOS, PeerScenario
 from bench.peer.workload import as_list, provider_objects, workload_objects
 
@@ -62,6 +69,7 @@ AUTOSCALERS = (CA, CLUSTERSCALER)
 MIB = 1024 * 1024
 READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 60.0
+PROGRESS_EVERY = 10.0  # seconds between two progress lines on standard error
 # The CPU target: clusterscaler's CPU seconds per scale-up within this factor of CA's.
 CPU_FACTOR = 1.5
 
@@ -89,6 +97,7 @@ class Row:
     loops: int = 0
     version: str = ""
     error: str = ""
+    note: str = ""  # what the harness noticed without failing the run
 
     @property
     def ok(self) -> bool:
@@ -242,7 +251,8 @@ def _git_commit() -> str:
 
 
 def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
-                   cluster: controlplane.Cluster, workdir: Path) -> Row:
+                   cluster: controlplane.Cluster, workdir: Path, *,
+                   progress: bool = False) -> Row:
     """One run on a running, empty control plane `cluster`: see the module's docstring."""
     row = Row(scenario.name, autoscaler, run, pods=scenario.pods, version=_version(autoscaler))
     kubeconfig = cluster.kubeconfig
@@ -275,12 +285,19 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
         apply(kubeconfig, workload_objects(scenario))
         end = started + scenario.timeout_s
         done_at: float | None = None
+        next_report = started + PROGRESS_EVERY
         while time.monotonic() < end:
+            if progress and time.monotonic() >= next_report:
+                next_report += PROGRESS_EVERY
+                bound, pending = watch.bound_and_pending()
+                print(f"  {time.monotonic() - started:5.0f}s {autoscaler}: "
+                      f"{sum(watch.nodes_per_group().values())} nodes, {bound} pods bound, "
+                      f"{pending} not", file=sys.stderr, flush=True)
             if process.poll() is not None:
                 raise ControlPlaneError(f"{autoscaler} exited {process.returncode} during the "
                                         f"run:\n{_log_tail(log)}")
-            bound, pending = watch.bound_and_pending()
-            if done_at is None and bound >= scenario.pods and pending == 0:
+            bound, _ = watch.bound_and_pending()
+            if done_at is None and bound >= scenario.pods:
                 done_at = watch.last_bound_at
             if done_at is not None and time.monotonic() >= done_at + scenario.settle_s:
                 break
@@ -293,10 +310,15 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
         first = watch.first_node_at()
         row.decision_latency_s = None if first is None else round(first - started, 2)
         row.end_to_end_s = None if done_at is None else round(done_at - started, 2)
-        row.nodes_per_group = watch.nodes_per_group()
-        row.nodes_added = sum(row.nodes_per_group.values())
-        bound, pending = watch.bound_and_pending()
-        row.pods_pending = scenario.pods - bound
+        final = final_state(watch)
+        row.nodes_per_group = final.nodes_per_group
+        row.nodes_added = sum(final.nodes_per_group.values())
+        row.pods_pending = scenario.pods - final.pods_bound
+        seen = (watch.nodes_per_group(), watch.bound_and_pending())
+        if seen != (final.nodes_per_group, (final.pods_bound, final.pods_pending)):
+            row.note = (f"the watches saw nodes {seen[0]}, {seen[1][0]} pods bound and "
+                        f"{seen[1][1]} not; the lists {final.nodes_per_group}, "
+                        f"{final.pods_bound} and {final.pods_pending}")
         if after is not None and after.count > before.count:
             row.loops = int(after.count - before.count)
             row.loop_s = round((after.total - before.total) / (after.count - before.count), 3)
@@ -309,7 +331,8 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
     return row
 
 
-def run_one(scenario: PeerScenario, autoscaler: str, run: int, workdir: Path) -> Row:
+def run_one(scenario: PeerScenario, autoscaler: str, run: int, workdir: Path, *,
+            progress: bool = False) -> Row:
     """One run on a fresh control plane, stopped afterwards; a failure becomes the row's
     `error`."""
     root = workdir / f"{scenario.name}-{autoscaler}-{run}"
@@ -319,7 +342,7 @@ def run_one(scenario: PeerScenario, autoscaler: str, run: int, workdir: Path) ->
         return Row(scenario.name, autoscaler, run, pods=scenario.pods,
                    version=_version(autoscaler), error=f"control plane: {err}")
     try:
-        return run_on_cluster(scenario, autoscaler, run, cluster, workdir)
+        return run_on_cluster(scenario, autoscaler, run, cluster, workdir, progress=progress)
     except (ControlPlaneError, OSError, subprocess.SubprocessError) as err:
         return Row(scenario.name, autoscaler, run, pods=scenario.pods,
                    version=_version(autoscaler), error=f"{type(err).__name__}: {err}")
@@ -370,6 +393,8 @@ def render(rows: Sequence[Row], scenarios: Sequence[str], header: str) -> str:
             for r in group:
                 status = f"error: {r.error.splitlines()[0][:200]}" if r.error else _decision_text(r)
                 lines.append(f"  {label} run {r.run}: {status}")
+                if r.note:
+                    lines.append(f"    note: {r.note}")
         for verdict in evaluate(name, rows):
             mark = "MET    " if verdict.met else "NOT MET"
             lines.append(f"  {mark} {verdict.target}: {verdict.detail}")
@@ -440,7 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if not args.json:
                         print(f"running {name} with {autoscaler} (run {run}) ...",
                               file=sys.stderr, flush=True)
-                    rows.append(run_one(SCENARIOS[name], autoscaler, run, workdir))
+                    rows.append(run_one(SCENARIOS[name], autoscaler, run, workdir,
+                                        progress=not args.json))
     finally:
         if args.work_dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
