@@ -605,7 +605,15 @@ def config_from_options(options: AutoscalingOptions) -> SimCloudConfig:
 
 
 def check_options(options: AutoscalingOptions) -> None:
-    """The `check_options` of the `sim` provider: its cloud-config reads and parses."""
+    """The `check_options` of the `sim` provider: its cloud-config reads and parses, and no
+    flag names node groups it would not read."""
+    for flag, values in (("--nodes", options.nodes),
+                         ("--node-group-auto-discovery", options.node_group_auto_discovery)):
+        if values:
+            raise ConfigurationError(
+                f"{flag}={values[0]!r}: the sim provider does not read {flag}; its node "
+                "groups are the nodeGroups of its cloud-config (--cloud-config)"
+            )
     config_from_options(options)
 
 

@@ -171,6 +171,14 @@ def build_provider(context: ProviderContext) -> KwokCloudProvider:
     """The factory registered as `kwok`."""
     from kubernetes import client
 
+    for flag, values in (("--nodes", context.options.nodes),
+                         ("--node-group-auto-discovery",
+                          context.options.node_group_auto_discovery)):
+        if values:
+            # Upstream's kwok provider ignores them too: a CA command line keeps working.
+            log.warning("kwok_flag_ignored", flag=flag, values=list(values),
+                        reason="the kwok provider's node groups are the template nodes of its "
+                        "ConfigMap")
     api_client = _api_client(context)
     core = client.CoreV1Api(api_client)
     namespace = provider_namespace(str(getattr(context.options, "namespace", "kube-system")))

@@ -67,6 +67,8 @@ BAD_FLAGS = [
     pytest.param("machineapi", ["--node-group-auto-discovery=asg:tag=x"], False, "--node-group-auto-discovery='asg:tag=x': the machineapi provider only understands the 'clusterapi' discoverer; expected clusterapi:namespace=<ns>,clusterName=<name>,<label>=<value>,...", id="machineapi-discoverer"),
     pytest.param("clusterapi", ["--node-group-auto-discovery=clusterapi:namespace"], False, "--node-group-auto-discovery='clusterapi:namespace': 'namespace' must be key=value", id="clusterapi-alias-discovery-item"),
     pytest.param("machineapi", ["--cloud-config={tmp}/management.kubeconfig"], False, "--cloud-config='{tmp}/management.kubeconfig': expected the path of the management cluster's kubeconfig file; no such file", id="machineapi-cloud-config-missing"),
+    pytest.param("sim", ["--nodes=1:3:w"], False, "--nodes='1:3:w': the sim provider does not read --nodes; its node groups are the nodeGroups of its cloud-config (--cloud-config)", id="sim-nodes"),
+    pytest.param("sim", ["--node-group-auto-discovery=asg:tag=x"], False, "--node-group-auto-discovery='asg:tag=x': the sim provider does not read --node-group-auto-discovery", id="sim-discovery"),
     pytest.param("sim", [], False, "--cloud-config: the sim provider needs a cloud-config file declaring nodeGroups", id="sim-no-cloud-config"),
     pytest.param("sim", ["--cloud-config={tmp}/missing.yaml"], False, "--cloud-config '{tmp}/missing.yaml': cannot read the file", id="sim-cloud-config-unreadable"),
     pytest.param("sim", ["--cloud-config={tmp}/sim-bad.yaml"], False, "{tmp}/sim-bad.yaml: nodeGroups[0] (general): maxSize: expected an integer >= minSize (3), got 1", id="sim-cloud-config-invalid"),
