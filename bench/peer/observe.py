@@ -21,7 +21,7 @@ import ssl
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +64,7 @@ class ClusterWatch:
     token: str
     namespace: str
     group_label: str
+    ignore_nodes: frozenset[str] = frozenset()  # nodes made before the run
     node_added: dict[str, float] = field(default_factory=dict)  # name -> first seen
     node_group: dict[str, str] = field(default_factory=dict)  # name -> group label
     nodes_deleted: dict[str, float] = field(default_factory=dict)
@@ -126,6 +127,8 @@ class ClusterWatch:
     def _on_node(self, event: _Event) -> None:
         now = time.monotonic()
         name = event.object.metadata.name
+        if name in self.ignore_nodes:
+            return
         with self._lock:
             if event.type == "DELETED":
                 self.nodes_deleted.setdefault(name, now)
@@ -215,9 +218,10 @@ def final_state(watch: ClusterWatch) -> FinalState:
     return FinalState(dict(sorted(groups.items())), total - pending, pending)
 
 
-def cluster_watch(cluster: controlplane.Cluster, namespace: str, group_label: str) -> ClusterWatch:
+def cluster_watch(cluster: controlplane.Cluster, namespace: str, group_label: str, *,
+                  ignore_nodes: Sequence[str] = ()) -> ClusterWatch:
     return ClusterWatch(cluster.server, Path(cluster.root) / "pki" / "apiserver.crt",
-                        controlplane.ADMIN_TOKEN, namespace, group_label)
+                        controlplane.ADMIN_TOKEN, namespace, group_label, frozenset(ignore_nodes))
 
 
 # ---------------------------------------------------------------------------------------------

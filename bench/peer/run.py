@@ -54,14 +54,15 @@ from clusterscaler.testing.kwokenv import GROUP_LABEL, NAMESPACE
 
 from bench.peer.observe import (
     ClusterWatch,
+    LoopMetric,
     cluster_watch,
     cpu_seconds,
     final_state,
     main_loop,
     peak_rss_bytes,
 )
-from bench.peer.scenarios import SCENARIOS, PeerScenario
-from bench.peer.workload import as_list, provider_objects, workload_objects
+from bench.peer.scenarios import SCALE_UP, SCENARIOS, STEADY, PeerScenario
+from bench.peer.workload import as_list, existing_nodes, provider_objects, workload_objects
 
 CA = "cluster-autoscaler"
 CLUSTERSCALER = "clusterscaler"
@@ -156,10 +157,14 @@ def evaluate(scenario: str, rows: Sequence[Row]) -> list[Verdict]:
         verdicts.append(Verdict(
             target, met, f"{CLUSTERSCALER} {_fmt(b, unit)} {'<=' if met else '>'} {limit}"))
 
-    if scenario.startswith("scale-up"):
+    known = SCENARIOS.get(scenario)
+    kind = known.kind if known is not None else SCALE_UP
+    if kind == SCALE_UP:
         compare("decision latency <= CA", "decision_latency_s", "s")
         compare("end to end <= CA", "end_to_end_s", "s")
         compare(f"CPU seconds within {CPU_FACTOR}x CA", "cpu_s", "s", CPU_FACTOR)
+    elif kind == STEADY:
+        compare("steady loop <= CA", "loop_s", "s")
     compare("peak RSS <= CA", "peak_rss_mib", "MiB")
     pairs = list(zip(sorted(ca, key=lambda r: r.run), sorted(ours, key=lambda r: r.run),
                      strict=False))
@@ -257,6 +262,9 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
     row = Row(scenario.name, autoscaler, run, pods=scenario.pods, version=_version(autoscaler))
     kubeconfig = cluster.kubeconfig
     apply(kubeconfig, provider_objects(scenario))
+    existing: list[str] = []
+    if scenario.kind == STEADY:
+        existing = prepare_steady(scenario, cluster, progress=progress)
     port = controlplane.free_port()
     log = workdir / f"{scenario.name}-{autoscaler}-{run}.log"
     with log.open("wb") as out:
@@ -278,10 +286,15 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
                                         f"{_log_tail(log)}")
             time.sleep(0.2)
             before = main_loop(port)
-        watch = cluster_watch(cluster, scenario.namespace, GROUP_LABEL)
+        watch = cluster_watch(cluster, scenario.namespace, GROUP_LABEL, ignore_nodes=existing)
         watch.start()
         startup_cpu = cpu_seconds(process.pid)
         started = time.monotonic()
+        if scenario.kind == STEADY:
+            _observe(scenario, autoscaler, process, log, progress=progress)
+            finish(row, watch, process.pid, port, before, startup_cpu, started, None,
+                   dict(scenario.existing))
+            return row
         apply(kubeconfig, workload_objects(scenario))
         end = started + scenario.timeout_s
         done_at: float | None = None
@@ -302,33 +315,90 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
             if done_at is not None and time.monotonic() >= done_at + scenario.settle_s:
                 break
             time.sleep(0.1)
-        cpu_end = cpu_seconds(process.pid)
-        after = main_loop(port)
-        row.peak_rss_mib = round(peak_rss_bytes(process.pid) / MIB, 1)
-        row.startup_cpu_s = round(startup_cpu, 2)
-        row.cpu_s = round(cpu_end - startup_cpu, 2)
-        first = watch.first_node_at()
-        row.decision_latency_s = None if first is None else round(first - started, 2)
-        row.end_to_end_s = None if done_at is None else round(done_at - started, 2)
-        final = final_state(watch)
-        row.nodes_per_group = final.nodes_per_group
-        row.nodes_added = sum(final.nodes_per_group.values())
-        row.pods_pending = scenario.pods - final.pods_bound
-        seen = (watch.nodes_per_group(), watch.bound_and_pending())
-        if seen != (final.nodes_per_group, (final.pods_bound, final.pods_pending)):
-            row.note = (f"the watches saw nodes {seen[0]}, {seen[1][0]} pods bound and "
-                        f"{seen[1][1]} not; the lists {final.nodes_per_group}, "
-                        f"{final.pods_bound} and {final.pods_pending}")
-        if after is not None and after.count > before.count:
-            row.loops = int(after.count - before.count)
-            row.loop_s = round((after.total - before.total) / (after.count - before.count), 3)
-        if watch.errors:
-            row.error = "; ".join(watch.errors[:3])
+        finish(row, watch, process.pid, port, before, startup_cpu, started, done_at,
+               dict(scenario.existing))
     finally:
         if watch is not None:
             watch.stop()
         _stop(process)
     return row
+
+
+def finish(row: Row, watch: ClusterWatch, pid: int, port: int, before: LoopMetric,
+           startup_cpu: float, started: float, done_at: float | None,
+           existing: dict[str, int]) -> None:
+    """Fill `row` at the end of a run: the process's figures first (before anything else
+    loads the machine), then the decision from fresh lists."""
+    cpu_end = cpu_seconds(pid)
+    after = main_loop(port)
+    row.peak_rss_mib = round(peak_rss_bytes(pid) / MIB, 1)
+    row.startup_cpu_s = round(startup_cpu, 2)
+    row.cpu_s = round(cpu_end - startup_cpu, 2)
+    first = watch.first_node_at()
+    row.decision_latency_s = None if first is None else round(first - started, 2)
+    row.end_to_end_s = None if done_at is None else round(done_at - started, 2)
+    final = final_state(watch)
+    added = dict(final.nodes_per_group)
+    for group, count in existing.items():
+        added[group] = added.get(group, 0) - count
+    # A negative count is a group that lost nodes: a steady scenario's decision too.
+    row.nodes_per_group = {g: n for g, n in sorted(added.items()) if n}
+    row.nodes_added = sum(n for n in row.nodes_per_group.values() if n > 0)
+    row.pods_pending = row.pods - final.pods_bound
+    seen = (watch.nodes_per_group(), watch.bound_and_pending())
+    if seen != ({g: n for g, n in row.nodes_per_group.items() if n > 0},
+                (final.pods_bound, final.pods_pending)):
+        row.note = (f"the watches saw nodes added {seen[0]}, {seen[1][0]} pods bound and "
+                    f"{seen[1][1]} not; the lists {row.nodes_per_group}, "
+                    f"{final.pods_bound} and {final.pods_pending}")
+    if after is not None and after.count > before.count:
+        row.loops = int(after.count - before.count)
+        row.loop_s = round((after.total - before.total) / (after.count - before.count), 3)
+    if watch.errors:
+        row.error = "; ".join(watch.errors[:3])
+
+
+def prepare_steady(scenario: PeerScenario, cluster: controlplane.Cluster, *,
+                   progress: bool) -> list[str]:
+    """Make a steady scenario's nodes and workload and wait until every pod is bound,
+    before any autoscaler runs; returns the names of the nodes made."""
+    nodes = existing_nodes(scenario)
+    apply(cluster.kubeconfig, nodes)
+    watch = cluster_watch(cluster, scenario.namespace, GROUP_LABEL)
+    watch.start()
+    try:
+        apply(cluster.kubeconfig, workload_objects(scenario))
+        started = time.monotonic()
+        deadline = started + scenario.timeout_s
+        next_report = started + PROGRESS_EVERY
+        while watch.bound_and_pending()[0] < scenario.pods:
+            if time.monotonic() > deadline:
+                bound = watch.bound_and_pending()[0]
+                raise ControlPlaneError(
+                    f"{scenario.name}: {bound} of {scenario.pods} pods bound to the "
+                    f"{len(nodes)} nodes made after {scenario.timeout_s:.0f}s")
+            if progress and time.monotonic() >= next_report:
+                next_report += PROGRESS_EVERY
+                print(f"  {time.monotonic() - started:5.0f}s setting up: "
+                      f"{watch.bound_and_pending()[0]} pods bound", file=sys.stderr, flush=True)
+            time.sleep(0.5)
+    finally:
+        watch.stop()
+    return [n["metadata"]["name"] for n in nodes]
+
+
+def _observe(scenario: PeerScenario, autoscaler: str, process: subprocess.Popen[bytes],
+             log: Path, *, progress: bool) -> None:
+    """Let the autoscaler loop over the steady cluster for `observe_s` seconds."""
+    if progress:
+        print(f"  observing {autoscaler} for {scenario.observe_s:.0f}s", file=sys.stderr,
+              flush=True)
+    deadline = time.monotonic() + scenario.observe_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ControlPlaneError(f"{autoscaler} exited {process.returncode} during the "
+                                    f"run:\n{_log_tail(log)}")
+        time.sleep(0.2)
 
 
 def run_one(scenario: PeerScenario, autoscaler: str, run: int, workdir: Path, *,

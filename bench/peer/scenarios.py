@@ -56,9 +56,20 @@ SIDECAR_CPU_M = 50
 SIDECAR_MEMORY_MI = 64
 
 
+SCALE_UP = "scale-up"
+STEADY = "steady"
+
+
 @dataclass(frozen=True)
 class PeerScenario:
-    """One row of the side-by-side table."""
+    """One row of the side-by-side table.
+
+    A `scale-up` scenario applies its workload once the autoscaler runs and times the
+    autoscaler's answer. A `steady` one builds its cluster first (`existing` nodes per
+    group, made as the kwok provider makes them, and the workload bound to them), then
+    starts the autoscaler and measures its loops for `observe_s` seconds, with nothing
+    to do.
+    """
 
     name: str
     title: str
@@ -71,6 +82,9 @@ class PeerScenario:
     # Seconds to keep watching after the last pod is bound, so that a late or excess
     # increase is counted.
     settle_s: float = 5.0
+    kind: str = SCALE_UP
+    existing: tuple[tuple[str, int], ...] = ()  # (node group, nodes) made before the run
+    observe_s: float = 60.0
 
     @property
     def pods(self) -> int:
@@ -99,6 +113,15 @@ def _scale_up(name: str, title: str, factor: int, *, timeout_s: float) -> PeerSc
     return PeerScenario(name, title, groups, workloads, timeout_s=timeout_s)
 
 
+def _steady(name: str, title: str, nodes: int, *, timeout_s: float) -> PeerScenario:
+    """`nodes` nodes of 8 cores, each running two pods of 2.8 cores (70% of its CPU: above
+    the scale-down utilization threshold, so nothing is to do)."""
+    group = NodeGroup("pool-b", cpu=8, memory_gi=32, max_count=nodes + nodes // 5)
+    workload = Workload("web", 2 * nodes, cpu_m=2750, memory_mi=5000, pool="pool-b")
+    return PeerScenario(name, title, (group,), (workload,), timeout_s=timeout_s,
+                        kind=STEADY, existing=((group.name, nodes),))
+
+
 SCENARIOS: dict[str, PeerScenario] = {
     s.name: s
     for s in (
@@ -108,5 +131,7 @@ SCENARIOS: dict[str, PeerScenario] = {
                   5, timeout_s=900.0),
         _scale_up("scale-up-20k", "20,000 pending pods of 4 Deployments onto 3 empty node groups",
                   20, timeout_s=1800.0),
+        _steady("steady-1k", "1,000 kwok nodes running 2,000 pods, nothing to do", 1000,
+                timeout_s=900.0),
     )
 }

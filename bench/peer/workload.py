@@ -41,6 +41,44 @@ def provider_objects(scenario: PeerScenario) -> list[dict[str, Any]]:
     return provider_configmaps(templates)
 
 
+KWOK_MANAGED = "kwok.x-k8s.io/node"
+# The alphabet Kubernetes draws generated name suffixes from (apimachinery's rand.String).
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _suffix(i: int) -> str:
+    chars = []
+    for _ in range(5):
+        i, digit = divmod(i, len(SUFFIX_ALPHABET))
+        chars.append(SUFFIX_ALPHABET[digit])
+    return "".join(chars)
+
+
+def existing_nodes(scenario: PeerScenario) -> list[dict[str, Any]]:
+    """The nodes a `steady` scenario starts with, as the kwok provider creates them when it
+    grows a group: the template node renamed `<group>-<5 characters>`, provider ID
+    `kwok:<name>`, managed by the kwok controller, with the provider's taint."""
+    nodes: list[dict[str, Any]] = []
+    for group_name, count in scenario.existing:
+        group = scenario.group(group_name)
+        for i in range(count):
+            node = template_node(
+                group.name, cpu=str(group.cpu), memory=f"{group.memory_gi}Gi",
+                pods=str(group.pods), min_count=0, max_count=group.max_count,
+                labels={POOL_LABEL: group.name},
+            )
+            name = f"{group.name}-{_suffix(i)}"
+            node["metadata"]["name"] = name
+            node["metadata"]["labels"][HOSTNAME_LABEL] = name
+            node["metadata"]["annotations"][KWOK_MANAGED] = "fake"
+            node["spec"] = {
+                "providerID": f"kwok:{name}",
+                "taints": [{"key": "kwok-provider", "value": "true", "effect": "NoSchedule"}],
+            }
+            nodes.append(node)
+    return nodes
+
+
 def _probe(path: str) -> dict[str, Any]:
     return {
         "httpGet": {"path": path, "port": 8080, "scheme": "HTTP"},

@@ -14,7 +14,7 @@ from clusterscaler.testing import upstreamca
 from bench.peer import observe, run
 from bench.peer.run import CA, CLUSTERSCALER, Row, evaluate, render
 from bench.peer.scenarios import POOL_LABEL, SCENARIOS
-from bench.peer.workload import provider_objects, workload_objects
+from bench.peer.workload import existing_nodes, provider_objects, workload_objects
 
 REQUIRED = {"scenario", "autoscaler", "decision_latency_s", "end_to_end_s", "nodes_added",
             "pods_pending", "cpu_s", "peak_rss_mib"}
@@ -285,3 +285,38 @@ def test_cache_lies_beside_the_control_plane(monkeypatch: pytest.MonkeyPatch,
     assert upstreamca.binary_path().is_relative_to(tmp_path / "upstream-ca")
     assert not upstreamca.built()
     assert upstreamca.BuildInfo.load() is None
+
+
+# --------------------------------------------------------------------------- steady state
+
+
+def test_steady_scenario_starts_from_nodes_made_as_the_provider_makes_them() -> None:
+    scenario = SCENARIOS["steady-1k"]
+    nodes = existing_nodes(scenario)
+    assert len(nodes) == 1000 == dict(scenario.existing)["pool-b"]
+    names = {n["metadata"]["name"] for n in nodes}
+    assert len(names) == 1000
+    node = nodes[0]
+    name = node["metadata"]["name"]
+    assert re.fullmatch(r"pool-b-[bcdfghjklmnpqrstvwxz2456789]{5}", name)
+    assert node["spec"]["providerID"] == f"kwok:{name}"
+    assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
+    assert node["metadata"]["labels"]["kwok-nodegroup"] == "pool-b"
+    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == name
+    assert node["spec"]["taints"] == [{"key": "kwok-provider", "value": "true",
+                                       "effect": "NoSchedule"}]
+    # Two pods a node at 70% of its CPU: above the utilization threshold, nothing to do.
+    (workload,) = scenario.workloads
+    assert workload.replicas == 2000
+    assert 2 * workload.pod_cpu_m == 0.7 * 8000
+
+
+def test_steady_targets_compare_the_loop() -> None:
+    def row(autoscaler: str, loop: float) -> Row:
+        return Row("steady-1k", autoscaler, 1, pods=2000, cpu_s=1.0, peak_rss_mib=100.0,
+                   loop_s=loop, loops=50)
+
+    verdicts = {v.target: v for v in evaluate("steady-1k", [row(CA, 0.2), row(CLUSTERSCALER, 0.3)])}
+    assert set(verdicts) == {"steady loop <= CA", "peak RSS <= CA", "equal decisions"}
+    assert not verdicts["steady loop <= CA"].met
+    assert verdicts["equal decisions"].met
