@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 import structlog
-from clusterscaler import __version__
 from clusterscaler.framework.options import (
     BOOL,
     PROVIDER_FLAGS,
@@ -267,6 +266,17 @@ def load_plugins(argv: Sequence[str]) -> tuple[PluginHost, Registry]:
     return host, collect_registry(host)
 
 
+class _VersionAction(argparse.Action):
+    """`--version`: asks for the commit only when the flag is given."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from clusterscaler.buildinfo import version_text
+
+        print(version_text())
+        parser.exit()
+
+
 def build_parser(
     host: PluginHost, registry: Registry, command: str, module: CommandModule | None
 ) -> _Parser:
@@ -276,7 +286,8 @@ def build_parser(
         description=AUTOSCALER_COMMANDS[command][1],
         formatter_class=_HelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"clusterscaler {__version__}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0,
+                        help="show the version, the commit and the upstream release tracked")
     if module is not None:
         module.add_arguments(parser)
     add_autoscaler_flags(parser, registry)
