@@ -175,8 +175,18 @@ class DraState:
     )
     used_counters: dict[PoolId, CounterSets] = field(default_factory=dict)
     # Whether the selectors (class's, then request's) select a device: the answer depends
-    # on the expressions and the device alone.
-    _selected: dict[tuple[tuple[str, ...], DeviceId], bool] = field(default_factory=dict)
+    # on the expressions, the driver and the device alone (a template's copies share their
+    # Device objects, so each is evaluated once). The device is kept with the answer, so
+    # that its id is not reused while the entry lives.
+    _selected: dict[tuple[tuple[str, ...], str, int], tuple[Device, bool]] = field(
+        default_factory=dict
+    )
+    # Bumped by every change `allocate` depends on (slices published or removed, devices
+    # held or freed): the pools of a node and the last answer are reused until then.
+    _version: int = 0
+    _slices_version: int = 0
+    _pools_of: dict[str, tuple[int, Mapping[str, str], list[_Pool]]] = field(default_factory=dict)
+    _last: tuple[Pod, Node, int, dict[str, Allocation] | str] | None = None
 
     @classmethod
     def build(
@@ -206,6 +216,8 @@ class DraState:
     # ------------------------------------------------------------------ slices and devices
 
     def _index(self, s: ResourceSlice) -> None:
+        self._slices_version += 1
+        self._version += 1
         pool_id = (s.driver, s.pool.name)
         self.pool_slices.setdefault(pool_id, []).append(s)
         if s.shared_counters:
@@ -216,6 +228,8 @@ class DraState:
             self.device_counters[(s.driver, s.pool.name, device)] = consumed
 
     def _unindex(self, s: ResourceSlice) -> None:
+        self._slices_version += 1
+        self._version += 1
         pool_id = (s.driver, s.pool.name)
         slices = self.pool_slices.get(pool_id, [])
         if s in slices:
@@ -270,6 +284,9 @@ class DraState:
     def _pools(self, node: Node) -> list[_Pool]:
         """The pools `node` can reach, in the order their slices come, with the devices of
         theirs it can reach."""
+        known = self._pools_of.get(node.name)
+        if known is not None and known[0] == self._slices_version and known[1] is node.labels:
+            return known[2]
         pools: dict[PoolId, _Pool] = {}
         for s in self._reachable(node):
             pool_id = (s.driver, s.pool.name)
@@ -286,7 +303,9 @@ class DraState:
                         s.device_counters.get(d.name, {}),
                     )
                 )
-        return list(pools.values())
+        found = list(pools.values())
+        self._pools_of[node.name] = (self._slices_version, node.labels, found)
+        return found
 
     # ------------------------------------------------------------------ holding devices
 
@@ -301,6 +320,7 @@ class DraState:
             if device_id in self.allocated:
                 # Two claims name one device (a stale status): it is counted once.
                 self.allocated[device_id] = key
+                self._version += 1
                 continue
             self.allocated[device_id] = key
             self._count(device_id, 1)
@@ -313,6 +333,7 @@ class DraState:
                 self._count(device_id, -1)
 
     def _count(self, device_id: DeviceId, sign: int) -> None:
+        self._version += 1
         consumed = self.device_counters.get(device_id)
         if not consumed:
             return
@@ -354,6 +375,15 @@ class DraState:
     def allocate(self, pod: Pod, node: Node) -> dict[str, Allocation] | str:
         """The allocations `pod`'s unallocated claims would get on `node` (by claim key),
         or the reason they cannot."""
+        last = self._last
+        if last is not None and last[0] is pod and last[1] is node and last[2] == self._version:
+            # The filter's answer, asked again by the Reserve step.
+            return last[3]
+        found = self._allocate(pod, node)
+        self._last = (pod, node, self._version, found)
+        return found
+
+    def _allocate(self, pod: Pod, node: Node) -> dict[str, Allocation] | str:
         claims = self.pod_claims(pod)
         if isinstance(claims, str):
             return claims
@@ -379,11 +409,12 @@ class DraState:
         """Whether every CEL expression of `selectors` is true for the device."""
         if not selectors:
             return True
-        key = (selectors, candidate.device_id)
-        found = self._selected.get(key)
-        if found is None:
-            found = all(_selects(expr, candidate) for expr in selectors)
-            self._selected[key] = found
+        key = (selectors, candidate.device_id[0], id(candidate.device))
+        known = self._selected.get(key)
+        if known is not None and known[0] is candidate.device:
+            return known[1]
+        found = all(_selects(expr, candidate) for expr in selectors)
+        self._selected[key] = (candidate.device, found)
         return found
 
     def available(self, pool_id: PoolId, set_name: str, counter: str) -> Fraction | None:
@@ -400,6 +431,7 @@ class DraState:
     def reserve(self, pod: Pod, allocations: Mapping[str, Allocation]) -> Callable[[], None]:
         """Record `allocations` (from `allocate`) and `pod` as a consumer of its claims;
         returns the undo."""
+        self._version += 1
         claims = self.pod_claims(pod)
         keys = [c.key for c in claims] if not isinstance(claims, str) else []
         held: list[DeviceId] = []
@@ -411,6 +443,7 @@ class DraState:
             self.consumers.setdefault(key, set()).add(pod.key)
 
         def undo() -> None:
+            self._version += 1
             for key in added:
                 self.consumers.get(key, set()).discard(pod.key)
             for key in allocations:
@@ -422,6 +455,7 @@ class DraState:
     def release(self, pod: Pod) -> Callable[[], None]:
         """`pod` leaves its node: it no longer uses its claims, and a claim of its own that
         nobody else uses is freed. Returns the undo."""
+        self._version += 1
         claims = self.pod_claims(pod)
         if isinstance(claims, str):
             return _nothing
@@ -444,6 +478,7 @@ class DraState:
                     )
 
         def undo() -> None:
+            self._version += 1
             for key in left:
                 self.consumers.setdefault(key, set()).add(pod.key)
             for key, allocation in freed.items():

@@ -349,3 +349,26 @@ def test_an_incomplete_pool_makes_utilization_unknown() -> None:
 def test_a_node_without_devices_keeps_cpu_and_memory() -> None:
     dra = state([slice_(gpus(2), node="other", pool="other")], [])
     assert node_utilization(NODE, [], now=NOW, dra=dra).resource == "cpu"
+
+
+def test_an_answer_is_not_reused_once_another_pod_took_the_device() -> None:
+    dra = state([slice_([device("g0")])], [template(request())])
+    p, q = pod("p"), pod("q")
+    assert devices_of(dra.allocate(p, NODE)) == ["g0"]
+    found = dra.allocate(q, NODE)
+    dra.reserve(q, found)  # type: ignore[arg-type]
+    assert isinstance(dra.allocate(p, NODE), str)
+
+
+def test_template_copies_share_selector_answers_but_not_devices() -> None:
+    from clusterscaler.simulator.dra import template_slices
+
+    dra = state([], [template(request(selector=f'device.attributes["{DRIVER}"].model == "a"'))])
+    [live] = [parse_resource_slice(slice_([device("g0", model="a")]))]
+    n2, n3 = make_node("n2", cpu="8", memory="32Gi"), make_node("n3", cpu="8", memory="32Gi")
+    dra.add_node_slices("n2", template_slices([live], "n2"))
+    dra.add_node_slices("n3", template_slices([live], "n3"))
+    first = dra.allocate(pod("p"), n2)
+    dra.reserve(pod("p"), first)  # type: ignore[arg-type]
+    assert isinstance(dra.allocate(pod("q"), n2), str)
+    assert devices_of(dra.allocate(pod("q"), n3)) == ["g0"]
