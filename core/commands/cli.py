@@ -12,6 +12,7 @@ flag, the value and the expected form.
 from __future__ import annotations
 
 import argparse
+import re
 import importlib
 import json
 import sys
@@ -291,10 +292,51 @@ def build_parser(
     if module is not None:
         module.add_arguments(parser)
     add_autoscaler_flags(parser, registry)
+    before = list(parser._optionals._group_actions)
     host.hook.clusterscaler_add_options(parser=parser)
+    from_plugins = [a for a in parser._optionals._group_actions if a not in before]
     parser.provider_fallbacks = add_provider_fallbacks(parser)
+    _order_help(parser, from_plugins)
     parser.usage = _short_usage(parser, "clusterscaler [run]" if command == "run" else prog)
     return parser
+
+
+# The flags `--help` shows first: the ones a user sets before any other.
+FIRST_FLAGS = (
+    "--cloud-provider", "--nodes", "--node-group-auto-discovery", "--cloud-config",
+    "--expander", "--balance-similar-node-groups", "--scale-down-enabled",
+    "--max-nodes-total", "--kubeconfig", "--dry-run",
+)
+
+
+def _order_help(parser: argparse.ArgumentParser, from_plugins: list[argparse.Action]) -> None:
+    """`--help` opens with FIRST_FLAGS; the flags providers add (the installed ones' and the
+    fallbacks of those not installed) sit together, ordered by provider, at the end."""
+    groups = parser._action_groups
+    first = parser.add_argument_group("flags most users set first")
+    for flag in FIRST_FLAGS:
+        action = parser._option_string_actions.get(flag)
+        if action is None:
+            continue
+        for group in groups:
+            if group is not first and action in group._group_actions:
+                group._group_actions.remove(action)
+        first._group_actions.append(action)
+    groups.remove(first)
+    groups.insert(2, first)  # after the positionals and -h/--version
+    providers = next(g for g in groups if g.title == "cloud provider flags")
+    for action in from_plugins:
+        parser._optionals._group_actions.remove(action)
+    providers._group_actions[:0] = from_plugins
+    providers._group_actions.sort(key=lambda a: (_provider_of(a), a.option_strings[0]))
+    groups.remove(providers)
+    groups.append(providers)
+
+
+def _provider_of(action: argparse.Action) -> str:
+    """The provider a provider flag belongs to, from the `X only` its help ends with."""
+    match = re.search(r"(\w+) only\b", action.help or "")
+    return match.group(1).lower() if match else action.option_strings[0]
 
 
 def _dests(parser: argparse.ArgumentParser) -> set[str]:

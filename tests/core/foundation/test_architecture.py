@@ -30,8 +30,9 @@ ALLOWED: dict[str, set[str]] = {
     "testing": {"framework", "model", "simulator", "loop", "report", "kube", "offline", "api"},
     "commands": {
         "framework", "model", "simulator", "loop", "report", "kube", "offline",
-        "proportional", "api",
+        "proportional", "api", "buildinfo",
     },
+    "buildinfo": set(),
     "__main__": {"commands"},
     "__init__": set(),
 }

@@ -52,3 +52,22 @@ def test_disable_plugins_is_accepted_before_the_command(
     assert main(["plugins", "--json", *flag]) == 0
     assert capsys.readouterr().out == before
     assert '"sim"' not in before.split('"cloudProviders"')[1].split("]")[0]
+
+
+def test_run_help_opens_with_the_flags_users_set_first(capsys: pytest.CaptureFixture[str]) -> None:
+    text = help_of(capsys, "run", "--help")
+    sections = [line for line in text.splitlines() if line.endswith(":") and not line[0].isspace()]
+    assert sections[:2] == ["options:", "flags most users set first:"]
+    first = text.split("flags most users set first:\n", 1)[1].split("\n\n", 1)[0]
+    flags = [line.split()[0].split("[")[0] for line in first.splitlines()
+             if line.startswith("  --")]
+    assert flags[:3] == ["--cloud-provider", "--nodes", "--node-group-auto-discovery"]
+    assert "--expander" in flags
+    # Provider flags sit together at the end, each provider's side by side.
+    assert sections[-1] == "cloud provider flags:"
+    options = text.split("options:\n", 1)[1].split("\n\n", 1)[0]
+    assert "--aws-" not in options and "--gce-" not in options
+    last = text.split("cloud provider flags:\n", 1)[1]
+    order = [line.split()[0] for line in last.splitlines() if line.startswith("  --")]
+    gce = [i for i, flag in enumerate(order) if flag.startswith("--gce-")]
+    assert gce == list(range(gce[0], gce[0] + len(gce)))
