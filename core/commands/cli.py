@@ -12,9 +12,9 @@ flag, the value and the expected form.
 from __future__ import annotations
 
 import argparse
-import re
 import importlib
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
