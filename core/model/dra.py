@@ -87,14 +87,23 @@ class Version:
 
 AttributeValue = bool | int | str | Version
 
+# A node selector as ResourceSlices and allocations carry it: its terms, ORed (match with
+# `node_selector_matches`); an empty tuple matches no node, as upstream.
+NodeSelector: TypeAlias = tuple[NodeSelectorTerm, ...]
+
 
 @dataclass(frozen=True, slots=True)
 class Device:
-    """One device of a ResourceSlice: its name, attributes and capacities (exact)."""
+    """One device of a ResourceSlice: its name, attributes and capacities (exact), and, in
+    a slice with `perDeviceNodeSelection`, the nodes that can reach it (`node_name`, or
+    `node_selector`, or `all_nodes`)."""
 
     name: str
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
     capacity: Mapping[str, Fraction] = field(default_factory=dict)
+    node_name: str = ""
+    node_selector: NodeSelector | None = None
+    all_nodes: bool = False
 
 
 def qualified(name: str, driver: str) -> str:
@@ -104,9 +113,6 @@ def qualified(name: str, driver: str) -> str:
 
 # --------------------------------------------------------------------------- the objects
 
-# A node selector as ResourceSlices and allocations carry it: its terms, ORed (match with
-# `node_selector_matches`); an empty tuple matches no node, as upstream.
-NodeSelector: TypeAlias = tuple[NodeSelectorTerm, ...]
 
 ALLOCATION_MODES = ("ExactCount", "All")
 # The effects of device taints Kubernetes defines; others are kept as written, and are to
@@ -130,7 +136,8 @@ class ResourceSlice:
 
     Exactly one of `node_name` (the devices are local to that node), `node_selector`
     (reachable from the nodes it selects), `all_nodes` and `per_device_node_selection`
-    (each device says; not read) is set by Kubernetes. Attribute and capacity names of the
+    (each device says, in its own `node_name`, `node_selector` or `all_nodes`) is set by
+    Kubernetes. Attribute and capacity names of the
     devices are qualified by `driver` (see the module docstring).
 
     `device_taints` holds the taints of each device that has any, by device name.
@@ -512,7 +519,17 @@ def _parse_devices(
             body_field, body = f, d
         attributes = _attributes(body.get("attributes"), driver, obj, f"{body_field}.attributes")
         capacity = _quantities(body.get("capacity"), obj, f"{body_field}.capacity", driver)
-        out.devices.append(Device(name, attributes, capacity))
+        # Where the device is reachable, read only in a slice with perDeviceNodeSelection.
+        out.devices.append(
+            Device(
+                name,
+                attributes,
+                capacity,
+                _str(body.get("nodeName"), obj, f"{body_field}.nodeName"),
+                _node_selector(body.get("nodeSelector"), obj, f"{body_field}.nodeSelector"),
+                _bool(body.get("allNodes"), obj, f"{body_field}.allNodes"),
+            )
+        )
         taints = _device_taints(body.get("taints"), obj, f"{body_field}.taints")
         if taints:
             out.taints[name] = taints
@@ -521,11 +538,6 @@ def _parse_devices(
         )
         if consumed:
             out.counters[name] = consumed
-        # Per-device node selection (nodeName, nodeSelector, allNodes) is not kept; its
-        # shape is still checked.
-        _str(body.get("nodeName"), obj, f"{body_field}.nodeName")
-        _bool(body.get("allNodes"), obj, f"{body_field}.allNodes")
-        _node_selector(body.get("nodeSelector"), obj, f"{body_field}.nodeSelector")
 
 
 def parse_resource_slice(raw: Mapping[str, Any]) -> ResourceSlice:

@@ -15,7 +15,8 @@ allocator (k8s.io/dynamic-resource-allocation) does:
   will make for it) are allocated together, device by device, with backtracking: each
   request (`firstAvailable`: its first subrequest that can be satisfied) gets `count`
   devices (`All`: every device its selectors match, each of which must then be usable)
-  among the devices the node can reach, from pools whose newest generation is complete;
+  among the devices the node can reach (a slice's, or each device's own with
+  `perDeviceNodeSelection`), from pools whose newest generation is complete;
   a device is usable when no other claim holds it (a request with admin access may use a
   device others hold, as the scheduler allows), when the request tolerates its taints of
   effect NoSchedule and NoExecute, and when its pool's shared counters still have what it
@@ -34,9 +35,8 @@ is allocated. An allocation with admin access takes no device and no counter.
 of its node-local devices, the share of devices allocated, or, for a pool with shared
 counters, the mean over its counter sets of each set's most used counter.
 
-Not simulated (the pod is then judged by the rest): per-device node selection
-(`perDeviceNodeSelection`), DeviceTaintRules, consumable capacity, device binding
-conditions.
+Not simulated (the pod is then judged by the rest): DeviceTaintRules, consumable
+capacity, device binding conditions.
 
 Long on purpose: the allocator's search and the state it reads and writes (which claim
 holds each device, what the pools' counters have left) change together; split apart, each
@@ -204,7 +204,7 @@ class DraState:
         for s in _current(slices):
             if s.node_name:
                 state.node_slices.setdefault(s.node_name, []).append(s)
-            elif s.node_selector is not None or s.all_nodes:
+            elif s.node_selector is not None or s.all_nodes or s.per_device_node_selection:
                 state.shared_slices.append(s)
             state._index(s)
         for claim in state.claims.values():
@@ -274,7 +274,10 @@ class DraState:
     def _reachable(self, node: Node) -> list[ResourceSlice]:
         out = list(self.node_slices.get(node.name, ()))
         for s in self.shared_slices:
-            if s.all_nodes or (
+            if s.per_device_node_selection:
+                if any(_reaches(d, node) for d in s.devices):
+                    out.append(s)
+            elif s.all_nodes or (
                 s.node_selector is not None
                 and node_selector_matches(s.node_selector, node.name, node.labels)
             ):
@@ -294,6 +297,8 @@ class DraState:
             if pool is None:
                 pool = pools[pool_id] = _Pool(pool_id, self.pool_complete(pool_id), [])
             for d in s.devices:
+                if s.per_device_node_selection and not _reaches(d, node):
+                    continue
                 pool.devices.append(
                     _Candidate(
                         (s.driver, s.pool.name, d.name),
@@ -565,6 +570,17 @@ def highest_pool(pools: Sequence[PoolUtilization]) -> PoolUtilization | None:
 
 def _nothing() -> None:
     return None
+
+
+def _reaches(device: Device, node: Node) -> bool:
+    """Whether `node` can reach a device of a slice with per-device node selection."""
+    if device.all_nodes:
+        return True
+    if device.node_name:
+        return device.node_name == node.name
+    return device.node_selector is not None and node_selector_matches(
+        device.node_selector, node.name, node.labels
+    )
 
 
 def _current(slices: Iterable[ResourceSlice]) -> list[ResourceSlice]:
@@ -874,7 +890,7 @@ class _Search:
             )
             for want, c in results
         )
-        return Allocation(devices, _node_selector([c.slice for _, c in results]))
+        return Allocation(devices, _node_selector([c for _, c in results]))
 
     # ------------------------------------------------------------------ why not
 
@@ -940,21 +956,27 @@ class _Search:
         return None
 
 
-def _node_selector(slices: Sequence[ResourceSlice]) -> tuple[NodeSelectorTerm, ...] | None:
+def _node_selector(chosen: Sequence[_Candidate]) -> tuple[NodeSelectorTerm, ...] | None:
     """The node selector of an allocation, as the allocator's createNodeSelector makes it:
-    the node of the first node-local device; else the requirements of the devices' slices'
-    node selectors together; else none (every node)."""
+    the node of the first node-local device; else the requirements of the devices' node
+    selectors (their slice's, or their own with per-device node selection) together; else
+    none (every node)."""
     fields: list[NodeSelectorRequirement] = []
     expressions: list[NodeSelectorRequirement] = []
-    for s in slices:
-        if s.node_name:
+    for c in chosen:
+        s = c.slice
+        if s.per_device_node_selection:
+            node_name, selector = c.device.node_name, c.device.node_selector
+        else:
+            node_name, selector = s.node_name, s.node_selector
+        if node_name:
             return (
                 NodeSelectorTerm(
-                    match_fields=(NodeSelectorRequirement("metadata.name", "In", (s.node_name,)),)
+                    match_fields=(NodeSelectorRequirement("metadata.name", "In", (node_name,)),)
                 ),
             )
-        if s.node_selector and len(s.node_selector) == 1:
-            term = s.node_selector[0]
+        if selector and len(selector) == 1:
+            term = selector[0]
             fields.extend(r for r in term.match_fields if r not in fields)
             expressions.extend(r for r in term.match_expressions if r not in expressions)
     if fields or expressions:

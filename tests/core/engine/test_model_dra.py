@@ -268,8 +268,10 @@ def test_slice_with_node_selector_and_counters(api_version: str) -> None:
                     {"name": "c", "nodeSelector": {"nodeSelectorTerms": []}},
                 ],
             },
-            {"per_device_node_selection": True, "devices": (Device("a"), Device("b"), Device("c"))},
-            id="per-device-node-selection-ignored",
+            {"per_device_node_selection": True,
+             "devices": (Device("a", node_name="worker-1"), Device("b", all_nodes=True),
+                         Device("c", node_selector=()))},
+            id="per-device-node-selection",
         ),
         pytest.param(
             {"devices": []},

@@ -372,3 +372,36 @@ def test_template_copies_share_selector_answers_but_not_devices() -> None:
     dra.reserve(pod("p"), first)  # type: ignore[arg-type]
     assert isinstance(dra.allocate(pod("q"), n2), str)
     assert devices_of(dra.allocate(pod("q"), n3)) == ["g0"]
+
+
+def per_device_slice() -> dict[str, Any]:
+    return {"apiVersion": V1, "kind": "ResourceSlice", "metadata": {"name": "fabric"},
+            "spec": {"driver": DRIVER, "perDeviceNodeSelection": True,
+                     "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [
+                         {"name": "on-n2", "nodeName": "n2"},
+                         {"name": "rack-a", "nodeSelector": {"nodeSelectorTerms": [
+                             {"matchExpressions": [
+                                 {"key": "rack", "operator": "In", "values": ["a"]}]}]}},
+                         {"name": "anywhere", "allNodes": True}]}}
+
+
+@pytest.mark.parametrize(("node", "want", "pinned"), [
+    pytest.param(make_node("n2", cpu="8", memory="32Gi"), "on-n2", ("n2",), id="own-node"),
+    pytest.param(make_node("n1", cpu="8", memory="32Gi", labels={"rack": "a"}), "rack-a",
+                 None, id="selected"),
+    pytest.param(NODE, "anywhere", None, id="all-nodes"),
+])
+def test_per_device_node_selection(node: Any, want: str, pinned: tuple[str, ...] | None) -> None:
+    dra = state([per_device_slice()], [template(request())])
+    found = dra.allocate(pod(), node)
+    assert devices_of(found) == [want]
+    [allocation] = found.values()  # type: ignore[union-attr]
+    if pinned is None:
+        assert allocation.node_selector is None or allocation.node_selector[0].match_expressions
+    else:
+        assert allocation.node_selector is not None
+        assert allocation.node_selector[0].match_fields[0].values == pinned
+    # Only the devices the node reaches are listed for it.
+    listed = {d.device for d in dra.node_devices(node)}
+    assert want in listed and ("on-n2" in listed) == (node.name == "n2")
