@@ -1,5 +1,9 @@
 """Hypothesis settings profiles of the suite, and the logging configuration kept per test.
 
+`fuzz`: the fuzz targets (tests/core/hostile, marker `fuzz`) run long with random examples, as
+`docs/testing.md` gives the command: 100,000 examples each (`CLUSTERSCALER_FUZZ_EXAMPLES`
+sets another count), no deadline, the failing example's blob printed.
+
 `properties`: the tests marked `properties` at full strength, as `.ci/run` runs them
 (`pytest -m properties --hypothesis-profile=properties`): 2,000 examples each, derandomized
 (the same examples on every run, so a CI failure replays locally with the same command) and
@@ -10,6 +14,8 @@ A profile must be registered before pytest's configuration loads it, hence this 
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import structlog
@@ -28,6 +34,16 @@ settings.register_profile(
     print_blob=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+settings.register_profile(
+    "fuzz",
+    max_examples=int(os.environ.get("CLUSTERSCALER_FUZZ_EXAMPLES", "100000")),
+    derandomize=False,
+    database=None,
+    print_blob=True,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
 )
 
 

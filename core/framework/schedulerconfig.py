@@ -238,7 +238,7 @@ def load_scheduler_config(path: str) -> SchedulerConfig:
         ) from None
     try:
         doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
+    except (ValueError, RecursionError, yaml.YAMLError) as exc:
         raise SchedulerConfigError(
             f"--scheduler-config-file {path}: not valid YAML or JSON: {exc}"
         ) from None

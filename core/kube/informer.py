@@ -42,8 +42,10 @@ from clusterscaler.model import (
     decode_json,
     decode_list_page,
     gc_paused,
+    object_key,
     parse_pod,
     parse_pod_json,
+    read_guarded,
 )
 from kubernetes.client.rest import ApiException
 
@@ -415,29 +417,25 @@ class Informer(Generic[T]):
         return self.spec.list_function(_preload_content=False, **merged)
 
     def _key(self, raw: Mapping[str, Any]) -> str:
-        meta = raw.get("metadata") or {}
-        namespace = meta.get("namespace")
-        return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+        return object_key(raw)
 
     def _parse(self, raw: Any, unreadable: dict[str, UnreadableObject]) -> T | None:
         """The model object of ``raw``, or None when it cannot be read: then it is logged
         and kept in ``unreadable`` under its key."""
-        try:
-            raw.setdefault("kind", self.spec.kind)
-            return self.spec.parse(raw)
-        except Exception as exc:  # any shape of bad object: `status` a list, deep nesting
-            # One malformed object must not hide the rest of the cluster, nor stop the
-            # cache from following it.
-            self.parse_errors += 1
-            item = UnreadableObject.of(raw, self.spec.kind, f"{type(exc).__name__}: {exc}")
-            unreadable[item.key] = item
-            log.warning(
-                "informer_parse_error",
-                resource=self.spec.resource,
-                object=item.key,
-                error=item.error,
-            )
-            return None
+        # Any shape of bad object (`status` a list, deep nesting) is caught: one malformed
+        # object must not hide the rest of the cluster, nor stop the cache from following it.
+        item = read_guarded(raw, self.spec.kind, self.spec.parse)
+        if not isinstance(item, UnreadableObject):
+            return item
+        self.parse_errors += 1
+        unreadable[item.key] = item
+        log.warning(
+            "informer_parse_error",
+            resource=self.spec.resource,
+            object=item.key,
+            error=item.error,
+        )
+        return None
 
     def unreadable(self) -> list[UnreadableObject]:
         """The objects of the last list and watch events that could not be read."""

@@ -71,9 +71,11 @@ from clusterscaler.model.objects import (
     UnreadableObject,
     gc_paused,
     is_unread_kind,
+    object_key,
     parse_config_map,
     parse_namespace,
     parse_object,
+    read_guarded,
 )
 from clusterscaler.model.pod import Pod, PodResourceClaim, field_replacer, parse_pod
 from clusterscaler.model.resources import POD_SLOT, ZERO, Resources
@@ -192,6 +194,7 @@ __all__ = [
     "is_qualified_name",
     "is_unread_kind",
     "node_selector_matches",
+    "object_key",
     "parse_config_map",
     "parse_controller",
     "parse_csinode",
@@ -212,4 +215,5 @@ __all__ = [
     "parse_resource_slice",
     "parse_storage_class",
     "qualified",
+    "read_guarded",
 ]

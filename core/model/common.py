@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import reprlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -40,9 +41,46 @@ class ModelError(ValueError):
         self.obj = obj
         self.field = field
         self.expected = expected
-        got = "" if value is dataclasses.MISSING else f", got {value!r}"
+        got = "" if value is dataclasses.MISSING else f", got {describe_value(value)}"
         after = f"; {hint}" if hint else ""
-        super().__init__(f"{obj}: {field}: expected {expected}{got}{after}")
+        # The object and field are clipped in the message (a 5,000-character name is a
+        # line, not a page); `obj` and `field` keep them whole.
+        super().__init__(f"{_clip(obj)}: {_clip(field)}: expected {expected}{got}{after}")
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+class _BoundedRepr(reprlib.Repr):
+    """`repr` cut to a few hundred characters and a few levels of nesting, for values
+    quoted in errors: a 5,000-digit number, a 1 MB string or a list nested 10,000 deep is
+    said in a line, never in a megabyte or a RecursionError."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxdict = self.maxlist = self.maxtuple = self.maxset = 6
+        self.maxstring = self.maxother = 120
+        self.maxlong = 40
+
+    def repr_int(self, x: int, level: int) -> str:
+        # `repr` of an int beyond the interpreter's digit limit (4300) raises.
+        if x.bit_length() > 4 * self.maxlong:
+            digits = int(x.bit_length() * 0.30103) + 1
+            return f"{'-' if x < 0 else ''}<an integer of about {digits} digits>"
+        return super().repr_int(x, level)
+
+
+_bounded_repr = _BoundedRepr().repr
+
+
+def describe_value(value: object) -> str:
+    """`repr(value)`, bounded in length and depth (an error quotes what it got)."""
+    try:
+        return _bounded_repr(value)
+    except (RecursionError, ValueError):  # pragma: no cover - reprlib bounds the depth
+        return f"<a {type(value).__name__} that cannot be shown>"
 
 
 # --------------------------------------------------------------------------- helpers
@@ -88,6 +126,10 @@ def _str_map(value: Any, obj: str, field: str) -> dict[str, str]:
         return {}
     if not isinstance(value, dict):
         raise ModelError(obj, field, "a map of string to string", value)
+    for key, item in value.items():
+        # Labels and annotations are hashed, compared and matched as strings downstream.
+        if type(item) is not str:
+            raise ModelError(obj, f"{field}[{key!r}]", "a string", item)
     return value
 
 
@@ -109,6 +151,26 @@ def _list(value: Any, obj: str, field: str) -> list[Any]:
     return value
 
 
+def _str_list(value: Any, obj: str, field: str, *, numbers: bool = False) -> list[str]:
+    """A list of strings (absent: empty). With `numbers`, an integer or a float within
+    int64 (what a hand-written YAML `values: [2]` holds) is taken as its text."""
+    items = _list(value, obj, field)
+    out = items
+    for i, item in enumerate(items):
+        if type(item) is str:
+            continue
+        if (
+            numbers
+            and isinstance(item, int | float)
+            and not isinstance(item, bool)
+            and abs(item) < 1 << 63
+        ):
+            out = [v if type(v) is str else str(v) for v in items]
+            continue
+        raise ModelError(obj, f"{field}[{i}]", "a string", item)
+    return out
+
+
 def _dict(value: Any, obj: str, field: str) -> dict[str, Any]:
     if value is None:
         return {}
@@ -128,6 +190,8 @@ def _meta(raw: Mapping[str, Any], kind: str, namespaced: bool) -> tuple[dict[str
         raise ModelError(kind, "metadata.name", "a non-empty string", name)
     if namespaced:
         ns = meta.get("namespace") or "default"
+        if not isinstance(ns, str):
+            raise ModelError(f"{kind} {name}", "metadata.namespace", "a string", ns)
         return meta, f"{kind} {ns}/{name}"
     return meta, f"{kind} {name}"
 

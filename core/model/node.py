@@ -107,8 +107,8 @@ class Node:
 def parse_node(raw: Mapping[str, Any]) -> Node:
     """Parse a Kubernetes Node. Allocatable falls back to capacity when absent."""
     meta, obj = _meta(raw, "Node", namespaced=False)
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
+    spec = _dict(raw.get("spec"), obj, "spec")
+    status = _dict(raw.get("status"), obj, "status")
     capacity = Resources.from_k8s(status.get("capacity"), obj=obj, field="status.capacity")
     alloc_raw = status.get("allocatable")
     allocatable = (

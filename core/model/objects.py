@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import difflib
 import gc
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import msgspec
 from clusterscaler.model.common import (
@@ -16,6 +16,7 @@ from clusterscaler.model.common import (
     _meta,
     _str_map,
     decode_json,
+    describe_value,
 )
 from clusterscaler.model.dra import (
     DeviceClass,
@@ -304,13 +305,39 @@ class UnreadableObject:
     @classmethod
     def of(cls, raw: object, kind: str, error: str) -> UnreadableObject:
         """From the raw object, as far as its metadata and `spec.nodeName` can be read."""
-        meta = raw.get("metadata") if isinstance(raw, Mapping) else None
-        meta = meta if isinstance(meta, Mapping) else {}
-        name, namespace = meta.get("name"), meta.get("namespace")
-        key = str(name) if not namespace else f"{namespace}/{name}"
         spec = raw.get("spec") if isinstance(raw, Mapping) else None
         node = spec.get("nodeName") if isinstance(spec, Mapping) else None
-        return cls(kind, key[:300], node if isinstance(node, str) else "", error[:500])
+        return cls(kind, object_key(raw), node if isinstance(node, str) else "", error[:500])
+
+
+def object_key(raw: object) -> str:
+    """`namespace/name` (or `name`) of a raw object, whatever its shape: a name that is not
+    a string is shown bounded (`describe_value`), and the key is at most 400 characters
+    (a valid one, at most 63 + 1 + 253, is whole)."""
+    meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    name, namespace = meta.get("name"), meta.get("namespace")
+    name = name if isinstance(name, str) else describe_value(name)
+    if namespace:
+        namespace = namespace if isinstance(namespace, str) else describe_value(namespace)
+        return f"{namespace}/{name}"[:400]
+    return name[:400]
+
+
+T = TypeVar("T")
+
+
+def read_guarded(raw: Any, kind: str, parse: Callable[[Any], T]) -> T | UnreadableObject:
+    """`parse(raw)`, or the `UnreadableObject` saying why it failed: any exception at all
+    (a `ModelError`, and the `TypeError`, `RecursionError` or `OverflowError` of a shape no
+    parser expects), so that one object never stops the reading of the others. This is the
+    guard of the caches of the live cluster."""
+    try:
+        if isinstance(raw, dict):
+            raw.setdefault("kind", kind)
+        return parse(raw)
+    except Exception as exc:
+        return UnreadableObject.of(raw, kind, f"{type(exc).__name__}: {exc}")
 
 
 @dataclass

@@ -20,6 +20,7 @@ from clusterscaler.model.common import (
     _list,
     _meta,
     _parse_time,
+    _str_list,
     _str_map,
 )
 from clusterscaler.model.resources import (
@@ -553,7 +554,7 @@ def _parse_spread(
         if when not in ("DoNotSchedule", "ScheduleAnyway"):
             raise ModelError(obj, f"{f}.whenUnsatisfiable", "DoNotSchedule or ScheduleAnyway", when)
         selector = parse_label_selector(c.get("labelSelector"), obj, f"{f}.labelSelector")
-        match_keys = tuple(_list(c.get("matchLabelKeys"), obj, f"{f}.matchLabelKeys"))
+        match_keys = tuple(_str_list(c.get("matchLabelKeys"), obj, f"{f}.matchLabelKeys"))
         if match_keys and selector is not None:
             extra = tuple(
                 LabelSelectorRequirement(k, "In", (labels[k],)) for k in match_keys if k in labels
@@ -641,7 +642,9 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
     # call, and the Pod is built positionally, in field order.
     mget = meta.get
     sget = spec.get
-    status = raw.get("status") or {}
+    status = raw.get("status")
+    if not isinstance(status, dict):
+        status = _dict(status, obj, "status")
     namespace = mget("namespace") or "default"
     labels = mget("labels")
     labels = {} if labels is None else _str_map(labels, obj, "metadata.labels")

@@ -14,6 +14,7 @@ from clusterscaler.model.common import (
     _dict,
     _int,
     _list,
+    _str_list,
     _str_map,
 )
 
@@ -349,7 +350,7 @@ def parse_label_selector(value: Any, obj: str, field: str) -> LabelSelector | No
         op = e.get("operator")
         if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
             raise ModelError(obj, f"{f}.operator", "one of In, NotIn, Exists, DoesNotExist", op)
-        values = tuple(_list(e.get("values"), obj, f"{f}.values"))
+        values = tuple(_str_list(e.get("values"), obj, f"{f}.values"))
         if op in ("In", "NotIn") and not values:
             raise ModelError(obj, f"{f}.values", f"a non-empty list for operator {op}")
         exprs.append(LabelSelectorRequirement(e["key"], op, values))
@@ -370,7 +371,7 @@ def _parse_node_requirements(
         op = e.get("operator")
         if op not in _NODE_OPS:
             raise ModelError(obj, f"{f}.operator", "one of " + ", ".join(_NODE_OPS), op)
-        values = tuple(str(v) for v in _list(e.get("values"), obj, f"{f}.values"))
+        values = tuple(_str_list(e.get("values"), obj, f"{f}.values", numbers=True))
         if op in ("Gt", "Lt"):
             if len(values) != 1:
                 raise ModelError(
@@ -414,17 +415,17 @@ def _parse_pod_affinity_terms(
         # matchLabelKeys / mismatchLabelKeys merge the incoming pod's label values into the
         # selector, as the API server does.
         extra: list[LabelSelectorRequirement] = []
-        for k in _list(t.get("matchLabelKeys"), obj, f"{f}.matchLabelKeys"):
+        for k in _str_list(t.get("matchLabelKeys"), obj, f"{f}.matchLabelKeys"):
             if k in labels:
                 extra.append(LabelSelectorRequirement(k, "In", (labels[k],)))
-        for k in _list(t.get("mismatchLabelKeys"), obj, f"{f}.mismatchLabelKeys"):
+        for k in _str_list(t.get("mismatchLabelKeys"), obj, f"{f}.mismatchLabelKeys"):
             if k in labels:
                 extra.append(LabelSelectorRequirement(k, "NotIn", (labels[k],)))
         if extra and selector is not None:
             selector = LabelSelector(
                 selector.match_labels, selector.match_expressions + tuple(extra)
             )
-        namespaces = frozenset(_list(t.get("namespaces"), obj, f"{f}.namespaces"))
+        namespaces = frozenset(_str_list(t.get("namespaces"), obj, f"{f}.namespaces"))
         ns_selector = parse_label_selector(
             t.get("namespaceSelector"), obj, f"{f}.namespaceSelector"
         )

@@ -6,7 +6,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterscaler.model.common import ModelError, _dict, _int, _list, _meta, _str_map
+from clusterscaler.model.common import (
+    ModelError,
+    _dict,
+    _int,
+    _list,
+    _meta,
+    _str_list,
+    _str_map,
+)
 from clusterscaler.model.resources import Resources
 from clusterscaler.model.scheduling import (
     NodeSelectorRequirement,
@@ -169,5 +177,7 @@ def parse_csinode(raw: Mapping[str, Any]) -> CSINode:
         drivers[name] = (
             None if count is None else _int(count, obj, f"spec.drivers[{i}].allocatable.count")
         )
-        keys[name] = tuple(d.get("topologyKeys") or ())
+        keys[name] = tuple(
+            _str_list(d.get("topologyKeys"), obj, f"spec.drivers[{i}].topologyKeys")
+        )
     return CSINode(meta["name"], drivers, keys)

@@ -43,19 +43,26 @@ class PodDisruptionBudget:
         return self.selector.matches(pod.labels)
 
 
+_INT_OR_PERCENT = "a non-negative integer or a percentage of at most 100% such as 50%"
+
+
 def _int_or_percent(value: Any, obj: str, field: str) -> int | str | None:
+    """A budget's `minAvailable` or `maxUnavailable`, checked as the API server checks it
+    (`ValidatePositiveIntOrPercent`, `IsNotMoreThan100Percent`): a `150%` or a `-1` could
+    only come from a file, never from a cluster, and is refused naming the budget."""
     if value is None:
         return None
     if isinstance(value, bool):
-        raise ModelError(obj, field, "an integer or a percentage such as 50%", value)
-    if isinstance(value, int):
+        raise ModelError(obj, field, _INT_OR_PERCENT, value)
+    if isinstance(value, int) and 0 <= value < 1 << 31:
         return value
-    if isinstance(value, str):
-        if value.endswith("%") and value[:-1].isdigit():
+    if isinstance(value, str) and value.isascii():
+        digits = value[:-1]
+        if value.endswith("%") and digits.isdigit() and len(digits) < 8 and int(digits) <= 100:
             return value
-        if value.isdigit():
+        if value.isdigit() and len(value) < 11 and int(value) < 1 << 31:
             return int(value)
-    raise ModelError(obj, field, "an integer or a percentage such as 50%", value)
+    raise ModelError(obj, field, _INT_OR_PERCENT, value)
 
 
 def parse_pdb(raw: Mapping[str, Any]) -> PodDisruptionBudget:

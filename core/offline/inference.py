@@ -374,7 +374,9 @@ def load_bounds(path: str) -> dict[str, Bounds]:
         raise InputError(f"--node-group-bounds {path!r}: cannot read the file: {exc}") from None
     try:
         doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
+    # for deep nesting: both are malformed input like any YAML error.
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise InputError(f"{path}: expected YAML ({BOUNDS_FILE_FORM}): {exc}") from None
     return parse_bounds_doc(doc, path)
 

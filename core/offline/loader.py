@@ -73,7 +73,9 @@ def parse_snapshot_text(text: str, source: str, *, list_tried: bool = False) -> 
 def _yaml(text: str, source: str, json_error: json.JSONDecodeError | None = None) -> Any:
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
+    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
+    # for deep nesting: both are malformed input like any YAML error.
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
         detail = f"line {json_error.lineno}: {json_error.msg}" if json_error else str(exc)
         raise InputError(
             f"{source}: expected a Kubernetes List in JSON or YAML: {detail}"

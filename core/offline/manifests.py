@@ -136,7 +136,9 @@ def load_manifests(path: str) -> list[Mapping[str, Any]]:
         ) from None
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
+    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
+    # for deep nesting: both are malformed input like any YAML error.
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise InputError(f"{where}: expected Kubernetes objects in YAML or JSON: {exc}") from None
     if not docs:
         raise InputError(f"{where}: expected Kubernetes objects in YAML or JSON, got an empty file")

@@ -480,6 +480,8 @@ def load_scenario(path: str | Path) -> Scenario:
         ) from None
     try:
         doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
+    # for deep nesting: both are malformed input like any YAML error.
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise InputError(f"{p}: expected a YAML scenario: {exc}") from None
     return parse_scenario(doc, str(p), p.parent)

@@ -129,7 +129,7 @@ def without_node_groups(options: AutoscalingOptions, names: list[str]) -> Autosc
         try:
             with open(options.cloud_config, encoding="utf-8") as f:
                 doc = yaml.safe_load(f)
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, yaml.YAMLError, ValueError, RecursionError) as exc:
             raise InputError(f"--cloud-config {options.cloud_config!r}: cannot read it: {exc}") from None
     if not isinstance(doc, Mapping) or not isinstance(doc.get("nodeGroups"), list):
         return options

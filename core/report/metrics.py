@@ -10,7 +10,9 @@ meanings follow CA's pkg/metrics: the two CA counters whose names do not end in 
 under exactly those names, and no ``_created`` series is exposed (CA's Go client has none).
 The per node group series exist only with ``--emit-per-nodegroup-metrics``, as in CA.
 Metrics of features this autoscaler does not have (node autoprovisioning, DRA, the GCE
-instance-consistency check) are registered and stay at zero, so dashboards find them.
+instance-consistency check) are registered and stay at zero, so dashboards find them. One
+family is ours alone: ``unreadable_objects_count{kind}``, the objects left out of the loop
+because they could not be read.
 
 ``HealthCheck`` implements ``/health-check`` as CA does: healthy until monitoring starts
 (the first loop), then unhealthy when no activity was recorded for ``--max-inactivity`` or
@@ -349,6 +351,16 @@ class Metrics:
             "Number of pods skipped when doing scheduling simulations.",
             ("type",),
         )
+        # Ours, not CA's (the one family CA does not have): the objects of the cluster the
+        # model could not read, by kind, left out of the loop (a node bound to such a pod is
+        # never removed). CA has no counterpart because its Go types cannot hold such an
+        # object at all; here an alert on it is how an operator learns of one.
+        self.unreadable_objects_count = gauge(
+            "unreadable_objects_count",
+            "Number of cluster objects the autoscaler could not read and left out of its "
+            "loop, by kind.",
+            ("kind",),
+        )
         # The drivers the last DRA template comparison found differences for.
         self._dra_mismatch_drivers: set[str] = set()
         self._init_series()
@@ -491,6 +503,9 @@ class Metrics:
         self.unremovable_nodes_count.clear()
         for unremovable in scale_down.unremovable:
             self.unremovable_nodes_count.labels(reason=unremovable.reason.value).inc()
+        self.unreadable_objects_count.clear()
+        for item in result.unreadable:
+            self.unreadable_objects_count.labels(kind=item.kind).inc()
         self.scale_down_in_cooldown.set(
             1 if scale_down.status is ScaleDownStatus.IN_COOLDOWN else 0
         )

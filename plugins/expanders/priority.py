@@ -40,7 +40,9 @@ def parse_priorities(text: str) -> dict[int, list[re.Pattern[str]]]:
         )
     try:
         doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
+    # for deep nesting: both are malformed input like any YAML error.
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise PriorityConfigError(f"{where}: expected YAML, got a parse error: {exc}") from None
     if not isinstance(doc, dict):
         raise PriorityConfigError(

@@ -6,10 +6,11 @@ switch off read it once, when they are built.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+import structlog
 from clusterscaler.api import (
     SAFE_TO_EVICT_ANNOTATION,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
@@ -23,6 +24,8 @@ from clusterscaler.api import (
 
 if TYPE_CHECKING:
     from clusterscaler.api import AutoscalingOptions
+
+log = structlog.get_logger()
 
 # A pod whose deletion is this much overdue past its grace period no longer counts.
 LONG_TERMINATING_EXTRA = timedelta(seconds=30)
@@ -131,19 +134,49 @@ class DaemonSetPods:
         return None
 
 
+# How many (pod, value) pairs `SafeToEvict` remembers having warned about.
+WARNED_LIMIT = 10_000
+
+
 @dataclass
 class SafeToEvict:
-    """`safe-to-evict: "true"` moves the pod, whatever the blocking rules would say."""
+    """`safe-to-evict: "true"` moves the pod, whatever the blocking rules would say.
+
+    Any other value than "true" and "false" (`maybe`, `yes`, `True`) is ignored, as Cluster
+    Autoscaler ignores it (the pod is judged as if it had no annotation); a warning names
+    the pod, the annotation and the value once, so that its owner can see why the
+    annotation does nothing."""
 
     name: str = "safe-to-evict"
     order: int = 41
+    _warned: set[tuple[str, str, str]] = field(default_factory=set, repr=False)
 
     def check(self, pod: Pod, context: DrainContext) -> DrainDecision | None:
-        if pod.annotations.get(SAFE_TO_EVICT_ANNOTATION) == "true":
+        value = pod.annotations.get(SAFE_TO_EVICT_ANNOTATION)
+        if value is None:
+            return None
+        if value == "true":
             return DrainDecision(
                 DrainOutcome.MOVE, detail="safe-to-evict annotation", filter=self.name
             )
+        if value != "false":
+            self._warn(pod, value)
         return None
+
+    def _warn(self, pod: Pod, value: str) -> None:
+        key = (pod.namespace, pod.name, value)
+        if key in self._warned:
+            return
+        if len(self._warned) >= WARNED_LIMIT:
+            self._warned.clear()
+        self._warned.add(key)
+        log.warning(
+            "annotation_value_ignored",
+            pod=f"{pod.namespace}/{pod.name}",
+            annotation=SAFE_TO_EVICT_ANNOTATION,
+            value=value if len(value) <= 100 else f"{value[:100]}... ({len(value)} characters)",
+            expected='"true" or "false"',
+        )
 
 
 @dataclass

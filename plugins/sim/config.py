@@ -18,6 +18,14 @@ nodeGroups:
       status:
         capacity: {cpu: "4", memory: 16Gi, pods: "110"}
         allocatable: {cpu: 3920m, memory: 15Gi, pods: "110"}
+    resourceSlices:         # optional: the DRA devices each new node has (node-local
+      - apiVersion: resource.k8s.io/v1    # ResourceSlices, as kubectl prints them)
+        kind: ResourceSlice
+        metadata: {name: gpus}
+        spec:
+          driver: gpu.example.com
+          pool: {name: gpus, generation: 1, resourceSliceCount: 1}
+          devices: [{name: gpu-0, attributes: {model: {string: a100}}}]
 ```
 
 Errors name the group and the field (`nodeGroups[1] (general): maxSize: expected ...`).
@@ -46,14 +54,17 @@ from clusterscaler.api import (
     ConfigurationError,
     ModelError,
     Node,
+    ResourceSlice,
     parse_duration,
     parse_node,
+    parse_template_slice,
 )
 
 NODE_GROUP_LABEL = "clusterscaler.io/node-group"
 DEFAULT_PROVISION_DELAY = timedelta(seconds=60)
 _GROUP_KEYS = frozenset(
-    {"name", "minSize", "maxSize", "price", "template", "provisionDelay", "nodeSelector"}
+    {"name", "minSize", "maxSize", "price", "template", "provisionDelay", "nodeSelector",
+     "resourceSlices"}
 )
 _SELECTOR_FORM = (
     "a non-empty map of node label to value, such as "
@@ -76,6 +87,8 @@ class NodeGroupSpec:
     provision_delay: timedelta = DEFAULT_PROVISION_DELAY
     # Labels (all of them, with these values) by which existing nodes belong to the group.
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    # The DRA devices of each new node: the template's ResourceSlices (scale from zero).
+    resource_slices: tuple[ResourceSlice, ...] = ()
 
     def selects(self, labels: Mapping[str, str]) -> bool:
         """Whether a node with `labels` matches the group's `nodeSelector` (never without
@@ -274,7 +287,29 @@ def _parse_group(raw: Any, index: int) -> NodeGroupSpec:
         price=price,
         provision_delay=delay,
         node_selector=selector,
+        resource_slices=_parse_slices(raw.get("resourceSlices"), where),
     )
+
+
+def _parse_slices(raw: Any, where: str) -> tuple[ResourceSlice, ...]:
+    """The group's `resourceSlices`: node-local ResourceSlices of resource.k8s.io."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigurationError(
+            f"{where}: resourceSlices: expected a list of ResourceSlice objects, got {raw!r}"
+        )
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            raise ConfigurationError(
+                f"{where}: resourceSlices[{i}]: expected a ResourceSlice object, got {item!r}"
+            )
+        try:
+            out.append(parse_template_slice(item))
+        except ModelError as exc:
+            raise ConfigurationError(f"{where}: resourceSlices[{i}]: {exc}") from None
+    return tuple(out)
 
 
 def parse_cloud_config(doc: Any, source: str = "cloud-config") -> SimCloudConfig:
@@ -345,6 +380,8 @@ def load_cloud_config(path: str | Path) -> SimCloudConfig:
         ) from None
     try:
         doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
+    # for deep nesting: both are malformed input like any YAML error.
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise ConfigurationError(f"{p}: expected YAML: {exc}") from None
     return parse_cloud_config(doc, source=str(p))

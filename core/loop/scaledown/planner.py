@@ -52,7 +52,13 @@ from clusterscaler.model import (
     UnreadableObject,
 )
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
-from clusterscaler.simulator.drain import DrainContext, PdbTracker, PodFilter
+from clusterscaler.simulator.drain import (
+    SAFE_TO_EVICT_ANNOTATION,
+    BlockingPodReason,
+    DrainContext,
+    PdbTracker,
+    PodFilter,
+)
 
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions
@@ -191,6 +197,8 @@ class ScaleDownPlanner:
         self.recheck = UnremovableCache(options.unremovable_node_recheck_timeout)
         self.scheduler = HintingSimulator()
         self.clock = clock
+        # The pod without a controller each node was last said to be kept by.
+        self._kept_by_orphan: dict[str, str] = {}
 
     def plan(
         self,
@@ -340,6 +348,7 @@ class ScaleDownPlanner:
             unremovable.extend(selection.unremovable)
             _hold_on_completion(selection, unremovable)
         unremovable.sort(key=lambda u: u.node)
+        self._warn_kept_by_orphans(unremovable)
         log.debug(
             "scale_down_plan",
             candidates=len(candidates),
@@ -349,6 +358,28 @@ class ScaleDownPlanner:
             drain=len(selection.drain),
         )
         return ScaleDownPlan(unneeded, unremovable, selection)
+
+    def _warn_kept_by_orphans(self, unremovable: Sequence[UnremovableNode]) -> None:
+        """A warning, once per node and pod, when a node that would otherwise be removed is
+        kept only by a pod without a controller: Cluster Autoscaler keeps it silently, and
+        its users ask why the node stays. Nothing is evicted on the strength of it."""
+        for u in unremovable:
+            blocking = u.blocking_pod
+            if blocking is None or blocking.reason is not BlockingPodReason.NOT_REPLICATED:
+                continue
+            if self._kept_by_orphan.get(u.node) == blocking.pod:
+                continue
+            if len(self._kept_by_orphan) >= 10_000:
+                self._kept_by_orphan.clear()
+            self._kept_by_orphan[u.node] = blocking.pod
+            log.warning(
+                "node_kept_by_pod_without_controller",
+                node=u.node,
+                pod=blocking.pod,
+                detail=blocking.detail,
+                fix="run it under a controller (Deployment, StatefulSet, Job), or annotate it "
+                f"{SAFE_TO_EVICT_ANNOTATION}=true if it may be deleted",
+            )
 
     def _order(
         self, candidates: Sequence[Candidate], pods_by_node: Mapping[str, Sequence[Pod]]

@@ -251,7 +251,9 @@ def parse_kube_env(text: str, source: str) -> KubeEnv:
     """Parse kube-env's YAML and its AUTOSCALER_ENV_VARS."""
     try:
         loaded = yaml.safe_load(text) if text.strip() else {}
-    except yaml.YAMLError as exc:
+    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
+    # for deep nesting: both are malformed input like any YAML error.
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise ConfigurationError(f"{source}: kube-env is not valid YAML: {exc}") from None
     if loaded is None:
         loaded = {}

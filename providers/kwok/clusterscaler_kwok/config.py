@@ -114,7 +114,9 @@ def parse_config(text: str, where: str) -> KwokConfig:
     """Parse the `config` key; `where` names it in errors (`ConfigMap ns/name, key config`)."""
     try:
         doc = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError as exc:
+    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
+    # for deep nesting: both are malformed input like any YAML error.
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise _fail(where, "(document)", f"not valid YAML or JSON: {exc}") from None
     root = _mapping(doc, where, "(document)", required=True)
     assert root is not None

@@ -52,7 +52,9 @@ def parse_templates(text: str, where: str) -> list[Raw]:
     """The Node documents of the templates ConfigMap's `templates` key."""
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
+    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
+    # for deep nesting: both are malformed input like any YAML error.
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise ConfigurationError(f"kwok provider: {where}: not valid YAML or JSON: {exc}") from None
     if len(docs) == 1:
         doc = docs[0]
@@ -70,13 +72,18 @@ def parse_templates(text: str, where: str) -> list[Raw]:
     return [dict(d) for d in docs if isinstance(d, Mapping) and d.get("kind") == "Node"]
 
 
+def _metadata(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = node.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
 def _meta(node: Mapping[str, Any], field: str) -> dict[str, str]:
-    value = (node.get("metadata") or {}).get(field) or {}
+    value = _metadata(node).get(field) or {}
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
 def node_name(node: Mapping[str, Any]) -> str:
-    return str((node.get("metadata") or {}).get("name") or "")
+    return str(_metadata(node).get("name") or "")[:253]
 
 
 def group_name_of(
@@ -106,12 +113,25 @@ def _count(annotations: Mapping[str, str], key: str, default: int, node: str) ->
     return value
 
 
+def _object(value: Any, node: Mapping[str, Any], field: str) -> dict[str, Any]:
+    """A template's field that must be an object (absent: empty); `ValueError` naming the
+    template and the field otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"template node {node_name(node)}: {field}: expected an object, "
+                         f"got {type(value).__name__}")
+    return dict(value)
+
+
 def prepare_template(node: Mapping[str, Any], group: str, config: KwokConfig) -> Raw:
     """The template as upstream keeps it: server fields dropped, named `kwok-fake-<name>`,
-    annotated as a kwok node of `group`, the kwok-provider taint added unless skipped."""
+    annotated as a kwok node of `group`, the kwok-provider taint added unless skipped.
+    Raises `ValueError` naming the template and the field where a field that must be an
+    object or a list is not."""
     raw = copy.deepcopy(dict(node))
     raw["apiVersion"], raw["kind"] = "v1", "Node"
-    meta = dict(raw.get("metadata") or {})
+    meta = _object(raw.get("metadata"), node, "metadata")
     for field in ("resourceVersion", "uid", "creationTimestamp", "generation",
                   "managedFields", "deletionTimestamp", "ownerReferences", "finalizers"):
         meta.pop(field, None)
@@ -124,10 +144,14 @@ def prepare_template(node: Mapping[str, Any], group: str, config: KwokConfig) ->
     annotations[GROUP_NAME_ANNOTATION] = group
     meta["annotations"] = annotations
     raw["metadata"] = meta
-    spec = dict(raw.get("spec") or {})
+    spec = _object(raw.get("spec"), node, "spec")
     spec["providerID"] = PROVIDER_ID_PREFIX + name
     spec.pop("unschedulable", None)
-    taints = [t for t in spec.get("taints") or [] if isinstance(t, Mapping)]
+    given_taints = spec.get("taints") or []
+    if not isinstance(given_taints, list):
+        raise ValueError(f"template node {node_name(node)}: spec.taints: expected a list, "
+                         f"got {type(given_taints).__name__}")
+    taints = [t for t in given_taints if isinstance(t, Mapping)]
     if not config.skip_taint and not any(
         t.get("key") == PROVIDER_TAINT["key"] and t.get("effect") == PROVIDER_TAINT["effect"]
         for t in taints
@@ -135,8 +159,8 @@ def prepare_template(node: Mapping[str, Any], group: str, config: KwokConfig) ->
         taints.append(dict(PROVIDER_TAINT))
     spec["taints"] = taints
     raw["spec"] = spec
-    status = dict(raw.get("status") or {})
-    node_info = dict(status.get("nodeInfo") or {})
+    status = _object(raw.get("status"), node, "status")
+    node_info = _object(status.get("nodeInfo"), node, "status.nodeInfo")
     node_info["kubeletVersion"] = "fake"
     status["nodeInfo"] = node_info
     raw["status"] = status
@@ -168,11 +192,11 @@ def build_groups(
                         f"expected between min-count {min_size} and max-count {max_size}, "
                         f"got {desired}"
                     )
+            template = prepare_template(node, name, config)
         except ValueError as exc:
             problems[name] = ProviderProblem(name, "InvalidTemplate", f"kwok provider: {exc}")
             continue
-        groups[name] = GroupTemplate(name, min_size, max_size,
-                                     prepare_template(node, name, config))
+        groups[name] = GroupTemplate(name, min_size, max_size, template)
     return sorted(groups.values(), key=lambda g: g.name), sorted(
         problems.values(), key=lambda p: p.node_group
     )

@@ -41,3 +41,25 @@ def test_a_node_with_an_unreadable_pod_is_kept_and_says_why() -> None:
     assert [d.node for d in later.scale_down.deletions if d.ok] == ["g-2"]
     assert "g-1" in h.cluster.nodes
     assert h.cluster.evicted == []
+
+
+def test_unreadable_objects_are_counted_by_kind() -> None:
+    from clusterscaler.report.metrics import Metrics
+
+    h = Harness()
+    h.provider.add_group("g", 0, 10, nodes=1)
+    bad = [
+        UnreadableObject("Pod", "default/a", "g-1", "Pod default/a: status: expected an object"),
+        UnreadableObject("Pod", "default/b", "", "Pod default/b: spec: expected an object"),
+        UnreadableObject("Node", "n", "", "Node n: status: expected an object"),
+    ]
+    snapshot = h.cluster.snapshot
+    h.cluster.snapshot = lambda: dataclasses.replace(snapshot(), unreadable=bad)  # type: ignore[method-assign]
+    metrics = Metrics()
+    metrics.record_loop(h.run())
+    text = metrics.render().decode()
+    assert 'cluster_autoscaler_unreadable_objects_count{kind="Pod"} 2.0' in text
+    assert 'cluster_autoscaler_unreadable_objects_count{kind="Node"} 1.0' in text
+    h.cluster.snapshot = snapshot  # type: ignore[method-assign]
+    metrics.record_loop(h.run())
+    assert "cluster_autoscaler_unreadable_objects_count{" not in metrics.render().decode()

@@ -1,6 +1,7 @@
 """Every metric of Cluster Autoscaler, by name, type and labels, checked against the
 exposition: upstream's table (its metrics documentation and pkg/metrics) is the data below,
-and the autoscaler must expose exactly these families, no more (no `_created` series)."""
+and the autoscaler must expose exactly these families and the few of its own listed in
+`OURS` with the reason for each, no more (no `_created` series)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,15 @@ UPSTREAM: dict[str, tuple[str, tuple[str, ...]]] = {
     "dra_node_template_resources_mismatch": ("gauge", ("driver", "mismatch_type")),
     "skipped_pods_count": ("gauge", ("type",)),
 }
+# Families upstream does not have, each for a reason a CA user would accept: a new entry
+# here is a decision, not a convenience.
+OURS: dict[str, tuple[str, tuple[str, ...]]] = {
+    # Objects the model could not read and left out of the loop, by kind (docs/metrics.md).
+    # CA cannot hold such an object at all (its typed informers drop it unseen); here one
+    # is left out, and its node kept, so an operator needs a number to alert on.
+    "unreadable_objects_count": ("gauge", ("kind",)),
+}
+EXPOSED = {**UPSTREAM, **OURS}
 PER_NODE_GROUP = {
     "node_group_min_count",
     "node_group_max_count",
@@ -89,19 +99,20 @@ def _exposed_types(metrics: Metrics) -> dict[str, str]:
 
 def test_every_upstream_metric_with_its_type_and_nothing_else() -> None:
     metrics = Metrics(emit_per_nodegroup_metrics=True)
-    for name, (_, labels) in UPSTREAM.items():
+    for name, (_, labels) in EXPOSED.items():
         _touch(metrics, name, labels)
     types = _exposed_types(metrics)
     # The exposition names counters by their own names, `_total` and all.
-    assert types == {name: kind for name, (kind, _) in UPSTREAM.items()}
+    assert types == {name: kind for name, (kind, _) in EXPOSED.items()}
+    assert not set(OURS) & set(UPSTREAM)
     samples = [line.split("{")[0].split(" ")[0] for line in metrics.render().decode().splitlines()]
     assert not [s for s in samples if s.endswith("_created")]
 
 
-@pytest.mark.parametrize("name", sorted(UPSTREAM))
+@pytest.mark.parametrize("name", sorted(EXPOSED))
 def test_label_names(name: str) -> None:
     metrics = Metrics(emit_per_nodegroup_metrics=True)
-    labels = UPSTREAM[name][1]
+    labels = EXPOSED[name][1]
     _touch(metrics, name, labels)
     seen = 0
     for family in text_string_to_metric_families(metrics.render().decode()):

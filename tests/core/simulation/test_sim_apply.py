@@ -304,7 +304,12 @@ BAD = [
     (
         "kind: PodDisruptionBudget\napiVersion: policy/v1\nmetadata: {name: b}\nspec: {minAvailable: x}\n"
         "---\nkind: PodDisruptionBudget\napiVersion: policy/v1\nmetadata: {name: b}\nspec: {}\n",
-        "PodDisruptionBudget default/b: spec.minAvailable: expected an integer or a percentage",
+        "PodDisruptionBudget default/b: spec.minAvailable: expected a non-negative integer or a percentage",
+    ),
+    (
+        # The API server refuses it (`must not be greater than 100%`): so does --apply.
+        "kind: PodDisruptionBudget\napiVersion: policy/v1\nmetadata: {name: b}\nspec: {maxUnavailable: 150%}\n",
+        "PodDisruptionBudget default/b: spec.maxUnavailable: expected a non-negative integer or a percentage of at most 100% such as 50%",
     ),
     (
         "kind: PodDisruptionBudget\napiVersion: policy/v1\nmetadata: {name: b}\nspec: {}\n"

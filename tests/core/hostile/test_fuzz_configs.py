@@ -1,0 +1,294 @@
+"""Fuzz targets for what operators and clouds write for the autoscaler to read: the priority
+expander's and the proportional autoscaler's ConfigMaps, the kwok provider's ConfigMaps,
+gce.conf and kube-env, azure.json, the AWS cloud-config, and the ASG, VMSS and MachineSet
+tags and annotations. Each is read, or refused with the provider's `ConfigurationError`
+(the expander's, the proportional autoscaler's own error) naming where; a tag or annotation
+of one group is reported for that group alone. Nothing else escapes."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+import yaml
+from clusterscaler.api import ConfigurationError
+from clusterscaler.model import ModelError, parse_node
+from clusterscaler.plugins.expanders.priority import PriorityConfigError, parse_priorities
+from clusterscaler.proportional.params import (
+    ParamsError,
+    parse_configmap_data,
+    parse_params_document,
+)
+from clusterscaler_aws import tags as aws_tags
+from clusterscaler_aws.cloud_config import parse_cloud_config as parse_aws_config
+from clusterscaler_azure import tags as azure_tags
+from clusterscaler_azure.config import build_config, parse_azure_json
+from clusterscaler_gce.cloud_config import parse_cloud_config as parse_gce_config
+from clusterscaler_gce.kube_env import parse_kube_env
+from clusterscaler_kwok.config import parse_config as parse_kwok_config
+from clusterscaler_kwok.templates import build_groups, parse_templates
+from fuzzkit import FUZZ, HOSTILE_STRINGS, HOSTILE_VALUES, RICH_NODE, mutated
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytestmark = [pytest.mark.fuzz, pytest.mark.properties]
+
+
+def _yaml(doc: Any) -> str | None:
+    try:
+        return yaml.safe_dump(doc)
+    except (RecursionError, ValueError, yaml.YAMLError):
+        return None
+
+
+def _text_of(docs: list[Any]) -> st.SearchStrategy[str]:
+    """YAML of mutated `docs`, or any text at all."""
+    return st.one_of(
+        mutated(docs).map(_yaml).filter(lambda text: text is not None),  # type: ignore[arg-type]
+        st.text(max_size=200),
+        HOSTILE_STRINGS,
+    )
+
+
+# ------------------------------------------------------------------ ConfigMaps of the core
+
+PRIORITIES = [{"10": [".*spot.*"], "50": ["^gpu-.*$", "on-demand"]}]
+
+
+@FUZZ
+@given(text=_text_of(PRIORITIES))
+def test_priority_expander_configmap(text: str) -> None:
+    try:
+        parsed = parse_priorities(text)
+    except PriorityConfigError as error:
+        assert "cluster-autoscaler-priority-expander" in str(error), error
+        return
+    for patterns in parsed.values():
+        assert all(isinstance(p, re.Pattern) for p in patterns)
+
+
+CPA_DOCUMENTS = [
+    {"linear": {"coresPerReplica": 256, "nodesPerReplica": 16, "min": 1, "max": 100,
+                "preventSinglePointFailure": True, "includeUnschedulableNodes": True}},
+    {"ladder": {"coresToReplicas": [[1, 1], [64, 3], [512, 5]],
+                "nodesToReplicas": [[1, 1], [2, 2]]}},
+]
+
+
+@FUZZ
+@given(doc=st.one_of(mutated(CPA_DOCUMENTS), HOSTILE_VALUES), as_text=st.booleans())
+def test_proportional_autoscaler_params(doc: Any, as_text: bool) -> None:
+    """Both forms: a ConfigMap's `data` (the mode's JSON as a string) and the
+    `--default-params` document."""
+    try:
+        if as_text and isinstance(doc, dict):
+            parse_configmap_data(
+                {k: v if isinstance(v, str) else json.dumps(v) for k, v in doc.items()}
+            )
+        else:
+            parse_params_document(json.dumps(doc))
+    except (ParamsError, RecursionError) as error:
+        # RecursionError: only `json.dumps` of the test's own deep value, never the parser.
+        if isinstance(error, RecursionError):
+            return
+        assert str(error), error
+    except ValueError as error:  # json.dumps of NaN keys and the like, before any parsing
+        assert "JSON" in type(error).__name__ or "Out of range" in str(error), error
+
+
+# ------------------------------------------------------------------ kwok
+
+KWOK_CONFIG = {
+    "apiVersion": "v1alpha1",
+    "readNodesFrom": "configmap",
+    "nodegroups": {"fromNodeLabelKey": "kwok-nodegroup"},
+    "nodes": {"skipTaint": False, "gpuConfig": {"gpuLabelKey": "k8s.amazonaws.com/accelerator",
+                                                 "availableGPUTypes": {"nvidia-tesla-k80": {}}}},
+    "configmap": {"name": "kwok-provider-templates"},
+}
+WHERE = "ConfigMap kube-system/kwok-provider-config, key config"
+GOOD_KWOK = parse_kwok_config(json.dumps(KWOK_CONFIG), WHERE)
+
+
+@FUZZ
+@given(text=_text_of([KWOK_CONFIG]))
+def test_kwok_provider_config(text: str) -> None:
+    try:
+        parse_kwok_config(text, WHERE)
+    except ConfigurationError as error:
+        assert WHERE in str(error), error
+
+
+_KWOK_NODE = {
+    **RICH_NODE,
+    "metadata": {
+        **RICH_NODE["metadata"],
+        "labels": {**RICH_NODE["metadata"]["labels"], "kwok-nodegroup": "big"},
+        "annotations": {"cluster-autoscaler.kwok.nodegroup/min-count": "0",
+                        "cluster-autoscaler.kwok.nodegroup/max-count": "10"},
+    },
+}
+
+
+@FUZZ
+@given(bad=mutated([_KWOK_NODE]), form=st.sampled_from(["list", "documents"]))
+def test_kwok_templates_a_bad_node_costs_only_its_group(bad: dict[str, Any], form: str) -> None:
+    """A healthy template beside a hostile one: the healthy group is built and its node
+    read; the hostile one is a group with a problem, or refused with the ConfigMap named."""
+    healthy = json.loads(json.dumps(_KWOK_NODE))
+    healthy["metadata"]["name"] = "small-template"
+    healthy["metadata"]["labels"]["kwok-nodegroup"] = "small"
+    nodes = [healthy, bad]
+    text = (
+        _yaml({"apiVersion": "v1", "kind": "List", "items": nodes})
+        if form == "list"
+        else "---\n".join(t for t in map(_yaml, nodes) if t is not None)
+    )
+    if text is None:
+        return
+    where = "ConfigMap kube-system/kwok-provider-templates, key templates"
+    try:
+        templates = parse_templates(text, where)
+    except ConfigurationError as error:
+        assert where in str(error), error
+        return
+    groups, problems = build_groups(templates, GOOD_KWOK)
+    by_name = {g.name: g for g in groups}
+    assert "small" in by_name, (groups, problems)
+    parse_node(by_name["small"].node)
+    for group in groups:
+        try:
+            parse_node(group.node)
+        except ModelError as error:
+            assert group.name != "small", error
+
+
+# ------------------------------------------------------------------ GCE, Azure, AWS files
+
+GCE_CONF = (
+    "[global]\nproject-id = p-12345\nlocal-zone = us-central1-b\nregional = true\n"
+    "node-tags = a,b\nnode-instance-prefix = gke-x\nmulti-zone = true\n"
+    "api-endpoint = https://compute.example.com/compute/v1/\n"
+)
+AWS_CONF = "[Global]\nvpc = vpc-1\n[ServiceOverride \"1\"]\nService = ec2\nRegion = us-east-1\nURL = https://ec2.example.com\nSigningRegion = us-east-1\n"
+
+
+@st.composite
+def ini_text(draw: st.DrawFn, seed: str) -> str:
+    """An INI file with one line replaced, removed or added."""
+    lines = seed.splitlines()
+    at = draw(st.integers(min_value=0, max_value=len(lines)))
+    line = draw(
+        st.one_of(
+            HOSTILE_STRINGS,
+            st.builds(lambda k, v: f"{k} = {v}", st.sampled_from(
+                ["project-id", "local-zone", "regional", "multi-zone", "api-endpoint",
+                 "token-url", "token-body", "node-tags", "Service", "URL", "Region",
+                 "SigningRegion", "vpc", "[global]", "[Global]"]), HOSTILE_STRINGS),
+        )
+    )
+    operation = draw(st.sampled_from(["replace", "insert", "delete"]))
+    if operation == "replace" and at < len(lines):
+        lines[at] = line
+    elif operation == "delete" and at < len(lines):
+        del lines[at]
+    else:
+        lines.insert(at, line)
+    return "\n".join(lines) + "\n"
+
+
+@FUZZ
+@given(text=st.one_of(ini_text(GCE_CONF), st.text(max_size=200)))
+def test_gce_cloud_config(text: str) -> None:
+    try:
+        parse_gce_config(text, "gce.conf")
+    except ConfigurationError as error:
+        assert "gce.conf" in str(error), error
+
+
+KUBE_ENV = {
+    "ENABLE_NODE_PROBLEM_DETECTOR": "daemonset",
+    "KUBELET_ARGS": "--v=2 --node-labels=cloud.google.com/gke-nodepool=pool-1",
+    "AUTOSCALER_ENV_VARS": "node_labels=a=b,c=d;node_taints=gpu=true:NoSchedule;os=linux;"
+    "kube_reserved=cpu=100m,memory=1Gi,ephemeral-storage=1Gi",
+}
+
+
+@FUZZ
+@given(text=_text_of([KUBE_ENV]))
+def test_gce_kube_env(text: str) -> None:
+    try:
+        parse_kube_env(text, "instance template t-1")
+    except ConfigurationError as error:
+        assert "instance template t-1" in str(error), error
+
+
+AZURE_JSON = {
+    "cloud": "AzurePublicCloud", "tenantId": "t", "subscriptionId": "s", "resourceGroup": "rg",
+    "location": "westeurope", "vmType": "vmss", "useManagedIdentityExtension": True,
+    "cloudProviderBackoffRetries": 6, "cloudProviderRateLimitQPS": 1.5,
+    "aadClientId": "id", "aadClientSecret": "secret",
+}
+
+
+@FUZZ
+@given(doc=st.one_of(mutated([AZURE_JSON]), HOSTILE_VALUES))
+def test_azure_json(doc: Any) -> None:
+    try:
+        text = json.dumps(doc)
+    except (RecursionError, ValueError):
+        return
+    try:
+        build_config(parse_azure_json(text, "azure.json"), environ={})
+    except ConfigurationError as error:
+        assert str(error), error
+
+
+@FUZZ
+@given(text=st.one_of(ini_text(AWS_CONF), st.text(max_size=200)))
+def test_aws_cloud_config(text: str) -> None:
+    try:
+        parse_aws_config(text, "aws.conf")
+    except ConfigurationError as error:
+        assert "aws.conf" in str(error), error
+
+
+# ------------------------------------------------------------------ tags and annotations
+
+_TAG_NAMES = st.one_of(
+    st.sampled_from(["scaledownunneededtime", "scaledownutilizationthreshold",
+                     "scaledowngpuutilizationthreshold", "scaledownunreadytime",
+                     "maxnodeprovisiontime", "ignoredaemonsetsutilization", "zeroormaxnodescaling",
+                     "ephemeral-storage", "nvidia.com/gpu", "dedicated", "example.com/role"]),
+    HOSTILE_STRINGS,
+)
+
+
+def tags(module: Any) -> st.SearchStrategy[dict[str, str]]:
+    """Tags of a group: template labels, taints, resources and options (names and values
+    from the hostile strings), and other tags."""
+    prefixes = [module.LABEL_PREFIX, module.TAINT_PREFIX, module.RESOURCES_PREFIX,
+                module.OPTIONS_PREFIX]
+    keys = st.one_of(
+        st.tuples(st.sampled_from(prefixes), _TAG_NAMES).map("".join), HOSTILE_STRINGS
+    )
+    return st.dictionaries(keys, HOSTILE_STRINGS, max_size=6)
+
+
+@pytest.mark.parametrize(("module", "group"), [(aws_tags, "asg-1"), (azure_tags, "vmss-1")],
+                         ids=["asg", "vmss"])
+@FUZZ
+@given(data=st.data())
+def test_group_tags(module: Any, group: str, data: st.DataObject) -> None:
+    """Every bad tag is an error naming the group and the tag; the rest still apply."""
+    given_tags = data.draw(tags(module), label="tags")
+    parsed = module.parse_template_tags(group, given_tags)
+    _, option_errors = module.parse_node_group_options(group, parsed.options)
+    for error in (*parsed.errors, *option_errors):
+        assert group in str(error) and error.tag in given_tags, error
+    bad = {error.tag for error in (*parsed.errors, *option_errors)}
+    for key, value in given_tags.items():
+        if key.startswith(module.LABEL_PREFIX) and key not in bad:
+            assert parsed.labels[key[len(module.LABEL_PREFIX) :]] == value

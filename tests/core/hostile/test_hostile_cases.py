@@ -1,0 +1,168 @@
+"""The inputs the fuzz targets found escaping as tracebacks, each pinned: every one is now
+refused with the error of its parser naming the object and field (or, for a kwok template,
+a problem of its own group), and the error says in a line what it got."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clusterscaler.model import (
+    ModelError,
+    UnreadableObject,
+    object_key,
+    parse_csinode,
+    parse_node,
+    parse_pdb,
+    parse_pod,
+    read_guarded,
+)
+from clusterscaler.offline.loader import InputError
+from clusterscaler.offline.scenario import parse_scenario
+from clusterscaler.plugins.expanders.priority import PriorityConfigError, parse_priorities
+from clusterscaler_kwok.config import parse_config
+from clusterscaler_kwok.templates import build_groups
+from fuzzkit import CSINODE, EXAMPLES, PDB, RICH_NODE, RICH_POD
+
+HUGE = 10**5000
+
+
+def at(base: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    target = out
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return out
+
+
+CASES = [
+    pytest.param(parse_node, at(RICH_NODE, ("status",), "Ready"),
+                 "Node node-1: status: expected an object", id="node-status-string"),
+    pytest.param(parse_node, at(RICH_NODE, ("spec",), ["taints"]),
+                 "Node node-1: spec: expected an object", id="node-spec-list"),
+    pytest.param(parse_pod, at(RICH_POD, ("status",), 7),
+                 "Pod shop/web-0: status: expected an object", id="pod-status-int"),
+    pytest.param(parse_pod, at(RICH_POD, ("metadata", "namespace"), True),
+                 "Pod web-0: metadata.namespace: expected a string", id="pod-namespace-bool"),
+    pytest.param(parse_pod, at(RICH_POD, ("metadata", "labels", "app"), 1),
+                 "Pod shop/web-0: metadata.labels['app']: expected a string",
+                 id="label-value-int"),
+    pytest.param(parse_pod, at(RICH_POD, ("spec", "topologySpreadConstraints", 0,
+                                          "matchLabelKeys"), [["app"]]),
+                 "spec.topologySpreadConstraints[0].matchLabelKeys[0]: expected a string",
+                 id="match-label-key-list"),
+    pytest.param(parse_pod, at(RICH_POD, ("spec", "affinity", "nodeAffinity",
+                                          "requiredDuringSchedulingIgnoredDuringExecution",
+                                          "nodeSelectorTerms", 0, "matchExpressions", 1,
+                                          "values"), [HUGE]),
+                 "values[0]: expected a string, got <an integer of about 5001 digits>",
+                 id="node-selector-value-5000-digits"),
+    pytest.param(parse_pod, at(RICH_POD, ("spec", "affinity", "podAntiAffinity",
+                                          "requiredDuringSchedulingIgnoredDuringExecution", 0,
+                                          "namespaces"), [{"a": 1}]),
+                 "namespaces[0]: expected a string", id="affinity-namespace-object"),
+    pytest.param(parse_csinode, at(CSINODE, ("spec", "drivers", 0, "topologyKeys"), True),
+                 "CSINode node-1: spec.drivers[0].topologyKeys: expected a list",
+                 id="csinode-topology-keys-bool"),
+]
+
+
+@pytest.mark.parametrize(("parse", "raw", "message"), CASES)
+def test_refused_naming_object_and_field(parse: Any, raw: dict[str, Any], message: str) -> None:
+    with pytest.raises(ModelError, match=None) as caught:
+        parse(raw)
+    assert message in str(caught.value)
+
+
+def test_node_selector_numbers_are_still_read_as_text() -> None:
+    """A hand-written `values: [2]` for `Gt` keeps working (the API server would have
+    stored the string)."""
+    raw = at(RICH_POD, ("spec", "affinity", "nodeAffinity",
+                        "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms", 0,
+                        "matchExpressions", 1, "values"), [2])
+    pod = parse_pod(raw)
+    assert pod.affinity is not None and pod.affinity.node is not None
+    [term] = pod.affinity.node.required or ()
+    assert term.match_expressions[1].values == ("2",)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [pytest.param("x" * 1_000_000, id="a-megabyte"), pytest.param([HUGE], id="5000-digits"),
+     pytest.param(json.loads("[" * 900 + "]" * 900), id="nested-900-deep")],
+)
+def test_an_error_quotes_what_it_got_in_a_line(value: Any) -> None:
+    with pytest.raises(ModelError) as caught:
+        parse_pdb(at(PDB, ("spec", "maxUnavailable"), value))
+    assert "PodDisruptionBudget shop/web: spec.maxUnavailable: expected" in str(caught.value)
+    assert len(str(caught.value)) < 400
+
+
+def test_a_long_name_is_clipped_in_the_message_and_kept_whole_on_the_error() -> None:
+    name = "n" * 5_000
+    with pytest.raises(ModelError) as caught:
+        parse_pdb(at(at(PDB, ("metadata", "name"), name), ("spec", "selector"), "app=web"))
+    assert caught.value.obj == f"PodDisruptionBudget shop/{name}"
+    assert "(5025 characters)" in str(caught.value) and len(str(caught.value)) < 500
+
+
+@pytest.mark.parametrize(
+    "name", [HUGE, ["a"], {"n": 1}, None, "x" * 5_000], ids=["int", "list", "dict", "none", "long"]
+)
+def test_an_unreadable_object_is_keyed_whatever_its_name(name: Any) -> None:
+    raw = at(at(RICH_POD, ("metadata", "name"), name), ("status",), ["Running"])
+    item = read_guarded(raw, "Pod", parse_pod)
+    assert isinstance(item, UnreadableObject)
+    assert item.key == object_key(raw) and item.key.startswith("shop/")
+    assert len(item.key) <= 400 and item.node_name == "node-1"
+
+
+def test_a_yaml_integer_beyond_python_s_digit_limit_is_a_config_error() -> None:
+    with pytest.raises(PriorityConfigError, match="cluster-autoscaler-priority-expander"):
+        parse_priorities("9" * 5_000 + ":\n  - .*\n")
+
+
+def test_a_kwok_template_of_the_wrong_shape_is_a_problem_of_its_own_group() -> None:
+    config = parse_config(
+        json.dumps({"readNodesFrom": "configmap", "configmap": {"name": "t"},
+                    "nodegroups": {"fromNodeLabelKey": "pool"}}), "config")
+    good = at(RICH_NODE, ("metadata", "labels", "pool"), "good")
+    bad = at(at(RICH_NODE, ("metadata", "labels", "pool"), "bad"), ("status",), ["Ready"])
+    spec_bad = at(at(RICH_NODE, ("metadata", "labels", "pool"), "taints"), ("spec", "taints"), True)
+    groups, problems = build_groups([good, bad, spec_bad], config)
+    assert [g.name for g in groups] == ["good"]
+    assert {p.node_group: p.message for p in problems} == {
+        "bad": "kwok provider: template node node-1: status: expected an object, got list",
+        "taints": "kwok provider: template node node-1: spec.taints: expected a list, got bool",
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("maxUnavailable", "150%"), ("minAvailable", "101%"), ("maxUnavailable", -1),
+     ("minAvailable", "9" * 5000 + "%"), ("maxUnavailable", 1 << 40)],
+    ids=["150%", "101%", "negative", "5000-digit-percent", "beyond-int32"],
+)
+def test_a_budget_the_api_server_would_refuse_is_refused_by_name(field: str, value: Any) -> None:
+    """The API server refuses a budget over 100% or below 0 (`must not be greater than
+    100%`), so only a file can hold one: it is refused naming the budget and the field."""
+    spec = {k: v for k, v in PDB["spec"].items() if k not in ("minAvailable", "maxUnavailable")}
+    with pytest.raises(ModelError) as caught:
+        parse_pdb(at(PDB, ("spec",), {**spec, field: value}))
+    assert str(caught.value).startswith(
+        f"PodDisruptionBudget shop/web: spec.{field}: expected a non-negative integer or a "
+        "percentage of at most 100%"
+    )
+
+
+def test_a_scenario_budget_over_100_percent_is_an_input_error(tmp_path: Path) -> None:
+    doc = {"name": "s", "cloudConfig": str(EXAMPLES / "cloud-configs" / "general.yaml"),
+           "workloads": [{"name": "web", "replicas": 2, "cpu": "100m",
+                          "pdb": {"maxUnavailable": "150%"}}]}
+    with pytest.raises(InputError, match=r"s\.yaml.*PodDisruptionBudget default/web: "
+                       r"spec\.maxUnavailable: expected .* at most 100%"):
+        parse_scenario(doc, str(tmp_path / "s.yaml"), tmp_path)
