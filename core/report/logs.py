@@ -63,6 +63,11 @@ VERBOSITY: dict[str, int] = {
     "event": 4,  # "Event(%#v): type: '%v' reason: '%v' %v" (V(4))
 }
 
+# Warnings and errors written every time, never counted as repetitions: the outcome of each
+# loop is one line per loop, paced by the loop itself, whether it is `loop_done` (info, so
+# never held back) or this.
+EVERY_TIME = frozenset({"loop_failed"})
+
 _SEVERITY = {
     "debug": "I",
     "info": "I",
@@ -258,6 +263,8 @@ class _Writer:
     def admit(self, line: LogLine) -> bool:
         """False for a repetition to count rather than write."""
         if self.repeats is None or line.severity == "I" or _TIMESTAMP.simulated:
+            return True
+        if not line.logger and line.msg in EVERY_TIME:
             return True
         return self.repeats.admit(identity(line), line)
 

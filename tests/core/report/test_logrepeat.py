@@ -109,3 +109,12 @@ def test_a_simulation_writes_every_line() -> None:
         for _ in range(3):
             structlog.get_logger().warning("node_group_backoff", node_group="spot")
     assert stream.getvalue().count("node_group_backoff") == 3
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_each_failed_loop_is_a_line() -> None:
+    stream = io.StringIO()
+    configure(LogSettings(), stream)
+    for _ in range(3):
+        structlog.get_logger().error("loop_failed", error_type="apiCallError", reason="Timeout")
+    assert stream.getvalue().count("loop_failed") == 3
