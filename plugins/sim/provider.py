@@ -494,7 +494,10 @@ class SimNodeGroup:
 
     def template_node_info(self) -> NodeInfo:
         name = f"template-node-for-{self.id}"
-        return NodeInfo(self.new_node(name).with_(provider_id=""))
+        return NodeInfo(
+            self.new_node(name).with_(provider_id=""),
+            resource_slices=self.spec.resource_slices,
+        )
 
     def check_template(self) -> None:
         """Raise `ConfigurationError` when the group has no template and no node to copy."""

@@ -217,3 +217,53 @@ def test_many_claiming_pods_take_one_node_each_of_a_one_gpu_group(tmp_path: Path
         p["metadata"]["ownerReferences"][0].update(name="w-rs", uid="uid-rs-w")
     doc = run(tmp_path, "simulate", [*base(), *pending, replicaset("w")], "--once")
     assert [(d["nodeGroup"], d["to"]) for d in doc["scaleUp"]] == [("gpu", 13)], doc
+
+
+def cloud_config(tmp_path: Path, slices: list[dict[str, Any]] | None) -> Path:
+    gpu_group: dict[str, Any] = {
+        "name": "gpu", "minSize": 0, "maxSize": 5,
+        "template": {"status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}},
+    }
+    if slices is not None:
+        gpu_group["resourceSlices"] = slices
+    doc = {"nodeGroups": [
+        {"name": "cpu", "minSize": 1, "maxSize": 5, "nodeSelector": {GROUP_LABEL: "cpu"}},
+        gpu_group,
+    ]}
+    path = tmp_path / "cloud.yaml"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def declared_gpus(devices: int) -> dict[str, Any]:
+    doc = gpu_slice("template", devices)
+    del doc["spec"]["nodeName"]
+    return doc
+
+
+@pytest.mark.parametrize(("slices", "grows"), [
+    pytest.param([declared_gpus(2)], [("gpu", 2)], id="declared-devices"),
+    pytest.param(None, [], id="no-declared-devices"),
+])
+def test_an_empty_gpu_group_grows_from_the_devices_its_cloud_config_declares(
+    tmp_path: Path, slices: list[dict[str, Any]] | None, grows: list[tuple[str, int]]
+) -> None:
+    items = [node("cpu-1", "cpu"), DEVICE_CLASS, TEMPLATE, replicaset("w"),
+             *[pod(f"w-{i}") for i in range(3)]]
+    doc = run(tmp_path, "simulate", items, "--once", "--cloud-config",
+              str(cloud_config(tmp_path, slices)))
+    # Two devices per new node: three claiming pods need two.
+    assert [(d["nodeGroup"], d["to"]) for d in doc["scaleUp"]] == grows, doc
+
+
+def test_a_declared_slice_that_is_not_node_local_is_refused_naming_it(tmp_path: Path) -> None:
+    bad = declared_gpus(1)
+    bad["spec"]["allNodes"] = True
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node("cpu-1", "cpu")]}))
+    proc = subprocess.run([*clusterscaler_command(), "simulate", "--snapshot", str(path), "--once",
+                           "--cloud-config", str(cloud_config(tmp_path, [bad]))],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0
+    assert ("nodeGroups[1] (gpu): resourceSlices[0]: ResourceSlice template-gpu.example.com: "
+            "spec.allNodes: expected a node-local slice") in proc.stderr, proc.stderr
