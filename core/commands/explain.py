@@ -259,7 +259,8 @@ def run(ctx: CommandContext) -> int:
     inference: GroupsReport | None = None
     changes: WhatIf | None = None
     offline = bool(ctx.args.snapshot or getattr(ctx.args, "from_cluster", False))
-    if not offline and ctx.options.cloud_provider == SIM_PROVIDER and not ctx.options.cloud_config:
+    if (not offline and ctx.options.cloud_provider == SIM_PROVIDER
+            and not ctx.options.cloud_config and not getattr(ctx.args, "changes", None)):
         print(f"clusterscaler explain: error: {NO_INPUT}", file=sys.stderr)
         return USAGE_ERROR
     try:

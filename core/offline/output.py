@@ -145,18 +145,23 @@ class TimelineRow:
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """The cluster after one loop: ready nodes per group, pending pods, cost so far."""
+    """The cluster after one loop: ready and upcoming nodes per group, pending pods, cost so
+    far."""
 
     offset: timedelta
     nodes: Mapping[str, int]
     pending: int
     cost: float
+    # Nodes requested but not ready yet (instances starting, nodes registered but not
+    # ready), per group.
+    upcoming: Mapping[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "type": "sample",
             "time": self.offset.total_seconds(),
             "nodes": dict(self.nodes),
+            "upcoming": dict(self.upcoming),
             "pending": self.pending,
             "cost": round(self.cost, 6),
         }
@@ -362,6 +367,25 @@ def event_marks(rows: Sequence[TimelineRow]) -> dict[str, list[float]]:
     return marks
 
 
+def scale_labels(rows: Sequence[TimelineRow]) -> list[tuple[float, str]]:
+    """What each scale-up and scale-down mark says, by minute: the group and its change
+    (`general 2 -> 5`, `highmem -1`), one label per minute and group."""
+    changes: dict[tuple[float, str, str], list[str]] = {}
+    for row in rows:
+        if row.action not in ("scale-up", "scale-down"):
+            continue
+        key = (row.offset.total_seconds() / 60, row.action, row.node_group)
+        changes.setdefault(key, []).append(row.detail)
+    labels = []
+    for (minute, action, group), details in changes.items():
+        if action == "scale-up":
+            change = " ".join(details[-1].split(" for ")[0].split())
+        else:
+            change = f"-{len(details)}"
+        labels.append((minute, f"{group} {change}"))
+    return labels
+
+
 def cost_rates(samples: Sequence[Sample]) -> list[float]:
     """The cost per hour between each sample and the one before (the first: 0)."""
     rates = [0.0]
@@ -434,7 +458,18 @@ def figure(
             colors=[palette(i % palette.N) for i in range(len(groups))],
             step="post",
         )
-    nodes_ax.set_ylabel("ready nodes")
+    ready = [sum(s.nodes.values()) for s in samples]
+    requested = [r + sum(s.upcoming.values()) for r, s in zip(ready, samples, strict=True)]
+    if any(r > n for r, n in zip(requested, ready, strict=True)):
+        # Capacity requested but not ready yet, above the ready nodes.
+        nodes_ax.fill_between(minutes, ready, requested, step="post", facecolor="none",
+                              edgecolor="grey", hatch="//", linewidth=0.0,
+                              label="requested, not ready")
+    for minute, text in scale_labels(rows):
+        nodes_ax.annotate(text, xy=(minute, 1.0), xycoords=("data", "axes fraction"),
+                          rotation=90, fontsize="x-small", ha="right", va="top",
+                          xytext=(-2, -2), textcoords="offset points")
+    nodes_ax.set_ylabel("nodes (ready; hatched: requested)")
     pending_ax.step(minutes, [s.pending for s in samples], where="post", color="black")
     pending_ax.set_ylabel("pending pods")
     for ax in (nodes_ax, pending_ax):

@@ -138,6 +138,17 @@ def _sizes(cluster: SimulatedCluster, accounting: _Accounting) -> dict[str, int]
     return dict(sizes)
 
 
+def _upcoming(cluster: SimulatedCluster, accounting: _Accounting) -> dict[str, int]:
+    """Nodes requested and not ready yet, per group: instances starting, nodes not ready."""
+    upcoming: Counter[str] = Counter()
+    for node in cluster.nodes.values():
+        if not node.ready:
+            upcoming[accounting.group_of(node)] += 1
+    for node in cluster.list_pending_nodes():
+        upcoming[accounting.group_of(node)] += 1
+    return dict(upcoming)
+
+
 def validate_events(
     cluster: SimulatedCluster, provider: CloudProvider, events: Sequence[ScenarioEvent]
 ) -> None:
@@ -348,7 +359,8 @@ def _run(
         billable = [*cluster.nodes.values(), *cluster.list_pending_nodes()]
         accounting.add(billable, last_sample, clock.now())
         last_sample = clock.now()
-        out.samples.append(Sample(clock.now() - start, sizes, pending, accounting.cost))
+        out.samples.append(Sample(clock.now() - start, sizes, pending, accounting.cost,
+                                  _upcoming(cluster, accounting)))
         if result is not None and on_loop is not None:
             on_loop(result, out)
         if progress is not None:

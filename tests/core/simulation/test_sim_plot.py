@@ -16,6 +16,7 @@ from clusterscaler.offline.output import (
     event_marks,
     figure,
     plot_format,
+    scale_labels,
 )
 
 pytest.importorskip("matplotlib")
@@ -104,3 +105,40 @@ def test_simulate_writes_an_svg_with_marks_and_subtitle(capsys: pytest.CaptureFi
         assert text in svg, text
     # The subtitle: the scenario file, its flags and the command line's, the simulated time.
     assert "scenario spot-outage.yaml | --expander=priority --scan-interval=10s | 10m0s simulated, a loop every 10s" in svg
+
+
+def test_scale_marks_name_their_group_and_change() -> None:
+    rows = [
+        TimelineRow(timedelta(minutes=2), "scale-up", "general", "2 -> 5 for 16 pods", {}, 0),
+        TimelineRow(timedelta(minutes=2), "scale-up", "gpu", "0 -> 1 for 2 pods", {}, 0),
+        TimelineRow(timedelta(minutes=40), "scale-down", "general", "general-2 (empty)", {}, 0),
+        TimelineRow(timedelta(minutes=40), "scale-down", "general", "general-3 (empty)", {}, 0),
+        TimelineRow(timedelta(minutes=41), "node-ready", "general", "1 node", {}, 0),
+    ]
+    assert scale_labels(rows) == [
+        (2.0, "general 2 -> 5"), (2.0, "gpu 0 -> 1"), (40.0, "general -2")]
+    samples = [Sample(timedelta(minutes=m), {"general": 2}, 0, 0.0, {"general": up})
+               for m, up in ((0, 0), (2, 3), (3, 0))]
+    fig = figure(samples, rows=rows)
+    try:
+        nodes_ax = fig.axes[0]
+        texts = [t.get_text() for t in nodes_ax.texts]
+        assert texts == ["general 2 -> 5", "gpu 0 -> 1", "general -2"]
+        _, labels = nodes_ax.get_legend_handles_labels()
+        assert "requested, not ready" in labels
+    finally:
+        from matplotlib import pyplot as plt
+
+        plt.close(fig)
+
+
+def test_samples_carry_the_nodes_requested_and_not_ready(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["simulate", "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    samples = [x for x in lines if x["type"] == "sample"]
+    # The demo's scale-up to five general nodes: three upcoming until they are ready.
+    assert max(s["upcoming"].get("general", 0) for s in samples) == 3
+    assert samples[-1]["upcoming"] == {}
