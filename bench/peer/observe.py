@@ -71,6 +71,7 @@ class ClusterWatch:
     pods: dict[str, bool] = field(default_factory=dict)  # name -> bound
     last_bound_at: float = 0.0
     errors: list[str] = field(default_factory=list)
+    reconnects: int = 0  # watch streams opened again after the first (a clean end included)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -100,7 +101,12 @@ class ClusterWatch:
         host, port = self.server.removeprefix("https://").rsplit(":", 1)
         context = ssl.create_default_context(cafile=str(self.ca_file))
         context.check_hostname = False
+        first = True
         while not self._stop.is_set():
+            if not first:
+                with self._lock:
+                    self.reconnects += 1
+            first = False
             conn = http.client.HTTPSConnection(host, int(port), context=context, timeout=None)
             self._connections.append(conn)
             try:
@@ -160,6 +166,11 @@ class ClusterWatch:
         with self._lock:
             bound = sum(1 for b in self.pods.values() if b)
             return bound, len(self.pods) - bound
+
+    def unbound(self, limit: int = 3) -> list[str]:
+        """Names of pods the watch holds as not bound (at most `limit`)."""
+        with self._lock:
+            return [name for name, bound in self.pods.items() if not bound][:limit]
 
     def nodes_per_group(self) -> dict[str, int]:
         with self._lock:

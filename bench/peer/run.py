@@ -349,8 +349,9 @@ def finish(row: Row, watch: ClusterWatch, pid: int, port: int, before: LoopMetri
     if seen != ({g: n for g, n in row.nodes_per_group.items() if n > 0},
                 (final.pods_bound, final.pods_pending)):
         row.note = (f"the watches saw nodes added {seen[0]}, {seen[1][0]} pods bound and "
-                    f"{seen[1][1]} not; the lists {row.nodes_per_group}, "
-                    f"{final.pods_bound} and {final.pods_pending}")
+                    f"{seen[1][1]} not {watch.unbound()}; the lists {row.nodes_per_group}, "
+                    f"{final.pods_bound} and {final.pods_pending}; "
+                    f"{watch.reconnects} watch reconnects")
     if after is not None and after.count > before.count:
         row.loops = int(after.count - before.count)
         row.loop_s = round((after.total - before.total) / (after.count - before.count), 3)
@@ -532,11 +533,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in names:
             for run in range(1, args.repeat + 1):
                 for autoscaler in AUTOSCALERS:
-                    if not args.json:
-                        print(f"running {name} with {autoscaler} (run {run}) ...",
-                              file=sys.stderr, flush=True)
+                    print(f"running {name} with {autoscaler} (run {run}) ...",
+                          file=sys.stderr, flush=True)
                     rows.append(run_one(SCENARIOS[name], autoscaler, run, workdir,
-                                        progress=not args.json))
+                                        progress=True))
     finally:
         if args.work_dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
