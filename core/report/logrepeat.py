@@ -79,10 +79,17 @@ class RepeatLimiter:
                 burst.repeated += 1
                 burst.line = line
                 admitted = False
-                self._start_sweeper()
+            # The sweeper also forgets the bursts that ended, so that many different
+            # lines do not pile up.
+            self._start_sweeper()
         for summary in due:
             self.emit(summary)
         return admitted
+
+    def followed(self) -> int:
+        """How many bursts are followed (those still in their window)."""
+        with self._lock:
+            return len(self._bursts)
 
     def sweep(self) -> None:
         """Write the count of every burst whose window has ended."""

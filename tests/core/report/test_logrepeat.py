@@ -118,3 +118,16 @@ def test_each_failed_loop_is_a_line() -> None:
     for _ in range(3):
         structlog.get_logger().error("loop_failed", error_type="apiCallError", reason="Timeout")
     assert stream.getvalue().count("loop_failed") == 3
+
+
+def test_ended_bursts_are_forgotten() -> None:
+    clock, emitted = Clock(), []
+    limiter = RepeatLimiter(emitted.append, window=30, clock=clock)
+    for index in range(1000):
+        limiter.admit(identity(warning(f"pod-{index}")), warning(f"pod-{index}"))
+    clock.now = 30
+    limiter.sweep()
+    assert limiter.admit(identity(warning("pod-0")), warning("pod-0"))  # written again
+    assert limiter.followed() == 1
+    assert emitted == []
+    limiter.stop()
