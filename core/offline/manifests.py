@@ -4,8 +4,8 @@ and the controllers would act on them.
 (Long on purpose: one job, with a step per kind doing what its controller does, and the
 checks the API server makes on each, so that a bad manifest is named field by field.)
 
-A file holds Deployments, ReplicaSets, StatefulSets, Jobs, Pods, PodDisruptionBudgets and
-DaemonSets, in YAML (one or more `---` documents) or JSON, each document an object or a
+A file holds Deployments, ReplicaSets, StatefulSets, Jobs, Pods, PodDisruptionBudgets,
+DaemonSets and DRA objects, in YAML (one or more `---` documents) or JSON, each document an object or a
 `List` of them. Each object is applied in file order:
 
 - a Deployment creates its ReplicaSet `<deployment>-<pod-template-hash>` (the hash computed
@@ -25,7 +25,10 @@ DaemonSets, in YAML (one or more `---` documents) or JSON, each document an obje
   node added later;
 - a Pod is created as given (`generateName` honoured): pending, or bound to its `nodeName`;
 - a PodDisruptionBudget is created with the status the disruption controller would compute
-  (healthy pods, disruptions allowed), refreshed once the scheduler has placed new pods.
+  (healthy pods, disruptions allowed), refreshed once the scheduler has placed new pods;
+- a DeviceClass, ResourceClaimTemplate, ResourceClaim or ResourceSlice (`resource.k8s.io`
+  v1, v1beta2 or v1beta1) is added as DRA reads it: a claim unallocated (its status is the
+  scheduler's to write), a slice as its driver would publish it.
 
 A `priorityClassName` without a `priority` resolves to the built-in classes' priorities and
 to those of the cluster's pods of that class (a snapshot holds no PriorityClass objects).
@@ -44,7 +47,7 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -64,10 +67,26 @@ from clusterscaler.model import (
     parse_pdb,
     parse_pod,
 )
+from clusterscaler.model.dra import (
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
 from clusterscaler.offline.cluster import SimulatedCluster, SimulationError, controller_key
 from clusterscaler.offline.loader import InputError
 
 APPLY = "--apply"
+# The DRA kinds, by their index in `SimulatedCluster.dra_objects`.
+DRA_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
+_CLUSTER_SCOPED = frozenset({"ResourceSlice", "DeviceClass"})
+_DRA_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
+_DRA_PARSERS: tuple[Callable[[Mapping[str, Any]], Any], ...] = (
+    parse_resource_slice,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+)
 KINDS = (
     "Deployment",
     "ReplicaSet",
@@ -76,6 +95,7 @@ KINDS = (
     "DaemonSet",
     "Pod",
     "PodDisruptionBudget",
+    *DRA_KINDS,
 )
 _API_VERSIONS = {
     "Deployment": ("apps/v1",),
@@ -85,6 +105,7 @@ _API_VERSIONS = {
     "Job": ("batch/v1",),
     "Pod": ("v1",),
     "PodDisruptionBudget": ("policy/v1", "policy/v1beta1"),
+    **dict.fromkeys(DRA_KINDS, _DRA_VERSIONS),
 }
 # The characters Kubernetes generates names and hashes from (no vowels, no look-alikes).
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -226,6 +247,8 @@ def _generated_name(cluster: SimulatedCluster, namespace: str, prefix: str) -> s
 def _describe(raw: Mapping[str, Any]) -> str:
     meta = raw["metadata"]
     name = meta.get("name") or f"{meta.get('generateName')}*"
+    if raw["kind"] in _CLUSTER_SCOPED:
+        return f"{raw['kind']} {name}"
     return f"{raw['kind']} {meta.get('namespace') or 'default'}/{name}"
 
 
@@ -449,6 +472,8 @@ class _Applier:
             self._daemonset(raw, obj)
         elif kind == "Pod":
             self._bare_pod(raw, obj)
+        elif kind in DRA_KINDS:
+            self._dra(raw, obj)
         else:
             self._pdb(raw, obj)
 
@@ -751,6 +776,22 @@ class _Applier:
         self.applied.pdbs.append((pdb.key, len(self.applied.objects)))
         again = " (replaced)" if replaced else ""
         self.applied.objects.append(f"{obj}{again}: {pdb_status(budget)}")
+
+
+    def _dra(self, raw: Mapping[str, Any], obj: str) -> None:
+        index = DRA_KINDS.index(raw["kind"])
+        try:
+            # A created claim has no status: allocating it is the scheduler's job.
+            parsed = _DRA_PARSERS[index]({**raw, "status": {}})
+        except ModelError as exc:
+            raise _model(exc, self.where, obj) from None
+        found: list[Any] = self.cluster.dra_objects[index]
+        identity = getattr(parsed, "key", getattr(parsed, "name", ""))
+        with self.cluster._lock:
+            kept = [o for o in found if getattr(o, "key", getattr(o, "name", "")) != identity]
+            replaced = len(kept) != len(found)
+            found[:] = [*kept, parsed]
+        self.applied.objects.append(f"{obj}{' (replaced)' if replaced else ''}: added")
 
 
 def _with_count(ds: DaemonSet, placed: int) -> DaemonSet:

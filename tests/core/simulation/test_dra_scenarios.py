@@ -267,3 +267,40 @@ def test_a_declared_slice_that_is_not_node_local_is_refused_naming_it(tmp_path: 
     assert proc.returncode != 0
     assert ("nodeGroups[1] (gpu): resourceSlices[0]: ResourceSlice template-gpu.example.com: "
             "spec.allNodes: expected a node-local slice") in proc.stderr, proc.stderr
+
+
+def test_what_if_a_claiming_deployment_and_its_template_are_applied(tmp_path: Path) -> None:
+    """`--apply` takes DRA objects too: a new claim template and a Deployment using it."""
+    items = [node("cpu-1", "cpu"), node("gpu-1", "gpu"), gpu_slice("gpu-1", 2), DEVICE_CLASS]
+    manifest = {"apiVersion": "v1", "kind": "List", "items": [
+        TEMPLATE,
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "infer", "namespace": "default"},
+         "spec": {"replicas": 5, "selector": {"matchLabels": {"app": "infer"}},
+                  "template": {"metadata": {"labels": {"app": "infer"}},
+                               "spec": {"containers": [{"name": "c", "image": "i",
+                                                        "resources": {"requests": {"cpu": "100m"}}}],
+                                        "resourceClaims": [{"name": "gpu",
+                                                            "resourceClaimTemplateName": "one-gpu"}]}}}},
+    ]}
+    path = tmp_path / "apply.json"
+    path.write_text(json.dumps(manifest))
+    doc = run(tmp_path, "simulate", items, "--once", "--apply", str(path))
+    # Two of the five pods fit gpu-1's two devices; three more GPU nodes of two devices.
+    assert [(d["nodeGroup"], d["to"]) for d in doc["scaleUp"]] == [("gpu", 3)], doc
+
+
+def test_what_if_a_malformed_dra_object_is_named(tmp_path: Path) -> None:
+    bad = {**DEVICE_CLASS, "metadata": {"name": "broken"},
+           "spec": {"selectors": [{"cel": {}}]}}
+    path = tmp_path / "apply.json"
+    path.write_text(json.dumps(bad))
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                    "items": [node("cpu-1", "cpu")]}))
+    proc = subprocess.run([*clusterscaler_command(), "simulate", "--snapshot", str(snapshot),
+                           "--once", "--apply", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0
+    assert "DeviceClass broken: spec.selectors[0].cel.expression" in proc.stderr, proc.stderr
+    assert "spec.selectors[0].cel.expression" in proc.stderr, proc.stderr

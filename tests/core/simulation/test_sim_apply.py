@@ -282,7 +282,8 @@ BAD = [
     (
         "kind: Service\napiVersion: v1\nmetadata: {name: web}\n",
         "document 1 (Service web): kind: expected one of Deployment, ReplicaSet, StatefulSet, "
-        "Job, DaemonSet, Pod, PodDisruptionBudget, got 'Service'",
+        "Job, DaemonSet, Pod, PodDisruptionBudget, ResourceSlice, DeviceClass, ResourceClaim, "
+        "ResourceClaimTemplate, got 'Service'",
     ),
     (
         "kind: Deployment\napiVersion: extensions/v1beta1\nmetadata: {name: web}\n",
