@@ -78,6 +78,13 @@ from clusterscaler.model.objects import (
     read_guarded,
 )
 from clusterscaler.model.pod import Pod, PodResourceClaim, field_replacer, parse_pod
+from clusterscaler.model.provisioning import (
+    PodSet,
+    PodTemplate,
+    ProvisioningRequest,
+    parse_pod_template,
+    parse_provisioning_request,
+)
 from clusterscaler.model.resources import POD_SLOT, ZERO, Resources
 from clusterscaler.model.scheduling import (
     Affinity,
@@ -174,7 +181,10 @@ __all__ = [
     "PodAffinityTerm",
     "PodDisruptionBudget",
     "PodResourceClaim",
+    "PodSet",
+    "PodTemplate",
     "Pool",
+    "ProvisioningRequest",
     "ResourceClaim",
     "ResourceClaimTemplate",
     "ResourceSlice",
@@ -208,6 +218,8 @@ __all__ = [
     "parse_pdb",
     "parse_pod",
     "parse_pod_json",
+    "parse_pod_template",
+    "parse_provisioning_request",
     "parse_pv",
     "parse_pvc",
     "parse_resource_claim",

@@ -36,6 +36,12 @@ from clusterscaler.model.json_route import (
 )
 from clusterscaler.model.node import Node, parse_node
 from clusterscaler.model.pod import Pod, parse_pod
+from clusterscaler.model.provisioning import (
+    PodTemplate,
+    ProvisioningRequest,
+    parse_pod_template,
+    parse_provisioning_request,
+)
 from clusterscaler.model.storage import (
     CSINode,
     PersistentVolume,
@@ -116,6 +122,8 @@ ModelObject: TypeAlias = (
     | DeviceClass
     | ResourceClaim
     | ResourceClaimTemplate
+    | ProvisioningRequest
+    | PodTemplate
 )
 
 _PARSERS: dict[str, Any] = {
@@ -137,6 +145,8 @@ _PARSERS: dict[str, Any] = {
     "DeviceClass": parse_device_class,
     "ResourceClaim": parse_resource_claim,
     "ResourceClaimTemplate": parse_resource_claim_template,
+    "ProvisioningRequest": parse_provisioning_request,
+    "PodTemplate": parse_pod_template,
 }
 
 SUPPORTED_KINDS = tuple(_PARSERS)
@@ -148,7 +158,7 @@ SUPPORTED_KINDS = tuple(_PARSERS)
 UNREAD_KINDS = frozenset(
     {
         # v1
-        "Binding", "ComponentStatus", "Endpoints", "Event", "LimitRange", "PodTemplate",
+        "Binding", "ComponentStatus", "Endpoints", "Event", "LimitRange",
         "ResourceQuota", "Secret", "Service", "ServiceAccount",
         # apps, batch, autoscaling, policy
         "ControllerRevision", "CronJob", "Deployment", "HorizontalPodAutoscaler",
@@ -360,6 +370,9 @@ class ClusterObjects:
     device_classes: list[DeviceClass] = field(default_factory=list)
     resource_claims: list[ResourceClaim] = field(default_factory=list)
     resource_claim_templates: list[ResourceClaimTemplate] = field(default_factory=list)
+    # ProvisioningRequests (autoscaling.x-k8s.io) and the PodTemplates of their pod sets.
+    provisioning_requests: list[ProvisioningRequest] = field(default_factory=list)
+    pod_templates: list[PodTemplate] = field(default_factory=list)
     # Kinds present in the input that the model does not cover, with their counts.
     skipped: dict[str, int] = field(default_factory=dict)
     # Objects of the kinds above that could not be read (left out of the lists).
@@ -402,6 +415,10 @@ class ClusterObjects:
             self.device_classes.append(item)
         elif isinstance(item, ResourceClaimTemplate):
             self.resource_claim_templates.append(item)
+        elif isinstance(item, ProvisioningRequest):
+            self.provisioning_requests.append(item)
+        elif isinstance(item, PodTemplate):
+            self.pod_templates.append(item)
         else:
             self.namespaces.append(item)
 
@@ -421,6 +438,8 @@ class ClusterObjects:
         yield from self.device_classes
         yield from self.resource_claims
         yield from self.resource_claim_templates
+        yield from self.provisioning_requests
+        yield from self.pod_templates
 
     @classmethod
     def from_items(
