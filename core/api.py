@@ -191,6 +191,7 @@ __all__ = [
     "hookimpl",
     "is_label_value",
     "is_qualified_name",
+    "kube_proto",
     "options_by_score",
     "parse_cpu_millis",
     "parse_duration",
@@ -228,7 +229,19 @@ if TYPE_CHECKING:
     from clusterscaler.kube.client import build_api_client as build_kube_api_client
 
 
+# Kubernetes objects in their protobuf encoding and the building of gRPC protocols' message
+# classes at run time, for plugins that speak Cluster Autoscaler's gRPC protocols (the gRPC
+# expander, the externalgrpc provider): imported on first use, so that loading a plugin
+# does not load protobuf.
+if TYPE_CHECKING:
+    from clusterscaler.model import kubeproto as kube_proto
+
+
 def __getattr__(name: str) -> Any:
+    if name == "kube_proto":
+        from clusterscaler.model import kubeproto
+
+        return kubeproto
     if name in _KUBE_CACHES:
         from clusterscaler.kube import informer
 
