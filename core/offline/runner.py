@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import structlog
 from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError, PricingModel
 from clusterscaler.framework.durations import format_duration
-from clusterscaler.loop.decisions import DeletionKind, LoopResult
+from clusterscaler.loop.decisions import DeletionKind, LoopResult, NodeDeletion
 from clusterscaler.model import Node
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
@@ -190,9 +190,16 @@ def apply_event(cluster: SimulatedCluster, event: ScenarioEvent) -> str:
 
 
 def _loop_rows(
-    result: LoopResult, offset: timedelta, sizes: dict[str, int], pending: int
+    result: LoopResult, offset: timedelta, sizes: dict[str, int], pending: int,
+    backoffs: dict[str, datetime],
 ) -> list[TimelineRow]:
+    """One loop's rows in the order the loop acts, cause before effect: instances that never
+    became nodes are cleaned up and their groups backed off, then the scale-up picks among
+    the groups left, then scale-down, then the errors."""
     rows: list[TimelineRow] = []
+    for cleanup in result.cleanups:
+        rows.append(_deletion_row(cleanup, "cleanup", offset, sizes, pending))
+    rows.extend(_backoff_rows(result, offset, sizes, pending, backoffs))
     for d in result.scale_up.decisions:
         rows.append(
             TimelineRow(
@@ -208,20 +215,23 @@ def _loop_rows(
         rows.append(
             TimelineRow(offset, "scale-up-failed", "", result.scale_up.error, sizes, pending)
         )
-    cleanups = {id(c) for c in result.cleanups}
-    for deletion in (*result.scale_down.deletions, *result.cleanups):
-        # Cleanups remove instances that never became nodes (failed or too slow).
-        action = "cleanup" if id(deletion) in cleanups else "scale-down"
-        if not deletion.ok:
-            action += "-failed"
-        detail = f"{deletion.node} ({deletion.kind.value}"
-        if deletion.evicted_pods:
-            detail += f", {plural(len(deletion.evicted_pods), 'pod')} evicted"
-        detail += ")" if deletion.ok else f"): {deletion.error}"
-        rows.append(TimelineRow(offset, action, deletion.node_group, detail, sizes, pending))
+    for deletion in result.scale_down.deletions:
+        rows.append(_deletion_row(deletion, "scale-down", offset, sizes, pending))
     for error in result.errors:
         rows.append(TimelineRow(offset, "error", "", error, sizes, pending))
     return rows
+
+
+def _deletion_row(deletion: NodeDeletion, action: str, offset: timedelta, sizes: dict[str, int],
+                  pending: int) -> TimelineRow:
+    """A node removed by scale-down, or an instance that never became one by cleanup."""
+    if not deletion.ok:
+        action += "-failed"
+    detail = f"{deletion.node} ({deletion.kind.value}"
+    if deletion.evicted_pods:
+        detail += f", {plural(len(deletion.evicted_pods), 'pod')} evicted"
+    detail += ")" if deletion.ok else f"): {deletion.error}"
+    return TimelineRow(offset, action, deletion.node_group, detail, sizes, pending)
 
 
 def _backoff_rows(
@@ -353,8 +363,7 @@ def _run(
         pending = cluster.pending_pod_count()
         if result is not None:
             out.results.append(result)
-            out.rows.extend(_loop_rows(result, now - start, sizes, pending))
-            out.rows.extend(_backoff_rows(result, now - start, sizes, pending, backoffs))
+            out.rows.extend(_loop_rows(result, now - start, sizes, pending, backoffs))
         out.rows.extend(_cluster_rows(cluster, start, sizes, pending, tally))
         billable = [*cluster.nodes.values(), *cluster.list_pending_nodes()]
         accounting.add(billable, last_sample, clock.now())

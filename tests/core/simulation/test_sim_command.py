@@ -305,3 +305,14 @@ def test_explain_without_input_names_the_inputs_it_takes(capsys: pytest.CaptureF
     assert (code, out) == (2, "")
     assert "nothing to explain" in err
     assert all(word in err for word in ("--snapshot FILE", "--from-cluster", "--kubeconfig"))
+
+
+def test_one_loops_rows_come_cause_before_effect(capsys: pytest.CaptureFixture[str]) -> None:
+    """spot-zone-b's instances fail: the loop cleans them up and backs the group off, then
+    scales up spot-zone-a instead; the timeline says it in that order."""
+    lines = scenario(capsys, "spot-outage")
+    at = [x for x in lines if x["type"] == "event" and x["time"] == 70]
+    assert [(x["action"], x["nodeGroup"]) for x in at] == [
+        ("cleanup", "spot-zone-b"), ("cleanup", "spot-zone-b"), ("backoff", "spot-zone-b"),
+        ("scale-up", "spot-zone-a"),
+    ]
