@@ -21,9 +21,11 @@ from clusterscaler.api import (
     NodeInfo,
     QuantityError,
     Resources,
+    ResourceSlice,
     Taint,
     parse_cpu_millis,
     parse_int_quantity,
+    parse_template_slice,
 )
 
 from clusterscaler_machineapi.apigroups import (
@@ -100,6 +102,8 @@ class Capacity:
     # drivers with their volume attach limits (0: no limit stated).
     dra_driver: str = ""
     csi_drivers: Mapping[str, int] = field(default_factory=dict)
+    # How many GPUs the DRA driver publishes for a new node.
+    dra_gpus: int = 0
 
 
 def _annotation_error(resource: ScalableResource, key: str, expected: str, raw: str) -> ConfigurationError:
@@ -276,6 +280,7 @@ def read_capacity(resource: ScalableResource, template: InfraTemplate | None = N
         taints=parse_taint_list(resource, CAPACITY_TAINTS),
         dra_driver=dra_driver,
         csi_drivers=parse_csi_drivers(resource),
+        dra_gpus=gpus or 0 if dra_driver else 0,
     )
 
 
@@ -382,4 +387,33 @@ def build_template_node_info(
             driver: limit or None for driver, limit in capacity.csi_drivers.items()
         },
     )
-    return NodeInfo(node=node)
+    return NodeInfo(node=node, resource_slices=dra_gpu_slices(name, capacity))
+
+
+# The attribute `type` upstream's Cluster API provider gives each GPU it predicts.
+GPU_DEVICE_TYPE = "gpu"
+
+
+def dra_gpu_slices(node_name: str, capacity: Capacity) -> tuple[ResourceSlice, ...]:
+    """The ResourceSlice a new node's DRA driver publishes, as upstream's Cluster API
+    provider predicts it from the `dra-driver` and `gpu-count` annotations: one pool named
+    after the node with a device `gpu-<i>` (attribute `type: gpu`) per GPU; none without
+    a driver or GPUs."""
+    if not capacity.dra_driver or capacity.dra_gpus <= 0:
+        return ()
+    return (
+        parse_template_slice({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node_name}-{capacity.dra_driver}"},
+            "spec": {
+                "driver": capacity.dra_driver,
+                "nodeName": node_name,
+                "pool": {"name": node_name, "generation": 0, "resourceSliceCount": 1},
+                "devices": [
+                    {"name": f"gpu-{i}", "attributes": {"type": {"string": GPU_DEVICE_TYPE}}}
+                    for i in range(capacity.dra_gpus)
+                ],
+            },
+        }),
+    )

@@ -262,10 +262,26 @@ def test_dra_driver_gpus_are_not_an_extended_resource(kube: FakeKubeServer, make
     )
     kube.create(infra_template())
     [group] = make_provider().node_groups()
-    node = group.template_node_info().node
+    info = group.template_node_info()
+    node = info.node
     assert node.capacity.extended == {}
     # The CSI drivers a new node has, with their attach limits (0: none stated).
     assert node.csi_volume_limits == {"ebs.csi.aws.com": 25, "efs.csi.aws.com": None}
+    # The GPUs are the devices of the driver's ResourceSlice, as upstream predicts it: one
+    # pool named after the node, `gpu-<i>` of type gpu.
+    [gpus] = info.resource_slices
+    assert (gpus.driver, gpus.node_name, gpus.pool.name) == ("gpu.nvidia.com", node.name, node.name)
+    assert [d.name for d in gpus.devices] == ["gpu-0", "gpu-1"]
+    assert all(d.attributes == {"gpu.nvidia.com/type": "gpu"} for d in gpus.devices)
+
+
+def test_gpus_without_a_dra_driver_have_no_slices(kube: FakeKubeServer, make_provider: Any) -> None:
+    kube.create(deployment({f"{CAP}/cpu": "4", f"{CAP}/memory": "8Gi", f"{CAP}/gpu-count": "2"}))
+    kube.create(infra_template())
+    [group] = make_provider().node_groups()
+    info = group.template_node_info()
+    assert info.resource_slices == ()
+    assert info.node.capacity.extended == {"nvidia.com/gpu": 2}
 
 
 @pytest.mark.parametrize(
