@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, cast
 
 import structlog
@@ -17,6 +18,8 @@ from clusterscaler.model import (
     parse_node,
     parse_pdb,
     parse_pod,
+    parse_pod_template,
+    parse_provisioning_request,
     parse_pv,
     parse_pvc,
     parse_resource_claim,
@@ -24,6 +27,7 @@ from clusterscaler.model import (
     parse_resource_slice,
     parse_storage_class,
 )
+from clusterscaler.model.provisioning import PROVISIONING_REQUEST_GROUP
 from kubernetes import client as k8s
 
 from .informer import Informer, ListerSpec, wait_all
@@ -51,15 +55,19 @@ def _pod_node(pod: Pod) -> str:
     return pod.node_name
 
 
-def lister_specs(api_client: Any, namespace: str) -> list[ListerSpec[Any]]:
-    """The resources the autoscaler reads: cluster-wide, plus ConfigMaps in ``namespace``."""
+def lister_specs(
+    api_client: Any, namespace: str, *, provisioning_requests: bool = False
+) -> list[ListerSpec[Any]]:
+    """The resources the autoscaler reads: cluster-wide, plus ConfigMaps in ``namespace``;
+    with ``provisioning_requests`` (--enable-provisioning-requests), ProvisioningRequests
+    and PodTemplates."""
     core = k8s.CoreV1Api(api_client)
     apps = k8s.AppsV1Api(api_client)
     batch = k8s.BatchV1Api(api_client)
     policy = k8s.PolicyV1Api(api_client)
     storage = k8s.StorageV1Api(api_client)
     resource = k8s.ResourceV1Api(api_client)
-    return [
+    specs: list[ListerSpec[Any]] = [
         ListerSpec("nodes", "Node", core.list_node, parse_node),
         ListerSpec(
             "pods",
@@ -125,6 +133,30 @@ def lister_specs(api_client: Any, namespace: str) -> list[ListerSpec[Any]]:
                    resource.list_resource_claim_template_for_all_namespaces,
                    parse_resource_claim_template, optional=True),
     ]
+    if provisioning_requests:
+        custom = k8s.CustomObjectsApi(api_client)
+        specs += [
+            # A cluster without the CRD has no requests: its cache is synced and empty.
+            ListerSpec(
+                "provisioningrequests",
+                "ProvisioningRequest",
+                partial(
+                    custom.list_cluster_custom_object,
+                    PROVISIONING_REQUEST_GROUP,
+                    "v1",
+                    "provisioningrequests",
+                ),
+                parse_provisioning_request,
+                optional=True,
+            ),
+            ListerSpec(
+                "podtemplates",
+                "PodTemplate",
+                core.list_pod_template_for_all_namespaces,
+                parse_pod_template,
+            ),
+        ]
+    return specs
 
 
 class KubeClusterSource:
@@ -145,6 +177,7 @@ class KubeClusterSource:
         page_size: int = 500,
         watch_timeout_seconds: int = 300,
         stale_after: float | None = None,
+        provisioning_requests: bool = False,
     ) -> None:
         self.unschedulable_pods = UnschedulablePodObserver()
         self.informers: dict[str, Informer[Any]] = {
@@ -155,7 +188,9 @@ class KubeClusterSource:
                 stale_after=stale_after,
                 observer=self.unschedulable_pods if spec.resource == "pods" else None,
             )
-            for spec in lister_specs(api_client, namespace)
+            for spec in lister_specs(
+                api_client, namespace, provisioning_requests=provisioning_requests
+            )
         }
 
     def start(self) -> None:
@@ -238,5 +273,9 @@ class KubeClusterSource:
             device_classes=get["deviceclasses"].items(),
             resource_claims=get["resourceclaims"].items(),
             resource_claim_templates=get["resourceclaimtemplates"].items(),
+            provisioning_requests=(
+                get["provisioningrequests"].items() if "provisioningrequests" in get else []
+            ),
+            pod_templates=get["podtemplates"].items() if "podtemplates" in get else [],
             unreadable=[u for informer in get.values() for u in informer.unreadable()],
         )

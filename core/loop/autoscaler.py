@@ -61,6 +61,7 @@ from clusterscaler.loop.expander import ExpanderContext, Option, build_expander_
 from clusterscaler.loop.gpu import gpu_for_metrics
 from clusterscaler.loop.limits import Limits, Totals, node_totals, sum_totals
 from clusterscaler.loop.pending import PendingPods, classify_pending, drop_schedulable
+from clusterscaler.loop.provreq import ProvisioningRequestProcessor
 from clusterscaler.loop.scaledown.actuator import Actuator
 from clusterscaler.loop.scaledown.budgets import InProgress
 from clusterscaler.loop.scaledown.executor import DeletionExecutor, InlineExecutor
@@ -255,6 +256,7 @@ class Autoscaler:
             executor=executor or InlineExecutor(),
         )
         self.pending_hints = HintingSimulator()
+        self.provisioning_requests = ProvisioningRequestProcessor(options, monotonic)
         # The filters of --scheduler-config-file (None: kube-scheduler's defaults).
         self.filters = configured_filters(options.scheduler_config)
         self.default_spread = DefaultSpread(options.scheduler_config)
@@ -472,6 +474,9 @@ class Autoscaler:
             objects.pods, options.expendable_pods_priority_cutoff
         )
         snapshot = ClusterSnapshot.from_objects(objects, self.filters, bound=live_by_node)
+        provreqs = self.provisioning_requests
+        provreqs.start_loop(objects.provisioning_requests, objects.pod_templates, objects.pods, now)
+        provreqs.book(snapshot, unusable=state.unready | state.not_started | state.being_deleted)
         gpu_label = self.provider.gpu_label()
         limits = Limits.from_options(options, self.provider.resource_limiter())
         # As CA's calculateScaleDownCoresMemoryTotal: nodes being deleted (ours in flight
@@ -506,6 +511,7 @@ class Autoscaler:
         # was planned from.
         dra_mismatch = self._dra_template_mismatch(state, snapshot)
         scale_up, pending = self._scale_up(inputs, errors)
+        provreqs.after_scale_up(scale_up)
         scaled_up = any(d.delta > 0 for d in scale_up.decisions)
         if scaled_up:
             self.last_scale_up = now
@@ -528,6 +534,7 @@ class Autoscaler:
                 errors=tuple(errors),
                 stale_caches=stale,
                 dra_template_mismatch=dra_mismatch,
+                provisioning_requests=provreqs.results(),
             )
 
         if stale:
@@ -558,6 +565,7 @@ class Autoscaler:
             stale_caches=stale,
             unreadable=tuple(objects.unreadable),
             dra_template_mismatch=dra_mismatch,
+            provisioning_requests=provreqs.results(),
         )
 
     def _dra_template_mismatch(
@@ -623,8 +631,12 @@ class Autoscaler:
             snapshot.csinodes,
             node_slices=snapshot.dra.slices_of if snapshot.dra is not None else None,
         )
+        provreqs = self.provisioning_requests
         pending = classify_pending(
-            objects.pods, options, now, node_names=set(snapshot.node_names())
+            provreqs.without_consumers(objects.pods),
+            options,
+            now,
+            node_names=set(snapshot.node_names()),
         )
         errors.extend(pending.errors)
         # As CA's filterOutExpendable: a pod waiting for the scheduler to preempt its way onto
@@ -674,6 +686,11 @@ class Autoscaler:
         # Pods that fit existing nodes stay in the snapshot: the scheduler will bind them
         # there, so scale-down must not count that capacity as free.
         drop_schedulable(pending, snapshot, self.pending_hints, unusable=unusable)
+        # The requests answered from the room left; a best-effort-atomic one needing nodes
+        # gets this loop's scale-up, and the pending pods wait for the next (as CA's
+        # provisioning-request orchestrator alternates).
+        provreqs.provision(snapshot, unusable)
+        atomic = provreqs.atomic_pods
         snapshot.fork()
         try:
             upcoming = 0
@@ -689,9 +706,9 @@ class Autoscaler:
                 drop_schedulable(pending, snapshot, self.pending_hints, unusable=unusable)
             plan = plan_scale_up(
                 now=now,
-                pods=pending.unschedulable,
-                groups=pending.unschedulable_groups(),
-                pod_keys=pending.unschedulable_keys(),
+                pods=atomic or pending.unschedulable,
+                groups=None if atomic else pending.unschedulable_groups(),
+                pod_keys=None if atomic else pending.unschedulable_keys(),
                 state=state,
                 templates=templates,
                 snapshot=snapshot,
@@ -703,6 +720,8 @@ class Autoscaler:
                 gpu_label=gpu_label,
                 monotonic=self.monotonic,
             )
+            if atomic:
+                plan.result = provreqs.all_or_nothing(plan.result)
         finally:
             snapshot.revert()
         if context.warnings:

@@ -17,6 +17,7 @@ from clusterscaler.framework.cloudprovider import ProviderProblem
 from clusterscaler.framework.errors import ErrorType
 from clusterscaler.loop.expander import ExpanderWarning
 from clusterscaler.model import UnreadableObject
+from clusterscaler.model.provisioning import Condition
 from clusterscaler.simulator.drain import BlockingPodReason
 
 
@@ -338,6 +339,27 @@ class ClusterHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class ProvisioningRequestResult:
+    """A request as the loop leaves it: its conditions, and the types it changed (the
+    request's status is written when `changed` is not empty)."""
+
+    namespace: str
+    name: str
+    class_name: str
+    conditions: tuple[Condition, ...]
+    changed: tuple[str, ...] = ()
+    api_version: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def statuses(self) -> dict[str, str]:
+        """Each condition's status by type."""
+        return {c.type: c.status for c in self.conditions}
+
+
+@dataclass(frozen=True, slots=True)
 class LoopResult:
     """Everything one `run_once` decided and did."""
 
@@ -385,6 +407,9 @@ class LoopResult:
     # template (missing, extra, mismatch, unknown: see `simulator.dra_compare`), for
     # dra_node_template_resources_mismatch. None: the loop stopped before comparing.
     dra_template_mismatch: dict[str, dict[str, int]] | None = None
+    # The ProvisioningRequests served (--enable-provisioning-requests), with the
+    # conditions this loop left them with; those it changed are written to their status.
+    provisioning_requests: tuple[ProvisioningRequestResult, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enums by value, times in ISO 8601)."""
