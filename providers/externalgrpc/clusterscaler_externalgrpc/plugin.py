@@ -1,0 +1,87 @@
+"""The clusterscaler plugin of `clusterscaler-externalgrpc`: the `externalgrpc` cloud
+provider, configured by the cloud-config file of `--cloud-config` (see `config`).
+
+The channel connects lazily: a service that is down at start-up fails the first loop's
+`Refresh`, and the loop retries at the next one, as upstream's client does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import grpc
+import structlog
+from clusterscaler import hookimpl
+from clusterscaler.api import ProviderContext
+
+from clusterscaler_externalgrpc import PROVIDER_NAME, protocol
+from clusterscaler_externalgrpc.config import ExternalGrpcConfig, load_config
+from clusterscaler_externalgrpc.provider import ExternalGrpcCloudProvider, ServiceClient
+
+if TYPE_CHECKING:
+    from clusterscaler.api import AutoscalingOptions, Registry
+
+log = structlog.get_logger()
+
+
+def check_options(options: AutoscalingOptions) -> None:
+    """The `check_options` of the `externalgrpc` provider: `--cloud-config` names a
+    readable cloud-config whose keys have their expected forms, and its TLS files load."""
+    load_config(options.cloud_config)
+    for flag, values in (
+        ("--nodes", options.nodes),
+        ("--node-group-auto-discovery", options.node_group_auto_discovery),
+    ):
+        if values:
+            # Upstream's provider ignores them too: a CA command line keeps working.
+            log.warning(
+                "externalgrpc_flag_ignored",
+                flag=flag,
+                values=list(values),
+                reason="the externalgrpc provider's node groups are the service's",
+            )
+
+
+def open_channel(config: ExternalGrpcConfig) -> grpc.Channel:
+    """The channel to the service: TLS with the client certificate when the cloud-config
+    has `cert` (the service's certificate verified against `cacert` for the address's
+    host), plaintext otherwise."""
+    if config.tls is None:
+        return grpc.insecure_channel(config.address)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=config.tls.cacert,
+        private_key=config.tls.key,
+        certificate_chain=config.tls.cert,
+    )
+    return grpc.secure_channel(config.address, credentials)
+
+
+def provider_for(config: ExternalGrpcConfig) -> ExternalGrpcCloudProvider:
+    """A provider talking to the service of `config`."""
+    channel = open_channel(config)
+    client = ServiceClient(protocol.CloudProviderStub(channel), config.address, config.timeout)
+    return ExternalGrpcCloudProvider(client, close=channel.close)
+
+
+def build_provider(context: ProviderContext) -> ExternalGrpcCloudProvider:
+    """The factory registered as `externalgrpc`."""
+    config = load_config(context.options.cloud_config)
+    provider = provider_for(config)
+    log.info(
+        "externalgrpc_provider_ready",
+        address=config.address,
+        tls=config.tls is not None,
+        grpc_timeout=f"{config.timeout.total_seconds():g}s",
+    )
+    return provider
+
+
+@hookimpl
+def clusterscaler_register_cloud_providers(registry: Registry) -> None:
+    registry.add_cloud_provider(
+        PROVIDER_NAME,
+        build_provider,
+        description="node groups served by a gRPC service speaking Cluster Autoscaler's "
+        "externalgrpc.proto (--cloud-config: address, cert, key, cacert, grpc_timeout)",
+        check_options=check_options,
+    )
