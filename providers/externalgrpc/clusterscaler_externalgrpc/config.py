@@ -148,7 +148,7 @@ def _timeout(values: dict[str, Any], where: str) -> timedelta:
     raw = values.get("grpc_timeout")
     if raw is None:
         return DEFAULT_TIMEOUT
-    expected = f"a positive {DURATION_FORM} (default 5s)"
+    expected = f"a positive duration, {DURATION_FORM} (default 5s)"
     if not isinstance(raw, str):
         raise ConfigurationError(f"{where}: grpc_timeout: expected {expected}, got {raw!r}")
     try:
