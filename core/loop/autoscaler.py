@@ -56,6 +56,7 @@ from clusterscaler.loop.decisions import (
     ScaleUpResult,
     ScaleUpStatus,
 )
+from clusterscaler.loop.dra_readiness import mark_unready_dra
 from clusterscaler.loop.estimator import Estimator
 from clusterscaler.loop.expander import ExpanderContext, Option, build_expander_chain
 from clusterscaler.loop.gpu import gpu_for_metrics
@@ -75,7 +76,7 @@ from clusterscaler.loop.scaleup import (
 )
 from clusterscaler.loop.templates import LISTED_AT_MOST, TemplateCache, upcoming_node
 from clusterscaler.loop.upkeep import ClusterUpkeep
-from clusterscaler.model import ClusterObjects, Pod, gc_paused
+from clusterscaler.model import ClusterObjects, NodeInfo, Pod, gc_paused
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.dra_compare import (
     compare_resource_pools,
@@ -447,6 +448,8 @@ class Autoscaler:
         if self.upkeep.clean_stale_taints(objects.nodes, self.deletions_in_flight()):
             objects = self.source.snapshot()
         objects = _mark_unready_gpus(objects, self.provider.gpu_label())
+        if objects.resource_slices or self._templates_have_slices():
+            objects = mark_unready_dra(objects, self.provider, self._last_template)
         objects = self.default_spread(objects)
         state = self.registry.update(
             now, objects.nodes, self.provider, deleting=set(self.deletions_in_flight())
@@ -566,6 +569,17 @@ class Autoscaler:
             unreadable=tuple(objects.unreadable),
             dra_template_mismatch=dra_mismatch,
             provisioning_requests=provreqs.results(),
+        )
+
+    def _last_template(self, group_id: str) -> NodeInfo | None:
+        """The template the last loop planned `group_id` from (None: none yet)."""
+        template = self.templates.last.get(group_id)
+        return template.node_info if template is not None else None
+
+    def _templates_have_slices(self) -> bool:
+        return any(
+            t.node_info is not None and t.node_info.resource_slices
+            for t in self.templates.last.values()
         )
 
     def _dra_template_mismatch(

@@ -5,6 +5,7 @@ for dra_node_template_resources_mismatch{driver,mismatch_type}."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from clusterscaler.framework.cluster import InMemoryCluster
@@ -136,3 +137,36 @@ def test_the_devices_of_a_new_node_are_compared_with_the_providers_prediction() 
     assert third.dra_template_mismatch == {}
     metrics.record_loop(third)
     assert mismatch(metrics)[(DRIVER, "mismatch")] == 0
+
+
+def test_a_new_node_is_held_unready_until_its_driver_published_the_predicted_pools() -> None:
+    """As CA's DRA processor: a Ready node whose devices are not published yet is a node
+    still starting (its devices are coming), not a node without devices that pending
+    claiming pods do not fit, which would buy another node."""
+    h = Harness(DraCluster)
+    h.provider.add_group("cpu", 0, 10, nodes=1)
+    gpu = h.provider.add_group("gpu", 0, 10)
+    provider_template_with(h, "gpu", 2)
+    h.add_pods([claiming_pod(f"p{i}") for i in range(2)])
+    first = h.run()
+    assert [(d.node_group, d.delta) for d in first.scale_up.decisions] == [("gpu", 1)]
+    [node] = gpu.register()
+    # Ready, devices not published yet: still coming up, no second scale-up.
+    held = h.run(timedelta(seconds=30))
+    assert held.scale_up.decisions == (), held.scale_up.decisions
+    assert held.health.counts.ready == 1, held.health.counts
+    # Published: ready, and the pending pods fit it.
+    h.cluster.slices[node.name] = gpu_slice(node.name, 2)
+    ready = h.run(timedelta(seconds=30))
+    assert ready.scale_up.decisions == ()
+    assert ready.health.counts.ready == 2, ready.health.counts
+
+
+def test_a_node_whose_driver_never_publishes_stays_unready() -> None:
+    h = Harness(DraCluster)
+    gpu = h.provider.add_group("gpu", 0, 10)
+    provider_template_with(h, "gpu", 2)
+    h.run()
+    gpu.add_running(1, h.clock.now())
+    result = h.run(timedelta(seconds=30))
+    assert result.health.counts.ready == 0, result.health.counts
