@@ -70,6 +70,8 @@ class FakeService:
         self.groups: dict[str, FakeGroup] = {}
         self.extra_groups: list[Any] = []  # raw NodeGroup messages appended to NodeGroups
         self.faults: dict[str, Fault] = {}
+        # (method, node group id) -> the fault of that method for that group only.
+        self.group_faults: dict[tuple[str, str], Fault] = {}
         self.delays: dict[str, float] = {}
         self.calls: Counter[str] = Counter()
         self.requests: list[tuple[str, Any]] = []
@@ -228,7 +230,9 @@ class FakeService:
             with self.lock:
                 self.calls[name] += 1
                 self.requests.append((name, request))
-                fault = self.faults.get(name)
+                fault = self.faults.get(name) or self.group_faults.get(
+                    (name, str(getattr(request, "id", "")))
+                )
                 delay = self.delays.get(name, 0.0)
             if delay:
                 time.sleep(delay)
