@@ -40,6 +40,15 @@ PLAIN: dict[str, dict[str, Any]] = {
         "azure": {"cloudConfigHostPath": "/etc/kubernetes/azure.json"},
     },
     "machineapi": {},
+    "externalgrpc": {
+        "cloudConfigPath": "/etc/clusterscaler/externalgrpc/cloud-config.yaml",
+        "extraVolumeSecrets": {
+            "externalgrpc": {
+                "name": "cluster-autoscaler-externalgrpc",
+                "mountPath": "/etc/clusterscaler/externalgrpc",
+            }
+        },
+    },
     "kwok": {"kwok": {"createConfigMaps": False}},
     "sim": {
         "sim": {
@@ -72,6 +81,10 @@ EDIT = {
     "(docs/providers/azure.md)",
     "machineapi": "--node-group-auto-discovery to limit the namespaces or labels "
     "(docs/providers/machineapi.md); --cloud-provider=clusterapi is the same provider",
+    "externalgrpc": "create the Secret cluster-autoscaler-externalgrpc first, with "
+    "cloud-config.yaml (the provider service's address, and cert, key, cacert naming the TLS "
+    "files of the same Secret under /etc/clusterscaler/externalgrpc/) "
+    "(docs/providers/externalgrpc.md)",
     "kwok": "nothing: create the kwok-provider-config ConfigMap and its templates ConfigMap "
     "first, and run a kwok controller (docs/providers/kwok.md)",
     "sim": "the node groups of the cloud-config (docs/simulate.md); for clusters whose nodes "

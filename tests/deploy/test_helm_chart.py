@@ -47,6 +47,10 @@ PROVIDERS: dict[str, dict[str, Any]] = {
         "clusterapi": {"group": "cluster.x-k8s.io"},
     },
     "machineapi": {},
+    "externalgrpc": {
+        "cloudConfigPath": "/etc/externalgrpc/cloud-config.yaml",
+        "extraVolumeSecrets": {"cloud-config": {"name": "externalgrpc", "mountPath": "/etc/externalgrpc"}},
+    },
     "kwok": {},
     "sim": {"sim": {"cloudConfig": {"nodeGroups": [{"name": "g", "minSize": 0, "maxSize": 3}]}}},
 }
@@ -210,6 +214,7 @@ def test_the_schema_check_catches_misplaced_and_mistyped_fields() -> None:
          "at '/extraArgs/ignore-taint'"),
         ({}, "cloudProvider aws: set autoDiscovery.clusterName"),
         ({"cloudProvider": "gce"}, "cloudProvider gce: set autoscalingGroupsnamePrefix"),
+        ({"cloudProvider": "externalgrpc"}, "cloudProvider externalgrpc: set cloudConfigPath"),
         ({"autoDiscovery": {"clusterName": "x"},
           "podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}},
          "set minAvailable or maxUnavailable, not both"),
@@ -569,3 +574,16 @@ def test_upstream_values_files_render_upstreams_objects_names_args_and_rbac(exam
 def test_the_record_is_what_upstreams_chart_renders() -> None:
     chart = Path(os.environ["CLUSTERSCALER_UPSTREAM_CHART"])
     assert upstream_chart.record(chart)["examples"] == UPSTREAM["examples"]
+
+
+def test_externalgrpc_takes_its_cloud_config_from_cloud_config_path_or_extra_args() -> None:
+    docs = render("externalgrpc")
+    assert "--cloud-config=/etc/externalgrpc/cloud-config.yaml" in args_of(docs)
+    spec = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "cloud-config", "mountPath": "/etc/externalgrpc", "readOnly": True} in (
+        spec["containers"][0]["volumeMounts"])
+    assert {"name": "cloud-config", "secret": {"secretName": "externalgrpc"}} in spec["volumes"]
+    # Upstream's chart passes it through extraArgs: that works too, once.
+    upstream = args_of(helm.template({"cloudProvider": "externalgrpc",
+                                      "extraArgs": {"cloud-config": "/etc/cc.yaml"}}))
+    assert [a for a in upstream if a.startswith("--cloud-config")] == ["--cloud-config=/etc/cc.yaml"]
