@@ -106,8 +106,8 @@ def test_the_installed_chart_scales_up_as_its_service_account(
         print(f"--- charted.log (last lines)\n{process.tail(4000)}")
 
 
-def test_an_eks_values_file_installs_and_its_arguments_parse_unchanged(
-    kwok_cluster: RealCluster, release: list[str],
+def test_an_eks_values_file_installs_and_the_autoscaler_starts_with_its_arguments(
+    kwok_cluster: RealCluster, release: list[str], tmp_path: Path,
 ) -> None:
     cluster = kwok_cluster
     values, upstream_args = upstream_example("eks")
@@ -137,3 +137,54 @@ def test_an_eks_values_file_installs_and_its_arguments_parse_unchanged(
     for verb, resource in (("delete", "nodes"), ("get", "secrets"), ("delete", "pods")):
         assert cluster.kubectl("auth", "can-i", verb, resource, "--as", subject, "-A",
                                check=False).strip() == "no", (verb, resource)
+
+    # The autoscaler starts with those arguments, as the chart's ServiceAccount, against an
+    # EC2 Auto Scaling API (moto's) holding an ASG with the discovery tags.
+    pytest.importorskip("clusterscaler_aws")
+    boto3 = pytest.importorskip("boto3")
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        aws_env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "testing",
+                   "AWS_SECRET_ACCESS_KEY": "testing", "AWS_CONFIG_FILE": "/nonexistent",
+                   "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}
+        session = boto3.session.Session(region_name="eu-west-1",
+                                        aws_access_key_id="testing",
+                                        aws_secret_access_key="testing")
+        ec2 = session.client("ec2", endpoint_url=aws_env["AWS_ENDPOINT_URL"])
+        ec2.create_launch_template(LaunchTemplateName="workers", LaunchTemplateData={
+            "ImageId": "ami-12c6146b", "InstanceType": "m5.large"})
+        session.client("autoscaling", endpoint_url=aws_env["AWS_ENDPOINT_URL"]) \
+            .create_auto_scaling_group(
+                AutoScalingGroupName="prod-eks-workers", MinSize=0, MaxSize=4, DesiredCapacity=0,
+                LaunchTemplate={"LaunchTemplateName": "workers"},
+                AvailabilityZones=["eu-west-1a"],
+                Tags=[{"Key": key, "Value": "true", "PropagateAtLaunch": True,
+                       "ResourceId": "prod-eks-workers", "ResourceType": "auto-scaling-group"}
+                      for key in ("k8s.io/cluster-autoscaler/enabled",
+                                  "k8s.io/cluster-autoscaler/prod-eks")])
+        kubeconfig = cluster.service_account_kubeconfig(NAMESPACE, name,
+                                                        tmp_path / "aws.kubeconfig")
+        env_vars = {**os.environ, **aws_env, **env, "POD_NAMESPACE": NAMESPACE}
+        process = ClusterscalerProcess(
+            [*args, f"--kubeconfig={kubeconfig}",
+             f"--address=127.0.0.1:{controlplane.free_port()}"],
+            log=tmp_path / "eks.log", env=env_vars,
+        )
+        kwok = KwokEnv(cluster, tmp_path, kubeconfig)
+        try:
+            with process:
+                def discovered() -> bool:
+                    status = kwok.status_configmap()
+                    return status is not None and "prod-eks-workers" in status["data"]["status"]
+
+                process.wait_for("the status ConfigMap to list the discovered ASG", discovered,
+                                 60)
+                assert "forbidden" not in process.output().lower(), process.tail()
+        finally:
+            print(f"--- eks.log (last lines)\n{process.tail(4000)}")
+    finally:
+        server.stop()
