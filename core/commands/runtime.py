@@ -25,6 +25,7 @@ from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.client import ClientSettings, build_api_client
 from clusterscaler.kube.events import BackgroundEventSink, KubeEventSink
 from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
+from clusterscaler.kube.provreq import ProvisioningRequestStatusWriter
 from clusterscaler.kube.source import KubeClusterSource
 from clusterscaler.kube.status import KubeStatusWriter
 from clusterscaler.report.events import EventRecorder, ObjectRef, events_for_result
@@ -53,6 +54,8 @@ class KubeRuntime:
     status_writer: KubeStatusWriter | None
     elector: LeaderElector | None
     status_ref: ObjectRef
+    # The conditions of ProvisioningRequests (--enable-provisioning-requests).
+    provreq_writer: ProvisioningRequestStatusWriter | None = None
     shutdown: threading.Event = field(default_factory=threading.Event)
     _initializing_written: bool = field(default=False, repr=False)
 
@@ -95,7 +98,11 @@ class KubeRuntime:
             )
         return cls(
             api_client=api,
-            source=KubeClusterSource(api, namespace=options.namespace),
+            source=KubeClusterSource(
+                api,
+                namespace=options.namespace,
+                provisioning_requests=options.enable_provisioning_requests,
+            ),
             actions=KubeClusterActions(api, dry_run=options.dry_run),
             # In the background: event writes share the client's QPS limit, and a scale-up
             # that triggers thousands of events must not stall the loop.
@@ -110,6 +117,11 @@ class KubeRuntime:
             status_writer=writer,
             elector=elector,
             status_ref=ObjectRef.config_map(options.namespace, options.status_config_map_name),
+            provreq_writer=ProvisioningRequestStatusWriter(
+                api, dry_run=options.dry_run, on_error=metrics.register_error
+            )
+            if options.enable_provisioning_requests
+            else None,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -153,6 +165,8 @@ class KubeRuntime:
         self.health.update_stale_caches(result.stale_caches)
         if not self.may_act():
             return
+        if self.provreq_writer is not None:
+            self.provreq_writer.write(result.provisioning_requests)
         if self.status_writer is not None:
             self.status_writer.write(status_from_result(result))
         if self.status_writer is not None and self.status_writer.uid:

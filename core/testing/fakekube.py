@@ -64,6 +64,7 @@ from .fakekube_resources import (
     ScaleSubresource,
     cluster_api_resources,
     openshift_machine_api_resources,
+    provisioning_request_resources,
 )
 from .fakekube_selectors import (
     FieldSelector,
@@ -84,6 +85,7 @@ __all__ = [
     "ScaleSubresource",
     "cluster_api_resources",
     "openshift_machine_api_resources",
+    "provisioning_request_resources",
 ]
 
 log = structlog.get_logger()

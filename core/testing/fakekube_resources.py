@@ -10,6 +10,7 @@ __all__ = [
     "ScaleSubresource",
     "cluster_api_resources",
     "openshift_machine_api_resources",
+    "provisioning_request_resources",
 ]
 
 
@@ -81,6 +82,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _core("Namespace", "namespaces", namespaced=False, short_names=("ns",)),
     _core("Node", "nodes", namespaced=False, short_names=("no",)),
     _core("Pod", "pods", short_names=("po",)),
+    _core("PodTemplate", "podtemplates", status_subresource=False),
     _core("ConfigMap", "configmaps", short_names=("cm",), status_subresource=False),
     _core("Secret", "secrets", status_subresource=False),
     _core("ServiceAccount", "serviceaccounts", short_names=("sa",), status_subresource=False),
@@ -193,4 +195,18 @@ def cluster_api_resources(versions: tuple[str, ...] = ("v1beta1",)) -> list[Reso
             group, versions, "MachinePool", "machinepools", short_names=("mp",), scale=scale
         ),
         ResourceType(group, versions, "Machine", "machines", short_names=("ma",)),
+    ]
+
+
+def provisioning_request_resources() -> list[ResourceType]:
+    """Cluster Autoscaler's ProvisioningRequests (``autoscaling.x-k8s.io``, ``v1`` preferred,
+    ``v1beta1`` still served), with their status subresource."""
+    return [
+        ResourceType(
+            "autoscaling.x-k8s.io",
+            ("v1", "v1beta1"),
+            "ProvisioningRequest",
+            "provisioningrequests",
+            short_names=("provreq", "provreqs"),
+        )
     ]

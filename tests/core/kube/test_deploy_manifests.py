@@ -319,3 +319,63 @@ def test_the_sim_manifest_grants_exactly_the_node_calls_of_the_sim_provider(fake
     assert authorizer("sim/rbac.yaml").denied(fake_kube.requests) == []
     # Creating and deleting Node objects is the sim (and kwok) provider's alone.
     assert authorizer("aws/rbac.yaml").denied(fake_kube.requests) != []
+
+
+def test_provisioning_request_rbac_is_granted_with_the_flag_and_exactly_used(tmp_path):
+    """With `extraArgs.enable-provisioning-requests`, the chart grants the calls of the
+    ProvisioningRequest caches and status writer, each of them used; without, none."""
+    from clusterscaler.loop.decisions import ProvisioningRequestResult
+    from clusterscaler.model.provisioning import CHECK_CAPACITY, Condition
+    from clusterscaler.testing import helm
+    from clusterscaler.testing.fakekube import FakeKubeServer, provisioning_request_resources
+
+    def rbac(name: str, **extra_args: object) -> RbacAuthorizer:
+        docs = helm.template({"cloudProvider": "kwok", "extraArgs": extra_args})
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump_all(docs))
+        [account] = [d for d in docs if d["kind"] == "ServiceAccount"]
+        return RbacAuthorizer.from_manifests(
+            [path], service_account=account["metadata"]["name"]
+        )
+
+    with_flag = rbac("on.yaml", **{"enable-provisioning-requests": True})
+    without = rbac("off.yaml")
+
+    options = dataclasses.replace(deployment_options(), enable_provisioning_requests=True)
+    with FakeKubeServer(resources=provisioning_request_resources()) as fake:
+        fake.create({
+            "apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+            "metadata": {"name": "train", "namespace": "batch"},
+            "spec": {"provisioningClassName": CHECK_CAPACITY,
+                     "podSets": [{"podTemplateRef": {"name": "w"}, "count": 1}]},
+        })
+        api = fake.api_client()
+        runtime = KubeRuntime.from_options(options, api_client=api, identity="me", serve=False)
+        try:
+            with runtime.source as source:
+                assert source.wait_for_sync(10)
+                assert [r.key for r in source.snapshot().provisioning_requests] == ["batch/train"]
+            assert runtime.provreq_writer is not None
+            changed = ProvisioningRequestResult(
+                "batch", "train", CHECK_CAPACITY,
+                (Condition("Provisioned", "True", "CapacityIsFound", "m",
+                           datetime.now(UTC)),),
+                ("Provisioned",),
+            )
+            assert runtime.provreq_writer.write([changed]) == 1
+        finally:
+            runtime.stop()
+            api.close()
+        calls = [r for r in fake.requests
+                 if r.resource in ("provisioningrequests", "podtemplates")]
+    assert {(r.verb, r.resource, r.subresource) for r in calls} >= {
+        ("list", "provisioningrequests", ""), ("watch", "provisioningrequests", ""),
+        ("get", "provisioningrequests", ""), ("update", "provisioningrequests", "status"),
+        ("list", "podtemplates", ""), ("watch", "podtemplates", ""),
+    }
+    assert with_flag.denied(calls) == []
+    assert len(without.denied(calls)) == len({(r.verb, r.resource, r.subresource)
+                                              for r in calls})
+    # Each permission the flag adds is used by one of these calls.
+    added = {str(g) for g in with_flag.grants()} - {str(g) for g in without.grants()}
+    assert added and added.isdisjoint(str(g) for g in with_flag.unused(calls))

@@ -1,0 +1,152 @@
+"""Writes the conditions the loop gave ProvisioningRequests to their status subresource."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from clusterscaler.framework.errors import ErrorType, describe
+from clusterscaler.model.common import _format_time
+from clusterscaler.model.provisioning import PROVISIONING_REQUEST_GROUP, Condition
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from .responses import discard, read_json
+
+if TYPE_CHECKING:
+    from clusterscaler.loop.decisions import ProvisioningRequestResult
+
+__all__ = ["PLURAL", "ProvisioningRequestStatusWriter", "condition_to_k8s"]
+
+log = structlog.get_logger()
+
+PLURAL = "provisioningrequests"
+VERSION = "v1"
+
+
+def condition_to_k8s(c: Condition) -> dict[str, Any]:
+    """A `metav1.Condition` as the API server takes it."""
+    out: dict[str, Any] = {
+        "type": c.type,
+        "status": c.status,
+        "reason": c.reason,
+        "message": c.message,
+        "observedGeneration": c.observed_generation,
+    }
+    if c.last_transition_time is not None:
+        out["lastTransitionTime"] = _format_time(c.last_transition_time)
+    return out
+
+
+class ProvisioningRequestStatusWriter:
+    """Updates `status.conditions` of each request the loop changed.
+
+    Conflict-safe: the request is read, the condition types the loop changed are replaced
+    (or added) in what the server holds, the others are kept as they are, and the update
+    of the status subresource carries the resourceVersion read; on a conflict the whole is
+    done again, up to `conflict_retries` times. A request deleted since is skipped. With
+    --dry-run nothing is written: a batch scheduler acts on these conditions. A failure is
+    logged and counted (`on_error`), never raised, and does not stop the other requests.
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        dry_run: bool = False,
+        conflict_retries: int = 3,
+        on_error: Callable[[ErrorType], None] | None = None,
+    ) -> None:
+        self.custom = k8s.CustomObjectsApi(api_client)
+        self.dry_run = dry_run
+        self.conflict_retries = conflict_retries
+        self.on_error = on_error
+        self.failures = 0
+
+    def write(self, results: Iterable[ProvisioningRequestResult]) -> int:
+        """Write every changed request; return how many were written."""
+        written = 0
+        for r in results:
+            if not r.changed:
+                continue
+            if self.dry_run:
+                log.info(
+                    "provisioning_request_status_not_written",
+                    request=r.key,
+                    reason="dry run",
+                    conditions=r.statuses(),
+                )
+                continue
+            try:
+                if self._write(r):
+                    written += 1
+            except Exception as exc:
+                info = describe(exc)
+                log.warning(
+                    "provisioning_request_status_write_failed",
+                    action="update_status",
+                    request=r.key,
+                    **info.fields(exc),
+                )
+                self._failed(info.type)
+        return written
+
+    def _failed(self, error_type: ErrorType) -> None:
+        self.failures += 1
+        if self.on_error is not None:
+            self.on_error(error_type)
+
+    def _write(self, r: ProvisioningRequestResult) -> bool:
+        mine = {c.type: c for c in r.conditions if c.type in r.changed}
+        for _ in range(self.conflict_retries):
+            try:
+                current: dict[str, Any] = read_json(
+                    self.custom.get_namespaced_custom_object(
+                        PROVISIONING_REQUEST_GROUP, VERSION, r.namespace, PLURAL, r.name,
+                        _preload_content=False,
+                    )
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    log.info("provisioning_request_gone", request=r.key)
+                    return False
+                raise
+            status = current.get("status")
+            status = status if isinstance(status, dict) else {}
+            held = status.get("conditions")
+            conditions = [
+                c for c in (held if isinstance(held, list) else [])
+                if not (isinstance(c, dict) and c.get("type") in mine)
+            ]
+            conditions += [condition_to_k8s(c) for c in mine.values()]
+            status["conditions"] = conditions
+            current["status"] = status
+            try:
+                discard(
+                    self.custom.replace_namespaced_custom_object_status(
+                        PROVISIONING_REQUEST_GROUP, VERSION, r.namespace, PLURAL, r.name,
+                        current, _preload_content=False,
+                    )
+                )
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue
+                if exc.status == 404:
+                    log.info("provisioning_request_gone", request=r.key)
+                    return False
+                raise
+            log.info("provisioning_request_status_written", request=r.key,
+                     conditions=r.statuses())
+            return True
+        log.warning(
+            "provisioning_request_status_write_failed",
+            action="update_status",
+            request=r.key,
+            error_type=ErrorType.API_CALL.value,
+            status=409,
+            reason="Conflict",
+            message=f"still conflicting after {self.conflict_retries} attempts",
+        )
+        self._failed(ErrorType.API_CALL)
+        return False
