@@ -232,7 +232,11 @@ def _live(ctx: CommandContext) -> _Evaluated:
     # Bad provider flags are reported before the API server is asked anything.
     ctx.registry.check_cloud_provider_options(options)
     api = build_api_client(ClientSettings.from_options(options))
-    with KubeClusterSource(api, namespace=options.namespace) as source:
+    with KubeClusterSource(
+        api,
+        namespace=options.namespace,
+        provisioning_requests=options.enable_provisioning_requests,
+    ) as source:
         if not source.wait_for_sync(60):
             raise CloudProviderError("explain: the Kubernetes caches did not sync within 60s")
         objects = source.snapshot()

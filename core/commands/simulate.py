@@ -176,7 +176,11 @@ def _read_cluster(options: AutoscalingOptions) -> tuple[ClusterObjects, Any]:
         api = build_api_client(ClientSettings.from_options(options))
     except KubeConfigError as exc:
         raise InputError(f"{FROM_CLUSTER}: {exc}") from None
-    with KubeClusterSource(api, namespace=options.namespace) as source:
+    with KubeClusterSource(
+        api,
+        namespace=options.namespace,
+        provisioning_requests=options.enable_provisioning_requests,
+    ) as source:
         if not source.wait_for_sync(60):
             raise CloudProviderError(
                 f"{FROM_CLUSTER}: the Kubernetes caches did not sync within 60s"

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime, timedelta
 
 import structlog
@@ -66,7 +66,6 @@ __all__ = [
     "RESERVATION_TIME",
     "ProvisioningRequestProcessor",
     "ProvisioningRequestResult",
-    "condition_statuses",
     "consumed_request",
 ]
 
@@ -435,10 +434,15 @@ class ProvisioningRequestProcessor:
         """The plan for `atomic_pods`, kept only when it fits every one of them. The
         request's pods are virtual: no event or report names them."""
         covered = bool(result.decisions) and not result.pods_remaining
+        reason = f"ProvisioningRequest {self._atomic.key}" if self._atomic else ""
         return dataclasses.replace(
             result,
             status=result.status if covered else ScaleUpStatus.NO_OPTIONS_AVAILABLE,
-            decisions=result.decisions if covered else (),
+            decisions=tuple(
+                dataclasses.replace(d, pods=(), reason=reason) for d in result.decisions
+            )
+            if covered
+            else (),
             triggered_pods=(),
             pods_remaining={},
             group_rejections={},
@@ -457,15 +461,3 @@ class ProvisioningRequestProcessor:
         else:
             self._no_capacity(pr)
 
-
-def condition_statuses(results: Iterable[ProvisioningRequestResult]) -> list[Mapping[str, object]]:
-    """The requests as `simulate --json` and `explain --json` list them."""
-    return [
-        {
-            "namespace": r.namespace,
-            "name": r.name,
-            "class": r.class_name,
-            "conditions": r.statuses(),
-        }
-        for r in results
-    ]

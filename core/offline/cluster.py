@@ -203,6 +203,10 @@ class SimulatedCluster(InMemoryCluster):
         )
         self.config_maps: list[ConfigMap] = list(objects.config_maps)
         self.namespaces: list[Namespace] = list(objects.namespaces)
+        # ProvisioningRequests as read: the conditions the loop gives them are the loop's
+        # own to remember (it keeps what it wrote while a request's version is unchanged).
+        self.provisioning_requests = list(objects.provisioning_requests)
+        self.pod_templates = list(objects.pod_templates)
         self.pending_nodes: dict[str, _Pending] = {}
         self.failures: dict[str, InstanceErrorInfo] = {}
         self.events: list[ClusterEvent] = []
@@ -234,6 +238,8 @@ class SimulatedCluster(InMemoryCluster):
         objects.resource_claim_templates = list(templates)
         objects.config_maps = list(self.config_maps)
         objects.namespaces = list(self.namespaces)
+        objects.provisioning_requests = list(self.provisioning_requests)
+        objects.pod_templates = list(self.pod_templates)
         return objects
 
     # ------------------------------------------------------------------ node backend

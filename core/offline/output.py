@@ -108,6 +108,17 @@ def decision_json(result: LoopResult, *, include_waiting: bool = False) -> dict[
         "unschedulable": unschedulable,
         "unremovable": unremovable,
     }
+    if result.provisioning_requests:
+        # As the loop leaves them (--enable-provisioning-requests): what it would write.
+        doc["provisioningRequests"] = [
+            {
+                "namespace": r.namespace,
+                "name": r.name,
+                "class": r.class_name,
+                "conditions": r.statuses(),
+            }
+            for r in result.provisioning_requests
+        ]
     if result.unreadable:
         # Objects the loop could not read and left out; the nodes of such pods are kept.
         doc["unreadable"] = [

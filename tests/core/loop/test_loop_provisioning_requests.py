@@ -280,6 +280,9 @@ def test_best_effort_atomic_scales_up_for_every_pod_or_none() -> None:
     )
     # The request's pods are virtual: no event or pending list names them.
     assert result.scale_up.triggered_pods == () and result.pending_pods == ()
+    assert [(d.pods, d.reason) for d in result.scale_up.decisions] == [
+        ((), "ProvisioningRequest default/all")
+    ]
 
 
 def test_best_effort_atomic_that_cannot_fit_everything_scales_nothing() -> None:
