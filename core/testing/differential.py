@@ -1,0 +1,504 @@
+"""Our scheduling simulation against the real kube-scheduler, over generated workloads.
+
+`run_batch` puts a batch of `Workload`s (`clusterscaler.testing.workloads`) side by side on
+one real control plane, each in its own namespace with its own kwok node groups, and:
+
+1. waits until kube-scheduler has tried every pending pod on the existing nodes (each pod is
+   bound or marked `PodScheduled=False`);
+2. asks clusterscaler, read-only, what it makes of each pending pod: `clusterscaler explain
+   --from-cluster --json --cloud-provider=kwok` (one loop on the live objects, the kwok
+   provider's node groups): the groups a new node of which helps it, or none;
+3. runs `clusterscaler --cloud-provider=kwok` (as deploy/kwok's ServiceAccount), which
+   creates the nodes as it decides them, while kube-scheduler binds;
+4. compares, per pod: a pod some group helps is bound within `bind_timeout`; a pod no group
+   helps is still pending once the others are bound; a pod our simulation fits on an
+   existing node is bound there. And per node: replaying kube-scheduler's bindings in the
+   order it made them (its `Scheduled` events), each pod passes our predicates on its node,
+   with the nodes that existed then and the pods bound before it.
+
+Each workload's outcome (`WorkloadOutcome`) lists its disagreements; `Tally` counts
+workloads and agreements per feature of the generator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from clusterscaler.model import Node, Pod
+from clusterscaler.model.node import parse_node
+from clusterscaler.model.pod import parse_pod
+from clusterscaler.simulator.predicates import check_predicates
+from clusterscaler.simulator.snapshot import ClusterSnapshot
+from clusterscaler.testing.kwokenv import NAMESPACE, KwokEnv
+from clusterscaler.testing.realcluster import RealCluster
+from clusterscaler.testing.workloads import WORKLOAD_LABEL, Workload, priority_classes
+
+# A batch's objects are read faster than CA's default client rate (5 QPS) allows.
+CLIENT_FLAGS = ("--kube-client-qps=200", "--kube-client-burst=400")
+# The autoscaler's flags for the run: scale-up only, loops back to back.
+RUN_FLAGS = (
+    *CLIENT_FLAGS,
+    "--scale-down-enabled=false",
+    "--scan-interval=1s",
+    "--max-node-provision-time=2m",
+)
+
+# Claims, as explain's answer for a pending pod reads.
+HELPS = "helps"
+NO_GROUP = "no-group"
+FITS_EXISTING = "fits-existing"
+LEFT_OUT = "left-out"
+
+
+@dataclass
+class PodOutcome:
+    pod: str
+    claim: str
+    groups: tuple[str, ...]
+    node: str | None
+    agreed: bool
+    detail: str = ""
+
+
+@dataclass
+class WorkloadOutcome:
+    workload: Workload
+    tag: str
+    namespace: str
+    pods: list[PodOutcome] = field(default_factory=list)
+    placement: list[str] = field(default_factory=list)
+    new_nodes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def disagreements(self) -> list[str]:
+        found = [
+            f"{p.pod}: {p.claim}{' ' + ','.join(p.groups) if p.groups else ''}, "
+            f"{'bound to ' + p.node if p.node else 'pending'}: {p.detail}"
+            for p in self.pods
+            if not p.agreed
+        ]
+        return found + self.placement
+
+    @property
+    def agreed(self) -> bool:
+        return not self.disagreements
+
+    def report(self) -> str:
+        lines = [f"workload {self.tag} (namespace {self.namespace}): {self.workload!r}"]
+        lines += [f"  {d}" for d in self.disagreements]
+        return "\n".join(lines)
+
+
+@dataclass
+class Tally:
+    """Workloads and agreements per feature; claims per kind."""
+
+    workloads: int = 0
+    agreed: int = 0
+    by_feature: dict[str, list[int]] = field(default_factory=dict)
+    claims: dict[str, list[int]] = field(default_factory=dict)
+
+    def add(self, outcome: WorkloadOutcome) -> None:
+        self.workloads += 1
+        self.agreed += outcome.agreed
+        for feature in outcome.workload.features:
+            counts = self.by_feature.setdefault(feature, [0, 0])
+            counts[0] += 1
+            counts[1] += outcome.agreed
+        for pod in outcome.pods:
+            counts = self.claims.setdefault(pod.claim, [0, 0])
+            counts[0] += 1
+            counts[1] += pod.agreed
+
+    def table(self) -> str:
+        lines = [f"{self.agreed}/{self.workloads} workloads agree", "",
+                 "| feature | workloads | agree |", "|---|---:|---:|"]
+        lines += [f"| {name} | {n} | {ok} |" for name, (n, ok) in sorted(self.by_feature.items())]
+        lines += ["", "| claim | pods | agree |", "|---|---:|---:|"]
+        lines += [f"| {name} | {n} | {ok} |" for name, (n, ok) in sorted(self.claims.items())]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workloads": self.workloads, "agreed": self.agreed,
+                "features": self.by_feature, "claims": self.claims}
+
+
+class Cluster:
+    """Raw-JSON reads of the admin view (fast enough to poll), kubectl for writes."""
+
+    def __init__(self, real: RealCluster) -> None:
+        from kubernetes import client
+
+        self.real = real
+        self.core = client.CoreV1Api(real.api_client())
+
+    def _items(self, response: Any) -> list[dict[str, Any]]:
+        return list(json.loads(response.data).get("items") or [])
+
+    def pods(self, label_selector: str = "") -> list[dict[str, Any]]:
+        return [
+            p for p in self._items(self.core.list_pod_for_all_namespaces(
+                label_selector=label_selector, _preload_content=False))
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._items(self.core.list_node(_preload_content=False))
+
+    def scheduled_events(self) -> list[dict[str, Any]]:
+        return self._items(self.core.list_event_for_all_namespaces(
+            field_selector="reason=Scheduled", _preload_content=False))
+
+    def create(self, objects: Sequence[dict[str, Any]]) -> None:
+        if objects:
+            listing = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+            self.real.kubectl("create", "-f", "-", input=json.dumps(listing))
+
+
+def _unschedulable(pod: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    taints = (node.get("spec") or {}).get("taints") or []
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    ) and not any(t.get("key", "").startswith("node.kubernetes.io/") for t in taints)
+
+
+def _key(pod: Mapping[str, Any]) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+def _time(text: str | None) -> float:
+    if not text:
+        return 0.0
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass
+class Placed:
+    """The batch as applied: per workload its tag, namespace and pending pod keys."""
+
+    workloads: list[tuple[Workload, str, str]]
+    pending: dict[str, set[str]]
+    running: dict[str, set[str]]
+
+
+def apply_batch(cluster: Cluster, env: KwokEnv, workloads: Sequence[Workload]) -> Placed:
+    """Namespaces, node groups (the provider's templates ConfigMap), existing nodes, their
+    running pods, then the pending pods, for every workload of the batch."""
+    real = cluster.real
+    suffix = uuid.uuid4().hex[:4]
+    placed: list[tuple[Workload, str, str]] = []
+    namespaces: list[dict[str, Any]] = []
+    for i, workload in enumerate(workloads):
+        tag = f"w{i}-{suffix}"
+        namespace = f"diff-{tag}"
+        placed.append((workload, tag, namespace))
+        namespaces.append({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": namespace}})
+    real.namespaces.extend(n["metadata"]["name"] for n in namespaces)
+    cluster.create(namespaces)
+    real.apply(*priority_classes())
+    rendered = [w.objects(ns, tag) for w, tag, ns in placed]
+    env.configure(*[t for r in rendered for t in r.templates])
+    nodes = [n for r in rendered for n in r.nodes]
+    cluster.create(nodes)
+    names = {n["metadata"]["name"] for n in nodes}
+    real.wait_for(
+        lambda: names <= {n["metadata"]["name"] for n in cluster.nodes() if _ready(n)},
+        "the existing nodes to be ready", timeout=60,
+    )
+    wanted = {ns for _, _, ns in placed}
+    real.wait_for(
+        lambda: wanted <= {a["metadata"]["namespace"] for a in real.items(
+            "serviceaccounts", "-A", "--field-selector=metadata.name=default")},
+        "the default ServiceAccounts of the batch's namespaces", timeout=60,
+    )
+    cluster.create([p for r in rendered for p in r.running])
+    cluster.create([p for r in rendered for p in r.pending])
+    return Placed(
+        placed,
+        {ns: {f"{ns}/{p['metadata']['name']}" for p in r.pending}
+         for (_, _, ns), r in zip(placed, rendered, strict=True)},
+        {ns: {f"{ns}/{p['metadata']['name']}" for p in r.running}
+         for (_, _, ns), r in zip(placed, rendered, strict=True)},
+    )
+
+
+def wait_for_scheduler(cluster: Cluster, placed: Placed, timeout: float = 60) -> None:
+    """Until kube-scheduler has tried every pending pod (bound, or `PodScheduled=False`),
+    and the answer held for a second (preemption settles)."""
+    wanted = set().union(*placed.pending.values())
+    previous: dict[str, tuple[str, str]] | None = None
+    deadline = time.monotonic() + timeout
+    while True:
+        state = {
+            _key(p): (p["spec"].get("nodeName") or "",
+                      (p.get("status") or {}).get("nominatedNodeName") or "")
+            for p in cluster.pods()
+            if _key(p) in wanted and (p["spec"].get("nodeName") or _unschedulable(p))
+        }
+        if len(state) == len(wanted) and state == previous:
+            return
+        if time.monotonic() > deadline:
+            missing = sorted(wanted - set(state))
+            raise AssertionError(f"kube-scheduler did not try pods {missing[:10]} in {timeout}s")
+        previous = state
+        time.sleep(1.0)
+
+
+def claims(env: KwokEnv) -> dict[str, tuple[str, tuple[str, ...], str]]:
+    """Per pending pod: the claim, the groups that help, and explain's reasons. `explain`
+    runs in this process (its imports are paid once per session), as the autoscaler's
+    ServiceAccount."""
+    from clusterscaler.commands.cli import main
+
+    out_text, err_text = io.StringIO(), io.StringIO()
+    saved = os.environ.get("POD_NAMESPACE")
+    os.environ["POD_NAMESPACE"] = NAMESPACE
+    try:
+        with contextlib.redirect_stdout(out_text), contextlib.redirect_stderr(err_text):
+            code = main(["explain", "--from-cluster", "--json", "--cloud-provider=kwok",
+                         f"--kubeconfig={env.kubeconfig}", f"--namespace={NAMESPACE}",
+                         *CLIENT_FLAGS])
+    finally:
+        if saved is None:
+            os.environ.pop("POD_NAMESPACE", None)
+        else:
+            os.environ["POD_NAMESPACE"] = saved
+    if code != 0:
+        raise AssertionError(f"clusterscaler explain exited {code}: {err_text.getvalue()[-3000:]}")
+    doc = json.loads(out_text.getvalue())
+    out: dict[str, tuple[str, tuple[str, ...], str]] = {}
+    for entry in doc["pendingPods"]:
+        verdicts: dict[str, dict[str, Any]] = entry["nodeGroups"]
+        helping = tuple(sorted(g for g, v in verdicts.items() if v["helps"]))
+        why = "; ".join(f"{g}: {v['why']}" for g, v in sorted(verdicts.items()))
+        if helping:
+            out[entry["pod"]] = (HELPS, helping, why)
+        elif any(v["why"].startswith("fits on an existing") for v in verdicts.values()):
+            out[entry["pod"]] = (FITS_EXISTING, (), why)
+        elif set(verdicts) == {"*"} or not verdicts:
+            out[entry["pod"]] = (LEFT_OUT, (), why)
+        else:
+            out[entry["pod"]] = (NO_GROUP, (), why)
+    return out
+
+
+def run_batch(
+    real: RealCluster,
+    env: KwokEnv,
+    workloads: Sequence[Workload],
+    *,
+    bind_timeout: float = 60.0,
+    settle: float = 4.0,
+    timings: dict[str, float] | None = None,
+) -> list[WorkloadOutcome]:
+    """The differential run of one batch (module docstring); the cluster is left as the run
+    made it (the caller resets it). `timings`, when given, receives the seconds each step
+    took."""
+    timings = {} if timings is None else timings
+    cluster = Cluster(real)
+    started = time.monotonic()
+    placed = apply_batch(cluster, env, workloads)
+    applied = time.monotonic()
+    wait_for_scheduler(cluster, placed)
+    tried = time.monotonic()
+    before = {_key(p): p["spec"].get("nodeName") for p in cluster.pods() if p["spec"].get("nodeName")}
+    said = claims(env)
+    explained = time.monotonic()
+    expected_bound = {pod for pod, (claim, _, _) in said.items() if claim in (HELPS, FITS_EXISTING)}
+    with env.run(*RUN_FLAGS, name=f"run-{uuid.uuid4().hex[:4]}") as run:
+        deadline = time.monotonic() + bind_timeout
+        last_change = time.monotonic()
+        seen: tuple[int, int] | None = None
+        while time.monotonic() < deadline:
+            pods = cluster.pods()
+            bound = {_key(p) for p in pods if p["spec"].get("nodeName")}
+            nodes = cluster.nodes()
+            state = (len(bound), len(nodes))
+            if state != seen:
+                seen, last_change = state, time.monotonic()
+            if (expected_bound <= bound and all(_ready(n) for n in nodes)
+                    and time.monotonic() - last_change >= settle):
+                break
+            if run.process.poll() is not None:
+                raise AssertionError(f"clusterscaler exited {run.returncode}:\n{run.tail()}")
+            time.sleep(0.5)
+        pods = cluster.pods()
+        nodes = cluster.nodes()
+        events = cluster.scheduled_events()
+    ran = time.monotonic()
+    timings.update(apply=applied - started, scheduler=tried - applied,
+                   explain=explained - tried, run=ran - explained)
+    return [
+        compare(workload, tag, namespace, pods, nodes, events, said, before,
+                placed.running[namespace])
+        for workload, tag, namespace in placed.workloads
+    ]
+
+
+def compare(
+    workload: Workload,
+    tag: str,
+    namespace: str,
+    pods: Iterable[dict[str, Any]],
+    nodes: Iterable[dict[str, Any]],
+    events: Iterable[dict[str, Any]],
+    said: Mapping[str, tuple[str, tuple[str, ...], str]],
+    before: Mapping[str, str | None],
+    running: set[str],
+) -> WorkloadOutcome:
+    outcome = WorkloadOutcome(workload, tag, namespace)
+    mine = {_key(p): p for p in pods if p["metadata"]["namespace"] == namespace}
+    own_nodes = [n for n in nodes if (n["metadata"].get("labels") or {}).get(WORKLOAD_LABEL) == tag]
+    groups = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get("kwok-nodegroup", "")
+              for n in own_nodes}
+    for group in groups.values():
+        if group:
+            outcome.new_nodes[group] = outcome.new_nodes.get(group, 0) + 1
+    pending_names = [f"{namespace}/{p.name}" for p in workload.pending]
+    for key in pending_names:
+        pod = mine.get(key)
+        node = pod["spec"].get("nodeName") if pod else None
+        if key in before:
+            # Bound by kube-scheduler before the autoscaler looked: no claim, only the
+            # placement check below.
+            continue
+        if key not in said:
+            if pod is None:
+                # Preempted or evicted before the claim: nothing to compare.
+                continue
+            outcome.pods.append(PodOutcome(key, LEFT_OUT, (), node, False,
+                                           "explain did not report this pending pod"))
+            continue
+        claim, helping, why = said[key]
+        if claim == HELPS:
+            group = groups.get(node or "", "")
+            ok = node is not None
+            detail = "" if ok else f"not bound in time; explain: {why}"
+            if ok and group and group not in helping:
+                # Bound to a node of a group we said does not help: fine only if the
+                # placement check below accepts it (it runs on every binding).
+                detail = f"bound to group {group}, not one explain named"
+            outcome.pods.append(PodOutcome(key, claim, helping, node, ok, detail))
+        elif claim == FITS_EXISTING:
+            ok = node is not None and not groups.get(node)
+            outcome.pods.append(PodOutcome(
+                key, claim, (), node, ok,
+                "" if ok else "kube-scheduler found no existing node for it"))
+        elif claim == NO_GROUP:
+            ok = node is None
+            outcome.pods.append(PodOutcome(
+                key, claim, (), node, ok, "" if ok else f"explain: {why}"))
+        else:
+            outcome.pods.append(PodOutcome(key, claim, (), node, True, why))
+    outcome.placement = check_placement(
+        own_nodes, list(mine.values()), events, set(pending_names), running
+    )
+    return outcome
+
+
+def check_placement(
+    nodes: Sequence[dict[str, Any]],
+    pods: Sequence[dict[str, Any]],
+    events: Iterable[dict[str, Any]],
+    pending: set[str],
+    running: set[str],
+) -> list[str]:
+    """Replay kube-scheduler's bindings of the pending pods in the order of its `Scheduled`
+    events: each must pass our predicates on its node, with the nodes created by then and
+    the pods bound before it. A node created in the same second as a binding may or may not
+    have existed: a spread rejection is retried without such nodes."""
+    bound_at: dict[str, float] = {}
+    for event in events:
+        obj = event.get("involvedObject") or event.get("regarding") or {}
+        key = f"{obj.get('namespace')}/{obj.get('name')}"
+        if key in pending:
+            stamp = _time(event.get("eventTime") or event.get("firstTimestamp"))
+            bound_at[key] = max(bound_at.get(key, 0.0), stamp)
+    parsed_nodes: list[tuple[float, Node]] = sorted(
+        ((_time(n["metadata"].get("creationTimestamp")), parse_node(n)) for n in nodes),
+        key=lambda x: x[0],
+    )
+    by_key = {_key(p): p for p in pods}
+    order = sorted(
+        (k for k in pending if k in by_key and by_key[k]["spec"].get("nodeName")),
+        key=lambda k: bound_at.get(k, float("inf")),
+    )
+    errors: list[str] = []
+    for k in order:
+        if k not in bound_at:
+            errors.append(f"{k}: bound to {by_key[k]['spec']['nodeName']} without a Scheduled event")
+    placed_pods: list[tuple[Pod, str]] = [
+        (parse_pod(by_key[k]), by_key[k]["spec"]["nodeName"]) for k in sorted(running)
+        if k in by_key and by_key[k]["spec"].get("nodeName")
+    ]
+    for k in order:
+        pod = parse_pod(by_key[k])
+        target = by_key[k]["spec"]["nodeName"]
+        at = bound_at.get(k, float("inf"))
+        reason = _fits(pod, target, placed_pods, parsed_nodes, lambda t, at=at: t <= int(at))
+        if reason is not None and "topology spread" in reason:
+            # Nodes created in the binding's own second are left out on this try.
+            retry = _fits(pod, target, placed_pods, parsed_nodes, lambda t, at=at: t < int(at))
+            reason = retry
+        if reason is not None:
+            errors.append(f"{k}: kube-scheduler bound it to {target}, our predicates say: {reason}")
+        placed_pods.append((pod, target))
+    return errors
+
+
+def _fits(
+    pod: Pod,
+    target: str,
+    placed: Sequence[tuple[Pod, str]],
+    nodes: Sequence[tuple[float, Node]],
+    existed: Any,
+) -> str | None:
+    snapshot = ClusterSnapshot()
+    present = set()
+    for created, node in nodes:
+        if node.name == target or existed(created):
+            snapshot.add_node(node)
+            present.add(node.name)
+    if target not in present:
+        return f"node {target} is not in the cluster"
+    for other, name in placed:
+        if name in present:
+            snapshot.add_pod(other, name)
+    return check_predicates(pod, snapshot.get(target), snapshot)
+
+
+def clear_batch(real: RealCluster, placed_namespaces: Sequence[str]) -> None:
+    """Between two batches of one test: the batch's pods and every node go (fast); the
+    namespaces stay until the test's end, when `kwok_cluster` deletes them (slow)."""
+    for namespace in placed_namespaces:
+        real.kubectl("delete", "pods", "--all", "-n", namespace, "--force", "--grace-period=0",
+                     "--wait=false", check=False)
+    real.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
+    real.wait_for(lambda: not real.items("nodes"), "every node to be deleted")
+
+
+def write_report(path: Path, tally: Tally, outcomes: Sequence[WorkloadOutcome]) -> None:
+    """The tally and every disagreement, as JSON (the slow run's record)."""
+    path.write_text(json.dumps({
+        **tally.to_json(),
+        "disagreements": [o.report() for o in outcomes if not o.agreed],
+    }, indent=2))
