@@ -419,10 +419,12 @@ class ProvisioningRequestProcessor:
                 self._set(pr, PROVISIONED, "True", CAPACITY_IS_FOUND_REASON,
                           CAPACITY_IS_FOUND_MSG)
                 return
-            # All or nothing: none of its pods keeps room on the cluster unless all get it.
+            # As CA: the scale-up is for the pods that do not fit the cluster as it is. The
+            # room the others found is not held yet: this loop makes no other scale-up and
+            # no scale-down, and once Provisioned the booking holds all of them.
             snapshot.revert()
             self._atomic = pr
-            self._atomic_pods = pods
+            self._atomic_pods = missed
 
     @property
     def atomic_pods(self) -> list[Pod]:

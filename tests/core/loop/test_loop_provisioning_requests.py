@@ -331,3 +331,33 @@ def test_conditions_written_but_not_yet_read_back_are_not_answered_twice() -> No
     assert second.provisioning_requests[0].statuses() == {
         "Accepted": "True", "Provisioned": "True",
     }
+
+
+def test_scale_down_keeps_the_booked_room() -> None:
+    h, cluster = harness(scale_down_unneeded_time=timedelta(minutes=1),
+                         scale_down_delay_after_add=timedelta(0))
+    h.provider.add_group("g", 0, 10, nodes=3, cpu="2", memory="8Gi")
+    cluster.templates[:] = [template(cpu="1500m")]
+    cluster.requests["default/train"] = provreq("train", count=2)
+    run(h, cluster)
+    assert statuses(cluster, "train")["Provisioned"] == "True"
+    for _ in range(6):
+        result = run(h, cluster, timedelta(minutes=1))
+    # Two nodes hold a booked pod each, which fits nowhere else: only the third goes.
+    assert len(h.cluster.nodes) == 2, result.scale_down
+    # Once the booking expires, the room is free and the nodes go too.
+    for _ in range(8):
+        run(h, cluster, timedelta(minutes=1))
+    assert statuses(cluster, "train")["BookingExpired"] == "True"
+    assert len(h.cluster.nodes) < 2
+
+
+def test_best_effort_atomic_scales_up_for_the_pods_the_cluster_cannot_hold() -> None:
+    h, cluster = harness()
+    h.provider.add_group("g", 0, 10, nodes=1, cpu="4", memory="16Gi")
+    cluster.templates[:] = [template(cpu="1500m")]
+    # Six pods of 1.5 CPUs: two fit the node, four need two new nodes (not three).
+    cluster.requests["default/all"] = provreq("all", class_name=BEST_EFFORT_ATOMIC, count=6)
+    result = run(h, cluster)
+    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("g", 2)]
+    assert statuses(cluster, "all")["Provisioned"] == "True"

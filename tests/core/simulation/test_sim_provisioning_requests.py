@@ -86,7 +86,8 @@ def test_simulate_once_json_lists_the_requests_as_the_loop_leaves_them(
          "class": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
          "conditions": {"Accepted": "True", "Provisioned": "True"}},
     ]
-    # The atomic request's scale-up, for all of its pods at once; no pod is named.
+    # The atomic request's scale-up, at once for its pods that do not fit the node: none
+    # does, the check-capacity request booked 3 of its 4 CPUs first. No pod is named.
     assert [(s["nodeGroup"], s["from"], s["to"], s["pods"]) for s in doc["scaleUp"]] == [
         ("general", 1, 5, [])
     ]
@@ -131,3 +132,39 @@ def test_a_bad_request_in_a_snapshot_is_refused_naming_it(
     assert code == 2
     assert ("ProvisioningRequest batch/gang: spec.podSets[0].count: expected an integer of "
             "at least 1, got 0") in err
+
+
+def test_the_documented_example_applies_and_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """docs/provisioning-requests.md: its objects parse as the API server's would hold them,
+    and the loop answers them as the page says."""
+    import re
+
+    import yaml
+
+    text = (ROOT / "docs" / "provisioning-requests.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    example = next(b for b in blocks if "kind: PodTemplate" in b)
+    objects = [d for d in yaml.safe_load_all(example) if d]
+    assert [o["kind"] for o in objects] == ["PodTemplate", "ProvisioningRequest",
+                                            "ProvisioningRequest"]
+    job = next(yaml.safe_load(b) for b in blocks if "kind: Job" in b)
+    annotations = job["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {"autoscaling.x-k8s.io/consume-provisioning-request": "training-run"}
+    for o in objects:
+        o["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                "items": [node("general-1"), *objects]}))
+    code = main(["simulate", "--snapshot", str(path), "--cloud-config", GENERAL, "--once",
+                 "--json", *FLAGS])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = json.loads(out)
+    conditions = {r["name"]: r["conditions"] for r in doc["provisioningRequests"]}
+    # room-check (older by name at the same time) books the 4-CPU node for its two workers;
+    # training-run's four workers need two new nodes like it, two workers each.
+    assert conditions == {"room-check": {"Accepted": "True", "Provisioned": "True"},
+                          "training-run": {"Accepted": "True", "Provisioned": "True"}}
+    assert [(s["nodeGroup"], s["to"]) for s in doc["scaleUp"]] == [("general", 3)]
