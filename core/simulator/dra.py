@@ -931,6 +931,8 @@ class _Search:
             or self._counters_fit((c.device_id[0], c.device_id[1]), c.counters)
         ]
         extra = []
+        if len(free) < len(matching):
+            extra.append(f"{len(matching) - len(free)} more held by other claims")
         if len(untainted) < len(free):
             extra.append(f"{len(free) - len(untainted)} more tainted")
         if len(fitting) < len(untainted):
