@@ -495,8 +495,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true",
                         help='print one JSON document {"rows": [...], "targets": {...}, ...}')
     parser.add_argument("--work-dir", type=Path, default=None, metavar="DIR",
-                        help="keep the control planes' directories and the autoscalers' logs "
-                             "here (default: a temporary directory, removed)")
+                        help="keep the control planes' directories, the autoscalers' logs and "
+                             "each row as it is measured (DIR/rows.jsonl) here (default: a "
+                             "temporary directory, removed)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -529,14 +530,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-peer-"))
     workdir.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
+
+    def interrupted(signum: int, _frame: object) -> None:
+        # SIGTERM (or SIGINT where a shell started us in the background with it ignored)
+        # unwinds like Ctrl-C, so every autoscaler and control plane started is stopped.
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, interrupted)
     try:
         for name in names:
             for run in range(1, args.repeat + 1):
                 for autoscaler in AUTOSCALERS:
                     print(f"running {name} with {autoscaler} (run {run}) ...",
                           file=sys.stderr, flush=True)
-                    rows.append(run_one(SCENARIOS[name], autoscaler, run, workdir,
-                                        progress=True))
+                    row = run_one(SCENARIOS[name], autoscaler, run, workdir, progress=True)
+                    rows.append(row)
+                    if args.work_dir is not None:
+                        # Each row as soon as it is measured: an interrupted command keeps them.
+                        with (workdir / "rows.jsonl").open("a") as out:
+                            out.write(json.dumps(row.to_json()) + "\n")
     finally:
         if args.work_dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
