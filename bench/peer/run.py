@@ -536,7 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # unwinds like Ctrl-C, so every autoscaler and control plane started is stopped.
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    signal.signal(signal.SIGTERM, interrupted)
+    previous = signal.signal(signal.SIGTERM, interrupted)
     try:
         for name in names:
             for run in range(1, args.repeat + 1):
@@ -550,6 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         with (workdir / "rows.jsonl").open("a") as out:
                             out.write(json.dumps(row.to_json()) + "\n")
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if args.work_dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     after = machine()

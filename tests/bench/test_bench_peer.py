@@ -320,3 +320,54 @@ def test_steady_targets_compare_the_loop() -> None:
     assert set(verdicts) == {"steady loop <= CA", "peak RSS <= CA", "equal decisions"}
     assert not verdicts["steady loop <= CA"].met
     assert verdicts["equal decisions"].met
+
+
+def test_json_document_and_rows_saved_as_measured(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The command with the runs replaced: one document {"rows": [...]} on standard output,
+    CA first in each pair, and each row appended to DIR/rows.jsonl when measured."""
+    calls: list[tuple[str, str, int]] = []
+
+    def fake_run_one(scenario: object, autoscaler: str, run_no: int, workdir: Path, *,
+                     progress: bool = False) -> Row:
+        name = getattr(scenario, "name", "")
+        calls.append((name, autoscaler, run_no))
+        return _row(autoscaler, run_no, latency=2.0 if autoscaler == CLUSTERSCALER else 3.0)
+
+    monkeypatch.setattr(upstreamca, "built", lambda: True)
+    monkeypatch.setattr(run, "run_one", fake_run_one)
+    status = run.main(["--only", "scale-up-1k", "--repeat", "2", "--json",
+                       "--work-dir", str(tmp_path)])
+    assert status == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [(r["autoscaler"], r["run"]) for r in doc["rows"]] == [
+        (CA, 1), (CLUSTERSCALER, 1), (CA, 2), (CLUSTERSCALER, 2)]
+    assert all(set(r) >= REQUIRED for r in doc["rows"])
+    assert {v["target"]: v["met"] for v in doc["targets"]["scale-up-1k"]}[
+        "decision latency <= CA"] is True
+    assert calls == [("scale-up-1k", CA, 1), ("scale-up-1k", CLUSTERSCALER, 1),
+                     ("scale-up-1k", CA, 2), ("scale-up-1k", CLUSTERSCALER, 2)]
+    saved = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert saved == doc["rows"]
+
+
+def test_a_failed_run_makes_the_exit_status_1(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(upstreamca, "built", lambda: True)
+    monkeypatch.setattr(run, "run_one", lambda scenario, autoscaler, run_no, workdir, **_: _row(
+        autoscaler, run_no, error="control plane: etcd exited" if autoscaler == CA else ""))
+    assert run.main(["--only", "scale-up-1k"]) == 1
+    out = capsys.readouterr().out
+    assert "NOT MET every run completed: cluster-autoscaler run 1: control plane: etcd exited" in out
+
+
+def test_the_sigterm_handler_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(upstreamca, "built", lambda: True)
+    monkeypatch.setattr(run, "run_one", lambda scenario, autoscaler, run_no, workdir, **_: _row(
+        autoscaler, run_no))
+    assert run.main(["--only", "scale-up-1k", "--json"]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before
