@@ -332,14 +332,20 @@ class Autoscaler:
         return result
 
     def _with_gpus(self, groups: tuple[NodeGroupStatus, ...]) -> tuple[NodeGroupStatus, ...]:
-        """`groups` with each one's GPU, read from its last template, for the metrics."""
+        """`groups` with each one's GPU and DRA drivers, read from its last template, for
+        the metrics."""
         label = self.provider.gpu_label()
         out = []
         for g in groups:
             template = self.templates.last.get(g.name)
-            node = template.node_info.node if template and template.node_info else None
-            resource, name = gpu_for_metrics(node, label)
-            out.append(dataclasses.replace(g, gpu_resource_name=resource, gpu_name=name))
+            info = template.node_info if template else None
+            resource, name = gpu_for_metrics(info.node if info else None, label)
+            drivers = ",".join(sorted({s.driver for s in info.resource_slices})) if info else ""
+            out.append(
+                dataclasses.replace(
+                    g, gpu_resource_name=resource, gpu_name=name, dra_drivers=drivers
+                )
+            )
         return tuple(out)
 
     def _provider_problems(self) -> tuple[ProviderProblem, ...]:

@@ -326,6 +326,9 @@ class NodeGroupStatus:
     # for a group without GPUs.
     gpu_resource_name: str = ""
     gpu_name: str = ""
+    # The DRA drivers of the group's template devices, sorted and comma-separated, as CA
+    # labels its scaling metrics (dra_drivers); empty for a group without DRA devices.
+    dra_drivers: str = ""
     # Why the provider says no node of the group may be removed now ("" when they may),
     # e.g. a Cluster API MachineDeployment that is rolling out.
     scale_down_blocked: str = ""

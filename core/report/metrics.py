@@ -455,6 +455,7 @@ class Metrics:
         self.function_duration_seconds.labels(function="main").observe(seconds)
         self.function_duration_quantile_seconds.labels(function="main").observe(seconds)
         gpus = {g.name: (g.gpu_resource_name, g.gpu_name) for g in result.node_groups}
+        dra = {g.name: g.dra_drivers for g in result.node_groups}
         stamp = result.time.timestamp()
         self.update_last_activity("main", stamp)
         if not result.halted:
@@ -479,7 +480,9 @@ class Metrics:
                 continue
             resource, name = gpus.get(decision.node_group, ("", ""))
             self.scaled_up_nodes_total.labels(
-                gpu_resource_name=resource, gpu_name=name, dra_drivers=""
+                gpu_resource_name=resource,
+                gpu_name=name,
+                dra_drivers=dra.get(decision.node_group, ""),
             ).inc(decision.delta)
             if name:
                 self.scaled_up_gpu_nodes_total.labels(
@@ -488,7 +491,10 @@ class Metrics:
         for failure in result.scale_up_failures:
             resource, name = gpus.get(failure.node_group, ("", ""))
             self.failed_scale_ups_total.labels(
-                reason=failure.reason, gpu_resource_name=resource, gpu_name=name, dra_drivers=""
+                reason=failure.reason,
+                gpu_resource_name=resource,
+                gpu_name=name,
+                dra_drivers=dra.get(failure.node_group, ""),
             ).inc()
             self.failed_node_creations_total.labels(reason=failure.reason).inc(failure.nodes)
             if name:
@@ -525,7 +531,10 @@ class Metrics:
             reason = reasons.get(deletion.kind, "undefined")
             resource, name = gpus.get(deletion.node_group, ("", ""))
             self.scaled_down_nodes_total.labels(
-                reason=reason, gpu_resource_name=resource, gpu_name=name, dra_drivers=""
+                reason=reason,
+                gpu_resource_name=resource,
+                gpu_name=name,
+                dra_drivers=dra.get(deletion.node_group, ""),
             ).inc()
             if name:
                 self.scaled_down_gpu_nodes_total.labels(

@@ -170,3 +170,21 @@ def test_a_node_whose_driver_never_publishes_stays_unready() -> None:
     gpu.add_running(1, h.clock.now())
     result = h.run(timedelta(seconds=30))
     assert result.health.counts.ready == 0, result.health.counts
+
+
+def test_scale_up_metrics_name_the_dra_drivers_of_the_group() -> None:
+    h = Harness(DraCluster)
+    h.provider.add_group("cpu", 0, 10, nodes=1)
+    h.provider.add_group("gpu", 0, 10)
+    provider_template_with(h, "gpu", 2)
+    h.add_pods([claiming_pod("p0")])
+    result = h.run()
+    assert {g.name: g.dra_drivers for g in result.node_groups} == {"cpu": "", "gpu": DRIVER}
+    metrics = Metrics()
+    metrics.record_loop(result)
+    samples = [
+        s for family in metrics.registry.collect()
+        if family.name.endswith("scaled_up_nodes")
+        for s in family.samples if s.name.endswith("_total")
+    ]
+    assert [(s.labels["dra_drivers"], s.value) for s in samples] == [(DRIVER, 1.0)], samples
