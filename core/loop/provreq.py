@@ -132,7 +132,8 @@ class ProvisioningRequestProcessor:
         self._requests: dict[str, ProvisioningRequest] = {}
         self._all_names: set[str] = set()
         self._templates: dict[str, PodTemplate] = {}
-        self._pods: Sequence[Pod] = ()
+        # Pods bound to a node that consume a request, by request key.
+        self._consumed: dict[str, int] = {}
         self._changed: dict[str, list[str]] = {}
         self._atomic: ProvisioningRequest | None = None
         self._atomic_pods: list[Pod] = []
@@ -186,7 +187,12 @@ class ProvisioningRequestProcessor:
         requests = list(requests)
         self._all_names = {r.key for r in requests}
         self._templates = {t.key: t for t in templates}
-        self._pods = pods
+        self._consumed = {}
+        if requests:
+            for p in pods:
+                if p.node_name and not p.is_terminal and (name := consumed_request(p)):
+                    key = f"{p.namespace}/{name}"
+                    self._consumed[key] = self._consumed.get(key, 0) + 1
         written: dict[str, tuple[str, tuple[Condition, ...]]] = {}
         for pr in sorted(requests, key=lambda r: (r.creation_time or now, r.key)):
             if not self._serves(pr):
@@ -266,14 +272,7 @@ class ProvisioningRequestProcessor:
 
     def _consumers(self, pr: ProvisioningRequest) -> int:
         """How many pods bound to a node run on the request's capacity."""
-        return sum(
-            1
-            for p in self._pods
-            if p.namespace == pr.namespace
-            and p.node_name
-            and not p.is_terminal
-            and consumed_request(p) == pr.name
-        )
+        return self._consumed.get(pr.key, 0)
 
     @staticmethod
     def _place(

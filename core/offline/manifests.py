@@ -28,7 +28,10 @@ DaemonSets and DRA objects, in YAML (one or more `---` documents) or JSON, each 
   (healthy pods, disruptions allowed), refreshed once the scheduler has placed new pods;
 - a DeviceClass, ResourceClaimTemplate, ResourceClaim or ResourceSlice (`resource.k8s.io`
   v1, v1beta2 or v1beta1) is added as DRA reads it: a claim unallocated (its status is the
-  scheduler's to write), a slice as its driver would publish it.
+  scheduler's to write), a slice as its driver would publish it;
+- a PodTemplate or a ProvisioningRequest (`autoscaling.x-k8s.io` v1 or v1beta1) is added as
+  created: a request without conditions, for the loop to answer
+  (`--enable-provisioning-requests`).
 
 A `priorityClassName` without a `priority` resolves to the built-in classes' priorities and
 to those of the cluster's pods of that class (a snapshot holds no PriorityClass objects).
@@ -73,6 +76,12 @@ from clusterscaler.model.dra import (
     parse_resource_claim_template,
     parse_resource_slice,
 )
+from clusterscaler.model.provisioning import (
+    PodTemplate,
+    ProvisioningRequest,
+    parse_pod_template,
+    parse_provisioning_request,
+)
 from clusterscaler.offline.cluster import SimulatedCluster, SimulationError, controller_key
 from clusterscaler.offline.loader import InputError
 
@@ -96,6 +105,8 @@ KINDS = (
     "Pod",
     "PodDisruptionBudget",
     *DRA_KINDS,
+    "PodTemplate",
+    "ProvisioningRequest",
 )
 _API_VERSIONS = {
     "Deployment": ("apps/v1",),
@@ -106,6 +117,8 @@ _API_VERSIONS = {
     "Pod": ("v1",),
     "PodDisruptionBudget": ("policy/v1", "policy/v1beta1"),
     **dict.fromkeys(DRA_KINDS, _DRA_VERSIONS),
+    "PodTemplate": ("v1",),
+    "ProvisioningRequest": ("autoscaling.x-k8s.io/v1", "autoscaling.x-k8s.io/v1beta1"),
 }
 # The characters Kubernetes generates names and hashes from (no vowels, no look-alikes).
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -474,6 +487,8 @@ class _Applier:
             self._bare_pod(raw, obj)
         elif kind in DRA_KINDS:
             self._dra(raw, obj)
+        elif kind in ("PodTemplate", "ProvisioningRequest"):
+            self._provisioning(raw, obj)
         else:
             self._pdb(raw, obj)
 
@@ -791,6 +806,30 @@ class _Applier:
             kept = [o for o in found if getattr(o, "key", getattr(o, "name", "")) != identity]
             replaced = len(kept) != len(found)
             found[:] = [*kept, parsed]
+        self.applied.objects.append(f"{obj}{' (replaced)' if replaced else ''}: added")
+
+
+    def _provisioning(self, raw: Mapping[str, Any], obj: str) -> None:
+        template = raw["kind"] == "PodTemplate"
+        try:
+            # A created request has no status: its conditions are the autoscaler's to write.
+            parsed: PodTemplate | ProvisioningRequest = (
+                parse_pod_template(raw)
+                if template
+                else parse_provisioning_request({**raw, "status": {}})
+            )
+        except ModelError as exc:
+            raise _model(exc, self.where, obj) from None
+        cluster = self.cluster
+        with cluster._lock:
+            if isinstance(parsed, PodTemplate):
+                kept_templates = [t for t in cluster.pod_templates if t.key != parsed.key]
+                replaced = len(kept_templates) != len(cluster.pod_templates)
+                cluster.pod_templates = [*kept_templates, parsed]
+            else:
+                kept = [r for r in cluster.provisioning_requests if r.key != parsed.key]
+                replaced = len(kept) != len(cluster.provisioning_requests)
+                cluster.provisioning_requests = [*kept, parsed]
         self.applied.objects.append(f"{obj}{' (replaced)' if replaced else ''}: added")
 
 

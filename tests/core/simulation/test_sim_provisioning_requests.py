@@ -168,3 +168,37 @@ def test_the_documented_example_applies_and_runs(
     assert conditions == {"room-check": {"Accepted": "True", "Provisioned": "True"},
                           "training-run": {"Accepted": "True", "Provisioned": "True"}}
     assert [(s["nodeGroup"], s["to"]) for s in doc["scaleUp"]] == [("general", 3)]
+
+
+def test_what_if_applies_a_request(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`--apply` adds PodTemplates and requests: the loop answers them as if just created."""
+    snapshot = tmp_path / "snapshot.json"
+    snapshot.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                    "items": [node("general-1")]}))
+    manifest = tmp_path / "request.yaml"
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        template("large", "3"),
+        request("gang", "best-effort-atomic-scale-up.autoscaling.x-k8s.io", "large", 3,
+                "2026-01-01T00:02:00Z"),
+    ]}))
+    code = main(["simulate", "--snapshot", str(snapshot), "--cloud-config", GENERAL, "--once",
+                 "--json", "--apply", str(manifest), *FLAGS])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = json.loads(out)
+    [applied] = doc["whatIf"]["changes"]
+    assert applied["objects"] == ["PodTemplate batch/large: added",
+                                  "ProvisioningRequest batch/gang: added"]
+    assert doc["provisioningRequests"][0]["conditions"] == {
+        "Accepted": "True", "Provisioned": "True"}
+    # One of the three 3-CPU workers fits the node; two new nodes for the others.
+    assert [(s["nodeGroup"], s["to"]) for s in doc["scaleUp"]] == [("general", 3)]
+    # A bad one is named with the file and field.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(json.dumps(request("gang", "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+                                      "large", -1, "2026-01-01T00:02:00Z")))
+    code = main(["simulate", "--snapshot", str(snapshot), "--cloud-config", GENERAL, "--once",
+                 "--apply", str(bad), *FLAGS])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert "spec.podSets[0].count" in err and "expected an integer of at least 1" in err
