@@ -2,7 +2,8 @@
 
 `fuzz`: the fuzz targets (tests/core/hostile, marker `fuzz`) run long with random examples, as
 `docs/testing.md` gives the command: 100,000 examples each (`CLUSTERSCALER_FUZZ_EXAMPLES`
-sets another count), no deadline, the failing example's blob printed.
+sets another count), the failing example's blob printed (the targets set their own deadline
+per example, `fuzzkit.fuzz_settings`).
 
 `properties`: the tests marked `properties` at full strength, as `.ci/run` runs them
 (`pytest -m properties --hypothesis-profile=properties`): 2,000 examples each, derandomized

@@ -155,7 +155,7 @@ def _str_list(value: Any, obj: str, field: str, *, numbers: bool = False) -> lis
     """A list of strings (absent: empty). With `numbers`, an integer or a float within
     int64 (what a hand-written YAML `values: [2]` holds) is taken as its text."""
     items = _list(value, obj, field)
-    out = items
+    numeric = False
     for i, item in enumerate(items):
         if type(item) is str:
             continue
@@ -165,10 +165,10 @@ def _str_list(value: Any, obj: str, field: str, *, numbers: bool = False) -> lis
             and not isinstance(item, bool)
             and abs(item) < 1 << 63
         ):
-            out = [v if type(v) is str else str(v) for v in items]
+            numeric = True
             continue
         raise ModelError(obj, f"{field}[{i}]", "a string", item)
-    return out
+    return [v if type(v) is str else str(v) for v in items] if numeric else items
 
 
 def _dict(value: Any, obj: str, field: str) -> dict[str, Any]:

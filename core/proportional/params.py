@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -104,7 +105,12 @@ def _load_json(text: str, key: str) -> Any:
 
 
 def _describe(value: Any) -> str:
-    return json.dumps(value) if not isinstance(value, str) else repr(value)
+    """The value as the document wrote it, in at most a line."""
+    try:
+        text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    except (ValueError, RecursionError):  # nested too deep, or an integer beyond 4300 digits
+        text = f"a {type(value).__name__} that cannot be shown"
+    return text if len(text) <= 200 else f"{text[:200]}... ({len(text)} characters)"
 
 
 def _as_object(value: Any, key: str) -> dict[str, Any]:
@@ -133,7 +139,13 @@ def _get_number(obj: Mapping[str, Any], mode: str, name: str) -> float:
     value = obj.get(name)
     if value is None:
         return 0.0
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    # An integer beyond float64 (Go's float64 refuses it too) is compared, never converted:
+    # `math.isfinite` of it would raise OverflowError.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (abs(value) <= sys.float_info.max if isinstance(value, int) else math.isfinite(value))
+    ):
         raise ParamsError(f"{mode}.{name}", f"expected a number, got {_describe(value)}")
     if value < 0:
         raise ParamsError(f"{mode}.{name}", f"expected a number >= 0, got {_describe(value)}")

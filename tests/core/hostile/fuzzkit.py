@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Iterator, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,8 @@ QUICK_EXAMPLES = 60
 
 def fuzz_settings(quick: int = QUICK_EXAMPLES) -> settings:
     """The loaded profile when it is `fuzz` or `properties`; else `quick` derandomized
-    examples. Health checks are off: hostile examples are large and slow to draw on purpose."""
+    examples. Health checks are off: hostile examples are large and slow to draw on purpose.
+    Every profile gets a deadline of 10 seconds per example."""
     current = settings.get_current_profile_name()
     if current in ("fuzz", "properties"):
         base = settings.get_profile(current)
@@ -42,7 +44,11 @@ def fuzz_settings(quick: int = QUICK_EXAMPLES) -> settings:
             derandomize=True,
             database=None,
         )
-    return settings(base, suppress_health_check=list(HealthCheck))
+    # Bounded time: an example is milliseconds (a YAML snapshot, a few hundred); one that
+    # takes seconds is a reader gone quadratic or worse on hostile input, and fails.
+    return settings(
+        base, suppress_health_check=list(HealthCheck), deadline=timedelta(seconds=10)
+    )
 
 
 FUZZ = fuzz_settings()

@@ -166,3 +166,10 @@ def test_a_scenario_budget_over_100_percent_is_an_input_error(tmp_path: Path) ->
     with pytest.raises(InputError, match=r"s\.yaml.*PodDisruptionBudget default/web: "
                        r"spec\.maxUnavailable: expected .* at most 100%"):
         parse_scenario(doc, str(tmp_path / "s.yaml"), tmp_path)
+
+
+def test_proportional_params_beyond_float64_are_refused_by_name() -> None:
+    from clusterscaler.proportional.params import ParamsError, parse_params_document
+
+    with pytest.raises(ParamsError, match=r"linear\.coresPerReplica.*expected a number"):
+        parse_params_document('{"linear": {"coresPerReplica": 1' + "0" * 400 + "}}")
