@@ -289,7 +289,10 @@ def claims(env: KwokEnv) -> dict[str, tuple[str, tuple[str, ...], str]]:
     for entry in doc["pendingPods"]:
         verdicts: dict[str, dict[str, Any]] = entry["nodeGroups"]
         helping = tuple(sorted(g for g, v in verdicts.items() if v["helps"]))
-        why = "; ".join(f"{g}: {v['why']}" for g, v in sorted(verdicts.items()))
+        # The answers of the pod's own workload's groups (the others only say "not mine").
+        tag = entry["pod"].split("/", 1)[0].removeprefix("diff-")
+        why = "; ".join(f"{g}: {v['why']}" for g, v in sorted(verdicts.items())
+                        if g.startswith(f"{tag}-") or g == "*")
         if helping:
             out[entry["pod"]] = (HELPS, helping, why)
         elif any(v["why"].startswith("fits on an existing") for v in verdicts.values()):
@@ -306,14 +309,19 @@ def run_batch(
     env: KwokEnv,
     workloads: Sequence[Workload],
     *,
-    bind_timeout: float = 60.0,
+    bind_timeout: float | None = None,
     settle: float = 4.0,
     timings: dict[str, float] | None = None,
 ) -> list[WorkloadOutcome]:
     """The differential run of one batch (module docstring); the cluster is left as the run
-    made it (the caller resets it). `timings`, when given, receives the seconds each step
+    made it (the caller resets it). `bind_timeout` defaults to a minute plus 8 seconds a
+    workload. `timings`, when given, receives the seconds each step
     took."""
     timings = {} if timings is None else timings
+    # The autoscaler scales one node group per loop, as CA: a batch takes about one loop
+    # per workload.
+    if bind_timeout is None:
+        bind_timeout = 60.0 + 8.0 * len(workloads)
     cluster = Cluster(real)
     started = time.monotonic()
     placed = apply_batch(cluster, env, workloads)

@@ -507,7 +507,7 @@ def _features(workload: Workload) -> frozenset[str]:
 
 
 @st.composite
-def workloads(draw: st.DrawFn, *, max_pending: int = 6) -> Workload:
+def workloads(draw: st.DrawFn, *, max_pending: int = 4) -> Workload:
     """One workload: one to three node groups, up to two existing nodes with up to three
     running pods each, one to `max_pending` pending pods."""
     n_groups = draw(st.integers(1, 3))

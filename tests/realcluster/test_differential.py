@@ -1,0 +1,100 @@
+"""Our scheduling simulation against kube-scheduler, over generated workloads
+(`clusterscaler.testing.differential`, `clusterscaler.testing.workloads`).
+
+The seeded set runs in the normal suite: one derandomized batch of 30 workloads side by side
+on the real control plane. The slow run (`pytest -m differential`, docs/testing.md) draws
+random batches, 510 workloads by default, and writes its tally to
+`CLUSTERSCALER_DIFFERENTIAL_REPORT` when set. A disagreement fails the test with every
+disagreeing workload; Hypothesis then shrinks the batch to a minimal case.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from clusterscaler.testing.differential import (
+    Tally,
+    WorkloadOutcome,
+    clear_batch,
+    run_batch,
+    write_report,
+)
+from clusterscaler.testing.kwokenv import KwokEnv
+from clusterscaler.testing.workloads import FEATURES, Workload, workload_batches
+from hypothesis import HealthCheck, Phase, assume, given, settings
+
+pytestmark = pytest.mark.realcluster
+
+SEEDED_BATCH = 30
+SLOW_BATCH = 30
+SLOW_BATCHES = int(os.environ.get("CLUSTERSCALER_DIFFERENTIAL_BATCHES", "17"))
+
+_SLOW_TALLY = Tally()
+_SLOW_OUTCOMES: list[WorkloadOutcome] = []
+
+_SUPPRESSED = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+               HealthCheck.filter_too_much, HealthCheck.data_too_large]
+
+
+def _run(env: KwokEnv, batch: list[Workload]) -> list[WorkloadOutcome]:
+    outcomes: list[WorkloadOutcome] = []
+    try:
+        outcomes = run_batch(env.cluster, env, batch)
+    finally:
+        env.stop_all()
+        env.runs.clear()
+        clear_batch(env.cluster, [ns for ns in env.cluster.namespaces if ns.startswith("diff-")])
+    return outcomes
+
+
+def _failure(outcomes: list[WorkloadOutcome]) -> str:
+    bad = [o for o in outcomes if not o.agreed]
+    return f"{len(bad)} of {len(outcomes)} workloads disagree with kube-scheduler:\n" + "\n".join(
+        o.report() for o in bad
+    )
+
+
+# No explain phase: it re-runs a failing example under a tracer, far too slow on a cluster.
+_PHASES = [Phase.generate, Phase.shrink]
+
+
+@pytest.mark.timeout(900)
+@settings(max_examples=1, derandomize=True, database=None, deadline=None,
+          phases=_PHASES, suppress_health_check=_SUPPRESSED)
+@given(batch=workload_batches(SEEDED_BATCH))
+def test_seeded_workloads_agree_with_kube_scheduler(kwok_env: KwokEnv, batch: list[Workload]) -> None:
+    """30 workloads (the first derandomized batch of distinct ones): every claim of our
+    simulation holds on the real scheduler, and the batch exercises most generator options."""
+    # The first example Hypothesis draws is its simplest: 30 copies of one workload.
+    assume(len(set(batch)) == len(batch))
+    outcomes = _run(kwok_env, batch)
+    assert len(outcomes) == SEEDED_BATCH
+    assert all(o.agreed for o in outcomes), _failure(outcomes)
+    claimed = [p for o in outcomes for p in o.pods]
+    # The comparison is not vacuous: pods a new node helps, and pods no group helps.
+    assert {p.claim for p in claimed} >= {"helps", "no-group"}, [p.claim for p in claimed]
+    covered = set().union(*(w.features for w in batch))
+    assert len(covered) >= len(FEATURES) - 4, sorted(set(FEATURES) - covered)
+
+
+@pytest.mark.differential
+@pytest.mark.timeout(0)
+@settings(max_examples=SLOW_BATCHES, derandomize=False, database=None, deadline=None,
+          print_blob=True, phases=_PHASES, suppress_health_check=_SUPPRESSED)
+@given(batch=workload_batches(SLOW_BATCH))
+def test_generated_workloads_agree_with_kube_scheduler(
+    kwok_env: KwokEnv, batch: list[Workload], request: pytest.FixtureRequest
+) -> None:
+    if "differential" not in (request.config.getoption("-m") or ""):
+        pytest.skip("the slow differential run: pytest -m differential (docs/testing.md)")
+    outcomes = _run(kwok_env, batch)
+    for outcome in outcomes:
+        _SLOW_TALLY.add(outcome)
+    _SLOW_OUTCOMES.extend(outcomes)
+    report = os.environ.get("CLUSTERSCALER_DIFFERENTIAL_REPORT")
+    if report:
+        write_report(Path(report), _SLOW_TALLY, _SLOW_OUTCOMES)
+    print(_SLOW_TALLY.table())
+    assert all(o.agreed for o in outcomes), _failure(outcomes)
