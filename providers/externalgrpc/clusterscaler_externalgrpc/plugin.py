@@ -2,24 +2,26 @@
 provider, configured by the cloud-config file of `--cloud-config` (see `config`).
 
 The channel connects lazily: a service that is down at start-up fails the first loop's
-`Refresh`, and the loop retries at the next one, as upstream's client does.
+`Refresh`, and the loop retries at the next one, as upstream's client does. grpc and
+protobuf are imported when the provider is built, so that loading the plugin (for any other
+`--cloud-provider`) does not load them.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import grpc
 import structlog
 from clusterscaler import hookimpl
 from clusterscaler.api import ProviderContext
 
-from clusterscaler_externalgrpc import PROVIDER_NAME, protocol
-from clusterscaler_externalgrpc.config import ExternalGrpcConfig, load_config
-from clusterscaler_externalgrpc.provider import ExternalGrpcCloudProvider, ServiceClient
+from clusterscaler_externalgrpc import PROVIDER_NAME
+from clusterscaler_externalgrpc.config import load_config
 
 if TYPE_CHECKING:
     from clusterscaler.api import AutoscalingOptions, Registry
+
+    from clusterscaler_externalgrpc.provider import ExternalGrpcCloudProvider
 
 log = structlog.get_logger()
 
@@ -42,29 +44,10 @@ def check_options(options: AutoscalingOptions) -> None:
             )
 
 
-def open_channel(config: ExternalGrpcConfig) -> grpc.Channel:
-    """The channel to the service: TLS with the client certificate when the cloud-config
-    has `cert` (the service's certificate verified against `cacert` for the address's
-    host), plaintext otherwise."""
-    if config.tls is None:
-        return grpc.insecure_channel(config.address)
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=config.tls.cacert,
-        private_key=config.tls.key,
-        certificate_chain=config.tls.cert,
-    )
-    return grpc.secure_channel(config.address, credentials)
-
-
-def provider_for(config: ExternalGrpcConfig) -> ExternalGrpcCloudProvider:
-    """A provider talking to the service of `config`."""
-    channel = open_channel(config)
-    client = ServiceClient(protocol.CloudProviderStub(channel), config.address, config.timeout)
-    return ExternalGrpcCloudProvider(client, close=channel.close)
-
-
 def build_provider(context: ProviderContext) -> ExternalGrpcCloudProvider:
     """The factory registered as `externalgrpc`."""
+    from clusterscaler_externalgrpc.provider import provider_for
+
     config = load_config(context.options.cloud_config)
     provider = provider_for(config)
     log.info(

@@ -52,6 +52,7 @@ from clusterscaler.api import (
 )
 
 from clusterscaler_externalgrpc import PROVIDER_NAME, protocol
+from clusterscaler_externalgrpc.config import ExternalGrpcConfig
 
 __all__ = [
     "ExternalGrpcCloudProvider",
@@ -60,6 +61,8 @@ __all__ = [
     "NotImplementedByService",
     "ServiceClient",
     "ServiceError",
+    "open_channel",
+    "provider_for",
 ]
 
 log = structlog.get_logger()
@@ -555,3 +558,24 @@ class ExternalGrpcCloudProvider:
         finally:
             if self._close is not None:
                 self._close()
+
+
+def open_channel(config: ExternalGrpcConfig) -> grpc.Channel:
+    """The channel to the service: TLS with the client certificate when the cloud-config
+    has `cert` (the service's certificate verified against `cacert` for the address's
+    host), plaintext otherwise."""
+    if config.tls is None:
+        return grpc.insecure_channel(config.address)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=config.tls.cacert,
+        private_key=config.tls.key,
+        certificate_chain=config.tls.cert,
+    )
+    return grpc.secure_channel(config.address, credentials)
+
+
+def provider_for(config: ExternalGrpcConfig) -> ExternalGrpcCloudProvider:
+    """A provider talking to the service of `config`."""
+    channel = open_channel(config)
+    client = ServiceClient(protocol.CloudProviderStub(channel), config.address, config.timeout)
+    return ExternalGrpcCloudProvider(client, close=channel.close)

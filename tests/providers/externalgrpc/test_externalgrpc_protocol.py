@@ -16,8 +16,11 @@ import pytest
 from clusterscaler.api import NodeGroupOptions
 from clusterscaler.simulator.builders import make_node
 from clusterscaler_externalgrpc.config import ExternalGrpcConfig
-from clusterscaler_externalgrpc.plugin import provider_for
-from clusterscaler_externalgrpc.provider import ExternalGrpcCloudProvider, ServiceError
+from clusterscaler_externalgrpc.provider import (
+    ExternalGrpcCloudProvider,
+    ServiceError,
+    provider_for,
+)
 
 SERVICE = "clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider"
 
