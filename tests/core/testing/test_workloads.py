@@ -1,0 +1,80 @@
+"""The workload generator and the differential run's placement check, without a cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusterscaler.model.node import parse_node
+from clusterscaler.model.pod import parse_pod
+from clusterscaler.testing.differential import check_placement
+from clusterscaler.testing.workloads import (
+    FEATURES,
+    HOSTNAME_LABEL,
+    WORKLOAD_LABEL,
+    ExistingNode,
+    Group,
+    PodSpec,
+    PodTerm,
+    Shape,
+    Workload,
+    workloads,
+)
+from hypothesis import given, settings
+
+
+@settings(max_examples=60)
+@given(workloads())
+def test_every_rendered_object_is_read_by_the_model_and_kept_to_its_workload(
+    workload: Workload,
+) -> None:
+    rendered = workload.objects("diff-w0", "w0")
+    assert workload.features <= set(FEATURES)
+    for raw in [*rendered.templates, *rendered.nodes]:
+        node = parse_node(raw)
+        assert node.labels[WORKLOAD_LABEL] == "w0"
+        assert any(t.key == WORKLOAD_LABEL and t.value == "w0" for t in node.taints)
+    for raw in [*rendered.running, *rendered.pending]:
+        pod = parse_pod(raw)
+        assert pod.namespace == "diff-w0"
+        assert pod.node_selector[WORKLOAD_LABEL] == "w0"
+        assert any(t.key == WORKLOAD_LABEL and t.value == "w0" for t in pod.tolerations)
+    assert len(rendered.pending) == len(workload.pending) >= 1
+    for template in rendered.templates:
+        annotations = template["metadata"]["annotations"]
+        assert int(annotations["cluster-autoscaler.kwok.nodegroup/max-count"]) >= 3
+
+
+def _bound(raw: dict[str, Any], node: str) -> dict[str, Any]:
+    raw["spec"]["nodeName"] = node
+    return raw
+
+
+def _scheduled(namespace: str, name: str, at: str) -> dict[str, Any]:
+    return {"reason": "Scheduled", "eventTime": at,
+            "involvedObject": {"namespace": namespace, "name": name}}
+
+
+def _placement(anti: bool) -> list[str]:
+    """Two pods of app `a` bound by "the scheduler" to one node, the second with
+    anti-affinity to app `a` by hostname when `anti`."""
+    shape = Shape(cpu=4000, memory=8192, pods=110)
+    first = PodSpec("pod-0", "a", 500, 256)
+    second = PodSpec("pod-1", "a", 500, 256,
+                     anti_affinity=(PodTerm("a", HOSTNAME_LABEL),) if anti else ())
+    workload = Workload((Group("g0", shape, 3),), (ExistingNode("n0", shape),), (first, second))
+    rendered = workload.objects("diff-w0", "w0")
+    node = rendered.nodes[0]
+    node["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    name = node["metadata"]["name"]
+    pods = [_bound(p, name) for p in rendered.pending]
+    events = [_scheduled("diff-w0", "pod-0", "2026-01-01T00:00:05.000001Z"),
+              _scheduled("diff-w0", "pod-1", "2026-01-01T00:00:06.000001Z")]
+    return check_placement([node], pods, events, {"diff-w0/pod-0", "diff-w0/pod-1"}, set())
+
+
+def test_the_placement_check_accepts_a_valid_binding_and_names_an_invalid_one() -> None:
+    assert _placement(anti=False) == []
+    errors = _placement(anti=True)
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("diff-w0/pod-1: kube-scheduler bound it to w0-n0, our predicates say:")
+    assert "anti-affinity" in errors[0]
