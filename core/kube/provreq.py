@@ -40,7 +40,8 @@ def condition_to_k8s(c: Condition) -> dict[str, Any]:
 
 
 class ProvisioningRequestStatusWriter:
-    """Updates `status.conditions` of each request the loop changed.
+    """Updates `status.conditions` of each request the loop changed, and deletes those
+    whose time is over (`delete`, as CA's DeleteOldProvReqs).
 
     Conflict-safe: the request is read, the condition types the loop changed are replaced
     (or added) in what the server holds, the others are kept as they are, and the update
@@ -68,6 +69,9 @@ class ProvisioningRequestStatusWriter:
         """Write every changed request; return how many were written."""
         written = 0
         for r in results:
+            if r.delete:
+                written += self._delete(r)
+                continue
             if not r.changed:
                 continue
             if self.dry_run:
@@ -91,6 +95,38 @@ class ProvisioningRequestStatusWriter:
                 )
                 self._failed(info.type)
         return written
+
+    def _delete(self, r: ProvisioningRequestResult) -> int:
+        """Delete a request CA's week-long TTL is over for; the uid, as a precondition,
+        keeps a request re-created under the same name."""
+        if self.dry_run:
+            log.info("provisioning_request_not_deleted", request=r.key, reason="dry run")
+            return 0
+        body = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=r.uid or None))
+        try:
+            discard(
+                self.custom.delete_namespaced_custom_object(
+                    PROVISIONING_REQUEST_GROUP, VERSION, r.namespace, PLURAL, r.name,
+                    body=body, _preload_content=False,
+                )
+            )
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return 0
+            info = describe(exc)
+            log.warning("provisioning_request_delete_failed", action="delete",
+                        request=r.key, **info.fields(exc))
+            self._failed(info.type)
+            return 0
+        except Exception as exc:
+            info = describe(exc)
+            log.warning("provisioning_request_delete_failed", action="delete",
+                        request=r.key, **info.fields(exc))
+            self._failed(info.type)
+            return 0
+        log.info("provisioning_request_deleted", request=r.key,
+                 reason="Provisioned or Failed for more than 7 days")
+        return 1
 
     def _failed(self, error_type: ErrorType) -> None:
         self.failures += 1

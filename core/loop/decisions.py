@@ -352,6 +352,10 @@ class ProvisioningRequestResult:
     conditions: tuple[Condition, ...]
     changed: tuple[str, ...] = ()
     api_version: str = ""
+    # Deleted, as CA deletes a request whose Provisioned or Failed condition is older than
+    # a week (`uid`: the object meant, a precondition of the deletion).
+    delete: bool = False
+    uid: str = ""
 
     @property
     def key(self) -> str:

@@ -64,6 +64,7 @@ __all__ = [
     "EXPIRATION_TIME",
     "MAX_UPDATED",
     "RESERVATION_TIME",
+    "TERMINAL_TTL",
     "ProvisioningRequestProcessor",
     "ProvisioningRequestResult",
     "consumed_request",
@@ -76,6 +77,8 @@ log = structlog.get_logger()
 RESERVATION_TIME = timedelta(minutes=10)
 EXPIRATION_TIME = timedelta(days=7)
 MAX_UPDATED = 20
+# How long a request stays once Provisioned or Failed; then CA deletes it.
+TERMINAL_TTL = timedelta(days=7)
 
 NO_RETRY_PARAMETER = "noRetry"
 PROCESSOR_INSTANCE_PARAMETER = "processorInstance"
@@ -91,6 +94,7 @@ CAPACITY_IS_FOUND_MSG = "Capacity is found in the cluster"
 CAPACITY_IS_PROVISIONED_REASON = "CapacityIsProvisioned"
 CAPACITY_IS_PROVISIONED_MSG = "Capacity is found in the cluster"
 FAILED_TO_CREATE_PODS_REASON = "FailedToCreatePods"
+FAILED_TO_BOOK_CAPACITY_REASON = "FailedToBookCapacity"
 RESERVATION_EXPIRED_REASON = "CapacityReservationTimeExpired"
 RESERVATION_EXPIRED_MSG = "Capacity reservation time is expired"
 EXPIRED_REASON = "Expired"
@@ -130,24 +134,30 @@ class ProvisioningRequestProcessor:
         # computed from: until the cache shows a newer version, they are what it holds.
         self._written: dict[str, tuple[str, tuple[Condition, ...]]] = {}
         self._requests: dict[str, ProvisioningRequest] = {}
-        self._all_names: set[str] = set()
         self._templates: dict[str, PodTemplate] = {}
         # Pods bound to a node that consume a request, by request key.
         self._consumed: dict[str, int] = {}
         self._changed: dict[str, list[str]] = {}
         self._atomic: ProvisioningRequest | None = None
         self._atomic_pods: list[Pod] = []
+        self._ignored: list[tuple[str, str]] = []
+        self._delete: list[ProvisioningRequest] = []
         self._now = datetime.min
 
     # ------------------------------------------------------------------ state
 
     def _serves(self, pr: ProvisioningRequest) -> bool:
-        if pr.class_name not in SUPPORTED_CLASSES:
-            return False
-        if pr.class_name == CHECK_CAPACITY:
-            instance = pr.parameters.get(PROCESSOR_INSTANCE_PARAMETER, "")
-            return instance == self.options.check_capacity_processor_instance
-        return True
+        """CA's SupportedProvisioningClass: with --check-capacity-processor-instance, only
+        the check-capacity requests naming that instance (in their `processorInstance`
+        parameter, or in the deprecated form of a class name prefixed with it); without it,
+        best-effort-atomic requests and the check-capacity ones naming no instance."""
+        instance = self.options.check_capacity_processor_instance
+        if pr.class_name == BEST_EFFORT_ATOMIC:
+            return not instance
+        named = pr.parameters.get(PROCESSOR_INSTANCE_PARAMETER, "")
+        if not instance or named:
+            return named == instance and pr.class_name == CHECK_CAPACITY
+        return pr.class_name == instance + CHECK_CAPACITY
 
     def _set(self, pr: ProvisioningRequest, type_: str, status: str, reason: str,
              message: str) -> ProvisioningRequest:
@@ -180,12 +190,22 @@ class ProvisioningRequestProcessor:
         self._changed = {}
         self._atomic = None
         self._atomic_pods = []
+        self._ignored = []
+        self._delete = []
         self._now = now
         if not self.enabled:
-            self._all_names = set()
             return
         requests = list(requests)
-        self._all_names = {r.key for r in requests}
+        # CA's DeleteOldProvReqs, of every class: a week after Provisioned or Failed.
+        for pr in requests:
+            ended = [pr.condition(PROVISIONED), pr.condition(FAILED)]
+            if any(
+                c is not None
+                and c.last_transition_time is not None
+                and c.last_transition_time + TERMINAL_TTL < now
+                for c in ended
+            ):
+                self._delete.append(pr)
         self._templates = {t.key: t for t in templates}
         self._consumed = {}
         if requests:
@@ -194,8 +214,9 @@ class ProvisioningRequestProcessor:
                     key = f"{p.namespace}/{name}"
                     self._consumed[key] = self._consumed.get(key, 0) + 1
         written: dict[str, tuple[str, tuple[Condition, ...]]] = {}
+        deleting = {pr.key for pr in self._delete}
         for pr in sorted(requests, key=lambda r: (r.creation_time or now, r.key)):
-            if not self._serves(pr):
+            if not self._serves(pr) or pr.key in deleting:
                 continue
             seen = self._written.get(pr.key)
             if seen is not None and seen[0] == pr.resource_version:
@@ -216,11 +237,7 @@ class ProvisioningRequestProcessor:
                     self._set(pr, BOOKING_EXPIRED, "True", RESERVATION_EXPIRED_REASON,
                               RESERVATION_EXPIRED_MSG)
                     updated += 1
-            elif (
-                not pr.conditions
-                and pr.creation_time is not None
-                and pr.creation_time + EXPIRATION_TIME < now
-            ):
+            elif pr.creation_time is not None and pr.creation_time + EXPIRATION_TIME < now:
                 self._set(pr, FAILED, "True", EXPIRED_REASON, EXPIRED_MSG)
                 updated += 1
 
@@ -237,18 +254,33 @@ class ProvisioningRequestProcessor:
                     pr.api_version,
                 )
             )
+        out.extend(
+            ProvisioningRequestResult(
+                pr.namespace, pr.name, pr.class_name, pr.conditions, (), pr.api_version,
+                delete=True, uid=pr.uid,
+            )
+            for pr in self._delete
+        )
         return tuple(out)
 
     # ------------------------------------------------------------------ pods
 
     def _pods_of(self, pr: ProvisioningRequest) -> list[Pod] | str:
-        """The pods of a request, from its PodTemplates; or why they cannot be made."""
+        """The pods of a request, from its PodTemplates; or why they cannot be made (CA's
+        words)."""
         owner = OwnerRef("ProvisioningRequest", pr.name, pr.uid, True, pr.api_version)
+        missing = [
+            s.template for s in pr.pod_sets
+            if f"{pr.namespace}/{s.template}" not in self._templates
+        ]
+        if missing:
+            return (
+                f"missing pod templates, {len(pr.pod_sets)} pod templates were referenced, "
+                f"{len(missing)} templates were missing: {','.join(missing)}"
+            )
         out: list[Pod] = []
         for i, pod_set in enumerate(pr.pod_sets):
-            template = self._templates.get(f"{pr.namespace}/{pod_set.template}")
-            if template is None:
-                return f"PodTemplate {pr.namespace}/{pod_set.template} not found"
+            template = self._templates[f"{pr.namespace}/{pod_set.template}"]
             base = template.pod
             annotations = {
                 **base.annotations,
@@ -259,7 +291,7 @@ class ProvisioningRequestProcessor:
                 out.append(
                     base.with_(
                         name=f"{pr.name}-{i}-{n}",
-                        uid=f"{pr.uid or pr.key}-{i}-{n}",
+                        uid=f"{pr.namespace}/{pr.name}-{i}-{n}",
                         annotations=annotations,
                         owner=owner,
                         owners=(owner,),
@@ -290,7 +322,8 @@ class ProvisioningRequestProcessor:
                 continue
             pods = self._pods_of(pr)
             if isinstance(pods, str):
-                log.warning("provisioning_request_not_booked", request=pr.key, reason=pods)
+                self._set(pr, FAILED, "True", FAILED_TO_BOOK_CAPACITY_REASON,
+                          f"Couldn't create pods, err: {pods}")
                 continue
             left = pods[: max(0, len(pods) - self._consumers(pr))]
             if left and (missed := self._place(left, snapshot, unusable)):
@@ -302,18 +335,28 @@ class ProvisioningRequestProcessor:
                 )
 
     def without_consumers(self, pods: Iterable[Pod]) -> list[Pod] | Iterable[Pod]:
-        """`pods` less the pending ones consuming an existing request: they run on its
-        room and trigger no scale-up (CA's ProvisioningRequestPodsFilter)."""
-        names = self._all_names
-        if not names:
+        """`pods` less the pending ones that consume a request: they run on its room and
+        trigger no scale-up (CA's ProvisioningRequestPodsFilter, which asks no more than
+        the annotation)."""
+        if not self.enabled:
             return pods
-        return [
-            p
-            for p in pods
-            if p.node_name
-            or not (name := consumed_request(p))
-            or f"{p.namespace}/{name}" not in names
-        ]
+        kept: list[Pod] = []
+        ignored = self._ignored = []
+        for p in pods:
+            if p.node_name or p.is_terminal or not (name := consumed_request(p)):
+                kept.append(p)
+            else:
+                ignored.append((p.key, f"{p.namespace}/{name}"))
+        if ignored:
+            log.info("pods_consuming_provisioning_requests_ignored", pods=len(ignored),
+                     sample=[f"{k} ({r})" for k, r in ignored[:5]])
+        return kept
+
+    @property
+    def ignored_pods(self) -> list[tuple[str, str]]:
+        """The pending pods left out of this loop's scale-up, with the request each
+        consumes (`namespace/name`)."""
+        return self._ignored
 
     # ------------------------------------------------------------------ provisioning
 
@@ -367,7 +410,7 @@ class ProvisioningRequestProcessor:
         pods = self._pods_of(pr)
         if isinstance(pods, str):
             self._set(pr, FAILED, "True", FAILED_TO_CREATE_PODS_REASON,
-                      f"Failed to create pods, err: {pods}")
+                      pods)
             return pr, None
         return pr, pods
 
@@ -383,13 +426,13 @@ class ProvisioningRequestProcessor:
         o = self.options
         batch = o.check_capacity_batch_processing and o.check_capacity_provisioning_request_max_batch_size > 1
         if batch:
-            checks = [pr for pr in due if pr.class_name == CHECK_CAPACITY]
+            checks = [pr for pr in due if pr.class_name != BEST_EFFORT_ATOMIC]
             checks = checks[: o.check_capacity_provisioning_request_max_batch_size]
             atomic = next((pr for pr in due if pr.class_name == BEST_EFFORT_ATOMIC), None)
         else:
             # One request per loop, the oldest first.
             first = due[0]
-            checks = [first] if first.class_name == CHECK_CAPACITY else []
+            checks = [first] if first.class_name != BEST_EFFORT_ATOMIC else []
             atomic = first if first.class_name == BEST_EFFORT_ATOMIC else None
         started = self.monotonic()
         timebox = o.check_capacity_provisioning_request_batch_timebox.total_seconds()

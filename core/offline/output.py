@@ -118,6 +118,7 @@ def decision_json(result: LoopResult, *, include_waiting: bool = False) -> dict[
                 "conditions": r.statuses(),
             }
             for r in result.provisioning_requests
+            if not r.delete
         ]
     if result.unreadable:
         # Objects the loop could not read and left out; the nodes of such pods are kept.

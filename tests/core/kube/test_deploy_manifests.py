@@ -363,6 +363,9 @@ def test_provisioning_request_rbac_is_granted_with_the_flag_and_exactly_used(tmp
                 ("Provisioned",),
             )
             assert runtime.provreq_writer.write([changed]) == 1
+            # A week after: deleted, as CA deletes it.
+            old = dataclasses.replace(changed, changed=(), delete=True)
+            assert runtime.provreq_writer.write([old]) == 1
         finally:
             runtime.stop()
             api.close()
@@ -371,6 +374,7 @@ def test_provisioning_request_rbac_is_granted_with_the_flag_and_exactly_used(tmp
     assert {(r.verb, r.resource, r.subresource) for r in calls} >= {
         ("list", "provisioningrequests", ""), ("watch", "provisioningrequests", ""),
         ("get", "provisioningrequests", ""), ("update", "provisioningrequests", "status"),
+        ("delete", "provisioningrequests", ""),
         ("list", "podtemplates", ""), ("watch", "podtemplates", ""),
     }
     assert with_flag.denied(calls) == []

@@ -191,3 +191,16 @@ def test_deleted_requests_dry_run_and_failures_never_raise(crd_kube: FakeKubeSer
     crd_kube.add_fault(method="PUT", status=500)
     assert writer.write([result("Provisioned")]) == 0
     assert writer.failures == 1 and len(errors) == 1
+
+
+def test_requests_whose_time_is_over_are_deleted(crd_kube: FakeKubeServer) -> None:
+    created = crd_kube.create(request())
+    old = ProvisioningRequestResult("batch", "train", CHECK_CAPACITY, (), (), delete=True,
+                                    uid=created["metadata"]["uid"])
+    assert ProvisioningRequestStatusWriter(crd_kube.api_client(), dry_run=True).write([old]) == 0
+    assert crd_kube.get("provisioningrequests", "train", "batch") is not None
+    writer = ProvisioningRequestStatusWriter(crd_kube.api_client())
+    assert writer.write([old]) == 1
+    assert crd_kube.get("provisioningrequests", "train", "batch") is None
+    # Gone already: nothing to do, no failure.
+    assert writer.write([old]) == 0 and writer.failures == 0

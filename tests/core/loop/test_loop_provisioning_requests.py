@@ -173,7 +173,9 @@ def test_a_missing_pod_template_fails_the_request_and_others_go_on() -> None:
     run(h, cluster)
     failed = cond(cluster, "broken", "Failed")
     assert failed is not None and failed.reason == "FailedToCreatePods"
-    assert "PodTemplate default/nope not found" in failed.message
+    assert failed.message == (
+        "missing pod templates, 1 pod templates were referenced, 1 templates were missing: nope"
+    )
     assert statuses(cluster, "fine")["Provisioned"] == "True"
 
 
@@ -203,10 +205,21 @@ def test_processor_instance_selects_the_requests_served() -> None:
         "other", count=1, parameters={"processorInstance": "team-b"},
         created=T0 - timedelta(hours=1),
     )
+    # With an instance, best-effort-atomic requests are another autoscaler's (as CA).
+    cluster.requests["default/atomic"] = provreq(
+        "atomic", class_name=BEST_EFFORT_ATOMIC, count=1, created=T0 - timedelta(hours=2)
+    )
+    # The deprecated form: the class name prefixed with the instance.
+    cluster.requests["default/prefixed"] = provreq(
+        "prefixed", class_name="team-a" + CHECK_CAPACITY, count=1,
+        created=T0 - timedelta(minutes=30),
+    )
     result = run(h, cluster)
+    assert statuses(cluster, "other") == {} and statuses(cluster, "atomic") == {}
+    assert [r.key for r in result.provisioning_requests] == ["default/prefixed", "default/mine"]
+    run(h, cluster, timedelta(seconds=10))
+    assert statuses(cluster, "prefixed")["Provisioned"] == "True"
     assert statuses(cluster, "mine")["Provisioned"] == "True"
-    assert statuses(cluster, "other") == {}
-    assert [r.key for r in result.provisioning_requests] == ["default/mine"]
 
 
 def test_a_booking_expires_after_ten_minutes_and_frees_the_room() -> None:
@@ -232,11 +245,17 @@ def test_an_unanswered_request_fails_after_seven_days() -> None:
     cluster.requests["default/old"] = provreq(
         "old", class_name=BEST_EFFORT_ATOMIC, created=T0 - timedelta(days=8)
     )
-    run(h, cluster)
-    failed = cond(cluster, "old", "Failed")
-    assert failed is not None and (failed.reason, failed.message) == (
-        "Expired", "ProvisioningRequest is expired",
+    # Answered, but never provisioned: it expires too.
+    cluster.requests["default/tried"] = provreq(
+        "tried", created=T0 - timedelta(days=8), conditions=(
+            Condition("Provisioned", "False", "CapacityIsNotFound", "m", T0, 0),),
     )
+    run(h, cluster)
+    for name in ("old", "tried"):
+        failed = cond(cluster, name, "Failed")
+        assert failed is not None and (failed.reason, failed.message) == (
+            "Expired", "ProvisioningRequest is expired",
+        )
 
 
 def test_consuming_pods_take_the_booked_room_without_a_scale_up() -> None:
@@ -250,6 +269,8 @@ def test_consuming_pods_take_the_booked_room_without_a_scale_up() -> None:
     result = run(h, cluster, timedelta(seconds=10))
     assert result.scale_up.decisions == () and group.calls == []
     assert "default/job-0" not in result.pending_pods
+    assert h.autoscaler.provisioning_requests.ignored_pods == [("default/job-0",
+                                                                "default/train")]
     # Bound, it is counted once: one pod stays booked (2 of 4 CPUs used), so a pending pod
     # of 1.5 CPUs fits; counted twice, 3 CPUs would be taken and it would not.
     cluster.pods.pop(consumer.key)
@@ -361,3 +382,24 @@ def test_best_effort_atomic_scales_up_for_the_pods_the_cluster_cannot_hold() -> 
     result = run(h, cluster)
     assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("g", 2)]
     assert statuses(cluster, "all")["Provisioned"] == "True"
+
+
+def test_requests_provisioned_or_failed_a_week_ago_are_deleted() -> None:
+    h, cluster = harness()
+    h.provider.add_group("g", 0, 10, nodes=1, cpu="4", memory="8Gi")
+    week = T0 - timedelta(days=7, minutes=1)
+    cluster.requests["default/done"] = provreq("done", conditions=(
+        Condition("Provisioned", "True", "CapacityIsFound", "m", week, 0),
+        Condition("BookingExpired", "True", "CapacityReservationTimeExpired", "m", week, 0),
+    ))
+    # Of any class, as CA.
+    cluster.requests["default/other"] = provreq("other", class_name="queued.example.com",
+                                                conditions=(
+        Condition("Failed", "True", "R", "m", week, 0),))
+    cluster.requests["default/recent"] = provreq("recent", conditions=(
+        Condition("Failed", "True", "R", "m", T0 - timedelta(days=6), 0),))
+    result = h.run()
+    deleted = [(r.key, r.uid) for r in result.provisioning_requests if r.delete]
+    assert deleted == [("default/done", "uid-done"), ("default/other", "uid-other")]
+    # Not answered as well.
+    assert all(not r.changed for r in result.provisioning_requests)
