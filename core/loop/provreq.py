@@ -2,16 +2,17 @@
 `processors/provreq` and `provisioningrequest/` packages handle them.
 
 Each loop:
-1. `start_loop`: the requests of a supported class this autoscaler serves (a check-capacity
-   request's `processorInstance` parameter must equal --check-capacity-processor-instance)
-   are read with the conditions this process wrote and the cache has not shown yet; a
-   booking older than `RESERVATION_TIME` gets BookingExpired, a request left without any
-   condition for `EXPIRATION_TIME` gets Failed (at most `MAX_UPDATED` such per loop).
+1. `start_loop`: the requests of a supported class this autoscaler serves (`_serves`:
+   --check-capacity-processor-instance) are read with the conditions this process wrote and
+   the cache has not shown yet; a booking older than `RESERVATION_TIME` gets
+   BookingExpired, a request not provisioned `EXPIRATION_TIME` after its creation gets
+   Failed (at most `MAX_UPDATED` such per loop); a request Provisioned or Failed longer than
+   `TERMINAL_TTL` ago, of any class, is to be deleted.
 2. `book`: the pods of every request with Provisioned=True (and not Failed or
    BookingExpired) are placed on the snapshot, minus the pods already running for it (the
    consume annotation), so that neither other pending pods nor scale-down take that room.
-3. `without_consumers`: pending pods that consume an existing request trigger no scale-up
-   of their own; the room booked for them is theirs.
+3. `without_consumers`: pending pods that consume a request (its annotation) trigger no
+   scale-up of their own; the room booked for them is theirs.
 4. `provision`: the requests due (never tried, or Provisioned=False and their backoff
    between --provisioning-request-initial-backoff-time and
    --provisioning-request-max-backoff-time over) get Accepted; their pods are made from
