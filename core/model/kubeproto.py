@@ -286,6 +286,13 @@ _CORE_SCHEMA: Schema = {
 }
 
 
+# Structs that Kubernetes' JSON inlines into their parent (`json:",inline"`) and protobuf
+# nests as a field: the parent message -> that field.
+_INLINE = {
+    f"{_CORE}.Volume": "volumeSource",
+    f"{_CORE}.ConfigMapVolumeSource": "localObjectReference",
+}
+
 _RESOURCE_FILE = "k8s.io/apimachinery/pkg/api/resource/generated.proto"
 _META_FILE = "k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto"
 KUBE_CORE_FILE = "k8s.io/api/core/v1/generated.proto"
@@ -383,12 +390,13 @@ def fill(message: Any, data: Mapping[str, Any]) -> Any:
     out. Quantities (JSON strings) become `Quantity` messages and RFC 3339 times `Time`
     messages, as in Kubernetes' protobuf encoding. Returns `message`."""
     fields = message.DESCRIPTOR.fields_by_name
+    inline = _INLINE.get(message.DESCRIPTOR.full_name)
     for key, value in data.items():
         field = fields.get(key)
         if field is None:
-            # JSON inlines LocalObjectReference's `name`; protobuf nests it.
-            if key == "name" and "localObjectReference" in fields:
-                message.localObjectReference.name = value
+            # A field of a struct that JSON inlines and protobuf nests.
+            if inline is not None and key in fields[inline].message_type.fields_by_name:
+                fill(getattr(message, inline), {key: value})
             continue
         if value is None:
             continue
@@ -449,7 +457,7 @@ def to_k8s(message: Any) -> dict[str, Any]:
         elif _is_repeated(field):
             out[field.name] = [v if field.message_type is None else _k8s_value(v) for v in value]
         elif field.message_type is not None:
-            if field.name == "localObjectReference":
+            if field.name == _INLINE.get(message.DESCRIPTOR.full_name):
                 out.update(to_k8s(value))
             else:
                 out[field.name] = _k8s_value(value)
