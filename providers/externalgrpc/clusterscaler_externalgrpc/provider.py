@@ -275,26 +275,7 @@ class ExternalGrpcNodeGroup:
             "NodeGroupTemplateNodeInfo",
             protocol.message("NodeGroupTemplateNodeInfoRequest", id=self._id),
         )
-        where = f"externalgrpc provider: node group {self._id}: NodeGroupTemplateNodeInfo"
-        if not response.nodeBytes:
-            return CloudProviderError(f"{where}: the service returned no template node (nodeBytes)")
-        try:
-            pb = protocol.message_type("Node").FromString(response.nodeBytes)
-        except Exception as exc:  # protobuf's DecodeError, or a wrong wire type
-            return CloudProviderError(
-                f"{where}: nodeBytes: expected a protobuf-encoded v1.Node, got {len(response.nodeBytes)} "
-                f"bytes that do not decode ({exc})"
-            )
-        raw = kube_proto.to_k8s(pb)
-        meta = raw.setdefault("metadata", {})
-        if not meta.get("name"):
-            # Upstream's NodeInfo does not need a name; our model does.
-            meta["name"] = f"template-node-for-{self._id}"
-        try:
-            node = parse_node(raw)
-        except (ModelError, ValueError) as exc:
-            return CloudProviderError(f"{where}: nodeBytes: {exc}")
-        return NodeInfo(node, ())
+        return decode_template(self._id, response.nodeBytes)
 
     def exist(self) -> bool:
         return True
@@ -312,6 +293,30 @@ class ExternalGrpcNodeGroup:
 
     def debug(self) -> str:
         return self._debug or f"{self._id} (min {self._min}, max {self._max})"
+
+
+def decode_template(group: str, node_bytes: bytes) -> NodeInfo | CloudProviderError:
+    """The template node of `group` from `nodeBytes` (a protobuf-encoded v1.Node), or the
+    error naming the group and the field when the bytes are not one."""
+    where = f"externalgrpc provider: node group {group}: NodeGroupTemplateNodeInfo"
+    if not node_bytes:
+        return CloudProviderError(f"{where}: the service returned no template node (nodeBytes)")
+    try:
+        raw = kube_proto.to_k8s(protocol.message_type("Node").FromString(node_bytes))
+    except Exception as exc:  # protobuf's DecodeError, a wrong wire type, bad UTF-8
+        return CloudProviderError(
+            f"{where}: nodeBytes: expected a protobuf-encoded v1.Node, got {len(node_bytes)} "
+            f"bytes that do not decode ({exc})"
+        )
+    meta = raw.setdefault("metadata", {})
+    if not meta.get("name"):
+        # Upstream's NodeInfo does not need a name; our model does.
+        meta["name"] = f"template-node-for-{group}"
+    try:
+        node = parse_node(raw)
+    except (ModelError, ValueError) as exc:
+        return CloudProviderError(f"{where}: nodeBytes: {exc}")
+    return NodeInfo(node, ())
 
 
 def _write_options(pb: Any, options: NodeGroupOptions) -> None:
