@@ -544,6 +544,7 @@ class Autoscaler:
                 stale_caches=stale,
                 dra_template_mismatch=dra_mismatch,
                 provisioning_requests=provreqs.results(),
+                provisioning_request_consumers=tuple(provreqs.ignored_pods),
             )
 
         if stale:
@@ -575,6 +576,7 @@ class Autoscaler:
             unreadable=tuple(objects.unreadable),
             dra_template_mismatch=dra_mismatch,
             provisioning_requests=provreqs.results(),
+            provisioning_request_consumers=tuple(provreqs.ignored_pods),
         )
 
     def _last_template(self, group_id: str) -> NodeInfo | None:

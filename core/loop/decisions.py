@@ -417,6 +417,9 @@ class LoopResult:
     # The ProvisioningRequests served (--enable-provisioning-requests), with the
     # conditions this loop left them with; those it changed are written to their status.
     provisioning_requests: tuple[ProvisioningRequestResult, ...] = ()
+    # Unschedulable pods left out of scale-up as they consume a ProvisioningRequest, with
+    # the request (`namespace/name`), for CA's event on each.
+    provisioning_request_consumers: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enums by value, times in ISO 8601)."""

@@ -346,7 +346,7 @@ class ProvisioningRequestProcessor:
         for p in pods:
             if p.node_name or p.is_terminal or not (name := consumed_request(p)):
                 kept.append(p)
-            else:
+            elif p.unschedulable:
                 ignored.append((p.key, f"{p.namespace}/{name}"))
         if ignored:
             log.info("pods_consuming_provisioning_requests_ignored", pods=len(ignored),

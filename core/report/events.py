@@ -79,6 +79,8 @@ SCALE_DOWN = "ScaleDown"
 SCALE_DOWN_FAILED = "ScaleDownFailed"
 TRIGGERED_SCALE_UP = "TriggeredScaleUp"
 NOT_TRIGGER_SCALE_UP = "NotTriggerScaleUp"
+# At most this many events a loop on pods that consume a ProvisioningRequest (CA's).
+MAX_PROVREQ_EVENTS = 50
 FAILED_TO_SCALE_UP_GROUP = "FailedToScaleUpGroup"
 SCALE_UP_FAILED = "ScaleUpFailed"
 SCALE_UP_TIMED_OUT = "ScaleUpTimedOut"
@@ -394,6 +396,17 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
         out.append(
             Event(
                 _pod_ref(pod), NORMAL, NOT_TRIGGER_SCALE_UP, messages.not_trigger_scale_up(reasons)
+            )
+        )
+    # As CA's ProvisioningRequestPodsFilter: on at most 50 pods a loop, and with no reason.
+    for pod, request in result.provisioning_request_consumers[:MAX_PROVREQ_EVENTS]:
+        out.append(
+            Event(
+                _pod_ref(pod),
+                NORMAL,
+                "",
+                "Unschedulable pod didn't trigger scale-up, because it's consuming "
+                f"ProvisioningRequest {request}",
             )
         )
     unneeded = {u.node: u for u in result.scale_down.unneeded}

@@ -269,8 +269,17 @@ def test_consuming_pods_take_the_booked_room_without_a_scale_up() -> None:
     result = run(h, cluster, timedelta(seconds=10))
     assert result.scale_up.decisions == () and group.calls == []
     assert "default/job-0" not in result.pending_pods
-    assert h.autoscaler.provisioning_requests.ignored_pods == [("default/job-0",
-                                                                "default/train")]
+    assert result.provisioning_request_consumers == (("default/job-0", "default/train"),)
+    # CA's event on the pod, with no reason.
+    from clusterscaler.report.events import ObjectRef, events_for_result
+
+    [event] = [e for e in events_for_result(result, ObjectRef.config_map("kube-system", "s"))
+               if e.involved.name == "job-0"]
+    assert (event.type, event.reason, event.message) == (
+        "Normal", "",
+        "Unschedulable pod didn't trigger scale-up, because it's consuming "
+        "ProvisioningRequest default/train",
+    )
     # Bound, it is counted once: one pod stays booked (2 of 4 CPUs used), so a pending pod
     # of 1.5 CPUs fits; counted twice, 3 CPUs would be taken and it would not.
     cluster.pods.pop(consumer.key)
