@@ -18,6 +18,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/wheels.sh DIR}
 PYTHON=${PYTHON:-python3}
+# setup.py records the commit in the wheel for `clusterscaler --version`; the copy below has
+# no .git to ask, so it is read here (deploy/Dockerfile passes it as a build argument).
+if [ -z "${CLUSTERSCALER_COMMIT:-}" ]; then
+  CLUSTERSCALER_COMMIT=$(git rev-parse HEAD 2>/dev/null || true)
+fi
+export CLUSTERSCALER_COMMIT
 case "$out" in /*) ;; *) out="$(pwd)/$out" ;; esac
 src=$(mktemp -d)
 trap 'rm -rf "$src"' EXIT

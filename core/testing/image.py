@@ -347,12 +347,23 @@ def context_digest(dockerfile: Path = DOCKERFILE, root: Path = REPO) -> str:
 
 @dataclass(frozen=True)
 class Built:
-    """The image in the engine's storage."""
+    """The image in the engine's storage, built from ``commit`` ("" when not in git)."""
 
     engine: Engine
     image: str
+    commit: str
     seconds: float
     reused: bool
+
+
+def head_commit(root: Path = REPO) -> str:
+    """The checkout's commit, passed to the build as deploy/Dockerfile's CLUSTERSCALER_COMMIT
+    (the context has no .git); "" outside git."""
+    git = shutil.which("git")
+    if git is None:
+        return ""
+    proc = _run([git, "-C", str(root), "rev-parse", "HEAD"], check=False, quiet=True)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
 def build(*, rebuild: bool = False) -> Built:
@@ -361,7 +372,8 @@ def build(*, rebuild: bool = False) -> Built:
     eng = engine()
     started = time.monotonic()
     bases = [stand_in(eng, name) for name in base_images()]
-    key = hashlib.sha256(context_digest().encode())
+    commit = head_commit()
+    key = hashlib.sha256(f"{context_digest()}\0{commit}".encode())
     for base in bases:
         key.update(_run(eng.buildah("inspect", "--type", "image", "--format", "{{.FromImageID}}",
                                     base), quiet=True).stdout.strip().encode())
@@ -369,7 +381,7 @@ def build(*, rebuild: bool = False) -> Built:
     labels = _image_labels(eng, IMAGE)
     if not rebuild and labels is not None and labels.get(CONTEXT_LABEL) == context:
         _say(f"{IMAGE} is up to date with the build context")
-        return Built(eng, IMAGE, time.monotonic() - started, reused=True)
+        return Built(eng, IMAGE, commit, time.monotonic() - started, reused=True)
     volumes: list[str] = []
     bundle = Path(os.environ.get("SSL_CERT_FILE") or CA_BUNDLE_IN_IMAGE)
     if bundle.is_file():
@@ -378,12 +390,13 @@ def build(*, rebuild: bool = False) -> Built:
     # chroot isolation runs the RUN steps without a runtime or cgroups (it builds wherever
     # buildah runs); the host network is the one pip reaches the package index through.
     _stream(eng.buildah("bud", "--pull=never", "--isolation", "chroot", "--network", "host",
-                        *volumes, "--label", f"{CONTEXT_LABEL}={context}",
+                        *volumes, "--build-arg", f"CLUSTERSCALER_COMMIT={commit}",
+                        "--label", f"{CONTEXT_LABEL}={context}",
                         "-f", str(DOCKERFILE), "-t", IMAGE, str(REPO)))
     # The image it replaced is left without a name: remove it so the storage stays small.
     _run(eng.buildah("rmi", "--prune"), check=False, quiet=True)
     _say(f"{IMAGE} built in {time.monotonic() - built_at:.0f}s")
-    return Built(eng, IMAGE, time.monotonic() - started, reused=False)
+    return Built(eng, IMAGE, commit, time.monotonic() - started, reused=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -507,13 +520,15 @@ def check_help(built: Built) -> str:
 
 
 def check_version(built: Built) -> str:
+    """The version first, the commit the image was built from, the upstream release."""
     out = _checked(built, "--version")
-    want = f"clusterscaler {_version()}"
-    first = out.splitlines()[0] if out else ""
-    if first.split() != want.split():
-        raise ImageError(f"clusterscaler --version in {built.image} printed {out!r}, want "
-                         f"{want!r} first")
-    return "--version: " + " | ".join(out.strip().splitlines())
+    lines = out.strip().splitlines()
+    want = [f"clusterscaler {_version()}", f"commit: {built.commit or 'unknown'}"]
+    if lines[:2] != want or not any(line.startswith("upstream: Cluster Autoscaler ")
+                                    for line in lines):
+        raise ImageError(f"clusterscaler --version in {built.image} printed {out!r}; want "
+                         f"{want} first, then the upstream Cluster Autoscaler release")
+    return "--version: " + " | ".join(lines)
 
 
 def check_plugins(built: Built) -> str:
