@@ -8,9 +8,10 @@ an unknown field: what a careless script, an old client or a buggy controller ca
 what a snapshot edited by hand can hold.
 
 Settings: the `fuzz` profile (tests/conftest.py) runs each target long, with random examples
-(`pytest -m fuzz --hypothesis-profile=fuzz`); the `properties` profile, as `.ci/run` loads
-it, runs 2,000 derandomized examples each; any other run gives each target a short
-derandomized pass of `QUICK_EXAMPLES`, so the normal suite stays fast and reproducible.
+(`pytest -m fuzz --hypothesis-profile=fuzz -o timeout=0`); the `properties` profile, when
+loaded, gives 2,000 derandomized examples each; any other run, the normal suite and CI's,
+gives each target a short derandomized pass of `QUICK_EXAMPLES` (20 for the loop), so it
+stays fast and reproducible.
 """
 
 from __future__ import annotations

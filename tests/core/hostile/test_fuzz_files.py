@@ -21,7 +21,7 @@ from fuzzkit import EXAMPLES, FUZZ, HOSTILE_VALUES, mutated
 from hypothesis import given
 from hypothesis import strategies as st
 
-pytestmark = [pytest.mark.fuzz, pytest.mark.properties]
+pytestmark = pytest.mark.fuzz
 
 def _small_snapshot() -> dict[str, Any]:
     """Two objects of each kind of a real snapshot (a small file, quick to parse as YAML)."""

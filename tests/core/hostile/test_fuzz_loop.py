@@ -43,7 +43,7 @@ from fuzzkit import QUICK_FUZZ, mutated, seeds_by_kind
 from hypothesis import given
 from hypothesis import strategies as st
 
-pytestmark = [pytest.mark.fuzz, pytest.mark.properties]
+pytestmark = pytest.mark.fuzz
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 SEEDS = seeds_by_kind(("Pod", "Node", "PodDisruptionBudget"))

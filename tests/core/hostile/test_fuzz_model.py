@@ -22,7 +22,7 @@ from fuzzkit import FUZZ, mutated, readable_name, seeds_by_kind
 from hypothesis import given
 from hypothesis import strategies as st
 
-pytestmark = [pytest.mark.fuzz, pytest.mark.properties]
+pytestmark = pytest.mark.fuzz
 
 SEEDS = seeds_by_kind(SUPPORTED_KINDS)
 CONTROLLERS = ("ReplicaSet", "ReplicationController", "StatefulSet", "Job")
