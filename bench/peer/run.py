@@ -15,7 +15,8 @@ applied with one `kubectl apply`. From that moment the harness watches Nodes and
 - `nodes_added` (and `nodes_per_group`), `pods_pending`: after the last pod was bound
   and `settle_s` more seconds, or at the scenario's timeout;
 - `cpu_s`: the autoscaler process's CPU seconds (user + system, children included) from the
-  workload's creation to that end; `startup_cpu_s` before it;
+  workload's creation to that end (a steady scenario: over its `observe_s` window);
+  `startup_cpu_s` before it, up to its first loop;
 - `peak_rss_mib`: the process's peak resident set (`VmHWM`) over its whole life;
 - `loop_s`: its mean main-loop duration while the workload was handled, from /metrics.
 
@@ -430,7 +431,7 @@ def run_one(scenario: PeerScenario, autoscaler: str, run: int, workdir: Path, *,
 FIGURES = (
     ("decision latency", "decision_latency_s", "s"),
     ("end to end", "end_to_end_s", "s"),
-    ("CPU after the workload", "cpu_s", "s"),
+    ("CPU, measured span", "cpu_s", "s"),
     ("CPU at start-up", "startup_cpu_s", "s"),
     ("peak RSS", "peak_rss_mib", "MiB"),
     ("main loop (mean)", "loop_s", "s"),
