@@ -53,6 +53,10 @@ RUN_FLAGS = (
     "--max-node-provision-time=2m",
 )
 
+# Seconds without a new binding or node after which a batch whose claimed pods are not
+# all bound is over (the autoscaler makes no more nodes; kube-scheduler has bound what fits).
+QUIET = 25.0
+
 # Claims, as explain's answer for a pending pod reads.
 HELPS = "helps"
 NO_GROUP = "no-group"
@@ -346,8 +350,12 @@ def run_batch(
             state = (len(bound), len(nodes))
             if state != seen:
                 seen, last_change = state, time.monotonic()
-            if (expected_bound <= bound and all(_ready(n) for n in nodes)
-                    and time.monotonic() - last_change >= settle):
+            quiet = time.monotonic() - last_change
+            ready = all(_ready(n) for n in nodes)
+            if ready and quiet >= settle and expected_bound <= bound:
+                break
+            if ready and quiet >= QUIET:
+                # Nothing bound and no node made for a while: what is pending stays so.
                 break
             if run.process.poll() is not None:
                 raise AssertionError(f"clusterscaler exited {run.returncode}:\n{run.tail()}")
@@ -462,8 +470,8 @@ def check_placement(
     running: set[str],
 ) -> list[str]:
     """Replay kube-scheduler's bindings of the pending pods in the order of its `Scheduled`
-    events: each must pass our predicates on its node, with the nodes created by then and
-    the pods bound before it. A node created in the same second as a binding may or may not
+    events (a binding that fails is retried after the others): each must pass our
+    predicates on its node, with the nodes created by then and the pods placed before it. A node created in the same second as a binding may or may not
     have existed: a spread rejection is retried without such nodes."""
     bound_at: dict[str, float] = {}
     for event in events:
@@ -489,18 +497,33 @@ def check_placement(
         (parse_pod(by_key[k]), by_key[k]["spec"]["nodeName"]) for k in sorted(running)
         if k in by_key and by_key[k]["spec"].get("nodeName")
     ]
-    for k in order:
-        pod = parse_pod(by_key[k])
-        target = by_key[k]["spec"]["nodeName"]
-        at = bound_at.get(k, float("inf"))
-        reason = _fits(pod, target, placed_pods, parsed_nodes, lambda t, at=at: t <= int(at))
-        if reason is not None and "topology spread" in reason:
-            # Nodes created in the binding's own second are left out on this try.
-            retry = _fits(pod, target, placed_pods, parsed_nodes, lambda t, at=at: t < int(at))
-            reason = retry
-        if reason is not None:
-            errors.append(f"{k}: kube-scheduler bound it to {target}, our predicates say: {reason}")
-        placed_pods.append((pod, target))
+    # kube-scheduler binds asynchronously: a pod's binding (and its event) can finish after
+    # that of a pod it scheduled later with the first one assumed on its node. A binding
+    # that fails is tried again after the others; only one no order admits is reported.
+    remaining = list(order)
+    reasons: dict[str, str] = {}
+    progress = True
+    while remaining and progress:
+        progress = False
+        for k in remaining:
+            pod = parse_pod(by_key[k])
+            target = by_key[k]["spec"]["nodeName"]
+            at = bound_at.get(k, float("inf"))
+            reason = _fits(pod, target, placed_pods, parsed_nodes,
+                           lambda t, at=at: t <= int(at))
+            if reason is not None and "topology spread" in reason:
+                # Nodes created in the binding's own second are left out on this try.
+                reason = _fits(pod, target, placed_pods, parsed_nodes,
+                               lambda t, at=at: t < int(at))
+            if reason is None:
+                placed_pods.append((pod, target))
+                remaining.remove(k)
+                progress = True
+                break
+            reasons[k] = reason
+    for k in remaining:
+        errors.append(f"{k}: kube-scheduler bound it to {by_key[k]['spec']['nodeName']}, "
+                      f"our predicates say: {reasons[k]}")
     return errors
 
 

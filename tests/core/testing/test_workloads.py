@@ -78,3 +78,24 @@ def test_the_placement_check_accepts_a_valid_binding_and_names_an_invalid_one() 
     assert len(errors) == 1, errors
     assert errors[0].startswith("diff-w0/pod-1: kube-scheduler bound it to w0-n0, our predicates say:")
     assert "anti-affinity" in errors[0]
+
+
+def test_a_binding_that_completes_before_the_one_it_relied_on_is_accepted() -> None:
+    """kube-scheduler schedules pod-1 (app b), then pod-0 (affinity to app b) with pod-1
+    assumed on the node; pod-0's binding, and its event, can finish first."""
+    shape = Shape(cpu=4000, memory=8192, pods=110)
+    follower = PodSpec("pod-0", "a", 500, 256, affinity=(PodTerm("b", HOSTNAME_LABEL),))
+    leader = PodSpec("pod-1", "b", 500, 256)
+    workload = Workload((Group("g0", shape, 3),), (ExistingNode("n0", shape),),
+                        (follower, leader))
+    rendered = workload.objects("diff-w0", "w0")
+    node = rendered.nodes[0]
+    node["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    pods = [_bound(p, node["metadata"]["name"]) for p in rendered.pending]
+    events = [_scheduled("diff-w0", "pod-0", "2026-01-01T00:00:05.000001Z"),
+              _scheduled("diff-w0", "pod-1", "2026-01-01T00:00:05.000900Z")]
+    keys = {"diff-w0/pod-0", "diff-w0/pod-1"}
+    assert check_placement([node], pods, events, keys, set()) == []
+    # Alone, the follower has nothing to follow.
+    alone = check_placement([node], pods[:1], events[:1], {"diff-w0/pod-0"}, set())
+    assert len(alone) == 1 and "pod affinity" in alone[0], alone
