@@ -136,5 +136,5 @@ def test_cli_scales_machines_of_a_separate_management_cluster_from_their_templat
             run.wait_for("the scale-up from zero", lambda: management_replicas() == 1, 15)
         output = run.output()
         assert run.returncode == 0, output[-3000:]
-        assert "management_cluster=True" in output, output[-3000:]
+        assert "management_cluster=true" in output, output[-3000:]
         assert not [r for r in workload.requests if "x-k8s.io" in r.path]
