@@ -68,6 +68,9 @@ OVERTAKEN = "helps-overtaken"
 # A pod no group helped in the claim's loop, that a later loop scaled up for (its
 # TriggeredScaleUp event) once the nodes planned for the other pods were upcoming.
 HELPED_LATER = "no-group-helped-later"
+# A pod no group helped in the claim's loop, that kube-scheduler bound to a node made for
+# other pods (binding first what the plan put beside it).
+BESIDE_OTHERS = "no-group-bound-beside-others"
 
 
 @dataclass
@@ -447,12 +450,15 @@ def compare(
                 "" if ok else "kube-scheduler found no existing node for it"))
         elif claim == NO_GROUP:
             ok = node is None
-            if node and groups.get(node) and key in (triggered or set()):
+            if node and groups.get(node):
                 # One loop's claim: each group's option plans every pending pod on that
-                # group's template, so a pod kept off by another pod planned beside it is
-                # helped by a later loop, once that pod's node is upcoming elsewhere (the
-                # placement check below still replays the binding).
-                outcome.pods.append(PodOutcome(key, HELPED_LATER, (), node, True, why))
+                # group's template, so a pod kept off by another pod planned beside it may
+                # be helped by a later loop once that pod's node is upcoming elsewhere
+                # (TriggeredScaleUp), or bound by kube-scheduler, in its own order, to a
+                # node made for the others. Either way the binding must pass the replay
+                # below, which compares the predicates.
+                kind = HELPED_LATER if key in (triggered or set()) else BESIDE_OTHERS
+                outcome.pods.append(PodOutcome(key, kind, (), node, True, why))
                 continue
             outcome.pods.append(PodOutcome(
                 key, claim, (), node, ok, "" if ok else f"explain: {why}"))
