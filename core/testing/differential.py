@@ -10,8 +10,11 @@ one real control plane, each in its own namespace with its own kwok node groups,
    provider's node groups): the groups a new node of which helps it, or none;
 3. runs `clusterscaler --cloud-provider=kwok` (as deploy/kwok's ServiceAccount), which
    creates the nodes as it decides them, while kube-scheduler binds;
-4. compares, per pod: a pod some group helps is bound within `bind_timeout`; a pod no group
-   helps is still pending once the others are bound; a pod our simulation fits on an
+4. compares, per pod: a pod some group helps is bound within `bind_timeout` (or fits none of
+   its workload's nodes by our predicates either, once kube-scheduler has bound the others:
+   `OVERTAKEN`); a pod no group helps is still pending once the others are bound, or was
+   bound to a node made for other pods (`HELPED_LATER`, `BESIDE_OTHERS`: one loop's plan
+   kept it off, and the replay checks the binding); a pod our simulation fits on an
    existing node is bound there. And per node: replaying kube-scheduler's bindings in the
    order it made them (its `Scheduled` events), each pod passes our predicates on its node,
    with the nodes that existed then and the pods bound before it.
