@@ -27,7 +27,9 @@ ALLOWED: dict[str, set[str]] = {
     "offline": {"framework", "model", "simulator", "loop", "report"},
     "proportional": {"framework", "model", "report", "kube"},
     "api": {"framework", "model", "simulator", "loop", "kube"},
-    "testing": {"framework", "model", "simulator", "loop", "report", "kube", "offline", "api"},
+    # The test kit drives the commands as a user does (the differential run calls `explain`).
+    "testing": {"framework", "model", "simulator", "loop", "report", "kube", "offline", "api",
+                "commands"},
     "commands": {
         "framework", "model", "simulator", "loop", "report", "kube", "offline",
         "proportional", "api", "buildinfo",
