@@ -139,7 +139,14 @@ def parse_storage_class(raw: Mapping[str, Any]) -> StorageClass:
         ):
             e = _dict(e, obj, f"allowedTopologies[{i}].matchLabelExpressions[{j}]")
             reqs.append(
-                NodeSelectorRequirement(e.get("key") or "", "In", tuple(e.get("values") or ()))
+                NodeSelectorRequirement(
+                    e.get("key") or "",
+                    "In",
+                    tuple(_str_list(
+                        e.get("values"), obj,
+                        f"allowedTopologies[{i}].matchLabelExpressions[{j}].values",
+                    )),
+                )
             )
         topologies.append(NodeSelectorTerm(tuple(reqs)))
     return StorageClass(

@@ -71,6 +71,9 @@ def test_the_installed_chart_scales_up_as_its_service_account(
         "kwok": {"templates": [template_node("charted", cpu="4", max_count=5)]},
         "extraArgs": {flag[2:].split("=")[0]: flag.split("=", 1)[1] for flag in FAST_FLAGS},
     }
+    # The chart writes the kwok provider's ConfigMaps; earlier tests may have left their own.
+    cluster.kubectl("delete", "configmap", "-n", NAMESPACE, "--ignore-not-found",
+                    "kwok-provider-config", "kwok-provider-templates")
     helm.install(values, cluster.kubeconfig, release="cluster-autoscaler", namespace=NAMESPACE)
     release.append("cluster-autoscaler")
     name = "cluster-autoscaler-kwok-cluster-autoscaler"
