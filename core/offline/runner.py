@@ -131,22 +131,21 @@ class _Accounting:
 
 
 def _sizes(cluster: SimulatedCluster, accounting: _Accounting) -> dict[str, int]:
-    sizes: Counter[str] = Counter({g.id: 0 for g in accounting.provider.node_groups()})
-    for node in cluster.nodes.values():
-        if node.ready:
-            sizes[accounting.group_of(node)] += 1
-    return dict(sizes)
+    return _node_counts(cluster, accounting)[0]
 
 
-def _upcoming(cluster: SimulatedCluster, accounting: _Accounting) -> dict[str, int]:
-    """Nodes requested and not ready yet, per group: instances starting, nodes not ready."""
+def _node_counts(
+    cluster: SimulatedCluster, accounting: _Accounting
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Per group, in one pass over the nodes: the ready nodes, and the nodes requested and not
+    ready yet (instances starting, nodes not ready)."""
+    ready: Counter[str] = Counter({g.id: 0 for g in accounting.provider.node_groups()})
     upcoming: Counter[str] = Counter()
     for node in cluster.nodes.values():
-        if not node.ready:
-            upcoming[accounting.group_of(node)] += 1
+        (ready if node.ready else upcoming)[accounting.group_of(node)] += 1
     for node in cluster.list_pending_nodes():
         upcoming[accounting.group_of(node)] += 1
-    return dict(upcoming)
+    return dict(ready), dict(upcoming)
 
 
 def validate_events(
@@ -359,7 +358,7 @@ def _run(
             result = None
         # The actuator may have slept on the virtual clock (evictions, taint delays).
         cluster.step()
-        sizes = _sizes(cluster, accounting)
+        sizes, upcoming = _node_counts(cluster, accounting)
         pending = cluster.pending_pod_count()
         if result is not None:
             out.results.append(result)
@@ -368,8 +367,7 @@ def _run(
         billable = [*cluster.nodes.values(), *cluster.list_pending_nodes()]
         accounting.add(billable, last_sample, clock.now())
         last_sample = clock.now()
-        out.samples.append(Sample(clock.now() - start, sizes, pending, accounting.cost,
-                                  _upcoming(cluster, accounting)))
+        out.samples.append(Sample(clock.now() - start, sizes, pending, accounting.cost, upcoming))
         if result is not None and on_loop is not None:
             on_loop(result, out)
         if progress is not None:
