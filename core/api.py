@@ -48,6 +48,13 @@ from clusterscaler.framework.cloudprovider import (
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.options import BOOL, AutoscalingOptions, add_bool_flag
 from clusterscaler.framework.pluginmanager import Registry
+from clusterscaler.framework.templatedevices import (
+    DRA_DRIVER_FORM,
+    GPU_DEVICE_TYPE,
+    MAX_SLICE_DEVICES,
+    gpu_template_slices,
+    is_dra_driver_name,
+)
 from clusterscaler.loop.estimator import Estimate, EstimationLimiter, Estimator
 from clusterscaler.loop.expander import (
     Expander,
@@ -117,10 +124,13 @@ from clusterscaler.simulator.templates import TemplateCopier
 __all__ = [
     "BOOL",
     "DELETION_CANDIDATE_TAINT",
+    "DRA_DRIVER_FORM",
     "DURATION_FORM",
     "ENTRY_POINT_GROUP",
+    "GPU_DEVICE_TYPE",
     "GROUP_OPTION_NAMES",
     "HOSTNAME_LABEL",
+    "MAX_SLICE_DEVICES",
     "NODE_CONDITION_TAINTS",
     "POD_SLOT",
     "REASON_ANTI_AFFINITY",
@@ -188,7 +198,9 @@ __all__ = [
     "check_predicates",
     "checked_increase",
     "debug_with",
+    "gpu_template_slices",
     "hookimpl",
+    "is_dra_driver_name",
     "is_label_value",
     "is_qualified_name",
     "kube_proto",

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterscaler.api import (
+    DRA_DRIVER_FORM,
+    MAX_SLICE_DEVICES,
     ConfigurationError,
     Node,
     NodeInfo,
@@ -23,9 +25,10 @@ from clusterscaler.api import (
     Resources,
     ResourceSlice,
     Taint,
+    gpu_template_slices,
+    is_dra_driver_name,
     parse_cpu_millis,
     parse_int_quantity,
-    parse_template_slice,
 )
 
 from clusterscaler_machineapi.apigroups import (
@@ -260,13 +263,20 @@ def read_capacity(resource: ScalableResource, template: InfraTemplate | None = N
 
     extended = {k: v for k, v in infra.items() if k not in _BUILTIN}
     dra_driver = (resource.annotations.get(CAPACITY_DRA_DRIVER) or "").strip()
-    if CAPACITY_DRA_DRIVER in resource.annotations and not dra_driver:
+    if CAPACITY_DRA_DRIVER in resource.annotations and not is_dra_driver_name(dra_driver):
         raise _annotation_error(
-            resource, CAPACITY_DRA_DRIVER, "a DRA driver name such as gpu.nvidia.com", ""
+            resource, CAPACITY_DRA_DRIVER, DRA_DRIVER_FORM,
+            resource.annotations.get(CAPACITY_DRA_DRIVER) or "",
         )
     gpus = _count(resource, CAPACITY_GPU_COUNT)
     if gpus is None:
         gpus = _count(resource, OPENSHIFT_GPU)
+    if dra_driver and gpus and gpus > MAX_SLICE_DEVICES:
+        raise _annotation_error(
+            resource, CAPACITY_GPU_COUNT,
+            f"at most {MAX_SLICE_DEVICES} GPUs for one DRA driver (one ResourceSlice)",
+            str(gpus),
+        )
     if gpus and not dra_driver:
         # With a DRA driver the GPUs are devices of that driver, not an extended resource.
         gpu_type = (resource.annotations.get(CAPACITY_GPU_TYPE) or "").strip() or DEFAULT_GPU_TYPE
@@ -390,30 +400,10 @@ def build_template_node_info(
     return NodeInfo(node=node, resource_slices=dra_gpu_slices(name, capacity))
 
 
-# The attribute `type` upstream's Cluster API provider gives each GPU it predicts.
-GPU_DEVICE_TYPE = "gpu"
-
-
 def dra_gpu_slices(node_name: str, capacity: Capacity) -> tuple[ResourceSlice, ...]:
     """The ResourceSlice a new node's DRA driver publishes, as upstream's Cluster API
-    provider predicts it from the `dra-driver` and `gpu-count` annotations: one pool named
-    after the node with a device `gpu-<i>` (attribute `type: gpu`) per GPU; none without
-    a driver or GPUs."""
-    if not capacity.dra_driver or capacity.dra_gpus <= 0:
+    provider predicts it from the `dra-driver` and `gpu-count` annotations
+    (`gpu_template_slices`); none without a driver or GPUs."""
+    if not capacity.dra_driver:
         return ()
-    return (
-        parse_template_slice({
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": f"{node_name}-{capacity.dra_driver}"},
-            "spec": {
-                "driver": capacity.dra_driver,
-                "nodeName": node_name,
-                "pool": {"name": node_name, "generation": 0, "resourceSliceCount": 1},
-                "devices": [
-                    {"name": f"gpu-{i}", "attributes": {"type": {"string": GPU_DEVICE_TYPE}}}
-                    for i in range(capacity.dra_gpus)
-                ],
-            },
-        }),
-    )
+    return gpu_template_slices(node_name, capacity.dra_driver, capacity.dra_gpus)
