@@ -18,6 +18,7 @@ errors, with each pod spec text parsed once however many pods share it.
 
 from __future__ import annotations
 
+from clusterscaler.model.capacityquota import CapacityQuota, parse_capacity_quota
 from clusterscaler.model.common import (
     DAEMONSET_POD_ANNOTATION,
     DEFAULT_SCHEDULER,
@@ -149,6 +150,7 @@ __all__ = [
     "Allocation",
     "AttributeValue",
     "CSINode",
+    "CapacityQuota",
     "ClaimSpec",
     "ClusterObjects",
     "ConfigMap",
@@ -205,6 +207,7 @@ __all__ = [
     "is_unread_kind",
     "node_selector_matches",
     "object_key",
+    "parse_capacity_quota",
     "parse_config_map",
     "parse_controller",
     "parse_csinode",

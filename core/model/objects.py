@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
 import msgspec
+from clusterscaler.model.capacityquota import CapacityQuota, parse_capacity_quota
 from clusterscaler.model.common import (
     NAMESPACE_NAME_LABEL,
     ModelError,
@@ -124,6 +125,7 @@ ModelObject: TypeAlias = (
     | ResourceClaimTemplate
     | ProvisioningRequest
     | PodTemplate
+    | CapacityQuota
 )
 
 _PARSERS: dict[str, Any] = {
@@ -147,6 +149,7 @@ _PARSERS: dict[str, Any] = {
     "ResourceClaimTemplate": parse_resource_claim_template,
     "ProvisioningRequest": parse_provisioning_request,
     "PodTemplate": parse_pod_template,
+    "CapacityQuota": parse_capacity_quota,
 }
 
 SUPPORTED_KINDS = tuple(_PARSERS)
@@ -373,6 +376,8 @@ class ClusterObjects:
     # ProvisioningRequests (autoscaling.x-k8s.io) and the PodTemplates of their pod sets.
     provisioning_requests: list[ProvisioningRequest] = field(default_factory=list)
     pod_templates: list[PodTemplate] = field(default_factory=list)
+    # CapacityQuotas (autoscaling.x-k8s.io): limits on the nodes a selector picks.
+    capacity_quotas: list[CapacityQuota] = field(default_factory=list)
     # Kinds present in the input that the model does not cover, with their counts.
     skipped: dict[str, int] = field(default_factory=dict)
     # Objects of the kinds above that could not be read (left out of the lists).
@@ -419,6 +424,8 @@ class ClusterObjects:
             self.provisioning_requests.append(item)
         elif isinstance(item, PodTemplate):
             self.pod_templates.append(item)
+        elif isinstance(item, CapacityQuota):
+            self.capacity_quotas.append(item)
         else:
             self.namespaces.append(item)
 
@@ -440,6 +447,7 @@ class ClusterObjects:
         yield from self.resource_claim_templates
         yield from self.provisioning_requests
         yield from self.pod_templates
+        yield from self.capacity_quotas
 
     @classmethod
     def from_items(
