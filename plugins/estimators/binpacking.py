@@ -13,7 +13,10 @@ selected by no anti-affinity term of a pod already placed) is packed arithmetica
 predicate check per node, then as many pods as the node's free resources allow. Nodes only
 gain pods during an estimate, so a node such a pod does not fit stays closed to every later
 pod with the same requests and node constraints; the scan skips those nodes, which keeps
-the estimate linear in groups + nodes when many bare pods form one-pod groups.
+the estimate linear in groups + nodes when many bare pods form one-pod groups. Groups that
+follow one another with such pods alike, without pod affinity or topology spread (bare
+pods, a group each), are packed as one group: then only resources and the nodes' own
+properties decide where each pod fits, and the fill places each where it would go alone.
 
 Both paths pass over nodes without the free room for a pod's requests, and the pod-by-pod
 path over nodes an equal pod failed for a lasting reason (`node_scan`); neither changes
@@ -101,30 +104,28 @@ def _all_alike(group: PodGroup) -> bool:
         return False
     if group.alike:
         return True
-    requests, tolerations, selector, affinity, labels, spread = (
-        rep.requests,
-        rep.tolerations,
-        rep.node_selector,
-        rep.affinity,
-        rep.labels,
-        rep.topology_spread,
+    return all(_alike_to(p, rep) for p in pods)
+
+
+def _alike_to(p: Pod, rep: Pod) -> bool:
+    """Whether `p` is `rep` for the filters, with no host ports or volumes that can decide
+    where it fits."""
+    # Parsed pods of one workload share these objects, so identity settles most checks.
+    return not (
+        (p.requests is not rep.requests and p.requests != rep.requests)
+        or (p.labels is not rep.labels and p.labels != rep.labels)
+        or p.namespace != rep.namespace
+        or (p.tolerations is not rep.tolerations and p.tolerations != rep.tolerations)
+        or (p.node_selector is not rep.node_selector and p.node_selector != rep.node_selector)
+        or (p.affinity is not rep.affinity and p.affinity != rep.affinity)
+        or p.node_name != rep.node_name
+        or (
+            p.topology_spread is not rep.topology_spread
+            and p.topology_spread != rep.topology_spread
+        )
+        or p.host_ports
+        or (p.volumes and volumes_constrain_scheduling(p))
     )
-    for p in pods:
-        # Parsed pods of one workload share these objects, so identity settles most checks.
-        if (
-            (p.requests is not requests and p.requests != requests)
-            or (p.labels is not labels and p.labels != labels)
-            or p.namespace != rep.namespace
-            or (p.tolerations is not tolerations and p.tolerations != tolerations)
-            or (p.node_selector is not selector and p.node_selector != selector)
-            or (p.affinity is not affinity and p.affinity != affinity)
-            or p.node_name != rep.node_name
-            or (p.topology_spread is not spread and p.topology_spread != spread)
-            or p.host_ports
-            or (p.volumes and volumes_constrain_scheduling(p))
-        ):
-            return False
-    return True
 
 
 def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: NodeInfo) -> bool:
@@ -283,12 +284,19 @@ class BinpackingEstimator:
             prepare_indexes(group.representative, snapshot)
         snapshot.fork()
         try:
-            for group in ordered:
+            at = 0
+            while at < len(ordered):
+                group = ordered[at]
                 pods = group.pods
+                at += 1
                 simple = self._pods_alike(groups, group) and _is_resource_only(
                     pods, snapshot, template
                 )
                 if simple:
+                    end = self._run_end(groups, ordered, at - 1)
+                    if end > at:
+                        pods = [p for g in ordered[at - 1 : end] for p in g.pods]
+                        at = end
                     remaining = self._existing_arithmetic(state, pods, snapshot)
                     if remaining:
                         self._new_arithmetic(state, remaining, snapshot, limiter)
@@ -320,6 +328,33 @@ class BinpackingEstimator:
             limited_by=result.limited_by,
         )
         return result
+
+    def _run_end(self, groups: Sequence[PodGroup], ordered: Sequence[PodGroup], start: int) -> int:
+        """Where the run of groups that the arithmetic fill may take as one, from the
+        resource-only group at `start`, ends in `ordered`.
+
+        Pods without a controller are groups of one, and a workload of thousands of bare
+        pods would be packed one call at a time. The groups that follow with pods alike
+        to the first group's are packed with it, when the pods have neither pod affinity
+        nor topology spread: then only resources and the node's own properties decide
+        where each of them fits (the anti-affinity of pods already placed selects none of
+        them, as for the first, and the run adds no terms), so once one of them fits no
+        added node none of the rest will, and filling the nodes with the run places each
+        pod where it would go on its own.
+        """
+        rep = ordered[start].pods[0]
+        if rep.topology_spread or _has_pod_affinity(rep):
+            return start + 1
+        end = start + 1
+        count = len(ordered)
+        while end < count:
+            group = ordered[end]
+            if not _alike_to(group.pods[0], rep) or (
+                len(group.pods) > 1 and not self._pods_alike(groups, group)
+            ):
+                break
+            end += 1
+        return end
 
     # ------------------------------------------------------------------ nodes
 
