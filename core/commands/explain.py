@@ -236,6 +236,7 @@ def _live(ctx: CommandContext) -> _Evaluated:
         api,
         namespace=options.namespace,
         provisioning_requests=options.enable_provisioning_requests,
+        capacity_quotas=options.capacity_quotas_enabled,
     ) as source:
         if not source.wait_for_sync(60):
             raise CloudProviderError("explain: the Kubernetes caches did not sync within 60s")

@@ -102,6 +102,7 @@ class KubeRuntime:
                 api,
                 namespace=options.namespace,
                 provisioning_requests=options.enable_provisioning_requests,
+                capacity_quotas=options.capacity_quotas_enabled,
             ),
             actions=KubeClusterActions(api, dry_run=options.dry_run),
             # In the background: event writes share the client's QPS limit, and a scale-up

@@ -180,6 +180,7 @@ def _read_cluster(options: AutoscalingOptions) -> tuple[ClusterObjects, Any]:
         api,
         namespace=options.namespace,
         provisioning_requests=options.enable_provisioning_requests,
+        capacity_quotas=options.capacity_quotas_enabled,
     ) as source:
         if not source.wait_for_sync(60):
             raise CloudProviderError(

@@ -27,6 +27,12 @@ from clusterscaler.model import (
     parse_resource_slice,
     parse_storage_class,
 )
+from clusterscaler.model.capacityquota import (
+    CAPACITY_QUOTA_GROUP,
+    CAPACITY_QUOTA_PLURAL,
+    CAPACITY_QUOTA_VERSION,
+    parse_capacity_quota,
+)
 from clusterscaler.model.provisioning import PROVISIONING_REQUEST_GROUP
 from kubernetes import client as k8s
 
@@ -56,11 +62,15 @@ def _pod_node(pod: Pod) -> str:
 
 
 def lister_specs(
-    api_client: Any, namespace: str, *, provisioning_requests: bool = False
+    api_client: Any,
+    namespace: str,
+    *,
+    provisioning_requests: bool = False,
+    capacity_quotas: bool = False,
 ) -> list[ListerSpec[Any]]:
     """The resources the autoscaler reads: cluster-wide, plus ConfigMaps in ``namespace``;
     with ``provisioning_requests`` (--enable-provisioning-requests), ProvisioningRequests
-    and PodTemplates."""
+    and PodTemplates; with ``capacity_quotas`` (--capacity-quotas-enabled), CapacityQuotas."""
     core = k8s.CoreV1Api(api_client)
     apps = k8s.AppsV1Api(api_client)
     batch = k8s.BatchV1Api(api_client)
@@ -156,6 +166,23 @@ def lister_specs(
                 parse_pod_template,
             ),
         ]
+    if capacity_quotas:
+        custom = k8s.CustomObjectsApi(api_client)
+        # A cluster without the CRD has no quotas: its cache is synced and empty.
+        specs.append(
+            ListerSpec(
+                CAPACITY_QUOTA_PLURAL,
+                "CapacityQuota",
+                partial(
+                    custom.list_cluster_custom_object,
+                    CAPACITY_QUOTA_GROUP,
+                    CAPACITY_QUOTA_VERSION,
+                    CAPACITY_QUOTA_PLURAL,
+                ),
+                parse_capacity_quota,
+                optional=True,
+            )
+        )
     return specs
 
 
@@ -178,6 +205,7 @@ class KubeClusterSource:
         watch_timeout_seconds: int = 300,
         stale_after: float | None = None,
         provisioning_requests: bool = False,
+        capacity_quotas: bool = False,
     ) -> None:
         self.unschedulable_pods = UnschedulablePodObserver()
         self.informers: dict[str, Informer[Any]] = {
@@ -189,7 +217,10 @@ class KubeClusterSource:
                 observer=self.unschedulable_pods if spec.resource == "pods" else None,
             )
             for spec in lister_specs(
-                api_client, namespace, provisioning_requests=provisioning_requests
+                api_client,
+                namespace,
+                provisioning_requests=provisioning_requests,
+                capacity_quotas=capacity_quotas,
             )
         }
 
@@ -277,5 +308,8 @@ class KubeClusterSource:
                 get["provisioningrequests"].items() if "provisioningrequests" in get else []
             ),
             pod_templates=get["podtemplates"].items() if "podtemplates" in get else [],
+            capacity_quotas=(
+                get[CAPACITY_QUOTA_PLURAL].items() if CAPACITY_QUOTA_PLURAL in get else []
+            ),
             unreadable=[u for informer in get.values() for u in informer.unreadable()],
         )

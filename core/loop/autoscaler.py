@@ -61,6 +61,7 @@ from clusterscaler.loop.estimator import Estimator
 from clusterscaler.loop.expander import ExpanderContext, Option, build_expander_chain
 from clusterscaler.loop.gpu import gpu_for_metrics
 from clusterscaler.loop.limits import Limits, Totals, node_totals, sum_totals
+from clusterscaler.loop.quotas import QuotaTracker
 from clusterscaler.loop.pending import PendingPods, classify_pending, drop_schedulable
 from clusterscaler.loop.provreq import ProvisioningRequestProcessor
 from clusterscaler.loop.scaledown.actuator import Actuator
@@ -74,7 +75,7 @@ from clusterscaler.loop.scaleup import (
     plan_min_size_enforcement,
     plan_scale_up,
 )
-from clusterscaler.loop.templates import LISTED_AT_MOST, TemplateCache, upcoming_node
+from clusterscaler.loop.templates import LISTED_AT_MOST, Template, TemplateCache, upcoming_node
 from clusterscaler.loop.upkeep import ClusterUpkeep
 from clusterscaler.model import ClusterObjects, NodeInfo, Pod, gc_paused
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
@@ -641,6 +642,33 @@ class Autoscaler:
 
     # ------------------------------------------------------------------ scale-up
 
+    def _quota_tracker(
+        self, inputs: LoopInputs, templates: Mapping[str, Template]
+    ) -> QuotaTracker | None:
+        """The CapacityQuotas' room (--capacity-quotas-enabled), counted as CA counts it
+        over the nodes: registered ones that have started, and upcoming ones as their
+        group's template."""
+        if not self.options.capacity_quotas_enabled or not inputs.objects.capacity_quotas:
+            return None
+        state = inputs.state
+        upcoming = [
+            (tpl.node_info.node, g.upcoming)
+            for gid, g in state.groups.items()
+            if g.upcoming
+            and (tpl := templates.get(gid)) is not None
+            and tpl.node_info is not None
+        ]
+        return QuotaTracker.build(
+            inputs.objects.capacity_quotas,
+            (
+                n
+                for n in inputs.objects.nodes
+                if n.name not in state.not_started or n.name not in state.group_of_node
+            ),
+            inputs.gpu_label,
+            upcoming,
+        )
+
     def _scale_up(self, inputs: LoopInputs, errors: list[str]) -> tuple[ScaleUpResult, PendingPods]:
         now, objects, state, snapshot = inputs.now, inputs.objects, inputs.state, inputs.snapshot
         pods_by_node, limits, gpu_label = inputs.pods_by_node, inputs.limits, inputs.gpu_label
@@ -668,6 +696,7 @@ class Autoscaler:
             snapshot.add_pod(pod, pod.nominated_node_name)
         decisions: list[ScaleUpDecision] = []
         totals = current_totals(state, templates, gpu_label, base_totals)
+        quotas = self._quota_tracker(inputs, templates)
         if options.enforce_node_group_min_size:
             decisions.extend(
                 plan_min_size_enforcement(
@@ -677,6 +706,7 @@ class Autoscaler:
                     limits=limits,
                     totals=totals,
                     gpu_label=gpu_label,
+                    quotas=quotas,
                 )
             )
             # The pending pods' scale-up gets what the enforcement left of the limits.
@@ -741,6 +771,7 @@ class Autoscaler:
                 options=options,
                 gpu_label=gpu_label,
                 monotonic=self.monotonic,
+                quotas=quotas,
             )
             if atomic:
                 plan.result = provreqs.all_or_nothing(plan.result)

@@ -63,6 +63,9 @@ class NoScaleUpReason(enum.Enum):
     ATOMIC_MAX_NODES_TOTAL = "atomic scale-up exceeds cluster node count limit"
     ATOMIC_MAX_NODES_PER_SCALE_UP = "atomic scale-up exceeds max nodes per scale-up"
     SCALE_UP_FROM_ZERO_DISABLED = "scale-up from zero ready nodes is disabled"
+    # A CapacityQuota (--capacity-quotas-enabled) that the group's nodes would exceed; the
+    # detail names it and its resources, so that `<reason>: <detail>` is upstream's text.
+    CAPACITY_QUOTA_EXCEEDED = "exceeded quota"
 
 
 class ScaleUpStatus(enum.Enum):

@@ -70,6 +70,7 @@ from clusterscaler.model import (
     parse_pdb,
     parse_pod,
 )
+from clusterscaler.model.capacityquota import CAPACITY_QUOTA_API_VERSION, parse_capacity_quota
 from clusterscaler.model.dra import (
     parse_device_class,
     parse_resource_claim,
@@ -88,7 +89,7 @@ from clusterscaler.offline.loader import InputError
 APPLY = "--apply"
 # The DRA kinds, by their index in `SimulatedCluster.dra_objects`.
 DRA_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
-_CLUSTER_SCOPED = frozenset({"ResourceSlice", "DeviceClass"})
+_CLUSTER_SCOPED = frozenset({"ResourceSlice", "DeviceClass", "CapacityQuota"})
 _DRA_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
 _DRA_PARSERS: tuple[Callable[[Mapping[str, Any]], Any], ...] = (
     parse_resource_slice,
@@ -107,6 +108,7 @@ KINDS = (
     *DRA_KINDS,
     "PodTemplate",
     "ProvisioningRequest",
+    "CapacityQuota",
 )
 _API_VERSIONS = {
     "Deployment": ("apps/v1",),
@@ -119,6 +121,7 @@ _API_VERSIONS = {
     **dict.fromkeys(DRA_KINDS, _DRA_VERSIONS),
     "PodTemplate": ("v1",),
     "ProvisioningRequest": ("autoscaling.x-k8s.io/v1", "autoscaling.x-k8s.io/v1beta1"),
+    "CapacityQuota": (CAPACITY_QUOTA_API_VERSION,),
 }
 # The characters Kubernetes generates names and hashes from (no vowels, no look-alikes).
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -489,6 +492,8 @@ class _Applier:
             self._dra(raw, obj)
         elif kind in ("PodTemplate", "ProvisioningRequest"):
             self._provisioning(raw, obj)
+        elif kind == "CapacityQuota":
+            self._capacity_quota(raw, obj)
         else:
             self._pdb(raw, obj)
 
@@ -830,6 +835,23 @@ class _Applier:
                 kept = [r for r in cluster.provisioning_requests if r.key != parsed.key]
                 replaced = len(kept) != len(cluster.provisioning_requests)
                 cluster.provisioning_requests = [*kept, parsed]
+        self.applied.objects.append(f"{obj}{' (replaced)' if replaced else ''}: added")
+
+    def _capacity_quota(self, raw: Mapping[str, Any], obj: str) -> None:
+        try:
+            # A created quota has no status: its usage is the autoscaler's to write.
+            parsed = parse_capacity_quota({**raw, "status": {}})
+        except ModelError as exc:
+            raise _model(exc, self.where, obj) from None
+        if parsed.error:
+            # Applied by hand, a quota the API server would refuse is a mistake to report,
+            # not one to skip silently.
+            raise InputError(f"{self.where}: {parsed.error}")
+        cluster = self.cluster
+        with cluster._lock:
+            kept = [q for q in cluster.capacity_quotas if q.name != parsed.name]
+            replaced = len(kept) != len(cluster.capacity_quotas)
+            cluster.capacity_quotas = [*kept, parsed]
         self.applied.objects.append(f"{obj}{' (replaced)' if replaced else ''}: added")
 
 

@@ -342,7 +342,7 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
 
     Pods are named ``namespace/name`` in the result; their events carry no uid.
     """
-    from clusterscaler.loop.decisions import DeletionKind
+    from clusterscaler.loop.decisions import DeletionKind, NoScaleUpReason
 
     out: list[Event] = []
     if not result.health.healthy:
@@ -389,6 +389,9 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
         counts: dict[str, int] = {}
         for rejection in rejections:
             text = rejection.reason.value
+            if rejection.reason is NoScaleUpReason.CAPACITY_QUOTA_EXCEEDED:
+                # As CA: `exceeded quota: "CapacityQuota/<name>", resources: <names>`.
+                text = f"{text}: {rejection.detail}"
             counts[text] = counts.get(text, 0) + 1
         # As CA: "<count> <reason>" per distinct reason, sorted as strings; with no node
         # group at all CA's message ends after the colon.

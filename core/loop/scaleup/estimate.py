@@ -19,9 +19,15 @@ from clusterscaler.framework.cloudprovider import NodeGroup
 from clusterscaler.loop.balancing import find_similar
 from clusterscaler.loop.clusterstate import GroupState
 from clusterscaler.loop.decisions import GroupRejection, NoScaleUpReason
-from clusterscaler.loop.estimator import Estimator, ThresholdLimiter, limits_from_options
+from clusterscaler.loop.estimator import (
+    LIMIT_NODE_GROUP_HEADROOM,
+    Estimator,
+    ThresholdLimiter,
+    limits_from_options,
+)
 from clusterscaler.loop.expander import Option
 from clusterscaler.loop.limits import CPU, MEMORY, NODES, Limits, Totals, node_totals
+from clusterscaler.loop.quotas import QuotaTracker
 from clusterscaler.loop.scaleup.eligibility import atomic_increase, atomic_rejection
 from clusterscaler.loop.templates import Template, instantiate
 from clusterscaler.model import NodeInfo, Pod
@@ -113,6 +119,13 @@ def template_infos(templates: Mapping[str, Template]) -> dict[str, NodeInfo]:
     return {gid: t.node_info for gid, t in templates.items() if t.node_info is not None}
 
 
+def _quota_allows_one(quotas: QuotaTracker, template: Template) -> bool:
+    """Whether the quotas allow one more node of `template` (CA leaves a similar group its
+    quotas hold back out of the balancing)."""
+    tpl = template.node_info
+    return tpl is not None and quotas.check(tpl.node, 1).allowed >= 1
+
+
 def estimate_options(
     *,
     pods: Sequence[Pod],
@@ -127,9 +140,15 @@ def estimate_options(
     gpu_label: str,
     monotonic: Callable[[], float],
     rejections: Rejections,
+    quotas: QuotaTracker | None = None,
 ) -> list[Option]:
     """One option per eligible group that can help some pods; the pods a group cannot help
-    are rejected with the reason (the failing predicate, or the limit that capped it)."""
+    are rejected with the reason (the failing predicate, or the limit that capped it).
+
+    With `quotas` (CapacityQuotas), as CA: a group whose next node (an atomic group: whose
+    whole increase) a quota does not allow is rejected naming the quota; another group's
+    count is capped at what its quotas allow, and a similar group its quotas hold back
+    takes no share."""
     keys = rejections.keys
     cluster_nodes = totals.nodes
     # --max-binpacking-time bounds the estimations of all groups together.
@@ -164,12 +183,31 @@ def estimate_options(
             continue
         else:
             headroom = min(g.group.max_size - g.target, room)
+        # The quota that holds the group back below its headroom, when one does.
+        quota_held: GroupRejection | None = None
+        if quotas:
+            check = quotas.check(tpl.node, headroom if atomic else 1)
+            if check.exceeded and check.allowed < (headroom if atomic else 1):
+                for exceeded in check.exceeded:
+                    rejections.add(exceeded.rejection(gid), pods)
+                continue
+            if not atomic:
+                check = quotas.check(tpl.node, headroom)
+                if check.allowed < headroom:
+                    headroom = check.allowed
+                    quota_held = check.exceeded[0].rejection(gid)
         similar: list[str] = []
         if balance and not atomic:
             similar = find_similar(gid, template_infos(templates), options, balanceable)
+            if quotas:
+                similar = [o for o in similar if _quota_allows_one(quotas, templates[o])]
             for other in similar:
                 og = eligible[other]
-                headroom += og.group.max_size - og.target
+                share = og.group.max_size - og.target
+                other_tpl = templates[other].node_info
+                if quotas and other_tpl is not None:
+                    share = quotas.check(other_tpl.node, share).allowed
+                headroom += share
             headroom = min(headroom, room)
         limiter = ThresholdLimiter(
             limits_from_options(
@@ -199,7 +237,9 @@ def estimate_options(
                 ]
                 if not missing:
                     continue
-            if len(missing) < len(pg.pods) and estimate.limited_by:
+            if quota_held is not None and estimate.limited_by == LIMIT_NODE_GROUP_HEADROOM:
+                reason = quota_held
+            elif len(missing) < len(pg.pods) and estimate.limited_by:
                 reason = GroupRejection(gid, NoScaleUpReason.MAX_SIZE_REACHED, estimate.limited_by)
             else:
                 detail = not_schedulable_detail(pg.representative, tpl, snapshot)

@@ -9,6 +9,7 @@ import structlog
 from clusterscaler.loop.clusterstate import ClusterState
 from clusterscaler.loop.decisions import ScaleUpDecision
 from clusterscaler.loop.limits import Limits, Totals, node_totals
+from clusterscaler.loop.quotas import QuotaTracker
 from clusterscaler.loop.scaleup.eligibility import atomic_increase
 from clusterscaler.loop.templates import Template
 
@@ -23,6 +24,7 @@ def plan_min_size_enforcement(
     limits: Limits | None = None,
     totals: Totals | None = None,
     gpu_label: str = "",
+    quotas: QuotaTracker | None = None,
 ) -> list[ScaleUpDecision]:
     """--enforce-node-group-min-size: grow groups whose target is below their min size.
 
@@ -33,6 +35,10 @@ def plan_min_size_enforcement(
 
     A zero-or-max group below its min size grows to its max size, all at once: when the
     limits do not allow that much, it is left as it is.
+
+    With `quotas` (CapacityQuotas), as CA: a group whose next node a quota does not allow
+    is left as it is, and an increase is capped at what the quotas allow; the increases
+    are taken from the quotas, so the pending pods' scale-up gets what they left.
     """
     out = []
     current = totals if totals is not None else Totals()
@@ -44,6 +50,30 @@ def plan_min_size_enforcement(
             continue
         atomic = g.atomic
         delta = atomic_increase(g) if atomic else g.group.min_size - g.target
+        tpl_node = (
+            templates[gid].node_info if templates is not None and gid in templates else None
+        )
+        if quotas and tpl_node is not None:
+            check = quotas.check(tpl_node.node, 1 if not atomic else delta)
+            if check.allowed < (1 if not atomic else delta):
+                log.info(
+                    "min_size_enforcement_skipped",
+                    node_group=gid,
+                    wanted=delta,
+                    allowed=check.allowed,
+                    limit=",".join(e.quota for e in check.exceeded),
+                )
+                continue
+            capped = quotas.check(tpl_node.node, delta)
+            if capped.allowed < delta:
+                log.info(
+                    "min_size_enforcement_capped",
+                    node_group=gid,
+                    wanted=delta,
+                    allowed=capped.allowed,
+                    limit=",".join(e.quota for e in capped.exceeded),
+                )
+                delta = capped.allowed
         if limits is not None:
             tpl = templates.get(gid) if templates is not None else None
             per_node = (
@@ -74,6 +104,8 @@ def plan_min_size_enforcement(
             if delta <= 0:
                 continue
             current = current.plus(per_node, delta)
+        if quotas and tpl_node is not None:
+            quotas.consume(tpl_node.node, delta)
         out.append(
             ScaleUpDecision(
                 node_group=gid,

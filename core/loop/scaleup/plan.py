@@ -3,6 +3,7 @@ balanced over similar groups, and why each pod left pending stays pending."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,12 +14,14 @@ from clusterscaler.loop.clusterstate import ClusterState
 from clusterscaler.loop.decisions import (
     GroupRejection,
     NoScaleUpReason,
+    ScaleUpDecision,
     ScaleUpResult,
     ScaleUpStatus,
 )
 from clusterscaler.loop.estimator import Estimator
 from clusterscaler.loop.expander import Option
 from clusterscaler.loop.limits import Limits, Totals, node_totals
+from clusterscaler.loop.quotas import QuotaTracker
 from clusterscaler.loop.scaleup.choose import decide, option_value
 from clusterscaler.loop.scaleup.eligibility import eligible_groups
 from clusterscaler.loop.scaleup.estimate import PodKeys, Rejections, estimate_options
@@ -54,6 +57,31 @@ def current_totals(
     return out
 
 
+def cap_by_quotas(
+    decisions: Sequence[ScaleUpDecision],
+    increases: Mapping[str, int],
+    templates: Mapping[str, Template],
+    quotas: QuotaTracker,
+) -> tuple[tuple[ScaleUpDecision, ...], dict[str, int]]:
+    """As CA's capScaleUpsByQuota: each increase, in turn, capped at what the quotas still
+    allow and then taken from them, so that groups sharing a quota do not both spend it;
+    an increase capped to nothing is dropped. What a capped group gives up is not handed to
+    another (the pods left wait for the next loop)."""
+    kept: list[ScaleUpDecision] = []
+    capped: dict[str, int] = {}
+    for d in decisions:
+        tpl = templates.get(d.node_group)
+        delta = d.delta
+        if tpl is not None and tpl.node_info is not None:
+            delta = quotas.check(tpl.node_info.node, delta).allowed
+            if delta > 0:
+                quotas.consume(tpl.node_info.node, delta)
+        if delta > 0:
+            kept.append(dataclasses.replace(d, delta=delta) if delta != d.delta else d)
+            capped[d.node_group] = delta
+    return tuple(kept), {gid: capped.get(gid, 0) for gid in increases}
+
+
 def plan_scale_up(
     *,
     now: datetime,
@@ -70,13 +98,17 @@ def plan_scale_up(
     monotonic: Callable[[], float] = time.monotonic,
     groups: Sequence[PodGroup] | None = None,
     pod_keys: Sequence[str] | None = None,
+    quotas: QuotaTracker | None = None,
 ) -> ScaleUpPlan:
     """Decide a scale-up for `pods` (already filtered: none fits existing or upcoming
     capacity). `totals` covers registered and upcoming nodes. The snapshot is left as given.
 
     `groups`, when the caller has them, are `group_pods(pods)` (see
     `PendingPods.unschedulable_groups`); they are not grouped again. `pod_keys`, likewise,
-    are the pods' keys in order (`PendingPods.unschedulable_keys`)."""
+    are the pods' keys in order (`PendingPods.unschedulable_keys`).
+
+    `quotas` (CapacityQuotas, --capacity-quotas-enabled) hold groups back as CA's
+    scale-up orchestrator does, and are consumed by the increases decided."""
     if not pods:
         return ScaleUpPlan(ScaleUpResult(status=ScaleUpStatus.NOT_NEEDED))
     keys = PodKeys(pods, pod_keys)
@@ -105,6 +137,7 @@ def plan_scale_up(
         gpu_label=gpu_label,
         monotonic=monotonic,
         rejections=rejections,
+        quotas=quotas,
     )
     values = tuple(option_value(o, keys) for o in options_out)
     helped = set().union(*(v.pods for v in values))
@@ -136,6 +169,17 @@ def plan_scale_up(
         state=state,
         balance_similar=options.balance_similar_node_groups,
     )
+    if quotas:
+        decisions, increases = cap_by_quotas(decisions, increases, templates, quotas)
+        if not decisions:
+            return ScaleUpPlan(
+                ScaleUpResult(
+                    status=ScaleUpStatus.NO_OPTIONS_AVAILABLE,
+                    options=values,
+                    pods_remaining=remaining,
+                    group_rejections=rejections.by_pod,
+                )
+            )
     return ScaleUpPlan(
         ScaleUpResult(
             status=ScaleUpStatus.SUCCESSFUL,

@@ -103,7 +103,7 @@ def test_status_is_read() -> None:
 
 
 def test_wrong_api_version_is_an_error() -> None:
-    with pytest.raises(ModelError, match="apiVersion: expected autoscaling.x-k8s.io/v1alpha1"):
+    with pytest.raises(ModelError, match=r"apiVersion: expected autoscaling\.x-k8s\.io/v1alpha1"):
         parse_capacity_quota({**quota({"nodes": 1}), "apiVersion": "autoscaling.x-k8s.io/v1"})
 
 
