@@ -43,6 +43,7 @@ from clusterscaler.framework.cluster import (
     SystemClock,
 )
 from clusterscaler.framework.errors import LoopError, describe
+from clusterscaler.loop.capacitybuffers import CapacityBufferProcessor
 from clusterscaler.loop.clusterstate import ClusterState, ClusterStateRegistry
 from clusterscaler.loop.decisions import (
     ClusterHealth,
@@ -259,6 +260,9 @@ class Autoscaler:
         )
         self.pending_hints = HintingSimulator()
         self.provisioning_requests = ProvisioningRequestProcessor(options, monotonic)
+        self.capacity_buffers = CapacityBufferProcessor.from_options(options)
+        # This loop's placeholder pods of CapacityBuffers, pending with the cluster's.
+        self._buffer_pods: list[Pod] = []
         # The filters of --scheduler-config-file (None: kube-scheduler's defaults).
         self.filters = configured_filters(options.scheduler_config)
         self.default_spread = DefaultSpread(options.scheduler_config)
@@ -487,6 +491,14 @@ class Autoscaler:
         provreqs = self.provisioning_requests
         provreqs.start_loop(objects.provisioning_requests, objects.pod_templates, objects.pods, now)
         provreqs.book(snapshot, unusable=state.unready | state.not_started | state.being_deleted)
+        self._buffer_pods = self.capacity_buffers.run(
+            objects.capacity_buffers,
+            objects.pod_templates,
+            pods=objects.pods,
+            controllers=objects.controllers,
+            quotas=objects.resource_quotas,
+            now=now,
+        )
         gpu_label = self.provider.gpu_label()
         limits = Limits.from_options(options, self.provider.resource_limiter())
         # As CA's calculateScaleDownCoresMemoryTotal: nodes being deleted (ours in flight
@@ -546,6 +558,7 @@ class Autoscaler:
                 dra_template_mismatch=dra_mismatch,
                 provisioning_requests=provreqs.results(),
                 provisioning_request_consumers=tuple(provreqs.ignored_pods),
+                capacity_buffers=self.capacity_buffers.results(),
             )
 
         if stale:
@@ -578,6 +591,7 @@ class Autoscaler:
             dra_template_mismatch=dra_mismatch,
             provisioning_requests=provreqs.results(),
             provisioning_request_consumers=tuple(provreqs.ignored_pods),
+            capacity_buffers=self.capacity_buffers.results(),
         )
 
     def _last_template(self, group_id: str) -> NodeInfo | None:
@@ -683,7 +697,11 @@ class Autoscaler:
         )
         provreqs = self.provisioning_requests
         pending = classify_pending(
-            provreqs.without_consumers(objects.pods),
+            # As CA's pod-list processors: the buffers' placeholder pods go through the
+            # same filters as the cluster's pending pods.
+            [*provreqs.without_consumers(objects.pods), *self._buffer_pods]
+            if self._buffer_pods
+            else provreqs.without_consumers(objects.pods),
             options,
             now,
             node_names=set(snapshot.node_names()),

@@ -11,7 +11,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterscaler.framework.cloudprovider import ProviderProblem
 from clusterscaler.framework.errors import ErrorType
@@ -19,6 +19,9 @@ from clusterscaler.loop.expander import ExpanderWarning
 from clusterscaler.model import UnreadableObject
 from clusterscaler.model.provisioning import Condition
 from clusterscaler.simulator.drain import BlockingPodReason
+
+if TYPE_CHECKING:
+    from clusterscaler.loop.capacitybuffers import BufferResult
 
 
 class UnremovableReason(enum.Enum):
@@ -423,6 +426,10 @@ class LoopResult:
     # Unschedulable pods left out of scale-up as they consume a ProvisioningRequest, with
     # the request (`namespace/name`), for CA's event on each.
     provisioning_request_consumers: tuple[tuple[str, str], ...] = ()
+    # CapacityBuffers (--capacity-buffer-controller-enabled,
+    # --capacity-buffer-pod-injection-enabled): each one's status, the PodTemplate its
+    # controller keeps, and the placeholder pods injected for it.
+    capacity_buffers: tuple[BufferResult, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enums by value, times in ISO 8601)."""

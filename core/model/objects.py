@@ -10,6 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
 import msgspec
+from clusterscaler.model.capacitybuffer import (
+    CapacityBuffer,
+    ResourceQuota,
+    parse_capacity_buffer,
+    parse_resource_quota,
+)
 from clusterscaler.model.capacityquota import CapacityQuota, parse_capacity_quota
 from clusterscaler.model.common import (
     NAMESPACE_NAME_LABEL,
@@ -123,6 +129,8 @@ ModelObject: TypeAlias = (
     | DeviceClass
     | ResourceClaim
     | ResourceClaimTemplate
+    | CapacityBuffer
+    | ResourceQuota
     | ProvisioningRequest
     | PodTemplate
     | CapacityQuota
@@ -147,6 +155,8 @@ _PARSERS: dict[str, Any] = {
     "DeviceClass": parse_device_class,
     "ResourceClaim": parse_resource_claim,
     "ResourceClaimTemplate": parse_resource_claim_template,
+    "CapacityBuffer": parse_capacity_buffer,
+    "ResourceQuota": parse_resource_quota,
     "ProvisioningRequest": parse_provisioning_request,
     "PodTemplate": parse_pod_template,
     "CapacityQuota": parse_capacity_quota,
@@ -162,7 +172,7 @@ UNREAD_KINDS = frozenset(
     {
         # v1
         "Binding", "ComponentStatus", "Endpoints", "Event", "LimitRange",
-        "ResourceQuota", "Secret", "Service", "ServiceAccount",
+        "Secret", "Service", "ServiceAccount",
         # apps, batch, autoscaling, policy
         "ControllerRevision", "CronJob", "Deployment", "HorizontalPodAutoscaler",
         "PodSecurityPolicy",
@@ -373,6 +383,9 @@ class ClusterObjects:
     device_classes: list[DeviceClass] = field(default_factory=list)
     resource_claims: list[ResourceClaim] = field(default_factory=list)
     resource_claim_templates: list[ResourceClaimTemplate] = field(default_factory=list)
+    # CapacityBuffers (autoscaling.x-k8s.io) and the ResourceQuotas that bound them.
+    capacity_buffers: list[CapacityBuffer] = field(default_factory=list)
+    resource_quotas: list[ResourceQuota] = field(default_factory=list)
     # ProvisioningRequests (autoscaling.x-k8s.io) and the PodTemplates of their pod sets.
     provisioning_requests: list[ProvisioningRequest] = field(default_factory=list)
     pod_templates: list[PodTemplate] = field(default_factory=list)
@@ -420,6 +433,10 @@ class ClusterObjects:
             self.device_classes.append(item)
         elif isinstance(item, ResourceClaimTemplate):
             self.resource_claim_templates.append(item)
+        elif isinstance(item, CapacityBuffer):
+            self.capacity_buffers.append(item)
+        elif isinstance(item, ResourceQuota):
+            self.resource_quotas.append(item)
         elif isinstance(item, ProvisioningRequest):
             self.provisioning_requests.append(item)
         elif isinstance(item, PodTemplate):
@@ -445,6 +462,8 @@ class ClusterObjects:
         yield from self.device_classes
         yield from self.resource_claims
         yield from self.resource_claim_templates
+        yield from self.capacity_buffers
+        yield from self.resource_quotas
         yield from self.provisioning_requests
         yield from self.pod_templates
         yield from self.capacity_quotas

@@ -111,12 +111,15 @@ class ProvisioningRequest:
 
 @dataclass(frozen=True, slots=True)
 class PodTemplate:
-    """A PodTemplate: the pod its `template` describes, named after the PodTemplate."""
+    """A PodTemplate: the pod its `template` describes, named after the PodTemplate, and
+    the `template` as the API server holds it (`raw_template`: a CapacityBuffer's
+    controller copies it whole)."""
 
     namespace: str
     name: str
     pod: Pod
     generation: int = 0
+    raw_template: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name))
@@ -248,4 +251,5 @@ def parse_pod_template(raw: Mapping[str, Any]) -> PodTemplate:
         name=meta["name"],
         pod=pod,
         generation=_int(meta.get("generation"), obj, "metadata.generation", 0),
+        raw_template=template,
     )

@@ -206,6 +206,11 @@ class SimulatedCluster(InMemoryCluster):
         # ProvisioningRequests as read: the conditions the loop gives them are the loop's
         # own to remember (it keeps what it wrote while a request's version is unchanged).
         self.provisioning_requests = list(objects.provisioning_requests)
+        # CapacityBuffers as read, with the ResourceQuotas that bound them: the status the
+        # loop gives a buffer is computed again each loop, from its spec (with
+        # --capacity-buffer-controller-enabled) or as read.
+        self.capacity_buffers = list(objects.capacity_buffers)
+        self.resource_quotas = list(objects.resource_quotas)
         self.pod_templates = list(objects.pod_templates)
         self.capacity_quotas = list(objects.capacity_quotas)
         self.pending_nodes: dict[str, _Pending] = {}
@@ -240,6 +245,8 @@ class SimulatedCluster(InMemoryCluster):
         objects.config_maps = list(self.config_maps)
         objects.namespaces = list(self.namespaces)
         objects.provisioning_requests = list(self.provisioning_requests)
+        objects.capacity_buffers = list(self.capacity_buffers)
+        objects.resource_quotas = list(self.resource_quotas)
         objects.pod_templates = list(self.pod_templates)
         objects.capacity_quotas = list(self.capacity_quotas)
         return objects
