@@ -470,7 +470,7 @@ class AutoscalingOptions:
     capacity_buffer_controller_enabled: bool = opt(False, "Whether to enable the default controller for capacity buffers.", group="scale-up", no_effect="capacity buffers are not supported")
     capacity_buffer_pod_injection_enabled: bool = opt(False, "Whether to inject fake pods for ready capacity buffers.", group="scale-up", no_effect="capacity buffers are not supported")
     capacity_buffer_pod_dry_run_enabled: bool = opt(True, "Whether to use server dry run to build managed pod templates for capacity buffers.", group="scale-up", no_effect="capacity buffers are not supported")
-    capacity_quotas_enabled: bool = opt(False, "Whether to enable CapacityQuota CRD support.", group="scale-up", no_effect="CapacityQuota objects are not read; use --max-nodes-total, --cores-total, --memory-total and --gpu-total")
+    capacity_quotas_enabled: bool = opt(False, "Whether to enable CapacityQuota CRD support.", group="scale-up")
 
     # --- Scale-down ------------------------------------------------------------------------
     scale_down_enabled: bool = opt(True, "Should the autoscaler scale down the cluster.", group="scale-down")
