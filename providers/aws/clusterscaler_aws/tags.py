@@ -5,7 +5,12 @@ k8s.io/cluster-autoscaler/node-template/label/<key>               = <value>
 k8s.io/cluster-autoscaler/node-template/taint/<key>               = <value>:<Effect>
 k8s.io/cluster-autoscaler/node-template/resources/<name>          = <quantity>
 k8s.io/cluster-autoscaler/node-template/autoscaling-options/<opt> = <value>
+k8s.io/cluster-autoscaler/node-template/dra-driver                = <driver>
 ```
+
+`dra-driver` is clusterscaler's (upstream's AWS provider has no DRA tag): the DRA driver
+that publishes the instance's GPUs, which are then devices of that driver in the template
+(`gpu_template_slices`) instead of the `nvidia.com/gpu` extended resource.
 
 Parsing never raises: every bad tag becomes a `TagError` naming the ASG, the tag and the
 expected form, so that one badly tagged ASG is reported while the others keep scaling.
@@ -18,10 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterscaler.api import (
+    DRA_DRIVER_FORM,
     GROUP_OPTION_NAMES,
     GroupOptionError,
     NodeGroupOptions,
     Taint,
+    is_dra_driver_name,
     is_label_value,
     is_qualified_name,
     parse_group_option,
@@ -32,6 +39,7 @@ LABEL_PREFIX = TEMPLATE_PREFIX + "label/"
 TAINT_PREFIX = TEMPLATE_PREFIX + "taint/"
 RESOURCES_PREFIX = TEMPLATE_PREFIX + "resources/"
 OPTIONS_PREFIX = TEMPLATE_PREFIX + "autoscaling-options/"
+DRA_DRIVER_TAG = TEMPLATE_PREFIX + "dra-driver"
 # Tags EKS puts on the ASGs of managed node groups.
 EKS_CLUSTER_TAG = "eks:cluster-name"
 EKS_NODEGROUP_TAG = "eks:nodegroup-name"
@@ -61,6 +69,8 @@ class TemplateTags:
     # Raw quantities by resource name; turned into numbers when the template is built.
     resources: Mapping[str, str] = field(default_factory=dict)
     options: Mapping[str, str] = field(default_factory=dict)
+    # The DRA driver publishing the instance's GPUs, if they are DRA devices.
+    dra_driver: str = ""
     eks_cluster: str = ""
     eks_nodegroup: str = ""
     errors: tuple[TagError, ...] = ()
@@ -72,6 +82,7 @@ def parse_template_tags(asg: str, tags: Mapping[str, str]) -> TemplateTags:
     taints: dict[str, Taint] = {}
     resources: dict[str, str] = {}
     options: dict[str, str] = {}
+    dra_driver = ""
     errors: list[TagError] = []
     for key in sorted(tags):
         value = tags[key]
@@ -110,6 +121,11 @@ def parse_template_tags(asg: str, tags: Mapping[str, str]) -> TemplateTags:
             name = key[len(OPTIONS_PREFIX) :]
             if name:
                 options[name] = value.strip()
+        elif key == DRA_DRIVER_TAG:
+            if is_dra_driver_name(value.strip()):
+                dra_driver = value.strip()
+            else:
+                errors.append(TagError(asg, key, value, DRA_DRIVER_FORM))
     eks_cluster = tags.get(EKS_CLUSTER_TAG, "")
     eks_nodegroup = tags.get(EKS_NODEGROUP_TAG, "")
     return TemplateTags(
@@ -117,6 +133,7 @@ def parse_template_tags(asg: str, tags: Mapping[str, str]) -> TemplateTags:
         taints=tuple(taints[k] for k in sorted(taints)),
         resources=resources,
         options=options,
+        dra_driver=dra_driver,
         eks_cluster=eks_cluster,
         eks_nodegroup=eks_nodegroup,
         errors=tuple(errors),

@@ -2,7 +2,8 @@
 
 Built for scale-from-zero from the instance type (vCPUs, memory, GPUs, architecture), the
 ASG's first availability zone, its `node-template/*` tags and, for EKS managed node groups,
-the node group's labels and taints. Capacity is what kubelet would report with default
+the node group's labels and taints. With a `node-template/dra-driver` tag the GPUs are that
+DRA driver's devices, in the template's ResourceSlices, instead of `nvidia.com/gpu`. Capacity is what kubelet would report with default
 settings: 110 pods, the instance's vCPUs and memory; allocatable equals capacity, as for
 Cluster Autoscaler's AWS provider.
 """
@@ -19,12 +20,14 @@ from clusterscaler.api import (
     NodeCondition,
     NodeInfo,
     Resources,
+    ResourceSlice,
     Taint,
+    gpu_template_slices,
 )
 
 from clusterscaler_aws.instance_types import InstanceTypeInfo
 from clusterscaler_aws.service import ManagedNodegroup
-from clusterscaler_aws.tags import RESOURCES_PREFIX, TemplateTags
+from clusterscaler_aws.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX, TemplateTags
 
 DEFAULT_MAX_PODS = 110
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -111,7 +114,7 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
             if (taint.key, taint.effect) not in seen:
                 taints.append(taint)
                 seen.add((taint.key, taint.effect))
-    resources = capacity(data)
+    resources, slices = dra_devices(data, name, capacity(data))
     node = Node(
         name=name,
         labels=labels,
@@ -121,7 +124,31 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
         ready=True,
         conditions=(NodeCondition(type="Ready", status="True", reason="KubeletReady"),),
     )
-    return NodeInfo(node=node)
+    return NodeInfo(node=node, resource_slices=slices)
+
+
+def dra_devices(
+    data: TemplateInput, node_name: str, resources: Resources
+) -> tuple[Resources, tuple[ResourceSlice, ...]]:
+    """With a `dra-driver` tag, the GPUs of `resources` as that driver's devices (and no
+    longer an extended resource); else `resources` unchanged and no devices."""
+    driver = data.tags.dra_driver
+    if not driver:
+        return resources, ()
+    gpus = resources.extended.get(GPU_RESOURCE, 0)
+    tag = f"ASG {data.asg!r}: tag {DRA_DRIVER_TAG}={driver!r}"
+    if gpus <= 0:
+        raise ConfigurationError(
+            f"{tag}: instance type {data.instance_type.name or '(attribute-based)'} has no GPUs "
+            f"for the driver to publish; expected GPUs from the instance type or a tag "
+            f"{RESOURCES_PREFIX}{GPU_RESOURCE}=<count>"
+        )
+    try:
+        slices = gpu_template_slices(node_name, driver, gpus)
+    except ValueError as exc:
+        raise ConfigurationError(f"{tag}: {exc}") from None
+    extended = {k: v for k, v in resources.extended.items() if k != GPU_RESOURCE}
+    return resources.with_(extended=extended), slices
 
 
 def managed_nodegroup_labels(mng: ManagedNodegroup) -> Mapping[str, str]:

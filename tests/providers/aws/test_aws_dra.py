@@ -1,0 +1,90 @@
+"""Scale from zero with DRA devices: an ASG tagged
+`k8s.io/cluster-autoscaler/node-template/dra-driver` gets its instance type's GPUs as that
+driver's devices in its template, and a pending pod claiming one grows that ASG."""
+
+from __future__ import annotations
+
+import pytest
+from aws_fakes import AwsFixtures, ProviderFactory
+from clusterscaler.framework.cloudprovider import ConfigurationError
+from test_aws_loop import ENABLED, T0, _autoscaler
+
+from tests.providers.drakit import NVIDIA, DraCluster, claiming_pod
+
+DRA_DRIVER = "k8s.io/cluster-autoscaler/node-template/dra-driver"
+GPU_COUNT = "k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"
+
+
+def test_dra_driver_tag_turns_the_instance_types_gpus_into_devices(
+    aws: AwsFixtures, make_provider: ProviderFactory
+) -> None:
+    aws.asg("gpu", instance_type="p3.8xlarge", tags={DRA_DRIVER: NVIDIA})
+    (group,) = make_provider(nodes=["0:5:gpu"]).node_groups()
+    info = group.template_node_info()
+    (devices,) = info.resource_slices
+    assert devices.driver == NVIDIA
+    assert devices.node_name == info.node.name
+    assert [d.name for d in devices.devices] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+    # Published by the driver, the GPUs are no longer an extended resource.
+    assert info.node.allocatable.get("nvidia.com/gpu") == 0
+
+
+def test_a_resources_tag_gives_the_device_count(
+    aws: AwsFixtures, make_provider: ProviderFactory
+) -> None:
+    aws.asg("gpu", instance_type="m5.large", tags={DRA_DRIVER: NVIDIA, GPU_COUNT: "2"})
+    (group,) = make_provider(nodes=["0:5:gpu"]).node_groups()
+    (devices,) = group.template_node_info().resource_slices
+    assert len(devices.devices) == 2
+
+
+def test_a_claiming_pod_scales_the_device_asg_from_zero(
+    aws: AwsFixtures, make_provider: ProviderFactory
+) -> None:
+    aws.asg("cpu", max_size=5, instance_type="m5.4xlarge", tags={ENABLED: "1"})
+    aws.asg("gpu", max_size=5, instance_type="p3.8xlarge",
+            tags={ENABLED: "1", DRA_DRIVER: NVIDIA})
+    provider = make_provider(discovery=[f"asg:tag={ENABLED}"])
+    created = T0.replace(year=T0.year - 1)
+    # Five claiming pods, four GPUs a node: two nodes of the GPU group, none of the
+    # cheaper CPU group, whose nodes have no devices.
+    cluster = DraCluster(pods=[claiming_pod(f"train-{i}", created) for i in range(5)])
+
+    result = _autoscaler(provider, cluster).run_once(T0)
+
+    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("gpu", 2)]
+    assert aws.desired("gpu") == 2 and aws.desired("cpu") == 0
+
+
+@pytest.mark.parametrize(
+    ("tags", "expected"),
+    [
+        ({DRA_DRIVER: "GPU_nvidia"},
+         f"ASG 'gpu': tag '{DRA_DRIVER}'='GPU_nvidia': expected a DRA driver name: a lowercase "
+         "DNS subdomain of at most 63 characters, such as gpu.nvidia.com"),
+        ({DRA_DRIVER: NVIDIA, GPU_COUNT: "0"},
+         f"ASG 'gpu': tag {DRA_DRIVER}='gpu.nvidia.com': instance type m5.large has no GPUs "
+         f"for the driver to publish; expected GPUs from the instance type or a tag {GPU_COUNT}"
+         "=<count>"),
+    ],
+    ids=["bad-driver-name", "no-gpus"],
+)
+def test_a_bad_declaration_names_the_tag_and_the_other_asgs_still_scale(
+    aws: AwsFixtures, make_provider: ProviderFactory, tags: dict[str, str], expected: str
+) -> None:
+    aws.asg("gpu", max_size=5, instance_type="m5.large", tags={ENABLED: "1", **tags})
+    aws.asg("other", max_size=5, instance_type="p3.8xlarge",
+            tags={ENABLED: "1", DRA_DRIVER: NVIDIA})
+    provider = make_provider(discovery=[f"asg:tag={ENABLED}"])
+    by_id = {g.id: g for g in provider.node_groups()}
+    with pytest.raises(ConfigurationError) as failure:
+        by_id["gpu"].template_node_info()
+    assert str(failure.value) == expected
+    if "GPU_nvidia" in expected:
+        # A malformed tag is also in the status ConfigMap and `explain`.
+        assert [p.message for p in provider.problems()] == [expected]
+
+    created = T0.replace(year=T0.year - 1)
+    cluster = DraCluster(pods=[claiming_pod("train-0", created)])
+    result = _autoscaler(provider, cluster).run_once(T0)
+    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("other", 1)]

@@ -1,0 +1,56 @@
+"""DRA objects for the providers' scale-from-zero tests: an in-memory cluster that serves a
+DeviceClass and a ResourceClaimTemplate asking for one device of a driver, and pending pods
+that claim one device each through that template."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.model import ClusterObjects, Pod, parse_pod
+from clusterscaler.model.dra import parse_device_class, parse_resource_claim_template
+
+NVIDIA = "gpu.nvidia.com"
+
+
+class DraCluster(InMemoryCluster):
+    """An in-memory cluster whose snapshot also holds the DeviceClass `gpu` (devices of
+    `driver`) and the ResourceClaimTemplate `default/one-gpu` (one such device)."""
+
+    def __init__(self, *args: Any, driver: str = NVIDIA, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.device_class = parse_device_class({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+        })
+        self.claim_template = parse_resource_claim_template({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": "default"},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}},
+        })
+
+    def snapshot(self) -> ClusterObjects:
+        objects = super().snapshot()
+        objects.device_classes.append(self.device_class)
+        objects.resource_claim_templates.append(self.claim_template)
+        return objects
+
+
+def claiming_pod(name: str, created: datetime, cpu: str = "100m") -> Pod:
+    """A pending, unschedulable pod of a ReplicaSet that claims one device of class `gpu`."""
+    return parse_pod({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                     "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                          "name": "trainer", "uid": "uid-rs-trainer",
+                                          "controller": True}]},
+        "spec": {"containers": [{"name": "c", "image": "i",
+                                 "resources": {"requests": {"cpu": cpu}}}],
+                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]},
+        "status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
+    })
