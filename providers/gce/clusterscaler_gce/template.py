@@ -9,7 +9,10 @@ Built from the MIG's instance template as Cluster Autoscaler's GCE provider does
   (capacity itself when kube-env does not give kube-reserved);
 - labels: kube-env's node labels, then the well-known ones (arch, os, instance type, region,
   zone, `topology.gke.io/zone`, hostname) and `cloud.google.com/gke-accelerator`;
-- taints: kube-env's node taints.
+- taints: kube-env's node taints;
+- DRA devices: with the label `cloud.google.com/gke-gpu-dra-driver=true` (GKE's, read by
+  upstream's GCE provider), the NVIDIA accelerators are devices of the DRA driver
+  `gpu.nvidia.com` in the template's ResourceSlices, not `nvidia.com/gpu`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from clusterscaler.api import (
     NodeCondition,
     NodeInfo,
     Resources,
+    ResourceSlice,
+    gpu_template_slices,
 )
 
 from clusterscaler_gce.compute import InstanceTemplate
@@ -46,6 +51,10 @@ GPU_LABEL = "cloud.google.com/gke-accelerator"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 GKE_ZONE_LABEL = "topology.gke.io/zone"
 KUBE_ENV_KEY = "kube-env"
+# The label GKE puts on the nodes whose GPUs the NVIDIA DRA driver publishes, and that
+# driver's name, as upstream's GCE provider knows them.
+DRA_GPU_LABEL = "cloud.google.com/gke-gpu-dra-driver"
+DRA_GPU_DRIVER = "gpu.nvidia.com"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +122,9 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
     machine = data.machine_type
     memory = machine.memory - kernel_reserved(machine.memory, operating_system, distribution, arch)
     gpus, gpu_type = nvidia_gpus(data.template)
+    dra_gpus = uses_dra_gpu_driver(data, env)
     extended: dict[str, int] = dict(env.extended_resources())
-    if gpus:
+    if gpus and not dra_gpus:
         extended[GPU_RESOURCE] = gpus
     capacity = Resources(
         cpu=machine.cpu * 1000,
@@ -171,4 +181,31 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
         ready=True,
         conditions=(NodeCondition(type="Ready", status="True", reason="KubeletReady"),),
     )
-    return NodeInfo(node=node)
+    slices = dra_gpu_slices(data, name, gpus) if dra_gpus else ()
+    return NodeInfo(node=node, resource_slices=slices)
+
+
+def uses_dra_gpu_driver(data: TemplateInput, env: KubeEnv) -> bool:
+    """Whether kube-env's labels say the NVIDIA DRA driver publishes the GPUs."""
+    value = env.labels().get(DRA_GPU_LABEL)
+    if value is None or value == "false":
+        return False
+    if value != "true":
+        raise ConfigurationError(
+            f"{template_source(data)}: kube-env node label {DRA_GPU_LABEL}={value!r}: "
+            "expected true or false"
+        )
+    return True
+
+
+def dra_gpu_slices(data: TemplateInput, node_name: str, gpus: int) -> tuple[ResourceSlice, ...]:
+    """The devices the NVIDIA DRA driver publishes for a new node's accelerators."""
+    if gpus <= 0:
+        # As upstream: the label alone publishes nothing.
+        log.warning("gce_dra_gpu_label_without_gpus", node_group=data.mig.url,
+                    label=DRA_GPU_LABEL, template=data.template.name)
+        return ()
+    try:
+        return gpu_template_slices(node_name, DRA_GPU_DRIVER, gpus)
+    except ValueError as exc:
+        raise ConfigurationError(f"{template_source(data)}: guestAccelerators: {exc}") from None
