@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from clusterscaler.kube.actions import KubeClusterActions
+from clusterscaler.kube.capacityquota import CapacityQuotaStatusWriter
 from clusterscaler.kube.client import ClientSettings, build_api_client
 from clusterscaler.kube.events import BackgroundEventSink, KubeEventSink
 from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
@@ -56,6 +57,8 @@ class KubeRuntime:
     status_ref: ObjectRef
     # The conditions of ProvisioningRequests (--enable-provisioning-requests).
     provreq_writer: ProvisioningRequestStatusWriter | None = None
+    # The usage and conditions of CapacityQuotas (--capacity-quotas-enabled).
+    quota_writer: CapacityQuotaStatusWriter | None = None
     shutdown: threading.Event = field(default_factory=threading.Event)
     _initializing_written: bool = field(default=False, repr=False)
 
@@ -123,6 +126,11 @@ class KubeRuntime:
             )
             if options.enable_provisioning_requests
             else None,
+            quota_writer=CapacityQuotaStatusWriter(
+                api, dry_run=options.dry_run, on_error=metrics.register_error
+            )
+            if options.capacity_quotas_enabled
+            else None,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -168,6 +176,8 @@ class KubeRuntime:
             return
         if self.provreq_writer is not None:
             self.provreq_writer.write(result.provisioning_requests)
+        if self.quota_writer is not None:
+            self.quota_writer.write(result.capacity_quotas)
         if self.status_writer is not None:
             self.status_writer.write(status_from_result(result))
         if self.status_writer is not None and self.status_writer.uid:

@@ -62,7 +62,7 @@ from clusterscaler.loop.estimator import Estimator
 from clusterscaler.loop.expander import ExpanderContext, Option, build_expander_chain
 from clusterscaler.loop.gpu import gpu_for_metrics
 from clusterscaler.loop.limits import Limits, Totals, node_totals, sum_totals
-from clusterscaler.loop.quotas import QuotaTracker
+from clusterscaler.loop.quotas import CapacityQuotaStatus, QuotaTracker, quota_statuses
 from clusterscaler.loop.pending import PendingPods, classify_pending, drop_schedulable
 from clusterscaler.loop.provreq import ProvisioningRequestProcessor
 from clusterscaler.loop.scaledown.actuator import Actuator
@@ -559,6 +559,7 @@ class Autoscaler:
                 provisioning_requests=provreqs.results(),
                 provisioning_request_consumers=tuple(provreqs.ignored_pods),
                 capacity_buffers=self.capacity_buffers.results(),
+                capacity_quotas=self._quota_statuses(objects, now),
             )
 
         if stale:
@@ -592,6 +593,7 @@ class Autoscaler:
             provisioning_requests=provreqs.results(),
             provisioning_request_consumers=tuple(provreqs.ignored_pods),
             capacity_buffers=self.capacity_buffers.results(),
+            capacity_quotas=self._quota_statuses(objects, now),
         )
 
     def _last_template(self, group_id: str) -> NodeInfo | None:
@@ -655,6 +657,15 @@ class Autoscaler:
         return source.stale_caches() if isinstance(source, StaleSource) else ()
 
     # ------------------------------------------------------------------ scale-up
+
+    def _quota_statuses(
+        self, objects: ClusterObjects, now: datetime
+    ) -> tuple[CapacityQuotaStatus, ...]:
+        """The status of each CapacityQuota, as upstream's CapacityQuota controller keeps
+        it (--capacity-quotas-enabled)."""
+        if not self.options.capacity_quotas_enabled:
+            return ()
+        return quota_statuses(objects.capacity_quotas, objects.nodes, now)
 
     def _quota_tracker(
         self, inputs: LoopInputs, templates: Mapping[str, Template]

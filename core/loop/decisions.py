@@ -22,6 +22,7 @@ from clusterscaler.simulator.drain import BlockingPodReason
 
 if TYPE_CHECKING:
     from clusterscaler.loop.capacitybuffers import BufferResult
+    from clusterscaler.loop.quotas import CapacityQuotaStatus
 
 
 class UnremovableReason(enum.Enum):
@@ -430,6 +431,9 @@ class LoopResult:
     # --capacity-buffer-pod-injection-enabled): each one's status, the PodTemplate its
     # controller keeps, and the placeholder pods injected for it.
     capacity_buffers: tuple[BufferResult, ...] = ()
+    # CapacityQuotas (--capacity-quotas-enabled): the status each one gets (usage and
+    # conditions); those that changed are written to their status.
+    capacity_quotas: tuple[CapacityQuotaStatus, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enums by value, times in ISO 8601)."""

@@ -15,17 +15,26 @@ virtual-kubelet nodes are left out, as upstream leaves them out. Only valid quot
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from clusterscaler.loop.decisions import GroupRejection, NoScaleUpReason
 from clusterscaler.model import Node
 from clusterscaler.model.capacityquota import (
+    RECONCILED,
+    RECONCILIATION_FAILED,
+    RECONCILIATION_SUCCEEDED,
     RESOURCE_CPU,
     RESOURCE_MEMORY,
     RESOURCE_NODES,
+    VALID,
+    VALIDATION_FAILED,
+    VALIDATION_SUCCEEDED,
     CapacityQuota,
 )
+from clusterscaler.model.provisioning import Condition
 from clusterscaler.model.quantity import format_bytes, format_cpu
 from clusterscaler.simulator.utilization import GPU_RESOURCE
 
@@ -187,8 +196,80 @@ def quota_usage(quota: CapacityQuota, nodes: Iterable[Node]) -> dict[str, str]:
     return out
 
 
-def usage_by_quota(
-    quotas: Sequence[CapacityQuota], nodes: Sequence[Node]
-) -> Mapping[str, dict[str, str]]:
-    """`quota_usage` of every valid quota, by name."""
-    return {q.name: quota_usage(q, nodes) for q in quotas if q.valid}
+@dataclass(frozen=True, slots=True)
+class CapacityQuotaStatus:
+    """The status upstream's CapacityQuota controller gives a quota: `used` (None: left as
+    it is, for an invalid quota) and the `Valid` and `Reconciled` conditions. `changed` says
+    whether it differs from what the quota holds now (nothing to write otherwise)."""
+
+    name: str
+    uid: str
+    used: Mapping[str, str] | None
+    conditions: tuple[Condition, ...]
+    changed: bool
+
+
+def _set_condition(held: Sequence[Condition], new: Condition, now: datetime) -> Condition:
+    """As `meta.SetStatusCondition`: the transition time moves only when the status does."""
+    for c in held:
+        if c.type == new.type and c.status == new.status and c.last_transition_time:
+            return dataclasses.replace(new, last_transition_time=c.last_transition_time)
+    return dataclasses.replace(new, last_transition_time=now)
+
+
+def _same(a: Condition | None, b: Condition) -> bool:
+    return a is not None and (a.status, a.reason, a.message, a.observed_generation) == (
+        b.status,
+        b.reason,
+        b.message,
+        b.observed_generation,
+    )
+
+
+def quota_status(quota: CapacityQuota, nodes: Sequence[Node], now: datetime) -> CapacityQuotaStatus:
+    """What upstream's controller writes for `quota`: an invalid one gets `Valid=False`
+    (the error) and `Reconciled=False`, its usage left as it is; a valid one gets its
+    usage over the registered `nodes` and both conditions `True`."""
+    gen = quota.generation
+    if quota.valid:
+        used: dict[str, str] | None = quota_usage(quota, nodes)
+        wanted = (
+            Condition(
+                VALID,
+                "True",
+                VALIDATION_SUCCEEDED,
+                "CapacityQuota is valid",
+                observed_generation=gen,
+            ),
+            Condition(
+                RECONCILED,
+                "True",
+                RECONCILIATION_SUCCEEDED,
+                "CapacityQuota successfully reconciled",
+                observed_generation=gen,
+            ),
+        )
+    else:
+        used = None
+        wanted = (
+            Condition(VALID, "False", VALIDATION_FAILED, quota.error, observed_generation=gen),
+            Condition(
+                RECONCILED,
+                "False",
+                RECONCILIATION_FAILED,
+                "Validation failed",
+                observed_generation=gen,
+            ),
+        )
+    changed = (used is not None and dict(quota.used) != used) or not all(
+        _same(quota.condition(c.type), c) for c in wanted
+    )
+    conditions = tuple(_set_condition(quota.conditions, c, now) for c in wanted)
+    return CapacityQuotaStatus(quota.name, quota.uid, used, conditions, changed)
+
+
+def quota_statuses(
+    quotas: Sequence[CapacityQuota], nodes: Sequence[Node], now: datetime
+) -> tuple[CapacityQuotaStatus, ...]:
+    """`quota_status` of every quota, in name order."""
+    return tuple(quota_status(q, nodes, now) for q in sorted(quotas, key=lambda q: q.name))

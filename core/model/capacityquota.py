@@ -144,8 +144,9 @@ def parse_capacity_quota(raw: Mapping[str, Any]) -> CapacityQuota:
     if api_version != CAPACITY_QUOTA_API_VERSION:
         raise ModelError(obj, "apiVersion", CAPACITY_QUOTA_API_VERSION, api_version)
     status = _dict(raw.get("status"), obj, "status")
-    used_raw = _dict(_dict(status.get("used"), obj, "status.used").get("resources"), obj,
-                     "status.used.resources")
+    used_raw = _dict(
+        _dict(status.get("used"), obj, "status.used").get("resources"), obj, "status.used.resources"
+    )
     used = {str(k): str(v) for k, v in used_raw.items()}
     common: dict[str, Any] = {
         "name": meta["name"],

@@ -8,6 +8,7 @@ __all__ = [
     "BUILTIN_RESOURCES",
     "ResourceType",
     "ScaleSubresource",
+    "capacity_quota_resources",
     "cluster_api_resources",
     "openshift_machine_api_resources",
     "provisioning_request_resources",
@@ -208,5 +209,20 @@ def provisioning_request_resources() -> list[ResourceType]:
             "ProvisioningRequest",
             "provisioningrequests",
             short_names=("provreq", "provreqs"),
+        )
+    ]
+
+
+def capacity_quota_resources() -> list[ResourceType]:
+    """Cluster Autoscaler's CapacityQuotas (``autoscaling.x-k8s.io/v1alpha1``, cluster-scoped,
+    short name ``cq``), with their status subresource."""
+    return [
+        ResourceType(
+            "autoscaling.x-k8s.io",
+            ("v1alpha1",),
+            "CapacityQuota",
+            "capacityquotas",
+            namespaced=False,
+            short_names=("cq",),
         )
     ]

@@ -263,3 +263,24 @@ def test_atomic_group_beyond_the_quota_is_refused_whole() -> None:
     assert g.target == 0
     (rejection,) = result.scale_up.pods_remaining["default/p"]
     assert rejection.reason is NoScaleUpReason.CAPACITY_QUOTA_EXCEEDED
+
+
+def test_loop_result_carries_each_quotas_status() -> None:
+    h, cluster = harness()
+    cluster.quotas = [
+        cq("pool-a", {"pool": "a"}, nodes=3),
+        CapacityQuota(name="bad", error="CapacityQuota bad: spec.limits: expected ..."),
+    ]
+    h.provider.add_group("a", 0, 10, nodes=2, cpu="2", labels={"pool": "a"})
+    result = h.run()
+    statuses = {s.name: s for s in result.capacity_quotas}
+    assert statuses["pool-a"].used == {"nodes": "2"}
+    assert [(c.type, c.status) for c in statuses["pool-a"].conditions] == [
+        ("Valid", "True"),
+        ("Reconciled", "True"),
+    ]
+    assert statuses["bad"].used is None
+    assert statuses["bad"].conditions[0].message == "CapacityQuota bad: spec.limits: expected ..."
+    assert all(s.changed for s in statuses.values())
+    h.set_options(capacity_quotas_enabled=False)
+    assert h.run().capacity_quotas == ()
