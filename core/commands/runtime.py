@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from clusterscaler.kube.actions import KubeClusterActions
+from clusterscaler.kube.capacitybuffer import CapacityBufferWriter
 from clusterscaler.kube.capacityquota import CapacityQuotaStatusWriter
 from clusterscaler.kube.client import ClientSettings, build_api_client
 from clusterscaler.kube.events import BackgroundEventSink, KubeEventSink
@@ -57,6 +58,9 @@ class KubeRuntime:
     status_ref: ObjectRef
     # The conditions of ProvisioningRequests (--enable-provisioning-requests).
     provreq_writer: ProvisioningRequestStatusWriter | None = None
+    # The managed PodTemplates and the status of CapacityBuffers
+    # (--capacity-buffer-controller-enabled, --capacity-buffer-pod-injection-enabled).
+    buffer_writer: CapacityBufferWriter | None = None
     # The usage and conditions of CapacityQuotas (--capacity-quotas-enabled).
     quota_writer: CapacityQuotaStatusWriter | None = None
     shutdown: threading.Event = field(default_factory=threading.Event)
@@ -99,12 +103,17 @@ class KubeRuntime:
                 name=options.status_config_map_name,
                 on_error=metrics.register_error,
             )
+        buffers = (
+            options.capacity_buffer_controller_enabled
+            or options.capacity_buffer_pod_injection_enabled
+        )
         return cls(
             api_client=api,
             source=KubeClusterSource(
                 api,
                 namespace=options.namespace,
                 provisioning_requests=options.enable_provisioning_requests,
+                capacity_buffers=buffers,
                 capacity_quotas=options.capacity_quotas_enabled,
             ),
             actions=KubeClusterActions(api, dry_run=options.dry_run),
@@ -125,6 +134,14 @@ class KubeRuntime:
                 api, dry_run=options.dry_run, on_error=metrics.register_error
             )
             if options.enable_provisioning_requests
+            else None,
+            buffer_writer=CapacityBufferWriter(
+                api,
+                dry_run=options.dry_run,
+                dry_run_pods=options.capacity_buffer_pod_dry_run_enabled,
+                on_error=metrics.register_error,
+            )
+            if buffers
             else None,
             quota_writer=CapacityQuotaStatusWriter(
                 api, dry_run=options.dry_run, on_error=metrics.register_error
@@ -176,6 +193,8 @@ class KubeRuntime:
             return
         if self.provreq_writer is not None:
             self.provreq_writer.write(result.provisioning_requests)
+        if self.buffer_writer is not None:
+            self.buffer_writer.write(result.capacity_buffers, result.time)
         if self.quota_writer is not None:
             self.quota_writer.write(result.capacity_quotas)
         if self.status_writer is not None:

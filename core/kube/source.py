@@ -27,6 +27,11 @@ from clusterscaler.model import (
     parse_resource_slice,
     parse_storage_class,
 )
+from clusterscaler.model.capacitybuffer import (
+    CAPACITY_BUFFER_GROUP,
+    parse_capacity_buffer,
+    parse_resource_quota,
+)
 from clusterscaler.model.capacityquota import (
     CAPACITY_QUOTA_GROUP,
     CAPACITY_QUOTA_PLURAL,
@@ -66,11 +71,14 @@ def lister_specs(
     namespace: str,
     *,
     provisioning_requests: bool = False,
+    capacity_buffers: bool = False,
     capacity_quotas: bool = False,
 ) -> list[ListerSpec[Any]]:
     """The resources the autoscaler reads: cluster-wide, plus ConfigMaps in ``namespace``;
     with ``provisioning_requests`` (--enable-provisioning-requests), ProvisioningRequests
-    and PodTemplates; with ``capacity_quotas`` (--capacity-quotas-enabled), CapacityQuotas."""
+    and PodTemplates; with ``capacity_buffers`` (--capacity-buffer-controller-enabled or
+    --capacity-buffer-pod-injection-enabled), CapacityBuffers, ResourceQuotas and
+    PodTemplates; with ``capacity_quotas`` (--capacity-quotas-enabled), CapacityQuotas."""
     core = k8s.CoreV1Api(api_client)
     apps = k8s.AppsV1Api(api_client)
     batch = k8s.BatchV1Api(api_client)
@@ -166,6 +174,38 @@ def lister_specs(
                 parse_pod_template,
             ),
         ]
+    if capacity_buffers:
+        custom = k8s.CustomObjectsApi(api_client)
+        specs += [
+            # A cluster without the CRD has no buffers: its cache is synced and empty.
+            ListerSpec(
+                "capacitybuffers",
+                "CapacityBuffer",
+                partial(
+                    custom.list_cluster_custom_object,
+                    CAPACITY_BUFFER_GROUP,
+                    "v1beta1",
+                    "capacitybuffers",
+                ),
+                parse_capacity_buffer,
+                optional=True,
+            ),
+            ListerSpec(
+                "resourcequotas",
+                "ResourceQuota",
+                core.list_resource_quota_for_all_namespaces,
+                parse_resource_quota,
+            ),
+        ]
+        if not provisioning_requests:
+            specs.append(
+                ListerSpec(
+                    "podtemplates",
+                    "PodTemplate",
+                    core.list_pod_template_for_all_namespaces,
+                    parse_pod_template,
+                )
+            )
     if capacity_quotas:
         custom = k8s.CustomObjectsApi(api_client)
         # A cluster without the CRD has no quotas: its cache is synced and empty.
@@ -205,6 +245,7 @@ class KubeClusterSource:
         watch_timeout_seconds: int = 300,
         stale_after: float | None = None,
         provisioning_requests: bool = False,
+        capacity_buffers: bool = False,
         capacity_quotas: bool = False,
     ) -> None:
         self.unschedulable_pods = UnschedulablePodObserver()
@@ -220,6 +261,7 @@ class KubeClusterSource:
                 api_client,
                 namespace,
                 provisioning_requests=provisioning_requests,
+                capacity_buffers=capacity_buffers,
                 capacity_quotas=capacity_quotas,
             )
         }
@@ -308,6 +350,10 @@ class KubeClusterSource:
                 get["provisioningrequests"].items() if "provisioningrequests" in get else []
             ),
             pod_templates=get["podtemplates"].items() if "podtemplates" in get else [],
+            capacity_buffers=(
+                get["capacitybuffers"].items() if "capacitybuffers" in get else []
+            ),
+            resource_quotas=get["resourcequotas"].items() if "resourcequotas" in get else [],
             capacity_quotas=(
                 get[CAPACITY_QUOTA_PLURAL].items() if CAPACITY_QUOTA_PLURAL in get else []
             ),

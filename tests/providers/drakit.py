@@ -4,12 +4,19 @@ that claim one device each through that template."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any
 
+from clusterscaler.api import CloudProvider
 from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.loop.autoscaler import Autoscaler
+from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import ClusterObjects, Pod, parse_pod
 from clusterscaler.model.dra import parse_device_class, parse_resource_claim_template
+from clusterscaler.plugins import estimators, expanders, pod_filters
 
 NVIDIA = "gpu.nvidia.com"
 
@@ -54,3 +61,19 @@ def claiming_pod(name: str, created: datetime, cpu: str = "100m") -> Pod:
         "status": {"phase": "Pending", "conditions": [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
     })
+
+
+def run_once(provider: CloudProvider, cluster: InMemoryCluster, now: datetime) -> LoopResult:
+    """One loop of the autoscaler (the standard plugins, the least-waste expander) over
+    `cluster` and `provider`."""
+    host = build_plugin_manager(
+        autoload=False,
+        extra_plugins={"pod-filters": pod_filters, "estimators": estimators,
+                       "expanders": expanders},
+    )
+    options = dataclasses.replace(AutoscalingOptions(), expander=["least-waste"])
+    autoscaler = Autoscaler.from_registry(
+        collect_registry(host), options=options, provider=provider, source=cluster,
+        actions=cluster,
+    )
+    return autoscaler.run_once(now)

@@ -8,7 +8,12 @@ k8s.io_cluster-autoscaler_node-template_label_<key>               = <value>
 k8s.io_cluster-autoscaler_node-template_taint_<key>               = <value>:<Effect>
 k8s.io_cluster-autoscaler_node-template_resources_<name>          = <quantity>
 k8s.io_cluster-autoscaler_node-template_autoscaling-options_<opt> = <value>
+k8s.io_cluster-autoscaler_node-template_dra-driver                = <driver>
 ```
+
+`dra-driver` is clusterscaler's (upstream's Azure provider has no DRA tag): the DRA driver
+that publishes the VM's GPUs, which are then devices of that driver in the template
+(`gpu_template_slices`) instead of the `nvidia.com/gpu` extended resource.
 
 e.g. `k8s.io_cluster-autoscaler_node-template_label_example.com_role=db` gives the label
 `example.com/role=db`. Parsing never raises: every bad tag becomes a `TagError` naming the
@@ -23,10 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterscaler.api import (
+    DRA_DRIVER_FORM,
     GROUP_OPTION_NAMES,
     GroupOptionError,
     NodeGroupOptions,
     Taint,
+    is_dra_driver_name,
     is_label_value,
     is_qualified_name,
     parse_group_option,
@@ -37,6 +44,7 @@ LABEL_PREFIX = TEMPLATE_PREFIX + "label_"
 TAINT_PREFIX = TEMPLATE_PREFIX + "taint_"
 RESOURCES_PREFIX = TEMPLATE_PREFIX + "resources_"
 OPTIONS_PREFIX = TEMPLATE_PREFIX + "autoscaling-options_"
+DRA_DRIVER_TAG = TEMPLATE_PREFIX + "dra-driver"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
@@ -61,6 +69,8 @@ class TemplateTags:
     taints: tuple[Taint, ...] = ()
     resources: Mapping[str, str] = field(default_factory=dict)
     options: Mapping[str, str] = field(default_factory=dict)
+    # The DRA driver publishing the VM's GPUs, if they are DRA devices.
+    dra_driver: str = ""
     errors: tuple[TagError, ...] = ()
 
 
@@ -82,6 +92,7 @@ def parse_template_tags(vmss: str, tags: Mapping[str, str]) -> TemplateTags:
     taints: dict[str, Taint] = {}
     resources: dict[str, str] = {}
     options: dict[str, str] = {}
+    dra_driver = ""
     errors: list[TagError] = []
     for tag in sorted(tags):
         value = tags[tag] if tags[tag] is not None else ""
@@ -122,11 +133,17 @@ def parse_template_tags(vmss: str, tags: Mapping[str, str]) -> TemplateTags:
                 resources[name] = value.strip()
         elif (rest := _strip_prefix(tag, OPTIONS_PREFIX)) is not None and rest:
             options[rest] = value.strip()
+        elif tag.lower() == DRA_DRIVER_TAG:
+            if is_dra_driver_name(value.strip()):
+                dra_driver = value.strip()
+            else:
+                errors.append(TagError(vmss, tag, value, DRA_DRIVER_FORM))
     return TemplateTags(
         labels=labels,
         taints=tuple(taints[k] for k in sorted(taints)),
         resources=resources,
         options=options,
+        dra_driver=dra_driver,
         errors=tuple(errors),
     )
 

@@ -4,7 +4,9 @@ Built for scale-from-zero from the VM size (vCPUs, memory, GPUs, architecture), 
 set's location, zones, OS, OS disk and priority, its `node-template` tags and the labels AKS
 puts on the nodes of its pools. Capacity is what kubelet reports with default settings: 110
 pods, the size's vCPUs and memory, the OS disk as ephemeral storage; allocatable equals
-capacity, as in Cluster Autoscaler's Azure provider.
+capacity, as in Cluster Autoscaler's Azure provider. With a `node-template_dra-driver` tag
+the GPUs are that DRA driver's devices, in the template's ResourceSlices, instead of
+`nvidia.com/gpu`.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from clusterscaler.api import (
     NodeCondition,
     NodeInfo,
     Resources,
+    ResourceSlice,
     Taint,
+    gpu_template_slices,
 )
 
 from clusterscaler_azure.service import VmssDescription
 from clusterscaler_azure.skus import SkuInfo
-from clusterscaler_azure.tags import RESOURCES_PREFIX, TemplateTags
+from clusterscaler_azure.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX, TemplateTags
 
 DEFAULT_MAX_PODS = 110
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -140,7 +144,7 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
     if data.vmss.spot and not any(t.key == SPOT_LABEL for t in taints):
         # AKS taints spot pools so that only pods tolerating eviction land there.
         taints.append(Taint(key=SPOT_LABEL, value="spot", effect="NoSchedule"))
-    resources = capacity(data)
+    resources, slices = dra_devices(data, name, capacity(data))
     node = Node(
         name=name,
         labels=labels,
@@ -150,4 +154,27 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
         ready=True,
         conditions=(NodeCondition(type="Ready", status="True", reason="KubeletReady"),),
     )
-    return NodeInfo(node=node)
+    return NodeInfo(node=node, resource_slices=slices)
+
+
+def dra_devices(
+    data: TemplateInput, node_name: str, resources: Resources
+) -> tuple[Resources, tuple[ResourceSlice, ...]]:
+    """With a `dra-driver` tag, the GPUs of `resources` as that driver's devices (and no
+    longer an extended resource); else `resources` unchanged and no devices."""
+    driver = data.tags.dra_driver
+    if not driver:
+        return resources, ()
+    gpus = resources.extended.get(GPU_RESOURCE, 0)
+    tag = f"VMSS {data.vmss.name!r}: tag {DRA_DRIVER_TAG}={driver!r}"
+    if gpus <= 0:
+        raise ConfigurationError(
+            f"{tag}: VM size {data.sku.name} has no NVIDIA GPUs for the driver to publish; "
+            f"expected a GPU size or a tag {RESOURCES_PREFIX}nvidia.com_gpu=<count>"
+        )
+    try:
+        slices = gpu_template_slices(node_name, driver, gpus)
+    except ValueError as exc:
+        raise ConfigurationError(f"{tag}: {exc}") from None
+    extended = {k: v for k, v in resources.extended.items() if k != GPU_RESOURCE}
+    return resources.with_(extended=extended), slices
