@@ -136,8 +136,9 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
     arithmetic counts every resource): then each pod is placed through them."""
     rep = pods[0]
     return snapshot.filters is None and not (
-        # Each pod with DRA claims takes devices of its own: placed one at a time.
-        rep.resource_claims
+        # Pods with DRA claims are filled as copies of the first only when each claim is
+        # the pod's own, unallocated, asking what the first pod's ask; else one at a time.
+        (rep.resource_claims and (snapshot.dra is None or not snapshot.dra.claims_alike(pods)))
         or (
             rep.topology_spread
             and not spread_cannot_reject(rep, _template_domains(template), snapshot)
@@ -174,17 +175,25 @@ def _capacity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> int:
             fits.append((alloc.extended.get(k, 0) - ni.req_ext.get(k, 0)) // want)
     # A pod requesting nothing at all (not even a pod slot) fits without bound; the pod
     # slot every parsed pod carries keeps this finite in practice.
-    return max(1, min(fits)) if fits else 1 << 30
+    room = max(1, min(fits)) if fits else 1 << 30
+    if pod.resource_claims and snapshot.dra is not None:
+        # Each copy takes devices of its own, as it would placed alone after the others.
+        return snapshot.dra.copies_fit(pod, ni.node, room)
+    return room
 
 
 _FitKey = tuple[Any, ...]
 
 
-def _fit_key(pod: Pod) -> _FitKey:
+def _fit_key(pod: Pod, snapshot: ClusterSnapshot) -> _FitKey:
     """What decides whether a resource-only pod fits a node (its labels do not, because
     the arithmetic path only runs for pods no anti-affinity term in the snapshot selects,
-    and so for them only this decides)."""
+    and so for them only this decides), with what its claims ask: devices, like
+    resources, are only taken during an estimate."""
     selector = pod.node_selector
+    claims = (
+        snapshot.dra.claims_key(pod) if pod.resource_claims and snapshot.dra is not None else ()
+    )
     return (
         pod.requests,
         pod.tolerations,
@@ -192,6 +201,7 @@ def _fit_key(pod: Pod) -> _FitKey:
         pod.affinity,
         pod.node_name,
         pod.topology_spread,
+        claims,
     )
 
 
@@ -278,32 +288,31 @@ class BinpackingEstimator:
             TemplateCopier(template, self.ignored_taints, self.ignored_prefixes),
         )
         ordered = order_groups(groups, template)
+        runs = self._runs(groups, ordered)
         # Indexes registered mid-estimate would be filled by replaying every pod on the
-        # template nodes added so far; registered now, they start from the cluster.
-        for group in ordered:
-            prepare_indexes(group.representative, snapshot)
+        # template nodes added so far; registered now, they start from the cluster. The
+        # groups of a run after the first have its pods' terms and labels: the same indexes.
+        for run in runs:
+            prepare_indexes(run[0].representative, snapshot)
         snapshot.fork()
         try:
-            at = 0
-            while at < len(ordered):
-                group = ordered[at]
-                pods = group.pods
-                at += 1
-                simple = self._pods_alike(groups, group) and _is_resource_only(
-                    pods, snapshot, template
-                )
-                if simple:
-                    end = self._run_end(groups, ordered, at - 1)
-                    if end > at:
-                        pods = [p for g in ordered[at - 1 : end] for p in g.pods]
-                        at = end
-                    remaining = self._existing_arithmetic(state, pods, snapshot)
-                    if remaining:
-                        self._new_arithmetic(state, remaining, snapshot, limiter)
-                else:
-                    remaining = self._existing(state, pods, snapshot)
-                    if remaining:
-                        self._new(state, remaining, snapshot, limiter)
+            for run in runs:
+                first = run[0]
+                if len(run) > 1 and _is_resource_only(first.pods, snapshot, template):
+                    self._place_arithmetic(
+                        state, [p for g in run for p in g.pods], snapshot, limiter
+                    )
+                    continue
+                for group in run:
+                    pods = group.pods
+                    if self._pods_alike(groups, group) and _is_resource_only(
+                        pods, snapshot, template
+                    ):
+                        self._place_arithmetic(state, pods, snapshot, limiter)
+                    else:
+                        remaining = self._existing(state, pods, snapshot)
+                        if remaining:
+                            self._new(state, remaining, snapshot, limiter)
             new_nodes = tuple(
                 snapshot.get(name).to_node_info()
                 for name in state.new_nodes
@@ -329,32 +338,41 @@ class BinpackingEstimator:
         )
         return result
 
-    def _run_end(self, groups: Sequence[PodGroup], ordered: Sequence[PodGroup], start: int) -> int:
-        """Where the run of groups that the arithmetic fill may take as one, from the
-        resource-only group at `start`, ends in `ordered`.
+    def _runs(
+        self, groups: Sequence[PodGroup], ordered: Sequence[PodGroup]
+    ) -> list[Sequence[PodGroup]]:
+        """`ordered` cut into runs of groups that the arithmetic fill may take as one.
 
         Pods without a controller are groups of one, and a workload of thousands of bare
-        pods would be packed one call at a time. The groups that follow with pods alike
-        to the first group's are packed with it, when the pods have neither pod affinity
-        nor topology spread: then only resources and the node's own properties decide
-        where each of them fits (the anti-affinity of pods already placed selects none of
-        them, as for the first, and the run adds no terms), so once one of them fits no
-        added node none of the rest will, and filling the nodes with the run places each
-        pod where it would go on its own.
+        pods would be packed one call at a time. A run is a group whose pods are alike and
+        have neither pod affinity nor topology spread, and the groups that follow it with
+        pods alike to its own. When such pods are resource-only (`_is_resource_only`),
+        only resources and the node's own properties decide where each of them fits: the
+        anti-affinity of pods already placed selects none of them, as for the first, and
+        the run adds no terms. So once one of them fits no added node none of the rest
+        will, and filling the nodes with the run places each pod where it would go with
+        its group on its own. Any other group is a run of its own.
         """
-        rep = ordered[start].pods[0]
-        if rep.topology_spread or _has_pod_affinity(rep):
-            return start + 1
-        end = start + 1
+        runs: list[Sequence[PodGroup]] = []
         count = len(ordered)
-        while end < count:
-            group = ordered[end]
-            if not _alike_to(group.pods[0], rep) or (
-                len(group.pods) > 1 and not self._pods_alike(groups, group)
+        start = 0
+        while start < count:
+            first = ordered[start]
+            rep = first.pods[0]
+            end = start + 1
+            if not (rep.topology_spread or _has_pod_affinity(rep)) and self._pods_alike(
+                groups, first
             ):
-                break
-            end += 1
-        return end
+                while end < count:
+                    group = ordered[end]
+                    if not _alike_to(group.pods[0], rep) or (
+                        len(group.pods) > 1 and not self._pods_alike(groups, group)
+                    ):
+                        break
+                    end += 1
+            runs.append(ordered[start:end])
+            start = end
+        return runs
 
     # ------------------------------------------------------------------ nodes
 
@@ -492,7 +510,7 @@ class BinpackingEstimator:
         if not count:
             return pods
         rep = pods[0]
-        key = _fit_key(rep)
+        key = _fit_key(rep, snapshot)
         open_nodes = state.open_nodes.get(key)
         if open_nodes is None:
             open_nodes = state.open_nodes[key] = OpenNodes()
@@ -532,6 +550,17 @@ class BinpackingEstimator:
                     open_nodes.close(index)
                 index = next_candidate(index + 1, hi)
         return pods[done:]
+
+    def _place_arithmetic(
+        self,
+        state: _State,
+        pods: Sequence[Pod],
+        snapshot: ClusterSnapshot,
+        limiter: EstimationLimiter,
+    ) -> None:
+        remaining = self._existing_arithmetic(state, pods, snapshot)
+        if remaining:
+            self._new_arithmetic(state, remaining, snapshot, limiter)
 
     def _new_arithmetic(
         self,

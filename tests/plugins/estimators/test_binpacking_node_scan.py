@@ -41,9 +41,9 @@ class EveryNodeEstimator(BinpackingEstimator):
     def _new_arithmetic(self, state, pods, snapshot, limiter):  # type: ignore[no-untyped-def]
         self._new(state, pods, snapshot, limiter)
 
-    def _run_end(self, groups, ordered, start):  # type: ignore[no-untyped-def]
+    def _runs(self, groups, ordered):  # type: ignore[no-untyped-def]
         # Each group on its own, as it comes.
-        return start + 1
+        return [[group] for group in ordered]
 
     def _existing(self, state, pods, snapshot):  # type: ignore[no-untyped-def]
         names = state.new_nodes
