@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.capacitybuffer import CapacityBufferWriter
+from clusterscaler.kube.capacitybuffer import CapacityBufferWriter
 from clusterscaler.kube.capacityquota import CapacityQuotaStatusWriter
 from clusterscaler.kube.client import ClientSettings, build_api_client
 from clusterscaler.kube.events import BackgroundEventSink, KubeEventSink
@@ -58,6 +59,9 @@ class KubeRuntime:
     status_ref: ObjectRef
     # The conditions of ProvisioningRequests (--enable-provisioning-requests).
     provreq_writer: ProvisioningRequestStatusWriter | None = None
+    # The managed PodTemplates and the status of CapacityBuffers
+    # (--capacity-buffer-controller-enabled, --capacity-buffer-pod-injection-enabled).
+    buffer_writer: CapacityBufferWriter | None = None
     # The managed PodTemplates and the status of CapacityBuffers
     # (--capacity-buffer-controller-enabled, --capacity-buffer-pod-injection-enabled).
     buffer_writer: CapacityBufferWriter | None = None
@@ -107,12 +111,17 @@ class KubeRuntime:
             options.capacity_buffer_controller_enabled
             or options.capacity_buffer_pod_injection_enabled
         )
+        buffers = (
+            options.capacity_buffer_controller_enabled
+            or options.capacity_buffer_pod_injection_enabled
+        )
         return cls(
             api_client=api,
             source=KubeClusterSource(
                 api,
                 namespace=options.namespace,
                 provisioning_requests=options.enable_provisioning_requests,
+                capacity_buffers=buffers,
                 capacity_buffers=buffers,
                 capacity_quotas=options.capacity_quotas_enabled,
             ),
@@ -134,6 +143,14 @@ class KubeRuntime:
                 api, dry_run=options.dry_run, on_error=metrics.register_error
             )
             if options.enable_provisioning_requests
+            else None,
+            buffer_writer=CapacityBufferWriter(
+                api,
+                dry_run=options.dry_run,
+                dry_run_pods=options.capacity_buffer_pod_dry_run_enabled,
+                on_error=metrics.register_error,
+            )
+            if buffers
             else None,
             buffer_writer=CapacityBufferWriter(
                 api,
@@ -193,6 +210,8 @@ class KubeRuntime:
             return
         if self.provreq_writer is not None:
             self.provreq_writer.write(result.provisioning_requests)
+        if self.buffer_writer is not None:
+            self.buffer_writer.write(result.capacity_buffers, result.time)
         if self.buffer_writer is not None:
             self.buffer_writer.write(result.capacity_buffers, result.time)
         if self.quota_writer is not None:

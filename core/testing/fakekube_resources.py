@@ -8,6 +8,7 @@ __all__ = [
     "BUILTIN_RESOURCES",
     "ResourceType",
     "ScaleSubresource",
+    "capacity_buffer_resources",
     "capacity_quota_resources",
     "cluster_api_resources",
     "openshift_machine_api_resources",
@@ -84,6 +85,7 @@ BUILTIN_RESOURCES: tuple[ResourceType, ...] = (
     _core("Node", "nodes", namespaced=False, short_names=("no",)),
     _core("Pod", "pods", short_names=("po",)),
     _core("PodTemplate", "podtemplates", status_subresource=False),
+    _core("ResourceQuota", "resourcequotas", short_names=("quota",)),
     _core("ConfigMap", "configmaps", short_names=("cm",), status_subresource=False),
     _core("Secret", "secrets", status_subresource=False),
     _core("ServiceAccount", "serviceaccounts", short_names=("sa",), status_subresource=False),
@@ -224,5 +226,19 @@ def capacity_quota_resources() -> list[ResourceType]:
             "capacityquotas",
             namespaced=False,
             short_names=("cq",),
+        )
+    ]
+
+
+def capacity_buffer_resources() -> list[ResourceType]:
+    """Cluster Autoscaler's CapacityBuffers (``autoscaling.x-k8s.io``, ``v1beta1``
+    preferred, ``v1alpha1`` still served), with their status subresource."""
+    return [
+        ResourceType(
+            "autoscaling.x-k8s.io",
+            ("v1beta1", "v1alpha1"),
+            "CapacityBuffer",
+            "capacitybuffers",
+            short_names=("cb",),
         )
     ]

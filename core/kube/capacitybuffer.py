@@ -1,0 +1,319 @@
+"""Writes what the loop decided for CapacityBuffers: the PodTemplate each buffer's chunks
+are made from, and the buffer's status subresource."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from clusterscaler.framework.errors import ErrorType, describe, describe_error
+from clusterscaler.model.capacitybuffer import (
+    CAPACITY_BUFFER_API_VERSION,
+    CAPACITY_BUFFER_GROUP,
+    CAPACITY_BUFFER_KIND,
+    READY_FOR_PROVISIONING,
+)
+from clusterscaler.model.provisioning import Condition
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from .provreq import condition_to_k8s
+from .responses import discard, read_json
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from clusterscaler.loop.capacitybuffers import BufferResult, BufferStatus
+
+__all__ = ["PLURAL", "CapacityBufferWriter", "resolve_template_by_defaulting"]
+
+log = structlog.get_logger()
+
+PLURAL = "capacitybuffers"
+VERSION = "v1beta1"
+_TOKEN_VOLUME_PREFIX = "kube-api-access-"
+
+
+def resolve_template_by_defaulting(template: Mapping[str, Any]) -> dict[str, Any]:
+    """CA's DefaultingResolver: each container's requests default to its limits."""
+    out: dict[str, Any] = json.loads(json.dumps(template))
+    spec: dict[str, Any] = out["spec"] if isinstance(out.get("spec"), dict) else {}
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            if not isinstance(c, dict):
+                continue
+            resources = c.setdefault("resources", {})
+            limits = resources.get("limits") or {}
+            if limits:
+                requests = resources.setdefault("requests", {})
+                for name, quantity in limits.items():
+                    requests.setdefault(name, quantity)
+    return out
+
+
+def _without_token_volumes(spec: dict[str, Any]) -> dict[str, Any]:
+    """CA's cleanUpServiceAccountVolume over a pod spec the API server returned."""
+    spec["volumes"] = [
+        v for v in spec.get("volumes") or []
+        if not str(v.get("name", "")).startswith(_TOKEN_VOLUME_PREFIX)
+    ]
+    if not spec["volumes"]:
+        del spec["volumes"]
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            mounts = [
+                m for m in c.get("volumeMounts") or []
+                if not str(m.get("name", "")).startswith(_TOKEN_VOLUME_PREFIX)
+            ]
+            if mounts:
+                c["volumeMounts"] = mounts
+            else:
+                c.pop("volumeMounts", None)
+    return spec
+
+
+def _status_to_k8s(status: BufferStatus) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if status.pod_template_ref is not None:
+        out["podTemplateRef"] = {"name": status.pod_template_ref}
+    if status.replicas is not None:
+        out["replicas"] = status.replicas
+    if status.pod_template_generation is not None:
+        out["podTemplateGeneration"] = status.pod_template_generation
+    if status.provisioning_strategy is not None:
+        out["provisioningStrategy"] = status.provisioning_strategy
+    if status.conditions:
+        out["conditions"] = [condition_to_k8s(c) for c in status.conditions]
+    return out
+
+
+class CapacityBufferWriter:
+    """Keeps each buffer's managed PodTemplate (`capacitybuffer-<buffer>-pod-template`,
+    owned by the buffer) and writes the buffer's status, as CA's buffer controller and
+    pod-list processor do.
+
+    The template is built from the loop's copy by a server-side dry-run create of a pod
+    (`dry_run_pods`, --capacity-buffer-pod-dry-run-enabled: admission defaulting, mutating
+    webhooks and LimitRanges apply, no pod is created), else by defaulting requests from
+    limits; it is written only when that differs from what the cluster holds, and a
+    template a buffer's source did not change since is not built again. The status is
+    conflict-safe: read, replaced, updated with the resourceVersion read, done again on
+    a conflict up to `conflict_retries` times; a buffer deleted since is skipped. With
+    --dry-run nothing is written. A failure is logged and counted (`on_error`), never
+    raised, and does not stop the other buffers.
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        dry_run: bool = False,
+        dry_run_pods: bool = True,
+        conflict_retries: int = 3,
+        on_error: Callable[[ErrorType], None] | None = None,
+    ) -> None:
+        self.core = k8s.CoreV1Api(api_client)
+        self.custom = k8s.CustomObjectsApi(api_client)
+        self.dry_run = dry_run
+        self.dry_run_pods = dry_run_pods
+        self.conflict_retries = conflict_retries
+        self.on_error = on_error
+        self.failures = 0
+        # Per buffer: the source template last written for it, and the generation of
+        # the managed template that write left.
+        self._written: dict[str, tuple[str, int]] = {}
+
+    def write(self, results: Iterable[BufferResult], now: datetime) -> int:
+        """Write every buffer whose template or status needs it; how many statuses."""
+        written = 0
+        for r in results:
+            try:
+                status = r.status
+                if r.template is not None:
+                    status = self._ensure_template(r, now)
+                if status.same_as(r.held):
+                    continue
+                if self.dry_run:
+                    log.info("capacity_buffer_status_not_written", buffer=r.key,
+                             reason="dry run", conditions=status.statuses())
+                    continue
+                if self._write_status(r, status):
+                    written += 1
+            except Exception as exc:
+                info = describe(exc)
+                log.warning("capacity_buffer_write_failed", buffer=r.key, **info.fields(exc))
+                self._failed(info.type)
+        return written
+
+    def _failed(self, error_type: ErrorType) -> None:
+        self.failures += 1
+        if self.on_error is not None:
+            self.on_error(error_type)
+
+    # ------------------------------------------------------------------ template
+
+    def _ensure_template(self, r: BufferResult, now: datetime) -> BufferStatus:
+        """The managed template written when needed; the status with its generation, or
+        not ready when it could not be built or written (CA's words)."""
+        template = r.template
+        assert template is not None
+        source = json.dumps(template.template, sort_keys=True)
+        known = self._written.get(r.key)
+        status = r.status
+        if known is not None and known[0] == source and known[1] == template.generation:
+            return replace(status, pod_template_generation=known[1])
+        if self.dry_run:
+            log.info("capacity_buffer_template_not_written", buffer=r.key,
+                     template=template.name, reason="dry run")
+            return status
+        try:
+            resolved = self._resolve(r.namespace, template.template)
+        except Exception as exc:
+            return self._not_ready(r, now, f"failed to create fake pod: {describe_error(exc)}")
+        try:
+            generation = self._upsert(r, template.name, resolved)
+        except Exception as exc:
+            return self._not_ready(
+                r, now, f"failed to create or update managed pod template: {describe_error(exc)}"
+            )
+        self._written[r.key] = (source, generation)
+        return replace(status, pod_template_generation=generation)
+
+    def _not_ready(self, r: BufferResult, now: datetime, error: str) -> BufferStatus:
+        log.warning("capacity_buffer_not_ready", buffer=r.key, error=error)
+        self._failed(ErrorType.API_CALL)
+        conditions = [c for c in r.status.conditions if c.type != READY_FOR_PROVISIONING]
+        held = next((c for c in r.held.conditions if c.type == READY_FOR_PROVISIONING), None)
+        when = held.last_transition_time if held is not None and held.status == "False" else now
+        conditions.append(Condition(READY_FOR_PROVISIONING, "False", "error",
+                                    f"Buffer not ready for provisioning: {error}", when, 0))
+        return replace(r.status, pod_template_ref=None, replicas=None,
+                       pod_template_generation=None, conditions=tuple(conditions))
+
+    def _resolve(self, namespace: str, template: Mapping[str, Any]) -> dict[str, Any]:
+        """CA's DryRunResolver (a pod created with dryRun=All, as the API server would
+        make it) or DefaultingResolver; the template of the pod returned."""
+        if not self.dry_run_pods:
+            return resolve_template_by_defaulting(template)
+        meta = template.get("metadata") or {}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"generateName": "fake-pod-", **{
+                k: meta[k] for k in ("labels", "annotations") if meta.get(k)
+            }},
+            "spec": template.get("spec") or {},
+        }
+        pod = read_json(
+            self.core.create_namespaced_pod(namespace, body, dry_run="All",
+                                            _preload_content=False)
+        )
+        pod_meta = pod.get("metadata") or {}
+        spec = _without_token_volumes(dict(pod.get("spec") or {}))
+        spec.pop("nodeName", None)
+        out_meta = {k: pod_meta[k] for k in ("labels", "annotations") if pod_meta.get(k)}
+        return {"metadata": out_meta, "spec": spec}
+
+    def _upsert(self, r: BufferResult, name: str, template: dict[str, Any]) -> int:
+        """CA's EnsurePodTemplate: created, or updated when its template differs; the
+        generation the cluster holds after."""
+        owner = {
+            "apiVersion": CAPACITY_BUFFER_API_VERSION,
+            "kind": CAPACITY_BUFFER_KIND,
+            "name": r.name,
+            "uid": r.uid,
+            "controller": True,
+        }
+        try:
+            held = read_json(
+                self.core.read_namespaced_pod_template(name, r.namespace, _preload_content=False)
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            body = {
+                "apiVersion": "v1",
+                "kind": "PodTemplate",
+                "metadata": {"name": name, "namespace": r.namespace, "ownerReferences": [owner]},
+                "template": template,
+            }
+            made = read_json(
+                self.core.create_namespaced_pod_template(r.namespace, body,
+                                                         _preload_content=False)
+            )
+            log.info("capacity_buffer_template_created", buffer=r.key, template=name)
+            return int((made.get("metadata") or {}).get("generation") or 0)
+        if _same(held.get("template") or {}, template):
+            return int((held.get("metadata") or {}).get("generation") or 0)
+        held["template"] = template
+        held.setdefault("metadata", {})["ownerReferences"] = [owner]
+        updated = read_json(
+            self.core.replace_namespaced_pod_template(name, r.namespace, held,
+                                                      _preload_content=False)
+        )
+        log.info("capacity_buffer_template_updated", buffer=r.key, template=name)
+        return int((updated.get("metadata") or {}).get("generation") or 0)
+
+    # ------------------------------------------------------------------ status
+
+    def _write_status(self, r: BufferResult, status: BufferStatus) -> bool:
+        body = _status_to_k8s(status)
+        for _ in range(self.conflict_retries):
+            try:
+                current = read_json(
+                    self.custom.get_namespaced_custom_object(
+                        CAPACITY_BUFFER_GROUP, VERSION, r.namespace, PLURAL, r.name,
+                        _preload_content=False,
+                    )
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    log.info("capacity_buffer_gone", buffer=r.key)
+                    return False
+                raise
+            if r.uid and (current.get("metadata") or {}).get("uid") not in (None, r.uid):
+                log.info("capacity_buffer_gone", buffer=r.key, reason="re-created")
+                return False
+            current["status"] = body
+            try:
+                discard(
+                    self.custom.replace_namespaced_custom_object_status(
+                        CAPACITY_BUFFER_GROUP, VERSION, r.namespace, PLURAL, r.name,
+                        current, _preload_content=False,
+                    )
+                )
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue
+                if exc.status == 404:
+                    log.info("capacity_buffer_gone", buffer=r.key)
+                    return False
+                raise
+            log.info("capacity_buffer_status_written", buffer=r.key,
+                     replicas=status.replicas, conditions=status.statuses())
+            return True
+        log.warning(
+            "capacity_buffer_write_failed",
+            buffer=r.key,
+            error_type=ErrorType.API_CALL.value,
+            status=409,
+            reason="Conflict",
+            message=f"still conflicting after {self.conflict_retries} attempts",
+        )
+        self._failed(ErrorType.API_CALL)
+        return False
+
+
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    def norm(t: Mapping[str, Any]) -> str:
+        meta = t.get("metadata") or {}
+        return json.dumps(
+            {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {},
+             "spec": t.get("spec") or {}},
+            sort_keys=True,
+        )
+
+    return norm(a) == norm(b)
