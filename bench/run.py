@@ -112,6 +112,29 @@ SCALING_FAMILIES = {
 }
 
 
+@dataclass(frozen=True)
+class Pair:
+    """Two rows of one shape measured in the same run: the loop of `row` may cost at most
+    `max_ratio` times the loop of `baseline`. Both rows run in the same command, so the
+    machine's load weighs on both alike; the ratio is taken run by run (run i against run
+    i) and its median decides."""
+
+    row: str
+    baseline: str
+    max_ratio: float
+    text: str
+
+
+PAIRS = (
+    Pair(
+        "dra-claims-10k",
+        "dra-plain-10k",
+        2.0,
+        "pods claiming a device over the same pods without claims",
+    ),
+)
+
+
 # --------------------------------------------------------------------------- results
 
 
@@ -650,6 +673,27 @@ def scaling_verdicts(results: dict[str, Measurement], scale: float = 1.0) -> lis
     return lines
 
 
+def pair_verdicts(results: dict[str, Measurement], scale: float = 1.0) -> list[str]:
+    """Per pair of rows measured in this run, the loop's cost of one over the other."""
+    lines = []
+    for pair in PAIRS:
+        row, base = results.get(pair.row), results.get(pair.baseline)
+        if row is None or base is None or not row.loop or not base.loop:
+            continue
+        ratios = [a / b for a, b in zip(row.loop, base.loop, strict=False) if b > 0]
+        if not ratios:
+            continue
+        median = statistics.median(ratios)
+        verdict = "MET" if median <= pair.max_ratio else "NOT MET"
+        lines.append(
+            f"{pair.row} / {pair.baseline} ({pair.text}): loop "
+            f"{statistics.median(row.loop):.3f} s / {statistics.median(base.loop):.3f} s, "
+            f"{_by_run(ratios)}, median x{median:.2f} (<= x{pair.max_ratio:g}): "
+            f"{verdict}{scale_note(scale)}"
+        )
+    return lines
+
+
 def _fmt_s(values: list[float]) -> str:
     return f"{statistics.median(values):.3f}" if values else "-"
 
@@ -797,6 +841,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     after = machine()
     rows = list(results.values())
     scaling = scaling_verdicts(results, args.scale)
+    pairs = pair_verdicts(results, args.scale)
     if args.json:
         doc = {
             "machine": before,
@@ -809,6 +854,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "scenarios": [m.to_json() for m in rows],
             "targets": {m.name: target_verdict(m, args.scale) for m in rows if m.name in TARGETS},
             "scaling": scaling,
+            "pairs": pairs,
             "steady": None if steady_result is None else steady_result.to_json(),
         }
         print(json.dumps(doc, indent=2))
@@ -822,7 +868,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"scale {args.scale:g}, median of {args.repeat}, seed {args.seed}\n")
         if rows:
             print(render_table(rows, args.scale))
-        for line in scaling:
+        for line in [*scaling, *pairs]:
             print(line)
         if steady_result is not None:
             print("\n".join(steady_result.lines()))

@@ -3,7 +3,7 @@
 Each generator returns a `Scenario`: a Kubernetes `List` snapshot, a `sim` cloud-config, the
 flags `clusterscaler simulate --once` runs with, and the decision the loop must take.
 `ROWS` lists the rows of the benchmark table (issue 9's scenarios (1)-(4) and the pod
-scaling rows of (1) and (3); issue 21's rows of real-shaped pods); `generate(name, scale, seed)` builds one.
+scaling rows of (1) and (3); issue 21's rows of real-shaped pods; the DRA pair); `generate(name, scale, seed)` builds one.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.scenarios import mixed, real, scalability, upstream
+from bench.scenarios import claims, mixed, real, scalability, upstream
 from bench.scenarios.model import Decision, Expected, Scenario, check
 
 __all__ = [
@@ -67,6 +67,10 @@ ROWS: dict[str, Row] = {
         Row("real-scale-up-50k", lambda s, seed: real.scale_up(_n(50_000 * s), seed)),
         Row("real-scale-up-150k", lambda s, seed: real.scale_up(_n(150_000 * s), seed)),
         Row("scale-down-2k-real", lambda s, seed: real.scale_down(_n(2_000 * s), seed)),
+        # Pods that claim devices (DRA) and the same pods without claims: a pair, whose
+        # loops are compared with each other (`bench.run.PAIRS`).
+        Row("dra-claims-10k", lambda s, seed: claims.scale_up(_n(10_000 * s, 80), claims=True)),
+        Row("dra-plain-10k", lambda s, seed: claims.scale_up(_n(10_000 * s, 80), claims=False)),
     )
 }
 

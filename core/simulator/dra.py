@@ -84,6 +84,10 @@ CounterSets = dict[str, dict[str, Fraction]]
 # How many devices the search for an allocation tries before giving up (the pod then does
 # not fit the node, the safe answer both for scale-up and for scale-down).
 SEARCH_LIMIT = 20_000
+# A search for more devices than the `n` usable ones tries every ordered choice of up to
+# `n` of them before it fails: for n <= 7 that stays within SEARCH_LIMIT (13,701 steps at
+# 7), so such a failure is known without the search (and gives the search's reason).
+_FAILS_WITHIN_LIMIT = 7
 # As the API's AllocationResultsMaxSize: a claim never gets more devices.
 MAX_RESULTS = 32
 # The device taint effects that keep a device from being allocated unless tolerated; any
@@ -131,6 +135,21 @@ class DeviceUse:
     local: bool = True
 
 
+@dataclass(slots=True)
+class _Plan:
+    """The allocations `copies_fit` found for copies of one pod's claims on one node, in
+    order: the pods with such claims that go there next take them, while nothing else
+    changed in between (`version`)."""
+
+    node: str
+    specs: tuple[ClaimSpec, ...]
+    allocations: list[tuple[Allocation, ...]]
+    version: int
+    index: int = 0
+    # The answer `allocate` gave from the plan, which `reserve` then records.
+    offered: dict[str, Allocation] | None = None
+
+
 class PoolIncomplete(ValueError):
     """A node-local pool whose newest generation does not have all its slices yet."""
 
@@ -149,6 +168,22 @@ class _Pool:
     pool_id: PoolId
     complete: bool
     devices: list[_Candidate]
+
+
+@dataclass(slots=True)
+class _NodePools:
+    """The pools a node reaches, and what they were computed from: the node's own slice
+    list, the shared slices' version, the node's labels and each pool's version. Valid
+    while none of those changed, so that publishing another node's slices keeps it."""
+
+    local: list[ResourceSlice] | None
+    shared_version: int
+    labels: Mapping[str, str]
+    versions: tuple[tuple[PoolId, int], ...]
+    pools: list[_Pool]
+    # Per selectors (a request's, its class's first): the devices of complete pools they
+    # select, in the pools' order.
+    matching: dict[tuple[str, ...], list[_Candidate]] = field(default_factory=dict)
 
 
 @dataclass
@@ -184,9 +219,20 @@ class DraState:
     # Bumped by every change `allocate` depends on (slices published or removed, devices
     # held or freed): the pools of a node and the last answer are reused until then.
     _version: int = 0
-    _slices_version: int = 0
-    _pools_of: dict[str, tuple[int, Mapping[str, str], list[_Pool]]] = field(default_factory=dict)
+    _shared_version: int = 0
+    _pool_versions: dict[PoolId, int] = field(default_factory=dict)
+    _pools_of: dict[str, _NodePools] = field(default_factory=dict)
     _last: tuple[Pod, Node, int, dict[str, Allocation] | str] | None = None
+    # The claims of each pod asked about (by id, the pod kept with them): the claims and
+    # templates do not change during a simulation.
+    _claims_of: dict[int, tuple[Pod, list[PodClaim] | str]] = field(default_factory=dict)
+    # The requests of each claim spec as the search sees them (by id, the spec kept).
+    _wants_of: dict[int, tuple[ClaimSpec, list[list[_Want]] | str]] = field(
+        default_factory=dict
+    )
+    # The node selector of an allocation of devices local to a node, per node.
+    _local_selectors: dict[str, tuple[NodeSelectorTerm, ...]] = field(default_factory=dict)
+    _plan: _Plan | None = None
 
     @classmethod
     def build(
@@ -206,6 +252,7 @@ class DraState:
                 state.node_slices.setdefault(s.node_name, []).append(s)
             elif s.node_selector is not None or s.all_nodes or s.per_device_node_selection:
                 state.shared_slices.append(s)
+                state._shared_version += 1
             state._index(s)
         for claim in state.claims.values():
             if claim.allocation is not None:
@@ -216,9 +263,9 @@ class DraState:
     # ------------------------------------------------------------------ slices and devices
 
     def _index(self, s: ResourceSlice) -> None:
-        self._slices_version += 1
         self._version += 1
         pool_id = (s.driver, s.pool.name)
+        self._pool_versions[pool_id] = self._pool_versions.get(pool_id, 0) + 1
         self.pool_slices.setdefault(pool_id, []).append(s)
         if s.shared_counters:
             sets = self.shared_counters.setdefault(pool_id, {})
@@ -228,9 +275,9 @@ class DraState:
             self.device_counters[(s.driver, s.pool.name, device)] = consumed
 
     def _unindex(self, s: ResourceSlice) -> None:
-        self._slices_version += 1
         self._version += 1
         pool_id = (s.driver, s.pool.name)
+        self._pool_versions[pool_id] = self._pool_versions.get(pool_id, 0) + 1
         slices = self.pool_slices.get(pool_id, [])
         if s in slices:
             slices.remove(s)
@@ -287,9 +334,18 @@ class DraState:
     def _pools(self, node: Node) -> list[_Pool]:
         """The pools `node` can reach, in the order their slices come, with the devices of
         theirs it can reach."""
+        return self._node_pools(node).pools
+
+    def _node_pools(self, node: Node) -> _NodePools:
         known = self._pools_of.get(node.name)
-        if known is not None and known[0] == self._slices_version and known[1] is node.labels:
-            return known[2]
+        if (
+            known is not None
+            and known.local is self.node_slices.get(node.name)
+            and known.shared_version == self._shared_version
+            and known.labels is node.labels
+            and all(self._pool_versions.get(p) == v for p, v in known.versions)
+        ):
+            return known
         pools: dict[PoolId, _Pool] = {}
         for s in self._reachable(node):
             pool_id = (s.driver, s.pool.name)
@@ -308,8 +364,24 @@ class DraState:
                         s.device_counters.get(d.name, {}),
                     )
                 )
-        found = list(pools.values())
-        self._pools_of[node.name] = (self._slices_version, node.labels, found)
+        entry = _NodePools(
+            self.node_slices.get(node.name),
+            self._shared_version,
+            node.labels,
+            tuple((p, self._pool_versions.get(p, 0)) for p in pools),
+            list(pools.values()),
+        )
+        self._pools_of[node.name] = entry
+        return entry
+
+    def _matching(self, entry: _NodePools, selectors: tuple[str, ...]) -> list[_Candidate]:
+        """The devices of the node's complete pools that `selectors` select."""
+        found = entry.matching.get(selectors)
+        if found is None:
+            found = entry.matching[selectors] = [
+                c for p in entry.pools if p.complete for c in p.devices
+                if self.selected(selectors, c)
+            ]
         return found
 
     # ------------------------------------------------------------------ holding devices
@@ -352,6 +424,14 @@ class DraState:
 
     def pod_claims(self, pod: Pod) -> list[PodClaim] | str:
         """The claims of `pod`, or why one cannot be found."""
+        known = self._claims_of.get(id(pod))
+        if known is not None and known[0] is pod:
+            return known[1]
+        found = self._find_claims(pod)
+        self._claims_of[id(pod)] = (pod, found)
+        return found
+
+    def _find_claims(self, pod: Pod) -> list[PodClaim] | str:
         out: list[PodClaim] = []
         for pc in pod.resource_claims:
             name = pod.claim_name(pc)
@@ -384,9 +464,95 @@ class DraState:
         if last is not None and last[0] is pod and last[1] is node and last[2] == self._version:
             # The filter's answer, asked again by the Reserve step.
             return last[3]
-        found = self._allocate(pod, node)
+        planned = self._planned(pod, node)
+        found = self._allocate(pod, node) if planned is None else planned
         self._last = (pod, node, self._version, found)
         return found
+
+    def _planned(self, pod: Pod, node: Node) -> dict[str, Allocation] | None:
+        """The next allocation `copies_fit` planned for this node, when `pod`'s claims are
+        copies of the planned ones and nothing changed since: what the search would find."""
+        plan = self._plan
+        if (
+            plan is None
+            or plan.node != node.name
+            or plan.version != self._version
+            or plan.index >= len(plan.allocations)
+        ):
+            return None
+        claims = self.pod_claims(pod)
+        if isinstance(claims, str) or not self._copies_of(claims, plan.specs):
+            return None
+        found = {c.key: a for c, a in zip(claims, plan.allocations[plan.index], strict=True)}
+        plan.offered = found
+        return found
+
+    def _copies_of(self, claims: Sequence[PodClaim], specs: Sequence[ClaimSpec]) -> bool:
+        """Whether `claims` are a pod's own, none allocated or used by another pod, each
+        once, asking what `specs` ask: their devices are then found as for any copy."""
+        if len(claims) != len(specs):
+            return False
+        keys = set()
+        for claim, spec in zip(claims, specs, strict=True):
+            if (
+                not claim.owned
+                or claim.key in keys
+                or claim.key in self.allocations
+                or self.consumers.get(claim.key)
+                or (claim.spec is not spec and claim.spec != spec)
+            ):
+                return False
+            keys.add(claim.key)
+        return True
+
+    def claims_alike(self, pods: Sequence[Pod]) -> bool:
+        """Whether every pod of `pods` has claims of its own, not allocated yet, asking
+        what the first pod's ask: each pod then takes devices as a copy of the first would
+        (`copies_fit`)."""
+        first = self.pod_claims(pods[0]) if pods else "no pods"
+        if isinstance(first, str) or not first:
+            return False
+        specs = tuple(c.spec for c in first)
+        for pod in pods:
+            claims = self.pod_claims(pod)
+            if isinstance(claims, str) or not self._copies_of(claims, specs):
+                return False
+        return True
+
+    def claims_key(self, pod: Pod) -> tuple[int, ...]:
+        """What decides where `pod`'s claims can be allocated, for pods whose claims are
+        alike (`claims_alike`): the claim specs, by identity (the pods of a workload
+        share their template's), so pods with equal keys ask the very same."""
+        claims = self.pod_claims(pod)
+        if isinstance(claims, str):
+            return ()
+        return tuple(id(c.spec) for c in claims)
+
+    def copies_fit(self, pod: Pod, node: Node, limit: int) -> int:
+        """How many copies of `pod` (itself the first), at most `limit`, get devices on
+        `node` one after the other, each with the allocation the search finds once the
+        earlier copies hold theirs. `pod`'s claims must be alike (`claims_alike`). The
+        allocations found are kept for the pods placed there next (`allocate` answers
+        with them while nothing else changes), so each is searched for once."""
+        claims = self.pod_claims(pod)
+        if isinstance(claims, str) or limit <= 0:
+            return 0
+        entry = self._node_pools(node)
+        found_all: list[tuple[Allocation, ...]] = []
+        held: list[DeviceId] = []
+        try:
+            while len(found_all) < limit:
+                found = _Search(self, node, claims, entry).run()
+                if isinstance(found, str):
+                    break
+                allocations = tuple(found[c.key] for c in claims)
+                found_all.append(allocations)
+                for claim, allocation in zip(claims, allocations, strict=True):
+                    held.extend(self._hold(claim.key, allocation))
+        finally:
+            self._drop(held)
+        self._plan = _Plan(node.name, tuple(c.spec for c in claims), found_all, self._version)
+        return len(found_all)
 
     def _allocate(self, pod: Pod, node: Node) -> dict[str, Allocation] | str:
         claims = self.pod_claims(pod)
@@ -405,7 +571,7 @@ class DraState:
                 todo.append(claim)
         if not todo:
             return {}
-        found = _Search(self, node, todo, self._pools(node)).run()
+        found = _Search(self, node, todo, self._node_pools(node)).run()
         if isinstance(found, str):
             return f"{REASON_DRA}: {found}"
         return found
@@ -422,6 +588,61 @@ class DraState:
         self._selected[key] = (candidate.device, found)
         return found
 
+    def wants(self, spec: ClaimSpec) -> list[list[_Want]] | str:
+        """The requests of a claim spec as the search sees them (each request's
+        alternatives), or why they cannot be read (a device class that does not exist)."""
+        known = self._wants_of.get(id(spec))
+        if known is not None and known[0] is spec:
+            return known[1]
+        found = self._make_wants(spec)
+        self._wants_of[id(spec)] = (spec, found)
+        return found
+
+    def _make_wants(self, spec: ClaimSpec) -> list[list[_Want]] | str:
+        requests: list[list[_Want]] = []
+        for request in spec.requests:
+            wants = []
+            for alt in request.first_available or (request,):
+                device_class = self.classes.get(alt.device_class_name)
+                if device_class is None:
+                    return (
+                        f'request {request.name}: deviceclass "{alt.device_class_name}" '
+                        "not found"
+                    )
+                wants.append(
+                    _Want(
+                        request.name,
+                        alt.name if request.first_available else "",
+                        alt.device_class_name,
+                        (*device_class.selectors, *alt.selectors),
+                        alt.allocation_mode == "All",
+                        alt.count,
+                        request.admin_access and not request.first_available,
+                        alt.tolerations,
+                    )
+                )
+            requests.append(wants)
+        return requests
+
+    def node_selector(self, chosen: Sequence[_Candidate]) -> tuple[NodeSelectorTerm, ...] | None:
+        """`_node_selector`, the one of devices local to a node made once per node."""
+        if chosen:
+            first = chosen[0]
+            s = first.slice
+            local = first.device.node_name if s.per_device_node_selection else s.node_name
+            if local:
+                known = self._local_selectors.get(local)
+                if known is None:
+                    known = self._local_selectors[local] = (
+                        NodeSelectorTerm(
+                            match_fields=(
+                                NodeSelectorRequirement("metadata.name", "In", (local,)),
+                            )
+                        ),
+                    )
+                return known
+        return _node_selector(chosen)
+
     def available(self, pool_id: PoolId, set_name: str, counter: str) -> Fraction | None:
         """What the pool's shared counter has left (None: the pool defines no such
         counter)."""
@@ -436,6 +657,12 @@ class DraState:
     def reserve(self, pod: Pod, allocations: Mapping[str, Allocation]) -> Callable[[], None]:
         """Record `allocations` (from `allocate`) and `pod` as a consumer of its claims;
         returns the undo."""
+        plan = self._plan
+        planned = (
+            plan is not None
+            and plan.offered is allocations
+            and plan.version == self._version
+        )
         self._version += 1
         claims = self.pod_claims(pod)
         keys = [c.key for c in claims] if not isinstance(claims, str) else []
@@ -446,6 +673,11 @@ class DraState:
         added = [k for k in keys if pod.key not in self.consumers.get(k, set())]
         for key in added:
             self.consumers.setdefault(key, set()).add(pod.key)
+        if planned and plan is not None:
+            # The state is now the one the plan's next allocation was found in.
+            plan.index += 1
+            plan.version = self._version
+            plan.offered = None
 
         def undo() -> None:
             self._version += 1
@@ -696,12 +928,13 @@ class _Search:
     yet, together, on one node."""
 
     def __init__(
-        self, state: DraState, node: Node, claims: Sequence[PodClaim], pools: Sequence[_Pool]
+        self, state: DraState, node: Node, claims: Sequence[PodClaim], entry: _NodePools
     ) -> None:
         self.state = state
         self.node = node
         self.claims = claims
-        self.pools = pools
+        self.entry = entry
+        self.pools = entry.pools
         self.steps = 0
         self.wants: list[list[list[_Want]]] = []
         self.constraints: list[list[_Constraint]] = []
@@ -714,46 +947,30 @@ class _Search:
 
     def _prepare(self) -> str | None:
         for claim in self.claims:
-            requests: list[list[_Want]] = []
-            for request in claim.spec.requests:
-                alternatives = request.first_available or (request,)
-                wants = []
-                for alt in alternatives:
-                    device_class = self.state.classes.get(alt.device_class_name)
-                    if device_class is None:
+            requests = self.state.wants(claim.spec)
+            if isinstance(requests, str):
+                return f"claim {claim.key}: {requests}"
+            for wants in requests:
+                for want in wants:
+                    if not want.all_devices:
+                        continue
+                    incomplete = [p for p in self.pools if not p.complete]
+                    if incomplete:
+                        pool = incomplete[0].pool_id
                         return (
-                            f"claim {claim.key}: request {request.name}: deviceclass "
-                            f'"{alt.device_class_name}" not found'
+                            f"claim {claim.key}: request {want.request}: asks for all "
+                            f"devices, but resource pool {pool[0]}/{pool[1]} is being "
+                            "updated"
                         )
-                    want = _Want(
-                        request.name,
-                        alt.name if request.first_available else "",
-                        alt.device_class_name,
-                        (*device_class.selectors, *alt.selectors),
-                        alt.allocation_mode == "All",
-                        alt.count,
-                        request.admin_access and not request.first_available,
-                        alt.tolerations,
-                    )
-                    if want.all_devices:
-                        incomplete = [p for p in self.pools if not p.complete]
-                        if incomplete:
-                            pool = incomplete[0].pool_id
-                            return (
-                                f"claim {claim.key}: request {request.name}: asks for all "
-                                f"devices, but resource pool {pool[0]}/{pool[1]} is being "
-                                "updated"
-                            )
-                        self.everything[want] = [
-                            c for p in self.pools for c in p.devices
-                            if self.state.selected(want.selectors, c)
-                        ]
-                    wants.append(want)
-                requests.append(wants)
+                    self.everything[want] = [
+                        c for p in self.pools for c in p.devices
+                        if self.state.selected(want.selectors, c)
+                    ]
             self.wants.append(requests)
             self.constraints.append(
                 [_Constraint(c) for c in claim.spec.constraints
                  if c.match_attribute or c.distinct_attribute]
+                if claim.spec.constraints else []
             )
         return None
 
@@ -766,6 +983,16 @@ class _Search:
         problem = self._prepare()
         if problem is not None:
             return problem
+        first = self._first_path()
+        if first is True:
+            return {
+                claim.key: self._allocation(results)
+                for claim, results in zip(self.claims, self.results, strict=True)
+            }
+        self.results = [[] for _ in self.claims]
+        self.in_flight = {}
+        if first is None:
+            return self._why()
         try:
             done = self._one(0, 0, 0, 0, False)
         except _GiveUp:
@@ -779,6 +1006,41 @@ class _Search:
             claim.key: self._allocation(results)
             for claim, results in zip(self.claims, self.results, strict=True)
         }
+
+    def _first_path(self) -> bool | None:
+        """The search's first path alone: each device the first usable one, as `_one`
+        tries them first. True when it allocates everything: that is the allocation the
+        search finds, without its bookkeeping. None when it fails where nothing could
+        have been chosen otherwise (one request of one claim, without constraints or
+        shared counters: fewer usable devices than wanted); False when the whole search
+        must decide. Requests for all devices and devices drawing on shared counters are
+        left to the search."""
+        only = len(self.claims) == 1 and len(self.wants[0]) == 1 and len(self.wants[0][0]) == 1
+        for ci, requests in enumerate(self.wants):
+            if self.constraints[ci]:
+                return False
+            results = self.results[ci]
+            for wants in requests:
+                want = wants[0]
+                if want.all_devices:
+                    return False
+                needed = want.count
+                if len(results) + needed > MAX_RESULTS:
+                    return None if only else False
+                got = 0
+                for candidate in self.state._matching(self.entry, want.selectors):
+                    if got == needed:
+                        break
+                    if candidate.counters:
+                        return False
+                    if not self._usable(ci, want, candidate):
+                        continue
+                    self.in_flight.setdefault(candidate.device_id, set()).add(ci)
+                    results.append((want, candidate))
+                    got += 1
+                if got < needed:
+                    return None if only and got <= _FAILS_WITHIN_LIMIT else False
+        return True
 
     def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool) -> bool:
         """allocateOne: place device `di` of alternative `si` of request `ri` of claim
@@ -809,18 +1071,13 @@ class _Search:
                 return True
             undo()
             return False
-        for pool in self.pools:
-            if not pool.complete:
+        for candidate in self.state._matching(self.entry, want.selectors):
+            undo = self._take(ci, want, candidate)
+            if undo is None:
                 continue
-            for candidate in pool.devices:
-                if not self.state.selected(want.selectors, candidate):
-                    continue
-                undo = self._take(ci, want, candidate)
-                if undo is None:
-                    continue
-                if self._one(ci, ri, si, di + 1, True):
-                    return True
-                undo()
+            if self._one(ci, ri, si, di + 1, True):
+                return True
+            undo()
         return False
 
     def _usable(self, ci: int, want: _Want, candidate: _Candidate) -> bool:
@@ -890,7 +1147,7 @@ class _Search:
             )
             for want, c in results
         )
-        return Allocation(devices, _node_selector([c for _, c in results]))
+        return Allocation(devices, self.state.node_selector([c for _, c in results]))
 
     # ------------------------------------------------------------------ why not
 

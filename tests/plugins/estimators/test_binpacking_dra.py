@@ -1,0 +1,227 @@
+"""Pods that claim devices (DRA) are filled onto template copies as copies of the first pod
+of their group, each with the devices the allocator would give it placed alone: the
+estimate is the one of placing every pod on its own and trying every node, for templates
+with plain, tainted and partitionable devices and workloads with one or two requests,
+several devices each, a constraint, claims shared between pods, and pods without claims."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusterscaler.loop.estimator import Estimate, EstimationLimits, ThresholdLimiter
+from clusterscaler.model import NodeInfo, OwnerRef, Pod
+from clusterscaler.model.dra import (
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
+from clusterscaler.model.pod import parse_pod
+from clusterscaler.plugins.estimators import BinpackingEstimator
+from clusterscaler.simulator import ClusterSnapshot, check_predicates
+from clusterscaler.simulator.builders import make_node
+from clusterscaler.simulator.dra import DraState
+from clusterscaler.simulator.equivalence import group_pods
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.plugins.estimators.test_binpacking_node_scan import EveryNodeEstimator
+
+DRIVER = "gpu.example.com"
+V1 = "resource.k8s.io/v1"
+CLASS = {"apiVersion": V1, "kind": "DeviceClass", "metadata": {"name": "gpu"},
+         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}
+
+device_st = st.fixed_dictionaries({
+    "model": st.sampled_from(["a", "a", "b"]),
+    "numa": st.integers(0, 1),
+    "tainted": st.sampled_from([False, False, False, True]),
+    "memory": st.sampled_from([0, 0, 10, 20]),
+})
+request_st = st.fixed_dictionaries({
+    "count": st.integers(1, 3),
+    "only_a": st.booleans(),
+    "tolerates": st.sampled_from([False, False, True]),
+})
+workload_st = st.fixed_dictionaries({
+    "pods": st.integers(1, 12),
+    "cpu": st.sampled_from(["100m", "500m", "1"]),
+    "requests": st.lists(request_st, min_size=0, max_size=2),
+    "constraint": st.sampled_from(["", "", "matchAttribute", "distinctAttribute"]),
+    "owned": st.booleans(),
+    # Claims made by the ResourceClaim controller (named in the pod's status), one per
+    # pod, rather than the template's spec; "shared": one ResourceClaim for every pod.
+    "claims": st.sampled_from(["template", "template", "generated", "shared"]),
+})
+
+
+def template_node(devices: list[dict[str, Any]]) -> NodeInfo:
+    slice_devices = []
+    for i, d in enumerate(devices):
+        doc: dict[str, Any] = {"name": f"d{i}", "attributes": {
+            "model": {"string": d["model"]}, "numa": {"int": d["numa"]}}}
+        if d["tainted"]:
+            doc["taints"] = [{"key": "broken", "effect": "NoSchedule"}]
+        if d["memory"]:
+            doc["consumesCounters"] = [{"counterSet": "gpu", "counters": {
+                "memory": {"value": f"{d['memory']}Gi"}}}]
+        slice_devices.append(doc)
+    sl = parse_resource_slice({
+        "apiVersion": V1, "kind": "ResourceSlice", "metadata": {"name": "s"},
+        "spec": {"driver": DRIVER, "nodeName": "tmpl",
+                 "pool": {"name": "tmpl", "generation": 1, "resourceSliceCount": 1},
+                 "sharedCounters": [{"name": "gpu", "counters": {"memory": {"value": "30Gi"}}}],
+                 "devices": slice_devices}})
+    return NodeInfo(make_node("tmpl", "4", "16Gi", 110), (), resource_slices=(sl,))
+
+
+def claim_spec(w: dict[str, Any]) -> dict[str, Any]:
+    reqs = []
+    for j, r in enumerate(w["requests"]):
+        exactly: dict[str, Any] = {"deviceClassName": "gpu", "count": r["count"]}
+        if r["only_a"]:
+            exactly["selectors"] = [
+                {"cel": {"expression": f'device.attributes["{DRIVER}"].model == "a"'}}]
+        if r["tolerates"]:
+            exactly["tolerations"] = [{"key": "broken", "operator": "Exists"}]
+        reqs.append({"name": f"r{j}", "exactly": exactly})
+    devices: dict[str, Any] = {"requests": reqs}
+    if w["constraint"]:
+        devices["constraints"] = [{w["constraint"]: f"{DRIVER}/numa"}]
+    return {"devices": devices}
+
+
+def workload_objects(workloads: list[dict[str, Any]]) -> tuple[list[Pod], list[Any], list[Any]]:
+    """The pods, ResourceClaims and ResourceClaimTemplates of the workloads."""
+    pods: list[Pod] = []
+    claims: list[Any] = []
+    templates: list[Any] = []
+    for w, spec in enumerate(workloads):
+        with_claims = bool(spec["requests"])
+        if with_claims:
+            templates.append(parse_resource_claim_template({
+                "apiVersion": V1, "kind": "ResourceClaimTemplate",
+                "metadata": {"name": f"t{w}", "namespace": "default"},
+                "spec": {"spec": claim_spec(spec)}}))
+            if spec["claims"] == "shared":
+                claims.append(parse_resource_claim({
+                    "apiVersion": V1, "kind": "ResourceClaim",
+                    "metadata": {"name": f"shared-{w}", "namespace": "default"},
+                    "spec": claim_spec(spec)}))
+        owner = OwnerRef("ReplicaSet", f"rs{w}", f"rs-{w}", True) if spec["owned"] else None
+        for i in range(spec["pods"]):
+            name = f"w{w}-{i}"
+            doc: dict[str, Any] = {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                             "labels": {"app": f"w{w}"}},
+                "spec": {"containers": [{"name": "c", "image": "i", "resources": {
+                    "requests": {"cpu": spec["cpu"], "memory": "100Mi"}}}]},
+            }
+            if owner is not None:
+                doc["metadata"]["ownerReferences"] = [{
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner.name,
+                    "uid": owner.uid, "controller": True}]
+            if with_claims:
+                if spec["claims"] == "shared":
+                    doc["spec"]["resourceClaims"] = [
+                        {"name": "gpu", "resourceClaimName": f"shared-{w}"}]
+                else:
+                    doc["spec"]["resourceClaims"] = [
+                        {"name": "gpu", "resourceClaimTemplateName": f"t{w}"}]
+                if spec["claims"] == "generated":
+                    doc["status"] = {"resourceClaimStatuses": [
+                        {"name": "gpu", "resourceClaimName": f"{name}-gpu"}]}
+                    claims.append(parse_resource_claim({
+                        "apiVersion": V1, "kind": "ResourceClaim",
+                        "metadata": {"name": f"{name}-gpu", "namespace": "default",
+                                     "ownerReferences": [{
+                                         "apiVersion": "v1", "kind": "Pod", "name": name,
+                                         "uid": f"uid-{name}", "controller": True}]},
+                        "spec": claim_spec(spec)}))
+            pods.append(parse_pod(doc))
+    return pods, claims, templates
+
+
+def estimate(estimator: BinpackingEstimator, workloads: list[dict[str, Any]],
+             devices: list[dict[str, Any]], cap: int | None) -> Estimate:
+    pods, claims, templates = workload_objects(workloads)
+    dra = DraState.build([], [parse_device_class(CLASS)], claims, templates)
+    snapshot = ClusterSnapshot(dra=dra)
+    limits = EstimationLimits(max_nodes_per_scale_up=cap, max_duration=None)
+    return estimator.estimate(
+        group_pods(pods), template_node(devices), snapshot, ThresholdLimiter(limits)
+    )
+
+
+def shape(result: Estimate) -> tuple[object, ...]:
+    return (
+        result.node_count,
+        result.limited_by,
+        [p.key for p in result.scheduled_pods],
+        [p.key for p in result.unscheduled_pods],
+        [(ni.node.name, [p.key for p in ni.pods]) for ni in result.new_nodes],
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    workloads=st.lists(workload_st, min_size=1, max_size=4),
+    devices=st.lists(device_st, min_size=1, max_size=6),
+    cap=st.one_of(st.none(), st.integers(0, 10)),
+)
+def test_claiming_pods_are_filled_where_each_would_go_on_its_own(
+    workloads: list[dict[str, Any]], devices: list[dict[str, Any]], cap: int | None
+) -> None:
+    fast = estimate(BinpackingEstimator(), workloads, devices, cap)
+    slow = estimate(EveryNodeEstimator(), workloads, devices, cap)
+    assert shape(fast) == shape(slow)
+
+
+def test_each_copy_takes_devices_of_its_own() -> None:
+    """Three GPUs a node, nine pods of one workload claiming one each: three nodes, three
+    pods each, every pod on the node whose device it would get."""
+    workload = {"pods": 9, "cpu": "100m", "owned": True, "constraint": "", "claims": "template",
+                "requests": [{"count": 1, "only_a": False, "tolerates": False}]}
+    plain = {"model": "a", "numa": 0, "tainted": False, "memory": 0}
+    result = estimate(BinpackingEstimator(), [workload], [plain] * 3, None)
+    assert result.node_count == 3
+    assert [len(ni.pods) for ni in result.new_nodes] == [3, 3, 3]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    workload=workload_st.filter(lambda w: bool(w["requests"]) and w["claims"] != "shared"),
+    devices=st.lists(device_st, min_size=1, max_size=6),
+)
+def test_copies_get_the_devices_they_would_get_one_by_one(
+    workload: dict[str, Any], devices: list[dict[str, Any]]
+) -> None:
+    """What `copies_fit` counts is what placing the pods one by one allocates, device for
+    device, and placing them after it records those allocations."""
+    tmpl = template_node(devices)
+
+    def snapshot() -> tuple[ClusterSnapshot, list[Pod]]:
+        pods, claims, templates = workload_objects([workload])
+        snap = ClusterSnapshot(dra=DraState.build([], [parse_device_class(CLASS)], claims,
+                                                  templates))
+        snap.add_node(tmpl.node, (), tmpl.resource_slices)
+        return snap, pods
+
+    one_by_one, pods = snapshot()
+    placed = 0
+    for pod in pods:
+        if check_predicates(pod, one_by_one.get("tmpl"), one_by_one) is not None:
+            break
+        one_by_one.add_pod(pod, "tmpl")
+        placed += 1
+    copies, pods = snapshot()
+    assert copies.dra is not None and copies.dra.claims_alike(pods)
+    if check_predicates(pods[0], copies.get("tmpl"), copies) is None:
+        assert copies.dra.copies_fit(pods[0], tmpl.node, len(pods)) == placed
+    else:
+        assert placed == 0
+    copies.add_pods(pods[:placed], "tmpl")
+    assert one_by_one.dra is not None
+    assert copies.dra.allocations == one_by_one.dra.allocations
+    assert copies.dra.allocated == one_by_one.dra.allocated
