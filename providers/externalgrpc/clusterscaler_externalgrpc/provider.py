@@ -9,6 +9,13 @@ What is cached, as upstream's client caches it:
   object, that is until the next `refresh()`;
 - the GPU label and the available GPU types for the life of the provider.
 
+DRA devices of a template (scale from zero): `nodeBytes` holds a Node and nothing else, so
+a service declares its template's GPUs as DRA devices with the annotations upstream's
+Cluster API provider reads on a MachineSet, set on the template Node:
+`capacity.cluster-autoscaler.kubernetes.io/dra-driver` (the driver) and
+`capacity.cluster-autoscaler.kubernetes.io/gpu-count` (how many GPUs it publishes): the
+template then has one ResourceSlice of that driver (`gpu_template_slices`).
+
 Errors, as upstream maps them: a call that ends with status `UNIMPLEMENTED` is
 `NotImplementedByService` (upstream's `cloudprovider.ErrNotImplemented`): for
 `NodeGroupGetOptions` it means "use the flags", for `NodeGroupTemplateNodeInfo` "no scale
@@ -34,6 +41,7 @@ from typing import Any
 import grpc
 import structlog
 from clusterscaler.api import (
+    DRA_DRIVER_FORM,
     CloudProviderError,
     Instance,
     InstanceErrorClass,
@@ -46,7 +54,10 @@ from clusterscaler.api import (
     Pod,
     ProviderProblem,
     ResourceLimiter,
+    ResourceSlice,
     checked_increase,
+    gpu_template_slices,
+    is_dra_driver_name,
     kube_proto,
     parse_node,
 )
@@ -316,7 +327,35 @@ def decode_template(group: str, node_bytes: bytes) -> NodeInfo | CloudProviderEr
         node = parse_node(raw)
     except (ModelError, ValueError) as exc:
         return CloudProviderError(f"{where}: nodeBytes: {exc}")
-    return NodeInfo(node, ())
+    slices = template_devices(node)
+    if isinstance(slices, str):
+        return CloudProviderError(f"{where}: nodeBytes: template node {node.name}: {slices}")
+    return NodeInfo(node, (), slices)
+
+
+# The annotations of upstream's Cluster API provider, read here on the template Node.
+DRA_DRIVER_ANNOTATION = "capacity.cluster-autoscaler.kubernetes.io/dra-driver"
+GPU_COUNT_ANNOTATION = "capacity.cluster-autoscaler.kubernetes.io/gpu-count"
+
+
+def template_devices(node: Node) -> tuple[ResourceSlice, ...] | str:
+    """The DRA devices the template node's annotations declare, or what is wrong with them
+    (naming the annotation and the expected form)."""
+    driver = node.annotations.get(DRA_DRIVER_ANNOTATION)
+    if driver is None:
+        return ()
+    if not is_dra_driver_name(driver.strip()):
+        return f"annotation {DRA_DRIVER_ANNOTATION}={driver!r}: expected {DRA_DRIVER_FORM}"
+    count = node.annotations.get(GPU_COUNT_ANNOTATION)
+    if count is None or not count.strip().isascii() or not count.strip().isdigit():
+        return (
+            f"annotation {GPU_COUNT_ANNOTATION}={count!r}: expected the number of GPUs the "
+            f"driver {driver.strip()} publishes for a new node, a non-negative integer"
+        )
+    try:
+        return gpu_template_slices(node.name, driver.strip(), int(count))
+    except ValueError as exc:
+        return f"annotation {GPU_COUNT_ANNOTATION}={count!r}: {exc}"
 
 
 def _write_options(pb: Any, options: NodeGroupOptions) -> None:
