@@ -23,7 +23,7 @@ prefixed with ``[dry-run]`` so nobody mistakes a decision for an action.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -32,6 +32,7 @@ import structlog
 from clusterscaler.framework.durations import format_duration
 
 if TYPE_CHECKING:
+    from clusterscaler.loop.capacitybuffers import BufferResult
     from clusterscaler.loop.decisions import LoopResult, NodeDeletion
 
 __all__ = [
@@ -379,7 +380,12 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
         resize = GroupResize(decision.node_group, decision.target_before, new, max_size)
         for pod in decision.pods:
             resizes_by_pod.setdefault(pod, []).append(resize)
+    # CapacityBuffers' placeholder pods exist nowhere: their events go to their buffers.
+    buffer_of = {p: r for r in result.capacity_buffers for p in r.pods}
+    buffer_reasons: dict[str, list[str]] = {}
     for pod, resizes in resizes_by_pod.items():
+        if pod in buffer_of:
+            continue
         out.append(
             Event(_pod_ref(pod), NORMAL, TRIGGERED_SCALE_UP, messages.triggered_scale_up(resizes))
         )
@@ -396,11 +402,16 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
         # As CA: "<count> <reason>" per distinct reason, sorted as strings; with no node
         # group at all CA's message ends after the colon.
         reasons = sorted(f"{n} {text}" for text, n in counts.items())
+        if pod in buffer_of:
+            buffer_reasons.setdefault(pod, reasons)
+            continue
         out.append(
             Event(
                 _pod_ref(pod), NORMAL, NOT_TRIGGER_SCALE_UP, messages.not_trigger_scale_up(reasons)
             )
         )
+    if buffer_of:
+        out.extend(_buffer_events(result, buffer_of, resizes_by_pod, buffer_reasons))
     # As CA's ProvisioningRequestPodsFilter: on at most 50 pods a loop, and with no reason.
     for pod, request in result.provisioning_request_consumers[:MAX_PROVREQ_EVENTS]:
         out.append(
@@ -558,3 +569,46 @@ def _object_ref(text: str) -> ObjectRef | None:
 def _pod_ref(key: str) -> ObjectRef:
     namespace, _, name = key.partition("/")
     return ObjectRef.pod(namespace, name) if name else ObjectRef.pod("default", namespace)
+
+
+def _buffer_events(
+    result: LoopResult,
+    buffer_of: Mapping[str, BufferResult],
+    resizes_by_pod: Mapping[str, Sequence[GroupResize]],
+    reasons_by_pod: Mapping[str, Sequence[str]],
+) -> list[Event]:
+    """CA's FakePodsScaleUpStatusProcessor: per buffer, how many of its placeholder pods
+    triggered the scale-up (TriggeredScaleUp), or, when nothing was scaled up, did not
+    (NotTriggerScaleUp, with each pod's reasons)."""
+    from clusterscaler.loop.decisions import ScaleUpStatus
+
+    out: list[Event] = []
+    triggered: dict[str, list[str]] = {}
+    resizes: list[GroupResize] = []
+    for pod, pod_resizes in resizes_by_pod.items():
+        if pod in buffer_of:
+            triggered.setdefault(buffer_of[pod].key, []).append(pod)
+            resizes.extend(r for r in pod_resizes if r not in resizes)
+    refs = {r.key: _buffer_ref(r) for r in buffer_of.values()}
+    if result.scale_up.decisions:
+        for key, pods in sorted(triggered.items()):
+            out.append(Event(
+                refs[key], NORMAL, TRIGGERED_SCALE_UP,
+                f"capacity buffer {len(pods)} fake pods triggered scale-up: "
+                f"[{' '.join(str(r) for r in resizes)}]",
+            ))
+    if result.scale_up.status not in (ScaleUpStatus.SUCCESSFUL, ScaleUpStatus.ERROR):
+        remaining: dict[str, list[str]] = {}
+        for pod, reasons in reasons_by_pod.items():
+            remaining.setdefault(buffer_of[pod].key, []).append(", ".join(reasons))
+        for key, messages_ in sorted(remaining.items()):
+            out.append(Event(
+                refs[key], NORMAL, NOT_TRIGGER_SCALE_UP,
+                f"capacity buffer {len(messages_)} fake pods didn't trigger scale-up: "
+                + ",".join(messages_),
+            ))
+    return out
+
+
+def _buffer_ref(r: BufferResult) -> ObjectRef:
+    return ObjectRef("CapacityBuffer", r.name, r.namespace, r.uid, r.api_version)

@@ -21,6 +21,7 @@ from clusterscaler.model.capacitybuffer import (
 )
 from clusterscaler.model.provisioning import Condition, PodTemplate, parse_pod_template
 from clusterscaler.model.resources import Resources
+from clusterscaler.report.events import ObjectRef, events_for_result
 from clusterscaler.simulator.builders import make_pod
 from loopkit import T0, Harness, running_pod
 
@@ -355,3 +356,37 @@ def test_nothing_happens_with_both_flags_off() -> None:
                                               **ready_status())
     result = run(h, cluster)
     assert result.capacity_buffers == () and result.scale_up.decisions == ()
+
+
+def test_the_events_of_placeholder_pods_go_to_their_buffer() -> None:
+    h, cluster = harness()
+    h.provider.add_group("g", 0, 10, nodes=0, cpu="2", memory="8Gi")
+    cluster.buffers["default/spare"] = buffer(pod_template_ref="spare", replicas=3)
+    result = run(h, cluster)
+    events = events_for_result(result, ObjectRef.config_map("kube-system", "status"))
+    assert not [e for e in events if e.involved.kind == "Pod"]
+    [event] = [e for e in events if e.involved.kind == "CapacityBuffer"]
+    assert (event.involved.name, event.involved.namespace, event.involved.uid) == (
+        "spare", "default", "uid-spare"
+    )
+    assert event.involved.api_version == "autoscaling.x-k8s.io/v1beta1"
+    assert (event.reason, event.message) == (
+        "TriggeredScaleUp",
+        "capacity buffer 3 fake pods triggered scale-up: [{g 0->2 (max: 10)}]",
+    )
+
+
+def test_placeholder_pods_no_group_can_help_are_told_on_their_buffer() -> None:
+    h, cluster = harness()
+    h.provider.add_group("g", 0, 1, nodes=1, cpu="2", memory="8Gi")
+    cluster.templates["default/spare"] = template(cpu="1500m")
+    cluster.buffers["default/spare"] = buffer(pod_template_ref="spare", replicas=3)
+    result = run(h, cluster)
+    events = events_for_result(result, ObjectRef.config_map("kube-system", "status"))
+    assert not [e for e in events if e.involved.kind == "Pod"]
+    [event] = [e for e in events if e.involved.kind == "CapacityBuffer"]
+    assert event.reason == "NotTriggerScaleUp"
+    assert event.message == (
+        "capacity buffer 2 fake pods didn't trigger scale-up: "
+        "1 max node group size reached,1 max node group size reached"
+    )
