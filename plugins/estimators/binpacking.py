@@ -125,6 +125,7 @@ def _alike_to(p: Pod, rep: Pod) -> bool:
         )
         or p.host_ports
         or (p.volumes and volumes_constrain_scheduling(p))
+        or p.resource_claims != rep.resource_claims
     )
 
 
@@ -297,12 +298,13 @@ class BinpackingEstimator:
         snapshot.fork()
         try:
             for run in runs:
-                first = run[0]
-                if len(run) > 1 and _is_resource_only(first.pods, snapshot, template):
-                    self._place_arithmetic(
-                        state, [p for g in run for p in g.pods], snapshot, limiter
-                    )
-                    continue
+                if len(run) > 1:
+                    # Every pod of the run: claiming pods are alike only if all their
+                    # claims ask the same.
+                    run_pods = [p for g in run for p in g.pods]
+                    if _is_resource_only(run_pods, snapshot, template):
+                        self._place_arithmetic(state, run_pods, snapshot, limiter)
+                        continue
                 for group in run:
                     pods = group.pods
                     if self._pods_alike(groups, group) and _is_resource_only(

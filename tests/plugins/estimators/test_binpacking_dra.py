@@ -52,6 +52,8 @@ workload_st = st.fixed_dictionaries({
     # Claims made by the ResourceClaim controller (named in the pod's status), one per
     # pod, rather than the template's spec; "shared": one ResourceClaim for every pod.
     "claims": st.sampled_from(["template", "template", "generated", "shared"]),
+    # Workloads of one label look alike to the estimator but for their claims.
+    "app": st.sampled_from(["x", "own"]),
 })
 
 
@@ -114,7 +116,8 @@ def workload_objects(workloads: list[dict[str, Any]]) -> tuple[list[Pod], list[A
             doc: dict[str, Any] = {
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
-                             "labels": {"app": f"w{w}"}},
+                             "labels": {"app": spec.get("app", "x") if spec.get("app") == "x"
+                                        else f"w{w}"}},
                 "spec": {"containers": [{"name": "c", "image": "i", "resources": {
                     "requests": {"cpu": spec["cpu"], "memory": "100Mi"}}}]},
             }
@@ -182,6 +185,7 @@ def test_each_copy_takes_devices_of_its_own() -> None:
     """Three GPUs a node, nine pods of one workload claiming one each: three nodes, three
     pods each, every pod on the node whose device it would get."""
     workload = {"pods": 9, "cpu": "100m", "owned": True, "constraint": "", "claims": "template",
+                "app": "own",
                 "requests": [{"count": 1, "only_a": False, "tolerates": False}]}
     plain = {"model": "a", "numa": 0, "tainted": False, "memory": 0}
     result = estimate(BinpackingEstimator(), [workload], [plain] * 3, None)
@@ -199,6 +203,8 @@ def test_copies_get_the_devices_they_would_get_one_by_one(
 ) -> None:
     """What `copies_fit` counts is what placing the pods one by one allocates, device for
     device, and placing them after it records those allocations."""
+    # Small pods: the node's devices, not its cpu, decide how many fit.
+    workload = {**workload, "cpu": "100m"}
     tmpl = template_node(devices)
 
     def snapshot() -> tuple[ClusterSnapshot, list[Pod]]:
