@@ -120,6 +120,18 @@ def decision_json(result: LoopResult, *, include_waiting: bool = False) -> dict[
             for r in result.provisioning_requests
             if not r.delete
         ]
+    if result.capacity_quotas:
+        # Each CapacityQuota (--capacity-quotas-enabled) as its status would say: the usage
+        # of the nodes it covers, and whether it is enforced (valid) or why not.
+        doc["capacityQuotas"] = [
+            {
+                "name": q.name,
+                "used": dict(q.used) if q.used is not None else None,
+                "valid": bool(q.conditions) and q.conditions[0].is_true,
+                "message": q.conditions[0].message if q.conditions else "",
+            }
+            for q in result.capacity_quotas
+        ]
     if result.unreadable:
         # Objects the loop could not read and left out; the nodes of such pods are kept.
         doc["unreadable"] = [

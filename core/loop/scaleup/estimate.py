@@ -195,7 +195,10 @@ def estimate_options(
                 check = quotas.check(tpl.node, headroom)
                 if check.allowed < headroom:
                     headroom = check.allowed
-                    quota_held = check.exceeded[0].rejection(gid)
+                    # Named by what one node past the cap would exceed, as the next loop
+                    # will name it when the group is at its quota.
+                    beyond = quotas.check(tpl.node, headroom + 1)
+                    quota_held = beyond.exceeded[0].rejection(gid)
         similar: list[str] = []
         if balance and not atomic:
             similar = find_similar(gid, template_infos(templates), options, balanceable)
