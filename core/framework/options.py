@@ -467,9 +467,9 @@ class AutoscalingOptions:
     check_capacity_provisioning_request_max_batch_size: int = opt(10, "Maximum number of provisioning requests to process in a single batch.", group="scale-up")
     check_capacity_provisioning_request_batch_timebox: timedelta = opt(_s(10), "Maximum time to process a batch of provisioning requests.", group="scale-up")
     check_capacity_processor_instance: str = opt("", "Name of the processor instance: only ProvisioningRequests naming it are processed by this instance.", group="scale-up")
-    capacity_buffer_controller_enabled: bool = opt(False, "Whether to enable the default controller for capacity buffers.", group="scale-up", no_effect="capacity buffers are not supported")
-    capacity_buffer_pod_injection_enabled: bool = opt(False, "Whether to inject fake pods for ready capacity buffers.", group="scale-up", no_effect="capacity buffers are not supported")
-    capacity_buffer_pod_dry_run_enabled: bool = opt(True, "Whether to use server dry run to build managed pod templates for capacity buffers.", group="scale-up", no_effect="capacity buffers are not supported")
+    capacity_buffer_controller_enabled: bool = opt(False, "Whether to enable the default controller for capacity buffers or not: each CapacityBuffer (autoscaling.x-k8s.io/v1beta1) gets the PodTemplate its chunks are made from, their number and its conditions, within the namespace's ResourceQuotas (docs/capacity-buffers.md).", group="scale-up")
+    capacity_buffer_pod_injection_enabled: bool = opt(False, "Whether to enable pod list processor that processes ready capacity buffers and injects fake pods accordingly: they are simulated as pending, never created, so nodes are added ahead of demand and kept.", group="scale-up")
+    capacity_buffer_pod_dry_run_enabled: bool = opt(True, "Whether to use server dry run to build managed pod templates for capacity buffers. That ensures that the buffers' fake pods will more reliably resemble real pods by going through the pod defaulting, mutating and validating webhooks. No-op if --capacity-buffer-controller-enabled is false. Note: requires \"create\" permission on pods to call server dry run. No real pods will be created.", group="scale-up")
     capacity_quotas_enabled: bool = opt(False, "Whether to enable CapacityQuota CRD support.", group="scale-up")
 
     # --- Scale-down ------------------------------------------------------------------------
