@@ -20,7 +20,14 @@ from typing import Any
 import yaml
 from clusterscaler.testing import controlplane, upstreamca
 
-__all__ = ["CRD_FILE", "NAME", "crd_from_types", "provisioning_request_crd", "upstream_crd"]
+__all__ = [
+    "CRD_FILE",
+    "NAME",
+    "crd_from_types",
+    "module_file",
+    "provisioning_request_crd",
+    "upstream_crd",
+]
 
 NAME = "provisioningrequests.autoscaling.x-k8s.io"
 # The file in the `apis` module.
@@ -165,8 +172,8 @@ def crd_from_types() -> dict[str, Any]:
     }
 
 
-def _from_proxy() -> Path | None:
-    """The `apis` module's CRD file through the Go module proxy, or None when refused."""
+def module_file(name: str) -> Path | None:
+    """File `name` of the `apis` module through the Go module proxy, or None when refused."""
     try:
         go = controlplane._go()
     except controlplane.ControlPlaneError:
@@ -183,7 +190,7 @@ def _from_proxy() -> Path | None:
         return None
     if proc.returncode != 0 or info.get("Error") or not info.get("Dir"):
         return None
-    path = Path(info["Dir"]) / CRD_FILE
+    path = Path(info["Dir"]) / name
     return path if path.is_file() else None
 
 
@@ -191,7 +198,8 @@ def upstream_crd() -> tuple[dict[str, Any], str] | None:
     """Upstream's CRD file and where it came from, or None when neither the module proxy nor
     the cache has it."""
     unpacked = upstreamca.build_dir() / "src" / upstreamca.SUBDIR / "apis" / CRD_FILE
-    for path, origin in ((_from_proxy(), "module proxy"), (unpacked, "upstream CA's source")):
+    for path, origin in ((module_file(CRD_FILE), "module proxy"),
+                         (unpacked, "upstream CA's source")):
         if path is not None and path.is_file():
             return yaml.safe_load(path.read_text()), f"{origin}: {path}"
     return None
