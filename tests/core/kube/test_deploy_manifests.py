@@ -383,3 +383,87 @@ def test_provisioning_request_rbac_is_granted_with_the_flag_and_exactly_used(tmp
     # Each permission the flag adds is used by one of these calls.
     added = {str(g) for g in with_flag.grants()} - {str(g) for g in without.grants()}
     assert added and added.isdisjoint(str(g) for g in with_flag.unused(calls))
+
+
+def test_capacity_buffer_rbac_is_granted_with_the_flags_and_exactly_used(tmp_path):
+    """With the capacity-buffer flags, the chart grants the calls of the buffer caches,
+    the managed PodTemplates (built by a pod dry-run) and the status writer, each used;
+    without, none."""
+    from clusterscaler.loop.capacitybuffers import CapacityBufferProcessor
+    from clusterscaler.testing import helm
+    from clusterscaler.testing.fakekube import FakeKubeServer, capacity_buffer_resources
+
+    def rbac(name: str, **extra_args: object) -> RbacAuthorizer:
+        docs = helm.template({"cloudProvider": "kwok", "extraArgs": extra_args})
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump_all(docs))
+        [account] = [d for d in docs if d["kind"] == "ServiceAccount"]
+        return RbacAuthorizer.from_manifests(
+            [path], service_account=account["metadata"]["name"]
+        )
+
+    flags = {"capacity-buffer-controller-enabled": True,
+             "capacity-buffer-pod-injection-enabled": True}
+    with_flags = rbac("on.yaml", **flags)
+    injection_only = rbac("inject.yaml", **{"capacity-buffer-pod-injection-enabled": True})
+    without = rbac("off.yaml")
+
+    options = dataclasses.replace(
+        deployment_options(),
+        capacity_buffer_controller_enabled=True,
+        capacity_buffer_pod_injection_enabled=True,
+    )
+    with FakeKubeServer(resources=capacity_buffer_resources()) as fake:
+        fake.create({
+            "apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+            "metadata": {"name": "spare", "namespace": "web"},
+            "spec": {"podTemplateRef": {"name": "spare"}, "replicas": 2},
+        })
+        fake.create({
+            "apiVersion": "v1", "kind": "PodTemplate",
+            "metadata": {"name": "spare", "namespace": "web"},
+            "template": {"spec": {"containers": [
+                {"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
+        })
+        api = fake.api_client()
+        runtime = KubeRuntime.from_options(options, api_client=api, identity="me", serve=False)
+        now = datetime.now(UTC)
+        try:
+            with runtime.source as source:
+                assert source.wait_for_sync(10)
+                objects = source.snapshot()
+            processor = CapacityBufferProcessor.from_options(options)
+            processor.run(objects.capacity_buffers, objects.pod_templates, now=now)
+            [result] = processor.results()
+            assert runtime.buffer_writer is not None
+            assert runtime.buffer_writer.write([result], now) == 1
+            # The source changed: the managed template is updated.
+            assert result.template is not None
+            changed = dataclasses.replace(result, template=dataclasses.replace(
+                result.template,
+                template={**result.template.template, "metadata": {"labels": {"v": "2"}}},
+            ))
+            runtime.buffer_writer.write([changed], now)
+        finally:
+            runtime.stop()
+            api.close()
+        calls = [r for r in fake.requests
+                 if r.resource in ("capacitybuffers", "podtemplates", "resourcequotas")
+                 or (r.resource == "pods" and r.verb == "create")]
+    assert {(r.verb, r.resource, r.subresource) for r in calls} >= {
+        ("list", "capacitybuffers", ""), ("watch", "capacitybuffers", ""),
+        ("get", "capacitybuffers", ""), ("update", "capacitybuffers", "status"),
+        ("list", "resourcequotas", ""), ("watch", "resourcequotas", ""),
+        ("list", "podtemplates", ""), ("watch", "podtemplates", ""),
+        ("get", "podtemplates", ""), ("create", "podtemplates", ""),
+        ("update", "podtemplates", ""), ("create", "pods", ""),
+    }
+    assert with_flags.denied(calls) == []
+    # The injection alone reads and writes the status, never a template or a pod.
+    assert {(verb, resource) for verb, _, resource, _, _ in injection_only.denied(calls)} == {
+        ("get", "podtemplates"), ("create", "podtemplates"), ("update", "podtemplates"),
+        ("create", "pods"),
+    }
+    assert without.denied(calls)
+    added = {str(g) for g in with_flags.grants()} - {str(g) for g in without.grants()}
+    assert added and added.isdisjoint(str(g) for g in with_flags.unused(calls))
