@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from clusterscaler.model.dra import (
@@ -93,6 +94,8 @@ MAX_RESULTS = 32
 # The device taint effects that keep a device from being allocated unless tolerated; any
 # other effect (None, or one this version does not know) is ignored, as the allocator does.
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# What a device that draws on no shared counter consumes (one object for all of them).
+_NO_COUNTERS: Mapping[str, Mapping[str, Fraction]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +236,13 @@ class DraState:
     # The node selector of an allocation of devices local to a node, per node.
     _local_selectors: dict[str, tuple[NodeSelectorTerm, ...]] = field(default_factory=dict)
     _plan: _Plan | None = None
+    # What `copies_fit` found on a node of a fresh layout (`_fresh_layout`), per layout and
+    # claim specs: the entry it was found on (kept, so the ids of the layout stay unique),
+    # whether the copies ran out before the limit, and the copies' devices as positions.
+    _copy_patterns: dict[
+        tuple[object, ...],
+        tuple[_NodePools, bool, list[tuple[tuple[tuple[str, int, int, bool], ...], ...]]],
+    ] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -361,7 +371,7 @@ class DraState:
                         d,
                         s,
                         s.device_taints.get(d.name, ()),
-                        s.device_counters.get(d.name, {}),
+                        s.device_counters.get(d.name, _NO_COUNTERS),
                     )
                 )
         entry = _NodePools(
@@ -537,12 +547,34 @@ class DraState:
         claims = self.pod_claims(pod)
         if isinstance(claims, str) or limit <= 0:
             return 0
+        specs = tuple(c.spec for c in claims)
         entry = self._node_pools(node)
+        fresh = self._fresh_layout(entry, node)
+        memo_key = None if fresh is None else (fresh, tuple(id(s) for s in specs))
+        known = None if memo_key is None else self._copy_patterns.get(memo_key)
+        if known is not None and (known[1] or len(known[2]) >= limit):
+            found_all = [self._from_pattern(p, entry, node) for p in known[2][:limit]]
+        else:
+            found_all = self._search_copies(claims, node, entry, limit)
+            if memo_key is not None:
+                self._copy_patterns[memo_key] = (
+                    entry, len(found_all) < limit, [self._pattern(a, entry) for a in found_all]
+                )
+        self._plan = _Plan(node.name, specs, found_all, self._version)
+        # The next pod placed there is answered from the plan, not from an earlier filter.
+        self._last = None
+        return len(found_all)
+
+    def _search_copies(
+        self, claims: Sequence[PodClaim], node: Node, entry: _NodePools, limit: int
+    ) -> list[tuple[Allocation, ...]]:
+        """The allocations of up to `limit` copies of `claims`, each searched for with the
+        earlier copies holding theirs (held only for the search)."""
         found_all: list[tuple[Allocation, ...]] = []
         held: list[DeviceId] = []
         try:
             while len(found_all) < limit:
-                found = _Search(self, node, claims, entry).run()
+                found = _Search(self, node, claims, entry).run(explain=False)
                 if isinstance(found, str):
                     break
                 allocations = tuple(found[c.key] for c in claims)
@@ -551,8 +583,65 @@ class DraState:
                     held.extend(self._hold(claim.key, allocation))
         finally:
             self._drop(held)
-        self._plan = _Plan(node.name, tuple(c.spec for c in claims), found_all, self._version)
-        return len(found_all)
+        return found_all
+
+    def _fresh_layout(self, entry: _NodePools, node: Node) -> tuple[object, ...] | None:
+        """What the search on `node` depends on, when that is the layout of its devices
+        alone: the node reaches only slices of its own (no shared slices in the cluster),
+        none of its devices is held and no counter of its pools is drawn on. A template's
+        copies share their Device objects, taints and counters, so the copies of one
+        template have one layout and their first claims get the same devices. None when
+        the node is not in that state."""
+        if self.shared_slices:
+            return None
+        layout: list[object] = []
+        allocated = self.allocated
+        for pool in entry.pools:
+            used = self.used_counters.get(pool.pool_id)
+            if used and any(v for counters in used.values() for v in counters.values()):
+                return None
+            layout.append(pool.complete)
+            for c in pool.devices:
+                if c.device_id in allocated or c.slice.node_name != node.name:
+                    return None
+                layout.append((id(c.device), id(c.taints), id(c.counters),
+                               id(c.slice.shared_counters)))
+        return tuple(layout)
+
+    def _pattern(
+        self, allocations: tuple[Allocation, ...], entry: _NodePools
+    ) -> tuple[tuple[tuple[str, int, int, bool], ...], ...]:
+        """Allocations as positions in the node's pools, to be given to another node of
+        the same layout."""
+        where = {
+            c.device_id: (pi, di)
+            for pi, pool in enumerate(entry.pools)
+            for di, c in enumerate(pool.devices)
+        }
+        return tuple(
+            tuple(
+                (r.request, *where[(r.driver, r.pool, r.device)], r.admin_access)
+                for r in allocation.results
+            )
+            for allocation in allocations
+        )
+
+    def _from_pattern(
+        self,
+        pattern: tuple[tuple[tuple[str, int, int, bool], ...], ...],
+        entry: _NodePools,
+        node: Node,
+    ) -> tuple[Allocation, ...]:
+        pools = entry.pools
+        out = []
+        for results in pattern:
+            devices = []
+            for request, pi, di, admin in results:
+                driver, pool, name = pools[pi].devices[di].device_id
+                devices.append(AllocatedDevice(request, driver, pool, name, admin))
+            chosen = [pools[pi].devices[di] for _, pi, di, _ in results]
+            out.append(Allocation(tuple(devices), self.node_selector(chosen)))
+        return tuple(out)
 
     def _allocate(self, pod: Pod, node: Node) -> dict[str, Allocation] | str:
         claims = self.pod_claims(pod)
@@ -979,7 +1068,9 @@ class _Search:
 
     # ------------------------------------------------------------------ running
 
-    def run(self) -> dict[str, Allocation] | str:
+    def run(self, *, explain: bool = True) -> dict[str, Allocation] | str:
+        """The allocations, or why there are none (without `explain`, a reason that
+        does not say which request failed: for callers that only count)."""
         problem = self._prepare()
         if problem is not None:
             return problem
@@ -992,7 +1083,7 @@ class _Search:
         self.results = [[] for _ in self.claims]
         self.in_flight = {}
         if first is None:
-            return self._why()
+            return self._why() if explain else "no allocation"
         try:
             done = self._one(0, 0, 0, 0, False)
         except _GiveUp:
@@ -1001,7 +1092,7 @@ class _Search:
                 "device choices"
             )
         if not done:
-            return self._why()
+            return self._why() if explain else "no allocation"
         return {
             claim.key: self._allocation(results)
             for claim, results in zip(self.claims, self.results, strict=True)
