@@ -551,7 +551,7 @@ class Autoscaler:
                 node_groups=_statuses_after(state, scale_up, ()),
                 scale_up=scale_up,
                 scale_down=self._not_tried(finished),
-                pending_pods=tuple(pending.unschedulable_keys()),
+                pending_pods=self._cluster_pending(pending),
                 cleanups=tuple(cleanups),
                 errors=tuple(errors),
                 stale_caches=stale,
@@ -584,7 +584,7 @@ class Autoscaler:
             node_groups=_statuses_after(state, scale_up, removed),
             scale_up=scale_up,
             scale_down=scale_down,
-            pending_pods=tuple(pending.unschedulable_keys()),
+            pending_pods=self._cluster_pending(pending),
             cleanups=tuple(cleanups),
             errors=tuple(errors),
             stale_caches=stale,
@@ -595,6 +595,14 @@ class Autoscaler:
             capacity_buffers=self.capacity_buffers.results(),
             capacity_quotas=self._quota_statuses(objects, now),
         )
+
+    def _cluster_pending(self, pending: PendingPods) -> tuple[str, ...]:
+        """The unschedulable pods of the cluster: CapacityBuffers' placeholder pods are
+        left out (as CA counts them, before its pod-list processors inject them)."""
+        keys = pending.unschedulable_keys()
+        if not self._buffer_pods:
+            return tuple(keys)
+        return tuple(k for k in keys if not self.capacity_buffers.buffer_of_pod(k))
 
     def _last_template(self, group_id: str) -> NodeInfo | None:
         """The template the last loop planned `group_id` from (None: none yet)."""

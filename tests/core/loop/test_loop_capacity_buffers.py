@@ -390,3 +390,12 @@ def test_placeholder_pods_no_group_can_help_are_told_on_their_buffer() -> None:
         "capacity buffer 2 fake pods didn't trigger scale-up: "
         "1 max node group size reached,1 max node group size reached"
     )
+
+
+def test_placeholder_pods_are_not_counted_as_the_clusters_pending_pods() -> None:
+    h, cluster = harness()
+    h.provider.add_group("g", 0, 10, nodes=0, cpu="2", memory="8Gi")
+    cluster.buffers["default/spare"] = buffer(pod_template_ref="spare", replicas=3)
+    result = run(h, cluster)
+    assert result.scale_up.decisions
+    assert result.pending_pods == ()
