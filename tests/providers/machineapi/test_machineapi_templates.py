@@ -285,6 +285,28 @@ def test_gpus_without_a_dra_driver_have_no_slices(kube: FakeKubeServer, make_pro
 
 
 @pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({f"{CAP}/dra-driver": "GPU_nvidia", f"{CAP}/gpu-count": "2"},
+         f"annotation {CAP}/dra-driver: expected a DRA driver name: a lowercase DNS subdomain "
+         "of at most 63 characters, such as gpu.nvidia.com, got 'GPU_nvidia'"),
+        ({f"{CAP}/dra-driver": " ", f"{CAP}/gpu-count": "2"},
+         f"annotation {CAP}/dra-driver: expected a DRA driver name"),
+        ({f"{CAP}/dra-driver": "gpu.nvidia.com", f"{CAP}/gpu-count": "129"},
+         f"annotation {CAP}/gpu-count: expected at most 128 GPUs for one DRA driver (one "
+         "ResourceSlice), got '129'"),
+    ],
+    ids=["bad-driver", "empty-driver", "too-many-gpus"],
+)
+def test_bad_dra_annotations_are_named(kube: FakeKubeServer, make_provider: Any, annotations: dict[str, str], message: str) -> None:
+    kube.create(infra_template())
+    kube.create(deployment({f"{CAP}/cpu": "4", f"{CAP}/memory": "8Gi", **annotations}))
+    found = problems(make_provider())
+    assert message in found["InvalidCapacityAnnotations"], found
+    assert "MachineDeployment team-a/md" in found["InvalidCapacityAnnotations"]
+
+
+@pytest.mark.parametrize(
     ("value", "message"),
     [
         ("ebs.csi.aws.com", "csi-driver: expected a list of driver=volume-limit"),
