@@ -565,6 +565,21 @@ class DraState:
         self._last = None
         return len(found_all)
 
+    def _first_copy(
+        self, claims: Sequence[PodClaim], entry: _NodePools, node: Node
+    ) -> dict[str, Allocation] | None:
+        """What the search gives `claims` (none allocated) on a node of a fresh layout
+        where `copies_fit` already found copies of claims asking the same; None when it
+        found none there, or the node is not fresh."""
+        fresh = self._fresh_layout(entry, node)
+        if fresh is None:
+            return None
+        known = self._copy_patterns.get((fresh, tuple(id(c.spec) for c in claims)))
+        if known is None or not known[2]:
+            return None
+        allocations = self._from_pattern(known[2][0], entry, node)
+        return {c.key: a for c, a in zip(claims, allocations, strict=True)}
+
     def _search_copies(
         self, claims: Sequence[PodClaim], node: Node, entry: _NodePools, limit: int
     ) -> list[tuple[Allocation, ...]]:
@@ -660,7 +675,12 @@ class DraState:
                 todo.append(claim)
         if not todo:
             return {}
-        found = _Search(self, node, todo, self._node_pools(node)).run()
+        entry = self._node_pools(node)
+        if self._copy_patterns and len(todo) == len(claims):
+            known = self._first_copy(todo, entry, node)
+            if known is not None:
+                return known
+        found = _Search(self, node, todo, entry).run()
         if isinstance(found, str):
             return f"{REASON_DRA}: {found}"
         return found
@@ -775,6 +795,20 @@ class DraState:
             for key in allocations:
                 self.allocations.pop(key, None)
             self._drop(held)
+
+        return undo
+
+    def reserve_pods(self, pods: Sequence[Pod], node: Node) -> Callable[[], None]:
+        """The Reserve step of `pods` placed on `node` one after the other (a pod whose
+        claims cannot be allocated there still uses them); returns the undo of them all."""
+        undos = []
+        for pod in pods:
+            found = self.allocate(pod, node)
+            undos.append(self.reserve(pod, found if not isinstance(found, str) else {}))
+
+        def undo() -> None:
+            for one in reversed(undos):
+                one()
 
         return undo
 

@@ -463,11 +463,16 @@ class ClusterSnapshot:
             raise SnapshotError(
                 f"cannot place {len(pods)} pods: node {node_name!r} is not in the snapshot"
             )
-        if self.dra is not None and any(p.resource_claims for p in pods):
-            # Each pod with claims takes its own devices: one at a time.
-            for pod in pods:
-                self.add_pod(pod, node_name)
-            return
+        self._add_pods(ni, node_name, pods)
+        dra = self.dra
+        if dra is not None:
+            claiming = [p for p in pods if p.resource_claims]
+            if claiming:
+                # Each pod with claims takes its own devices, one after the other, as
+                # placed one at a time; undone together.
+                self._dra_change(dra.reserve_pods(claiming, ni.node))
+
+    def _add_pods(self, ni: SimNodeInfo, node_name: str, pods: Sequence[Pod]) -> None:
         where = self._pod_node
         keys = [pod.namespace + "/" + pod.name for pod in pods]
         if len(set(keys)) != len(keys) or not where.keys().isdisjoint(keys):
