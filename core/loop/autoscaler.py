@@ -186,13 +186,19 @@ def _mark_unready_gpus(objects: ClusterObjects, gpu_label: str) -> ClusterObject
     """`objects` where a Ready node carrying the GPU label but advertising no GPU is not
     Ready: its device plugin has not started yet. As CA's
     FilterOutNodesWithUnreadyResources, such a node is then a starting (upcoming) node, not
-    a template with no GPUs, a destination for pods or a scale-down candidate."""
+    a template with no GPUs, a destination for pods or a scale-down candidate.
+
+    A node whose DRA driver publishes devices for it (a ResourceSlice with its `nodeName`)
+    has its GPUs there, not as `nvidia.com/gpu` (CA's GPU config exposed via DRA): it is
+    left to the DRA readiness rule (`mark_unready_dra`)."""
     if not gpu_label:
         return objects
+    published = {s.node_name for s in objects.resource_slices if s.node_name}
     unready = {
         n.name
         for n in objects.nodes
         if n.ready and gpu_label in n.labels and n.allocatable.extended.get(GPU_RESOURCE, 0) <= 0
+        and n.name not in published
     }
     if not unready:
         return objects

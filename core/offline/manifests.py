@@ -31,7 +31,10 @@ DaemonSets and DRA objects, in YAML (one or more `---` documents) or JSON, each 
   scheduler's to write), a slice as its driver would publish it;
 - a PodTemplate or a ProvisioningRequest (`autoscaling.x-k8s.io` v1 or v1beta1) is added as
   created: a request without conditions, for the loop to answer
-  (`--enable-provisioning-requests`).
+  (`--enable-provisioning-requests`);
+- a CapacityBuffer (`autoscaling.x-k8s.io` v1beta1 or v1alpha1) is added as created, without
+  status: the loop's buffer controller gives it one (`--capacity-buffer-controller-enabled`)
+  and its placeholder pods are injected (`--capacity-buffer-pod-injection-enabled`).
 
 A `priorityClassName` without a `priority` resolves to the built-in classes' priorities and
 to those of the cluster's pods of that class (a snapshot holds no PriorityClass objects).
@@ -70,6 +73,7 @@ from clusterscaler.model import (
     parse_pdb,
     parse_pod,
 )
+from clusterscaler.model.capacitybuffer import parse_capacity_buffer
 from clusterscaler.model.capacityquota import CAPACITY_QUOTA_API_VERSION, parse_capacity_quota
 from clusterscaler.model.dra import (
     parse_device_class,
@@ -109,6 +113,7 @@ KINDS = (
     "PodTemplate",
     "ProvisioningRequest",
     "CapacityQuota",
+    "CapacityBuffer",
 )
 _API_VERSIONS = {
     "Deployment": ("apps/v1",),
@@ -122,6 +127,7 @@ _API_VERSIONS = {
     "PodTemplate": ("v1",),
     "ProvisioningRequest": ("autoscaling.x-k8s.io/v1", "autoscaling.x-k8s.io/v1beta1"),
     "CapacityQuota": (CAPACITY_QUOTA_API_VERSION,),
+    "CapacityBuffer": ("autoscaling.x-k8s.io/v1beta1", "autoscaling.x-k8s.io/v1alpha1"),
 }
 # The characters Kubernetes generates names and hashes from (no vowels, no look-alikes).
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -494,6 +500,8 @@ class _Applier:
             self._provisioning(raw, obj)
         elif kind == "CapacityQuota":
             self._capacity_quota(raw, obj)
+        elif kind == "CapacityBuffer":
+            self._capacity_buffer(raw, obj)
         else:
             self._pdb(raw, obj)
 
@@ -852,6 +860,19 @@ class _Applier:
             kept = [q for q in cluster.capacity_quotas if q.name != parsed.name]
             replaced = len(kept) != len(cluster.capacity_quotas)
             cluster.capacity_quotas = [*kept, parsed]
+        self.applied.objects.append(f"{obj}{' (replaced)' if replaced else ''}: added")
+
+    def _capacity_buffer(self, raw: Mapping[str, Any], obj: str) -> None:
+        try:
+            # A created buffer has no status: it is its controller's to write.
+            parsed = parse_capacity_buffer({**raw, "status": {}})
+        except ModelError as exc:
+            raise _model(exc, self.where, obj) from None
+        cluster = self.cluster
+        with cluster._lock:
+            kept = [b for b in cluster.capacity_buffers if b.key != parsed.key]
+            replaced = len(kept) != len(cluster.capacity_buffers)
+            cluster.capacity_buffers = [*kept, parsed]
         self.applied.objects.append(f"{obj}{' (replaced)' if replaced else ''}: added")
 
 

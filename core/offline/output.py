@@ -132,6 +132,21 @@ def decision_json(result: LoopResult, *, include_waiting: bool = False) -> dict[
             }
             for q in result.capacity_quotas
         ]
+    if result.capacity_buffers:
+        # Each CapacityBuffer as its status would say (--capacity-buffer-controller-enabled,
+        # --capacity-buffer-pod-injection-enabled), and the placeholder pods injected for it
+        # (named in the scale-up and unschedulable pods above).
+        doc["capacityBuffers"] = [
+            {
+                "namespace": b.namespace,
+                "name": b.name,
+                "podTemplate": b.status.pod_template_ref,
+                "replicas": b.status.replicas,
+                "conditions": b.status.statuses(),
+                "injectedPods": len(b.pods),
+            }
+            for b in result.capacity_buffers
+        ]
     if result.unreadable:
         # Objects the loop could not read and left out; the nodes of such pods are kept.
         doc["unreadable"] = [

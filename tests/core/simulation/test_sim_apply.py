@@ -283,7 +283,7 @@ BAD = [
         "kind: Service\napiVersion: v1\nmetadata: {name: web}\n",
         "document 1 (Service web): kind: expected one of Deployment, ReplicaSet, StatefulSet, "
         "Job, DaemonSet, Pod, PodDisruptionBudget, ResourceSlice, DeviceClass, ResourceClaim, "
-        "ResourceClaimTemplate, PodTemplate, ProvisioningRequest, CapacityQuota, got 'Service'",
+        "ResourceClaimTemplate, PodTemplate, ProvisioningRequest, CapacityQuota, CapacityBuffer, got 'Service'",
     ),
     (
         "kind: Deployment\napiVersion: extensions/v1beta1\nmetadata: {name: web}\n",
