@@ -188,3 +188,20 @@ def test_scale_up_metrics_name_the_dra_drivers_of_the_group() -> None:
         for s in family.samples if s.name.endswith("_total")
     ]
     assert [(s.labels["dra_drivers"], s.value) for s in samples] == [(DRIVER, 1.0)], samples
+
+
+def test_a_gpu_node_whose_gpus_a_dra_driver_publishes_is_ready_without_nvidia_gpu() -> None:
+    """A node with the provider's GPU label and no `nvidia.com/gpu` is still starting (its
+    device plugin has not advertised them), unless a DRA driver publishes its devices:
+    then its GPUs are those devices, as CA's GPU config exposed via DRA says."""
+    from tests.core.loop.loopkit import GPU_LABEL
+
+    h = Harness(DraCluster)
+    h.provider.add_group("gpu", 0, 10, nodes=1, labels={GPU_LABEL: "a100"})
+    node = h.cluster.nodes["gpu-1"]
+    h.cluster.add_node(node.with_(creation_time=h.clock.now() - timedelta(minutes=2)))
+    c = h.run().health.counts
+    assert (c.ready, c.not_started, c.unready) == (0, 1, 0)
+    h.cluster.slices["gpu-1"] = gpu_slice("gpu-1", 2)
+    c = h.run().health.counts
+    assert (c.ready, c.not_started, c.unready) == (1, 0, 0)
