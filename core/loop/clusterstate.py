@@ -73,6 +73,32 @@ def is_being_deleted(node: Node) -> bool:
     return node.deletion_time is not None or any(t.key == TO_BE_DELETED_TAINT for t in node.taints)
 
 
+# CA's notReadyTaints: a node carrying one (of any effect) is not ready, whatever its Ready
+# condition says. The API server puts the first on every new Node, and the node lifecycle
+# controller takes it off seconds after the node reports Ready.
+NOT_READY_TAINTS = frozenset(
+    (
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/disk-pressure",
+        "node.kubernetes.io/network-unavailable",
+    )
+)
+# Conditions that, True, make a node not ready (as CA's GetNodeReadiness).
+NOT_READY_CONDITIONS = frozenset(("DiskPressure", "NetworkUnavailable"))
+
+
+def is_ready(node: Node) -> bool:
+    """Whether `node` is ready as CA's GetNodeReadiness decides: its Ready condition is
+    True, no condition in `NOT_READY_CONDITIONS` is True and it carries no taint in
+    `NOT_READY_TAINTS`. A node that is not ready is starting (upcoming) until
+    --max-node-startup-time after its creation, then unready."""
+    return (
+        node.ready
+        and not any(t.key in NOT_READY_TAINTS for t in node.taints)
+        and not any(c.type in NOT_READY_CONDITIONS and c.status == "True" for c in node.conditions)
+    )
+
+
 def fake_node(instance: Instance, reason: str) -> Node:
     """A Node standing for an instance that has none, so `delete_nodes` can name it."""
     return Node(
@@ -334,10 +360,11 @@ class ClusterStateRegistry:
             # As CA's FilterOutNodesWithStartupTaints: a Ready node that still carries a
             # startup taint is treated as not Ready, so it is starting (upcoming), then
             # unready, and never ready capacity, a template or a Ready scale-down candidate.
-            starting_taint = self.taints.startup_taint(node) if node.ready else None
+            node_ready = is_ready(node)
+            starting_taint = self.taints.startup_taint(node) if node_ready else None
             if starting_taint is not None:
                 log.debug("node_has_startup_taint", node=node.name, taint=starting_taint)
-            if node.ready and starting_taint is None:
+            if node_ready and starting_taint is None:
                 ready.add(node.name)
             elif (
                 node.creation_time is not None

@@ -6,6 +6,7 @@ import pytest
 from clusterscaler.framework.cloudprovider import InstanceErrorClass, InstanceErrorInfo
 from clusterscaler.loop.clusterstate import Backoff
 from clusterscaler.loop.decisions import DeletionKind, NoScaleUpReason, ScaleUpStatus
+from clusterscaler.model import NodeCondition, Taint
 from loopkit import T0, Harness, pending_pod, running_pod
 
 
@@ -204,3 +205,44 @@ def test_timed_out_scale_up_cancels_capacity_never_created() -> None:
     # Backed off: the still-pending pod does not ask this group again.
     h.run(timedelta(seconds=10))
     assert g.target == 0
+
+
+@pytest.mark.parametrize(
+    ("taint", "condition"),
+    [
+        ("node.kubernetes.io/not-ready", None),
+        ("node.kubernetes.io/network-unavailable", None),
+        ("node.kubernetes.io/disk-pressure", None),
+        (None, "NetworkUnavailable"),
+        (None, "DiskPressure"),
+    ],
+    ids=[
+        "not-ready-taint",
+        "network-unavailable-taint",
+        "disk-pressure-taint",
+        "network-unavailable",
+        "disk-pressure",
+    ],
+)
+def test_new_nodes_not_ready_yet_stay_upcoming_for_the_next_loop(
+    taint: str | None, condition: str | None
+) -> None:
+    # The API server taints every new Node not-ready until the node lifecycle controller
+    # sees it Ready, seconds later: a loop in between must count the nodes it asked for as
+    # on their way, as CA's GetNodeReadiness does, not as ready nodes its pods do not fit.
+    h = Harness()
+    g = h.provider.add_group("g", 0, 20)
+    h.add_pods([pending_pod(f"p{i}", cpu="3") for i in range(3)])
+    first = h.run()
+    assert [(d.node_group, d.delta) for d in first.scale_up.decisions] == [("g", 3)]
+    for node in g.register():
+        if taint is not None:
+            node = node.with_(taints=(*node.taints, Taint(taint, "", "NoSchedule")))
+        if condition is not None:
+            node = node.with_(conditions=(*node.conditions, NodeCondition(condition, "True")))
+        h.cluster.add_node(node)
+    second = h.run(timedelta(seconds=1))
+    assert second.scale_up.decisions == ()
+    assert g.increases == [3]
+    assert second.health.counts.not_started == 3
+    assert second.health.counts.ready == 0
