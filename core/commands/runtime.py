@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.capacitybuffer import CapacityBufferWriter
-from clusterscaler.kube.capacitybuffer import CapacityBufferWriter
 from clusterscaler.kube.capacityquota import CapacityQuotaStatusWriter
 from clusterscaler.kube.client import ClientSettings, build_api_client
 from clusterscaler.kube.events import BackgroundEventSink, KubeEventSink
@@ -59,14 +58,11 @@ class KubeRuntime:
     status_ref: ObjectRef
     # The conditions of ProvisioningRequests (--enable-provisioning-requests).
     provreq_writer: ProvisioningRequestStatusWriter | None = None
-    # The managed PodTemplates and the status of CapacityBuffers
-    # (--capacity-buffer-controller-enabled, --capacity-buffer-pod-injection-enabled).
-    buffer_writer: CapacityBufferWriter | None = None
-    # The managed PodTemplates and the status of CapacityBuffers
-    # (--capacity-buffer-controller-enabled, --capacity-buffer-pod-injection-enabled).
-    buffer_writer: CapacityBufferWriter | None = None
     # The usage and conditions of CapacityQuotas (--capacity-quotas-enabled).
     quota_writer: CapacityQuotaStatusWriter | None = None
+    # The managed PodTemplates and the status of CapacityBuffers
+    # (--capacity-buffer-controller-enabled, --capacity-buffer-pod-injection-enabled).
+    buffer_writer: CapacityBufferWriter | None = None
     shutdown: threading.Event = field(default_factory=threading.Event)
     _initializing_written: bool = field(default=False, repr=False)
 
@@ -111,17 +107,12 @@ class KubeRuntime:
             options.capacity_buffer_controller_enabled
             or options.capacity_buffer_pod_injection_enabled
         )
-        buffers = (
-            options.capacity_buffer_controller_enabled
-            or options.capacity_buffer_pod_injection_enabled
-        )
         return cls(
             api_client=api,
             source=KubeClusterSource(
                 api,
                 namespace=options.namespace,
                 provisioning_requests=options.enable_provisioning_requests,
-                capacity_buffers=buffers,
                 capacity_buffers=buffers,
                 capacity_quotas=options.capacity_quotas_enabled,
             ),
@@ -144,26 +135,18 @@ class KubeRuntime:
             )
             if options.enable_provisioning_requests
             else None,
-            buffer_writer=CapacityBufferWriter(
-                api,
-                dry_run=options.dry_run,
-                dry_run_pods=options.capacity_buffer_pod_dry_run_enabled,
-                on_error=metrics.register_error,
-            )
-            if buffers
-            else None,
-            buffer_writer=CapacityBufferWriter(
-                api,
-                dry_run=options.dry_run,
-                dry_run_pods=options.capacity_buffer_pod_dry_run_enabled,
-                on_error=metrics.register_error,
-            )
-            if buffers
-            else None,
             quota_writer=CapacityQuotaStatusWriter(
                 api, dry_run=options.dry_run, on_error=metrics.register_error
             )
             if options.capacity_quotas_enabled
+            else None,
+            buffer_writer=CapacityBufferWriter(
+                api,
+                dry_run=options.dry_run,
+                dry_run_pods=options.capacity_buffer_pod_dry_run_enabled,
+                on_error=metrics.register_error,
+            )
+            if buffers
             else None,
         )
 
@@ -210,12 +193,10 @@ class KubeRuntime:
             return
         if self.provreq_writer is not None:
             self.provreq_writer.write(result.provisioning_requests)
-        if self.buffer_writer is not None:
-            self.buffer_writer.write(result.capacity_buffers, result.time)
-        if self.buffer_writer is not None:
-            self.buffer_writer.write(result.capacity_buffers, result.time)
         if self.quota_writer is not None:
             self.quota_writer.write(result.capacity_quotas)
+        if self.buffer_writer is not None:
+            self.buffer_writer.write(result.capacity_buffers, result.time)
         if self.status_writer is not None:
             self.status_writer.write(status_from_result(result))
         if self.status_writer is not None and self.status_writer.uid:
