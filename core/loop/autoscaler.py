@@ -62,9 +62,9 @@ from clusterscaler.loop.estimator import Estimator
 from clusterscaler.loop.expander import ExpanderContext, Option, build_expander_chain
 from clusterscaler.loop.gpu import gpu_for_metrics
 from clusterscaler.loop.limits import Limits, Totals, node_totals, sum_totals
-from clusterscaler.loop.quotas import CapacityQuotaStatus, QuotaTracker, quota_statuses
 from clusterscaler.loop.pending import PendingPods, classify_pending, drop_schedulable
 from clusterscaler.loop.provreq import ProvisioningRequestProcessor
+from clusterscaler.loop.quotas import CapacityQuotaStatus, QuotaTracker, quota_statuses
 from clusterscaler.loop.scaledown.actuator import Actuator
 from clusterscaler.loop.scaledown.budgets import InProgress
 from clusterscaler.loop.scaledown.executor import DeletionExecutor, InlineExecutor
