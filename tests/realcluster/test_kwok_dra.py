@@ -108,8 +108,9 @@ def test_a_claiming_pod_grows_the_gpu_group_and_the_gpu_node_is_kept(kwok_env: K
         assert groups == ["gpu", "gpu"], groups
         [placed] = env.running(ns, "inference")
         assert placed["spec"]["nodeName"] != "gpu-first"
-        # gpu-first runs 12% of its CPU: a candidate, but its pod's claim cannot be
-        # allocated anywhere else (the other GPU is taken): it stays, loop after loop.
+        # gpu-first runs 12% of its CPU, but a node with devices is measured by them, and
+        # its only GPU is in use (nor could the trainer's claim be allocated anywhere else:
+        # the other GPU is taken): it stays, loop after loop.
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             play_the_driver()
