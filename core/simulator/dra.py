@@ -187,6 +187,10 @@ class _NodePools:
     # Per selectors (a request's, its class's first): the devices of complete pools they
     # select, in the pools' order.
     matching: dict[tuple[str, ...], list[_Candidate]] = field(default_factory=dict)
+    # The layout of the node's devices (`DraState._fresh_layout`), once computed; None
+    # when the node reaches devices of slices not its own.
+    layout: tuple[object, ...] | None = None
+    layout_known: bool = False
 
 
 @dataclass
@@ -236,6 +240,8 @@ class DraState:
     # The node selector of an allocation of devices local to a node, per node.
     _local_selectors: dict[str, tuple[NodeSelectorTerm, ...]] = field(default_factory=dict)
     _plan: _Plan | None = None
+    # How many pods the last `_reserve_planned` reserved from the plan.
+    _planned_count: int = 0
     # What `copies_fit` found on a node of a fresh layout (`_fresh_layout`), per layout and
     # claim specs: the entry it was found on (kept, so the ids of the layout stay unique),
     # whether the copies ran out before the limit, and the copies' devices as positions.
@@ -609,19 +615,32 @@ class DraState:
         the node is not in that state."""
         if self.shared_slices:
             return None
-        layout: list[object] = []
+        if not entry.layout_known:
+            layout: list[object] = []
+            for pool in entry.pools:
+                layout.append(pool.complete)
+                for c in pool.devices:
+                    if c.slice.node_name != node.name:
+                        layout = []
+                        break
+                    layout.append((id(c.device), id(c.taints), id(c.counters),
+                                   id(c.slice.shared_counters)))
+                else:
+                    continue
+                break
+            entry.layout = tuple(layout) if layout else None
+            entry.layout_known = True
+        if entry.layout is None:
+            return None
         allocated = self.allocated
         for pool in entry.pools:
             used = self.used_counters.get(pool.pool_id)
             if used and any(v for counters in used.values() for v in counters.values()):
                 return None
-            layout.append(pool.complete)
             for c in pool.devices:
-                if c.device_id in allocated or c.slice.node_name != node.name:
+                if c.device_id in allocated:
                     return None
-                layout.append((id(c.device), id(c.taints), id(c.counters),
-                               id(c.slice.shared_counters)))
-        return tuple(layout)
+        return entry.layout
 
     def _pattern(
         self, allocations: tuple[Allocation, ...], entry: _NodePools
@@ -801,14 +820,71 @@ class DraState:
     def reserve_pods(self, pods: Sequence[Pod], node: Node) -> Callable[[], None]:
         """The Reserve step of `pods` placed on `node` one after the other (a pod whose
         claims cannot be allocated there still uses them); returns the undo of them all."""
-        undos = []
-        for pod in pods:
+        undos = [self._reserve_planned(pods, node)]
+        for pod in pods[self._planned_count :]:
             found = self.allocate(pod, node)
             undos.append(self.reserve(pod, found if not isinstance(found, str) else {}))
 
         def undo() -> None:
             for one in reversed(undos):
                 one()
+
+        return undo
+
+    def _reserve_planned(self, pods: Sequence[Pod], node: Node) -> Callable[[], None]:
+        """`reserve` of the first of `pods` that take the plan's next allocations on
+        `node` (`_planned`), in one pass; `_planned_count` says how many did."""
+        self._planned_count = 0
+        plan = self._plan
+        if (
+            plan is None
+            or plan.node != node.name
+            or plan.version != self._version
+            or plan.index >= len(plan.allocations)
+        ):
+            return _nothing
+        specs = plan.specs
+        allocations = self.allocations
+        consumers = self.consumers
+        recorded: list[str] = []
+        added: list[tuple[str, str]] = []
+        held: list[DeviceId] = []
+        taken = 0
+        for pod in pods:
+            if plan.index >= len(plan.allocations):
+                break
+            claims = self.pod_claims(pod)
+            if isinstance(claims, str) or not self._copies_of(claims, specs):
+                break
+            pod_key = pod.namespace + "/" + pod.name
+            for claim, allocation in zip(claims, plan.allocations[plan.index], strict=True):
+                key = claim.key
+                allocations[key] = allocation
+                recorded.append(key)
+                held.extend(self._hold(key, allocation))
+                users = consumers.get(key)
+                if users is None:
+                    consumers[key] = {pod_key}
+                    added.append((key, pod_key))
+                elif pod_key not in users:
+                    users.add(pod_key)
+                    added.append((key, pod_key))
+            plan.index += 1
+            taken += 1
+        if not taken:
+            return _nothing
+        self._version += 1
+        plan.version = self._version
+        plan.offered = None
+        self._planned_count = taken
+
+        def undo() -> None:
+            self._version += 1
+            for key, pod_key in added:
+                consumers.get(key, set()).discard(pod_key)
+            for key in recorded:
+                allocations.pop(key, None)
+            self._drop(held)
 
         return undo
 

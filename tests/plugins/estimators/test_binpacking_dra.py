@@ -227,7 +227,13 @@ def test_copies_get_the_devices_they_would_get_one_by_one(
         assert copies.dra.copies_fit(pods[0], tmpl.node, len(pods)) == placed
     else:
         assert placed == 0
+    copies.fork()
     copies.add_pods(pods[:placed], "tmpl")
     assert one_by_one.dra is not None
     assert copies.dra.allocations == one_by_one.dra.allocations
     assert copies.dra.allocated == one_by_one.dra.allocated
+    assert copies.dra.consumers == one_by_one.dra.consumers
+    # Undone as one: no device held, no claim in use.
+    copies.revert()
+    assert not copies.dra.allocations and not copies.dra.allocated
+    assert not any(copies.dra.consumers.values())
