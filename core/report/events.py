@@ -9,7 +9,9 @@ Where CA records them:
   ``PriorityConfigMapNotMatchedGroup``, ``PriorityConfigMapNoGroupMatched``;
 - on nodes: ``ScaleDown`` (progress of a node's removal), ``ScaleDownFailed``,
   ``ClusterAutoscalerCleanup`` (a taint an earlier run left, removed);
-- on pods: ``TriggeredScaleUp``, ``NotTriggerScaleUp``, ``ScaleDown`` (evicted for a drain).
+- on pods: ``TriggeredScaleUp``, ``NotTriggerScaleUp``, ``ScaleDown`` (evicted for a drain);
+- on CapacityBuffers, for their placeholder pods: ``TriggeredScaleUp``, ``NotTriggerScaleUp``
+  (``buffer_events.py``).
 
 Node deletions run in the background: ``ScaleDown``/``ScaleDownEmpty`` on the ConfigMap and
 "marked the node as toBeDeleted/unschedulable" are recorded when a deletion starts; pod
@@ -23,7 +25,7 @@ prefixed with ``[dry-run]`` so nobody mistakes a decision for an action.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -32,7 +34,6 @@ import structlog
 from clusterscaler.framework.durations import format_duration
 
 if TYPE_CHECKING:
-    from clusterscaler.loop.capacitybuffers import BufferResult
     from clusterscaler.loop.decisions import LoopResult, NodeDeletion
 
 __all__ = [
@@ -411,7 +412,9 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
             )
         )
     if buffer_of:
-        out.extend(_buffer_events(result, buffer_of, resizes_by_pod, buffer_reasons))
+        from clusterscaler.report.buffer_events import buffer_events
+
+        out.extend(buffer_events(result, buffer_of, resizes_by_pod, buffer_reasons))
     # As CA's ProvisioningRequestPodsFilter: on at most 50 pods a loop, and with no reason.
     for pod, request in result.provisioning_request_consumers[:MAX_PROVREQ_EVENTS]:
         out.append(
@@ -570,45 +573,3 @@ def _pod_ref(key: str) -> ObjectRef:
     namespace, _, name = key.partition("/")
     return ObjectRef.pod(namespace, name) if name else ObjectRef.pod("default", namespace)
 
-
-def _buffer_events(
-    result: LoopResult,
-    buffer_of: Mapping[str, BufferResult],
-    resizes_by_pod: Mapping[str, Sequence[GroupResize]],
-    reasons_by_pod: Mapping[str, Sequence[str]],
-) -> list[Event]:
-    """CA's FakePodsScaleUpStatusProcessor: per buffer, how many of its placeholder pods
-    triggered the scale-up (TriggeredScaleUp), or, when nothing was scaled up, did not
-    (NotTriggerScaleUp, with each pod's reasons)."""
-    from clusterscaler.loop.decisions import ScaleUpStatus
-
-    out: list[Event] = []
-    triggered: dict[str, list[str]] = {}
-    resizes: list[GroupResize] = []
-    for pod, pod_resizes in resizes_by_pod.items():
-        if pod in buffer_of:
-            triggered.setdefault(buffer_of[pod].key, []).append(pod)
-            resizes.extend(r for r in pod_resizes if r not in resizes)
-    refs = {r.key: _buffer_ref(r) for r in buffer_of.values()}
-    if result.scale_up.decisions:
-        for key, pods in sorted(triggered.items()):
-            out.append(Event(
-                refs[key], NORMAL, TRIGGERED_SCALE_UP,
-                f"capacity buffer {len(pods)} fake pods triggered scale-up: "
-                f"[{' '.join(str(r) for r in resizes)}]",
-            ))
-    if result.scale_up.status not in (ScaleUpStatus.SUCCESSFUL, ScaleUpStatus.ERROR):
-        remaining: dict[str, list[str]] = {}
-        for pod, reasons in reasons_by_pod.items():
-            remaining.setdefault(buffer_of[pod].key, []).append(", ".join(reasons))
-        for key, messages_ in sorted(remaining.items()):
-            out.append(Event(
-                refs[key], NORMAL, NOT_TRIGGER_SCALE_UP,
-                f"capacity buffer {len(messages_)} fake pods didn't trigger scale-up: "
-                + ",".join(messages_),
-            ))
-    return out
-
-
-def _buffer_ref(r: BufferResult) -> ObjectRef:
-    return ObjectRef("CapacityBuffer", r.name, r.namespace, r.uid, r.api_version)
