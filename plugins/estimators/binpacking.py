@@ -73,12 +73,19 @@ def _share(request: int, allocatable: int) -> float:
 def order_groups(groups: Sequence[PodGroup], template: NodeInfo) -> list[PodGroup]:
     """Largest first by cpu share + memory share of the template's allocatable (stable)."""
     alloc = template.node.allocatable
-
-    def score(group: PodGroup) -> float:
-        r = group.representative.requests
-        return _share(r.cpu, alloc.cpu) + _share(r.memory, alloc.memory)
-
-    return sorted((g for g in groups if g.pods), key=score, reverse=True)
+    present = [g for g in groups if g.pods]
+    # Scored once per requests object: the groups of bare pods, one pod each, mostly share
+    # their requests.
+    scores: dict[int, float] = {}
+    keys: list[float] = []
+    for group in present:
+        r = group.pods[0].requests
+        score = scores.get(id(r))
+        if score is None:
+            score = scores[id(r)] = _share(r.cpu, alloc.cpu) + _share(r.memory, alloc.memory)
+        keys.append(score)
+    order = sorted(range(len(present)), key=keys.__getitem__, reverse=True)
+    return [present[i] for i in order]
 
 
 def _has_pod_affinity(pod: Pod) -> bool:
@@ -158,12 +165,6 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
 
 def _capacity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> int:
     """How many copies of a resource-only `pod` still fit on `ni`."""
-    dra = snapshot.dra if pod.resource_claims else None
-    if dra is not None and not dra.copies_fit(pod, ni.node, 1):
-        # No device for it there: asked first, as it costs less than the filters' reason.
-        return 0
-    if check_predicates(pod, ni, snapshot) is not None:
-        return 0
     r = pod.requests
     alloc = ni.node.allocatable
     fits: list[int] = []
@@ -181,9 +182,16 @@ def _capacity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> int:
     # A pod requesting nothing at all (not even a pod slot) fits without bound; the pod
     # slot every parsed pod carries keeps this finite in practice.
     room = max(1, min(fits)) if fits else 1 << 30
+    dra = snapshot.dra if pod.resource_claims else None
     if dra is not None:
         # Each copy takes devices of its own, as it would placed alone after the others.
-        return dra.copies_fit(pod, ni.node, room)
+        # Counted before the filters run: a node without a device for the pod is known
+        # without the filters' reason, and the filters then read the first copy's devices.
+        room = dra.copies_fit(pod, ni.node, room)
+        if not room:
+            return 0
+    if check_predicates(pod, ni, snapshot) is not None:
+        return 0
     return room
 
 

@@ -17,7 +17,7 @@ from clusterscaler.loop.estimator import (
     limits_from_options,
 )
 from clusterscaler.model import NodeInfo, OwnerRef, Pod, Taint, Toleration, Volume
-from clusterscaler.plugins.estimators import BinpackingEstimator
+from clusterscaler.plugins.estimators import BinpackingEstimator, order_groups
 from clusterscaler.simulator import ClusterSnapshot, SimNodeInfo, check_predicates
 from clusterscaler.simulator.builders import affinity_term, make_node, make_pod, spread
 from clusterscaler.simulator.equivalence import PodGroup, group_pods
@@ -482,6 +482,27 @@ def test_many_bare_pods_fill_nodes_in_order():
     )
     assert result.node_count == 500
     assert [len(ni.pods) for ni in result.new_nodes] == [4] * 500
+
+
+def test_groups_are_ordered_largest_first_and_equal_ones_keep_their_order():
+    # Cpu share + memory share of a 2-cpu / 8Gi template, the largest first: big 0.5 + 0.5,
+    # cpu-heavy 0.75 + 0.125, each small one 0.05 + 0.125 (in the order they came).
+    pods = [
+        make_pod("small-1", "100m", "1Gi"),
+        make_pod("big", "1", "4Gi"),
+        make_pod("small-2", "100m", "1Gi"),
+        make_pod("cpu-heavy", "1500m", "1Gi"),
+        make_pod("small-3", "100m", "1Gi"),
+    ]
+    groups = [*group_pods(pods), PodGroup([])]
+    ordered = order_groups(groups, template(cpu="2", memory="8Gi"))
+    assert [g.representative.name for g in ordered] == [
+        "big",
+        "cpu-heavy",
+        "small-1",
+        "small-2",
+        "small-3",
+    ]
 
 
 class ArithmeticCounting(BinpackingEstimator):
