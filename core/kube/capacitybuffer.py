@@ -14,6 +14,9 @@ from clusterscaler.model.capacitybuffer import (
     CAPACITY_BUFFER_API_VERSION,
     CAPACITY_BUFFER_GROUP,
     CAPACITY_BUFFER_KIND,
+    FAILED_TO_RESOLVE_POD,
+    FAILED_TO_WRITE_TEMPLATE,
+    NOT_READY_REASON,
     READY_FOR_PROVISIONING,
 )
 from clusterscaler.model.provisioning import Condition
@@ -172,12 +175,12 @@ class CapacityBufferWriter:
         try:
             resolved = self._resolve(r.namespace, template.template)
         except Exception as exc:
-            return self._not_ready(r, now, f"failed to create fake pod: {describe_error(exc)}")
+            return self._not_ready(r, now, f"{FAILED_TO_RESOLVE_POD}: {describe_error(exc)}")
         try:
             generation = self._upsert(r, template.name, resolved)
         except Exception as exc:
             return self._not_ready(
-                r, now, f"failed to create or update managed pod template: {describe_error(exc)}"
+                r, now, f"{FAILED_TO_WRITE_TEMPLATE}: {describe_error(exc)}"
             )
         self._written[r.key] = (source, generation)
         return replace(status, pod_template_generation=generation)
@@ -188,7 +191,7 @@ class CapacityBufferWriter:
         conditions = [c for c in r.status.conditions if c.type != READY_FOR_PROVISIONING]
         held = next((c for c in r.held.conditions if c.type == READY_FOR_PROVISIONING), None)
         when = held.last_transition_time if held is not None and held.status == "False" else now
-        conditions.append(Condition(READY_FOR_PROVISIONING, "False", "error",
+        conditions.append(Condition(READY_FOR_PROVISIONING, "False", NOT_READY_REASON,
                                     f"Buffer not ready for provisioning: {error}", when, 0))
         return replace(r.status, pod_template_ref=None, replicas=None,
                        pod_template_generation=None, conditions=tuple(conditions))

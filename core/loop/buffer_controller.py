@@ -24,6 +24,7 @@ from clusterscaler.model.capacitybuffer import (
     ATTRIBUTES_SET_SUCCESSFULLY_REASON,
     LIMITED_BY_QUOTAS,
     LIMITED_BY_QUOTAS_REASON,
+    NOT_READY_REASON,
     READY_FOR_PROVISIONING,
     CapacityBuffer,
     ResourceQuota,
@@ -45,8 +46,6 @@ __all__ = [
 
 log = structlog.get_logger()
 
-# The reason of ReadyForProvisioning=False.
-NOT_READY_REASON = "error"
 
 # The managed PodTemplate's name: `capacitybuffer-<buffer>-pod-template`, the buffer's name
 # cut so that the whole fits a PodTemplate name.

@@ -43,6 +43,8 @@ from clusterscaler.model.capacitybuffer import (
     ACTIVE_PROVISIONING_STRATEGY,
     CAPACITY_BUFFER_API_VERSION,
     CAPACITY_BUFFER_KIND,
+    FAILED_TO_RESOLVE_POD,
+    FAILED_TO_WRITE_TEMPLATE,
     PROVISIONING,
     READY_FOR_PROVISIONING,
     CapacityBuffer,
@@ -206,6 +208,11 @@ class CapacityBufferProcessor:
         if not (status.has(READY_FOR_PROVISIONING, "True") or status.has(PROVISIONING, "True")):
             return status, []
         fresh = translated is not None and translated.pod is not None
+        if fresh and _template_not_written(buffer):
+            # The template this status names could not be written (its writer said why):
+            # not ready until it is.
+            return _provisioning(status, "False", NOT_READY_FOR_PROVISIONING_REASON,
+                                 "CapacityBuffer is not ready for provisioning", now), []
         source: Pod | None = translated.pod if fresh and translated is not None else None
         if not fresh and status.pod_template_ref is not None:
             held = templates.get(f"{buffer.namespace}/{status.pod_template_ref}")
@@ -246,6 +253,14 @@ def _provisioning(status: BufferStatus, value: str, reason: str, message: str,
     )
     return dataclasses.replace(status, conditions=conditions)
 
+
+
+def _template_not_written(buffer: CapacityBuffer) -> bool:
+    held = buffer.condition(READY_FOR_PROVISIONING)
+    if held is None or held.status != "False":
+        return False
+    why = held.message.removeprefix("Buffer not ready for provisioning: ")
+    return why.startswith((FAILED_TO_RESOLVE_POD, FAILED_TO_WRITE_TEMPLATE))
 
 
 def _placeholder_pods(buffer: CapacityBuffer, source: Pod, count: int) -> list[Pod]:

@@ -27,8 +27,11 @@ __all__ = [
     "CAPACITY_BUFFER_GROUP",
     "CAPACITY_BUFFER_KIND",
     "CAPACITY_BUFFER_VERSIONS",
+    "FAILED_TO_RESOLVE_POD",
+    "FAILED_TO_WRITE_TEMPLATE",
     "LIMITED_BY_QUOTAS",
     "LIMITED_BY_QUOTAS_REASON",
+    "NOT_READY_REASON",
     "PROVISIONING",
     "READY_FOR_PROVISIONING",
     "CapacityBuffer",
@@ -53,6 +56,11 @@ PROVISIONING = "Provisioning"
 LIMITED_BY_QUOTAS = "LimitedByQuotas"
 LIMITED_BY_QUOTAS_REASON = "ResourceQuotasAllocated"
 ATTRIBUTES_SET_SUCCESSFULLY_REASON = "AttributesSetSuccessfully"
+# ReadyForProvisioning=False: its reason, and upstream's words for a managed PodTemplate
+# that could not be built or written.
+NOT_READY_REASON = "error"
+FAILED_TO_RESOLVE_POD = "failed to create fake pod"
+FAILED_TO_WRITE_TEMPLATE = "failed to create or update managed pod template"
 
 
 @dataclass(frozen=True, slots=True)

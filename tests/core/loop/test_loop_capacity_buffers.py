@@ -399,3 +399,22 @@ def test_placeholder_pods_are_not_counted_as_the_clusters_pending_pods() -> None
     result = run(h, cluster)
     assert result.scale_up.decisions
     assert result.pending_pods == ()
+
+
+def test_a_buffer_whose_template_could_not_be_written_is_not_injected() -> None:
+    """Its writer said why in the status; until the template is written, no placeholder."""
+    h, cluster = harness()
+    h.provider.add_group("g", 0, 10, nodes=0, cpu="2", memory="8Gi")
+    failed = Condition(
+        "ReadyForProvisioning", "False", "error",
+        "Buffer not ready for provisioning: failed to create or update managed pod template: "
+        "HTTP 403 Forbidden", T0,
+    )
+    cluster.buffers["default/spare"] = buffer(pod_template_ref="spare", replicas=2,
+                                              conditions=(failed,))
+    result = run(h, cluster)
+    assert result.scale_up.decisions == () and result_of(result, "spare").pods == ()
+    # The template is still handed to its writer, to try again.
+    assert result_of(result, "spare").template is not None
+    provisioning = cond(cluster, "spare", "Provisioning")
+    assert (provisioning.status, provisioning.reason) == ("False", "NotReadyForProvisioning")
