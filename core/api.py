@@ -92,6 +92,7 @@ from clusterscaler.model.quantity import (
     parse_int_quantity,
     parse_quantity,
 )
+from clusterscaler.model.yamltext import YAMLBoundError, load_yaml, load_yaml_documents
 from clusterscaler.simulator.drain import (
     SAFE_TO_EVICT_ANNOTATION,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
@@ -193,6 +194,7 @@ __all__ = [
     "TaintConfig",
     "TemplateCopier",
     "Toleration",
+    "YAMLBoundError",
     "add_bool_flag",
     "build_kube_api_client",
     "check_predicates",
@@ -204,6 +206,8 @@ __all__ = [
     "is_label_value",
     "is_qualified_name",
     "kube_proto",
+    "load_yaml",
+    "load_yaml_documents",
     "options_by_score",
     "parse_cpu_millis",
     "parse_duration",

@@ -40,6 +40,7 @@ from clusterscaler.model import (
     TopologySpreadConstraint,
     parse_node_selector_terms,
 )
+from clusterscaler.model.yamltext import load_yaml
 
 __all__ = [
     "API_VERSIONS",
@@ -237,7 +238,7 @@ def load_scheduler_config(path: str) -> SchedulerConfig:
             f" at offset {exc.start})"
         ) from None
     try:
-        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+        doc = json.loads(text) if text.lstrip().startswith("{") else load_yaml(text)
     except (ValueError, RecursionError, yaml.YAMLError) as exc:
         raise SchedulerConfigError(
             f"--scheduler-config-file {path}: not valid YAML or JSON: {exc}"

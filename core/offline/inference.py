@@ -44,6 +44,7 @@ from typing import Any
 
 import yaml
 from clusterscaler.model import ClusterObjects, Node
+from clusterscaler.model.yamltext import load_yaml
 from clusterscaler.offline.loader import InputError
 from clusterscaler.offline.output import render_table
 
@@ -373,7 +374,7 @@ def load_bounds(path: str) -> dict[str, Bounds]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"--node-group-bounds {path!r}: cannot read the file: {exc}") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
     # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

@@ -31,6 +31,7 @@ from clusterscaler.model import (
     decode_json,
     gc_paused,
 )
+from clusterscaler.model.yamltext import load_yaml_documents
 
 log = structlog.get_logger()
 
@@ -72,7 +73,7 @@ def parse_snapshot_text(text: str, source: str, *, list_tried: bool = False) -> 
 
 def _yaml(text: str, source: str, json_error: json.JSONDecodeError | None = None) -> Any:
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in load_yaml_documents(text) if d is not None]
     # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

@@ -87,6 +87,7 @@ from clusterscaler.model.provisioning import (
     parse_pod_template,
     parse_provisioning_request,
 )
+from clusterscaler.model.yamltext import load_yaml_documents
 from clusterscaler.offline.cluster import SimulatedCluster, SimulationError, controller_key
 from clusterscaler.offline.loader import InputError
 
@@ -178,7 +179,7 @@ def load_manifests(path: str) -> list[Mapping[str, Any]]:
             f"at offset {exc.start}"
         ) from None
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in load_yaml_documents(text) if d is not None]
     # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

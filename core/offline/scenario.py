@@ -36,6 +36,7 @@ import yaml
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.options import flag_specs
 from clusterscaler.model import ClusterObjects, ModelError, Pod
+from clusterscaler.model.yamltext import load_yaml
 from clusterscaler.offline.cluster import controller_key
 from clusterscaler.offline.loader import InputError, load_snapshot, merge, parse_snapshot_doc
 from clusterscaler.offline.output import plural
@@ -479,7 +480,7 @@ def load_scenario(path: str | Path) -> Scenario:
             f"scenario {str(p)!r}: cannot read the file: {exc.strerror or exc}"
         ) from None
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
     # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

@@ -32,6 +32,7 @@ from clusterscaler.framework.schedulerconfig import (
 )
 from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError
 from clusterscaler.model import ClusterObjects
+from clusterscaler.model.yamltext import load_yaml
 from clusterscaler.offline.clock import DEFAULT_START, VirtualClock
 from clusterscaler.offline.cluster import SimulatedCluster
 from clusterscaler.offline.inference import Bounds, Inference, infer_node_groups
@@ -128,7 +129,7 @@ def without_node_groups(options: AutoscalingOptions, names: list[str]) -> Autosc
     if doc is None and options.cloud_config:
         try:
             with open(options.cloud_config, encoding="utf-8") as f:
-                doc = yaml.safe_load(f)
+                doc = load_yaml(f.read())
         except (OSError, yaml.YAMLError, ValueError, RecursionError) as exc:
             raise InputError(f"--cloud-config {options.cloud_config!r}: cannot read it: {exc}") from None
     if not isinstance(doc, Mapping) or not isinstance(doc.get("nodeGroups"), list):

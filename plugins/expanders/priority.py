@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 
 import yaml
-from clusterscaler.api import AutoscalingOptions, ExpanderContext, Option
+from clusterscaler.api import AutoscalingOptions, ExpanderContext, Option, load_yaml
 
 CONFIG_MAP_NAME = "cluster-autoscaler-priority-expander"
 CONFIG_MAP_KEY = "priorities"
@@ -39,7 +39,7 @@ def parse_priorities(text: str) -> dict[int, list[re.Pattern[str]]]:
             f"{where}: expected a YAML map of priority to regexps, got an empty value"
         )
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
     # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

@@ -55,6 +55,7 @@ from clusterscaler.api import (
     ModelError,
     Node,
     ResourceSlice,
+    load_yaml,
     parse_duration,
     parse_node,
     parse_template_slice,
@@ -379,7 +380,7 @@ def load_cloud_config(path: str | Path) -> SimCloudConfig:
             f"--cloud-config {str(p)!r}: cannot read the file: {exc.strerror or exc}"
         ) from None
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
     # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 import yaml
-from clusterscaler.api import DURATION_FORM, ConfigurationError, parse_duration
+from clusterscaler.api import DURATION_FORM, ConfigurationError, load_yaml, parse_duration
 
 __all__ = ["DEFAULT_TIMEOUT", "ExternalGrpcConfig", "load_config", "parse_config", "split_host_port"]
 
@@ -103,7 +103,7 @@ def parse_config(text: str, source: str) -> ExternalGrpcConfig:
     """Parse the YAML `text`; `source` names the file in errors."""
     where = f"externalgrpc provider: {source}"
     try:
-        raw: Any = yaml.safe_load(text)
+        raw: Any = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigurationError(f"{where}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):

@@ -27,6 +27,7 @@ from clusterscaler.api import (
     NodeGroupOptions,
     QuantityError,
     Taint,
+    load_yaml,
     parse_cpu_millis,
     parse_group_option,
     parse_int_quantity,
@@ -250,7 +251,7 @@ class KubeEnv:
 def parse_kube_env(text: str, source: str) -> KubeEnv:
     """Parse kube-env's YAML and its AUTOSCALER_ENV_VARS."""
     try:
-        loaded = yaml.safe_load(text) if text.strip() else {}
+        loaded = load_yaml(text) if text.strip() else {}
     # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from clusterscaler.api import ConfigurationError
+from clusterscaler.api import ConfigurationError, load_yaml
 
 MODE_ENV = "KWOK_PROVIDER_MODE"
 CONFIGMAP_ENV = "KWOK_PROVIDER_CONFIGMAP"
@@ -113,7 +113,7 @@ def _string(value: Any, where: str, field: str) -> str:
 def parse_config(text: str, where: str) -> KwokConfig:
     """Parse the `config` key; `where` names it in errors (`ConfigMap ns/name, key config`)."""
     try:
-        doc = yaml.safe_load(text) if text.strip() else None
+        doc = load_yaml(text) if text.strip() else None
     # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

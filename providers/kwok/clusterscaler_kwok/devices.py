@@ -20,7 +20,13 @@ from typing import Any
 
 import structlog
 import yaml
-from clusterscaler.api import ModelError, ProviderProblem, ResourceSlice, parse_template_slice
+from clusterscaler.api import (
+    ModelError,
+    ProviderProblem,
+    ResourceSlice,
+    load_yaml_documents,
+    parse_template_slice,
+)
 
 from clusterscaler_kwok.config import KwokConfig
 from clusterscaler_kwok.templates import group_name, node_name
@@ -34,7 +40,7 @@ def _documents(text: str) -> list[Mapping[str, Any]]:
     """The documents of the templates text, a `kind: List`'s items included (the text was
     already read as templates: a text that is not YAML gives none here)."""
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in load_yaml_documents(text) if d is not None]
     except (yaml.YAMLError, ValueError, RecursionError):
         return []
     out: list[Mapping[str, Any]] = []

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from clusterscaler.api import ConfigurationError, ProviderProblem
+from clusterscaler.api import ConfigurationError, ProviderProblem, load_yaml_documents
 
 from clusterscaler_kwok.config import KwokConfig
 
@@ -51,7 +51,7 @@ class GroupTemplate:
 def parse_templates(text: str, where: str) -> list[Raw]:
     """The Node documents of the templates ConfigMap's `templates` key."""
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in load_yaml_documents(text) if d is not None]
     # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

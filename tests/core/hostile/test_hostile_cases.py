@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clusterscaler.api import ConfigurationError
 from clusterscaler.model import (
     ModelError,
     UnreadableObject,
@@ -20,9 +22,11 @@ from clusterscaler.model import (
     parse_pod,
     read_guarded,
 )
-from clusterscaler.offline.loader import InputError
+from clusterscaler.model.yamltext import load_yaml
+from clusterscaler.offline.loader import InputError, parse_snapshot_data
 from clusterscaler.offline.scenario import parse_scenario
 from clusterscaler.plugins.expanders.priority import PriorityConfigError, parse_priorities
+from clusterscaler.plugins.sim.config import load_cloud_config
 from clusterscaler_kwok.config import parse_config
 from clusterscaler_kwok.templates import build_groups
 from fuzzkit import CSINODE, EXAMPLES, PDB, RICH_NODE, RICH_POD
@@ -173,3 +177,71 @@ def test_proportional_params_beyond_float64_are_refused_by_name() -> None:
 
     with pytest.raises(ParamsError, match=r"linear\.coresPerReplica.*expected a number"):
         parse_params_document('{"linear": {"coresPerReplica": 1' + "0" * 400 + "}}")
+
+
+# A few kilobytes of YAML that PyYAML alone reads in minutes or gigabytes: flow collections
+# nested deep (time quadratic in the depth), block sequences nested on one line, and
+# aliases of aliases (expanded, 27 million node selector expressions from 2 KB).
+_LAUGHS = "\n".join([
+    "e: &e {key: k, operator: In, values: [a]}",
+    "ex: &ex [" + ",".join(["*e"] * 300) + "]",
+    "t: &t {matchExpressions: *ex}",
+    "ts: &ts [" + ",".join(["*t"] * 300) + "]",
+    "p: &p {kind: Pod, metadata: {name: a, namespace: d}, spec: {containers: [{name: c}],"
+    " affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution:"
+    " {nodeSelectorTerms: *ts}}}}}",
+    "kind: List",
+    "items: [" + ",".join(["*p"] * 300) + "]",
+])
+HOSTILE_YAML = [
+    pytest.param("kind: List\nitems:\n- " + "[" * 100_000 + "]" * 100_000,
+                 "nested at most 200 levels deep", id="flow-nested-100000"),
+    pytest.param("kind: List\nitems:\n" + "- " * 100_000 + "x\n",
+                 "nested at most 200 levels deep", id="block-nested-100000"),
+    pytest.param(_LAUGHS, "aliases (*name) repeating at most 1,000,000 values",
+                 id="aliases-of-aliases"),
+    pytest.param("kind: List\nitems: &i [*i]\n", "outside the value its anchor names",
+                 id="alias-inside-its-anchor"),
+    pytest.param("kind: List\nitems: [" + "9" * 5_000 + "]\n", "at most 4,300 digits",
+                 id="integer-5000-digits"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), HOSTILE_YAML)
+def test_hostile_yaml_is_refused_before_it_costs_minutes(text: str, message: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(InputError) as caught:
+        parse_snapshot_data(text.encode(), "cluster.yaml")
+    assert str(caught.value).startswith("cluster.yaml: expected a Kubernetes List in JSON or YAML")
+    assert message in str(caught.value)
+    assert time.perf_counter() - started < 2
+
+
+def _sim_cloud_config(text: str, directory: Path) -> Any:
+    path = directory / "groups.yaml"
+    path.write_text(text)
+    return load_cloud_config(path)
+
+
+@pytest.mark.parametrize(
+    ("read", "where"),
+    [(lambda text, _: parse_priorities(text), "cluster-autoscaler-priority-expander"),
+     (lambda text, _: parse_config(text, "ConfigMap kube-system/kwok-provider-config, key "
+                                   "config"), "kwok-provider-config"),
+     (lambda text, tmp: _sim_cloud_config(text, tmp), "groups.yaml")],
+    ids=["priority-expander", "kwok-config", "sim-cloud-config"],
+)
+@pytest.mark.parametrize(("text", "message"), HOSTILE_YAML)
+def test_every_yaml_reader_has_the_same_bounds(
+    read: Any, where: str, text: str, message: str, tmp_path: Path
+) -> None:
+    with pytest.raises((ConfigurationError, PriorityConfigError)) as caught:
+        read(text, tmp_path)
+    assert where in str(caught.value) and message in str(caught.value)
+
+
+def test_yaml_anchors_a_person_writes_still_read() -> None:
+    """Anchors and merge keys, as hand-written scenarios and cloud-configs use them."""
+    doc = load_yaml("base: &b {cpu: '1', memory: 1Gi}\ngroups:\n- <<: *b\n  name: a\n- *b\n")
+    assert doc["groups"] == [{"cpu": "1", "memory": "1Gi", "name": "a"},
+                             {"cpu": "1", "memory": "1Gi"}]

@@ -1,0 +1,149 @@
+"""YAML read with bounds: every YAML file and ConfigMap the autoscaler reads (snapshots,
+scenarios, cloud-configs, the priority expander's and the providers' ConfigMaps) goes
+through `load_yaml` or `load_yaml_documents`, never through `yaml.safe_load` itself.
+
+PyYAML alone lets a small hostile file cost minutes or gigabytes:
+- flow collections nested deep (`[[[[...`) are parsed in time quadratic in the depth (both
+  the C and the Python parser), and the C composer recurses on the machine's stack;
+- aliases of aliases (`&a [*b, *b, ...]`) build a graph whose expansion, which every reader
+  of the document walks, grows exponentially with the file.
+
+Both are refused with a `YAMLBoundError` (a `yaml.YAMLError`, so callers that name their
+file for a YAML error name it for these too) before the text is parsed further: nesting
+deeper than `MAX_DEPTH` levels, and aliases repeating more than `MAX_ALIAS_VALUES` values in
+all. No real Kubernetes object comes near either: a pod's deepest field is about 12 levels
+down, and `kubectl` writes no aliases.
+
+The events come from libyaml when PyYAML was built with it (several times faster on large
+snapshots), the composing and the checks are ours, and the values are built by PyYAML's
+safe constructor: the same values `yaml.safe_load` gives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.events import AliasEvent
+from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.resolver import Resolver
+
+MAX_DEPTH = 200
+MAX_ALIAS_VALUES = 1_000_000
+
+try:
+    from yaml._yaml import CParser as _Parser
+    from yaml.reader import Reader as _Reader
+
+    _PARSER_BASES: tuple[type, ...] = (_Parser,)
+except ImportError:  # PyYAML built without libyaml
+    from yaml.parser import Parser as _PyParser
+    from yaml.reader import Reader as _Reader
+    from yaml.scanner import Scanner as _Scanner
+
+    _PARSER_BASES = (_Reader, _Scanner, _PyParser)
+
+
+class YAMLBoundError(yaml.YAMLError):
+    """YAML refused before it could cost unbounded time or memory; the message says which
+    bound and where."""
+
+
+def _line(node_or_event: Any) -> str:
+    mark = getattr(node_or_event, "start_mark", None)
+    return f" at line {mark.line + 1}" if mark is not None else ""
+
+
+class _BoundedComposer(Composer):
+    """PyYAML's composer, counting the depth and what aliases repeat as it goes (so a
+    hostile document stops being read as soon as it passes a bound)."""
+
+    def _bounds_init(self) -> None:
+        self._depth = 0
+        self._repeated = 0
+        self._sizes: dict[int, int] = {}
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        if self.check_event(AliasEvent):  # type: ignore[attr-defined]
+            event = self.peek_event()  # type: ignore[attr-defined]
+            node = super().compose_node(parent, index)
+            size = self._sizes.get(id(node))
+            if size is None:
+                raise YAMLBoundError(
+                    f"expected each alias (*{event.anchor}) outside the value its anchor "
+                    f"names, got one inside it{_line(event)}"
+                )
+            self._repeated += size
+            if self._repeated > MAX_ALIAS_VALUES:
+                raise YAMLBoundError(
+                    f"expected aliases (*name) repeating at most {MAX_ALIAS_VALUES:,} values "
+                    f"in all, got more{_line(event)} (an alias of an alias multiplies)"
+                )
+            return node
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise YAMLBoundError(
+                f"expected YAML nested at most {MAX_DEPTH} levels deep, got deeper nesting"
+                f"{_line(self.peek_event())}"  # type: ignore[attr-defined]
+            )
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        size = 1
+        if isinstance(node, SequenceNode):
+            size += sum(self._sizes[id(child)] for child in node.value)
+        elif isinstance(node, MappingNode):
+            size += sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
+        self._sizes[id(node)] = size
+        return node
+
+
+# The composer first: its methods, not the C parser's own composing, build the nodes.
+class _Loader(_BoundedComposer, *_PARSER_BASES, SafeConstructor, Resolver):  # type: ignore[misc]
+    def __init__(self, stream: str | bytes) -> None:
+        if _PARSER_BASES[0] is _Reader:
+            _Reader.__init__(self, stream)
+            _Scanner.__init__(self)
+            _PyParser.__init__(self)
+        else:
+            _Parser.__init__(self, stream)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+        self._bounds_init()
+
+
+def _construct(loader: _Loader, node: Node) -> Any:
+    try:
+        return loader.construct_document(node)
+    except ValueError as exc:
+        # The interpreter's limit on the digits of an integer (`int()` of a longer one).
+        raise YAMLBoundError(f"expected integers of at most 4,300 digits: {exc}") from None
+
+
+def load_yaml_documents(text: str | bytes) -> list[Any]:
+    """Every document of `text`, as `yaml.safe_load_all` gives them (empty documents as
+    None); a `yaml.YAMLError` for malformed text, a `YAMLBoundError` past a bound."""
+    loader = _Loader(text)
+    try:
+        documents: list[Any] = []
+        while loader.check_node():
+            node = loader.get_node()
+            documents.append(None if node is None else _construct(loader, node))
+        return documents
+    finally:
+        loader.dispose()
+
+
+def load_yaml(text: str | bytes) -> Any:
+    """The one document of `text`, as `yaml.safe_load` gives it (None when empty); a
+    `yaml.YAMLError` for malformed text or more than one document."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        return None if node is None else _construct(loader, node)
+    finally:
+        loader.dispose()
