@@ -58,10 +58,12 @@ from clusterscaler.model.dra import (
     Device,
     DeviceClass,
     DeviceConstraint,
+    Pool,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
 )
+from clusterscaler.model.pod import field_replacer
 from clusterscaler.model.scheduling import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -359,9 +361,13 @@ class DraState:
             and known.local is self.node_slices.get(node.name)
             and known.shared_version == self._shared_version
             and known.labels is node.labels
-            and all(self._pool_versions.get(p) == v for p, v in known.versions)
         ):
-            return known
+            versions = self._pool_versions
+            for pool_id, version in known.versions:
+                if versions.get(pool_id) != version:
+                    break
+            else:
+                return known
         pools: dict[PoolId, _Pool] = {}
         for s in self._reachable(node):
             pool_id = (s.driver, s.pool.name)
@@ -508,6 +514,14 @@ class DraState:
         once, asking what `specs` ask: their devices are then found as for any copy."""
         if len(claims) != len(specs):
             return False
+        if len(specs) == 1:
+            claim, spec = claims[0], specs[0]
+            return (
+                claim.owned
+                and (claim.spec is spec or claim.spec == spec)
+                and claim.key not in self.allocations
+                and not self.consumers.get(claim.key)
+            )
         keys = set()
         for claim, spec in zip(claims, specs, strict=True):
             if (
@@ -1444,12 +1458,20 @@ def _node_selector(chosen: Sequence[_Candidate]) -> tuple[NodeSelectorTerm, ...]
     return None
 
 
+# Copies of a slice and of its pool with some fields changed (without `__init__`: a
+# template's slices are copied for every node an estimate adds).
+_renamed_slice = field_replacer(ResourceSlice, ("name", "node_name", "pool"))
+_renamed_pool = field_replacer(Pool, ("name",))
+
+
 def template_slices(slices: Sequence[ResourceSlice], node_name: str) -> tuple[ResourceSlice, ...]:
     """A live node's slices for a copy of it called `node_name`: each slice renamed, local
     to the new node, in a pool of its own (a new node's devices are its own)."""
     return tuple(
-        replace(s, name=f"{s.name}-{node_name}", node_name=node_name,
-                pool=replace(s.pool, name=f"{s.pool.name}-{node_name}"))
+        _renamed_slice(
+            s, f"{s.name}-{node_name}", node_name,
+            _renamed_pool(s.pool, f"{s.pool.name}-{node_name}"),
+        )
         for s in slices
     )
 

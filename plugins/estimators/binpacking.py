@@ -165,12 +165,6 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
 
 def _capacity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> int:
     """How many copies of a resource-only `pod` still fit on `ni`."""
-    dra = snapshot.dra if pod.resource_claims else None
-    if dra is not None and not dra.copies_fit(pod, ni.node, 1):
-        # No device for it there: asked first, as it costs less than the filters' reason.
-        return 0
-    if check_predicates(pod, ni, snapshot) is not None:
-        return 0
     r = pod.requests
     alloc = ni.node.allocatable
     fits: list[int] = []
@@ -188,9 +182,16 @@ def _capacity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> int:
     # A pod requesting nothing at all (not even a pod slot) fits without bound; the pod
     # slot every parsed pod carries keeps this finite in practice.
     room = max(1, min(fits)) if fits else 1 << 30
+    dra = snapshot.dra if pod.resource_claims else None
     if dra is not None:
         # Each copy takes devices of its own, as it would placed alone after the others.
-        return dra.copies_fit(pod, ni.node, room)
+        # Counted before the filters run: a node without a device for the pod is known
+        # without the filters' reason, and the filters then read the first copy's devices.
+        room = dra.copies_fit(pod, ni.node, room)
+        if not room:
+            return 0
+    if check_predicates(pod, ni, snapshot) is not None:
+        return 0
     return room
 
 
