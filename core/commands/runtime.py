@@ -63,6 +63,8 @@ class KubeRuntime:
     # The managed PodTemplates and the status of CapacityBuffers
     # (--capacity-buffer-controller-enabled, --capacity-buffer-pod-injection-enabled).
     buffer_writer: CapacityBufferWriter | None = None
+    # --capacity-buffer-controller-enabled: its reconciliation metric is exported.
+    buffer_controller: bool = False
     shutdown: threading.Event = field(default_factory=threading.Event)
     _initializing_written: bool = field(default=False, repr=False)
 
@@ -148,6 +150,7 @@ class KubeRuntime:
             )
             if buffers
             else None,
+            buffer_controller=options.capacity_buffer_controller_enabled,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -197,6 +200,13 @@ class KubeRuntime:
             self.quota_writer.write(result.capacity_quotas)
         if self.buffer_writer is not None:
             self.buffer_writer.write(result.capacity_buffers, result.time)
+            if self.buffer_controller:
+                new, reconciled = self.buffer_writer.oldest_reconciliation(
+                    result.capacity_buffers, result.time
+                )
+                self.metrics.update_capacity_buffer_reconciliation(
+                    new.timestamp(), reconciled.timestamp()
+                )
         if self.status_writer is not None:
             self.status_writer.write(status_from_result(result))
         if self.status_writer is not None and self.status_writer.uid:

@@ -128,6 +128,33 @@ class CapacityBufferWriter:
         # Per buffer: the source template last written for it, and the generation of
         # the managed template that write left.
         self._written: dict[str, tuple[str, int]] = {}
+        # When each buffer (by uid, else key) was last reconciled: its status written, or
+        # found current.
+        self._reconciled: dict[str, datetime] = {}
+
+    def oldest_reconciliation(
+        self, results: Iterable[BufferResult], now: datetime
+    ) -> tuple[datetime, datetime]:
+        """CA's capacity_buffer_oldest_reconciliation_timestamp_seconds: the oldest
+        creation time of the buffers never reconciled that have no condition yet
+        (`new_buffer="true"`), and the oldest last reconciliation of the others (`"false"`);
+        `now` when there is none. A buffer with conditions that this process never
+        reconciled (it restarted) is left out, as upstream does."""
+        newest = oldest = now
+        seen = set()
+        for r in results:
+            if not r.reconciled:
+                continue
+            ident = r.uid or r.key
+            seen.add(ident)
+            when = self._reconciled.get(ident)
+            if when is not None:
+                oldest = min(oldest, when)
+            elif not r.held.conditions and r.created is not None:
+                newest = min(newest, r.created)
+        for gone in self._reconciled.keys() - seen:
+            del self._reconciled[gone]
+        return newest, oldest
 
     def write(self, results: Iterable[BufferResult], now: datetime) -> int:
         """Write every buffer whose template or status needs it; how many statuses."""
@@ -138,18 +165,24 @@ class CapacityBufferWriter:
                 if r.template is not None:
                     status = self._ensure_template(r, now)
                 if status.same_as(r.held):
+                    self._reconciled_now(r, now)
                     continue
                 if self.dry_run:
                     log.info("capacity_buffer_status_not_written", buffer=r.key,
                              reason="dry run", conditions=status.statuses())
                     continue
                 if self._write_status(r, status):
+                    self._reconciled_now(r, now)
                     written += 1
             except Exception as exc:
                 info = describe(exc)
                 log.warning("capacity_buffer_write_failed", buffer=r.key, **info.fields(exc))
                 self._failed(info.type)
         return written
+
+    def _reconciled_now(self, r: BufferResult, now: datetime) -> None:
+        if r.reconciled:
+            self._reconciled[r.uid or r.key] = now
 
     def _failed(self, error_type: ErrorType) -> None:
         self.failures += 1

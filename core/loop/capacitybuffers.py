@@ -98,6 +98,10 @@ class BufferResult:
     api_version: str = CAPACITY_BUFFER_API_VERSION
     # Why the controller could not translate it (logged, counted).
     error: str = ""
+    # Whether its controller reconciled it this loop, and when it was created (for
+    # capacity_buffer_oldest_reconciliation_timestamp_seconds).
+    reconciled: bool = False
+    created: datetime | None = None
 
     @property
     def key(self) -> str:
@@ -176,6 +180,8 @@ class CapacityBufferProcessor:
                 pods=tuple(p.key for p in made),
                 api_version=buffer.api_version,
                 error=t.error if t is not None else "",
+                reconciled=t is not None,
+                created=buffer.creation_time,
             )
             self._results[buffer.key] = result
             for p in made:

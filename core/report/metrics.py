@@ -351,6 +351,12 @@ class Metrics:
             "Number of pods skipped when doing scheduling simulations.",
             ("type",),
         )
+        # With --capacity-buffer-controller-enabled (CA's capacitybuffer/metrics).
+        self.capacity_buffer_oldest_reconciliation_timestamp_seconds = gauge(
+            "capacity_buffer_oldest_reconciliation_timestamp_seconds",
+            "Unix timestamp of the oldest capacity buffer last reconciliation time.",
+            ("new_buffer",),
+        )
         # Ours, not CA's (the one family CA does not have): the objects of the cluster the
         # model could not read, by kind, left out of the loop (a node bound to such a pod is
         # never removed). CA has no counterpart because its Go types cannot hold such an
@@ -603,6 +609,13 @@ class Metrics:
         for unremovable in result.scale_down.unremovable:
             for resource in set(unremovable.exceeded) & reasons.keys():
                 self.skipped_scale_events_count.inc(direction="down", reason=reasons[resource])
+
+    def update_capacity_buffer_reconciliation(self, new: float, reconciled: float) -> None:
+        """The oldest creation time of the buffers not reconciled yet (`new_buffer="true"`)
+        and the oldest last reconciliation of the others, as Unix timestamps."""
+        gauge = self.capacity_buffer_oldest_reconciliation_timestamp_seconds
+        gauge.labels(new_buffer="true").set(int(new))
+        gauge.labels(new_buffer="false").set(int(reconciled))
 
     def update_node_taints(self, counts: Mapping[str, int]) -> None:
         """Set node_taints_count{type} to `counts` (taints on the nodes by report type);

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -225,3 +225,54 @@ def test_a_template_that_cannot_be_written_leaves_the_buffer_not_ready(
         "Buffer not ready for provisioning: failed to create or update managed pod template"
     )
     assert "podTemplateRef" not in status and errors
+
+
+def test_the_oldest_reconciliation_is_told_for_new_and_reconciled_buffers(
+    kube: FakeKubeServer,
+) -> None:
+    kube.create(buffer())
+    kube.create(template())
+    writer = CapacityBufferWriter(kube.api_client())
+    [result] = reconcile(kube, writer)
+    assert writer.oldest_reconciliation([result], T + timedelta(minutes=1)) == (
+        T + timedelta(minutes=1), T,
+    )
+    # A buffer its status was never written for, with no condition yet: its creation time.
+    created = T - timedelta(hours=1)
+    new = BufferResult("web", "fresh", "uid-fresh", BufferStatus(replicas=1), BufferStatus(),
+                       reconciled=True, created=created)
+    unwritten = CapacityBufferWriter(kube.api_client(), dry_run=True)
+    unwritten.write([new], T)
+    assert unwritten.oldest_reconciliation([new], T) == (created, T)
+
+
+def test_the_metric_is_exported_with_the_controller(kube: FakeKubeServer) -> None:
+    from clusterscaler.commands.runtime import KubeRuntime
+    from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.loop.decisions import ClusterHealth, LoopResult, NodeCounts
+
+    kube.create(buffer())
+    kube.create(template())
+    options = dataclasses.replace(AutoscalingOptions(), capacity_buffer_controller_enabled=True,
+                                  write_status_configmap=False, leader_elect=False)
+    runtime = KubeRuntime.from_options(options, api_client=kube.api_client(), serve=False)
+    try:
+        source = synced(kube)
+        try:
+            objects = source.snapshot()
+        finally:
+            source.stop()
+        processor = CapacityBufferProcessor(controller_enabled=True)
+        processor.run(objects.capacity_buffers, objects.pod_templates, now=T)
+        runtime.report(LoopResult(time=T, health=ClusterHealth(True, NodeCounts(), ""),
+                                  capacity_buffers=processor.results()))
+        text = runtime.metrics.render().decode()
+    finally:
+        runtime.stop()
+    name = "cluster_autoscaler_capacity_buffer_oldest_reconciliation_timestamp_seconds"
+    values = {
+        line.split("}")[0].split('"')[1]: float(line.split()[-1])
+        for line in text.splitlines() if line.startswith(name + "{")
+    }
+    # Reconciled in this loop; no buffer waits for its first reconciliation.
+    assert values == {"false": int(T.timestamp()), "true": int(T.timestamp())}

@@ -55,6 +55,8 @@ UPSTREAM: dict[str, tuple[str, tuple[str, ...]]] = {
     "node_removal_latency_seconds": ("histogram", ("deleted",)),
     "dra_node_template_resources_mismatch": ("gauge", ("driver", "mismatch_type")),
     "skipped_pods_count": ("gauge", ("type",)),
+    # capacitybuffer/metrics, with --capacity-buffer-controller-enabled.
+    "capacity_buffer_oldest_reconciliation_timestamp_seconds": ("gauge", ("new_buffer",)),
 }
 # Families upstream does not have, each for a reason a CA user would accept: a new entry
 # here is a decision, not a convenience.
