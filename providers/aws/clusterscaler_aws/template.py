@@ -131,12 +131,17 @@ def dra_devices(
     data: TemplateInput, node_name: str, resources: Resources
 ) -> tuple[Resources, tuple[ResourceSlice, ...]]:
     """With a `dra-driver` tag, the GPUs of `resources` as that driver's devices (and no
-    longer an extended resource); else `resources` unchanged and no devices."""
+    longer an extended resource); else `resources` unchanged and no devices. The tag of an
+    EKS managed node group wins over the ASG's, as its resource tags do."""
     driver = data.tags.dra_driver
+    tag = f"ASG {data.asg!r}: tag {DRA_DRIVER_TAG}={driver!r}"
+    mng = data.managed_nodegroup
+    if mng is not None and DRA_DRIVER_TAG in mng.tags:
+        driver = mng.tags[DRA_DRIVER_TAG].strip()
+        tag = f"EKS node group {mng.cluster}/{mng.name}: tag {DRA_DRIVER_TAG}={driver!r}"
     if not driver:
         return resources, ()
     gpus = resources.extended.get(GPU_RESOURCE, 0)
-    tag = f"ASG {data.asg!r}: tag {DRA_DRIVER_TAG}={driver!r}"
     if gpus <= 0:
         raise ConfigurationError(
             f"{tag}: instance type {data.instance_type.name or '(attribute-based)'} has no GPUs "

@@ -91,3 +91,33 @@ def test_a_bad_declaration_names_the_tag_and_the_other_asgs_still_scale(
     cluster = DraCluster(pods=[claiming_pod("train-0", created)])
     result = run_once(provider, cluster, T0)
     assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("other", 1)]
+
+
+@pytest.mark.parametrize(
+    ("driver", "expected"),
+    [(NVIDIA, None),
+     ("Nvidia GPUs", f"EKS node group prod/gpu-pool: tag {DRA_DRIVER}='Nvidia GPUs': expected a "
+                     "DRA driver name: a lowercase DNS subdomain of at most 63 characters, "
+                     "such as gpu.nvidia.com, got 'Nvidia GPUs'")],
+    ids=["driver", "bad-driver"],
+)
+def test_an_eks_managed_node_groups_dra_driver_tag_wins(
+    aws: AwsFixtures, make_provider: ProviderFactory, driver: str, expected: str | None
+) -> None:
+    vpc = aws.ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = aws.ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/24")["Subnet"]["SubnetId"]
+    role = "arn:aws:iam::123456789012:role/eks"
+    aws.eks.create_cluster(name="prod", roleArn=role, resourcesVpcConfig={"subnetIds": [subnet]})
+    aws.eks.create_nodegroup(clusterName="prod", nodegroupName="gpu-pool", nodeRole=role,
+                             subnets=[subnet], tags={DRA_DRIVER: driver})
+    aws.asg("eks-gpu-pool-1234", instance_type="p3.8xlarge",
+            tags={"eks:cluster-name": "prod", "eks:nodegroup-name": "gpu-pool",
+                  DRA_DRIVER: "gpu.example.com"})
+    (group,) = make_provider(nodes=["0:5:eks-gpu-pool-1234"]).node_groups()
+    if expected is None:
+        (devices,) = group.template_node_info().resource_slices
+        assert devices.driver == NVIDIA and len(devices.devices) == 4
+    else:
+        with pytest.raises(ConfigurationError) as failure:
+            group.template_node_info()
+        assert str(failure.value) == expected
