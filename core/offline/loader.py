@@ -198,6 +198,11 @@ def parse_snapshot_data(data: bytes, source: str) -> ClusterObjects:
     except (ValueError, TypeError, AttributeError, OverflowError) as exc:
         if isinstance(exc, InputError):
             raise
+        if "integer string conversion" in str(exc):
+            # JSON's decoder past the interpreter's limit on the digits of an integer.
+            raise InputError(
+                f"{source}: expected numbers of at most 4,300 digits, got a longer one"
+            ) from None
         raise InputError(
             f"{source}: expected a Kubernetes List in JSON or YAML, got input that cannot be "
             f"read: {type(exc).__name__}: {str(exc)[:200]}"

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import copy
 import json
+import time
+import tracemalloc
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,58 @@ def fuzz_settings(quick: int = QUICK_EXAMPLES) -> settings:
 
 FUZZ = fuzz_settings()
 QUICK_FUZZ = fuzz_settings(20)
+
+
+# Per example, what reading an input of `size` bytes may cost at most: CPU seconds and
+# bytes allocated at the peak. Linear in the size, with room for YAML's nodes (about 100
+# bytes of them per byte of text) and for a loaded machine; a reader that goes super-linear
+# on hostile input (aliases of aliases, quadratic nesting) passes these by orders of
+# magnitude on inputs of a few kilobytes.
+CPU_SECONDS = 1.0
+CPU_SECONDS_PER_MB = 15.0
+PEAK_BYTES = 64 << 20
+PEAK_BYTES_PER_BYTE = 200
+
+
+@contextmanager
+def bounded(size: int = 0) -> Iterator[None]:
+    """Fails the example when reading an input of `size` bytes took more CPU time or more
+    memory (traced allocations, at their peak) than `CPU_SECONDS`, `PEAK_BYTES` and their
+    per-size terms allow: every target runs its reader inside this."""
+    started_tracing = not tracemalloc.is_tracing()
+    if started_tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    started = time.process_time()
+    try:
+        yield
+    finally:
+        # Checked whether the reader returned or raised: a slow refusal is as bad as a slow
+        # read.
+        cpu = time.process_time() - started
+        peak = tracemalloc.get_traced_memory()[1] - base
+        if started_tracing:
+            tracemalloc.stop()
+        cpu_limit = CPU_SECONDS + CPU_SECONDS_PER_MB * size / 1e6
+        peak_limit = PEAK_BYTES + PEAK_BYTES_PER_BYTE * size
+        assert cpu <= cpu_limit, (
+            f"{cpu:.2f} CPU seconds for {size:,} bytes of input (at most {cpu_limit:.2f})"
+        )
+        assert peak <= peak_limit, (
+            f"{peak:,} bytes at the peak for {size:,} bytes of input (at most {peak_limit:,})"
+        )
+
+
+def size_of(value: Any) -> int:
+    """The size of `value` as input: its length when text or bytes, else its JSON text's
+    (0 when it has none, nested too deep to write)."""
+    if isinstance(value, str | bytes):
+        return len(value)
+    try:
+        return len(json.dumps(value, default=str))
+    except (RecursionError, ValueError):
+        return 0
 
 
 # --------------------------------------------------------------------------- hostile values

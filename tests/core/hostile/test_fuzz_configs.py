@@ -29,7 +29,7 @@ from clusterscaler_gce.cloud_config import parse_cloud_config as parse_gce_confi
 from clusterscaler_gce.kube_env import parse_kube_env
 from clusterscaler_kwok.config import parse_config as parse_kwok_config
 from clusterscaler_kwok.templates import build_groups, parse_templates
-from fuzzkit import FUZZ, HOSTILE_STRINGS, HOSTILE_VALUES, RICH_NODE, mutated
+from fuzzkit import FUZZ, HOSTILE_STRINGS, HOSTILE_VALUES, RICH_NODE, bounded, mutated, size_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -61,7 +61,8 @@ PRIORITIES = [{"10": [".*spot.*"], "50": ["^gpu-.*$", "on-demand"]}]
 @given(text=_text_of(PRIORITIES))
 def test_priority_expander_configmap(text: str) -> None:
     try:
-        parsed = parse_priorities(text)
+        with bounded(len(text)):
+            parsed = parse_priorities(text)
     except PriorityConfigError as error:
         assert "cluster-autoscaler-priority-expander" in str(error), error
         return
@@ -84,11 +85,13 @@ def test_proportional_autoscaler_params(doc: Any, as_text: bool) -> None:
     `--default-params` document."""
     try:
         if as_text and isinstance(doc, dict):
-            parse_configmap_data(
-                {k: v if isinstance(v, str) else json.dumps(v) for k, v in doc.items()}
-            )
+            data = {k: v if isinstance(v, str) else json.dumps(v) for k, v in doc.items()}
+            with bounded(size_of(data)):
+                parse_configmap_data(data)
         else:
-            parse_params_document(json.dumps(doc))
+            text = json.dumps(doc)
+            with bounded(len(text)):
+                parse_params_document(text)
     except (ParamsError, RecursionError) as error:
         # RecursionError: only `json.dumps` of the test's own deep value, never the parser.
         if isinstance(error, RecursionError):
@@ -116,7 +119,8 @@ GOOD_KWOK = parse_kwok_config(json.dumps(KWOK_CONFIG), WHERE)
 @given(text=_text_of([KWOK_CONFIG]))
 def test_kwok_provider_config(text: str) -> None:
     try:
-        parse_kwok_config(text, WHERE)
+        with bounded(len(text)):
+            parse_kwok_config(text, WHERE)
     except ConfigurationError as error:
         assert WHERE in str(error), error
 
@@ -150,11 +154,13 @@ def test_kwok_templates_a_bad_node_costs_only_its_group(bad: dict[str, Any], for
         return
     where = "ConfigMap kube-system/kwok-provider-templates, key templates"
     try:
-        templates = parse_templates(text, where)
+        with bounded(len(text)):
+            templates = parse_templates(text, where)
     except ConfigurationError as error:
         assert where in str(error), error
         return
-    groups, problems = build_groups(templates, GOOD_KWOK)
+    with bounded(len(text)):
+        groups, problems = build_groups(templates, GOOD_KWOK)
     by_name = {g.name: g for g in groups}
     assert "small" in by_name, (groups, problems)
     parse_node(by_name["small"].node)
@@ -203,7 +209,8 @@ def ini_text(draw: st.DrawFn, seed: str) -> str:
 @given(text=st.one_of(ini_text(GCE_CONF), st.text(max_size=200)))
 def test_gce_cloud_config(text: str) -> None:
     try:
-        parse_gce_config(text, "gce.conf")
+        with bounded(len(text)):
+            parse_gce_config(text, "gce.conf")
     except ConfigurationError as error:
         assert "gce.conf" in str(error), error
 
@@ -220,7 +227,8 @@ KUBE_ENV = {
 @given(text=_text_of([KUBE_ENV]))
 def test_gce_kube_env(text: str) -> None:
     try:
-        parse_kube_env(text, "instance template t-1")
+        with bounded(len(text)):
+            parse_kube_env(text, "instance template t-1")
     except ConfigurationError as error:
         assert "instance template t-1" in str(error), error
 
@@ -241,7 +249,8 @@ def test_azure_json(doc: Any) -> None:
     except (RecursionError, ValueError):
         return
     try:
-        build_config(parse_azure_json(text, "azure.json"), environ={})
+        with bounded(len(text)):
+            build_config(parse_azure_json(text, "azure.json"), environ={})
     except ConfigurationError as error:
         assert str(error), error
 
@@ -250,7 +259,8 @@ def test_azure_json(doc: Any) -> None:
 @given(text=st.one_of(ini_text(AWS_CONF), st.text(max_size=200)))
 def test_aws_cloud_config(text: str) -> None:
     try:
-        parse_aws_config(text, "aws.conf")
+        with bounded(len(text)):
+            parse_aws_config(text, "aws.conf")
     except ConfigurationError as error:
         assert "aws.conf" in str(error), error
 
@@ -284,8 +294,9 @@ def tags(module: Any) -> st.SearchStrategy[dict[str, str]]:
 def test_group_tags(module: Any, group: str, data: st.DataObject) -> None:
     """Every bad tag is an error naming the group and the tag; the rest still apply."""
     given_tags = data.draw(tags(module), label="tags")
-    parsed = module.parse_template_tags(group, given_tags)
-    _, option_errors = module.parse_node_group_options(group, parsed.options)
+    with bounded(size_of(given_tags)):
+        parsed = module.parse_template_tags(group, given_tags)
+        _, option_errors = module.parse_node_group_options(group, parsed.options)
     for error in (*parsed.errors, *option_errors):
         assert group in str(error) and error.tag in given_tags, error
     bad = {error.tag for error in (*parsed.errors, *option_errors)}

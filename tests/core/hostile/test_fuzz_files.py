@@ -17,7 +17,7 @@ from clusterscaler.api import ConfigurationError
 from clusterscaler.offline.loader import InputError, parse_snapshot_data
 from clusterscaler.offline.scenario import parse_scenario
 from clusterscaler.plugins.sim.config import parse_cloud_config
-from fuzzkit import EXAMPLES, FUZZ, HOSTILE_VALUES, mutated
+from fuzzkit import EXAMPLES, FUZZ, HOSTILE_VALUES, bounded, mutated, size_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -69,14 +69,69 @@ def hostile_snapshots(draw: st.DrawFn) -> bytes:
     return data
 
 
+def _pod(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "d"},
+            "spec": {"containers": [{"name": "c"}], **spec}, "status": {"phase": "Pending"}}
+
+
+def _laughs(width: int) -> str:
+    """Aliases of aliases: `width` pods of `width` node selector terms of `width`
+    expressions each, written in a few times `width` characters."""
+    many = ",".join
+    return "\n".join([
+        "e: &e {key: k, operator: In, values: [a]}",
+        f"ex: &ex [{many(['*e'] * width)}]",
+        "t: &t {matchExpressions: *ex}",
+        f"ts: &ts [{many(['*t'] * width)}]",
+        "p: &p {kind: Pod, metadata: {name: a, namespace: d}, spec: {containers: [{name: c}], "
+        "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+        "{nodeSelectorTerms: *ts}}}}}",
+        "kind: List",
+        f"items: [{many(['*p'] * width)}]",
+    ])
+
+
+@st.composite
+def large_snapshots(draw: st.DrawFn) -> bytes:
+    """Inputs whose size or shape, not a field's value, is hostile: nesting hundreds to
+    100,000 levels deep (flow and block YAML, JSON), aliases of aliases, numbers of
+    thousands of digits, long lists and strings, many items."""
+    n = draw(st.sampled_from([150, 199, 201, 300, 5_000, 100_000]))
+    shape = draw(st.sampled_from(
+        ["flow", "block", "json-deep", "laughs", "digits", "list", "string", "items"]))
+    if shape == "flow":
+        return f"kind: List\nitems:\n- {'[' * n}{']' * n}\n".encode()
+    if shape == "block":
+        return f"kind: List\nitems:\n{'- ' * n}x\n".encode()
+    if shape == "json-deep":
+        return b'{"kind": "List", "items": [' + b"[" * n + b"]" * n + b"]}"
+    if shape == "laughs":
+        return _laughs(min(n, 1_000) // 3).encode()
+    if shape == "digits":
+        number = "9" * min(n, 20_000)
+        text = json.dumps({"kind": "List", "items": [_pod("a", priority=0)]})
+        return text.replace('"priority": 0', f'"priority": {number}').encode()
+    form = draw(st.sampled_from(["json", "yaml"]))
+    n = min(n, 20_000 if form == "json" else 2_000)
+    if shape == "list":
+        pods = [_pod("a", tolerations=[{"key": f"k{i}", "operator": "Exists"} for i in range(n)])]
+    elif shape == "string":
+        pods = [_pod("a" * (n * 20))]
+    else:
+        pods = [_pod(f"p{i}") for i in range(n)]
+    doc = {"kind": "List", "items": pods}
+    return (json.dumps(doc) if form == "json" else yaml.safe_dump(doc)).encode()
+
+
 @FUZZ
-@given(data=hostile_snapshots())
+@given(data=st.one_of(hostile_snapshots(), hostile_snapshots(), large_snapshots()))
 def test_a_snapshot_is_read_or_refused_naming_the_file(data: bytes) -> None:
-    try:
-        parse_snapshot_data(data, SOURCE)
-    except InputError as error:
-        assert repr(SOURCE) in str(error) or str(error).startswith(SOURCE), error
-        assert len(str(error)) < 4_000, f"an error of {len(str(error))} characters"
+    with bounded(len(data)):
+        try:
+            parse_snapshot_data(data, SOURCE)
+        except InputError as error:
+            assert repr(SOURCE) in str(error) or str(error).startswith(SOURCE), error
+            assert len(str(error)) < 4_000, f"an error of {len(str(error))} characters"
 
 
 SCENARIOS = {
@@ -89,10 +144,11 @@ SCENARIOS = {
 @given(doc=mutated(list(SCENARIOS.values())))
 def test_a_scenario_is_read_or_refused_naming_the_file(doc: dict[str, Any]) -> None:
     source = str(EXAMPLES / "scenarios" / "fuzzed.yaml")
-    try:
-        parse_scenario(doc, source, base_dir=EXAMPLES / "scenarios")
-    except InputError as error:
-        assert source in str(error), error
+    with bounded(size_of(doc)):
+        try:
+            parse_scenario(doc, source, base_dir=EXAMPLES / "scenarios")
+        except InputError as error:
+            assert source in str(error), error
 
 
 CLOUD_CONFIGS = [
@@ -103,11 +159,12 @@ CLOUD_CONFIGS = [
 @FUZZ
 @given(doc=st.one_of(mutated(CLOUD_CONFIGS), HOSTILE_VALUES))
 def test_a_sim_cloud_config_is_read_or_refused_naming_the_file(doc: Any) -> None:
-    try:
-        parse_cloud_config(doc, "groups.yaml")
-    except ConfigurationError as error:
-        assert str(error).startswith("groups.yaml: "), error
-        assert len(str(error)) < 4_000, f"an error of {len(str(error))} characters"
+    with bounded(size_of(doc)):
+        try:
+            parse_cloud_config(doc, "groups.yaml")
+        except ConfigurationError as error:
+            assert str(error).startswith("groups.yaml: "), error
+            assert len(str(error)) < 4_000, f"an error of {len(str(error))} characters"
 
 
 def test_the_seeds_are_read() -> None:

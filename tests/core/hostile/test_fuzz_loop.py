@@ -39,7 +39,7 @@ from clusterscaler.plugins import estimators, expanders, pod_filters
 from clusterscaler.simulator.builders import make_pod
 from clusterscaler.simulator.drain import build_pod_filters
 from clusterscaler.testing.fakecloud import GROUP_LABEL, FakeCloud
-from fuzzkit import QUICK_FUZZ, mutated, seeds_by_kind
+from fuzzkit import QUICK_FUZZ, bounded, mutated, seeds_by_kind, size_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -137,7 +137,8 @@ def test_one_hostile_object_never_stops_the_loop_for_the_rest(
                              node_selector={GROUP_LABEL: "h"},
                              creation_time=T0 - timedelta(minutes=5)))
 
-    item = read_guarded(copy.deepcopy(raw), kind, PARSERS[kind])
+    with bounded(size_of(raw)):
+        item = read_guarded(copy.deepcopy(raw), kind, PARSERS[kind])
     if isinstance(item, UnreadableObject):
         assert item.key == key and item.kind == kind and item.error
         cluster.unreadable = (item,)
@@ -150,7 +151,8 @@ def test_one_hostile_object_never_stops_the_loop_for_the_rest(
         cluster.pdbs[item.key] = item
 
     autoscaler = _autoscaler(cluster, provider, clock)
-    first = autoscaler.run_once(clock.now())
+    with bounded(size_of(raw)):
+        first = autoscaler.run_once(clock.now())
     assert not first.errors, first.errors
     assert [(u.kind, u.key) for u in first.unreadable] == [
         (u.kind, u.key) for u in cluster.unreadable
@@ -162,7 +164,8 @@ def test_one_hostile_object_never_stops_the_loop_for_the_rest(
     removed: set[str] = set()
     for _ in range(2):
         clock.advance(timedelta(minutes=11))
-        later = autoscaler.run_once(clock.now())
+        with bounded(size_of(raw)):
+            later = autoscaler.run_once(clock.now())
         assert not later.errors, later.errors
         removed |= {d.node for d in later.scale_down.deletions if d.ok}
     if cluster.unreadable and cluster.unreadable[0].node_name == "g-1":

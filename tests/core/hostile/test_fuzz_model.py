@@ -18,7 +18,7 @@ from clusterscaler.model import (
     parse_object,
     parse_pod_json,
 )
-from fuzzkit import FUZZ, mutated, readable_name, seeds_by_kind
+from fuzzkit import FUZZ, bounded, mutated, readable_name, seeds_by_kind, size_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -56,10 +56,11 @@ def assert_names_object(error: ModelError, raw: Any, kind: str) -> None:
 def test_every_kind_is_read_or_refused_by_name(kind: str, data: st.DataObject) -> None:
     raw = data.draw(mutated(SEEDS[kind]), label="object")
     raw["kind"] = kind
-    try:
-        parse_controller(raw, kind) if kind in CONTROLLERS else parse_object(raw)
-    except ModelError as error:
-        assert_names_object(error, raw, kind)
+    with bounded(size_of(raw)):
+        try:
+            parse_controller(raw, kind) if kind in CONTROLLERS else parse_object(raw)
+        except ModelError as error:
+            assert_names_object(error, raw, kind)
 
 
 @FUZZ
@@ -77,7 +78,8 @@ def test_a_pod_reads_the_same_from_its_text(raw: dict[str, Any]) -> None:
         assert_names_object(error, raw, "Pod")
         expected = error
     try:
-        fast = parse_pod_json(text.encode())
+        with bounded(len(text)):
+            fast = parse_pod_json(text.encode())
     except ModelError as error:
         assert isinstance(expected, ModelError), f"text route refused a readable pod: {error}"
         return
@@ -110,7 +112,8 @@ def test_a_list_is_read_whole_or_refused_naming_the_bad_item(
     if text is None:
         return
     try:
-        fast: Any = ClusterObjects.from_json_list(text.encode())
+        with bounded(len(text)):
+            fast: Any = ClusterObjects.from_json_list(text.encode())
     except ModelError as error:
         fast = error
     if fast is None:

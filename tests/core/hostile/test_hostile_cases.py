@@ -29,7 +29,7 @@ from clusterscaler.plugins.expanders.priority import PriorityConfigError, parse_
 from clusterscaler.plugins.sim.config import load_cloud_config
 from clusterscaler_kwok.config import parse_config
 from clusterscaler_kwok.templates import build_groups
-from fuzzkit import CSINODE, EXAMPLES, PDB, RICH_NODE, RICH_POD
+from fuzzkit import CPU_SECONDS, CSINODE, EXAMPLES, PDB, PEAK_BYTES, RICH_NODE, RICH_POD, bounded
 
 HUGE = 10**5000
 
@@ -245,3 +245,22 @@ def test_yaml_anchors_a_person_writes_still_read() -> None:
     doc = load_yaml("base: &b {cpu: '1', memory: 1Gi}\ngroups:\n- <<: *b\n  name: a\n- *b\n")
     assert doc["groups"] == [{"cpu": "1", "memory": "1Gi", "name": "a"},
                              {"cpu": "1", "memory": "1Gi"}]
+
+
+def test_a_json_number_of_5000_digits_is_named_as_such() -> None:
+    text = '{"kind": "List", "items": [{"kind": "Pod", "spec": {"priority": ' + "9" * 5_000 + "}}]}"
+    with pytest.raises(InputError, match=r"^cluster\.json: expected numbers of at most 4,300 "
+                       r"digits, got a longer one$"):
+        parse_snapshot_data(text.encode(), "cluster.json")
+
+
+def test_the_targets_bound_fails_a_reader_that_outgrows_its_input() -> None:
+    """`bounded`, which every fuzz target reads inside, fails an example whose reader takes
+    memory or time out of proportion to the input, whether it returns or raises."""
+    with pytest.raises(AssertionError, match="bytes at the peak for 10 bytes of input"), bounded(10):
+        bytearray(PEAK_BYTES + (1 << 20))
+    with pytest.raises(AssertionError, match="CPU seconds for 0 bytes of input"), bounded(0):
+        started = time.process_time()
+        while time.process_time() - started < CPU_SECONDS + 0.1:
+            pass
+        raise InputError("refused, but late")
