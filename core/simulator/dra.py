@@ -225,6 +225,10 @@ class DraState:
     _selected: dict[tuple[tuple[str, ...], str, int], tuple[Device, bool]] = field(
         default_factory=dict
     )
+    # Why a selector could not be evaluated for a device (same keys), for the reasons.
+    _selector_failures: dict[tuple[tuple[str, ...], str, int], str] = field(
+        default_factory=dict
+    )
     # Bumped by every change `allocate` depends on (slices published or removed, devices
     # held or freed): the pools of a node and the last answer are reused until then.
     _version: int = 0
@@ -726,9 +730,25 @@ class DraState:
         known = self._selected.get(key)
         if known is not None and known[0] is candidate.device:
             return known[1]
-        found = all(_selects(expr, candidate) for expr in selectors)
+        found = True
+        for expression in selectors:
+            answer = _selects(expression, candidate)
+            if answer is True:
+                continue
+            found = False
+            if answer is not False:
+                self._selector_failures[key] = answer
+            break
         self._selected[key] = (candidate.device, found)
         return found
+
+    def selector_failure(self, selectors: tuple[str, ...], candidate: _Candidate) -> str:
+        """Why `selectors` could not be evaluated for the device ("" when they could)."""
+        if not self.selected(selectors, candidate):
+            return self._selector_failures.get(
+                (selectors, candidate.device_id[0], id(candidate.device)), ""
+            )
+        return ""
 
     def wants(self, spec: ClaimSpec) -> list[list[_Want]] | str:
         """The requests of a claim spec as the search sees them (each request's
@@ -1038,7 +1058,9 @@ def _current(slices: Iterable[ResourceSlice]) -> list[ResourceSlice]:
     return [s for s in slices if s.pool.generation == newest[(s.driver, s.pool.name)]]
 
 
-def _selects(expression: str, candidate: _Candidate) -> bool:
+def _selects(expression: str, candidate: _Candidate) -> bool | str:
+    """Whether the expression selects the device, or why it cannot be evaluated (the
+    device is then not selected, as the scheduler rules it out)."""
     # Imported when a device is first matched: the CEL runtime is large, and most runs of
     # the CLI never meet a claim.
     from clusterscaler.simulator.dra_cel import SelectorError, compile_selector
@@ -1047,9 +1069,8 @@ def _selects(expression: str, candidate: _Candidate) -> bool:
         return compile_selector(expression).matches(
             candidate.device_id[0], candidate.device.attributes, candidate.device.capacity
         )
-    except SelectorError:
-        # As the scheduler: a selector that cannot be evaluated for a device rules it out.
-        return False
+    except SelectorError as e:
+        return str(e)
 
 
 def tolerated(taints: Iterable[Taint], tolerations: Sequence[Toleration]) -> bool:
@@ -1403,6 +1424,12 @@ class _Search:
             or self._counters_fit((c.device_id[0], c.device_id[1]), c.counters)
         ]
         extra = []
+        failed = [
+            reason for p in self.pools if p.complete for c in p.devices
+            if (reason := self.state.selector_failure(want.selectors, c))
+        ]
+        if failed:
+            extra.append(f"{len(failed)} more whose selector failed: {failed[0]}")
         if len(free) < len(matching):
             extra.append(f"{len(matching) - len(free)} more held by other claims")
         if len(untainted) < len(free):

@@ -15,6 +15,8 @@ the apiserver's base CEL environment; this module reproduces that environment:
 - the Kubernetes semver library (`semver(s)`, `semver(s, normalize)`, `isSemver`, `major`,
   `minor`, `patch`, `compareTo`, `isGreaterThan`, `isLessThan`); attributes of type version
   are semver values;
+- the Kubernetes lists, regex, IP and CIDR libraries and cel-go's sets, in
+  `dra_cel_libraries` (which says what of them is left out);
 - a domain missing from `device.attributes` or `device.capacity` reads as an empty map, as
   the scheduler's map wrapper makes it (`has(device.attributes["x"].y)` is false, and
   `device.attributes["x"].y` fails with "no such key: y"), while `"x" in device.attributes`
@@ -37,12 +39,14 @@ compares values (`quantity("1Gi") == quantity("1024Mi")`).
 What differs from Kubernetes, where an expression fails either way, or that no selector of
 a real cluster is likely to meet: `device` is typed `map(string, dyn)`, so a misuse
 Kubernetes' type checker catches (`device.driver` as the whole result, `device.driver + 1`)
-fails at evaluation instead; the Kubernetes lists, regex (`find`), URL, IP/CIDR, sets,
-format and image libraries, quantity `div`/`divInt` and two-variable comprehensions are
-not available (such an expression fails to compile); cel-cpp's checker rejects a literal
+fails at evaluation instead; the Kubernetes URL, format and image libraries, the lists'
+`indexOf`/`lastIndexOf`, `string()` of an IP or a CIDR, quantity `div`/`divInt` and
+two-variable comprehensions are not available (such an expression fails to compile);
+regular expressions run on Python's `re`, not RE2; cel-cpp's checker rejects a literal
 mixed-type comparison (`1 < 2.0`, which cel-go accepts; an attribute compared with a double
 works) and accepts a mixed-type list literal; there is no runtime cost limit (the apiserver
-already rejects selectors whose estimated cost is over it), only its length limit; the
+already rejects selectors whose estimated cost is over it; cel-cpp's Python binding counts
+no cost), only its length limit; the
 quantity and semver messages can be built and read as messages (`quantity("1").numerator`);
 a missing domain reached other than by indexing `device.attributes` or `device.capacity`
 directly (through a `cel.bind` name) fails with "no such key" instead of reading as empty.
@@ -65,6 +69,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from clusterscaler.model.dra import AttributeValue, Version
 from clusterscaler.model.quantity import QuantityError, parse_quantity
+from clusterscaler.simulator.dra_cel_libraries import library_functions, network_messages
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 __all__ = [
@@ -127,6 +132,7 @@ def _message_classes() -> tuple[Any, Any, Any]:
 
 
 _POOL, _Quantity, _Semver = _message_classes()
+_IP, _CIDR = network_messages(_POOL)
 _QUANTITY_TYPE = cel.Type("kubernetes.Quantity")
 _SEMVER_TYPE = cel.Type("kubernetes.Semver")
 
@@ -365,7 +371,7 @@ def _env() -> Any:
             ext_bindings.ExtBindings(),
             ext_optional.ExtOptional(),
         ],
-        functions=_functions(),
+        functions=[*_functions(), *library_functions(_IP, _CIDR)],
     )
 
 
