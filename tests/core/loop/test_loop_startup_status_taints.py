@@ -14,7 +14,11 @@ from typing import Any
 
 import pytest
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.loop.clusterstate import ClusterStateRegistry
+from clusterscaler.loop.clusterstate import (
+    NOT_READY_CONDITIONS,
+    NOT_READY_TAINTS,
+    ClusterStateRegistry,
+)
 from clusterscaler.loop.decisions import DeletionKind, UnremovableReason
 from clusterscaler.loop.taints import NODE_CONDITION_TAINTS, TaintConfig, taint_key
 from clusterscaler.loop.templates import sanitize
@@ -213,6 +217,8 @@ GUIDE = (Path(__file__).resolve().parents[3] / "docs" / "index.md").read_text()
         "`ignore-taint.cluster-autoscaler.kubernetes.io/`",
         "`status-taint.cluster-autoscaler.kubernetes.io/`",
         *(key.rsplit("/", 1)[-1] for key in NODE_CONDITION_TAINTS),
+        *(f"`{key}`" for key in NOT_READY_TAINTS),
+        *(f"`{condition}`" for condition in NOT_READY_CONDITIONS),
     ],
 )
 def test_taint_rules_are_documented_in_the_user_guide(term: str) -> None:
