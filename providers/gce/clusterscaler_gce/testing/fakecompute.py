@@ -70,6 +70,9 @@ class FakeMig:
     # What new instances look like: None = RUNNING at once; else (code, message) of a
     # creation error, the instance staying CREATING.
     create_error: tuple[str, str] | None = None
+    # True: a resize up sets the target and creates no instance (capacity requested, not
+    # yet begun), as GCE does for a moment after a resize.
+    held: bool = False
     created: int = 0
 
     @property
@@ -262,6 +265,12 @@ class FakeComputeServer(FakeHttpServer):
         with self.lock:
             self.migs[(project, location, name)].create_error = (code, message) if code else None
 
+    def hold(self, project: str, location: str, name: str) -> None:
+        """Resizes of this MIG from now on create no instance (requested capacity stays
+        requested)."""
+        with self.lock:
+            self.migs[(project, location, name)].held = True
+
     def fail(self, method: str, path_regex: str, status: int = 500, *, times: int = 1, reason: str = "backendError") -> None:
         """The next `times` requests matching method and path answer `status`."""
         with self.lock:
@@ -279,7 +288,7 @@ class FakeComputeServer(FakeHttpServer):
         while len(mig.instances) > size:
             newest = max(mig.instances, key=lambda n: n)
             del mig.instances[newest]
-        while len(mig.instances) < size:
+        while len(mig.instances) < size and not mig.held:
             mig.created += 1
             name = f"{mig.base_instance_name}-{mig.created:04x}"
             zones = mig.zones or [mig.location]
