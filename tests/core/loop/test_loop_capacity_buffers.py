@@ -18,6 +18,7 @@ from clusterscaler.model.capacitybuffer import (
     CapacityBuffer,
     ResourceQuota,
     ScalableRef,
+    ScopeRequirement,
 )
 from clusterscaler.model.provisioning import Condition, PodTemplate, parse_pod_template
 from clusterscaler.model.resources import Resources
@@ -418,3 +419,50 @@ def test_a_buffer_whose_template_could_not_be_written_is_not_injected() -> None:
     assert result_of(result, "spare").template is not None
     provisioning = cond(cluster, "spare", "Provisioning")
     assert (provisioning.status, provisioning.reason) == ("False", "NotReadyForProvisioning")
+
+
+@pytest.mark.parametrize(
+    ("kind", "api_group", "replicas", "percentage", "chunks"),
+    [
+        pytest.param("StatefulSet", "apps", 5, 50, 2, id="statefulset-rounds-down"),
+        pytest.param("Job", "batch", 3, 100, 3, id="job-parallelism"),
+        pytest.param("ReplicationController", "core", 10, 10, 1, id="rc-core-group"),
+    ],
+)
+def test_a_scalable_ref_takes_its_workloads_replicas(
+    kind: str, api_group: str, replicas: int, percentage: int, chunks: int
+) -> None:
+    h, cluster = harness(capacity_buffer_pod_injection_enabled=False)
+    cluster.controllers.append(Controller(kind, "default", "w", "uid-w", replicas=replicas))
+    h.provider.add_group("g", 0, 10, nodes=1, cpu="8", memory="32Gi")
+    node = next(iter(cluster.nodes))
+    owner = OwnerRef(kind, "w", "uid-w", True)
+    h.add_pods([running_pod("w-0", node, cpu="250m", owner=owner)])
+    cluster.buffers["default/w"] = buffer(
+        "w", scalable_ref=ScalableRef(api_group, kind, "w"), percentage=percentage
+    )
+    run(h, cluster)
+    assert cluster.buffers["default/w"].status_replicas == chunks
+
+
+def test_a_quota_of_another_scope_does_not_limit_the_buffer() -> None:
+    h, cluster = harness(capacity_buffer_pod_injection_enabled=False)
+    cluster.buffers["default/spare"] = buffer(pod_template_ref="spare", replicas=3)
+    cluster.quotas += [
+        # Best-effort pods only: the chunk requests CPU and memory.
+        ResourceQuota("default", "best-effort", "q1", hard=(("requests.cpu", 0),),
+                      scopes=(ScopeRequirement("BestEffort", "Exists"),)),
+        # Terminating pods only: a buffer's never terminate.
+        ResourceQuota("default", "batch", "q2", hard=(("requests.cpu", 0),),
+                      scopes=(ScopeRequirement("Terminating", "Exists"),)),
+        # Another namespace's.
+        ResourceQuota("other", "compute", "q3", hard=(("requests.cpu", 0),)),
+        # This one applies: two chunks of 1 CPU fit.
+        ResourceQuota("default", "not-best-effort", "q4", hard=(("cpu", 2000),),
+                      scopes=(ScopeRequirement("NotBestEffort", "Exists"),)),
+    ]
+    run(h, cluster)
+    assert cluster.buffers["default/spare"].status_replicas == 2
+    assert cond(cluster, "spare", "LimitedByQuotas").message == (
+        "Buffer replicas limited from 3 to 2 due to quotas: not-best-effort"
+    )
