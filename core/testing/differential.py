@@ -123,6 +123,7 @@ class Tally:
     agreed: int = 0
     by_feature: dict[str, list[int]] = field(default_factory=dict)
     claims: dict[str, list[int]] = field(default_factory=dict)
+    seconds: float = 0.0
 
     def add(self, outcome: WorkloadOutcome) -> None:
         self.workloads += 1
@@ -137,7 +138,7 @@ class Tally:
             counts[1] += pod.agreed
 
     def table(self) -> str:
-        lines = [f"{self.agreed}/{self.workloads} workloads agree", "",
+        lines = [f"{self.agreed}/{self.workloads} workloads agree ({self.seconds:.0f}s)", "",
                  "| feature | workloads | agree |", "|---|---:|---:|"]
         lines += [f"| {name} | {n} | {ok} |" for name, (n, ok) in sorted(self.by_feature.items())]
         lines += ["", "| claim | pods | agree |", "|---|---:|---:|"]
@@ -145,7 +146,7 @@ class Tally:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        return {"workloads": self.workloads, "agreed": self.agreed,
+        return {"workloads": self.workloads, "agreed": self.agreed, "seconds": round(self.seconds),
                 "features": self.by_feature, "claims": self.claims}
 
 
