@@ -466,3 +466,20 @@ def test_a_quota_of_another_scope_does_not_limit_the_buffer() -> None:
     assert cond(cluster, "spare", "LimitedByQuotas").message == (
         "Buffer replicas limited from 3 to 2 due to quotas: not-best-effort"
     )
+
+
+def test_a_node_holding_a_placeholder_is_removable_when_it_fits_elsewhere() -> None:
+    """The placeholder is safe to evict: the node is unneeded, the chunk moved on paper to
+    a node with room (and never evicted: it does not exist)."""
+    h, cluster = harness(capacity_buffer_controller_enabled=False)
+    h.provider.add_group("g", 0, 10, nodes=3, cpu="2", memory="8Gi")
+    full, empty, half = sorted(cluster.nodes)
+    h.add_pods([running_pod("a", full, cpu="1700m"), running_pod("b", half, cpu="1")])
+    cluster.templates["default/spare"] = template(cpu="500m")
+    cluster.buffers["default/spare"] = buffer(
+        pod_template_ref="spare", replicas=1, **ready_status(status_replicas=1)
+    )
+    result = run(h, cluster)
+    assert [(u.node, u.destinations) for u in result.scale_down.unneeded] == [
+        (empty, {"default/capacity-buffer-spare-1": half})
+    ]
