@@ -93,10 +93,26 @@ NodeSelector: TypeAlias = tuple[NodeSelectorTerm, ...]
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityPolicy:
+    """A device capacity's `requestPolicy` (consumable capacity): what a request that asks
+    for none of it consumes (`default`; None: the whole capacity), and what a request may
+    consume: one of `valid_values` (ascending), or from `range_min` up to `range_max` (None:
+    no bound) in steps of `range_step` (None: any amount)."""
+
+    default: Fraction | None = None
+    valid_values: tuple[Fraction, ...] = ()
+    range_min: Fraction | None = None
+    range_max: Fraction | None = None
+    range_step: Fraction | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     """One device of a ResourceSlice: its name, attributes and capacities (exact), and, in
     a slice with `perDeviceNodeSelection`, the nodes that can reach it (`node_name`, or
-    `node_selector`, or `all_nodes`)."""
+    `node_selector`, or `all_nodes`). A device that `allow_multiple_allocations` is shared
+    by the claims allocated it, each consuming part of its capacities (`capacity_policies`
+    say how much a request consumes, by capacity name)."""
 
     name: str
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
@@ -104,6 +120,8 @@ class Device:
     node_name: str = ""
     node_selector: NodeSelector | None = None
     all_nodes: bool = False
+    allow_multiple_allocations: bool = False
+    capacity_policies: Mapping[str, CapacityPolicy] = field(default_factory=dict)
 
 
 def qualified(name: str, driver: str) -> str:
@@ -189,6 +207,8 @@ class DeviceSubRequest:
     allocation_mode: str = "ExactCount"
     count: int = 1
     tolerations: tuple[Toleration, ...] = ()
+    # capacity.requests: how much of each capacity of a shared device it consumes.
+    capacity_requests: Mapping[str, Fraction] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +226,8 @@ class DeviceRequest:
     admin_access: bool = False
     first_available: tuple[DeviceSubRequest, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    # capacity.requests: how much of each capacity of a shared device it consumes.
+    capacity_requests: Mapping[str, Fraction] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +261,10 @@ class AllocatedDevice:
     pool: str
     device: str
     admin_access: bool = False
+    # On a device that allows multiple allocations: this allocation's share of it and
+    # what the share consumes of its capacities (name, amount).
+    share_id: str = ""
+    consumed: tuple[tuple[str, Fraction], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,6 +426,43 @@ def _quantities(value: Any, obj: str, field: str, qualify: str = "") -> dict[str
     return out
 
 
+def _capacity_policies(
+    value: Any, obj: str, field: str, driver: str
+) -> dict[str, CapacityPolicy]:
+    """The `requestPolicy` of each capacity that has one (names qualified by the driver)."""
+    out: dict[str, CapacityPolicy] = {}
+    for name, v in _dict(value, obj, field).items():
+        if not isinstance(v, dict) or v.get("requestPolicy") is None:
+            continue
+        f = f"{field}.{name}.requestPolicy"
+        p = _object(v.get("requestPolicy"), obj, f, "an object with default, validValues or validRange")
+        default = None if p.get("default") is None else _quantity(p.get("default"), obj, f"{f}.default")
+        values = tuple(
+            _quantity(q, obj, f"{f}.validValues[{i}]")
+            for i, q in enumerate(_list(p.get("validValues"), obj, f"{f}.validValues"))
+        )
+        if list(values) != sorted(values):
+            raise ModelError(obj, f"{f}.validValues", "values in ascending order", p.get("validValues"))
+        low = high = step = None
+        if p.get("validRange") is not None:
+            r = _object(p.get("validRange"), obj, f"{f}.validRange", "an object with min, max and step")
+            low = None if r.get("min") is None else _quantity(r.get("min"), obj, f"{f}.validRange.min")
+            high = None if r.get("max") is None else _quantity(r.get("max"), obj, f"{f}.validRange.max")
+            step = None if r.get("step") is None else _quantity(r.get("step"), obj, f"{f}.validRange.step")
+            if step is not None and step <= 0:
+                raise ModelError(obj, f"{f}.validRange.step", "a positive quantity", r.get("step"))
+        out[qualified(name, driver)] = CapacityPolicy(default, values, low, high, step)
+    return out
+
+
+def _capacity_requests(value: Any, obj: str, field: str) -> dict[str, Fraction]:
+    """`capacity.requests` of a request: name to the amount it asks for."""
+    if value is None:
+        return {}
+    c = _object(value, obj, field, "an object with requests")
+    return _quantities(c.get("requests"), obj, f"{field}.requests")
+
+
 _ATTRIBUTE_TYPES = ("bool", "int", "string", "version")
 _ATTRIBUTE_FORM = "an object with exactly one of bool, int, string or version"
 
@@ -528,6 +591,14 @@ def _parse_devices(
                 _str(body.get("nodeName"), obj, f"{body_field}.nodeName"),
                 _node_selector(body.get("nodeSelector"), obj, f"{body_field}.nodeSelector"),
                 _bool(body.get("allNodes"), obj, f"{body_field}.allNodes"),
+                _bool(
+                    body.get("allowMultipleAllocations"),
+                    obj,
+                    f"{body_field}.allowMultipleAllocations",
+                ),
+                _capacity_policies(
+                    body.get("capacity"), obj, f"{body_field}.capacity", driver
+                ),
             )
         )
         taints = _device_taints(body.get("taints"), obj, f"{body_field}.taints")
@@ -622,6 +693,7 @@ def _sub_request(value: Any, obj: str, field: str) -> DeviceSubRequest:
         allocation_mode=mode,
         count=count,
         tolerations=_tolerations(r.get("tolerations"), obj, f"{field}.tolerations"),
+        capacity_requests=_capacity_requests(r.get("capacity"), obj, f"{field}.capacity"),
     )
 
 
@@ -693,6 +765,9 @@ def _request(value: Any, nested: bool | None, obj: str, field: str) -> DeviceReq
         count=count,
         admin_access=_bool(exact.get("adminAccess"), obj, f"{exact_field}.adminAccess"),
         tolerations=_tolerations(exact.get("tolerations"), obj, f"{exact_field}.tolerations"),
+        capacity_requests=_capacity_requests(
+            exact.get("capacity"), obj, f"{exact_field}.capacity"
+        ),
     )
 
 
@@ -748,6 +823,15 @@ def _allocation(value: Any, obj: str) -> Allocation | None:
                 _name(r.get("pool"), obj, f"{f}.pool"),
                 _name(r.get("device"), obj, f"{f}.device"),
                 _bool(r.get("adminAccess"), obj, f"{f}.adminAccess"),
+                _str(r.get("shareID"), obj, f"{f}.shareID"),
+                tuple(
+                    _quantities(
+                        r.get("consumedCapacity"),
+                        obj,
+                        f"{f}.consumedCapacity",
+                        _name(r.get("driver"), obj, f"{f}.driver"),
+                    ).items()
+                ),
             )
         )
     return Allocation(

@@ -45,6 +45,7 @@ half would reach into the other's internals.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -55,6 +56,7 @@ from clusterscaler.model.dra import (
     AllocatedDevice,
     Allocation,
     AttributeValue,
+    CapacityPolicy,
     Device,
     DeviceClass,
     DeviceConstraint,
@@ -62,6 +64,7 @@ from clusterscaler.model.dra import (
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
+    qualified,
 )
 from clusterscaler.model.pod import field_replacer
 from clusterscaler.model.scheduling import (
@@ -81,6 +84,10 @@ REASON_CLAIM_ELSEWHERE = "resourceclaim not available on the node"
 REASON_CLAIM_MISSING = "waiting for resource claim to be created"
 
 DeviceId = tuple[str, str, str]  # driver, pool, device
+# What an allocation holds of one device: the device, dedicated (None), or a share of a
+# device that allows multiple allocations, with what the share consumes.
+Consumed = tuple[tuple[str, Fraction], ...]
+Held = tuple[DeviceId, Consumed | None]
 PoolId = tuple[str, str]  # driver, pool
 # Counter set name -> counter name -> amount.
 CounterSets = dict[str, dict[str, Fraction]]
@@ -208,6 +215,10 @@ class DraState:
     allocations: dict[str, Allocation] = field(default_factory=dict)
     # Which claim holds each device (allocations with admin access hold none).
     allocated: dict[DeviceId, str] = field(default_factory=dict)
+    # Devices that allow multiple allocations: how many shares are allocated and what
+    # they consume together, by capacity name.
+    share_count: dict[DeviceId, int] = field(default_factory=dict)
+    shared_use: dict[DeviceId, dict[str, Fraction]] = field(default_factory=dict)
     # The snapshot's pods that use each claim.
     consumers: dict[str, set[str]] = field(default_factory=dict)
     # The slices of each pool's newest generation, the pool's shared counters, what each
@@ -246,6 +257,8 @@ class DraState:
     # The node selector of an allocation of devices local to a node, per node.
     _local_selectors: dict[str, tuple[NodeSelectorTerm, ...]] = field(default_factory=dict)
     _plan: _Plan | None = None
+    # Share ids given to simulated allocations of shared devices.
+    _shares_made: int = 0
     # How many pods the last `_reserve_planned` reserved from the plan.
     _planned_count: int = 0
     # What `copies_fit` found on a node of a fresh layout (`_fresh_layout`), per layout and
@@ -412,14 +425,19 @@ class DraState:
 
     # ------------------------------------------------------------------ holding devices
 
-    def _hold(self, key: str, allocation: Allocation) -> list[DeviceId]:
+    def _hold(self, key: str, allocation: Allocation) -> list[Held]:
         """Mark the devices of `allocation` (not those of admin access) as held by claim
-        `key`, with the counters they consume; returns the devices newly held."""
-        held = []
+        `key`, or its shares of devices that allow multiple allocations as in use, with the
+        counters they consume (a shared device's once); returns what is newly held."""
+        held: list[Held] = []
         for r in allocation.results:
             if r.admin_access:
                 continue
             device_id = (r.driver, r.pool, r.device)
+            if r.share_id:
+                self._share(device_id, r.consumed, 1)
+                held.append((device_id, r.consumed))
+                continue
             if device_id in self.allocated:
                 # Two claims name one device (a stale status): it is counted once.
                 self.allocated[device_id] = key
@@ -427,12 +445,29 @@ class DraState:
                 continue
             self.allocated[device_id] = key
             self._count(device_id, 1)
-            held.append(device_id)
+            held.append((device_id, None))
         return held
 
-    def _drop(self, held: Iterable[DeviceId]) -> None:
-        for device_id in held:
-            if self.allocated.pop(device_id, None) is not None:
+    def _share(self, device_id: DeviceId, consumed: Consumed, sign: int) -> None:
+        self._version += 1
+        count = self.share_count.get(device_id, 0) + sign
+        use = self.shared_use.setdefault(device_id, {})
+        for name, amount in consumed:
+            use[name] = use.get(name, Fraction(0)) + sign * amount
+        if count > 0:
+            self.share_count[device_id] = count
+            if count == 1 and sign > 0:
+                self._count(device_id, 1)
+        else:
+            self.share_count.pop(device_id, None)
+            self.shared_use.pop(device_id, None)
+            self._count(device_id, -1)
+
+    def _drop(self, held: Iterable[Held]) -> None:
+        for device_id, consumed in held:
+            if consumed is not None:
+                self._share(device_id, consumed, -1)
+            elif self.allocated.pop(device_id, None) is not None:
                 self._count(device_id, -1)
 
     def _count(self, device_id: DeviceId, sign: int) -> None:
@@ -610,7 +645,7 @@ class DraState:
         """The allocations of up to `limit` copies of `claims`, each searched for with the
         earlier copies holding theirs (held only for the search)."""
         found_all: list[tuple[Allocation, ...]] = []
-        held: list[DeviceId] = []
+        held: list[Held] = []
         try:
             while len(found_all) < limit:
                 found = _Search(self, node, claims, entry).run(explain=False)
@@ -638,7 +673,8 @@ class DraState:
             for pool in entry.pools:
                 layout.append(pool.complete)
                 for c in pool.devices:
-                    if c.slice.node_name != node.name:
+                    # Shared devices' allocations carry shares: not copied by position.
+                    if c.slice.node_name != node.name or _shareable(c.device):
                         layout = []
                         break
                     layout.append((id(c.device), id(c.taints), id(c.counters),
@@ -750,6 +786,12 @@ class DraState:
             )
         return ""
 
+    def new_share_id(self) -> str:
+        """A share id for a simulated allocation of a shared device (the scheduler makes
+        a random one; what matters is that each share has its own)."""
+        self._shares_made += 1
+        return f"simulated-{self._shares_made}"
+
     def wants(self, spec: ClaimSpec) -> list[list[_Want]] | str:
         """The requests of a claim spec as the search sees them (each request's
         alternatives), or why they cannot be read (a device class that does not exist)."""
@@ -781,6 +823,7 @@ class DraState:
                         alt.count,
                         request.admin_access and not request.first_available,
                         alt.tolerations,
+                        tuple(alt.capacity_requests.items()),
                     )
                 )
             requests.append(wants)
@@ -828,7 +871,7 @@ class DraState:
         self._version += 1
         claims = self.pod_claims(pod)
         keys = [c.key for c in claims] if not isinstance(claims, str) else []
-        held: list[DeviceId] = []
+        held: list[Held] = []
         for key, allocation in allocations.items():
             self.allocations[key] = allocation
             held.extend(self._hold(key, allocation))
@@ -882,7 +925,7 @@ class DraState:
         consumers = self.consumers
         recorded: list[str] = []
         added: list[tuple[str, str]] = []
-        held: list[DeviceId] = []
+        held: list[Held] = []
         taken = 0
         for pod in pods:
             if plan.index >= len(plan.allocations):
@@ -941,10 +984,13 @@ class DraState:
                 if allocation is not None:
                     freed[claim.key] = allocation
                     self._drop(
-                        (r.driver, r.pool, r.device)
+                        ((r.driver, r.pool, r.device), r.consumed if r.share_id else None)
                         for r in allocation.results
                         if not r.admin_access
-                        and self.allocated.get((r.driver, r.pool, r.device)) == claim.key
+                        and (
+                            r.share_id
+                            or self.allocated.get((r.driver, r.pool, r.device)) == claim.key
+                        )
                     )
 
         def undo() -> None:
@@ -981,7 +1027,11 @@ class DraState:
     def _pool_utilization(self, pool_id: PoolId, slices: Sequence[ResourceSlice]) -> PoolUtilization:
         driver, pool = pool_id
         devices = [d.name for s in slices for d in s.devices]
-        in_use = [d for d in devices if (driver, pool, d) in self.allocated]
+        # A shared device is in use while any share of it is allocated.
+        in_use = [
+            d for d in devices
+            if (driver, pool, d) in self.allocated or (driver, pool, d) in self.share_count
+        ]
         sets: CounterSets = {}
         for s in slices:
             for name, counters in s.shared_counters.items():
@@ -1015,7 +1065,12 @@ class DraState:
                 c.device_id[0],
                 c.device_id[1],
                 c.device_id[2],
-                self.allocated.get(c.device_id, ""),
+                self.allocated.get(c.device_id, "")
+                or (
+                    f"shared by {self.share_count[c.device_id]} allocation(s)"
+                    if c.device_id in self.share_count
+                    else ""
+                ),
                 c.taints,
                 id(c.slice) in local,
             )
@@ -1073,6 +1128,56 @@ def _selects(expression: str, candidate: _Candidate) -> bool | str:
         return str(e)
 
 
+def _shareable(device: Device) -> bool:
+    return device.allow_multiple_allocations
+
+
+def consumed_capacity(
+    requested: Fraction | None, total: Fraction, policy: CapacityPolicy | None
+) -> Fraction:
+    """What a request consumes of a capacity of `total`: without a request, the policy's
+    default, else the whole capacity; with one, rounded up to the policy's next valid
+    value, or to its range's minimum and then to a whole number of steps above it
+    (calculateConsumedCapacity)."""
+    if requested is None:
+        return policy.default if policy is not None and policy.default is not None else total
+    if policy is None:
+        return requested
+    if policy.range_min is not None:
+        if requested < policy.range_min:
+            return policy.range_min
+        if policy.range_step is None:
+            return requested
+        # As the allocator: in whole units (Quantity.Value rounds up).
+        value, step, low = math.ceil(requested), math.ceil(policy.range_step), math.ceil(
+            policy.range_min
+        )
+        steps = -(-(value - low) // step)
+        return Fraction(low + step * steps)
+    if policy.valid_values:
+        for valid in policy.valid_values:
+            if requested <= valid:
+                return valid
+    return requested
+
+
+def violates_policy(amount: Fraction, policy: CapacityPolicy) -> bool:
+    """Whether consuming `amount` breaks the policy (violatesPolicy): above the range's
+    maximum or off its steps, or none of the valid values; the default never does."""
+    if policy.default is not None and amount == policy.default:
+        return False
+    if policy.range_min is not None or policy.range_max is not None or policy.range_step is not None:
+        if policy.range_max is not None and amount > policy.range_max:
+            return True
+        if policy.range_step is not None:
+            low = math.ceil(policy.range_min) if policy.range_min is not None else 0
+            return (math.ceil(amount) - low) % math.ceil(policy.range_step) != 0
+        return False
+    if policy.valid_values:
+        return amount not in policy.valid_values
+    return False
+
+
 def tolerated(taints: Iterable[Taint], tolerations: Sequence[Toleration]) -> bool:
     """Whether the taints that block allocation (NoSchedule, NoExecute) are all tolerated,
     as the allocator's `taintPreventsAllocation` decides."""
@@ -1111,6 +1216,8 @@ class _Want:
     count: int
     admin: bool
     tolerations: tuple[Toleration, ...]
+    # capacity.requests: what it asks of each capacity of a device (name as written).
+    capacity: Consumed = ()
 
     @property
     def result_name(self) -> str:
@@ -1172,7 +1279,13 @@ class _Search:
         self.steps = 0
         self.wants: list[list[list[_Want]]] = []
         self.constraints: list[list[_Constraint]] = []
-        self.results: list[list[tuple[_Want, _Candidate]]] = [[] for _ in claims]
+        self.results: list[list[tuple[_Want, _Candidate, Consumed | None]]] = [
+            [] for _ in claims
+        ]
+        # This search's shares of devices that allow multiple allocations, and what they
+        # consume together.
+        self.shares: dict[DeviceId, int] = {}
+        self.consuming: dict[DeviceId, dict[str, Fraction]] = {}
         self.in_flight: dict[DeviceId, set[int]] = {}
         self.consumed: dict[PoolId, CounterSets] = {}
         self.everything: dict[_Want, list[_Candidate]] = {}
@@ -1227,6 +1340,8 @@ class _Search:
             }
         self.results = [[] for _ in self.claims]
         self.in_flight = {}
+        self.shares = {}
+        self.consuming = {}
         if first is None:
             return self._why() if explain else "no allocation"
         try:
@@ -1267,12 +1382,17 @@ class _Search:
                 for candidate in self.state._matching(self.entry, want.selectors):
                     if got == needed:
                         break
-                    if candidate.counters:
+                    if (
+                        candidate.counters
+                        or want.capacity
+                        or _shareable(candidate.device)
+                        or candidate.device.capacity_policies
+                    ):
                         return False
                     if not self._usable(ci, want, candidate):
                         continue
                     self.in_flight.setdefault(candidate.device_id, set()).add(ci)
-                    results.append((want, candidate))
+                    results.append((want, candidate, None))
                     got += 1
                 if got < needed:
                     return None if only and got <= _FAILS_WITHIN_LIMIT else False
@@ -1328,28 +1448,80 @@ class _Search:
             return False
         return tolerated(candidate.taints, want.tolerations)
 
+    def _capacity_use(self, want: _Want, candidate: _Candidate) -> dict[str, Fraction] | None:
+        """What the request consumes of each capacity of the device, as the allocator's
+        CmpRequestOverCapacity judges it: each capacity's request rounded up by its
+        policy (the policy's default, else the whole capacity, when not requested); None
+        when a request names a capacity the device lacks, an amount breaks the policy, or
+        the device's shares (allocated and in this search) and this one exceed it."""
+        device = candidate.device
+        driver = candidate.device_id[0]
+        asked = {qualified(name, driver): amount for name, amount in want.capacity}
+        if any(name not in device.capacity for name in asked):
+            return None
+        used = self.state.shared_use.get(candidate.device_id, {})
+        flight = self.consuming.get(candidate.device_id, {})
+        out: dict[str, Fraction] = {}
+        for name, total in device.capacity.items():
+            policy = device.capacity_policies.get(name)
+            amount = consumed_capacity(asked.get(name), total, policy)
+            if policy is not None and violates_policy(amount, policy):
+                return None
+            if used.get(name, 0) + amount + flight.get(name, 0) > total:
+                return None
+            out[name] = amount
+        return out
+
     def _take(self, ci: int, want: _Want, candidate: _Candidate) -> Callable[[], None] | None:
         """allocateDevice: the device for `want` if it is usable, its counters suffice and
         the claim's constraints allow it; returns the undo, or None."""
         if not self._usable(ci, want, candidate):
             return None
-        pool_id = (candidate.device_id[0], candidate.device_id[1])
-        if candidate.counters and not self._counters_fit(pool_id, candidate.counters):
+        device_id = candidate.device_id
+        pool_id = (device_id[0], device_id[1])
+        shared = _shareable(candidate.device)
+        # A shared device's counters are drawn once, by its first share.
+        counters = candidate.counters
+        if shared and (device_id in self.state.share_count or device_id in self.consuming):
+            counters = _NO_COUNTERS
+        if counters and not self._counters_fit(pool_id, counters):
             return None
+        use: dict[str, Fraction] | None = None
+        if shared or want.capacity or candidate.device.capacity_policies:
+            use = self._capacity_use(want, candidate)
+            if use is None:
+                return None
         constraints = self.constraints[ci]
         for i, constraint in enumerate(constraints):
             if not constraint.add(want, candidate):
                 for earlier in constraints[:i]:
                     earlier.remove(want)
                 return None
-        self.in_flight.setdefault(candidate.device_id, set()).add(ci)
-        self._consume(pool_id, candidate.counters, 1)
-        self.results[ci].append((want, candidate))
+        consumed: Consumed | None = None
+        if shared:
+            consumed = tuple((use or {}).items())
+            totals = self.consuming.setdefault(device_id, {})
+            for name, amount in consumed:
+                totals[name] = totals.get(name, Fraction(0)) + amount
+            self.shares[device_id] = self.shares.get(device_id, 0) + 1
+        else:
+            self.in_flight.setdefault(device_id, set()).add(ci)
+        self._consume(pool_id, counters, 1)
+        self.results[ci].append((want, candidate, consumed))
 
         def undo() -> None:
             self.results[ci].pop()
-            self._consume(pool_id, candidate.counters, -1)
-            self.in_flight[candidate.device_id].discard(ci)
+            self._consume(pool_id, counters, -1)
+            if consumed is None:
+                self.in_flight[device_id].discard(ci)
+            else:
+                totals = self.consuming[device_id]
+                for name, amount in consumed:
+                    totals[name] -= amount
+                self.shares[device_id] -= 1
+                if not self.shares[device_id]:
+                    del self.shares[device_id]
+                    del self.consuming[device_id]
             for constraint in constraints:
                 constraint.remove(want)
 
@@ -1376,14 +1548,21 @@ class _Search:
             for counter, amount in counters.items():
                 totals[counter] = totals.get(counter, Fraction(0)) + sign * amount
 
-    def _allocation(self, results: Sequence[tuple[_Want, _Candidate]]) -> Allocation:
+    def _allocation(
+        self, results: Sequence[tuple[_Want, _Candidate, Consumed | None]]
+    ) -> Allocation:
         devices = tuple(
             AllocatedDevice(
                 want.result_name, c.device_id[0], c.device_id[1], c.device_id[2], want.admin
             )
-            for want, c in results
+            if consumed is None
+            else AllocatedDevice(
+                want.result_name, c.device_id[0], c.device_id[1], c.device_id[2], want.admin,
+                self.state.new_share_id(), consumed,
+            )
+            for want, c, consumed in results
         )
-        return Allocation(devices, self.state.node_selector([c for _, c in results]))
+        return Allocation(devices, self.state.node_selector([c for _, c, _ in results]))
 
     # ------------------------------------------------------------------ why not
 
@@ -1418,10 +1597,16 @@ class _Search:
             if want.admin or c.device_id not in self.state.allocated
         ]
         untainted = [c for c in free if tolerated(c.taints, want.tolerations)]
-        fitting = [
+        counted = [
             c for c in untainted
             if not c.counters
+            or (_shareable(c.device) and c.device_id in self.state.share_count)
             or self._counters_fit((c.device_id[0], c.device_id[1]), c.counters)
+        ]
+        fitting = [
+            c for c in counted
+            if not (want.capacity or _shareable(c.device) or c.device.capacity_policies)
+            or self._capacity_use(want, c) is not None
         ]
         extra = []
         failed = [
@@ -1434,8 +1619,10 @@ class _Search:
             extra.append(f"{len(matching) - len(free)} more held by other claims")
         if len(untainted) < len(free):
             extra.append(f"{len(free) - len(untainted)} more tainted")
-        if len(fitting) < len(untainted):
-            extra.append(f"{len(untainted) - len(fitting)} more without enough shared counters")
+        if len(counted) < len(untainted):
+            extra.append(f"{len(untainted) - len(counted)} more without enough shared counters")
+        if len(fitting) < len(counted):
+            extra.append(f"{len(counted) - len(fitting)} more without enough capacity")
         detail = f" ({', '.join(extra)})" if extra else ""
         if want.all_devices:
             everything = self.everything[want]
