@@ -67,10 +67,8 @@ _SCALABLE_KINDS = {
 _MAX_INT32 = (1 << 31) - 1
 
 
-
 def managed_template_name(buffer_name: str) -> str:
     return _TEMPLATE_PREFIX + buffer_name[:_MAX_BUFFER_NAME] + _TEMPLATE_SUFFIX
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +129,6 @@ class ManagedTemplate:
     generation: int | None = None
     # The same template already held, in the form it was copied from: nothing to write.
     current: bool = False
-
 
 
 def set_condition(
@@ -288,7 +285,6 @@ class Translated:
     error: str = ""
 
 
-
 def reconcile(
     buffers: Sequence[CapacityBuffer],
     templates: Mapping[str, PodTemplate],
@@ -297,6 +293,8 @@ def reconcile(
     quotas: Sequence[ResourceQuota],
     now: datetime,
 ) -> dict[str, Translated]:
+    """Each buffer of the active strategy (by `namespace/name`) as the controller leaves
+    it: translated, then the namespace's ResourceQuotas shared out among them."""
     # CA's strategy filter: the active strategy, or none named.
     mine = [
         b for b in buffers
@@ -321,6 +319,7 @@ def reconcile(
     for namespace, items in by_namespace.items():
         _allocate(items, quotas_by_namespace.get(namespace, []), now)
     return out
+
 
 def _translate(
     buffer: CapacityBuffer,
@@ -373,6 +372,7 @@ def _translate(
     status = BufferStatus(name, replicas, managed.generation, strategy, conditions)
     return Translated(buffer, status, managed, pod)
 
+
 def _not_ready(
     buffer: CapacityBuffer, strategy: str | None, now: datetime, error: str
 ) -> Translated:
@@ -380,6 +380,7 @@ def _not_ready(
         buffer, _not_ready_status(buffer, None, None, None, strategy, now, error),
         error=error,
     )
+
 
 def _allocate(
     items: list[Translated], quotas: list[ResourceQuota], now: datetime
@@ -448,7 +449,6 @@ def _not_ready_status(
                   f"Buffer not ready for provisioning: {error}", now, 0),
     )
     return BufferStatus(template, replicas, generation, strategy, conditions)
-
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

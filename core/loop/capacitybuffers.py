@@ -260,7 +260,6 @@ def _provisioning(status: BufferStatus, value: str, reason: str, message: str,
     return dataclasses.replace(status, conditions=conditions)
 
 
-
 def _template_not_written(buffer: CapacityBuffer) -> bool:
     held = buffer.condition(READY_FOR_PROVISIONING)
     if held is None or held.status != "False":
