@@ -220,6 +220,13 @@ class CapacityBufferProcessor:
             return _provisioning(status, "False", NOT_READY_FOR_PROVISIONING_REASON,
                                  "CapacityBuffer is not ready for provisioning", now), []
         source: Pod | None = translated.pod if fresh and translated is not None else None
+        if fresh:
+            # The PodTemplate its writer made (by the server-side dry-run: admission
+            # defaults such as a LimitRange's requests apply), once the cluster holds the
+            # one the buffer's status names; until then, the source it is made from.
+            written = _written_template(buffer, templates)
+            if written is not None:
+                source = written.pod
         if not fresh and status.pod_template_ref is not None:
             held = templates.get(f"{buffer.namespace}/{status.pod_template_ref}")
             # CA's generation filter: a template changed since the status was written
@@ -258,6 +265,20 @@ def _provisioning(status: BufferStatus, value: str, reason: str, message: str,
         status.conditions, Condition(PROVISIONING, value, reason, message, now, 0)
     )
     return dataclasses.replace(status, conditions=conditions)
+
+
+def _written_template(
+    buffer: CapacityBuffer, templates: Mapping[str, PodTemplate]
+) -> PodTemplate | None:
+    """The managed PodTemplate the buffer's status names, when the cluster holds that
+    generation of it."""
+    name = buffer.status_pod_template_ref
+    if name is None or name != managed_template_name(buffer.name):
+        return None
+    held = templates.get(f"{buffer.namespace}/{name}")
+    if held is None or held.generation != buffer.status_pod_template_generation:
+        return None
+    return held
 
 
 def _template_not_written(buffer: CapacityBuffer) -> bool:

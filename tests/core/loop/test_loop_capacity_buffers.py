@@ -483,3 +483,20 @@ def test_a_node_holding_a_placeholder_is_removable_when_it_fits_elsewhere() -> N
     assert [(u.node, u.destinations) for u in result.scale_down.unneeded] == [
         (empty, {"default/capacity-buffer-spare-1": half})
     ]
+
+
+def test_the_placeholders_take_the_shape_of_the_written_template() -> None:
+    """Once the cluster holds the managed PodTemplate the status names (built by the
+    server-side dry-run: a LimitRange's default requests, say), the placeholders are made
+    from it, not from the source."""
+    h, cluster = harness()
+    h.provider.add_group("g", 0, 10, nodes=0, cpu="2", memory="8Gi")
+    managed = template("capacitybuffer-spare-pod-template", cpu="1500m")
+    cluster.templates["default/capacitybuffer-spare-pod-template"] = managed
+    cluster.buffers["default/spare"] = buffer(
+        pod_template_ref="spare", replicas=2,
+        **ready_status(status_pod_template_ref="capacitybuffer-spare-pod-template"),
+    )
+    result = run(h, cluster)
+    # Two chunks of 1.5 CPUs (the source's 1 CPU would fit one 2-CPU node).
+    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("g", 2)]
