@@ -122,6 +122,12 @@ class Device:
     all_nodes: bool = False
     allow_multiple_allocations: bool = False
     capacity_policies: Mapping[str, CapacityPolicy] = field(default_factory=dict)
+    # Binding conditions: the scheduler binds a pod given the device only once its driver
+    # set these conditions on the claim (and gives up on one of the failure conditions);
+    # with `binds_to_node` the allocation is pinned to the node it was made for.
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
 
 
 def qualified(name: str, driver: str) -> str:
@@ -455,6 +461,11 @@ def _capacity_policies(
     return out
 
 
+def _names(value: Any, obj: str, field: str) -> tuple[str, ...]:
+    """A list of non-empty strings (condition types)."""
+    return tuple(_name(v, obj, f"{field}[{i}]") for i, v in enumerate(_list(value, obj, field)))
+
+
 def _capacity_requests(value: Any, obj: str, field: str) -> dict[str, Fraction]:
     """`capacity.requests` of a request: name to the amount it asks for."""
     if value is None:
@@ -599,6 +610,13 @@ def _parse_devices(
                 _capacity_policies(
                     body.get("capacity"), obj, f"{body_field}.capacity", driver
                 ),
+                _names(body.get("bindingConditions"), obj, f"{body_field}.bindingConditions"),
+                _names(
+                    body.get("bindingFailureConditions"),
+                    obj,
+                    f"{body_field}.bindingFailureConditions",
+                ),
+                _bool(body.get("bindsToNode"), obj, f"{body_field}.bindsToNode"),
             )
         )
         taints = _device_taints(body.get("taints"), obj, f"{body_field}.taints")

@@ -728,7 +728,7 @@ class DraState:
                 driver, pool, name = pools[pi].devices[di].device_id
                 devices.append(AllocatedDevice(request, driver, pool, name, admin))
             chosen = [pools[pi].devices[di] for _, pi, di, _ in results]
-            out.append(Allocation(tuple(devices), self.node_selector(chosen)))
+            out.append(Allocation(tuple(devices), self.node_selector(chosen, node.name)))
         return tuple(out)
 
     def _allocate(self, pod: Pod, node: Node) -> dict[str, Allocation] | str:
@@ -829,12 +829,17 @@ class DraState:
             requests.append(wants)
         return requests
 
-    def node_selector(self, chosen: Sequence[_Candidate]) -> tuple[NodeSelectorTerm, ...] | None:
-        """`_node_selector`, the one of devices local to a node made once per node."""
+    def node_selector(
+        self, chosen: Sequence[_Candidate], node_name: str
+    ) -> tuple[NodeSelectorTerm, ...] | None:
+        """`_node_selector` for an allocation on `node_name`, the one of devices local to
+        a node made once per node."""
         if chosen:
             first = chosen[0]
             s = first.slice
             local = first.device.node_name if s.per_device_node_selection else s.node_name
+            if not local and first.device.binds_to_node:
+                local = node_name
             if local:
                 known = self._local_selectors.get(local)
                 if known is None:
@@ -846,7 +851,7 @@ class DraState:
                         ),
                     )
                 return known
-        return _node_selector(chosen)
+        return _node_selector(chosen, node_name)
 
     def available(self, pool_id: PoolId, set_name: str, counter: str) -> Fraction | None:
         """What the pool's shared counter has left (None: the pool defines no such
@@ -1562,7 +1567,9 @@ class _Search:
             )
             for want, c, consumed in results
         )
-        return Allocation(devices, self.state.node_selector([c for _, c, _ in results]))
+        return Allocation(
+            devices, self.state.node_selector([c for _, c, _ in results], self.node.name)
+        )
 
     # ------------------------------------------------------------------ why not
 
@@ -1644,9 +1651,12 @@ class _Search:
         return None
 
 
-def _node_selector(chosen: Sequence[_Candidate]) -> tuple[NodeSelectorTerm, ...] | None:
-    """The node selector of an allocation, as the allocator's createNodeSelector makes it:
-    the node of the first node-local device; else the requirements of the devices' node
+def _node_selector(
+    chosen: Sequence[_Candidate], target: str
+) -> tuple[NodeSelectorTerm, ...] | None:
+    """The node selector of an allocation on node `target`, as the allocator's
+    createNodeSelector makes it: that node, when a device is node-local or binds to its
+    node (`bindsToNode`, binding conditions); else the requirements of the devices' node
     selectors (their slice's, or their own with per-device node selection) together; else
     none (every node)."""
     fields: list[NodeSelectorRequirement] = []
@@ -1657,10 +1667,12 @@ def _node_selector(chosen: Sequence[_Candidate]) -> tuple[NodeSelectorTerm, ...]
             node_name, selector = c.device.node_name, c.device.node_selector
         else:
             node_name, selector = s.node_name, s.node_selector
-        if node_name:
+        if node_name or c.device.binds_to_node:
             return (
                 NodeSelectorTerm(
-                    match_fields=(NodeSelectorRequirement("metadata.name", "In", (node_name,)),)
+                    match_fields=(
+                        NodeSelectorRequirement("metadata.name", "In", (node_name or target,)),
+                    )
                 ),
             )
         if selector and len(selector) == 1:
