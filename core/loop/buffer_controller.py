@@ -358,6 +358,14 @@ def _translate(
         generation=held.generation if held is not None else None,
         current=held is not None and _same_template(held.raw_template, raw),
     )
+    if (
+        held is not None
+        and buffer.status_pod_template_ref == name
+        and buffer.status_pod_template_generation == held.generation
+    ):
+        # As upstream, the chunks are counted on the template written for the buffer
+        # (admission defaults of the dry-run applied), once the cluster holds it.
+        pod = held.pod
     replicas = buffer_replicas(buffer, pod, workload_replicas)
     if isinstance(replicas, str):
         error = f"couldn't get number of replicas for buffer: {replicas}"

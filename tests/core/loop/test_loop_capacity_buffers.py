@@ -500,3 +500,17 @@ def test_the_placeholders_take_the_shape_of_the_written_template() -> None:
     result = run(h, cluster)
     # Two chunks of 1.5 CPUs (the source's 1 CPU would fit one 2-CPU node).
     assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("g", 2)]
+
+
+def test_limits_count_chunks_of_the_written_template() -> None:
+    h, cluster = harness(capacity_buffer_pod_injection_enabled=False)
+    cluster.templates["default/capacitybuffer-spare-pod-template"] = template(
+        "capacitybuffer-spare-pod-template", cpu="1500m"
+    )
+    cluster.buffers["default/spare"] = buffer(
+        pod_template_ref="spare", limits=Resources(cpu=3000),
+        **ready_status(status_pod_template_ref="capacitybuffer-spare-pod-template"),
+    )
+    run(h, cluster)
+    # 3 CPUs of 1.5-CPU chunks (the source's 1 CPU would make 3).
+    assert cluster.buffers["default/spare"].status_replicas == 2
