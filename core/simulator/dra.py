@@ -35,8 +35,14 @@ is allocated. An allocation with admin access takes no device and no counter.
 of its node-local devices, the share of devices allocated, or, for a pool with shared
 counters, the mean over its counter sets of each set's most used counter.
 
-Not simulated (the pod is then judged by the rest): DeviceTaintRules, consumable
-capacity, device binding conditions.
+Consumable capacity: a device that allows multiple allocations is shared by the claims
+allocated it; each share consumes what its request asks of each capacity, rounded up by
+the capacity's request policy (`consumed_capacity`), while the shares together fit the
+capacity, and its counters are drawn once. Every device is checked against a request's
+capacity requests. A device that binds to its node pins the allocation to that node.
+
+Not simulated: DeviceTaintRules (Kubernetes 1.36 leaves them off by default, and Cluster
+Autoscaler does not apply them either): a device is judged by the taints of its slice.
 
 Long on purpose: the allocator's search and the state it reads and writes (which claim
 holds each device, what the pools' counters have left) change together; split apart, each
