@@ -85,6 +85,8 @@ class _Vmss:
     vms: dict[str, Json] = field(default_factory=dict)  # instance ID (or VM name) -> VM
     next_instance: int = 0
     allocation_failure: AllocationFailure | None = None
+    # True: a capacity increase creates no VM (capacity Azure holds, not turned into VMs).
+    held: bool = False
 
 
 class FakeArm(FakeHttpServer):
@@ -172,6 +174,11 @@ class FakeArm(FakeHttpServer):
         not turned into VMs)."""
         with self.lock:
             self._get(name).capacity = capacity
+
+    def hold_capacity(self, name: str) -> None:
+        """Capacity increases of this scale set from now on create no VM."""
+        with self.lock:
+            self._get(name).held = True
 
     def set_tags(self, name: str, tags: dict[str, str]) -> None:
         with self.lock:
@@ -334,7 +341,7 @@ class FakeArm(FakeHttpServer):
         failure = vmss.allocation_failure if capacity > old else None
         vmss.allocation_failure = None
         if capacity > old:
-            created = [self._new_vm(vmss, "Creating") for _ in range(capacity - old)]
+            created = [] if vmss.held else [self._new_vm(vmss, "Creating") for _ in range(capacity - old)]
         else:
             created = []
             doomed = sorted(vmss.vms.values(), key=lambda v: v["name"])[capacity:]
