@@ -1132,8 +1132,12 @@ def _selects(expression: str, candidate: _Candidate) -> bool | str:
     from clusterscaler.simulator.dra_cel import SelectorError, compile_selector
 
     try:
+        device = candidate.device
         return compile_selector(expression).matches(
-            candidate.device_id[0], candidate.device.attributes, candidate.device.capacity
+            candidate.device_id[0],
+            device.attributes,
+            device.capacity,
+            device.allow_multiple_allocations,
         )
     except SelectorError as e:
         return str(e)

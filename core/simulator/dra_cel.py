@@ -2,7 +2,8 @@
 
 A DeviceClass or a ResourceClaim request selects devices with CEL expressions over one
 variable, `device`: `device.driver` (a string), `device.attributes[DOMAIN][NAME]` (bool, int,
-string or semantic version) and `device.capacity[DOMAIN][NAME]` (a Kubernetes quantity).
+string or semantic version), `device.capacity[DOMAIN][NAME]` (a Kubernetes quantity) and
+`device.allowMultipleAllocations` (a bool: whether claims share the device).
 Kubernetes compiles them in `k8s.io/dynamic-resource-allocation/cel` (compile.go) on top of
 the apiserver's base CEL environment; this module reproduces that environment:
 
@@ -509,6 +510,7 @@ class CompiledSelector:
         driver: str,
         attributes: Mapping[str, AttributeValue],
         capacity: Mapping[str, Fraction],
+        allow_multiple_allocations: bool = False,
     ) -> bool:
         """Whether the device is selected. Raises SelectorError when the evaluation fails
         (a missing key, a type error, a result that is not a bool) or when an attribute of
@@ -527,7 +529,12 @@ class CompiledSelector:
         for name, amount in capacity.items():
             domain, ident = _split(name, driver)
             capacities.setdefault(domain, {})[ident] = _quantity(amount)
-        device = {"driver": driver, "attributes": domains, "capacity": capacities}
+        device = {
+            "driver": driver,
+            "attributes": domains,
+            "capacity": capacities,
+            "allowMultipleAllocations": allow_multiple_allocations,
+        }
         try:
             result = self._program.eval(data={"device": device})
             kind = result.type()

@@ -196,3 +196,12 @@ def test_consumed_capacity(requested: int | None, policy: CapacityPolicy | None,
         None if requested is None else Fraction(requested), Fraction(40), policy)
     assert amount == consumed
     assert (policy is not None and violates_policy(amount, policy)) is violates
+
+
+def test_selectors_see_whether_a_device_is_shared() -> None:
+    dedicated = {"name": "gpu", "exactly": {
+        "deviceClassName": "gpu",
+        "selectors": [{"cel": {"expression": "!device.allowMultipleAllocations"}}]}}
+    dra = state([slice_([shared_gpu(), shared_gpu("gpu-1", multiple=False)])],
+                [template(dedicated)])
+    assert devices_of(dra.allocate(pod(), NODE)) == ["gpu-1"]
