@@ -614,6 +614,17 @@ class DraState:
             return 0
         specs = tuple(c.spec for c in claims)
         entry = self._node_pools(node)
+        if (
+            self._all_held(entry)
+            and all(spec.requests for spec in specs)
+            and not any(r.admin_access for spec in specs for r in spec.requests)
+        ):
+            # No free device at all: no copy gets one (a request asks for one or more, or
+            # for all of the devices its selectors match, each of which must be free).
+            found_all: list[tuple[Allocation, ...]] = []
+            self._plan = _Plan(node.name, specs, found_all, self._version)
+            self._last = None
+            return 0
         fresh = self._fresh_layout(entry, node)
         memo_key = None if fresh is None else (fresh, tuple(id(s) for s in specs))
         known = None if memo_key is None else self._copy_patterns.get(memo_key)
@@ -644,6 +655,19 @@ class DraState:
             return None
         allocations = self._from_pattern(known[2][0], entry, node)
         return {c.key: a for c, a in zip(claims, allocations, strict=True)}
+
+    def _all_held(self, entry: _NodePools) -> bool:
+        """Whether every device the node reaches is held by a claim (none shared), so
+        that no request without admin access can get one; False for a node without
+        devices, whose answer the search gives."""
+        allocated = self.allocated
+        devices = 0
+        for pool in entry.pools:
+            for c in pool.devices:
+                if c.device_id not in allocated or _shareable(c.device):
+                    return False
+                devices += 1
+        return devices > 0
 
     def _search_copies(
         self, claims: Sequence[PodClaim], node: Node, entry: _NodePools, limit: int
