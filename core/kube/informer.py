@@ -54,6 +54,7 @@ __all__ = [
     "Informer",
     "InformerObserver",
     "ListerSpec",
+    "WatchErrorEvent",
     "WatchExpiredError",
     "WatchProtocolError",
 ]
@@ -95,6 +96,27 @@ def _settle_heap() -> None:
 
 class WatchProtocolError(Exception):
     """The answer to a watch request is not a stream of watch events."""
+
+
+class WatchErrorEvent(Exception):
+    """The watch stream carried an ERROR event other than 410 Gone: the watch failed, and
+    the resource is relisted after the backoff, as client-go's reflector does (watching again
+    from the same resourceVersion would be answered with the same event)."""
+
+
+def _status_code(code: Any) -> int:
+    """The HTTP status of an ERROR event's Status, 500 when it carries none that is one."""
+    if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
+        return code
+    return 500
+
+
+def _resource_version(obj: Mapping[str, Any]) -> str:
+    """An event object's metadata.resourceVersion; empty when it has none that is a string
+    (whatever the shape of its metadata)."""
+    meta = obj.get("metadata")
+    version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    return version if isinstance(version, str) else ""
 
 
 def _not_an_event(event: Any) -> str:
@@ -364,6 +386,9 @@ class Informer(Generic[T]):
                 # follow through this watch. Lists still work, so relist after the backoff.
                 need_list = True
                 self._failed(f"watch: {exc}")
+            except WatchErrorEvent as exc:
+                need_list = True
+                self._failed(f"watch: ERROR event: {exc}")
             except ApiException as exc:
                 if exc.status == 410:
                     need_list = True
@@ -571,13 +596,14 @@ class Informer(Generic[T]):
     def _apply(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         obj = event.get("object") or {}
-        meta = obj.get("metadata") or {}
         if kind == "ERROR":
-            code = obj.get("code")
+            code = _status_code(obj.get("code"))
+            message = obj.get("message")
+            message = message[:200] if isinstance(message, str) else ""
             if code == 410:
-                raise WatchExpiredError(str(obj.get("message", "")))
-            raise ApiException(status=int(code or 500), reason=str(obj.get("message", "")))
-        resource_version = str(meta.get("resourceVersion") or "")
+                raise WatchExpiredError(message)
+            raise WatchErrorEvent(f"HTTP {code} {message}".strip())
+        resource_version = _resource_version(obj)
         if kind == "BOOKMARK":
             if resource_version:
                 self.resource_version = resource_version

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from clusterscaler.api import ConfigurationError
+from clusterscaler.kube.informer import Backoff, Informer, ListerSpec
 from clusterscaler.model import (
     ModelError,
     UnreadableObject,
@@ -27,9 +28,12 @@ from clusterscaler.offline.loader import InputError, parse_snapshot_data
 from clusterscaler.offline.scenario import parse_scenario
 from clusterscaler.plugins.expanders.priority import PriorityConfigError, parse_priorities
 from clusterscaler.plugins.sim.config import load_cloud_config
+from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler_kwok.config import parse_config
 from clusterscaler_kwok.templates import build_groups
 from fuzzkit import CPU_SECONDS, CSINODE, EXAMPLES, PDB, PEAK_BYTES, RICH_NODE, RICH_POD, bounded
+from kubernetes import client
+from structlog.testing import capture_logs
 
 HUGE = 10**5000
 
@@ -264,3 +268,55 @@ def test_the_targets_bound_fails_a_reader_that_outgrows_its_input() -> None:
         while time.process_time() - started < CPU_SECONDS + 0.1:
             pass
         raise InputError("refused, but late")
+
+
+def _watching_node_informer(kube: FakeKubeServer) -> Informer[Any]:
+    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n0"}})
+    api = client.CoreV1Api(kube.api_client())
+    informer = Informer(ListerSpec("nodes", "Node", api.list_node, parse_node),
+                        backoff=Backoff(initial=0.01, maximum=0.05))
+    informer.start()
+    assert informer.wait_for_sync(10)
+    deadline = time.monotonic() + 10
+    while not informer.watching and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return informer
+
+
+def _until(condition: Any) -> bool:
+    deadline = time.monotonic() + 10
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+@pytest.mark.parametrize("code", [".6", None, [500], 10**40, 503], ids=str)
+def test_a_watch_error_event_of_any_code_is_relisted_not_watched_again(code: Any) -> None:
+    """Watching again from the same resourceVersion would get the same ERROR event forever
+    (the informer stopped following the cluster); it relists, as client-go's reflector."""
+    with FakeKubeServer() as kube, capture_logs() as logs:
+        informer = _watching_node_informer(kube)
+        try:
+            kube.send_raw_watch_event("nodes", "ERROR", {"kind": "Status", "code": code})
+            kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+            assert _until(lambda: {n.name for n in informer.items()} == {"n0", "n1"})
+            assert informer.relists >= 2
+        finally:
+            informer.stop()
+    assert not [e for e in logs if e["event"] == "informer_unexpected_error"]
+
+
+@pytest.mark.parametrize("event_type", ["BOOKMARK", "ADDED", "MODIFIED", "DELETED"])
+def test_an_event_whose_metadata_is_not_an_object_logs_no_traceback(event_type: str) -> None:
+    with FakeKubeServer() as kube, capture_logs() as logs:
+        informer = _watching_node_informer(kube)
+        try:
+            kube.send_raw_watch_event("nodes", event_type, {"kind": "Node", "metadata": ["n9"]})
+            kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+            assert _until(lambda: {n.name for n in informer.items()} == {"n0", "n1"})
+            assert informer.relists == 1
+        finally:
+            informer.stop()
+    assert not [e for e in logs if e["event"] == "informer_unexpected_error"]
