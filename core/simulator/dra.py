@@ -958,6 +958,8 @@ class DraState:
         specs = plan.specs
         allocations = self.allocations
         consumers = self.consumers
+        allocated = self.allocated
+        device_counters = self.device_counters
         recorded: list[str] = []
         added: list[tuple[str, str]] = []
         held: list[Held] = []
@@ -973,7 +975,24 @@ class DraState:
                 key = claim.key
                 allocations[key] = allocation
                 recorded.append(key)
-                held.extend(self._hold(key, allocation))
+                results = allocation.results
+                first = results[0] if len(results) == 1 else None
+                device_id = (
+                    (first.driver, first.pool, first.device) if first is not None else None
+                )
+                if (
+                    first is None
+                    or device_id is None
+                    or first.admin_access
+                    or first.share_id
+                    or device_id in allocated
+                    or device_id in device_counters
+                ):
+                    held.extend(self._hold(key, allocation))
+                else:
+                    # One dedicated device drawing on no counter: `_hold`, inline.
+                    allocated[device_id] = key
+                    held.append((device_id, None))
                 users = consumers.get(key)
                 if users is None:
                     consumers[key] = {pod_key}
@@ -996,7 +1015,12 @@ class DraState:
                 consumers.get(key, set()).discard(pod_key)
             for key in recorded:
                 allocations.pop(key, None)
-            self._drop(held)
+            for one in held:
+                device_id, consumed = one
+                if consumed is None and device_id not in device_counters:
+                    allocated.pop(device_id, None)
+                else:
+                    self._drop((one,))
 
         return undo
 
