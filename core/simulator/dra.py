@@ -751,14 +751,19 @@ class DraState:
         node: Node,
     ) -> tuple[Allocation, ...]:
         pools = entry.pools
+        # A fresh layout's devices are all local to the node: an allocation of any of
+        # them is pinned to it (`_node_selector`).
+        term: tuple[NodeSelectorTerm, ...] | None = None
         out = []
         for results in pattern:
             devices = []
             for request, pi, di, admin in results:
-                driver, pool, name = pools[pi].devices[di].device_id
+                candidate = pools[pi].devices[di]
+                if term is None:
+                    term = self.node_selector([candidate], node.name)
+                driver, pool, name = candidate.device_id
                 devices.append(AllocatedDevice(request, driver, pool, name, admin))
-            chosen = [pools[pi].devices[di] for _, pi, di, _ in results]
-            out.append(Allocation(tuple(devices), self.node_selector(chosen, node.name)))
+            out.append(Allocation(tuple(devices), term if devices else None))
         return tuple(out)
 
     def _allocate(self, pod: Pod, node: Node) -> dict[str, Allocation] | str:
