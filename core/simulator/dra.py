@@ -500,8 +500,10 @@ class DraState:
 
     def _find_claims(self, pod: Pod) -> list[PodClaim] | str:
         out: list[PodClaim] = []
+        statuses = pod.claim_statuses
         for pc in pod.resource_claims:
-            name = pod.claim_name(pc)
+            # Pod.claim_name, inline: a claim is resolved for every pod asked about.
+            name = pc.claim_name or (statuses.get(pc.name) if statuses else None) or None
             if name is not None:
                 claim = self.claims.get(f"{pod.namespace}/{name}")
                 if claim is not None:
@@ -519,7 +521,9 @@ class DraState:
                     f'{REASON_CLAIM_MISSING}: resourceclaimtemplate "{pc.template_name}" not '
                     "found"
                 )
-            out.append(PodClaim(f"{pod.key}#{pc.name}", template.spec, None, True))
+            out.append(
+                PodClaim(f"{pod.namespace}/{pod.name}#{pc.name}", template.spec, None, True)
+            )
         return out
 
     # ------------------------------------------------------------------ the filter
