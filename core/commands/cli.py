@@ -12,6 +12,7 @@ flag, the value and the expected form.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import re
@@ -65,6 +66,11 @@ class CommandContext:
     registry: Registry
     options: AutoscalingOptions
     args: argparse.Namespace
+    # The process ends when the command returns (`main` called with the process's own
+    # arguments, not in-process by a test or a tool): what the command builds lives until
+    # then, so the command may hold the cyclic collector off (`gc.disable()`) for the rest
+    # of the process instead of tracing it; `main` freezes what is left and re-enables it.
+    exits: bool = False
 
 
 class CommandModule(Protocol):
@@ -89,6 +95,9 @@ OTHER_COMMANDS = {
     "plugins": "List installed plugin distributions and what they register.",
     "proportional": "The cluster-proportional-autoscaler (scales a workload with cluster size).",
 }
+# Commands that read their input, answer and end (`run` and `proportional` serve until
+# stopped).
+ONE_SHOT_COMMANDS = ("simulate", "explain", "plugins")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -504,6 +513,17 @@ def _import_command(command: str) -> CommandModule:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `clusterscaler` command; `argv` defaults to the process's own arguments.
+
+    Called without `argv` (the console script, `python -m clusterscaler`) the process ends
+    when it returns. A one-shot command then keeps everything it made until that end:
+    the cyclic collector is held off while modules, plugins and the parser are loaded (it
+    would find nothing to free), they are frozen out of its reach before the command runs,
+    and what the command built is frozen when it returns, so the interpreter's last
+    collection passes at exit do not trace a whole cluster's model to free memory the
+    process is about to give back. Exit handlers, buffered output and `logging` shut down
+    as usual."""
+    exits = argv is None
     args = _disable_flags_after_command(list(sys.argv[1:] if argv is None else argv))
     if args and args[0] in ("-h", "--help", "help"):
         print(_top_level_help())
@@ -515,6 +535,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clusterscaler.proportional import cli as proportional_cli
 
         return proportional_cli.main(args)
+    one_shot = exits and command in ONE_SHOT_COMMANDS
+    if one_shot:
+        gc.disable()
+    try:
+        return _command(command, args, exits=one_shot)
+    finally:
+        if one_shot:
+            gc.freeze()
+            gc.enable()
+
+
+def _command(command: str, args: list[str], *, exits: bool) -> int:
     try:
         if command == "plugins":
             return _plugins_command(args)
@@ -530,4 +562,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"clusterscaler: error: --log-file={options.log_file!r}: {exc}", file=sys.stderr)
         return USAGE_ERROR
     log_startup_warnings(ns.startup_warnings)
-    return module.run(CommandContext(host=host, registry=registry, options=options, args=ns))
+    if exits:
+        gc.freeze()
+        gc.enable()
+    ctx = CommandContext(host=host, registry=registry, options=options, args=ns, exits=exits)
+    return module.run(ctx)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -268,6 +269,10 @@ def run(ctx: CommandContext) -> int:
             and not ctx.options.cloud_config and not getattr(ctx.args, "changes", None)):
         print(f"clusterscaler explain: error: {NO_INPUT}", file=sys.stderr)
         return USAGE_ERROR
+    if ctx.exits and ctx.args.snapshot:
+        # One loop over a snapshot, then the process ends: held off from here (`main`
+        # freezes what is left), the collector never traces the model just parsed.
+        gc.disable()
     try:
         if getattr(ctx.args, "changes", None) and not offline:
             raise ConfigurationError(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import logging
 import sys
 import textwrap
@@ -331,8 +332,10 @@ def prepare(
             f"its node groups), got {options.cloud_provider!r}"
         )
     if not options.cloud_config and "sim_cloud_config" not in options.extra:
+        # The scenario or snapshot file is named: it is what lacks the node groups.
+        given = f"{scenario.source}: " if scenario.source and scenario.source != DEMO_SOURCE else ""
         raise InputError(
-            "--cloud-config: expected a cloud-config file declaring the node groups "
+            f"{given}--cloud-config: expected a cloud-config file declaring the node groups "
             "(see examples/cloud-configs/), a scenario with cloudConfig, or a snapshot with "
             "nodes to infer them from"
         )
@@ -381,6 +384,16 @@ def quiet_logs(options: AutoscalingOptions) -> None:
 
 
 def run(ctx: CommandContext) -> int:
+    if ctx.exits and ctx.args.once:
+        # One loop, then the process ends: the snapshot, the cluster and the loop live until
+        # then, and the loop holds the collector off anyway (`Autoscaler.run_once`). Held off
+        # from here (`main` freezes what is left when the command returns), it never traces
+        # the model just parsed to find nothing to free.
+        gc.disable()
+    return _simulate(ctx)
+
+
+def _simulate(ctx: CommandContext) -> int:
     out = sys.stdout
     quiet_logs(ctx.options)
     try:
