@@ -6,6 +6,7 @@ several devices each, a constraint, claims shared between pods, and pods without
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from clusterscaler.loop.estimator import Estimate, EstimationLimits, ThresholdLimiter
@@ -37,11 +38,15 @@ device_st = st.fixed_dictionaries({
     "numa": st.integers(0, 1),
     "tainted": st.sampled_from([False, False, False, True]),
     "memory": st.sampled_from([0, 0, 10, 20]),
+    # Shared by the claims allocated it (consumable capacity), with 40 units of bandwidth.
+    "shared": st.sampled_from([False, False, True]),
 })
 request_st = st.fixed_dictionaries({
     "count": st.integers(1, 3),
     "only_a": st.booleans(),
     "tolerates": st.sampled_from([False, False, True]),
+    # What it asks of a shared device's bandwidth (None: its policy's default, 10).
+    "bandwidth": st.sampled_from([None, None, "5", "15", "25"]),
 })
 workload_st = st.fixed_dictionaries({
     "pods": st.integers(1, 12),
@@ -67,6 +72,10 @@ def template_node(devices: list[dict[str, Any]]) -> NodeInfo:
         if d["memory"]:
             doc["consumesCounters"] = [{"counterSet": "gpu", "counters": {
                 "memory": {"value": f"{d['memory']}Gi"}}}]
+        if d.get("shared"):
+            doc["allowMultipleAllocations"] = True
+            doc["capacity"] = {"bandwidth": {"value": "40", "requestPolicy": {
+                "default": "10", "validRange": {"min": "5", "step": "5"}}}}
         slice_devices.append(doc)
     sl = parse_resource_slice({
         "apiVersion": V1, "kind": "ResourceSlice", "metadata": {"name": "s"},
@@ -86,6 +95,8 @@ def claim_spec(w: dict[str, Any]) -> dict[str, Any]:
                 {"cel": {"expression": f'device.attributes["{DRIVER}"].model == "a"'}}]
         if r["tolerates"]:
             exactly["tolerations"] = [{"key": "broken", "operator": "Exists"}]
+        if r.get("bandwidth") is not None:
+            exactly["capacity"] = {"requests": {"bandwidth": r["bandwidth"]}}
         reqs.append({"name": f"r{j}", "exactly": exactly})
     devices: dict[str, Any] = {"requests": reqs}
     if w["constraint"]:
@@ -155,6 +166,18 @@ def estimate(estimator: BinpackingEstimator, workloads: list[dict[str, Any]],
     return estimator.estimate(
         group_pods(pods), template_node(devices), snapshot, ThresholdLimiter(limits)
     )
+
+
+def without_share_ids(allocations: dict[str, Any]) -> dict[str, Any]:
+    """Allocations with each share's id replaced by whether it has one (the ids are the
+    simulation's own, numbered as they are made)."""
+    return {
+        key: (
+            tuple(replace(r, share_id=bool(r.share_id)) for r in a.results),
+            a.node_selector,
+        )
+        for key, a in allocations.items()
+    }
 
 
 def shape(result: Estimate) -> tuple[object, ...]:
@@ -230,8 +253,14 @@ def test_copies_get_the_devices_they_would_get_one_by_one(
     copies.fork()
     copies.add_pods(pods[:placed], "tmpl")
     assert one_by_one.dra is not None
-    assert copies.dra.allocations == one_by_one.dra.allocations
+    assert without_share_ids(copies.dra.allocations) == without_share_ids(
+        one_by_one.dra.allocations
+    )
+    shares = [r.share_id for a in copies.dra.allocations.values() for r in a.results
+              if r.share_id]
+    assert len(shares) == len(set(shares))  # each share its own id
     assert copies.dra.allocated == one_by_one.dra.allocated
+    assert copies.dra.shared_use == one_by_one.dra.shared_use
     assert copies.dra.consumers == one_by_one.dra.consumers
     # Undone as one: no device held, no claim in use.
     copies.revert()
