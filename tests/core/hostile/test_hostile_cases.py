@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from clusterscaler.api import ConfigurationError
+from clusterscaler.commands.cli import main
 from clusterscaler.kube.informer import Backoff, Informer, ListerSpec
 from clusterscaler.model import (
     ModelError,
@@ -320,3 +321,13 @@ def test_an_event_whose_metadata_is_not_an_object_logs_no_traceback(event_type: 
         finally:
             informer.stop()
     assert not [e for e in logs if e["event"] == "informer_unexpected_error"]
+
+
+def test_a_scenario_without_node_groups_is_named_in_the_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "empty.yaml"
+    scenario.write_text("{}\n")
+    assert main(["simulate", str(scenario), "--once", "--json"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"clusterscaler simulate: error: {scenario}: --cloud-config: expected")

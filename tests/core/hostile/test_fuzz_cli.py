@@ -1,0 +1,163 @@
+"""Fuzz targets for the commands that read a file: `simulate --snapshot`, `simulate
+SCENARIO`, `explain --snapshot`, `simulate --apply`, `simulate --cloud-config`, `run
+--cloud-config` and `proportional calc --params`, each given a mutated file (or document).
+The command runs in-process through `main`, as the console script does; whatever the file:
+- it exits 0 (the file still reads) or 2, never with a traceback or another status;
+- on 2, its error line names the file (or the flag), in a bounded line.
+A few cases go through a real `clusterscaler` process, for what only a process shows (the
+exit status and stderr the shell sees)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from clusterscaler.commands.cli import main
+from fuzzkit import EXAMPLES, HOSTILE_VALUES, QUICK_FUZZ, mutated
+from hypothesis import given
+from hypothesis import strategies as st
+from test_fuzz_files import CLOUD_CONFIGS, SCENARIOS, hostile_snapshots
+
+pytestmark = pytest.mark.fuzz
+
+SNAPSHOT = str(EXAMPLES / "snapshots" / "small-cluster.json")
+GENERAL = str(EXAMPLES / "cloud-configs" / "general.yaml")
+# The scenarios with their cloud-config named by absolute path: the mutated copy is written
+# elsewhere.
+SCENARIO_SEEDS = [
+    {**doc, "cloudConfig": str((EXAMPLES / "scenarios" / doc["cloudConfig"]).resolve())}
+    for doc in SCENARIOS.values()
+]
+MANIFESTS = [
+    doc for doc in yaml.safe_load_all((EXAMPLES / "manifests" / "checkout.yaml").read_text())
+    if doc
+]
+PROPORTIONAL = [
+    {"linear": {"coresPerReplica": 256, "nodesPerReplica": 16, "min": 1, "max": 100,
+                "preventSinglePointFailure": True}},
+    {"ladder": {"coresToReplicas": [[1, 1], [64, 3]], "nodesToReplicas": [[1, 1], [2, 2]]}},
+]
+
+
+def run_cli(argv: list[str]) -> tuple[int, str]:
+    """`clusterscaler ARGV` in-process: its exit status and what it wrote to stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, err.getvalue()
+
+
+def _yaml_text(doc: Any) -> str | None:
+    try:
+        return yaml.safe_dump_all(doc) if isinstance(doc, list) else yaml.safe_dump(doc)
+    except (RecursionError, ValueError, yaml.YAMLError):
+        return None
+
+
+def assert_exit_2_or_read(code: int, err: str, names: str) -> None:
+    assert "Traceback" not in err, err
+    assert code in (0, 2), (code, err)
+    if code == 2:
+        errors = [line for line in err.splitlines() if "error:" in line]
+        assert errors, err
+        assert names in errors[-1], errors[-1]
+        assert len(errors[-1]) < 4_000, f"an error line of {len(errors[-1])} characters"
+
+
+@st.composite
+def command_inputs(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A command and the mutated content of the file it reads (`{file}` in the command)."""
+    command = draw(st.sampled_from(
+        ["simulate-snapshot", "explain-snapshot", "scenario", "apply", "simulate-cloud-config",
+         "run-cloud-config"]))
+    if command.endswith("snapshot"):
+        return command, draw(hostile_snapshots())
+    seeds = {"scenario": SCENARIO_SEEDS, "apply": MANIFESTS}.get(command, CLOUD_CONFIGS)
+    if command == "apply":
+        doc: Any = draw(st.lists(mutated(seeds), min_size=1, max_size=2))
+    else:
+        doc = draw(st.one_of(mutated(seeds), mutated(seeds), HOSTILE_VALUES))
+    text = _yaml_text(doc)
+    return command, (text if text is not None else "[" * 100_000).encode()
+
+
+ARGV = {
+    "simulate-snapshot": ["simulate", "--snapshot", "{file}", "--once", "--json"],
+    "explain-snapshot": ["explain", "--snapshot", "{file}", "--json"],
+    "scenario": ["simulate", "{file}", "--once", "--json"],
+    "apply": ["simulate", "--snapshot", SNAPSHOT, "--apply", "{file}", "--once", "--json"],
+    "simulate-cloud-config": ["simulate", "--cloud-config", "{file}", "--once", "--json"],
+    # A cloud-config that reads leaves the command at the missing kubeconfig: exit 2 too,
+    # and nothing reaches for a cluster.
+    "run-cloud-config": ["run", "--cloud-provider=sim", "--cloud-config={file}",
+                         "--kubeconfig=/nonexistent/kubeconfig"],
+}
+
+
+@QUICK_FUZZ
+@given(given_input=command_inputs())
+def test_a_command_given_a_mutated_file_exits_2_naming_it(given_input: tuple[str, bytes]) -> None:
+    command, content = given_input
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / ("input.json" if "snapshot" in command else "input.yaml")
+        path.write_bytes(content)
+        argv = [arg.replace("{file}", str(path)) for arg in ARGV[command]]
+        code, err = run_cli(argv)
+    if command == "run-cloud-config":
+        assert code == 2, (code, err)
+        names = str(path) if str(path) in err else "--kubeconfig"
+    else:
+        names = str(path)
+    assert_exit_2_or_read(code, err, names)
+
+
+@QUICK_FUZZ
+@given(doc=st.one_of(mutated(PROPORTIONAL), HOSTILE_VALUES))
+def test_proportional_calc_given_mutated_params_exits_2_naming_them(doc: Any) -> None:
+    try:
+        params = json.dumps(doc)
+    except (RecursionError, ValueError):
+        return
+    code, err = run_cli(["proportional", "calc", f"--params={params}", "--nodes", "3",
+                         "--cores", "12"])
+    assert_exit_2_or_read(code, err, "invalid params")
+
+
+# Through a real process: what the shell sees.
+PROCESS_CASES = [
+    pytest.param(["simulate", "--snapshot", "{file}", "--once"],
+                 b'{"kind": "List", "items": [{"kind": "Node", "apiVersion": "v1", '
+                 b'"metadata": {"name": "n1"}, "status": ["Ready"]}]}',
+                 "Node n1: status: expected an object", id="snapshot-node-status-list"),
+    pytest.param(["explain", "--snapshot", "{file}"], b"kind: List\nitems:\n- " + b"[" * 50_000,
+                 "nested at most 200 levels deep", id="snapshot-yaml-nested-50000"),
+    pytest.param(["simulate", "{file}", "--once"], b"name: s\nworkloads: [{name: w, replicas: 1, cpu: lots}]\n",
+                 "cpu", id="scenario-cpu-lots"),
+    pytest.param(["run", "--cloud-provider=sim", "--cloud-config={file}"],
+                 Path(GENERAL).read_bytes().replace(b"minSize: 1", b"minSize: lots", 1), "minSize",
+                 id="run-cloud-config-min-size"),
+]
+
+
+@pytest.mark.parametrize(("argv", "content", "message"), PROCESS_CASES)
+def test_a_mutated_file_exits_2_from_a_real_process(
+    argv: list[str], content: bytes, message: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "input"
+    path.write_bytes(content)
+    done = subprocess.run(
+        [sys.executable, "-m", "clusterscaler", *(a.replace("{file}", str(path)) for a in argv)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    error = [line for line in done.stderr.splitlines() if "error:" in line][-1]
+    assert str(path) in error and message in error, error
