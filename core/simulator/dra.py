@@ -31,6 +31,14 @@ fork's revert undoes it) and `release` undoes what a pod held: a claim generated
 the pod; a shared claim keeps its allocation, so a pod of it can only move where the claim
 is allocated. An allocation with admin access takes no device and no counter.
 
+`copies_fit` serves the estimator's fill of alike pods (`claims_alike`: each claim the
+pod's own, unallocated, asking what the first pod's ask): how many copies get devices on a
+node one after the other, each with what the search finds once the earlier ones hold
+theirs. It keeps those allocations as a plan that the next pods placed on the node take
+(`allocate` answers from it, `reserve_pods` records them in one pass) while nothing else
+changes; on a node of a fresh template layout (its own slices, nothing held) the copies
+are the ones found on the first node of that layout, by position.
+
 `node_pool_utilization` is Cluster Autoscaler's DRA utilization of a node: per resource pool
 of its node-local devices, the share of devices allocated, or, for a pool with shared
 counters, the mean over its counter sets of each set's most used counter.
