@@ -55,6 +55,14 @@ from clusterscaler.framework.templatedevices import (
     gpu_template_slices,
     is_dra_driver_name,
 )
+from clusterscaler.framework.templatetags import (
+    TAINT_EFFECTS,
+    TagScheme,
+    TemplateTagError,
+    TemplateTags,
+    parse_tag_options,
+    parse_template_tags,
+)
 from clusterscaler.loop.estimator import Estimate, EstimationLimiter, Estimator
 from clusterscaler.loop.expander import (
     Expander,
@@ -144,6 +152,7 @@ __all__ = [
     "SAFE_TO_EVICT_ANNOTATION",
     "SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION",
     "SAFE_TO_EVICT_ON_COMPLETION",
+    "TAINT_EFFECTS",
     "TO_BE_DELETED_TAINT",
     "AutoscalingOptions",
     "BlockingPodReason",
@@ -190,9 +199,12 @@ __all__ = [
     "Resources",
     "ScaleDownBlockingNodeGroup",
     "SimNodeInfo",
+    "TagScheme",
     "Taint",
     "TaintConfig",
     "TemplateCopier",
+    "TemplateTagError",
+    "TemplateTags",
     "Toleration",
     "YAMLBoundError",
     "add_bool_flag",
@@ -217,7 +229,9 @@ __all__ = [
     "parse_pod",
     "parse_quantity",
     "parse_resource_slice",
+    "parse_tag_options",
     "parse_template_slice",
+    "parse_template_tags",
     "pod_affinity_cannot_reject",
     "prepare_indexes",
     "selected_by_existing_anti_affinity",

@@ -30,7 +30,7 @@ from clusterscaler.api import (
 from clusterscaler_aws.activities import launch_error
 from clusterscaler_aws.service import AsgDescription, AwsService
 from clusterscaler_aws.specs import DiscoverySpec, NodeGroupSpec
-from clusterscaler_aws.tags import TemplateTags, parse_node_group_options, parse_template_tags
+from clusterscaler_aws.tags import AsgTemplateTags, parse_node_group_options, parse_template_tags
 
 log = structlog.get_logger()
 
@@ -83,7 +83,7 @@ class AsgRecord:
     max_size: int
     desired: int
     explicit: bool
-    template_tags: TemplateTags
+    template_tags: AsgTemplateTags
     options: NodeGroupOptions | None
     errors: tuple[str, ...] = ()
     launch_error: InstanceErrorInfo | None = None

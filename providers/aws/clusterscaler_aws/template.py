@@ -27,7 +27,7 @@ from clusterscaler.api import (
 
 from clusterscaler_aws.instance_types import InstanceTypeInfo
 from clusterscaler_aws.service import ManagedNodegroup
-from clusterscaler_aws.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX, TemplateTags
+from clusterscaler_aws.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX, AsgTemplateTags
 
 DEFAULT_MAX_PODS = 110
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -50,7 +50,7 @@ class TemplateInput:
     instance_type: InstanceTypeInfo
     zone: str
     region: str
-    tags: TemplateTags
+    tags: AsgTemplateTags
     managed_nodegroup: ManagedNodegroup | None = None
 
 

@@ -22,12 +22,13 @@ from clusterscaler.api import (
     Resources,
     ResourceSlice,
     Taint,
+    TemplateTags,
     gpu_template_slices,
 )
 
 from clusterscaler_azure.service import VmssDescription
 from clusterscaler_azure.skus import SkuInfo
-from clusterscaler_azure.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX, TemplateTags
+from clusterscaler_azure.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX
 
 DEFAULT_MAX_PODS = 110
 GPU_RESOURCE = "nvidia.com/gpu"

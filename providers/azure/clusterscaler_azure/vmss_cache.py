@@ -31,6 +31,7 @@ from clusterscaler.api import (
     InstanceErrorInfo,
     InstanceState,
     NodeGroupOptions,
+    TemplateTags,
 )
 
 from clusterscaler_azure import ids
@@ -49,7 +50,7 @@ from clusterscaler_azure.specs import (
     limits_from_tags,
     match_discovery,
 )
-from clusterscaler_azure.tags import TemplateTags, parse_node_group_options, parse_template_tags
+from clusterscaler_azure.tags import parse_node_group_options, parse_template_tags
 
 log = structlog.get_logger()
 

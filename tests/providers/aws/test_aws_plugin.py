@@ -181,4 +181,4 @@ def test_every_template_tag_is_either_used_or_reported(tags: dict[str, str]) -> 
     }
     assert template_tags <= used | reported
     assert not used & reported
-    assert all(e.asg == "workers" and e.expected for e in parsed.errors)
+    assert all(e.group == "workers" and e.expected for e in parsed.errors)
