@@ -432,10 +432,65 @@ RESOURCE_CLAIM_TEMPLATE: dict[str, Any] = {
     "spec": {"spec": _CLAIM_SPEC},
 }
 
+# upstream's autoscaling.x-k8s.io kinds, and what they refer to.
+CAPACITY_BUFFER: dict[str, Any] = {
+    "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+    "kind": "CapacityBuffer",
+    "metadata": {"name": "spare", "namespace": "shop", "uid": "u-b", "generation": 3},
+    "spec": {"podTemplateRef": {"name": "worker"}, "replicas": 4,
+             "limits": {"cpu": "2", "memory": "4Gi"}},
+    "status": {"podTemplateRef": {"name": "capacitybuffer-spare-pod-template"}, "replicas": 3,
+               "podTemplateGeneration": 2, "provisioningStrategy": "buffer.x-k8s.io/active-capacity",
+               "conditions": [{"type": "ReadyForProvisioning", "status": "True",
+                               "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+}
+SCALABLE_BUFFER: dict[str, Any] = {
+    **CAPACITY_BUFFER,
+    "apiVersion": "autoscaling.x-k8s.io/v1alpha1",
+    "spec": {"scalableRef": {"apiGroup": "apps", "kind": "Deployment", "name": "api"},
+             "percentage": 20},
+}
+RESOURCE_QUOTA: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "ResourceQuota",
+    "metadata": {"name": "compute", "namespace": "shop", "uid": "u-q"},
+    "spec": {"scopes": ["NotTerminating"], "scopeSelector": {"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}},
+    "status": {"hard": {"requests.cpu": "4", "limits.memory": "8Gi",
+                        "requests.nvidia.com/gpu": "2", "pods": "10"},
+               "used": {"requests.cpu": "500m"}},
+}
+PROVISIONING_REQUEST: dict[str, Any] = {
+    "apiVersion": "autoscaling.x-k8s.io/v1",
+    "kind": "ProvisioningRequest",
+    "metadata": {"name": "train", "namespace": "shop", "uid": "u-pr", "generation": 2,
+                 "resourceVersion": "17", "creationTimestamp": "2026-01-02T03:04:05Z"},
+    "spec": {"provisioningClassName": "check-capacity.autoscaling.x-k8s.io",
+             "podSets": [{"podTemplateRef": {"name": "worker"}, "count": 4}],
+             "parameters": {"noRetry": "true"}},
+    "status": {"conditions": [{"type": "Provisioned", "status": "True",
+                               "lastTransitionTime": "2026-01-02T03:05:00Z"}]},
+}
+POD_TEMPLATE: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "PodTemplate",
+    "metadata": {"name": "worker", "namespace": "shop"},
+    "template": {"metadata": {"labels": {"app": "train"}}, "spec": RICH_POD["spec"]},
+}
+CAPACITY_QUOTA: dict[str, Any] = {
+    "apiVersion": "autoscaling.x-k8s.io/v1alpha1",
+    "kind": "CapacityQuota",
+    "metadata": {"name": "team-a", "uid": "u-cq", "resourceVersion": "7", "generation": 2},
+    "spec": {"limits": {"resources": {"nodes": 3, "cpu": "64", "memory": "256Gi",
+                                      "nvidia-tesla-t4": "2"}},
+             "selector": {"matchLabels": {"pool": "a"}}},
+}
+
 HAND_WRITTEN = [
     RICH_POD, PENDING_POD, RICH_NODE, PDB, DAEMONSET, STATEFULSET, RC, PV, PVC, STORAGE_CLASS,
     CSINODE, CONFIGMAP, NAMESPACE, RESOURCE_SLICE, DEVICE_CLASS, RESOURCE_CLAIM,
-    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_CLAIM_TEMPLATE, CAPACITY_BUFFER, SCALABLE_BUFFER, RESOURCE_QUOTA,
+    PROVISIONING_REQUEST, POD_TEMPLATE, CAPACITY_QUOTA,
 ]
 
 
