@@ -60,12 +60,14 @@ _SUPPRESSED = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
 def _run(env: KwokEnv, batch: list[Workload],
          timings: dict[str, float] | None = None) -> list[WorkloadOutcome]:
     outcomes: list[WorkloadOutcome] = []
+    earlier = set(env.cluster.namespaces)
     try:
         outcomes = run_batch(env.cluster, env, batch, timings=timings)
     finally:
         env.stop_all()
         env.runs.clear()
-        clear_batch(env.cluster, [ns for ns in env.cluster.namespaces if ns.startswith("diff-")])
+        clear_batch(env.cluster, [ns for ns in env.cluster.namespaces
+                                  if ns.startswith("diff-") and ns not in earlier])
     return outcomes
 
 
