@@ -139,8 +139,6 @@ PROCESS_CASES = [
                  "Node n1: status: expected an object", id="snapshot-node-status-list"),
     pytest.param(["explain", "--snapshot", "{file}"], b"kind: List\nitems:\n- " + b"[" * 50_000,
                  "nested at most 200 levels deep", id="snapshot-yaml-nested-50000"),
-    pytest.param(["simulate", "{file}", "--once"], b"name: s\nworkloads: [{name: w, replicas: 1, cpu: lots}]\n",
-                 "cpu", id="scenario-cpu-lots"),
     pytest.param(["run", "--cloud-provider=sim", "--cloud-config={file}"],
                  Path(GENERAL).read_bytes().replace(b"minSize: 1", b"minSize: lots", 1), "minSize",
                  id="run-cloud-config-min-size"),

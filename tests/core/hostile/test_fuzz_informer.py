@@ -21,7 +21,7 @@ import pytest
 from clusterscaler.kube.informer import Backoff, Informer, ListerSpec
 from clusterscaler.model import object_key, parse_node, parse_pod
 from clusterscaler.testing.fakekube import ApiError, FakeKubeServer
-from fuzzkit import HOSTILE_STRINGS, HOSTILE_VALUES, QUICK_FUZZ, bounded, mutated, seeds_by_kind
+from fuzzkit import HOSTILE_STRINGS, HOSTILE_VALUES, bounded, fuzz_settings, mutated, seeds_by_kind
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from kubernetes import client
@@ -102,7 +102,8 @@ def _names(informer: Informer[Any]) -> set[str]:
     return {item.name for item in informer.items()}
 
 
-@QUICK_FUZZ
+# A fake API server and an informer thread per example: the normal run's pass is ten.
+@fuzz_settings(10)
 @given(
     kind=st.sampled_from(["Pod", "Node"]),
     data=st.data(),
