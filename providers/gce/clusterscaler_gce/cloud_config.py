@@ -24,9 +24,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -220,6 +218,10 @@ def metadata_host(environ: Mapping[str, str] | None = None) -> str:
 
 
 def read_metadata(path: str, *, host: str, timeout: float = 3.0) -> str:
+    # Imported here: the plugin module loads this module for every command.
+    import urllib.error
+    import urllib.request
+
     url = f"http://{host}/computeMetadata/v1/{path}"
     request = urllib.request.Request(url, headers={"Metadata-Flavor": "Google"})
     try:
@@ -271,6 +273,9 @@ def resolve_location(config: CloudConfig, environ: Mapping[str, str] | None = No
 def fetch_alt_token(token_url: str, token_body: str, timeout: float = 30.0) -> tuple[str, str]:
     """POST `token_body` to `token_url` (GKE's alternative token source); returns
     (access token, expiry in RFC 3339)."""
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(
         token_url, data=token_body.encode("utf-8"), headers={"Content-Type": "application/json"}
     )

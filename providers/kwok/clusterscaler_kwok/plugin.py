@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
-import urllib3
 from clusterscaler import hookimpl
 from clusterscaler.api import CloudProviderError, ConfigurationError, ProviderContext
 
@@ -82,6 +81,7 @@ class KubeNodeStore:
     @staticmethod
     def _write(action: str, name: str, call: Callable[[], Any], *, missing_ok: bool = False) -> None:
         """One write of a Node; every failure is a `CloudProviderError` naming the node."""
+        import urllib3
         from kubernetes.client.exceptions import ApiException
 
         try:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from clusterscaler.api import ConfigurationError
 
-from clusterscaler_machineapi.objects import ScalableResource
+if TYPE_CHECKING:
+    from clusterscaler_machineapi.objects import ScalableResource
 
 DISCOVERER = "clusterapi"
 FORM = "clusterapi:namespace=<ns>,clusterName=<name>,<label>=<value>,..."

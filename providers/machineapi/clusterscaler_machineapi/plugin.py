@@ -32,13 +32,15 @@ from clusterscaler_machineapi.apigroups import (
     ApiGroup,
 )
 from clusterscaler_machineapi.discovery import DiscoverySpec, parse_discovery_specs
-from clusterscaler_machineapi.infrastructure import InfrastructureTemplates
-from clusterscaler_machineapi.kubeapi import KubeApi, KubeApiError
-from clusterscaler_machineapi.listings import ListingSource, WatchedListings
-from clusterscaler_machineapi.provider import MachineApiCloudProvider
 
 if TYPE_CHECKING:
+    # The provider's modules are imported when it is built: this module is loaded for
+    # every command, whatever --cloud-provider says.
     from clusterscaler.api import AutoscalingOptions, Registry
+
+    from clusterscaler_machineapi.kubeapi import KubeApi
+    from clusterscaler_machineapi.listings import ListingSource
+    from clusterscaler_machineapi.provider import MachineApiCloudProvider
 
 log = structlog.get_logger()
 
@@ -167,6 +169,8 @@ def resolve_api_groups(api: KubeApi, environ: Mapping[str, str] | None = None) -
     `cluster.x-k8s.io` and `machine.openshift.io` is used. `CAPI_VERSION` overrides the
     version discovery prefers.
     """
+    from clusterscaler_machineapi.kubeapi import KubeApiError
+
     env = os.environ if environ is None else environ
     override = env.get(CAPI_GROUP_ENV, "").strip()
     wanted = [override] if override else [CAPI_GROUP, OPENSHIFT_GROUP]
@@ -265,6 +269,11 @@ def _build(
     sync_timeout: float,
     owned: Any,
 ) -> MachineApiCloudProvider:
+    from clusterscaler_machineapi.infrastructure import InfrastructureTemplates
+    from clusterscaler_machineapi.kubeapi import KubeApi
+    from clusterscaler_machineapi.listings import WatchedListings
+    from clusterscaler_machineapi.provider import MachineApiCloudProvider
+
     options = context.options
     api = KubeApi(kube_api)
     try:
