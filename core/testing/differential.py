@@ -267,7 +267,7 @@ def apply_batch(cluster: Cluster, env: KwokEnv, workloads: Sequence[Workload]) -
     )
 
 
-def wait_for_scheduler(cluster: Cluster, placed: Placed, timeout: float = 60) -> None:
+def wait_for_scheduler(cluster: Cluster, placed: Placed, timeout: float = 180) -> None:
     """Until kube-scheduler has tried every pending pod (bound, or `PodScheduled=False`),
     and the answer held for a second (preemption settles)."""
     wanted = set().union(*placed.pending.values())
@@ -598,9 +598,12 @@ def clear_batch(real: RealCluster, placed_namespaces: Sequence[str]) -> None:
     real.wait_for(lambda: not real.items("nodes"), "every node to be deleted")
 
 
-def write_report(path: Path, tally: Tally, outcomes: Sequence[WorkloadOutcome]) -> None:
-    """The tally and every disagreement, as JSON (the slow run's record)."""
+def write_report(path: Path, tally: Tally, outcomes: Sequence[WorkloadOutcome],
+                 errors: Sequence[str] = ()) -> None:
+    """The tally, every disagreement and every batch the harness failed on, as JSON (the
+    slow run's record)."""
     path.write_text(json.dumps({
         **tally.to_json(),
         "disagreements": [o.report() for o in outcomes if not o.agreed],
+        "harness_errors": list(errors),
     }, indent=2))
