@@ -123,8 +123,9 @@ def large_snapshots(draw: st.DrawFn) -> bytes:
     return (json.dumps(doc) if form == "json" else yaml.safe_dump(doc)).encode()
 
 
+# One example in ten is hostile by size or shape: those cost up to a few seconds each.
 @FUZZ
-@given(data=st.one_of(hostile_snapshots(), hostile_snapshots(), large_snapshots()))
+@given(data=st.one_of(*[hostile_snapshots()] * 9, large_snapshots()))
 def test_a_snapshot_is_read_or_refused_naming_the_file(data: bytes) -> None:
     with bounded(len(data)):
         try:
