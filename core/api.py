@@ -46,6 +46,12 @@ from clusterscaler.framework.cloudprovider import (
     parse_group_option,
 )
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
+from clusterscaler.framework.nodespecs import (
+    NodeGroupSpec,
+    check_nodes_limits,
+    parse_nodes_spec,
+    parse_nodes_specs,
+)
 from clusterscaler.framework.options import BOOL, AutoscalingOptions, add_bool_flag
 from clusterscaler.framework.pluginmanager import Registry
 from clusterscaler.framework.templatedevices import (
@@ -184,6 +190,7 @@ __all__ = [
     "NodeGroup",
     "NodeGroupNotFoundError",
     "NodeGroupOptions",
+    "NodeGroupSpec",
     "NodeInfo",
     "Option",
     "Pod",
@@ -209,6 +216,7 @@ __all__ = [
     "YAMLBoundError",
     "add_bool_flag",
     "build_kube_api_client",
+    "check_nodes_limits",
     "check_predicates",
     "checked_increase",
     "debug_with",
@@ -226,6 +234,8 @@ __all__ = [
     "parse_group_option",
     "parse_int_quantity",
     "parse_node",
+    "parse_nodes_spec",
+    "parse_nodes_specs",
     "parse_pod",
     "parse_quantity",
     "parse_resource_slice",

@@ -13,22 +13,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from clusterscaler.api import ConfigurationError
+from clusterscaler.api import ConfigurationError, parse_nodes_spec, parse_nodes_specs
+
+# The `--nodes` entry of the provider kit, under the name the provider's modules use.
+from clusterscaler.api import NodeGroupSpec as NodeGroupSpec
 
 NODES_FORM = "<min>:<max>:<asg-name> with 0 <= min <= max, e.g. 1:10:my-asg"
 DISCOVERY_FORM = (
     "asg:tag=<key>[=<value>][,<key>[=<value>]...], e.g. "
     "asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/my-cluster"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class NodeGroupSpec:
-    """One `--nodes` entry: an ASG managed with the given limits."""
-
-    name: str
-    min_size: int
-    max_size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,28 +53,7 @@ class DiscoverySpec:
 
 def parse_node_group_spec(value: str) -> NodeGroupSpec:
     """Parse one `--nodes` value."""
-    parts = value.split(":", 2)
-    if len(parts) != 3:
-        raise ConfigurationError(f"--nodes={value!r}: expected {NODES_FORM}")
-    min_text, max_text, name = (p.strip() for p in parts)
-    try:
-        min_size = int(min_text)
-        max_size = int(max_text)
-    except ValueError:
-        raise ConfigurationError(
-            f"--nodes={value!r}: min and max must be integers; expected {NODES_FORM}"
-        ) from None
-    if not name:
-        raise ConfigurationError(f"--nodes={value!r}: the ASG name is empty; expected {NODES_FORM}")
-    if min_size < 0:
-        raise ConfigurationError(f"--nodes={value!r}: min {min_size} is negative; expected {NODES_FORM}")
-    if max_size < min_size:
-        raise ConfigurationError(
-            f"--nodes={value!r}: max {max_size} is below min {min_size}; expected {NODES_FORM}"
-        )
-    if max_size == 0:
-        raise ConfigurationError(f"--nodes={value!r}: max must be at least 1; expected {NODES_FORM}")
-    return NodeGroupSpec(name=name, min_size=min_size, max_size=max_size)
+    return parse_nodes_spec(value, NODES_FORM, lambda name: None if name else "the ASG name is empty")
 
 
 def parse_discovery_spec(value: str) -> DiscoverySpec:
@@ -118,15 +91,7 @@ def parse_discovery_spec(value: str) -> DiscoverySpec:
 
 def parse_node_group_specs(values: Iterable[str]) -> list[NodeGroupSpec]:
     """Parse every `--nodes` value; an ASG named twice is an error."""
-    specs: list[NodeGroupSpec] = []
-    seen: set[str] = set()
-    for value in values:
-        spec = parse_node_group_spec(value)
-        if spec.name in seen:
-            raise ConfigurationError(f"--nodes={value!r}: ASG {spec.name!r} is given more than once")
-        seen.add(spec.name)
-        specs.append(spec)
-    return specs
+    return parse_nodes_specs(values, parse_node_group_spec, lambda s: s.name, lambda s: f"ASG {s.name!r}")
 
 
 def parse_discovery_specs(values: Iterable[str]) -> list[DiscoverySpec]:

@@ -14,7 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from clusterscaler.api import ConfigurationError
+from clusterscaler.api import ConfigurationError, parse_nodes_spec, parse_nodes_specs
+
+# The `--nodes` entry of the provider kit, under the name the provider's modules use.
+from clusterscaler.api import NodeGroupSpec as NodeGroupSpec
 
 NODES_FORM = "<min>:<max>:<vmss-name> with 0 <= min <= max and max >= 1, e.g. 0:10:aks-pool-12345678-vmss"
 DISCOVERY_FORM = (
@@ -23,15 +26,6 @@ DISCOVERY_FORM = (
 )
 MIN_TAG = "min"
 MAX_TAG = "max"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeGroupSpec:
-    """One `--nodes` entry: a scale set managed with the given limits."""
-
-    name: str
-    min_size: int
-    max_size: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,31 +45,13 @@ def lower_keys(tags: Mapping[str, str]) -> dict[str, str]:
     return {key.lower(): value for key, value in tags.items()}
 
 
+def _name_problem(name: str) -> str | None:
+    return None if name and "/" not in name else f"{name!r} is not a scale set name"
+
+
 def parse_node_group_spec(value: str) -> NodeGroupSpec:
     """Parse one `--nodes` value."""
-    parts = value.split(":", 2)
-    if len(parts) != 3:
-        raise ConfigurationError(f"--nodes={value!r}: expected {NODES_FORM}")
-    min_text, max_text, name = (p.strip() for p in parts)
-    try:
-        min_size, max_size = int(min_text), int(max_text)
-    except ValueError:
-        raise ConfigurationError(
-            f"--nodes={value!r}: min and max must be integers; expected {NODES_FORM}"
-        ) from None
-    if not name or "/" in name:
-        raise ConfigurationError(
-            f"--nodes={value!r}: {name!r} is not a scale set name; expected {NODES_FORM}"
-        )
-    if min_size < 0:
-        raise ConfigurationError(f"--nodes={value!r}: min {min_size} is negative; expected {NODES_FORM}")
-    if max_size < min_size:
-        raise ConfigurationError(
-            f"--nodes={value!r}: max {max_size} is below min {min_size}; expected {NODES_FORM}"
-        )
-    if max_size == 0:
-        raise ConfigurationError(f"--nodes={value!r}: max must be at least 1; expected {NODES_FORM}")
-    return NodeGroupSpec(name=name, min_size=min_size, max_size=max_size)
+    return parse_nodes_spec(value, NODES_FORM, _name_problem)
 
 
 def _size(value: str, key: str, text: str) -> int:
@@ -129,18 +105,10 @@ def parse_discovery_spec(value: str) -> DiscoverySpec:
 
 
 def parse_node_group_specs(values: Iterable[str]) -> list[NodeGroupSpec]:
-    """Parse every `--nodes` value; a scale set named twice is an error."""
-    specs: list[NodeGroupSpec] = []
-    seen: set[str] = set()
-    for value in values:
-        spec = parse_node_group_spec(value)
-        if spec.name.lower() in seen:
-            raise ConfigurationError(
-                f"--nodes={value!r}: scale set {spec.name!r} is given more than once"
-            )
-        seen.add(spec.name.lower())
-        specs.append(spec)
-    return specs
+    """Parse every `--nodes` value; a scale set named twice (in any case) is an error."""
+    return parse_nodes_specs(
+        values, parse_node_group_spec, lambda s: s.name.lower(), lambda s: f"scale set {s.name!r}"
+    )
 
 
 def parse_discovery_specs(values: Iterable[str]) -> list[DiscoverySpec]:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from clusterscaler.api import ConfigurationError
+from clusterscaler.api import ConfigurationError, check_nodes_limits, parse_nodes_specs
 
 from clusterscaler_gce.refs import MIG_FORM, MigRef, parse_mig
 
@@ -66,10 +66,7 @@ def parse_node_group_spec(value: str) -> NodeGroupSpec:
         raise ConfigurationError(f"--nodes={value!r}: expected {NODES_FORM}")
     min_size = _size(value, parts[0], "min", NODES_FORM, "--nodes")
     max_size = _size(value, parts[1], "max", NODES_FORM, "--nodes")
-    if max_size < min_size:
-        raise ConfigurationError(f"--nodes={value!r}: max {max_size} is below min {min_size}; expected {NODES_FORM}")
-    if max_size == 0:
-        raise ConfigurationError(f"--nodes={value!r}: max must be at least 1; expected {NODES_FORM}")
+    check_nodes_limits(value, min_size, max_size, NODES_FORM)
     ref = parse_mig(parts[2], f"--nodes={value!r}")
     return NodeGroupSpec(ref=ref, min_size=min_size, max_size=max_size)
 
@@ -123,15 +120,7 @@ def parse_discovery_spec(value: str) -> DiscoverySpec:
 
 def parse_node_group_specs(values: Iterable[str]) -> list[NodeGroupSpec]:
     """Parse every `--nodes` value; a MIG named twice is an error."""
-    specs: list[NodeGroupSpec] = []
-    seen: set[MigRef] = set()
-    for value in values:
-        spec = parse_node_group_spec(value)
-        if spec.ref in seen:
-            raise ConfigurationError(f"--nodes={value!r}: MIG {spec.ref} is given more than once")
-        seen.add(spec.ref)
-        specs.append(spec)
-    return specs
+    return parse_nodes_specs(values, parse_node_group_spec, lambda s: s.ref, lambda s: f"MIG {s.ref}")
 
 
 def parse_discovery_specs(values: Iterable[str]) -> list[DiscoverySpec]:

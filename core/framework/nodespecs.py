@@ -1,0 +1,79 @@
+"""`--nodes=<min>:<max>:<name>`: a node group named on the command line with its limits.
+
+As in Cluster Autoscaler, an explicit group keeps the min and max of the flag whatever its
+cloud says, and a group may be named once. Every provider reads the flag here; it only says
+what a name of its cloud looks like (`name_problem`) and how the flag's expected form reads
+in its words (`form`, e.g. `<min>:<max>:<asg-name> with 0 <= min <= max, e.g. 1:10:my-asg`).
+Errors name the flag, its value, what is wrong and the expected form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from clusterscaler.framework.cloudprovider import ConfigurationError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroupSpec:
+    """One `--nodes` entry: the group `name` managed with these limits."""
+
+    name: str
+    min_size: int
+    max_size: int
+
+
+def _no_name_problem(name: str) -> str | None:
+    return "the name is empty" if not name else None
+
+
+def parse_nodes_spec(
+    value: str, form: str, name_problem: Callable[[str], str | None] = _no_name_problem
+) -> NodeGroupSpec:
+    """One `--nodes` value. `name_problem(name)` says what is wrong with the name part, or
+    None when it names a group of the cloud. Raises `ConfigurationError`."""
+    parts = value.split(":", 2)
+    if len(parts) != 3:
+        raise ConfigurationError(f"--nodes={value!r}: expected {form}")
+    min_text, max_text, name = (p.strip() for p in parts)
+    try:
+        min_size, max_size = int(min_text), int(max_text)
+    except ValueError:
+        raise ConfigurationError(f"--nodes={value!r}: min and max must be integers; expected {form}") from None
+    if (problem := name_problem(name)) is not None:
+        raise ConfigurationError(f"--nodes={value!r}: {problem}; expected {form}")
+    check_nodes_limits(value, min_size, max_size, form)
+    return NodeGroupSpec(name=name, min_size=min_size, max_size=max_size)
+
+
+def check_nodes_limits(value: str, min_size: int, max_size: int, form: str) -> None:
+    """The limits of one `--nodes` value: 0 <= min <= max and max >= 1."""
+    if min_size < 0:
+        raise ConfigurationError(f"--nodes={value!r}: min {min_size} is negative; expected {form}")
+    if max_size < min_size:
+        raise ConfigurationError(f"--nodes={value!r}: max {max_size} is below min {min_size}; expected {form}")
+    if max_size == 0:
+        raise ConfigurationError(f"--nodes={value!r}: max must be at least 1; expected {form}")
+
+
+def parse_nodes_specs(
+    values: Iterable[str],
+    parse: Callable[[str], T],
+    key: Callable[[T], Hashable],
+    describe: Callable[[T], str],
+) -> list[T]:
+    """Every `--nodes` value, each parsed by `parse`; a group named twice (the same `key`)
+    is an error naming it as `describe` does (`ASG 'workers'`)."""
+    specs: list[T] = []
+    seen: set[Hashable] = set()
+    for value in values:
+        spec = parse(value)
+        if key(spec) in seen:
+            raise ConfigurationError(f"--nodes={value!r}: {describe(spec)} is given more than once")
+        seen.add(key(spec))
+        specs.append(spec)
+    return specs
