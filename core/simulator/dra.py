@@ -641,7 +641,7 @@ class DraState:
         memo_key = None if fresh is None else (fresh, tuple(id(s) for s in specs))
         known = None if memo_key is None else self._copy_patterns.get(memo_key)
         if known is not None and (known[1] or len(known[2]) >= limit):
-            found_all = [self._from_pattern(p, entry, node) for p in known[2][:limit]]
+            found_all = self._from_patterns(known[2][:limit], entry, node)
         else:
             found_all = self._search_copies(claims, node, entry, limit)
             if memo_key is not None:
@@ -665,7 +665,7 @@ class DraState:
         known = self._copy_patterns.get((fresh, tuple(id(c.spec) for c in claims)))
         if known is None or not known[2]:
             return None
-        allocations = self._from_pattern(known[2][0], entry, node)
+        [allocations] = self._from_patterns(known[2][:1], entry, node)
         return {c.key: a for c, a in zip(claims, allocations, strict=True)}
 
     def _all_held(self, entry: _NodePools) -> bool:
@@ -756,27 +756,31 @@ class DraState:
             for allocation in allocations
         )
 
-    def _from_pattern(
+    def _from_patterns(
         self,
-        pattern: tuple[tuple[tuple[str, int, int, bool], ...], ...],
+        patterns: Sequence[tuple[tuple[tuple[str, int, int, bool], ...], ...]],
         entry: _NodePools,
         node: Node,
-    ) -> tuple[Allocation, ...]:
+    ) -> list[tuple[Allocation, ...]]:
+        """The allocations of copies given as positions (`_pattern`), on `node`."""
         pools = entry.pools
         # A fresh layout's devices are all local to the node: an allocation of any of
         # them is pinned to it (`_node_selector`).
         term: tuple[NodeSelectorTerm, ...] | None = None
-        out = []
-        for results in pattern:
-            devices = []
-            for request, pi, di, admin in results:
-                candidate = pools[pi].devices[di]
-                if term is None:
-                    term = self.node_selector([candidate], node.name)
-                driver, pool, name = candidate.device_id
-                devices.append(AllocatedDevice(request, driver, pool, name, admin))
-            out.append(Allocation(tuple(devices), term if devices else None))
-        return tuple(out)
+        found = []
+        for pattern in patterns:
+            out = []
+            for results in pattern:
+                devices = []
+                for request, pi, di, admin in results:
+                    candidate = pools[pi].devices[di]
+                    if term is None:
+                        term = self.node_selector([candidate], node.name)
+                    driver, pool, name = candidate.device_id
+                    devices.append(AllocatedDevice(request, driver, pool, name, admin))
+                out.append(Allocation(tuple(devices), term if devices else None))
+            found.append(tuple(out))
+        return found
 
     def _allocate(self, pod: Pod, node: Node) -> dict[str, Allocation] | str:
         claims = self.pod_claims(pod)
@@ -977,6 +981,7 @@ class DraState:
         consumers = self.consumers
         allocated = self.allocated
         device_counters = self.device_counters
+        claims_of = self._claims_of
         recorded: list[str] = []
         added: list[tuple[str, str]] = []
         held: list[Held] = []
@@ -984,7 +989,8 @@ class DraState:
         for pod in pods:
             if plan.index >= len(plan.allocations):
                 break
-            claims = self.pod_claims(pod)
+            known = claims_of.get(id(pod))
+            claims = known[1] if known is not None and known[0] is pod else self.pod_claims(pod)
             if isinstance(claims, str) or not self._copies_of(claims, specs):
                 break
             pod_key = pod.namespace + "/" + pod.name
