@@ -176,8 +176,32 @@ class PodTable(dict[str, Pod]):
         self._by_node: dict[str, dict[str, int]] = {}
         self._order: dict[str, int] = {}
         self._next = 0
+        self._fill(pods)
+
+    def _fill(self, pods: Iterable[Pod]) -> None:
+        """`self[pod.key] = pod` for each pod, in one pass without a call per pod: the first
+        fill holds every pod of a snapshot (50,000 in upstream's benchmark)."""
+        order = self._order
+        by_node = self._by_node
+        put = dict.__setitem__
+        n = self._next
         for pod in pods:
-            self[pod.key] = pod
+            key = pod.key
+            if key in order:  # given twice: the general path, with the count in step
+                self._next = n
+                self[key] = pod
+                continue
+            order[key] = n
+            put(self, key, pod)
+            node = pod.node_name
+            if node:
+                bucket = by_node.get(node)
+                if bucket is None:
+                    by_node[node] = {key: n}
+                else:
+                    bucket[key] = n
+            n += 1
+        self._next = n
 
     def _unindex(self, key: str, pod: Pod) -> None:
         if pod.node_name:

@@ -224,10 +224,12 @@ class SimulatedCluster(InMemoryCluster):
         self._names = itertools.count(1)
         self._generation = 0
         self._scheduled_generation = -1
-        for pod in self.pods.values():
-            self._remember_template(pod)
+        waiting_since = self.times.waiting_since
+        for key, pod in self.pods.items():
+            if pod.owner is not None:
+                self._remember_template(pod)
             if not pod.node_name and not pod.is_terminal:
-                self.times.waiting_since[pod.key] = self._wait_start(pod)
+                waiting_since[key] = self._wait_start(pod)
 
     # ------------------------------------------------------------------ source
 

@@ -56,6 +56,27 @@ def test_index_lists_the_same_pods_in_the_same_order_as_a_scan(
             assert table.on_node(n) == [p for p in table.values() if p.node_name == n]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(POD_NAMES), st.sampled_from(NODE_NAMES)), max_size=20))
+def test_a_table_filled_at_once_is_the_table_filled_pod_by_pod(
+    pods: list[tuple[str, str]],
+) -> None:
+    # Names given twice included: the last pod of a name wins, in its first place.
+    given_pods = [make_pod(name, node_name=node) for name, node in pods]
+    filled = PodTable(given_pods)
+    one_by_one = PodTable()
+    for pod in given_pods:
+        one_by_one[pod.key] = pod
+    assert list(filled.items()) == list(one_by_one.items())
+    for n in NODE_NAMES[1:]:
+        assert filled.on_node(n) == one_by_one.on_node(n)
+        assert filled.on_node(n) == [p for p in filled.values() if p.node_name == n]
+    extra = make_pod("late", node_name="n1")
+    filled[extra.key] = extra
+    one_by_one[extra.key] = extra
+    assert filled.on_node("n1") == one_by_one.on_node("n1")
+
+
 def test_remove_node_deletes_only_its_pods_and_returns_them() -> None:
     cluster = InMemoryCluster(
         [make_node("n1"), make_node("n2")],
