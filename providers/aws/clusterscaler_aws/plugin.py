@@ -10,11 +10,8 @@ import structlog
 from clusterscaler import hookimpl
 from clusterscaler.api import ConfigurationError, ProviderContext, add_bool_flag
 
-from clusterscaler_aws.asg_cache import AsgCache
+from clusterscaler_aws import PROVIDER_NAME
 from clusterscaler_aws.cloud_config import CloudConfig, load_cloud_config, resolve_region
-from clusterscaler_aws.instance_types import InstanceTypeCatalogue
-from clusterscaler_aws.provider import PROVIDER_NAME, AwsCloudProvider
-from clusterscaler_aws.service import AwsService
 from clusterscaler_aws.specs import (
     DiscoverySpec,
     NodeGroupSpec,
@@ -23,7 +20,11 @@ from clusterscaler_aws.specs import (
 )
 
 if TYPE_CHECKING:
+    # The provider's modules are imported when it is built: this module is loaded for
+    # every command, whatever --cloud-provider says.
     from clusterscaler.api import AutoscalingOptions, Registry
+
+    from clusterscaler_aws.provider import AwsCloudProvider
 
 log = structlog.get_logger()
 
@@ -93,6 +94,11 @@ def check_options(options: AutoscalingOptions) -> None:
 
 def build_provider(context: ProviderContext) -> AwsCloudProvider:
     """The factory registered as `aws`: parses the flags and discovers the ASGs once."""
+    from clusterscaler_aws.asg_cache import AsgCache
+    from clusterscaler_aws.instance_types import InstanceTypeCatalogue
+    from clusterscaler_aws.provider import AwsCloudProvider
+    from clusterscaler_aws.service import AwsService
+
     settings = settings_from_options(context.options)
     service = AwsService(settings.region, settings.cloud_config)
     catalogue = InstanceTypeCatalogue(

@@ -27,6 +27,7 @@ from clusterscaler.api import (
     checked_increase,
 )
 
+from clusterscaler_aws import PROVIDER_NAME
 from clusterscaler_aws.asg_cache import (
     AsgCache,
     AsgRecord,
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger()
 T = TypeVar("T")
 
-PROVIDER_NAME = "aws"
 GPU_LABEL = "k8s.amazonaws.com/accelerator"
 PROVIDER_ID_PREFIX = "aws://"
 # How long answers that can change under us (launch template `$Latest`, EKS node group

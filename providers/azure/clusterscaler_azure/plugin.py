@@ -7,6 +7,7 @@ The provider has no flag of its own: like Cluster Autoscaler's, it reads `--clou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.api import (
@@ -17,17 +18,20 @@ from clusterscaler.api import (
     hookimpl,
 )
 
+from clusterscaler_azure import PROVIDER_NAME
 from clusterscaler_azure.config import AzureConfig, load_config
-from clusterscaler_azure.provider import PROVIDER_NAME, AzureCloudProvider
-from clusterscaler_azure.service import ArmService, ClientSettings
-from clusterscaler_azure.skus import SkuCatalogue
 from clusterscaler_azure.specs import (
     DiscoverySpec,
     NodeGroupSpec,
     parse_discovery_specs,
     parse_node_group_specs,
 )
-from clusterscaler_azure.vmss_cache import VmssCache
+
+if TYPE_CHECKING:
+    # The provider's modules are imported when it is built: this module is loaded for
+    # every command, whatever --cloud-provider says.
+    from clusterscaler_azure.provider import AzureCloudProvider
+    from clusterscaler_azure.service import ClientSettings
 
 log = structlog.get_logger()
 
@@ -77,6 +81,11 @@ def build_provider(
     context: ProviderContext, client_settings: ClientSettings | None = None
 ) -> AzureCloudProvider:
     """The factory registered as `azure`: parses the options and lists the scale sets once."""
+    from clusterscaler_azure.provider import AzureCloudProvider
+    from clusterscaler_azure.service import ArmService
+    from clusterscaler_azure.skus import SkuCatalogue
+    from clusterscaler_azure.vmss_cache import VmssCache
+
     settings = settings_from_options(context.options)
     config = settings.config
     service = ArmService(config, client_settings)

@@ -28,7 +28,7 @@ from clusterscaler.api import (
     checked_increase,
 )
 
-from clusterscaler_azure import ids
+from clusterscaler_azure import PROVIDER_NAME, ids
 from clusterscaler_azure.errors import error_class, instance_error
 from clusterscaler_azure.service import ArmError, ArmService, Operation
 from clusterscaler_azure.skus import SkuCatalogue
@@ -42,7 +42,6 @@ from clusterscaler_azure.vmss_cache import (
 
 log = structlog.get_logger()
 
-PROVIDER_NAME = "azure"
 # Clocks of ARM, the API server and this process may disagree by this much.
 LIST_SKEW = timedelta(seconds=60)
 
