@@ -61,6 +61,7 @@ from clusterscaler.framework.templatedevices import (
     gpu_template_slices,
     is_dra_driver_name,
 )
+from clusterscaler.framework.templatenodes import GPU_RESOURCE, gpus_as_devices, template_node_info
 from clusterscaler.framework.templatetags import (
     TAINT_EFFECTS,
     TagScheme,
@@ -143,6 +144,7 @@ __all__ = [
     "DURATION_FORM",
     "ENTRY_POINT_GROUP",
     "GPU_DEVICE_TYPE",
+    "GPU_RESOURCE",
     "GROUP_OPTION_NAMES",
     "HOSTNAME_LABEL",
     "MAX_SLICE_DEVICES",
@@ -221,6 +223,7 @@ __all__ = [
     "checked_increase",
     "debug_with",
     "gpu_template_slices",
+    "gpus_as_devices",
     "hookimpl",
     "is_dra_driver_name",
     "is_label_value",
@@ -246,6 +249,7 @@ __all__ = [
     "prepare_indexes",
     "selected_by_existing_anti_affinity",
     "spread_cannot_reject",
+    "template_node_info",
     "volumes_constrain_scheduling",
     "wait_all",
 ]

@@ -14,15 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from clusterscaler.api import (
+    GPU_RESOURCE,
     ConfigurationError,
     ModelError,
-    Node,
-    NodeCondition,
     NodeInfo,
     Resources,
     ResourceSlice,
     Taint,
-    gpu_template_slices,
+    gpus_as_devices,
+    template_node_info,
 )
 
 from clusterscaler_aws.instance_types import InstanceTypeInfo
@@ -30,7 +30,6 @@ from clusterscaler_aws.service import ManagedNodegroup
 from clusterscaler_aws.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX, AsgTemplateTags
 
 DEFAULT_MAX_PODS = 110
-GPU_RESOURCE = "nvidia.com/gpu"
 EBS_CSI_ZONE_LABEL = "topology.ebs.csi.aws.com/zone"
 EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
@@ -115,16 +114,7 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
                 taints.append(taint)
                 seen.add((taint.key, taint.effect))
     resources, slices = dra_devices(data, name, capacity(data))
-    node = Node(
-        name=name,
-        labels=labels,
-        taints=tuple(taints),
-        capacity=resources,
-        allocatable=resources,
-        ready=True,
-        conditions=(NodeCondition(type="Ready", status="True", reason="KubeletReady"),),
-    )
-    return NodeInfo(node=node, resource_slices=slices)
+    return template_node_info(name, labels, taints, resources, resource_slices=slices)
 
 
 def dra_devices(
@@ -139,21 +129,12 @@ def dra_devices(
     if mng is not None and DRA_DRIVER_TAG in mng.tags:
         driver = mng.tags[DRA_DRIVER_TAG].strip()
         tag = f"EKS node group {mng.cluster}/{mng.name}: tag {DRA_DRIVER_TAG}={driver!r}"
-    if not driver:
-        return resources, ()
-    gpus = resources.extended.get(GPU_RESOURCE, 0)
-    if gpus <= 0:
-        raise ConfigurationError(
-            f"{tag}: instance type {data.instance_type.name or '(attribute-based)'} has no GPUs "
-            f"for the driver to publish; expected GPUs from the instance type or a tag "
-            f"{RESOURCES_PREFIX}{GPU_RESOURCE}=<count>"
-        )
-    try:
-        slices = gpu_template_slices(node_name, driver, gpus)
-    except ValueError as exc:
-        raise ConfigurationError(f"{tag}: {exc}") from None
-    extended = {k: v for k, v in resources.extended.items() if k != GPU_RESOURCE}
-    return resources.with_(extended=extended), slices
+    without_gpus = (
+        f"instance type {data.instance_type.name or '(attribute-based)'} has no GPUs "
+        f"for the driver to publish; expected GPUs from the instance type or a tag "
+        f"{RESOURCES_PREFIX}{GPU_RESOURCE}=<count>"
+    )
+    return gpus_as_devices(resources, node_name, driver, where=tag, without_gpus=without_gpus)
 
 
 def managed_nodegroup_labels(mng: ManagedNodegroup) -> Mapping[str, str]:

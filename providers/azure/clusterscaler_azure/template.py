@@ -14,16 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clusterscaler.api import (
+    GPU_RESOURCE,
     ConfigurationError,
     ModelError,
-    Node,
-    NodeCondition,
     NodeInfo,
     Resources,
     ResourceSlice,
     Taint,
     TemplateTags,
-    gpu_template_slices,
+    gpus_as_devices,
+    template_node_info,
 )
 
 from clusterscaler_azure.service import VmssDescription
@@ -31,7 +31,6 @@ from clusterscaler_azure.skus import SkuInfo
 from clusterscaler_azure.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX
 
 DEFAULT_MAX_PODS = 110
-GPU_RESOURCE = "nvidia.com/gpu"
 FPGA_RESOURCE = "xilinx.com/fpga-xilinx_u250_gen3x16_xdma_shell_2_1-0"
 AKS_PREFIX = "kubernetes.azure.com/"
 GPU_LABEL = AKS_PREFIX + "accelerator"
@@ -146,16 +145,7 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
         # AKS taints spot pools so that only pods tolerating eviction land there.
         taints.append(Taint(key=SPOT_LABEL, value="spot", effect="NoSchedule"))
     resources, slices = dra_devices(data, name, capacity(data))
-    node = Node(
-        name=name,
-        labels=labels,
-        taints=tuple(taints),
-        capacity=resources,
-        allocatable=resources,
-        ready=True,
-        conditions=(NodeCondition(type="Ready", status="True", reason="KubeletReady"),),
-    )
-    return NodeInfo(node=node, resource_slices=slices)
+    return template_node_info(name, labels, taints, resources, resource_slices=slices)
 
 
 def dra_devices(
@@ -163,19 +153,9 @@ def dra_devices(
 ) -> tuple[Resources, tuple[ResourceSlice, ...]]:
     """With a `dra-driver` tag, the GPUs of `resources` as that driver's devices (and no
     longer an extended resource); else `resources` unchanged and no devices."""
-    driver = data.tags.dra_driver
-    if not driver:
-        return resources, ()
-    gpus = resources.extended.get(GPU_RESOURCE, 0)
-    tag = f"VMSS {data.vmss.name!r}: tag {DRA_DRIVER_TAG}={driver!r}"
-    if gpus <= 0:
-        raise ConfigurationError(
-            f"{tag}: VM size {data.sku.name} has no NVIDIA GPUs for the driver to publish; "
-            f"expected a GPU size or a tag {RESOURCES_PREFIX}nvidia.com_gpu=<count>"
-        )
-    try:
-        slices = gpu_template_slices(node_name, driver, gpus)
-    except ValueError as exc:
-        raise ConfigurationError(f"{tag}: {exc}") from None
-    extended = {k: v for k, v in resources.extended.items() if k != GPU_RESOURCE}
-    return resources.with_(extended=extended), slices
+    tag = f"VMSS {data.vmss.name!r}: tag {DRA_DRIVER_TAG}={data.tags.dra_driver!r}"
+    without_gpus = (
+        f"VM size {data.sku.name} has no NVIDIA GPUs for the driver to publish; "
+        f"expected a GPU size or a tag {RESOURCES_PREFIX}nvidia.com_gpu=<count>"
+    )
+    return gpus_as_devices(resources, node_name, data.tags.dra_driver, where=tag, without_gpus=without_gpus)

@@ -18,10 +18,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from clusterscaler.api import Node, Pod
+from clusterscaler.api import GPU_RESOURCE, Node, Pod
 
 from clusterscaler_gce.machine_types import family, is_custom
-from clusterscaler_gce.template import GPU_LABEL, GPU_RESOURCE
+from clusterscaler_gce.template import GPU_LABEL
 
 PREEMPTIBLE_LABEL = "cloud.google.com/gke-preemptible"
 SPOT_LABEL = "cloud.google.com/gke-spot"

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 
 import structlog
 from clusterscaler.api import (
+    GPU_RESOURCE,
     HOSTNAME_LABEL,
     ConfigurationError,
-    Node,
-    NodeCondition,
     NodeInfo,
     Resources,
     ResourceSlice,
     gpu_template_slices,
+    template_node_info,
 )
 
 from clusterscaler_gce.compute import InstanceTemplate
@@ -46,7 +46,6 @@ from clusterscaler_gce.reserved import (
 log = structlog.get_logger()
 
 DEFAULT_MAX_PODS = 110
-GPU_RESOURCE = "nvidia.com/gpu"
 GPU_LABEL = "cloud.google.com/gke-accelerator"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 GKE_ZONE_LABEL = "topology.gke.io/zone"
@@ -172,17 +171,10 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
     )
     if gpu_type:
         labels.setdefault(GPU_LABEL, gpu_type)
-    node = Node(
-        name=name,
-        labels=labels,
-        taints=env.taints(),
-        capacity=capacity,
-        allocatable=allocatable,
-        ready=True,
-        conditions=(NodeCondition(type="Ready", status="True", reason="KubeletReady"),),
-    )
     slices = dra_gpu_slices(data, name, gpus) if dra_gpus else ()
-    return NodeInfo(node=node, resource_slices=slices)
+    return template_node_info(
+        name, labels, env.taints(), capacity, allocatable=allocatable, resource_slices=slices
+    )
 
 
 def uses_dra_gpu_driver(data: TemplateInput, env: KubeEnv) -> bool:
