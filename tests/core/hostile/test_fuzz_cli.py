@@ -1,6 +1,7 @@
 """Fuzz targets for the commands that read a file: `simulate --snapshot`, `simulate
 SCENARIO`, `explain --snapshot`, `simulate --apply`, `simulate --cloud-config`, `run
---cloud-config` and `proportional calc --params`, each given a mutated file (or document).
+--cloud-config` (of the sim, aws, gce and azure providers) and `proportional calc
+--params`, each given a mutated file (or document).
 The command runs in-process through `main`, as the console script does; whatever the file:
 - it exits 0 (the file still reads) or 2, never with a traceback or another status;
 - on 2, its error line names the file (or the flag), in a bounded line.
@@ -24,6 +25,7 @@ from clusterscaler.commands.cli import main
 from fuzzkit import EXAMPLES, HOSTILE_VALUES, QUICK_FUZZ, mutated
 from hypothesis import given
 from hypothesis import strategies as st
+from test_fuzz_configs import AWS_CONF, AZURE_JSON, GCE_CONF, ini_text
 from test_fuzz_files import CLOUD_CONFIGS, SCENARIOS, hostile_snapshots
 
 pytestmark = pytest.mark.fuzz
@@ -77,9 +79,17 @@ def command_inputs(draw: st.DrawFn) -> tuple[str, bytes]:
     """A command and the mutated content of the file it reads (`{file}` in the command)."""
     command = draw(st.sampled_from(
         ["simulate-snapshot", "explain-snapshot", "scenario", "apply", "simulate-cloud-config",
-         "run-cloud-config"]))
+         "run-cloud-config", "run-aws", "run-gce", "run-azure"]))
     if command.endswith("snapshot"):
         return command, draw(hostile_snapshots())
+    if command in ("run-aws", "run-gce"):
+        return command, draw(ini_text(AWS_CONF if command == "run-aws" else GCE_CONF)).encode()
+    if command == "run-azure":
+        doc = draw(st.one_of(mutated([AZURE_JSON]), HOSTILE_VALUES))
+        try:
+            return command, json.dumps(doc).encode()
+        except (RecursionError, ValueError):
+            return command, b"[" * 100_000
     seeds = {"scenario": SCENARIO_SEEDS, "apply": MANIFESTS}.get(command, CLOUD_CONFIGS)
     if command == "apply":
         doc: Any = draw(st.lists(mutated(seeds), min_size=1, max_size=2))
@@ -99,6 +109,12 @@ ARGV = {
     # and nothing reaches for a cluster.
     "run-cloud-config": ["run", "--cloud-provider=sim", "--cloud-config={file}",
                          "--kubeconfig=/nonexistent/kubeconfig"],
+    "run-aws": ["run", "--cloud-provider=aws", "--cloud-config={file}", "--nodes=1:3:asg-1",
+                "--kubeconfig=/nonexistent/kubeconfig"],
+    "run-gce": ["run", "--cloud-provider=gce", "--cloud-config={file}",
+                "--nodes=1:3:p-12345/us-central1-b/mig-1", "--kubeconfig=/nonexistent/kubeconfig"],
+    "run-azure": ["run", "--cloud-provider=azure", "--cloud-config={file}",
+                  "--nodes=1:3:vmss-1", "--kubeconfig=/nonexistent/kubeconfig"],
 }
 
 
@@ -111,9 +127,12 @@ def test_a_command_given_a_mutated_file_exits_2_naming_it(given_input: tuple[str
         path.write_bytes(content)
         argv = [arg.replace("{file}", str(path)) for arg in ARGV[command]]
         code, err = run_cli(argv)
-    if command == "run-cloud-config":
+    if command.startswith("run-"):
         assert code == 2, (code, err)
-        names = str(path) if str(path) in err else "--kubeconfig"
+        # The file; or the cloud-config when what is missing may come from the environment
+        # too (no region, no subscription); or, once the file reads, the missing kubeconfig.
+        names = next((n for n in (str(path), "cloud-config", "--kubeconfig") if n in err), "")
+        assert names, err
     else:
         names = str(path)
     assert_exit_2_or_read(code, err, names)
