@@ -74,6 +74,9 @@ HELPED_LATER = "no-group-helped-later"
 # A pod no group helped in the claim's loop, that kube-scheduler bound to a node made for
 # other pods (binding first what the plan put beside it).
 BESIDE_OTHERS = "no-group-bound-beside-others"
+# A pod kube-scheduler preempted (deleted for a pending pod of higher priority, its
+# Preempted event) after the claim: nothing left to compare.
+PREEMPTED = "preempted"
 
 
 @dataclass
@@ -172,14 +175,21 @@ class Cluster:
     def nodes(self) -> list[dict[str, Any]]:
         return self._items(self.core.list_node(_preload_content=False))
 
-    def triggered(self) -> set[str]:
-        """The pods the autoscaler's TriggeredScaleUp events name."""
+    def _named(self, reason: str) -> set[str]:
         return {
             f"{(e.get('involvedObject') or {}).get('namespace')}/"
             f"{(e.get('involvedObject') or {}).get('name')}"
             for e in self._items(self.core.list_event_for_all_namespaces(
-                field_selector="reason=TriggeredScaleUp", _preload_content=False))
+                field_selector=f"reason={reason}", _preload_content=False))
         }
+
+    def triggered(self) -> set[str]:
+        """The pods the autoscaler's TriggeredScaleUp events name."""
+        return self._named("TriggeredScaleUp")
+
+    def preempted(self) -> set[str]:
+        """The pods kube-scheduler's Preempted events name (victims of preemption)."""
+        return self._named("Preempted")
 
     def scheduled_events(self) -> list[dict[str, Any]]:
         return self._items(self.core.list_event_for_all_namespaces(
@@ -269,21 +279,24 @@ def apply_batch(cluster: Cluster, env: KwokEnv, workloads: Sequence[Workload]) -
 
 def wait_for_scheduler(cluster: Cluster, placed: Placed, timeout: float = 180) -> None:
     """Until kube-scheduler has tried every pending pod (bound, or `PodScheduled=False`),
-    and the answer held for a second (preemption settles)."""
+    and the answer held for a second (preemption settles). A pending pod that is gone was
+    bound and then preempted by one of higher priority: nothing is left to try."""
     wanted = set().union(*placed.pending.values())
     previous: dict[str, tuple[str, str]] | None = None
     deadline = time.monotonic() + timeout
     while True:
+        pods = cluster.pods()
+        present = wanted & {_key(p) for p in pods}
         state = {
             _key(p): (p["spec"].get("nodeName") or "",
                       (p.get("status") or {}).get("nominatedNodeName") or "")
-            for p in cluster.pods()
+            for p in pods
             if _key(p) in wanted and (p["spec"].get("nodeName") or _unschedulable(p))
         }
-        if len(state) == len(wanted) and state == previous:
+        if len(state) == len(present) and state == previous:
             return
         if time.monotonic() > deadline:
-            missing = sorted(wanted - set(state))
+            missing = sorted(present - set(state))
             raise AssertionError(f"kube-scheduler did not try pods {missing[:10]} in {timeout}s")
         previous = state
         time.sleep(1.0)
@@ -383,12 +396,13 @@ def run_batch(
         nodes = cluster.nodes()
         events = cluster.scheduled_events()
         triggered = cluster.triggered()
+        preempted = cluster.preempted()
     ran = time.monotonic()
     timings.update(apply=applied - started, scheduler=tried - applied,
                    explain=explained - tried, run=ran - explained)
     return [
         compare(workload, tag, namespace, pods, nodes, events, said, before,
-                placed.running[namespace], triggered)
+                placed.running[namespace], triggered, preempted)
         for workload, tag, namespace in placed.workloads
     ]
 
@@ -404,6 +418,7 @@ def compare(
     before: Mapping[str, str | None],
     running: set[str],
     triggered: set[str] | None = None,
+    preempted: set[str] | None = None,
 ) -> WorkloadOutcome:
     outcome = WorkloadOutcome(workload, tag, namespace)
     mine = {_key(p): p for p in pods if p["metadata"]["namespace"] == namespace}
@@ -429,6 +444,16 @@ def compare(
                                            "explain did not report this pending pod"))
             continue
         claim, helping, why = said[key]
+        if pod is None and key in (preempted or set()):
+            # kube-scheduler deleted it for a pod of higher priority once the claim was
+            # made (a bare pod does not come back). Preemption is not compared: neither
+            # clusterscaler nor CA simulates it.
+            outcome.pods.append(PodOutcome(key, PREEMPTED, helping, None, True, why))
+            continue
+        if pod is None:
+            outcome.pods.append(PodOutcome(key, claim, helping, None, False,
+                                           "deleted, with no Preempted event"))
+            continue
         if claim == HELPS:
             group = groups.get(node or "", "")
             ok = node is not None

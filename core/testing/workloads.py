@@ -506,6 +506,27 @@ def _features(workload: Workload) -> frozenset[str]:
     return frozenset(found)
 
 
+def admitted(shape: Shape, pods: Sequence[PodSpec]) -> tuple[PodSpec, ...]:
+    """The running pods a kubelet would admit on a node of `shape`, in order: each fits what
+    the pods before it left (CPU, memory, widgets, pod slots) and uses no host port in use.
+    Pods are bound to existing nodes by name, past kube-scheduler, and kwok admits anything;
+    a node holding two pods on one host port is a state no real node reaches, where
+    kube-scheduler's port accounting (a set per node) forgets the port once either pod
+    goes."""
+    kept: list[PodSpec] = []
+    cpu, memory, widgets, ports = 0, 0, 0, set()
+    for pod in pods:
+        if (len(kept) + 1 > shape.pods or cpu + pod.cpu > shape.cpu
+                or memory + pod.memory > shape.memory or widgets + pod.widgets > shape.widgets
+                or (pod.host_port is not None and pod.host_port in ports)):
+            continue
+        kept.append(pod)
+        cpu, memory, widgets = cpu + pod.cpu, memory + pod.memory, widgets + pod.widgets
+        if pod.host_port is not None:
+            ports.add(pod.host_port)
+    return tuple(kept)
+
+
 @st.composite
 def workloads(draw: st.DrawFn, *, max_pending: int = 4) -> Workload:
     """One workload: one to three node groups, up to two existing nodes with up to three
@@ -514,20 +535,17 @@ def workloads(draw: st.DrawFn, *, max_pending: int = 4) -> Workload:
     groups = tuple(
         Group(f"g{i}", draw(shapes()), max_count=draw(st.integers(3, 6))) for i in range(n_groups)
     )
-    existing = tuple(
-        ExistingNode(
-            f"n{i}",
-            draw(shapes()),
-            tuple(draw(pod_specs(f"run-{i}-{j}", running=True))
-                  for j in range(draw(st.integers(0, 3)))),
-        )
-        for i in range(draw(st.integers(0, 2)))
-    )
+    existing = []
+    for i in range(draw(st.integers(0, 2))):
+        shape = draw(shapes())
+        drawn = [draw(pod_specs(f"run-{i}-{j}", running=True))
+                 for j in range(draw(st.integers(0, 3)))]
+        existing.append(ExistingNode(f"n{i}", shape, admitted(shape, drawn)))
     pending = tuple(
         draw(pod_specs(f"pod-{i}")) for i in range(draw(st.integers(1, max_pending)))
     )
-    workload = Workload(groups, existing, pending)
-    return Workload(groups, existing, pending, _features(workload))
+    workload = Workload(groups, tuple(existing), pending)
+    return Workload(groups, tuple(existing), pending, _features(workload))
 
 
 def workload_batches(size: int) -> st.SearchStrategy[list[Workload]]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from clusterscaler.model.node import parse_node
 from clusterscaler.model.pod import parse_pod
-from clusterscaler.testing.differential import check_placement
+from clusterscaler.testing.differential import HELPS, PREEMPTED, check_placement, compare
 from clusterscaler.testing.workloads import (
     FEATURES,
     HOSTNAME_LABEL,
@@ -17,9 +17,35 @@ from clusterscaler.testing.workloads import (
     PodTerm,
     Shape,
     Workload,
+    admitted,
     workloads,
 )
 from hypothesis import given, settings
+
+# The slow run's case: two running pods on host port 8081 on one node (bound by name, which
+# kwok admits); kube-scheduler preempted the port-less pod beside them and, its port set
+# having forgotten 8081 with that pod, bound a pending pod on 8081 there.
+NODE = Shape(cpu=4000, memory=16384, pods=110, widgets=4)
+RUNNING = (
+    PodSpec("run-1-0", "b", 1500, 1024, priority_class="diff-low"),
+    PodSpec("run-1-1", "a", 1500, 512, host_port=8081, priority_class="diff-high"),
+    PodSpec("run-1-2", "a", 100, 1024, widgets=1, host_port=8081),
+)
+
+
+def test_running_pods_are_those_a_kubelet_admits() -> None:
+    assert [p.name for p in admitted(NODE, RUNNING)] == ["run-1-0", "run-1-1"]
+    small = Shape(cpu=2000, memory=2048, pods=2, widgets=0)
+    assert [p.name for p in admitted(small, RUNNING)] == ["run-1-0"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(workloads())
+def test_existing_nodes_hold_only_admissible_pods(workload: Workload) -> None:
+    for node in workload.existing:
+        assert admitted(node.shape, node.pods) == node.pods
+        ports = [p.host_port for p in node.pods if p.host_port is not None]
+        assert len(ports) == len(set(ports))
 
 
 @settings(max_examples=60)
@@ -99,3 +125,21 @@ def test_a_binding_that_completes_before_the_one_it_relied_on_is_accepted() -> N
     # Alone, the follower has nothing to follow.
     alone = check_placement([node], pods[:1], events[:1], {"diff-w0/pod-0"}, set())
     assert len(alone) == 1 and "pod affinity" in alone[0], alone
+
+
+def test_a_claimed_pod_kube_scheduler_preempted_is_not_compared() -> None:
+    """The slow run's case: a pod of no priority that a new node helps is bound, then
+    deleted by kube-scheduler for a pending pod of higher priority (its Preempted event); a
+    claimed pod gone with no such event stays a disagreement."""
+    shape = Shape(cpu=1000, memory=2048, pods=110)
+    workload = Workload((Group("g0", shape, 5),), (),
+                        (PodSpec("pod-0", "b", 1000, 512, priority_class="diff-high"),
+                         PodSpec("pod-3", "c", 250, 512)))
+    rendered = workload.objects("diff-w0", "w0")
+    said = {"diff-w0/pod-0": (HELPS, ("w0-g0",), ""), "diff-w0/pod-3": (HELPS, ("w0-g0",), "")}
+    remaining = rendered.pending[:1]  # pod-3 is gone
+    for preempted, expected in (({"diff-w0/pod-3"}, (PREEMPTED, True)), (set(), (HELPS, False))):
+        outcome = compare(workload, "w0", "diff-w0", remaining, nodes=[], events=[], said=said,
+                          before={}, running=set(), preempted=preempted)
+        claims = {p.pod: (p.claim, p.agreed) for p in outcome.pods}
+        assert claims["diff-w0/pod-3"] == expected, claims
