@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from clusterscaler import ENTRY_POINT_GROUP, hookimpl
+from clusterscaler.framework.cachedgroups import CachedNodeGroup, GroupRecord, NodeGroupMemo
 from clusterscaler.framework.cloudprovider import (
     GROUP_OPTION_NAMES,
     CloudProvider,
@@ -70,6 +71,7 @@ from clusterscaler.framework.templatetags import (
     parse_tag_options,
     parse_template_tags,
 )
+from clusterscaler.framework.ttlcache import TtlCache
 from clusterscaler.loop.estimator import Estimate, EstimationLimiter, Estimator
 from clusterscaler.loop.expander import (
     Expander,
@@ -164,6 +166,7 @@ __all__ = [
     "TO_BE_DELETED_TAINT",
     "AutoscalingOptions",
     "BlockingPodReason",
+    "CachedNodeGroup",
     "CloudProvider",
     "CloudProviderError",
     "ClusterSnapshot",
@@ -178,6 +181,7 @@ __all__ = [
     "ExpanderContext",
     "ForceDeletingNodeGroup",
     "GroupOptionError",
+    "GroupRecord",
     "Informer",
     "Instance",
     "InstanceCreationError",
@@ -190,6 +194,7 @@ __all__ = [
     "Node",
     "NodeCondition",
     "NodeGroup",
+    "NodeGroupMemo",
     "NodeGroupNotFoundError",
     "NodeGroupOptions",
     "NodeGroupSpec",
@@ -215,6 +220,7 @@ __all__ = [
     "TemplateTagError",
     "TemplateTags",
     "Toleration",
+    "TtlCache",
     "YAMLBoundError",
     "add_bool_flag",
     "build_kube_api_client",

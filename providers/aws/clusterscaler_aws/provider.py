@@ -8,22 +8,22 @@ but the limits that matter for `--nodes` groups are the flag's, and test doubles
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.api import (
+    CachedNodeGroup,
     CloudProviderError,
     ConfigurationError,
     Instance,
-    NodeGroupNotFoundError,
+    NodeGroupMemo,
     NodeGroupOptions,
     PricingModel,
     ProviderProblem,
     ResourceLimiter,
+    TtlCache,
     checked_increase,
 )
 
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     from clusterscaler.api import Node, NodeInfo
 
 log = structlog.get_logger()
-T = TypeVar("T")
 
 GPU_LABEL = "k8s.amazonaws.com/accelerator"
 PROVIDER_ID_PREFIX = "aws://"
@@ -63,70 +62,35 @@ LOOKUP_TTL = 600.0
 INSTANCE_TTL = 60.0
 
 
-@dataclass
-class _Cached(Generic[T]):
-    value: T
-    at: float
-
-
-class _TtlCache(Generic[T]):
-    """A small thread-safe map whose entries expire."""
-
-    def __init__(self, ttl: float, clock: Callable[[], float]) -> None:
-        self._ttl = ttl
-        self._clock = clock
-        self._entries: dict[object, _Cached[T]] = {}
-        self._lock = threading.Lock()
-
-    def get_or(self, key: object, compute: Callable[[], T]) -> T:
-        now = self._clock()
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and now - entry.at < self._ttl:
-                return entry.value
-        value = compute()
-        with self._lock:
-            self._entries[key] = _Cached(value=value, at=now)
-        return value
-
-
-class AwsNodeGroup:
+class AwsNodeGroup(CachedNodeGroup[AsgRecord]):
     """One ASG. Reads go through the provider's cache; writes call AWS and update it."""
 
     def __init__(self, provider: AwsCloudProvider, name: str) -> None:
         self._provider = provider
         self._name = name
 
-    def _record(self) -> AsgRecord:
-        record = self._provider.cache.get(self._name)
-        if record is None:
-            raise NodeGroupNotFoundError(f"ASG {self._name!r} is no longer managed or no longer exists")
-        return record
+    def lookup(self) -> AsgRecord | None:
+        return self._provider.cache.get(self._name)
+
+    def describe(self) -> str:
+        return f"ASG {self._name!r}"
 
     @property
     def id(self) -> str:
         return self._name
 
-    @property
-    def min_size(self) -> int:
-        return self._record().min_size
-
-    @property
-    def max_size(self) -> int:
-        return self._record().max_size
-
     def target_size(self) -> int:
-        return self._record().desired
+        return self.record().desired
 
     def increase_size(self, delta: int) -> None:
-        record = self._record()
+        record = self.record()
         new_size = checked_increase(f"ASG {self._name!r}", record.desired, delta, record.max_size)
         self._provider.service.set_desired_capacity(self._name, new_size)
         self._provider.cache.set_desired(self._name, new_size)
         log.info("aws_scale_up", node_group=self._name, delta=delta, desired=new_size)
 
     def delete_nodes(self, nodes: Sequence[Node]) -> None:
-        record = self._record()
+        record = self.record()
         desc = record.description
         by_id = {inst.instance_id: inst for inst in desc.instances}
         real: list[str] = []
@@ -175,7 +139,7 @@ class AwsNodeGroup:
     def decrease_target_size(self, delta: int) -> None:
         if delta >= 0:
             raise ValueError(f"ASG {self._name!r}: decrease_target_size delta must be negative, got {delta}")
-        record = self._record()
+        record = self.record()
         new_size = record.desired + delta
         existing = record.live_instance_count()
         if new_size < existing:
@@ -193,10 +157,10 @@ class AwsNodeGroup:
         log.info("aws_decrease_target_size", node_group=self._name, delta=delta, desired=new_size)
 
     def nodes(self) -> Sequence[Instance]:
-        return self._record().instances
+        return self.record().instances
 
     def template_node_info(self) -> NodeInfo:
-        record = self._record()
+        record = self.record()
         if record.template_tags.errors:
             # Bad tags would give a wrong template; refusing makes the autoscaler skip this
             # ASG for scale-from-zero instead of launching nodes pods cannot use.
@@ -218,7 +182,7 @@ class AwsNodeGroup:
 
     def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
         # Only the overrides of the tags: the core lays them over the flags.
-        return self._record().options
+        return self.record().options
 
     def debug(self) -> str:
         record = self._provider.cache.get(self._name)
@@ -248,11 +212,11 @@ class AwsCloudProvider:
         self.service = service
         self.cache = cache
         self.catalogue = catalogue
-        self._launch_configs: _TtlCache[str] = _TtlCache(LOOKUP_TTL, clock)
-        self._launch_templates: _TtlCache[LaunchTemplateData] = _TtlCache(LOOKUP_TTL, clock)
-        self._nodegroups: _TtlCache[ManagedNodegroup] = _TtlCache(LOOKUP_TTL, clock)
-        self._instances: _TtlCache[bool] = _TtlCache(INSTANCE_TTL, clock)
-        self._groups: dict[str, AwsNodeGroup] = {}
+        self._launch_configs: TtlCache[str] = TtlCache(LOOKUP_TTL, clock)
+        self._launch_templates: TtlCache[LaunchTemplateData] = TtlCache(LOOKUP_TTL, clock)
+        self._nodegroups: TtlCache[ManagedNodegroup] = TtlCache(LOOKUP_TTL, clock)
+        self._instances: TtlCache[bool] = TtlCache(INSTANCE_TTL, clock)
+        self._groups: NodeGroupMemo[str, AwsNodeGroup] = NodeGroupMemo(lambda name: AwsNodeGroup(self, name))
 
     @property
     def name(self) -> str:
@@ -262,10 +226,7 @@ class AwsCloudProvider:
         return [self._group(record.name) for record in self.cache.records()]
 
     def _group(self, name: str) -> AwsNodeGroup:
-        group = self._groups.get(name)
-        if group is None:
-            group = self._groups[name] = AwsNodeGroup(self, name)
-        return group
+        return self._groups.get(name)
 
     def node_group_for_node(self, node: Node) -> AwsNodeGroup | None:
         if not node.provider_id.startswith(PROVIDER_ID_PREFIX):

@@ -14,12 +14,12 @@ from datetime import timedelta
 
 import structlog
 from clusterscaler.api import (
+    CachedNodeGroup,
     CloudProviderError,
     ConfigurationError,
     Instance,
     InstanceCreationError,
     Node,
-    NodeGroupNotFoundError,
     NodeGroupOptions,
     NodeInfo,
     PricingModel,
@@ -46,7 +46,7 @@ log = structlog.get_logger()
 LIST_SKEW = timedelta(seconds=60)
 
 
-class AzureNodeGroup:
+class AzureNodeGroup(CachedNodeGroup[VmssRecord]):
     """One scale set. Reads go through the provider's cache; writes call ARM and update it."""
 
     def __init__(self, provider: AzureCloudProvider, name: str) -> None:
@@ -57,32 +57,22 @@ class AzureNodeGroup:
     def _cache(self) -> VmssCache:
         return self._provider.cache
 
-    def _record(self) -> VmssRecord:
-        record = self._cache.get(self._name)
-        if record is None:
-            raise NodeGroupNotFoundError(
-                f"VMSS {self._name!r} is no longer managed or no longer exists"
-            )
-        return record
+    def lookup(self) -> VmssRecord | None:
+        return self._cache.get(self._name)
+
+    def describe(self) -> str:
+        return f"VMSS {self._name!r}"
 
     @property
     def id(self) -> str:
         return self._name
 
-    @property
-    def min_size(self) -> int:
-        return self._record().min_size
-
-    @property
-    def max_size(self) -> int:
-        return self._record().max_size
-
     def target_size(self) -> int:
-        self._record()
+        self.record()
         return self._cache.target(self._name)
 
     def increase_size(self, delta: int) -> None:
-        record = self._record()
+        record = self.record()
         ops = self._cache.operation_state(self._name)
         if ops.phantom:
             raise CloudProviderError(
@@ -144,7 +134,7 @@ class AzureNodeGroup:
         self._delete(nodes, force=True)
 
     def _delete(self, nodes: Sequence[Node], *, force: bool) -> None:
-        record = self._record()
+        record = self.record()
         name = record.name
         listed = {ids.key(vm.provider_id): vm for vm in self._cache.vms(name)}
         ops = self._cache.operation_state(name)
@@ -245,7 +235,7 @@ class AzureNodeGroup:
             raise ValueError(
                 f"VMSS {self._name!r}: decrease_target_size delta must be negative, got {delta}"
             )
-        record = self._record()
+        record = self.record()
         wanted = -delta
         target = self._cache.target(self._name)
         if target + delta < record.min_size:
@@ -260,11 +250,11 @@ class AzureNodeGroup:
                  target=self._cache.target(self._name))
 
     def nodes(self) -> Sequence[Instance]:
-        self._record()
+        self.record()
         return self._cache.instances(self._name)
 
     def template_node_info(self) -> NodeInfo:
-        record = self._record()
+        record = self.record()
         tags = record.template_tags
         if tags.errors:
             # Bad tags would give a wrong template; refusing makes the autoscaler skip this
@@ -281,7 +271,7 @@ class AzureNodeGroup:
 
     def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
         # Only the overrides of the tags: the core lays them over the flags.
-        return self._record().options
+        return self.record().options
 
     def debug(self) -> str:
         record = self._cache.get(self._name)

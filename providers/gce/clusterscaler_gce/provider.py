@@ -15,16 +15,18 @@ from dataclasses import fields
 
 import structlog
 from clusterscaler.api import (
+    CachedNodeGroup,
     CloudProviderError,
     ConfigurationError,
     Instance,
     Node,
-    NodeGroupNotFoundError,
+    NodeGroupMemo,
     NodeGroupOptions,
     NodeInfo,
     PricingModel,
     ProviderProblem,
     ResourceLimiter,
+    TtlCache,
     checked_increase,
 )
 
@@ -44,36 +46,30 @@ DELETE_BATCH = 1000
 INSTANCE_TTL = 60.0
 
 
-class GceNodeGroup:
+class GceNodeGroup(CachedNodeGroup[MigRecord]):
     """One MIG. Reads go through the provider's cache; writes call GCE and update it."""
 
     def __init__(self, provider: GceCloudProvider, ref: MigRef) -> None:
         self._provider = provider
         self.ref = ref
 
-    def _record(self) -> MigRecord:
-        record = self._provider.cache.get(self.ref)
-        if record is None:
-            raise NodeGroupNotFoundError(f"MIG {self.ref} is no longer managed or could not be read")
-        return record
+    gone_reason = "could not be read"
+
+    def lookup(self) -> MigRecord | None:
+        return self._provider.cache.get(self.ref)
+
+    def describe(self) -> str:
+        return f"MIG {self.ref}"
 
     @property
     def id(self) -> str:
         return self.ref.url
 
-    @property
-    def min_size(self) -> int:
-        return self._record().min_size
-
-    @property
-    def max_size(self) -> int:
-        return self._record().max_size
-
     def target_size(self) -> int:
-        return self._record().target_size
+        return self.record().target_size
 
     def increase_size(self, delta: int) -> None:
-        record = self._record()
+        record = self.record()
         size = checked_increase(f"MIG {self.ref}", record.target_size, delta, record.max_size)
         try:
             self._provider.service.resize(self.ref, size)
@@ -96,7 +92,7 @@ class GceNodeGroup:
     def _delete(self, nodes: Sequence[Node], *, force: bool) -> None:
         if not nodes:
             return
-        record = self._record()
+        record = self.record()
         listed = {i.ref: i for i in record.instances}
         targets: list[InstanceRef] = []
         for node in nodes:
@@ -154,16 +150,16 @@ class GceNodeGroup:
         log.info("gce_decrease_target_size", node_group=self.id, delta=delta, target=size)
 
     def nodes(self) -> Sequence[Instance]:
-        return self._record().core_instances
+        return self.record().core_instances
 
     def template_node_info(self) -> NodeInfo:
-        return self._provider.template_for(self._record())
+        return self._provider.template_for(self.record())
 
     def exist(self) -> bool:
         return self._provider.cache.get(self.ref) is not None
 
     def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
-        overrides = self._record().options
+        overrides = self.record().options
         if overrides is None:
             return None
         merged = {
@@ -198,9 +194,9 @@ class GceCloudProvider:
         self.machine_types = MachineTypeCatalogue(service.get_machine_type, clock=clock)
         self._pricing = pricing or GcePriceModel()
         self._clock = clock
-        self._groups: dict[MigRef, GceNodeGroup] = {}
+        self._groups: NodeGroupMemo[MigRef, GceNodeGroup] = NodeGroupMemo(lambda ref: GceNodeGroup(self, ref))
         self._templates: dict[tuple[MigRef, str, str], NodeInfo] = {}
-        self._instances: dict[InstanceRef, tuple[bool, float]] = {}
+        self._instances: TtlCache[bool] = TtlCache(INSTANCE_TTL, clock)
         self._lock = threading.Lock()
 
     @property
@@ -211,11 +207,7 @@ class GceCloudProvider:
         return [self._group(record.ref) for record in self.cache.records()]
 
     def _group(self, ref: MigRef) -> GceNodeGroup:
-        with self._lock:
-            group = self._groups.get(ref)
-            if group is None:
-                group = self._groups[ref] = GceNodeGroup(self, ref)
-            return group
+        return self._groups.get(ref)
 
     def node_group_for_node(self, node: Node) -> GceNodeGroup | None:
         ref = parse_provider_id(node.provider_id)
@@ -229,20 +221,11 @@ class GceCloudProvider:
         if ref is None or self.cache.mig_for_instance(ref) is not None:
             # Not a GCE instance (or no providerID yet): never claim it is gone.
             return True
-        now = self._clock()
-        with self._lock:
-            cached = self._instances.get(ref)
-        if cached is not None and now - cached[1] < INSTANCE_TTL:
-            return cached[0]
         try:
-            exists = self.service.instance_exists(ref)
+            return self._instances.get_or(ref, lambda: self.service.instance_exists(ref))
         except CloudProviderError as exc:
             log.warning("gce_instance_check_failed", node=node.name, error=str(exc))
             return True
-        with self._lock:
-            self._instances = {k: v for k, v in self._instances.items() if now - v[1] < INSTANCE_TTL}
-            self._instances[ref] = (exists, now)
-        return exists
 
     def pricing(self) -> PricingModel | None:
         return self._pricing
@@ -258,8 +241,7 @@ class GceCloudProvider:
 
     def cleanup(self) -> None:
         self.cache.close()
-        with self._lock:
-            self._groups.clear()
+        self._groups.clear()
 
     def problems(self) -> list[ProviderProblem]:
         """Problems per MIG (or discovery spec) found at the last refresh."""

@@ -1,0 +1,84 @@
+"""Node groups over a provider's cache of its cloud, as every cloud provider keeps them.
+
+A provider reads its cloud once per refresh into records, one per node group, and hands
+out node group objects that read the current record on each call: a group that left the
+cache (deleted, no longer discovered) raises `NodeGroupNotFoundError` naming it instead of
+answering with stale sizes. `CachedNodeGroup` is that object's common part (the record
+lookup, the limits) and `NodeGroupMemo` keeps one object per group, so that the core may
+compare groups by identity between loops.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Callable, Hashable
+from typing import Generic, Protocol, TypeVar
+
+from clusterscaler.framework.cloudprovider import NodeGroupNotFoundError
+
+
+class GroupRecord(Protocol):
+    """What a provider's cache knows of one node group: at least its limits."""
+
+    @property
+    def min_size(self) -> int: ...
+
+    @property
+    def max_size(self) -> int: ...
+
+
+R = TypeVar("R", bound=GroupRecord)
+K = TypeVar("K", bound=Hashable)
+G = TypeVar("G")
+
+
+class CachedNodeGroup(abc.ABC, Generic[R]):
+    """The part of a node group that reads its provider's cache: `record()` and the
+    limits. A subclass says how to find its record and how its cloud calls it."""
+
+    @abc.abstractmethod
+    def lookup(self) -> R | None:
+        """The group's record in the provider's cache, or None when it left it."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """The group as its cloud calls it, for errors (`ASG 'workers'`)."""
+
+    def record(self) -> R:
+        """The group's current record; raises `NodeGroupNotFoundError` once it is gone."""
+        record = self.lookup()
+        if record is None:
+            raise NodeGroupNotFoundError(f"{self.describe()} is no longer managed or {self.gone_reason}")
+        return record
+
+    # How a group whose record is gone is described after "no longer managed or".
+    gone_reason = "no longer exists"
+
+    @property
+    def min_size(self) -> int:
+        return self.record().min_size
+
+    @property
+    def max_size(self) -> int:
+        return self.record().max_size
+
+
+class NodeGroupMemo(Generic[K, G]):
+    """One node group object per key, made by `make` on first use; thread-safe."""
+
+    def __init__(self, make: Callable[[K], G]) -> None:
+        self._make = make
+        self._groups: dict[K, G] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> G:
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = self._make(key)
+            return group
+
+    def clear(self) -> None:
+        with self._lock:
+            self._groups.clear()
