@@ -1,0 +1,193 @@
+"""The provider kit of `clusterscaler.api`, on its own: `--nodes` specs, node-template tags
+in two clouds' spellings, the template node, node groups over a cache and the TTL cache.
+The providers' tests check the same through each cloud."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from clusterscaler.api import (
+    CachedNodeGroup,
+    ConfigurationError,
+    NodeGroupMemo,
+    NodeGroupNotFoundError,
+    NodeGroupSpec,
+    Resources,
+    TagScheme,
+    Taint,
+    TtlCache,
+    gpus_as_devices,
+    parse_nodes_spec,
+    parse_nodes_specs,
+    parse_tag_options,
+    parse_template_tags,
+    template_node_info,
+)
+
+FORM = "<min>:<max>:<pool> with 0 <= min <= max and max >= 1"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("1:10:pool", NodeGroupSpec("pool", 1, 10)), (" 0 : 1 : a:b ", NodeGroupSpec("a:b", 0, 1))],
+    ids=["plain", "spaced-with-colon"],
+)
+def test_nodes_spec(value: str, expected: NodeGroupSpec) -> None:
+    assert parse_nodes_spec(value, FORM) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("1:10", "expected <min>"),
+        ("a:10:pool", "min and max must be integers"),
+        ("1:10:", "the name is empty"),
+        ("-1:10:pool", "min -1 is negative"),
+        ("5:2:pool", "max 2 is below min 5"),
+        ("0:0:pool", "max must be at least 1"),
+    ],
+    ids=["no-name", "not-integers", "empty-name", "negative-min", "max-below-min", "zero-max"],
+)
+def test_bad_nodes_spec_names_the_flag_and_the_form(value: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message) as info:
+        parse_nodes_spec(value, FORM)
+    assert str(info.value).startswith(f"--nodes={value!r}: ")
+    assert str(info.value).endswith(FORM)
+
+
+def test_a_group_named_twice_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match=r"--nodes='2:3:a': pool 'a' is given more than once"):
+        parse_nodes_specs(["1:2:a", "2:3:a"], lambda v: parse_nodes_spec(v, FORM),
+                          lambda s: s.name, lambda s: f"pool {s.name!r}")
+
+
+SLASHED = TagScheme(prefix="p/", separator="/", label_key_form="L", taint_key_form="T",
+                    resource_name_form="R")
+ENCODED = TagScheme(prefix="p_", separator="_", label_key_form="L", taint_key_form="T",
+                    resource_name_form="R", encoded_keys=True, ignore_case=True)
+
+
+def test_template_tags_in_both_spellings() -> None:
+    slashed = parse_template_tags("pool", "a", {
+        "p/label/example.com/role": "db", "p/taint/gpu": "yes:NoSchedule",
+        "p/resources/nvidia.com/gpu": " 2 ", "p/autoscaling-options/scaledownunneededtime": "5m",
+        "p/dra-driver": "gpu.nvidia.com", "other": "ignored"}, SLASHED)
+    encoded = parse_template_tags("pool", "a", {
+        "P_LABEL_example.com_role": "db", "p_taint_gpu": "yes:NoSchedule",
+        "p_resources_nvidia.com_gpu": " 2 ", "p_autoscaling-options_scaledownunneededtime": "5m",
+        "P_DRA-DRIVER": "gpu.nvidia.com", "other": "ignored"}, ENCODED)
+    for tags in (slashed, encoded):
+        assert tags.errors == ()
+        assert tags.labels == {"example.com/role": "db"}
+        assert tags.taints == (Taint(key="gpu", value="yes", effect="NoSchedule"),)
+        assert tags.resources == {"nvidia.com/gpu": "2"}
+        assert tags.options == {"scaledownunneededtime": "5m"}
+        assert tags.dra_driver == "gpu.nvidia.com"
+
+
+@pytest.mark.parametrize(
+    ("tag", "value", "expected"),
+    [
+        ("p/label/bad key", "x", "L"),
+        ("p/label/ok", "not a value!", "a label value"),
+        ("p/taint/gpu", "yes", "<value>:<effect>"),
+        ("p/taint/gpu", "not a value!:NoSchedule", "a taint value"),
+        ("p/resources/", "1", "R"),
+        ("p/dra-driver", "Not_A_Driver", "a DRA driver name"),
+    ],
+    ids=["label-key", "label-value", "taint-effect", "taint-value", "resource-name", "driver"],
+)
+def test_a_bad_tag_is_an_error_naming_group_tag_and_form(tag: str, value: str, expected: str) -> None:
+    tags = parse_template_tags("pool", "a", {tag: value, "p/label/good": "yes"}, SLASHED)
+    (error,) = tags.errors
+    assert (error.group, error.tag, error.value) == ("a", tag, value)
+    assert str(error).startswith(f"pool 'a': tag {tag!r}={value!r}: expected ")
+    assert expected in error.expected
+    assert tags.labels == {"good": "yes"}
+
+
+def test_tag_options_keep_the_good_ones() -> None:
+    options, errors = parse_tag_options("pool", "a", {
+        "scaledownutilizationthreshold": "0.3", "scaledownunneededtime": "soon"}, SLASHED.options_prefix)
+    assert options is not None and options.scale_down_utilization_threshold == 0.3
+    (error,) = errors
+    assert error.tag == "p/autoscaling-options/scaledownunneededtime"
+    assert parse_tag_options("pool", "a", {}, SLASHED.options_prefix) == (None, ())
+
+
+def test_template_node_is_ready_with_its_devices() -> None:
+    capacity = Resources.from_k8s({"cpu": "4", "memory": "16Gi", "pods": "110", "nvidia.com/gpu": "2"},
+                                  obj="template", field="capacity")
+    resources, slices = gpus_as_devices(capacity, "t", "gpu.nvidia.com", where="w", without_gpus="none")
+    info = template_node_info("t", {"a": "b"}, [], resources, resource_slices=slices)
+    assert info.node.ready and info.node.allocatable == info.node.capacity
+    assert "nvidia.com/gpu" not in info.node.capacity.extended
+    assert len(slices) == 1
+    assert gpus_as_devices(capacity, "t", "", where="w", without_gpus="none") == (capacity, ())
+    with pytest.raises(ConfigurationError, match=r"^w: none$"):
+        gpus_as_devices(Resources.from_k8s({"cpu": "1"}, obj="template", field="capacity"), "t", "gpu.nvidia.com", where="w", without_gpus="none")
+
+
+@dataclass
+class _Record:
+    min_size: int
+    max_size: int
+
+
+class _Group(CachedNodeGroup[_Record]):
+    def __init__(self, records: dict[str, _Record], name: str) -> None:
+        self.records, self.name = records, name
+
+    def lookup(self) -> _Record | None:
+        return self.records.get(self.name)
+
+    def describe(self) -> str:
+        return f"pool {self.name!r}"
+
+
+def test_cached_group_reads_its_record_until_it_is_gone() -> None:
+    records = {"a": _Record(1, 5)}
+    group = _Group(records, "a")
+    assert (group.min_size, group.max_size) == (1, 5)
+    records["a"] = _Record(2, 6)
+    assert group.max_size == 6
+    del records["a"]
+    with pytest.raises(NodeGroupNotFoundError, match=r"^pool 'a' is no longer managed or no longer exists$"):
+        group.record()
+
+
+def test_memo_gives_one_object_per_group() -> None:
+    memo: NodeGroupMemo[str, _Group] = NodeGroupMemo(lambda name: _Group({}, name))
+    assert memo.get("a") is memo.get("a")
+    assert memo.get("a") is not memo.get("b")
+    first = memo.get("a")
+    memo.clear()
+    assert memo.get("a") is not first
+
+
+def test_ttl_cache_reuses_an_answer_for_its_ttl() -> None:
+    now = [0.0]
+    calls: list[str] = []
+    cache: TtlCache[int] = TtlCache(10.0, lambda: now[0])
+
+    def compute() -> int:
+        calls.append("x")
+        return len(calls)
+
+    assert cache.get_or("k", compute) == 1
+    now[0] = 9.9
+    assert cache.get_or("k", compute) == 1
+    now[0] = 10.0
+    assert cache.get_or("k", compute) == 2
+
+
+def test_ttl_cache_keeps_no_failure() -> None:
+    cache: TtlCache[int] = TtlCache(10.0, lambda: 0.0)
+
+    def fail() -> int:
+        raise RuntimeError("cloud unavailable")
+
+    with pytest.raises(RuntimeError):
+        cache.get_or("k", fail)
+    assert cache.get_or("k", lambda: 7) == 7
