@@ -163,8 +163,10 @@ def _is_resource_only(pods: Sequence[Pod], snapshot: ClusterSnapshot, template: 
     )
 
 
-def _capacity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> int:
-    """How many copies of a resource-only `pod` still fit on `ni`."""
+def _capacity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> tuple[int, bool]:
+    """How many copies of a resource-only `pod` still fit on `ni`, and whether the node is
+    spent for them once that many are placed: its devices ran out before its resources,
+    so that one more copy gets none (devices are only taken within an estimate)."""
     r = pod.requests
     alloc = ni.node.allocatable
     fits: list[int] = []
@@ -187,15 +189,28 @@ def _capacity(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> int:
         # Each copy takes devices of its own, as it would placed alone after the others.
         # Counted before the filters run: a node without a device for the pod is known
         # without the filters' reason, and the filters then read the first copy's devices.
-        room = dra.copies_fit(pod, ni.node, room)
-        if not room:
-            return 0
+        copies = dra.copies_fit(pod, ni.node, room)
+        if not copies:
+            return 0, True
+        spent = copies < room
+        room = copies
+    else:
+        spent = False
     if check_predicates(pod, ni, snapshot) is not None:
-        return 0
-    return room
+        return 0, False
+    return room, spent
 
 
 _FitKey = tuple[Any, ...]
+
+
+def _open_nodes(state: _State, pod: Pod, snapshot: ClusterSnapshot) -> OpenNodes:
+    """The added nodes open to the arithmetic path's pods of `pod`'s fit key."""
+    key = _fit_key(pod, snapshot)
+    open_nodes = state.open_nodes.get(key)
+    if open_nodes is None:
+        open_nodes = state.open_nodes[key] = OpenNodes()
+    return open_nodes
 
 
 def _fit_key(pod: Pod, snapshot: ClusterSnapshot) -> _FitKey:
@@ -524,10 +539,7 @@ class BinpackingEstimator:
         if not count:
             return pods
         rep = pods[0]
-        key = _fit_key(rep, snapshot)
-        open_nodes = state.open_nodes.get(key)
-        if open_nodes is None:
-            open_nodes = state.open_nodes[key] = OpenNodes()
+        open_nodes = _open_nodes(state, rep, snapshot)
         total = len(pods)
         done = 0
         start = state.last_index
@@ -555,10 +567,14 @@ class BinpackingEstimator:
                 ni = snapshot.get(names[index])
                 # The next pod to place stands for the rest: one already placed would be
                 # checked as a pod in the snapshot (from scratch, not counting itself).
-                k = _capacity(pods[done], ni, snapshot)
+                k, spent = _capacity(pods[done], ni, snapshot)
                 if k:
-                    done = self._fill(state, snapshot, pods, done, index, min(k, total - done))
+                    n = min(k, total - done)
+                    done = self._fill(state, snapshot, pods, done, index, n)
                     state.last_index = index
+                    if spent and n == k:
+                        # Its devices are all taken: closed to the key, as a visit finds.
+                        open_nodes.close(index)
                 else:
                     # Usage only grows within an estimate: the node stays closed to the key.
                     open_nodes.close(index)
@@ -587,9 +603,15 @@ class BinpackingEstimator:
         done = 0
         total = len(pods)
         last = state.last_node
+        # Nodes whose devices these pods take all are closed to their key, so that the
+        # next pods of the key (another group's) do not visit them to find that out.
+        open_nodes = _open_nodes(state, rep, snapshot) if rep.resource_claims else None
         if last is not None:
-            k = _capacity(rep, snapshot.get(last), snapshot)
-            done = self._fill(state, snapshot, pods, done, len(state.new_nodes) - 1, min(k, total))
+            k, spent = _capacity(rep, snapshot.get(last), snapshot)
+            n = min(k, total)
+            done = self._fill(state, snapshot, pods, done, len(state.new_nodes) - 1, n)
+            if spent and n == k and open_nodes is not None:
+                open_nodes.close(len(state.new_nodes) - 1)
         while done < total:
             last = state.last_node
             if last is not None and last not in state.with_pods:
@@ -599,10 +621,11 @@ class BinpackingEstimator:
                 state.limited_by = reason
                 break
             ni = self._add_node(state, snapshot)
-            k = _capacity(pods[done], ni, snapshot)
+            k, spent = _capacity(pods[done], ni, snapshot)
             if not k:
                 break
-            done = self._fill(
-                state, snapshot, pods, done, len(state.new_nodes) - 1, min(k, total - done)
-            )
+            n = min(k, total - done)
+            done = self._fill(state, snapshot, pods, done, len(state.new_nodes) - 1, n)
+            if spent and n == k and open_nodes is not None:
+                open_nodes.close(len(state.new_nodes) - 1)
         state.unscheduled.extend(pods[done:])
