@@ -60,11 +60,13 @@ half would reach into the other's internals.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from itertools import repeat
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from clusterscaler.model.dra import (
     AllocatedDevice,
@@ -600,8 +602,39 @@ class DraState:
         if isinstance(first, str) or not first:
             return False
         specs = tuple(c.spec for c in first)
+        rep = pods[0]
+        made = rep.resource_claims
+        # A workload's pods each claim one device from one template, none made yet: their
+        # claims are resolved here in one pass (`_find_claims` of such a pod, inline).
+        if (
+            len(made) == 1
+            and made[0].template_name
+            and not made[0].claim_name
+            and not rep.claim_statuses
+        ):
+            namespace = rep.namespace
+            suffix = "#" + made[0].name
+            spec = specs[0]
+            claims_of = self._claims_of
+            allocations = self.allocations
+            consumers = self.consumers
+        else:
+            made = ()
         for pod in pods:
-            claims = self.pod_claims(pod)
+            known = self._claims_of.get(id(pod))
+            if (
+                made
+                and known is None
+                and not pod.claim_statuses
+                and pod.namespace == namespace
+                and (pod.resource_claims is made or pod.resource_claims == made)
+            ):
+                key = namespace + "/" + pod.name + suffix
+                claims_of[id(pod)] = (pod, [PodClaim(key, spec, None, True)])
+                if key in allocations or consumers.get(key):
+                    return False
+                continue
+            claims = known[1] if known is not None and known[0] is pod else self.pod_claims(pod)
             if isinstance(claims, str) or not self._copies_of(claims, specs):
                 return False
         return True
@@ -977,6 +1010,10 @@ class DraState:
         ):
             return _nothing
         specs = plan.specs
+        if len(specs) == 1:
+            batch = self._reserve_copies(plan, pods)
+            if batch is not None:
+                return batch
         allocations = self.allocations
         consumers = self.consumers
         allocated = self.allocated
@@ -1044,6 +1081,78 @@ class DraState:
                     allocated.pop(device_id, None)
                 else:
                     self._drop((one,))
+
+        return undo
+
+    def _reserve_copies(self, plan: _Plan, pods: Sequence[Pod]) -> Callable[[], None] | None:
+        """`_reserve_planned` as one record, when the pods taking the plan's next
+        allocations each have one claim of their own (resolved already), given one
+        dedicated device drawing on no counter, and none of those devices is held: the
+        claims' allocations, devices and consumers are written and undone together. None
+        when that is not so (`_reserve_planned` then records them one by one)."""
+        [spec] = plan.specs
+        start = plan.index
+        found = plan.allocations
+        claims_of = self._claims_of
+        allocations = self.allocations
+        consumers = self.consumers
+        keys: list[str] = []
+        pod_keys: list[str] = []
+        chosen: list[Allocation] = []
+        device_ids: list[DeviceId] = []
+        for pod, (allocation,) in zip(pods, found[start:], strict=False):
+            known = claims_of.get(id(pod))
+            if known is None or known[0] is not pod:
+                break
+            claims = known[1]
+            if isinstance(claims, str) or len(claims) != 1:
+                break
+            claim = claims[0]
+            key = claim.key
+            # `_copies_of`, inline.
+            if (
+                not claim.owned
+                or (claim.spec is not spec and claim.spec != spec)
+                or key in allocations
+                or consumers.get(key)
+            ):
+                break
+            results = allocation.results
+            if len(results) != 1:
+                return None
+            r = results[0]
+            if r.admin_access or r.share_id:
+                return None
+            keys.append(key)
+            pod_keys.append(pod.namespace + "/" + pod.name)
+            chosen.append(allocation)
+            device_ids.append((r.driver, r.pool, r.device))
+        taken = len(keys)
+        allocated = self.allocated
+        device_counters = self.device_counters
+        if (
+            not taken
+            or len(set(keys)) != taken
+            or len(set(device_ids)) != taken
+            or not allocated.keys().isdisjoint(device_ids)
+            or (device_counters and not device_counters.keys().isdisjoint(device_ids))
+        ):
+            return None
+        allocations.update(zip(keys, chosen, strict=True))
+        allocated.update(zip(device_ids, keys, strict=True))
+        # Each claim's consumers: its pod alone (an empty set left by an undo is replaced).
+        consumers.update(zip(keys, map(set, zip(pod_keys, strict=True)), strict=True))
+        plan.index = start + taken
+        self._version += 1
+        plan.version = self._version
+        plan.offered = None
+        self._planned_count = taken
+
+        def undo() -> None:
+            self._version += 1
+            _pop_each(consumers, keys)
+            _pop_each(allocations, keys)
+            _pop_each(allocated, device_ids)
 
         return undo
 
@@ -1168,6 +1277,11 @@ def highest_pool(pools: Sequence[PoolUtilization]) -> PoolUtilization | None:
         if best is None or p.utilization > best.utilization:
             best = p
     return best
+
+
+def _pop_each(mapping: dict[Any, Any], keys: Iterable[Any]) -> None:
+    """Remove `keys` from `mapping` (those it has), in one call."""
+    deque(map(mapping.pop, keys, repeat(None)), maxlen=0)
 
 
 def _nothing() -> None:
