@@ -6,7 +6,14 @@ from typing import Any
 
 from clusterscaler.model.node import parse_node
 from clusterscaler.model.pod import parse_pod
-from clusterscaler.testing.differential import HELPS, PREEMPTED, check_placement, compare
+from clusterscaler.testing.differential import (
+    HELPS,
+    PREEMPTED,
+    Placed,
+    check_placement,
+    compare,
+    wait_for_scheduler,
+)
 from clusterscaler.testing.workloads import (
     FEATURES,
     HOSTNAME_LABEL,
@@ -143,3 +150,17 @@ def test_a_claimed_pod_kube_scheduler_preempted_is_not_compared() -> None:
                           before={}, running=set(), preempted=preempted)
         claims = {p.pod: (p.claim, p.agreed) for p in outcome.pods}
         assert claims["diff-w0/pod-3"] == expected, claims
+
+
+class _Pods:
+    """Cluster.pods() as the wait reads it: pod-1 marked unschedulable; pod-0, bound and
+    then preempted by a pod of higher priority, gone."""
+
+    def pods(self) -> list[dict[str, Any]]:
+        return [{"metadata": {"namespace": "diff-w0", "name": "pod-1"}, "spec": {},
+                 "status": {"conditions": [{"type": "PodScheduled", "status": "False"}]}}]
+
+
+def test_the_wait_for_kube_scheduler_ends_when_a_pending_pod_was_preempted() -> None:
+    placed = Placed([], {"diff-w0": {"diff-w0/pod-0", "diff-w0/pod-1"}}, {"diff-w0": set()})
+    wait_for_scheduler(_Pods(), placed, timeout=5)  # type: ignore[arg-type]
