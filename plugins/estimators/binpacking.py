@@ -21,6 +21,10 @@ properties decide where each pod fits, and the fill places each where it would g
 Both paths pass over nodes without the free room for a pod's requests, and the pod-by-pod
 path over nodes an equal pod failed for a lasting reason (`node_scan`); neither changes
 which node a pod goes to.
+
+Long on purpose: the pod-by-pod path, the arithmetic fill and the runs of alike groups
+decide the same placements and share the node scan and the limiter; kept together so the
+rules that make them agree are read side by side.
 """
 
 from __future__ import annotations
