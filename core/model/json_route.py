@@ -306,6 +306,8 @@ def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | 
     name = meta.name
     if type(name) is not str or not name:
         raise ModelError("Pod", "metadata.name", "a non-empty string", name)
+    if meta.namespace is not None and type(meta.namespace) is not str:
+        raise ModelError(f"Pod {name}", "metadata.namespace", "a string", meta.namespace)
     namespace = meta.namespace or "default"
     obj = f"Pod {namespace}/{name}"
     (

@@ -16,6 +16,7 @@ from clusterscaler.api import ConfigurationError
 from clusterscaler.commands.cli import main
 from clusterscaler.kube.informer import Backoff, Informer, ListerSpec
 from clusterscaler.model import (
+    ClusterObjects,
     ModelError,
     UnreadableObject,
     object_key,
@@ -23,6 +24,7 @@ from clusterscaler.model import (
     parse_node,
     parse_pdb,
     parse_pod,
+    parse_pod_json,
     read_guarded,
 )
 from clusterscaler.model.yamltext import load_yaml
@@ -33,7 +35,7 @@ from clusterscaler.plugins.sim.config import load_cloud_config
 from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler_kwok.config import parse_config
 from clusterscaler_kwok.templates import build_groups
-from fuzzkit import CSINODE, EXAMPLES, PDB, PEAK_BYTES, RICH_NODE, RICH_POD, bounded
+from fuzzkit import CSINODE, EXAMPLES, PDB, PEAK_BYTES, PENDING_POD, RICH_NODE, RICH_POD, bounded
 from kubernetes import client
 from structlog.testing import capture_logs
 
@@ -335,3 +337,17 @@ def test_a_scenario_without_node_groups_is_named_in_the_error(
     assert main(["simulate", str(scenario), "--once", "--json"]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith(f"clusterscaler simulate: error: {scenario}: --cloud-config: expected")
+
+
+def test_a_pod_namespace_that_is_not_a_string_is_refused_by_both_routes() -> None:
+    """The JSON-text route of list pages and snapshots read `namespace: true` as a namespace
+    (the parsed route refuses it): both now give the same error."""
+    raw = at(PENDING_POD, ("metadata", "namespace"), True)
+    text = json.dumps({"kind": "List", "items": [raw]}).encode()
+    assert parse_pod_json(json.dumps(raw).encode()) is None
+    with pytest.raises(ModelError) as parsed:
+        parse_pod(raw)
+    with pytest.raises(ModelError) as listed:
+        ClusterObjects.from_json_list(text)
+    assert str(listed.value) == str(parsed.value)
+    assert str(parsed.value).startswith("Pod pending-0: metadata.namespace: expected a string")
