@@ -55,6 +55,7 @@ from clusterscaler.framework.nodespecs import (
 )
 from clusterscaler.framework.options import BOOL, AutoscalingOptions, add_bool_flag
 from clusterscaler.framework.pluginmanager import Registry
+from clusterscaler.framework.providerdefaults import ProviderDefaults
 from clusterscaler.framework.templatedevices import (
     DRA_DRIVER_FORM,
     GPU_DEVICE_TYPE,
@@ -205,6 +206,7 @@ __all__ = [
     "PodGroup",
     "PricingModel",
     "ProviderContext",
+    "ProviderDefaults",
     "ProviderProblem",
     "QuantityError",
     "Registry",

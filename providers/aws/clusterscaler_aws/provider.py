@@ -20,9 +20,8 @@ from clusterscaler.api import (
     Instance,
     NodeGroupMemo,
     NodeGroupOptions,
-    PricingModel,
+    ProviderDefaults,
     ProviderProblem,
-    ResourceLimiter,
     TtlCache,
     checked_increase,
 )
@@ -198,8 +197,11 @@ class AwsNodeGroup(CachedNodeGroup[AsgRecord]):
         return f"AwsNodeGroup({self._name!r})"
 
 
-class AwsCloudProvider:
+class AwsCloudProvider(ProviderDefaults):
     """Auto Scaling groups found by `--nodes` and `--node-group-auto-discovery=asg:tag=`."""
+
+    PROVIDER_NAME = PROVIDER_NAME
+    GPU_LABEL = GPU_LABEL
 
     def __init__(
         self,
@@ -217,10 +219,6 @@ class AwsCloudProvider:
         self._nodegroups: TtlCache[ManagedNodegroup] = TtlCache(LOOKUP_TTL, clock)
         self._instances: TtlCache[bool] = TtlCache(INSTANCE_TTL, clock)
         self._groups: NodeGroupMemo[str, AwsNodeGroup] = NodeGroupMemo(lambda name: AwsNodeGroup(self, name))
-
-    @property
-    def name(self) -> str:
-        return PROVIDER_NAME
 
     def node_groups(self) -> Sequence[AwsNodeGroup]:
         return [self._group(record.name) for record in self.cache.records()]
@@ -245,15 +243,6 @@ class AwsCloudProvider:
             # A placeholder no longer listed: its requested capacity was cancelled.
             return False
         return self._instances.get_or(instance_id, lambda: self.service.instance_exists(instance_id))
-
-    def pricing(self) -> PricingModel | None:
-        return None
-
-    def resource_limiter(self) -> ResourceLimiter | None:
-        return None
-
-    def gpu_label(self) -> str:
-        return GPU_LABEL
 
     def refresh(self) -> None:
         self.cache.refresh()

@@ -22,9 +22,8 @@ from clusterscaler.api import (
     Node,
     NodeGroupOptions,
     NodeInfo,
-    PricingModel,
+    ProviderDefaults,
     ProviderProblem,
-    ResourceLimiter,
     checked_increase,
 )
 
@@ -287,8 +286,11 @@ class AzureNodeGroup(CachedNodeGroup[VmssRecord]):
         return f"AzureNodeGroup({self._name!r})"
 
 
-class AzureCloudProvider:
+class AzureCloudProvider(ProviderDefaults):
     """Scale sets found by `--nodes` and `--node-group-auto-discovery=label:...`."""
+
+    PROVIDER_NAME = PROVIDER_NAME
+    GPU_LABEL = GPU_LABEL
 
     def __init__(
         self,
@@ -304,10 +306,6 @@ class AzureCloudProvider:
         self._clock = clock
         self._groups: dict[str, AzureNodeGroup] = {}
         self._operations: list[Operation] = []
-
-    @property
-    def name(self) -> str:
-        return PROVIDER_NAME
 
     def node_groups(self) -> Sequence[AzureNodeGroup]:
         return [self._group(record.name) for record in self.cache.records()]
@@ -344,15 +342,6 @@ class AzureCloudProvider:
                 # The list could not be read: never claim the VM is gone on a guess.
                 return True
         return self.cache.is_listed(node.provider_id)
-
-    def pricing(self) -> PricingModel | None:
-        return None
-
-    def resource_limiter(self) -> ResourceLimiter | None:
-        return None
-
-    def gpu_label(self) -> str:
-        return GPU_LABEL
 
     def refresh(self) -> None:
         self._operations = [op for op in self._operations if not op.done.is_set()]

@@ -24,8 +24,8 @@ from clusterscaler.api import (
     NodeGroupOptions,
     NodeInfo,
     PricingModel,
+    ProviderDefaults,
     ProviderProblem,
-    ResourceLimiter,
     TtlCache,
     checked_increase,
 )
@@ -178,8 +178,11 @@ class GceNodeGroup(CachedNodeGroup[MigRecord]):
         return f"GceNodeGroup({str(self.ref)!r})"
 
 
-class GceCloudProvider:
+class GceCloudProvider(ProviderDefaults):
     """MIGs found by `--nodes` and `--node-group-auto-discovery=mig:namePrefix=`."""
+
+    PROVIDER_NAME = PROVIDER_NAME
+    GPU_LABEL = GPU_LABEL
 
     def __init__(
         self,
@@ -198,10 +201,6 @@ class GceCloudProvider:
         self._templates: dict[tuple[MigRef, str, str], NodeInfo] = {}
         self._instances: TtlCache[bool] = TtlCache(INSTANCE_TTL, clock)
         self._lock = threading.Lock()
-
-    @property
-    def name(self) -> str:
-        return PROVIDER_NAME
 
     def node_groups(self) -> Sequence[GceNodeGroup]:
         return [self._group(record.ref) for record in self.cache.records()]
@@ -229,12 +228,6 @@ class GceCloudProvider:
 
     def pricing(self) -> PricingModel | None:
         return self._pricing
-
-    def resource_limiter(self) -> ResourceLimiter | None:
-        return None
-
-    def gpu_label(self) -> str:
-        return GPU_LABEL
 
     def refresh(self) -> None:
         self.cache.refresh()

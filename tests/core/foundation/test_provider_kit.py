@@ -13,6 +13,7 @@ from clusterscaler.api import (
     NodeGroupMemo,
     NodeGroupNotFoundError,
     NodeGroupSpec,
+    ProviderDefaults,
     Resources,
     TagScheme,
     Taint,
@@ -191,3 +192,13 @@ def test_ttl_cache_keeps_no_failure() -> None:
     with pytest.raises(RuntimeError):
         cache.get_or("k", fail)
     assert cache.get_or("k", lambda: 7) == 7
+
+
+def test_provider_defaults_answer_from_the_class_constants() -> None:
+    class Cloud(ProviderDefaults):
+        PROVIDER_NAME = "mycloud"
+        GPU_LABEL = "example.com/accelerator"
+
+    cloud = Cloud()
+    assert (cloud.name, cloud.gpu_label()) == ("mycloud", "example.com/accelerator")
+    assert cloud.pricing() is None and cloud.resource_limiter() is None

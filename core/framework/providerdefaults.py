@@ -1,0 +1,34 @@
+"""What a cloud provider answers the same way in every cloud: its name and GPU label as
+constants, no pricing model and no resource limits of its own unless it overrides them.
+
+A provider class inherits `ProviderDefaults`, sets `PROVIDER_NAME` and `GPU_LABEL`, and
+keeps to what its cloud does differently (`refresh`, `cleanup`, the lookups).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from clusterscaler.framework.cloudprovider import PricingModel, ResourceLimiter
+
+
+class ProviderDefaults:
+    """`name`, `gpu_label`, `pricing` and `resource_limiter` of a `CloudProvider`."""
+
+    PROVIDER_NAME: ClassVar[str]
+    # The node label whose presence marks a GPU node in this cloud.
+    GPU_LABEL: ClassVar[str]
+
+    @property
+    def name(self) -> str:
+        return self.PROVIDER_NAME
+
+    def gpu_label(self) -> str:
+        return self.GPU_LABEL
+
+    def pricing(self) -> PricingModel | None:
+        return None
+
+    def resource_limiter(self) -> ResourceLimiter | None:
+        return None
