@@ -60,6 +60,7 @@ half would reach into the other's internals.
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -176,6 +177,21 @@ class _Plan:
     index: int = 0
     # The answer `allocate` gave from the plan, which `reserve` then records.
     offered: dict[str, Allocation] | None = None
+    # When each allocation is one claim's, of one dedicated device (not for admin access,
+    # not a share): that device, allocation for allocation (`_reserve_copies`).
+    devices: list[DeviceId] | None = None
+
+
+@dataclass(slots=True)
+class _Run:
+    """Pods `claims_alike` found alike, each with one claim made from one template for
+    it: their claim keys and pod keys in order, and where each pod is (by id)."""
+
+    pods: tuple[Pod, ...]
+    position: dict[int, int]
+    keys: list[str]
+    pod_keys: list[str]
+    spec: ClaimSpec
 
 
 class PoolIncomplete(ValueError):
@@ -273,6 +289,8 @@ class DraState:
     # The node selector of an allocation of devices local to a node, per node.
     _local_selectors: dict[str, tuple[NodeSelectorTerm, ...]] = field(default_factory=dict)
     _plan: _Plan | None = None
+    # The pods the last `claims_alike` found alike, when their claims are one template's.
+    _run: _Run | None = None
     # Share ids given to simulated allocations of shared devices.
     _shares_made: int = 0
     # How many pods the last `_reserve_planned` reserved from the plan.
@@ -606,6 +624,7 @@ class DraState:
         made = rep.resource_claims
         # A workload's pods each claim one device from one template, none made yet: their
         # claims are resolved here in one pass (`_find_claims` of such a pod, inline).
+        self._run = None
         if (
             len(made) == 1
             and made[0].template_name
@@ -618,9 +637,16 @@ class DraState:
             claims_of = self._claims_of
             allocations = self.allocations
             consumers = self.consumers
+            # The claim and pod keys of the pods resolved here, in order, while every pod
+            # after the first is: `_reserve_copies` then takes a node's copies as slices.
+            keys: list[str] | None = [first[0].key]
+            pod_keys = [rep.namespace + "/" + rep.name]
+            if not self._copies_of(first, specs):
+                return False
         else:
             made = ()
-        for pod in pods:
+            keys = None
+        for pod in pods[1:] if keys is not None else pods:
             known = self._claims_of.get(id(pod))
             if (
                 made
@@ -629,14 +655,23 @@ class DraState:
                 and pod.namespace == namespace
                 and (pod.resource_claims is made or pod.resource_claims == made)
             ):
-                key = namespace + "/" + pod.name + suffix
+                pod_name = pod.name
+                key = namespace + "/" + pod_name + suffix
                 claims_of[id(pod)] = (pod, [PodClaim(key, spec, None, True)])
                 if key in allocations or consumers.get(key):
                     return False
+                if keys is not None:
+                    keys.append(key)
+                    pod_keys.append(namespace + "/" + pod_name)
                 continue
+            keys = None
             claims = known[1] if known is not None and known[0] is pod else self.pod_claims(pod)
             if isinstance(claims, str) or not self._copies_of(claims, specs):
                 return False
+        if keys is not None and len(set(keys)) == len(keys):
+            run = tuple(pods)
+            position = dict(zip(map(id, run), range(len(run)), strict=True))
+            self._run = _Run(run, position, keys, pod_keys, spec)
         return True
 
     def claims_key(self, pod: Pod) -> tuple[int, ...]:
@@ -673,15 +708,17 @@ class DraState:
         fresh = self._fresh_layout(entry, node)
         memo_key = None if fresh is None else (fresh, tuple(id(s) for s in specs))
         known = None if memo_key is None else self._copy_patterns.get(memo_key)
+        devices: list[DeviceId] | None = None
         if known is not None and (known[1] or len(known[2]) >= limit):
-            found_all = self._from_patterns(known[2][:limit], entry, node)
+            devices = []
+            found_all = self._from_patterns(known[2][:limit], entry, node, devices)
         else:
             found_all = self._search_copies(claims, node, entry, limit)
             if memo_key is not None:
                 self._copy_patterns[memo_key] = (
                     entry, len(found_all) < limit, [self._pattern(a, entry) for a in found_all]
                 )
-        self._plan = _Plan(node.name, specs, found_all, self._version)
+        self._plan = _Plan(node.name, specs, found_all, self._version, devices=devices or None)
         # The next pod placed there is answered from the plan, not from an earlier filter.
         self._last = None
         return len(found_all)
@@ -794,25 +831,36 @@ class DraState:
         patterns: Sequence[tuple[tuple[tuple[str, int, int, bool], ...], ...]],
         entry: _NodePools,
         node: Node,
+        devices: list[DeviceId] | None = None,
     ) -> list[tuple[Allocation, ...]]:
-        """The allocations of copies given as positions (`_pattern`), on `node`."""
+        """The allocations of copies given as positions (`_pattern`), on `node`. With
+        `devices`, it is filled with each copy's device when every copy is one claim
+        given one device without admin access (left empty otherwise)."""
         pools = entry.pools
         # A fresh layout's devices are all local to the node: an allocation of any of
         # them is pinned to it (`_node_selector`).
         term: tuple[NodeSelectorTerm, ...] | None = None
         found = []
+        single: list[DeviceId] | None = [] if devices is not None else None
         for pattern in patterns:
             out = []
             for results in pattern:
-                devices = []
+                taken = []
                 for request, pi, di, admin in results:
                     candidate = pools[pi].devices[di]
                     if term is None:
                         term = self.node_selector([candidate], node.name)
                     driver, pool, name = candidate.device_id
-                    devices.append(AllocatedDevice(request, driver, pool, name, admin))
-                out.append(Allocation(tuple(devices), term if devices else None))
+                    taken.append(AllocatedDevice(request, driver, pool, name, admin))
+                    if single is not None:
+                        if admin or len(pattern) != 1 or len(results) != 1:
+                            single = None
+                        else:
+                            single.append(candidate.device_id)
+                out.append(Allocation(tuple(taken), term if taken else None))
             found.append(tuple(out))
+        if devices is not None and single is not None and len(single) == len(found):
+            devices.extend(single)
         return found
 
     def _allocate(self, pod: Pod, node: Node) -> dict[str, Allocation] | str:
@@ -1093,6 +1141,23 @@ class DraState:
         [spec] = plan.specs
         start = plan.index
         found = plan.allocations
+        run = self._run
+        if run is not None and plan.devices is not None and run.spec is spec:
+            # The pods are a stretch of the run's: their keys are slices of its keys.
+            n = min(len(pods), len(found) - start)
+            at = run.position.get(id(pods[0])) if n else None
+            if (
+                at is not None
+                and all(map(operator.is_, pods[:n], run.pods[at : at + n]))
+                and len(run.pods) >= at + n
+            ):
+                return self._record_copies(
+                    plan,
+                    run.keys[at : at + n],
+                    run.pod_keys[at : at + n],
+                    [allocation for (allocation,) in found[start : start + n]],
+                    plan.devices[start : start + n],
+                )
         claims_of = self._claims_of
         allocations = self.allocations
         consumers = self.consumers
@@ -1127,13 +1192,31 @@ class DraState:
             pod_keys.append(pod.namespace + "/" + pod.name)
             chosen.append(allocation)
             device_ids.append((r.driver, r.pool, r.device))
+        return self._record_copies(plan, keys, pod_keys, chosen, device_ids)
+
+    def _record_copies(
+        self,
+        plan: _Plan,
+        keys: list[str],
+        pod_keys: list[str],
+        chosen: list[Allocation],
+        device_ids: list[DeviceId],
+    ) -> Callable[[], None] | None:
+        """Record the plan's next allocations `chosen`, each of claim `keys[i]` of pod
+        `pod_keys[i]` and of device `device_ids[i]`, as one record; None, recording
+        nothing, when a claim is allocated or used already, two are one, or a device is
+        held or draws on a counter."""
         taken = len(keys)
+        allocations = self.allocations
+        consumers = self.consumers
         allocated = self.allocated
         device_counters = self.device_counters
         if (
             not taken
             or len(set(keys)) != taken
             or len(set(device_ids)) != taken
+            or not allocations.keys().isdisjoint(keys)
+            or any(map(consumers.get, keys))
             or not allocated.keys().isdisjoint(device_ids)
             or (device_counters and not device_counters.keys().isdisjoint(device_ids))
         ):
@@ -1142,7 +1225,7 @@ class DraState:
         allocated.update(zip(device_ids, keys, strict=True))
         # Each claim's consumers: its pod alone (an empty set left by an undo is replaced).
         consumers.update(zip(keys, map(set, zip(pod_keys, strict=True)), strict=True))
-        plan.index = start + taken
+        plan.index += taken
         self._version += 1
         plan.version = self._version
         plan.offered = None

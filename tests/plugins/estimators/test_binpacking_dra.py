@@ -21,7 +21,7 @@ from clusterscaler.model.pod import parse_pod
 from clusterscaler.plugins.estimators import BinpackingEstimator
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
 from clusterscaler.simulator.builders import make_node
-from clusterscaler.simulator.dra import DraState
+from clusterscaler.simulator.dra import DraState, template_slices
 from clusterscaler.simulator.equivalence import group_pods
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -266,3 +266,44 @@ def test_copies_get_the_devices_they_would_get_one_by_one(
     copies.revert()
     assert not copies.dra.allocations and not copies.dra.allocated
     assert not any(copies.dra.consumers.values())
+
+
+def test_copies_on_nodes_of_one_layout_are_recorded_as_placed_one_by_one() -> None:
+    """Three copies of a template node with three GPUs, nine pods of one workload: the
+    copies the second and third nodes take (given as the first node's positions) are
+    recorded as one record per node, and hold what placing the pods one by one holds."""
+    workload = {"pods": 9, "cpu": "100m", "owned": True, "constraint": "", "claims": "template",
+                "app": "own",
+                "requests": [{"count": 1, "only_a": False, "tolerates": False}]}
+    plain = {"model": "a", "numa": 0, "tainted": False, "memory": 0}
+    tmpl = template_node([plain] * 3)
+    names = ["n1", "n2", "n3"]
+
+    def snapshot() -> tuple[ClusterSnapshot, list[Pod]]:
+        pods, claims, templates = workload_objects([workload])
+        snap = ClusterSnapshot(dra=DraState.build([], [parse_device_class(CLASS)], claims,
+                                                  templates))
+        for name in names:
+            snap.add_node(make_node(name, "4", "16Gi", 110), (),
+                          template_slices(tmpl.resource_slices, name))
+        return snap, pods
+
+    one_by_one, pods = snapshot()
+    for i, pod in enumerate(pods):
+        name = names[i // 3]
+        assert check_predicates(pod, one_by_one.get(name), one_by_one) is None
+        one_by_one.add_pod(pod, name)
+    copies, pods = snapshot()
+    dra = copies.dra
+    assert dra is not None and dra.claims_alike(pods)
+    copies.fork()
+    for i, name in enumerate(names):
+        assert dra.copies_fit(pods[3 * i], copies.get(name).node, len(pods) - 3 * i) == 3
+        copies.add_pods(pods[3 * i : 3 * i + 3], name)
+    assert one_by_one.dra is not None
+    assert dra.allocations == one_by_one.dra.allocations
+    assert dra.allocated == one_by_one.dra.allocated
+    assert dra.consumers == one_by_one.dra.consumers
+    copies.revert()
+    assert not dra.allocations and not dra.allocated
+    assert not any(dra.consumers.values())
