@@ -23,8 +23,7 @@ from clusterscaler.api import (
     InstanceErrorInfo,
     InstanceState,
     NodeGroupOptions,
-    PricingModel,
-    ResourceLimiter,
+    ProviderDefaults,
     checked_increase,
 )
 
@@ -373,8 +372,11 @@ class MachineApiNodeGroup:
         return f"MachineApiNodeGroup({self.id!r})"
 
 
-class MachineApiCloudProvider:
+class MachineApiCloudProvider(ProviderDefaults):
     """Node groups from the Machine API objects of one cluster."""
+
+    PROVIDER_NAME = PROVIDER_NAME
+    GPU_LABEL = GPU_LABEL
 
     def __init__(
         self,
@@ -407,10 +409,6 @@ class MachineApiCloudProvider:
         # Replicas are read, checked and written in steps; one writer at a time keeps two
         # scale-downs from computing their new size from the same old one.
         self.write_lock = threading.RLock()
-
-    @property
-    def name(self) -> str:
-        return PROVIDER_NAME
 
     # ------------------------------------------------------------------ refresh
 
@@ -495,15 +493,6 @@ class MachineApiCloudProvider:
         if self.snapshot.pool_group_of_node(node) is not None:
             return True
         return not self.snapshot.names_missing_machine(node)
-
-    def pricing(self) -> PricingModel | None:
-        return None
-
-    def resource_limiter(self) -> ResourceLimiter | None:
-        return None
-
-    def gpu_label(self) -> str:
-        return GPU_LABEL
 
     def cleanup(self) -> None:
         """Stop the watches (and close the management cluster's client)."""
