@@ -620,59 +620,55 @@ class DraState:
         if isinstance(first, str) or not first:
             return False
         specs = tuple(c.spec for c in first)
+        self._run = None
+        run = self._template_run(pods, first)
+        if run is not None:
+            # Each claim the pod's own, asking the first's: alike while none is allocated
+            # or in use.
+            if not self.allocations.keys().isdisjoint(run.keys) or any(
+                map(self.consumers.get, run.keys)
+            ):
+                return False
+            if len(set(run.keys)) == len(run.keys):
+                self._run = run
+            return True
+        for pod in pods:
+            claims = self.pod_claims(pod)
+            if isinstance(claims, str) or not self._copies_of(claims, specs):
+                return False
+        return True
+
+    def _template_run(self, pods: Sequence[Pod], first: Sequence[PodClaim]) -> _Run | None:
+        """When every pod of `pods` has the one claim the first has, made from one template
+        for it and not made yet (no claim status; the first resolved to `first`): the
+        pods' claim keys and pod keys, in one pass (what `_find_claims` gives each of them,
+        without resolving them one by one). None otherwise."""
         rep = pods[0]
         made = rep.resource_claims
-        # A workload's pods each claim one device from one template, none made yet: their
-        # claims are resolved here in one pass (`_find_claims` of such a pod, inline).
-        self._run = None
-        if (
+        if not (
             len(made) == 1
             and made[0].template_name
             and not made[0].claim_name
             and not rep.claim_statuses
+            and len(first) == 1
+            and first[0].owned
+            and first[0].claim is None
         ):
-            namespace = rep.namespace
-            suffix = "#" + made[0].name
-            spec = specs[0]
-            claims_of = self._claims_of
-            allocations = self.allocations
-            consumers = self.consumers
-            # The claim and pod keys of the pods resolved here, in order, while every pod
-            # after the first is: `_reserve_copies` then takes a node's copies as slices.
-            keys: list[str] | None = [first[0].key]
-            pod_keys = [rep.namespace + "/" + rep.name]
-            if not self._copies_of(first, specs):
-                return False
-        else:
-            made = ()
-            keys = None
-        for pod in pods[1:] if keys is not None else pods:
-            known = self._claims_of.get(id(pod))
-            if (
-                made
-                and known is None
-                and not pod.claim_statuses
-                and pod.namespace == namespace
-                and (pod.resource_claims is made or pod.resource_claims == made)
-            ):
-                pod_name = pod.name
-                key = namespace + "/" + pod_name + suffix
-                claims_of[id(pod)] = (pod, [PodClaim(key, spec, None, True)])
-                if key in allocations or consumers.get(key):
-                    return False
-                if keys is not None:
-                    keys.append(key)
-                    pod_keys.append(namespace + "/" + pod_name)
-                continue
-            keys = None
-            claims = known[1] if known is not None and known[0] is pod else self.pod_claims(pod)
-            if isinstance(claims, str) or not self._copies_of(claims, specs):
-                return False
-        if keys is not None and len(set(keys)) == len(keys):
-            run = tuple(pods)
-            position = dict(zip(map(id, run), range(len(run)), strict=True))
-            self._run = _Run(run, position, keys, pod_keys, spec)
-        return True
+            return None
+        namespace = rep.namespace
+        if (
+            any(map(_claim_statuses, pods))
+            or any(map(namespace.__ne__, map(_namespace, pods)))
+            or any(map(made.__ne__, map(_resource_claims, pods)))
+        ):
+            return None
+        prefix = namespace + "/"
+        suffix = "#" + made[0].name
+        pod_keys = [prefix + name for name in map(_name, pods)]
+        keys = [key + suffix for key in pod_keys]
+        run = tuple(pods)
+        position = dict(zip(map(id, run), range(len(run)), strict=True))
+        return _Run(run, position, keys, pod_keys, first[0].spec)
 
     def claims_key(self, pod: Pod) -> tuple[int, ...]:
         """What decides where `pod`'s claims can be allocated, for pods whose claims are
@@ -1167,9 +1163,7 @@ class DraState:
         device_ids: list[DeviceId] = []
         for pod, (allocation,) in zip(pods, found[start:], strict=False):
             known = claims_of.get(id(pod))
-            if known is None or known[0] is not pod:
-                break
-            claims = known[1]
+            claims = known[1] if known is not None and known[0] is pod else self.pod_claims(pod)
             if isinstance(claims, str) or len(claims) != 1:
                 break
             claim = claims[0]
@@ -1360,6 +1354,12 @@ def highest_pool(pools: Sequence[PoolUtilization]) -> PoolUtilization | None:
         if best is None or p.utilization > best.utilization:
             best = p
     return best
+
+
+_claim_statuses = operator.attrgetter("claim_statuses")
+_namespace = operator.attrgetter("namespace")
+_resource_claims = operator.attrgetter("resource_claims")
+_name = operator.attrgetter("name")
 
 
 def _pop_each(mapping: dict[Any, Any], keys: Iterable[Any]) -> None:
