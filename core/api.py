@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusterscaler import ENTRY_POINT_GROUP, hookimpl
 from clusterscaler.framework.cachedgroups import CachedNodeGroup, GroupRecord, NodeGroupMemo
+from clusterscaler.framework.cloudconfigfile import read_cloud_config
 from clusterscaler.framework.cloudprovider import (
     GROUP_OPTION_NAMES,
     CloudProvider,
@@ -255,6 +256,7 @@ __all__ = [
     "parse_template_tags",
     "pod_affinity_cannot_reject",
     "prepare_indexes",
+    "read_cloud_config",
     "selected_by_existing_anti_affinity",
     "spread_cannot_reject",
     "template_node_info",

@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from clusterscaler.api import ConfigurationError
+from clusterscaler.api import ConfigurationError, read_cloud_config
 
 SERVICES = ("autoscaling", "ec2", "eks")
 
@@ -97,14 +97,8 @@ def _parse_override(source: str, section: str, values: Mapping[str, str]) -> Ser
 
 def load_cloud_config(path: str) -> CloudConfig:
     """Read `--cloud-config`; an empty path means no file."""
-    if not path:
-        return CloudConfig()
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise ConfigurationError(f"--cloud-config={path!r}: cannot be read: {exc}") from exc
-    return parse_cloud_config(text, source=path)
+    text = read_cloud_config(path)
+    return CloudConfig() if text is None else parse_cloud_config(text, source=path)
 
 
 def resolve_region(config: CloudConfig, environ: Mapping[str, str] | None = None) -> str:

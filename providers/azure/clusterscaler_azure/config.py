@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from clusterscaler.api import ConfigurationError
+from clusterscaler.api import ConfigurationError, read_cloud_config
 
 VM_TYPE_VMSS = "vmss"
 DEFAULT_VMSS_CACHE_TTL = 60
@@ -349,12 +349,6 @@ def credential_kind(config: AzureConfig) -> str:
 
 def load_config(path: str, environ: Mapping[str, str] | None = None) -> AzureConfig:
     """Read `--cloud-config` (an empty path means environment only) and validate."""
-    file_values: dict[str, Any] = {}
-    if path:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            raise ConfigurationError(f"--cloud-config={path!r}: cannot be read: {exc}") from exc
-        file_values = parse_azure_json(text, source=path)
+    text = read_cloud_config(path)
+    file_values: dict[str, Any] = {} if text is None else parse_azure_json(text, source=path)
     return build_config(file_values, environ)

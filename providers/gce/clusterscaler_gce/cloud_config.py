@@ -28,7 +28,7 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from clusterscaler.api import ConfigurationError
+from clusterscaler.api import ConfigurationError, read_cloud_config
 
 from clusterscaler_gce.refs import is_region, is_zone, zone_region
 
@@ -198,14 +198,8 @@ def _is_loopback(host: str) -> bool:
 
 def load_cloud_config(path: str) -> CloudConfig:
     """Read `--cloud-config`; an empty path means no file."""
-    if not path:
-        return CloudConfig()
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise ConfigurationError(f"--cloud-config={path!r}: cannot be read: {exc}") from exc
-    return parse_cloud_config(text, source=path)
+    text = read_cloud_config(path)
+    return CloudConfig() if text is None else parse_cloud_config(text, source=path)
 
 
 # --- metadata-server defaults ---------------------------------------------------------------

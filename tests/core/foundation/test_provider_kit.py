@@ -5,6 +5,7 @@ The providers' tests check the same through each cloud."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from clusterscaler.api import (
@@ -23,6 +24,7 @@ from clusterscaler.api import (
     parse_nodes_specs,
     parse_tag_options,
     parse_template_tags,
+    read_cloud_config,
     template_node_info,
 )
 
@@ -202,3 +204,13 @@ def test_provider_defaults_answer_from_the_class_constants() -> None:
     cloud = Cloud()
     assert (cloud.name, cloud.gpu_label()) == ("mycloud", "example.com/accelerator")
     assert cloud.pricing() is None and cloud.resource_limiter() is None
+
+
+def test_cloud_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "cloud.conf"
+    path.write_text("[global]\n")
+    assert read_cloud_config(str(path)) == "[global]\n"
+    assert read_cloud_config("") is None
+    missing = str(tmp_path / "missing.conf")
+    with pytest.raises(ConfigurationError, match=rf"^--cloud-config={missing!r}: cannot be read: "):
+        read_cloud_config(missing)
