@@ -177,9 +177,14 @@ def _name(value: Any, source: str, where: str) -> str:
     return value
 
 
+# Replicas, pods and initial nodes are built one object each: a count no cluster holds
+# (Kubernetes' limits are 150,000 pods and 5,000 nodes) would only exhaust memory.
+MAX_COUNT = 200_000
+
+
 def _count(value: Any, source: str, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _fail(source, where, "a non-negative integer", value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise _fail(source, where, f"a non-negative integer of at most {MAX_COUNT:,}", value)
     return value
 
 

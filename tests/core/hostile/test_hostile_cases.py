@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -351,3 +352,21 @@ def test_a_pod_namespace_that_is_not_a_string_is_refused_by_both_routes() -> Non
         ClusterObjects.from_json_list(text)
     assert str(listed.value) == str(parsed.value)
     assert str(parsed.value).startswith("Pod pending-0: metadata.namespace: expected a string")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [({"workloads": [{"name": "w", "replicas": 10**9, "cpu": "1"}]}, "workloads[0] (w).replicas"),
+     ({"initialNodes": {"general": 2**62}}, "initialNodes.general"),
+     ({"events": [{"at": "1m", "scale": {"workload": "w", "replicas": 10**7}}]},
+      "events[0].scale.replicas")],
+    ids=["replicas", "initial-nodes", "scale-event"],
+)
+def test_a_scenario_count_no_cluster_holds_is_refused(change: dict[str, Any], field: str) -> None:
+    """Each replica and initial node is built as an object: a billion of them exhausted the
+    memory of the machine (16 GB) before any error."""
+    doc = {"name": "s", "cloudConfig": str(EXAMPLES / "cloud-configs" / "general.yaml"),
+           "workloads": [{"name": "w", "replicas": 1, "cpu": "1"}], **change}
+    with pytest.raises(InputError, match=re.escape(
+            f"{field}: expected a non-negative integer of at most 200,000")):
+        parse_scenario(doc, "s.yaml", EXAMPLES / "scenarios")
