@@ -16,6 +16,9 @@ count=${2:-100000}
 shift $(( $# < 2 ? $# : 2 ))
 [ $# -gt 0 ] || set -- tests/core/hostile
 PYTHON=${PYTHON:-.venv/bin/python}
+# A reader whose memory runs away fails with MemoryError instead of taking the machine's
+# (FUZZ_MEMORY_KB, 8 GiB of address space by default).
+ulimit -v "${FUZZ_MEMORY_KB:-8388608}"
 CLUSTERSCALER_FUZZ_EXAMPLES=$count exec nice -n 15 "$PYTHON" -m pytest -p no:cacheprovider \
   -o timeout=0 -m fuzz --hypothesis-profile=fuzz --hypothesis-seed="$seed" \
   --durations=0 -q "$@"
