@@ -429,7 +429,8 @@ class DraState:
                 if s.per_device_node_selection and not _reaches(d, node):
                     continue
                 pool.devices.append(
-                    _Candidate(
+                    _new_candidate(
+                        None,
                         (s.driver, s.pool.name, d.name),
                         d,
                         s,
@@ -847,13 +848,15 @@ class DraState:
                     if term is None:
                         term = self.node_selector([candidate], node.name)
                     driver, pool, name = candidate.device_id
-                    taken.append(AllocatedDevice(request, driver, pool, name, admin))
+                    taken.append(
+                        _new_device(_NO_DEVICE, request, driver, pool, name, admin)
+                    )
                     if single is not None:
                         if admin or len(pattern) != 1 or len(results) != 1:
                             single = None
                         else:
                             single.append(candidate.device_id)
-                out.append(Allocation(tuple(taken), term if taken else None))
+                out.append(_new_allocation(_NO_ALLOCATION, tuple(taken), term if taken else None))
             found.append(tuple(out))
         if devices is not None and single is not None and len(single) == len(found):
             devices.extend(single)
@@ -1961,6 +1964,18 @@ def _node_selector(
         return (NodeSelectorTerm(match_expressions=tuple(expressions), match_fields=tuple(fields)),)
     return None
 
+
+# Allocations made by the thousand for copies of a pod (`DraState._from_patterns`), as
+# copies of these with the fields that differ set (without `__init__`).
+_NO_DEVICE = AllocatedDevice("", "", "", "")
+_NO_ALLOCATION = Allocation()
+_new_device = field_replacer(
+    AllocatedDevice, ("request", "driver", "pool", "device", "admin_access")
+)
+_new_allocation = field_replacer(Allocation, ("results", "node_selector"))
+# A node's devices as the search sees them, made for every node an estimate adds: every
+# field is given, so there is nothing to copy from (None).
+_new_candidate = field_replacer(_Candidate, ("device_id", "device", "slice", "taints", "counters"))
 
 # Copies of a slice and of its pool with some fields changed (without `__init__`: a
 # template's slices are copied for every node an estimate adds).
