@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import time
 import uuid
@@ -302,6 +303,20 @@ def wait_for_scheduler(cluster: Cluster, placed: Placed, timeout: float = 180) -
         time.sleep(1.0)
 
 
+def scheduled_events(cluster: Cluster, bound: set[str], timeout: float = 30) -> list[dict[str, Any]]:
+    """kube-scheduler's `Scheduled` events, once every pod of `bound` has one (it writes them
+    after the binding, asynchronously) or after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        events = cluster.scheduled_events()
+        named = {f"{(e.get('involvedObject') or e.get('regarding') or {}).get('namespace')}/"
+                 f"{(e.get('involvedObject') or e.get('regarding') or {}).get('name')}"
+                 for e in events}
+        if bound <= named or time.monotonic() > deadline:
+            return events
+        time.sleep(1.0)
+
+
 def claims(env: KwokEnv) -> dict[str, tuple[str, tuple[str, ...], str]]:
     """Per pending pod: the claim, the groups that help, and explain's reasons. `explain`
     runs in this process (its imports are paid once per session), as the autoscaler's
@@ -394,7 +409,8 @@ def run_batch(
             time.sleep(0.5)
         pods = cluster.pods()
         nodes = cluster.nodes()
-        events = cluster.scheduled_events()
+        events = scheduled_events(cluster, {_key(p) for p in pods if p["spec"].get("nodeName")}
+                                  & set().union(*placed.pending.values()))
         triggered = cluster.triggered()
         preempted = cluster.preempted()
     ran = time.monotonic()
@@ -566,11 +582,11 @@ def check_placement(
             target = by_key[k]["spec"]["nodeName"]
             at = bound_at.get(k, float("inf"))
             reason = _fits(pod, target, placed_pods, parsed_nodes,
-                           lambda t, at=at: t <= int(at))
+                           lambda t, at=at: at == math.inf or t <= int(at))
             if reason is not None and "topology spread" in reason:
                 # Nodes created in the binding's own second are left out on this try.
                 reason = _fits(pod, target, placed_pods, parsed_nodes,
-                               lambda t, at=at: t < int(at))
+                               lambda t, at=at: at == math.inf or t < int(at))
             if reason is None:
                 placed_pods.append((pod, target))
                 remaining.remove(k)

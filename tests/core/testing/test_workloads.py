@@ -164,3 +164,20 @@ class _Pods:
 def test_the_wait_for_kube_scheduler_ends_when_a_pending_pod_was_preempted() -> None:
     placed = Placed([], {"diff-w0": {"diff-w0/pod-0", "diff-w0/pod-1"}}, {"diff-w0": set()})
     wait_for_scheduler(_Pods(), placed, timeout=5)  # type: ignore[arg-type]
+
+
+def test_a_binding_without_its_scheduled_event_is_named_not_a_crash() -> None:
+    """The slow run's case: a pod bound as the run ended, its event not yet listed (the run
+    now waits for it, within a bound); the replay still checks the binding, on every node."""
+    shape = Shape(cpu=4000, memory=8192, pods=110)
+    workload = Workload((Group("g0", shape, 3),),
+                        (ExistingNode("n0", shape), ExistingNode("n1", shape)),
+                        (PodSpec("pod-0", "a", 500, 256), PodSpec("pod-1", "b", 500, 256)))
+    rendered = workload.objects("diff-w0", "w0")
+    for node in rendered.nodes:
+        node["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    pods = [_bound(p, rendered.nodes[0]["metadata"]["name"]) for p in rendered.pending]
+    events = [_scheduled("diff-w0", "pod-0", "2026-01-01T00:00:05.000001Z")]
+    errors = check_placement(rendered.nodes, pods, events,
+                             {"diff-w0/pod-0", "diff-w0/pod-1"}, set())
+    assert errors == ["diff-w0/pod-1: bound to w0-n0 without a Scheduled event"], errors
