@@ -834,8 +834,29 @@ class DraState:
         `devices`, it is filled with each copy's device when every copy is one claim
         given one device without admin access (left empty otherwise)."""
         pools = entry.pools
-        # A fresh layout's devices are all local to the node: an allocation of any of
-        # them is pinned to it (`_node_selector`).
+        if devices is not None and patterns and all(
+            len(pattern) == 1 and len(pattern[0]) == 1 and not pattern[0][0][3]
+            for pattern in patterns
+        ):
+            # Each copy one claim given one device (the fill's usual copies): in one pass.
+            taken_ids = [pools[pi].devices[di].device_id for (((_, pi, di, _),),) in patterns]
+            # A fresh layout's devices are all local to the node: an allocation of any of
+            # them is pinned to it (`_node_selector`).
+            first = pools[patterns[0][0][0][1]].devices[patterns[0][0][0][2]]
+            pinned = self.node_selector([first], node.name)
+            devices.extend(taken_ids)
+            return [
+                (
+                    _new_allocation(
+                        _NO_ALLOCATION,
+                        (_new_device(_NO_DEVICE, request, driver, pool, name, False),),
+                        pinned,
+                    ),
+                )
+                for (((request, _, _, _),),), (driver, pool, name) in zip(
+                    patterns, taken_ids, strict=True
+                )
+            ]
         term: tuple[NodeSelectorTerm, ...] | None = None
         found = []
         single: list[DeviceId] | None = [] if devices is not None else None
