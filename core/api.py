@@ -51,6 +51,7 @@ from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.nodespecs import (
     NodeGroupSpec,
     check_nodes_limits,
+    node_group_flags,
     parse_nodes_spec,
     parse_nodes_specs,
 )
@@ -240,6 +241,7 @@ __all__ = [
     "kube_proto",
     "load_yaml",
     "load_yaml_documents",
+    "node_group_flags",
     "options_by_score",
     "parse_cpu_millis",
     "parse_duration",

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from clusterscaler.framework.cloudprovider import ConfigurationError
 
+if TYPE_CHECKING:
+    from clusterscaler.framework.options import AutoscalingOptions
+
 T = TypeVar("T")
+D = TypeVar("D")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +81,24 @@ def parse_nodes_specs(
         seen.add(key(spec))
         specs.append(spec)
     return specs
+
+
+def node_group_flags(
+    options: AutoscalingOptions,
+    provider: str,
+    parse_nodes: Callable[[Iterable[str]], list[T]],
+    parse_discovery: Callable[[Iterable[str]], list[D]],
+    *,
+    nodes_form: str,
+    discovery_form: str,
+) -> tuple[list[T], list[D]]:
+    """`--nodes` and `--node-group-auto-discovery`, each parsed by the provider's parser; a
+    `ConfigurationError` naming `provider` and both flags' forms when neither names a group."""
+    explicit = parse_nodes(options.nodes)
+    discovery = parse_discovery(options.node_group_auto_discovery)
+    if not explicit and not discovery:
+        raise ConfigurationError(
+            f"{provider} provider: no node groups; give --nodes={nodes_form} or "
+            f"--node-group-auto-discovery={discovery_form}"
+        )
+    return explicit, discovery

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from clusterscaler import hookimpl
-from clusterscaler.api import ConfigurationError, ProviderContext, add_bool_flag
+from clusterscaler.api import ProviderContext, add_bool_flag, node_group_flags
 
 from clusterscaler_aws import PROVIDER_NAME
 from clusterscaler_aws.cloud_config import CloudConfig, load_cloud_config, resolve_region
@@ -69,13 +69,10 @@ def settings_from_options(options: AutoscalingOptions) -> AwsSettings:
     """`--nodes`, `--node-group-auto-discovery`, `--cloud-config` (read and parsed), the
     region and `--aws-use-static-instance-list`; `ConfigurationError` naming the flag, the
     value and the expected form when one is wrong."""
-    explicit = parse_node_group_specs(options.nodes)
-    discovery = parse_discovery_specs(options.node_group_auto_discovery)
-    if not explicit and not discovery:
-        raise ConfigurationError(
-            "aws provider: no node groups; give --nodes=<min>:<max>:<asg-name> or "
-            "--node-group-auto-discovery=asg:tag=<key>[=<value>],..."
-        )
+    explicit, discovery = node_group_flags(
+        options, "aws", parse_node_group_specs, parse_discovery_specs,
+        nodes_form="<min>:<max>:<asg-name>", discovery_form="asg:tag=<key>[=<value>],...",
+    )
     cloud_config = load_cloud_config(options.cloud_config)
     return AwsSettings(
         explicit=explicit,

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import structlog
 from clusterscaler.api import (
     AutoscalingOptions,
-    ConfigurationError,
     ProviderContext,
     Registry,
     hookimpl,
+    node_group_flags,
 )
 
 from clusterscaler_azure import PROVIDER_NAME
@@ -60,13 +60,10 @@ def settings_from_options(options: AutoscalingOptions) -> AzureSettings:
     """`--nodes`, `--node-group-auto-discovery` and `--cloud-config` (read, merged with the
     environment and validated); `ConfigurationError` naming the flag or field, the value and
     the expected form when one is wrong."""
-    explicit = parse_node_group_specs(options.nodes)
-    discovery = parse_discovery_specs(options.node_group_auto_discovery)
-    if not explicit and not discovery:
-        raise ConfigurationError(
-            "azure provider: no node groups; give --nodes=<min>:<max>:<vmss-name> or "
-            "--node-group-auto-discovery=label:<tag>=<value>[,...]"
-        )
+    explicit, discovery = node_group_flags(
+        options, "azure", parse_node_group_specs, parse_discovery_specs,
+        nodes_form="<min>:<max>:<vmss-name>", discovery_form="label:<tag>=<value>[,...]",
+    )
     return AzureSettings(
         explicit=explicit, discovery=discovery, config=load_config(options.cloud_config)
     )

@@ -21,6 +21,7 @@ from clusterscaler.api import (
     ProviderContext,
     Registry,
     hookimpl,
+    node_group_flags,
     parse_duration,
 )
 
@@ -113,13 +114,10 @@ class GceSettings:
 def settings_from_options(options: AutoscalingOptions) -> GceSettings:
     """`--nodes`, `--node-group-auto-discovery`, `--cloud-config` (read and parsed) and the
     GCE flags; `ConfigurationError` naming the flag, the value and the expected form."""
-    explicit = parse_node_group_specs(options.nodes)
-    discovery = parse_discovery_specs(options.node_group_auto_discovery)
-    if not explicit and not discovery:
-        raise ConfigurationError(
-            "gce provider: no node groups; give --nodes=<min>:<max>:<MIG> or "
-            "--node-group-auto-discovery=mig:namePrefix=<prefix>,min=<n>,max=<m>"
-        )
+    explicit, discovery = node_group_flags(
+        options, "gce", parse_node_group_specs, parse_discovery_specs,
+        nodes_form="<min>:<max>:<MIG>", discovery_form="mig:namePrefix=<prefix>,min=<n>,max=<m>",
+    )
     extra = _extra(options)
     concurrent = extra.get(CONCURRENT_REFRESHES_DEST, DEFAULT_CONCURRENT_REFRESHES)
     wait = extra.get(MIN_REFRESH_WAIT_DEST, DEFAULT_MIN_REFRESH_WAIT)

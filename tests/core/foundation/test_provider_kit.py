@@ -4,11 +4,14 @@ The providers' tests check the same through each cloud."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from clusterscaler.api import (
+    AutoscalingOptions,
     CachedNodeGroup,
     ConfigurationError,
     NodeGroupMemo,
@@ -20,6 +23,7 @@ from clusterscaler.api import (
     Taint,
     TtlCache,
     gpus_as_devices,
+    node_group_flags,
     parse_nodes_spec,
     parse_nodes_specs,
     parse_tag_options,
@@ -214,3 +218,15 @@ def test_cloud_config_file(tmp_path: Path) -> None:
     missing = str(tmp_path / "missing.conf")
     with pytest.raises(ConfigurationError, match=rf"^--cloud-config={missing!r}: cannot be read: "):
         read_cloud_config(missing)
+
+
+def test_node_group_flags_need_one_group() -> None:
+    def parse(values: Iterable[str]) -> list[NodeGroupSpec]:
+        return [parse_nodes_spec(v, FORM) for v in values]
+
+    options = dataclasses.replace(AutoscalingOptions(), nodes=["1:2:a"])
+    assert node_group_flags(options, "my", parse, list, nodes_form="N", discovery_form="D") == (
+        [NodeGroupSpec("a", 1, 2)], [])
+    with pytest.raises(ConfigurationError, match=r"^my provider: no node groups; give --nodes=N or "
+                       r"--node-group-auto-discovery=D$"):
+        node_group_flags(AutoscalingOptions(), "my", parse, list, nodes_form="N", discovery_form="D")
