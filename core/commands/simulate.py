@@ -349,12 +349,17 @@ def prepare(
         if reports is not None:
             reports.extend(applied)
     # `--once` decides on the cluster as given: a snapshot's unschedulable pods stay so.
-    provision_initial_nodes(
-        cluster,
-        provider,
-        scenario.initial_nodes,
-        retry_unschedulable=not getattr(args, "once", False),
-    )
+    try:
+        provision_initial_nodes(
+            cluster,
+            provider,
+            scenario.initial_nodes,
+            retry_unschedulable=not getattr(args, "once", False),
+        )
+    except SimulationError as exc:
+        # Named by the scenario asking for the nodes and the cloud-config lacking the group.
+        given = f" (--cloud-config {options.cloud_config})" if options.cloud_config else ""
+        raise SimulationError(f"{scenario.source}: {exc}{given}") from None
     if provider_groups is not None:
         request_upcoming(provider, provider_groups.upcoming())
     validate_events(cluster, provider, scenario.events)

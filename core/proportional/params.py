@@ -41,7 +41,10 @@ class ParamsError(ValueError):
     """Invalid scaling parameters; `key` is the dotted path of the offending key."""
 
     def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
+        # A key is the user's text (an unknown mode's name): clipped in the message, whole on
+        # the error.
+        shown = key if len(key) <= 120 else f"{key[:80]}... ({len(key)} characters)"
+        super().__init__(f"{shown}: {message}")
         self.key = key
         self.message = message
 

@@ -370,3 +370,30 @@ def test_a_scenario_count_no_cluster_holds_is_refused(change: dict[str, Any], fi
     with pytest.raises(InputError, match=re.escape(
             f"{field}: expected a non-negative integer of at most 200,000")):
         parse_scenario(doc, "s.yaml", EXAMPLES / "scenarios")
+
+
+def test_initial_nodes_of_a_group_the_cloud_config_lacks_name_both_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "groups.yaml"
+    config.write_text(
+        "nodeGroups:\n- {name: memory, minSize: 0, maxSize: 4, template: {status: {"
+        "allocatable: {cpu: 3920m, memory: 31055Mi, pods: '58'},"
+        " capacity: {cpu: '4', memory: 32124Mi, pods: '58'}}}}\n"
+    )
+    assert main(["simulate", "--cloud-config", str(config), "--once", "--json"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error == (
+        "clusterscaler simulate: error: built-in demo: initialNodes.general: expected a node "
+        f"group of the cloud-config (memory) (--cloud-config {config})"
+    )
+
+
+def test_an_unknown_proportional_mode_of_5000_characters_is_clipped_in_the_message() -> None:
+    from clusterscaler.proportional.params import ParamsError, parse_params_document
+
+    with pytest.raises(ParamsError) as caught:
+        parse_params_document(json.dumps({"9" * 5_000: None}))
+    assert caught.value.key == "9" * 5_000
+    assert "(5000 characters): unknown control mode" in str(caught.value)
+    assert len(str(caught.value)) < 300
