@@ -289,6 +289,11 @@ class DraState:
     # The node selector of an allocation of devices local to a node, per node.
     _local_selectors: dict[str, tuple[NodeSelectorTerm, ...]] = field(default_factory=dict)
     _plan: _Plan | None = None
+    # The layouts of nodes' devices (`_layout`) by the identity of their slices' parts,
+    # with the slices.
+    _layouts: dict[tuple[object, ...], tuple[list[ResourceSlice], tuple[object, ...] | None]] = (
+        field(default_factory=dict)
+    )
     # The pods the last `claims_alike` found alike, when their claims are one template's.
     _run: _Run | None = None
     # Share ids given to simulated allocations of shared devices.
@@ -297,10 +302,11 @@ class DraState:
     _planned_count: int = 0
     # What `copies_fit` found on a node of a fresh layout (`_fresh_layout`), per layout and
     # claim specs: the entry it was found on (kept, so the ids of the layout stay unique),
-    # whether the copies ran out before the limit, and the copies' devices as positions.
+    # whether the copies ran out before the limit, the copies' devices as positions, and
+    # whether each copy is one claim given one device without admin access.
     _copy_patterns: dict[
         tuple[object, ...],
-        tuple[_NodePools, bool, list[tuple[tuple[tuple[str, int, int, bool], ...], ...]]],
+        tuple[_NodePools, bool, list[tuple[tuple[tuple[str, int, int, bool], ...], ...]], bool],
     ] = field(default_factory=dict)
 
     @classmethod
@@ -708,13 +714,16 @@ class DraState:
         devices: list[DeviceId] | None = None
         if known is not None and (known[1] or len(known[2]) >= limit):
             devices = []
-            found_all = self._from_patterns(known[2][:limit], entry, node, devices)
+            found_all = self._from_patterns(known[2][:limit], entry, node, devices, known[3])
         else:
             found_all = self._search_copies(claims, node, entry, limit)
             if memo_key is not None:
-                self._copy_patterns[memo_key] = (
-                    entry, len(found_all) < limit, [self._pattern(a, entry) for a in found_all]
+                patterns = [self._pattern(a, entry) for a in found_all]
+                single = all(
+                    len(pattern) == 1 and len(pattern[0]) == 1 and not pattern[0][0][3]
+                    for pattern in patterns
                 )
+                self._copy_patterns[memo_key] = (entry, len(found_all) < limit, patterns, single)
         self._plan = _Plan(node.name, specs, found_all, self._version, devices=devices or None)
         # The next pod placed there is answered from the plan, not from an earlier filter.
         self._last = None
@@ -778,20 +787,7 @@ class DraState:
         if self.shared_slices:
             return None
         if not entry.layout_known:
-            layout: list[object] = []
-            for pool in entry.pools:
-                layout.append(pool.complete)
-                for c in pool.devices:
-                    # Shared devices' allocations carry shares: not copied by position.
-                    if c.slice.node_name != node.name or _shareable(c.device):
-                        layout = []
-                        break
-                    layout.append((id(c.device), id(c.taints), id(c.counters),
-                                   id(c.slice.shared_counters)))
-                else:
-                    continue
-                break
-            entry.layout = tuple(layout) if layout else None
+            entry.layout = self._layout(entry, node)
             entry.layout_known = True
         if entry.layout is None:
             return None
@@ -804,6 +800,51 @@ class DraState:
                 if c.device_id in allocated:
                     return None
         return entry.layout
+
+    def _layout(self, entry: _NodePools, node: Node) -> tuple[object, ...] | None:
+        """The layout of the node's devices for `_fresh_layout` (None: some are not its
+        own, or are shared). Slices of one template's copies share their devices, taints
+        and counters: the layout of a node whose slices are, in order and pool for pool,
+        those of a node seen before is that node's, found without a pass over devices."""
+        local = entry.local
+        signature: tuple[object, ...] | None = None
+        if local and all(
+            s.node_name == node.name and not s.per_device_node_selection for s in local
+        ):
+            pools: dict[PoolId, int] = {}
+            signature = (
+                tuple(
+                    (pools.setdefault((s.driver, s.pool.name), len(pools)), id(s.devices),
+                     id(s.device_taints), id(s.device_counters), id(s.shared_counters))
+                    for s in local
+                ),
+                tuple(pool.complete for pool in entry.pools),
+            )
+            known = self._layouts.get(signature)
+            if known is not None:
+                return known[1]
+        layout = self._layout_of(entry, node)
+        if signature is not None and local is not None:
+            # The slices are kept with it, so that the ids in its key stay theirs.
+            self._layouts[signature] = (local, layout)
+        return layout
+
+    def _layout_of(self, entry: _NodePools, node: Node) -> tuple[object, ...] | None:
+        """The layout of the node's devices, device by device."""
+        layout: list[object] = []
+        for pool in entry.pools:
+            layout.append(pool.complete)
+            for c in pool.devices:
+                # Shared devices' allocations carry shares: not copied by position.
+                if c.slice.node_name != node.name or _shareable(c.device):
+                    layout = []
+                    break
+                layout.append((id(c.device), id(c.taints), id(c.counters),
+                               id(c.slice.shared_counters)))
+            else:
+                continue
+            break
+        return tuple(layout) if layout else None
 
     def _pattern(
         self, allocations: tuple[Allocation, ...], entry: _NodePools
@@ -829,15 +870,14 @@ class DraState:
         entry: _NodePools,
         node: Node,
         devices: list[DeviceId] | None = None,
+        single: bool = False,
     ) -> list[tuple[Allocation, ...]]:
         """The allocations of copies given as positions (`_pattern`), on `node`. With
         `devices`, it is filled with each copy's device when every copy is one claim
-        given one device without admin access (left empty otherwise)."""
+        given one device without admin access (left empty otherwise); `single` says
+        that they all are."""
         pools = entry.pools
-        if devices is not None and patterns and all(
-            len(pattern) == 1 and len(pattern[0]) == 1 and not pattern[0][0][3]
-            for pattern in patterns
-        ):
+        if devices is not None and patterns and single:
             # Each copy one claim given one device (the fill's usual copies): in one pass.
             taken_ids = [pools[pi].devices[di].device_id for (((_, pi, di, _),),) in patterns]
             # A fresh layout's devices are all local to the node: an allocation of any of
@@ -859,7 +899,7 @@ class DraState:
             ]
         term: tuple[NodeSelectorTerm, ...] | None = None
         found = []
-        single: list[DeviceId] | None = [] if devices is not None else None
+        ids: list[DeviceId] | None = [] if devices is not None else None
         for pattern in patterns:
             out = []
             for results in pattern:
@@ -872,15 +912,15 @@ class DraState:
                     taken.append(
                         _new_device(_NO_DEVICE, request, driver, pool, name, admin)
                     )
-                    if single is not None:
+                    if ids is not None:
                         if admin or len(pattern) != 1 or len(results) != 1:
-                            single = None
+                            ids = None
                         else:
-                            single.append(candidate.device_id)
+                            ids.append(candidate.device_id)
                 out.append(_new_allocation(_NO_ALLOCATION, tuple(taken), term if taken else None))
             found.append(tuple(out))
-        if devices is not None and single is not None and len(single) == len(found):
-            devices.extend(single)
+        if devices is not None and ids is not None and len(ids) == len(found):
+            devices.extend(ids)
         return found
 
     def _allocate(self, pod: Pod, node: Node) -> dict[str, Allocation] | str:
