@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from clusterscaler.model.common import _dict, _format_time, _list, _meta, _parse_time, _str_map
+from clusterscaler.model.common import (
+    ModelError,
+    _dict,
+    _format_time,
+    _list,
+    _meta,
+    _parse_time,
+    _str_map,
+)
 from clusterscaler.model.resources import ZERO, Resources
 from clusterscaler.model.scheduling import NodeCondition, Taint, _parse_taints
 
@@ -120,11 +128,12 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
     ready = False
     for i, c in enumerate(_list(status.get("conditions"), obj, "status.conditions")):
         c = _dict(c, obj, f"status.conditions[{i}]")
+        where = f"status.conditions[{i}]"
         cond = NodeCondition(
-            type=c.get("type") or "",
-            status=c.get("status") or "Unknown",
-            reason=c.get("reason") or "",
-            message=c.get("message") or "",
+            type=_text(c.get("type"), obj, f"{where}.type"),
+            status=_text(c.get("status"), obj, f"{where}.status") or "Unknown",
+            reason=_text(c.get("reason"), obj, f"{where}.reason"),
+            message=_text(c.get("message"), obj, f"{where}.message"),
             last_transition_time=_parse_time(
                 c.get("lastTransitionTime"), obj, f"status.conditions[{i}].lastTransitionTime"
             ),
@@ -141,12 +150,22 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
         allocatable=allocatable,
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
-        provider_id=spec.get("providerID") or "",
+        provider_id=_text(spec.get("providerID"), obj, "spec.providerID"),
         creation_time=_parse_time(meta.get("creationTimestamp"), obj, "metadata.creationTimestamp"),
         deletion_time=_parse_time(meta.get("deletionTimestamp"), obj, "metadata.deletionTimestamp"),
-        uid=meta.get("uid") or "",
+        uid=_text(meta.get("uid"), obj, "metadata.uid"),
         conditions=tuple(conditions),
     )
+
+
+def _text(value: Any, obj: str, field: str) -> str:
+    """A string field of a node (empty when absent); another type is a `ModelError`: the
+    node's provider ID and conditions are compared and hashed as strings."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ModelError(obj, field, "a string", value)
+    return value
 
 
 # --------------------------------------------------------------------------- NodeInfo

@@ -257,7 +257,8 @@ def _parse_group(raw: Any, index: int) -> NodeGroupSpec:
             raise ConfigurationError(
                 f"{where}: price: expected a non-negative number (price per node-hour), got {price_raw!r}"
             )
-        price = float(price_raw)
+        # An integer beyond float's range is no price either.
+        price = float(price_raw) if abs(price_raw) < 1e300 else math.inf
         if price < 0 or not math.isfinite(price):
             raise ConfigurationError(
                 f"{where}: price: expected a non-negative number (price per node-hour), got {price_raw!r}"

@@ -397,3 +397,24 @@ def test_an_unknown_proportional_mode_of_5000_characters_is_clipped_in_the_messa
     assert caught.value.key == "9" * 5_000
     assert "(5000 characters): unknown control mode" in str(caught.value)
     assert len(str(caught.value)) < 300
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [(("spec", "providerID"), "spec.providerID"), (("metadata", "uid"), "metadata.uid"),
+     (("status", "conditions", 0, "type"), "status.conditions[0].type"),
+     (("status", "conditions", 0, "status"), "status.conditions[0].status")],
+    ids=["provider-id", "uid", "condition-type", "condition-status"],
+)
+def test_a_node_string_field_of_another_type_is_refused(path: tuple[Any, ...], field: str) -> None:
+    """A providerID nested in lists was read as is, and the loop failed hashing it."""
+    with pytest.raises(ModelError, match=re.escape(f"Node node-1: {field}: expected a string")):
+        parse_node(at(RICH_NODE, path, [[["x"]]]))
+
+
+def test_a_sim_group_price_beyond_float_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "groups.yaml"
+    path.write_text((EXAMPLES / "cloud-configs" / "general.yaml").read_text()
+                    .replace("price: 0.19", "price: 1" + "0" * 400, 1))
+    with pytest.raises(ConfigurationError, match=r"price: expected a non-negative number"):
+        load_cloud_config(path)
