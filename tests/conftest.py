@@ -12,6 +12,10 @@ with the failing example's blob printed (`@reproduce_failure`). Without it, the 
 gives those tests a quick pass of a few dozen random examples.
 
 A profile must be registered before pytest's configuration loads it, hence this file.
+
+With `-n` (pytest-xdist, as README.md and `.ci/run` run the suite: `-n auto --dist loadgroup`)
+the tests on the real control plane share one xdist group, so they run one after another in
+one worker that starts the control plane once, while the other workers take the rest.
 """
 
 from __future__ import annotations
@@ -46,6 +50,17 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
+
+
+# The fixtures of the real control plane (clusterscaler.testing.realcluster and
+# tests/realcluster/conftest.py): a test that uses one runs in the `control-plane` group.
+CONTROL_PLANE_FIXTURES = frozenset({"real_cluster", "kwok_cluster", "kwok_env"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if CONTROL_PLANE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("control-plane"))
 
 
 @pytest.fixture(autouse=True)

@@ -217,8 +217,8 @@ GUIDE = (Path(__file__).resolve().parents[3] / "docs" / "index.md").read_text()
         "`ignore-taint.cluster-autoscaler.kubernetes.io/`",
         "`status-taint.cluster-autoscaler.kubernetes.io/`",
         *(key.rsplit("/", 1)[-1] for key in NODE_CONDITION_TAINTS),
-        *(f"`{key}`" for key in NOT_READY_TAINTS),
-        *(f"`{condition}`" for condition in NOT_READY_CONDITIONS),
+        *(f"`{key}`" for key in sorted(NOT_READY_TAINTS)),
+        *(f"`{condition}`" for condition in sorted(NOT_READY_CONDITIONS)),
     ],
 )
 def test_taint_rules_are_documented_in_the_user_guide(term: str) -> None:
