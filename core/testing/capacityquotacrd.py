@@ -12,24 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-from clusterscaler.testing import upstreamca
-from clusterscaler.testing.provreqcrd import _condition_schema, module_file
+from clusterscaler.testing.upstreamcrd import (
+    QUANTITY_SCHEMA,
+    condition_schema,
+    crd_to_install,
+    upstream_crd_file,
+)
 
 __all__ = ["CRD_FILE", "NAME", "capacity_quota_crd", "crd_from_types", "upstream_crd"]
 
 NAME = "capacityquotas.autoscaling.x-k8s.io"
 # The file in the `apis` module.
 CRD_FILE = "config/crd/autoscaling.x-k8s.io_capacityquotas.yaml"
-
-# A `resource.Quantity`, as controller-gen writes it.
-_QUANTITY = {
-    "anyOf": [{"type": "integer"}, {"type": "string"}],
-    "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]"
-    r"|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
-    "x-kubernetes-int-or-string": True,
-}
-
 
 def _label_selector_schema() -> dict[str, Any]:
     """metav1.LabelSelector, as controller-gen writes it."""
@@ -70,7 +64,7 @@ def _schema() -> dict[str, Any]:
                 "properties": {
                     "resources": {
                         "type": "object",
-                        "additionalProperties": dict(_QUANTITY),
+                        "additionalProperties": dict(QUANTITY_SCHEMA),
                         "maxProperties": 20,
                         "x-kubernetes-validations": [
                             {
@@ -96,7 +90,7 @@ def _schema() -> dict[str, Any]:
         "properties": {
             "conditions": {
                 "type": "array",
-                "items": _condition_schema(),
+                "items": condition_schema(),
                 "x-kubernetes-list-map-keys": ["type"],
                 "x-kubernetes-list-type": "map",
             },
@@ -104,7 +98,7 @@ def _schema() -> dict[str, Any]:
                 "type": "object",
                 "required": ["resources"],
                 "properties": {
-                    "resources": {"type": "object", "additionalProperties": dict(_QUANTITY)}
+                    "resources": {"type": "object", "additionalProperties": dict(QUANTITY_SCHEMA)}
                 },
             },
         },
@@ -155,17 +149,9 @@ def crd_from_types() -> dict[str, Any]:
 def upstream_crd() -> tuple[dict[str, Any], str] | None:
     """Upstream's CRD file and where it came from, or None when neither the module proxy nor
     the cache has it."""
-    unpacked = upstreamca.build_dir() / "src" / upstreamca.SUBDIR / "apis" / CRD_FILE
-    for path, origin in ((module_file(CRD_FILE), "module proxy"),
-                         (unpacked, "upstream CA's source")):
-        if path is not None and path.is_file():
-            return yaml.safe_load(path.read_text()), f"{origin}: {path}"
-    return None
+    return upstream_crd_file(CRD_FILE)
 
 
 def capacity_quota_crd() -> tuple[dict[str, Any], str]:
     """The CRD to install, and where it came from."""
-    found = upstream_crd()
-    if found is not None:
-        return found
-    return crd_from_types(), "written from the API's types"
+    return crd_to_install(CRD_FILE, crd_from_types)

@@ -11,14 +11,14 @@ against upstream's file wherever that file is at hand.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any
 
-import yaml
-from clusterscaler.testing import controlplane, upstreamca
+from clusterscaler.testing.upstreamcrd import (
+    condition_schema,
+    crd_to_install,
+    module_file,
+    upstream_crd_file,
+)
 
 __all__ = [
     "CRD_FILE",
@@ -35,32 +35,6 @@ CRD_FILE = "config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"
 
 _DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _IMMUTABLE = [{"message": "Value is immutable", "rule": "self == oldSelf"}]
-
-
-def _condition_schema() -> dict[str, Any]:
-    """metav1.Condition, as controller-gen writes it."""
-    return {
-        "type": "object",
-        "required": ["lastTransitionTime", "message", "reason", "status", "type"],
-        "properties": {
-            "lastTransitionTime": {"type": "string", "format": "date-time"},
-            "message": {"type": "string", "maxLength": 32768},
-            "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
-            "reason": {
-                "type": "string",
-                "maxLength": 1024,
-                "minLength": 1,
-                "pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
-            },
-            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-            "type": {
-                "type": "string",
-                "maxLength": 316,
-                "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
-            },
-        },
-    }
 
 
 def _schema() -> dict[str, Any]:
@@ -108,7 +82,7 @@ def _schema() -> dict[str, Any]:
         "properties": {
             "conditions": {
                 "type": "array",
-                "items": _condition_schema(),
+                "items": condition_schema(),
                 "x-kubernetes-list-map-keys": ["type"],
                 "x-kubernetes-list-type": "map",
             },
@@ -172,42 +146,12 @@ def crd_from_types() -> dict[str, Any]:
     }
 
 
-def module_file(name: str) -> Path | None:
-    """File `name` of the `apis` module through the Go module proxy, or None when refused."""
-    try:
-        go = controlplane._go()
-    except controlplane.ControlPlaneError:
-        return None
-    with tempfile.TemporaryDirectory() as cwd:
-        proc = subprocess.run(
-            [go, "mod", "download", "-json", f"{upstreamca.APIS_MODULE}@{upstreamca.COMMIT}"],
-            cwd=cwd, env=controlplane._go_env(), capture_output=True, text=True, check=False,
-            timeout=120,
-        )
-    try:
-        info = json.loads(proc.stdout)
-    except ValueError:
-        return None
-    if proc.returncode != 0 or info.get("Error") or not info.get("Dir"):
-        return None
-    path = Path(info["Dir"]) / name
-    return path if path.is_file() else None
-
-
 def upstream_crd() -> tuple[dict[str, Any], str] | None:
     """Upstream's CRD file and where it came from, or None when neither the module proxy nor
     the cache has it."""
-    unpacked = upstreamca.build_dir() / "src" / upstreamca.SUBDIR / "apis" / CRD_FILE
-    for path, origin in ((module_file(CRD_FILE), "module proxy"),
-                         (unpacked, "upstream CA's source")):
-        if path is not None and path.is_file():
-            return yaml.safe_load(path.read_text()), f"{origin}: {path}"
-    return None
+    return upstream_crd_file(CRD_FILE)
 
 
 def provisioning_request_crd() -> tuple[dict[str, Any], str]:
     """The CRD to install, and where it came from."""
-    found = upstream_crd()
-    if found is not None:
-        return found
-    return crd_from_types(), "written from the API's types"
+    return crd_to_install(CRD_FILE, crd_from_types)
