@@ -24,7 +24,8 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from .provreq import condition_to_k8s
-from .responses import discard, read_json
+from .responses import read_json
+from .statusupdate import StatusTarget, UpdateOutcome, update_status
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -297,37 +298,15 @@ class CapacityBufferWriter:
 
     def _write_status(self, r: BufferResult, status: BufferStatus) -> bool:
         body = _status_to_k8s(status)
-        for _ in range(self.conflict_retries):
-            try:
-                current = read_json(
-                    self.custom.get_namespaced_custom_object(
-                        CAPACITY_BUFFER_GROUP, VERSION, r.namespace, PLURAL, r.name,
-                        _preload_content=False,
-                    )
-                )
-            except ApiException as exc:
-                if exc.status == 404:
-                    log.info("capacity_buffer_gone", buffer=r.key)
-                    return False
-                raise
-            if r.uid and (current.get("metadata") or {}).get("uid") not in (None, r.uid):
-                log.info("capacity_buffer_gone", buffer=r.key, reason="re-created")
-                return False
-            current["status"] = body
-            try:
-                discard(
-                    self.custom.replace_namespaced_custom_object_status(
-                        CAPACITY_BUFFER_GROUP, VERSION, r.namespace, PLURAL, r.name,
-                        current, _preload_content=False,
-                    )
-                )
-            except ApiException as exc:
-                if exc.status == 409:
-                    continue
-                if exc.status == 404:
-                    log.info("capacity_buffer_gone", buffer=r.key)
-                    return False
-                raise
+        target = StatusTarget(CAPACITY_BUFFER_GROUP, VERSION, PLURAL, r.name, r.namespace, r.uid)
+        outcome = update_status(self.custom, target, lambda _: body, self.conflict_retries)
+        if outcome is UpdateOutcome.GONE:
+            log.info("capacity_buffer_gone", buffer=r.key)
+            return False
+        if outcome is UpdateOutcome.CREATED_AGAIN:
+            log.info("capacity_buffer_gone", buffer=r.key, reason="re-created")
+            return False
+        if outcome is UpdateOutcome.WRITTEN:
             log.info("capacity_buffer_status_written", buffer=r.key,
                      replicas=status.replicas, conditions=status.statuses())
             return True

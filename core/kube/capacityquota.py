@@ -14,10 +14,9 @@ from clusterscaler.model.capacityquota import (
     CAPACITY_QUOTA_VERSION,
 )
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
 
 from .provreq import condition_to_k8s
-from .responses import discard, read_json
+from .statusupdate import StatusTarget, UpdateOutcome, merge_conditions, update_status
 
 if TYPE_CHECKING:
     from clusterscaler.loop.quotas import CapacityQuotaStatus
@@ -87,65 +86,30 @@ class CapacityQuotaStatusWriter:
             self.on_error(error_type)
 
     def _write(self, s: CapacityQuotaStatus) -> bool:
-        mine = {c.type: c for c in s.conditions}
-        for _ in range(self.conflict_retries):
-            try:
-                current: dict[str, Any] = read_json(
-                    self.custom.get_cluster_custom_object(
-                        CAPACITY_QUOTA_GROUP,
-                        CAPACITY_QUOTA_VERSION,
-                        CAPACITY_QUOTA_PLURAL,
-                        s.name,
-                        _preload_content=False,
-                    )
-                )
-            except ApiException as exc:
-                if exc.status == 404:
-                    log.info("capacity_quota_gone", quota=s.name)
-                    return False
-                raise
-            meta = current.get("metadata")
-            uid = meta.get("uid") if isinstance(meta, dict) else None
-            if s.uid and uid != s.uid:
-                # Created again since it was read: its status is the next loop's to write.
-                log.info("capacity_quota_gone", quota=s.name, reason="created again")
-                return False
-            status = current.get("status")
-            status = status if isinstance(status, dict) else {}
-            held = status.get("conditions")
-            conditions = [
-                c
-                for c in (held if isinstance(held, list) else [])
-                if not (isinstance(c, dict) and c.get("type") in mine)
-            ]
-            conditions += [condition_to_k8s(c) for c in mine.values()]
-            status["conditions"] = conditions
+        mine = {c.type: condition_to_k8s(c) for c in s.conditions}
+
+        def change(status: dict[str, Any]) -> dict[str, Any]:
+            status["conditions"] = merge_conditions(status, mine)
             if s.used is not None:
                 status["used"] = {"resources": dict(s.used)}
-            current["status"] = status
-            try:
-                discard(
-                    self.custom.replace_cluster_custom_object_status(
-                        CAPACITY_QUOTA_GROUP,
-                        CAPACITY_QUOTA_VERSION,
-                        CAPACITY_QUOTA_PLURAL,
-                        s.name,
-                        current,
-                        _preload_content=False,
-                    )
-                )
-            except ApiException as exc:
-                if exc.status == 409:
-                    continue
-                if exc.status == 404:
-                    log.info("capacity_quota_gone", quota=s.name)
-                    return False
-                raise
+            return status
+
+        target = StatusTarget(
+            CAPACITY_QUOTA_GROUP, CAPACITY_QUOTA_VERSION, CAPACITY_QUOTA_PLURAL, s.name, uid=s.uid
+        )
+        outcome = update_status(self.custom, target, change, self.conflict_retries)
+        if outcome is UpdateOutcome.GONE:
+            log.info("capacity_quota_gone", quota=s.name)
+            return False
+        if outcome is UpdateOutcome.CREATED_AGAIN:
+            log.info("capacity_quota_gone", quota=s.name, reason="created again")
+            return False
+        if outcome is UpdateOutcome.WRITTEN:
             log.info(
                 "capacity_quota_status_written",
                 quota=s.name,
                 used=dict(s.used) if s.used is not None else None,
-                valid=mine["Valid"].status if "Valid" in mine else None,
+                valid=mine["Valid"]["status"] if "Valid" in mine else None,
             )
             return True
         log.warning(

@@ -12,7 +12,8 @@ from clusterscaler.model.provisioning import PROVISIONING_REQUEST_GROUP, Conditi
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from .responses import discard, read_json
+from .responses import discard
+from .statusupdate import StatusTarget, UpdateOutcome, merge_conditions, update_status
 
 if TYPE_CHECKING:
     from clusterscaler.loop.decisions import ProvisioningRequestResult
@@ -134,44 +135,18 @@ class ProvisioningRequestStatusWriter:
             self.on_error(error_type)
 
     def _write(self, r: ProvisioningRequestResult) -> bool:
-        mine = {c.type: c for c in r.conditions if c.type in r.changed}
-        for _ in range(self.conflict_retries):
-            try:
-                current: dict[str, Any] = read_json(
-                    self.custom.get_namespaced_custom_object(
-                        PROVISIONING_REQUEST_GROUP, VERSION, r.namespace, PLURAL, r.name,
-                        _preload_content=False,
-                    )
-                )
-            except ApiException as exc:
-                if exc.status == 404:
-                    log.info("provisioning_request_gone", request=r.key)
-                    return False
-                raise
-            status = current.get("status")
-            status = status if isinstance(status, dict) else {}
-            held = status.get("conditions")
-            conditions = [
-                c for c in (held if isinstance(held, list) else [])
-                if not (isinstance(c, dict) and c.get("type") in mine)
-            ]
-            conditions += [condition_to_k8s(c) for c in mine.values()]
-            status["conditions"] = conditions
-            current["status"] = status
-            try:
-                discard(
-                    self.custom.replace_namespaced_custom_object_status(
-                        PROVISIONING_REQUEST_GROUP, VERSION, r.namespace, PLURAL, r.name,
-                        current, _preload_content=False,
-                    )
-                )
-            except ApiException as exc:
-                if exc.status == 409:
-                    continue
-                if exc.status == 404:
-                    log.info("provisioning_request_gone", request=r.key)
-                    return False
-                raise
+        mine = {c.type: condition_to_k8s(c) for c in r.conditions if c.type in r.changed}
+
+        def change(status: dict[str, Any]) -> dict[str, Any]:
+            status["conditions"] = merge_conditions(status, mine)
+            return status
+
+        target = StatusTarget(PROVISIONING_REQUEST_GROUP, VERSION, PLURAL, r.name, r.namespace)
+        outcome = update_status(self.custom, target, change, self.conflict_retries)
+        if outcome in (UpdateOutcome.GONE, UpdateOutcome.CREATED_AGAIN):
+            log.info("provisioning_request_gone", request=r.key)
+            return False
+        if outcome is UpdateOutcome.WRITTEN:
             log.info("provisioning_request_status_written", request=r.key,
                      conditions=r.statuses())
             return True
