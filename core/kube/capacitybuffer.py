@@ -25,7 +25,7 @@ from kubernetes.client.rest import ApiException
 
 from .provreq import condition_to_k8s
 from .responses import read_json
-from .statusupdate import StatusTarget, UpdateOutcome, update_status
+from .statusupdate import StatusTarget, StatusWriter, UpdateOutcome, update_status
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -94,7 +94,7 @@ def _status_to_k8s(status: BufferStatus) -> dict[str, Any]:
     return out
 
 
-class CapacityBufferWriter:
+class CapacityBufferWriter(StatusWriter):
     """Keeps each buffer's managed PodTemplate (`capacitybuffer-<buffer>-pod-template`,
     owned by the buffer) and writes the buffer's status, as CA's buffer controller and
     pod-list processor do.
@@ -119,13 +119,11 @@ class CapacityBufferWriter:
         conflict_retries: int = 3,
         on_error: Callable[[ErrorType], None] | None = None,
     ) -> None:
+        super().__init__(
+            api_client, dry_run=dry_run, conflict_retries=conflict_retries, on_error=on_error
+        )
         self.core = k8s.CoreV1Api(api_client)
-        self.custom = k8s.CustomObjectsApi(api_client)
-        self.dry_run = dry_run
         self.dry_run_pods = dry_run_pods
-        self.conflict_retries = conflict_retries
-        self.on_error = on_error
-        self.failures = 0
         # Per buffer: the source template last written for it, and the generation of
         # the managed template that write left.
         self._written: dict[str, tuple[str, int]] = {}
@@ -184,11 +182,6 @@ class CapacityBufferWriter:
     def _reconciled_now(self, r: BufferResult, now: datetime) -> None:
         if r.reconciled:
             self._reconciled[r.uid or r.key] = now
-
-    def _failed(self, error_type: ErrorType) -> None:
-        self.failures += 1
-        if self.on_error is not None:
-            self.on_error(error_type)
 
     # ------------------------------------------------------------------ template
 
@@ -310,15 +303,7 @@ class CapacityBufferWriter:
             log.info("capacity_buffer_status_written", buffer=r.key,
                      replicas=status.replicas, conditions=status.statuses())
             return True
-        log.warning(
-            "capacity_buffer_write_failed",
-            buffer=r.key,
-            error_type=ErrorType.API_CALL.value,
-            status=409,
-            reason="Conflict",
-            message=f"still conflicting after {self.conflict_retries} attempts",
-        )
-        self._failed(ErrorType.API_CALL)
+        self._still_conflicting("capacity_buffer_write_failed", buffer=r.key)
         return False
 
 

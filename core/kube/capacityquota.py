@@ -3,20 +3,19 @@ their status subresource, as upstream's CapacityQuota controller does."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from clusterscaler.framework.errors import ErrorType, describe
+from clusterscaler.framework.errors import describe
 from clusterscaler.model.capacityquota import (
     CAPACITY_QUOTA_GROUP,
     CAPACITY_QUOTA_PLURAL,
     CAPACITY_QUOTA_VERSION,
 )
-from kubernetes import client as k8s
 
 from .provreq import condition_to_k8s
-from .statusupdate import StatusTarget, UpdateOutcome, merge_conditions, update_status
+from .statusupdate import StatusTarget, StatusWriter, UpdateOutcome, merge_conditions, update_status
 
 if TYPE_CHECKING:
     from clusterscaler.loop.quotas import CapacityQuotaStatus
@@ -26,7 +25,7 @@ __all__ = ["CapacityQuotaStatusWriter"]
 log = structlog.get_logger()
 
 
-class CapacityQuotaStatusWriter:
+class CapacityQuotaStatusWriter(StatusWriter):
     """Updates `status.used` and the `Valid` and `Reconciled` conditions of each quota
     whose status changed.
 
@@ -37,20 +36,6 @@ class CapacityQuotaStatusWriter:
     uid), is skipped. With --dry-run nothing is written. A failure is logged and counted
     (`on_error`), never raised, and does not stop the other quotas.
     """
-
-    def __init__(
-        self,
-        api_client: Any,
-        *,
-        dry_run: bool = False,
-        conflict_retries: int = 3,
-        on_error: Callable[[ErrorType], None] | None = None,
-    ) -> None:
-        self.custom = k8s.CustomObjectsApi(api_client)
-        self.dry_run = dry_run
-        self.conflict_retries = conflict_retries
-        self.on_error = on_error
-        self.failures = 0
 
     def write(self, statuses: Iterable[CapacityQuotaStatus]) -> int:
         """Write every changed status; return how many were written."""
@@ -80,11 +65,6 @@ class CapacityQuotaStatusWriter:
                 self._failed(info.type)
         return written
 
-    def _failed(self, error_type: ErrorType) -> None:
-        self.failures += 1
-        if self.on_error is not None:
-            self.on_error(error_type)
-
     def _write(self, s: CapacityQuotaStatus) -> bool:
         mine = {c.type: condition_to_k8s(c) for c in s.conditions}
 
@@ -112,14 +92,5 @@ class CapacityQuotaStatusWriter:
                 valid=mine["Valid"]["status"] if "Valid" in mine else None,
             )
             return True
-        log.warning(
-            "capacity_quota_status_write_failed",
-            action="update_status",
-            quota=s.name,
-            error_type=ErrorType.API_CALL.value,
-            status=409,
-            reason="Conflict",
-            message=f"still conflicting after {self.conflict_retries} attempts",
-        )
-        self._failed(ErrorType.API_CALL)
+        self._still_conflicting("capacity_quota_status_write_failed", action="update_status", quota=s.name)
         return False

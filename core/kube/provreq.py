@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from clusterscaler.framework.errors import ErrorType, describe
+from clusterscaler.framework.errors import describe
 from clusterscaler.model.common import _format_time
 from clusterscaler.model.provisioning import PROVISIONING_REQUEST_GROUP, Condition
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from .responses import discard
-from .statusupdate import StatusTarget, UpdateOutcome, merge_conditions, update_status
+from .statusupdate import StatusTarget, StatusWriter, UpdateOutcome, merge_conditions, update_status
 
 if TYPE_CHECKING:
     from clusterscaler.loop.decisions import ProvisioningRequestResult
@@ -40,7 +40,7 @@ def condition_to_k8s(c: Condition) -> dict[str, Any]:
     return out
 
 
-class ProvisioningRequestStatusWriter:
+class ProvisioningRequestStatusWriter(StatusWriter):
     """Updates `status.conditions` of each request the loop changed, and deletes those
     whose time is over (`delete`, as CA's DeleteOldProvReqs).
 
@@ -51,20 +51,6 @@ class ProvisioningRequestStatusWriter:
     --dry-run nothing is written: a batch scheduler acts on these conditions. A failure is
     logged and counted (`on_error`), never raised, and does not stop the other requests.
     """
-
-    def __init__(
-        self,
-        api_client: Any,
-        *,
-        dry_run: bool = False,
-        conflict_retries: int = 3,
-        on_error: Callable[[ErrorType], None] | None = None,
-    ) -> None:
-        self.custom = k8s.CustomObjectsApi(api_client)
-        self.dry_run = dry_run
-        self.conflict_retries = conflict_retries
-        self.on_error = on_error
-        self.failures = 0
 
     def write(self, results: Iterable[ProvisioningRequestResult]) -> int:
         """Write every changed request; return how many were written."""
@@ -129,11 +115,6 @@ class ProvisioningRequestStatusWriter:
                  reason="Provisioned or Failed for more than 7 days")
         return 1
 
-    def _failed(self, error_type: ErrorType) -> None:
-        self.failures += 1
-        if self.on_error is not None:
-            self.on_error(error_type)
-
     def _write(self, r: ProvisioningRequestResult) -> bool:
         mine = {c.type: condition_to_k8s(c) for c in r.conditions if c.type in r.changed}
 
@@ -150,14 +131,5 @@ class ProvisioningRequestStatusWriter:
             log.info("provisioning_request_status_written", request=r.key,
                      conditions=r.statuses())
             return True
-        log.warning(
-            "provisioning_request_status_write_failed",
-            action="update_status",
-            request=r.key,
-            error_type=ErrorType.API_CALL.value,
-            status=409,
-            reason="Conflict",
-            message=f"still conflicting after {self.conflict_retries} attempts",
-        )
-        self._failed(ErrorType.API_CALL)
+        self._still_conflicting("provisioning_request_status_write_failed", action="update_status", request=r.key)
         return False

@@ -5,7 +5,8 @@ The object is read, its status changed by the caller on what the server holds, a
 update carries the resourceVersion read; on a conflict (409) the whole is done again, up to
 `retries` times. An object deleted since (404 on either call), or deleted and created again
 (another uid than the one the loop saw), is not written: its status is the next loop's.
-Other API errors are raised for the writer to log and count.
+Other API errors are raised for the writer to log and count. `StatusWriter` holds what the
+three writers share: the client, --dry-run, the retries, and the count of failures.
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+from clusterscaler.framework.errors import ErrorType
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from .responses import discard, read_json
 
-__all__ = ["StatusTarget", "UpdateOutcome", "merge_conditions", "update_status"]
+__all__ = ["StatusTarget", "StatusWriter", "UpdateOutcome", "merge_conditions", "update_status"]
+
+log = structlog.get_logger()
 
 
 class UpdateOutcome(enum.Enum):
@@ -103,3 +108,39 @@ def merge_conditions(
     return [c for c in kept if not (isinstance(c, dict) and c.get("type") in mine)] + list(
         mine.values()
     )
+
+
+class StatusWriter:
+    """What the status writers share: the API client, --dry-run (nothing written), the
+    conflict retries, and the failures, counted and passed to `on_error`."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        dry_run: bool = False,
+        conflict_retries: int = 3,
+        on_error: Callable[[ErrorType], None] | None = None,
+    ) -> None:
+        self.custom = k8s.CustomObjectsApi(api_client)
+        self.dry_run = dry_run
+        self.conflict_retries = conflict_retries
+        self.on_error = on_error
+        self.failures = 0
+
+    def _failed(self, error_type: ErrorType) -> None:
+        self.failures += 1
+        if self.on_error is not None:
+            self.on_error(error_type)
+
+    def _still_conflicting(self, event: str, **names: Any) -> None:
+        """Log and count an update that conflicted on every attempt."""
+        log.warning(
+            event,
+            **names,
+            error_type=ErrorType.API_CALL.value,
+            status=409,
+            reason="Conflict",
+            message=f"still conflicting after {self.conflict_retries} attempts",
+        )
+        self._failed(ErrorType.API_CALL)
