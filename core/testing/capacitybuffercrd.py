@@ -15,6 +15,7 @@ from typing import Any
 from clusterscaler.testing.upstreamcrd import (
     QUANTITY_SCHEMA,
     condition_schema,
+    crd_document,
     crd_to_install,
     upstream_crd_file,
 )
@@ -126,23 +127,7 @@ def crd_from_types() -> dict[str, Any]:
                 "schema": {"openAPIV3Schema": _schema(
                     "You must define both PodTemplateRef and ScalableRef"
                 )}}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": NAME},
-        "spec": {
-            "group": "autoscaling.x-k8s.io",
-            "names": {
-                "kind": "CapacityBuffer",
-                "listKind": "CapacityBufferList",
-                "plural": "capacitybuffers",
-                "shortNames": ["cb"],
-                "singular": "capacitybuffer",
-            },
-            "scope": "Namespaced",
-            "versions": [v1alpha1, v1beta1],
-        },
-    }
+    return crd_document("CapacityBuffer", ["cb"], "Namespaced", [v1alpha1, v1beta1])
 
 
 def upstream_crd() -> tuple[dict[str, Any], str] | None:

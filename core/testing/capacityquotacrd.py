@@ -15,6 +15,7 @@ from typing import Any
 from clusterscaler.testing.upstreamcrd import (
     QUANTITY_SCHEMA,
     condition_schema,
+    crd_document,
     crd_to_install,
     upstream_crd_file,
 )
@@ -119,31 +120,14 @@ def _schema() -> dict[str, Any]:
 def crd_from_types() -> dict[str, Any]:
     """The CRD as controller-gen makes it from the v1alpha1 types (without the
     descriptions): cluster-scoped, short name `cq`, with the status subresource."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": NAME},
-        "spec": {
-            "group": "autoscaling.x-k8s.io",
-            "names": {
-                "kind": "CapacityQuota",
-                "listKind": "CapacityQuotaList",
-                "plural": "capacityquotas",
-                "shortNames": ["cq"],
-                "singular": "capacityquota",
-            },
-            "scope": "Cluster",
-            "versions": [
-                {
-                    "name": "v1alpha1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": _schema()},
-                    "subresources": {"status": {}},
-                }
-            ],
-        },
+    version = {
+        "name": "v1alpha1",
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": _schema()},
+        "subresources": {"status": {}},
     }
+    return crd_document("CapacityQuota", ["cq"], "Cluster", [version])
 
 
 def upstream_crd() -> tuple[dict[str, Any], str] | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from clusterscaler.testing.upstreamcrd import (
     condition_schema,
+    crd_document,
     crd_to_install,
     module_file,
     upstream_crd_file,
@@ -127,23 +128,7 @@ def crd_from_types() -> dict[str, Any]:
         "deprecationWarning": "autoscaling.k8s.io/v1beta1 API is deprecated",
         "schema": {"openAPIV3Schema": _schema()},
     }
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": NAME},
-        "spec": {
-            "group": "autoscaling.x-k8s.io",
-            "names": {
-                "kind": "ProvisioningRequest",
-                "listKind": "ProvisioningRequestList",
-                "plural": "provisioningrequests",
-                "shortNames": ["provreq", "provreqs"],
-                "singular": "provisioningrequest",
-            },
-            "scope": "Namespaced",
-            "versions": [v1, v1beta1],
-        },
-    }
+    return crd_document("ProvisioningRequest", ["provreq", "provreqs"], "Namespaced", [v1, v1beta1])
 
 
 def upstream_crd() -> tuple[dict[str, Any], str] | None:

@@ -23,6 +23,7 @@ from clusterscaler.testing import controlplane, upstreamca
 __all__ = [
     "QUANTITY_SCHEMA",
     "condition_schema",
+    "crd_document",
     "crd_to_install",
     "module_file",
     "upstream_crd_file",
@@ -105,3 +106,28 @@ def crd_to_install(
     if found is not None:
         return found
     return from_types(), "written from the API's types"
+
+
+def crd_document(
+    kind: str, short_names: list[str], scope: str, versions: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A CustomResourceDefinition of `kind` in group autoscaling.x-k8s.io, named as
+    controller-gen names it (plural and singular: the kind in lower case, plural with "s")."""
+    singular = kind.lower()
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{singular}s.autoscaling.x-k8s.io"},
+        "spec": {
+            "group": "autoscaling.x-k8s.io",
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": f"{singular}s",
+                "shortNames": short_names,
+                "singular": singular,
+            },
+            "scope": scope,
+            "versions": versions,
+        },
+    }
