@@ -193,13 +193,13 @@ def _mark_unready_gpus(objects: ClusterObjects, gpu_label: str) -> ClusterObject
     left to the DRA readiness rule (`mark_unready_dra`)."""
     if not gpu_label:
         return objects
-    published = {s.node_name for s in objects.resource_slices if s.node_name}
     unready = {
         n.name
         for n in objects.nodes
         if n.ready and gpu_label in n.labels and n.allocatable.extended.get(GPU_RESOURCE, 0) <= 0
-        and n.name not in published
     }
+    if unready:
+        unready -= {s.node_name for s in objects.resource_slices if s.node_name}
     if not unready:
         return objects
     log.info("gpu_not_advertised", nodes=len(unready), first=min(unready))
@@ -721,12 +721,11 @@ class Autoscaler:
             node_slices=snapshot.dra.slices_of if snapshot.dra is not None else None,
         )
         provreqs = self.provisioning_requests
+        pods = provreqs.without_consumers(objects.pods)
         pending = classify_pending(
             # As CA's pod-list processors: the buffers' placeholder pods go through the
             # same filters as the cluster's pending pods.
-            [*provreqs.without_consumers(objects.pods), *self._buffer_pods]
-            if self._buffer_pods
-            else provreqs.without_consumers(objects.pods),
+            [*pods, *self._buffer_pods] if self._buffer_pods else pods,
             options,
             now,
             node_names=set(snapshot.node_names()),

@@ -163,19 +163,20 @@ class CapacityBufferProcessor:
         injected: list[Pod] = []
         for buffer in buffers:
             t = translated.get(buffer.key)
-            status = t.status if t is not None else BufferStatus.of(buffer)
+            held = BufferStatus.of(buffer)
+            status = t.status if t is not None else held
             made: list[Pod] = []
             if self.injection_enabled:
                 status, made = self._inject(buffer, status, t, by_name, now)
             injected.extend(made)
-            if t is None and not made and status == BufferStatus.of(buffer):
+            if t is None and not made and status == held:
                 continue
             result = BufferResult(
                 namespace=buffer.namespace,
                 name=buffer.name,
                 uid=buffer.uid,
                 status=status,
-                held=BufferStatus.of(buffer),
+                held=held,
                 template=t.template if t is not None else None,
                 pods=tuple(p.key for p in made),
                 api_version=buffer.api_version,
@@ -193,8 +194,6 @@ class CapacityBufferProcessor:
                 buffers=sum(1 for r in self._results.values() if r.pods),
             )
         return injected
-
-    # ------------------------------------------------------------------ controller
 
     # ------------------------------------------------------------------ injection
 
@@ -219,14 +218,10 @@ class CapacityBufferProcessor:
             # not ready until it is.
             return _provisioning(status, "False", NOT_READY_FOR_PROVISIONING_REASON,
                                  "CapacityBuffer is not ready for provisioning", now), []
+        # The controller's pod: the PodTemplate its writer made (by the server-side
+        # dry-run, admission defaults applied) once the cluster holds the one the status
+        # names, until then the source it is made from (buffer_controller._translate).
         source: Pod | None = translated.pod if fresh and translated is not None else None
-        if fresh:
-            # The PodTemplate its writer made (by the server-side dry-run: admission
-            # defaults such as a LimitRange's requests apply), once the cluster holds the
-            # one the buffer's status names; until then, the source it is made from.
-            written = _written_template(buffer, templates)
-            if written is not None:
-                source = written.pod
         if not fresh and status.pod_template_ref is not None:
             held = templates.get(f"{buffer.namespace}/{status.pod_template_ref}")
             # CA's generation filter: a template changed since the status was written
@@ -265,20 +260,6 @@ def _provisioning(status: BufferStatus, value: str, reason: str, message: str,
         status.conditions, Condition(PROVISIONING, value, reason, message, now, 0)
     )
     return dataclasses.replace(status, conditions=conditions)
-
-
-def _written_template(
-    buffer: CapacityBuffer, templates: Mapping[str, PodTemplate]
-) -> PodTemplate | None:
-    """The managed PodTemplate the buffer's status names, when the cluster holds that
-    generation of it."""
-    name = buffer.status_pod_template_ref
-    if name is None or name != managed_template_name(buffer.name):
-        return None
-    held = templates.get(f"{buffer.namespace}/{name}")
-    if held is None or held.generation != buffer.status_pod_template_generation:
-        return None
-    return held
 
 
 def _template_not_written(buffer: CapacityBuffer) -> bool:

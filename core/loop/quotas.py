@@ -133,10 +133,12 @@ class QuotaTracker:
     def _use(self, node: Node, count: int) -> None:
         if count <= 0 or is_virtual_kubelet(node):
             return
-        per_node = node_quota_resources(node, self._gpu_label)
+        per_node = None
         for q in self._quotas:
             if not q.applies_to(node.labels):
                 continue
+            if per_node is None:
+                per_node = node_quota_resources(node, self._gpu_label)
             room = self._left[q.name]
             for name, amount in per_node.items():
                 if name in room:
@@ -148,10 +150,12 @@ class QuotaTracker:
             raise ValueError(f"node count must not be negative, got {count}")
         allowed = count
         exceeded: list[ExceededQuota] = []
-        per_node = node_quota_resources(node, self._gpu_label)
+        per_node = None
         for q in self._quotas:
             if not q.applies_to(node.labels):
                 continue
+            if per_node is None:
+                per_node = node_quota_resources(node, self._gpu_label)
             room = self._left[q.name]
             over: list[str] = []
             for name, amount in per_node.items():
