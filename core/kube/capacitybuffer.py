@@ -25,7 +25,7 @@ from kubernetes.client.rest import ApiException
 
 from .provreq import condition_to_k8s
 from .responses import read_json
-from .statusupdate import StatusTarget, StatusWriter, UpdateOutcome, update_status
+from .statusupdate import StatusTarget, StatusWriter
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -292,19 +292,14 @@ class CapacityBufferWriter(StatusWriter):
     def _write_status(self, r: BufferResult, status: BufferStatus) -> bool:
         body = _status_to_k8s(status)
         target = StatusTarget(CAPACITY_BUFFER_GROUP, VERSION, PLURAL, r.name, r.namespace, r.uid)
-        outcome = update_status(self.custom, target, lambda _: body, self.conflict_retries)
-        if outcome is UpdateOutcome.GONE:
-            log.info("capacity_buffer_gone", buffer=r.key)
-            return False
-        if outcome is UpdateOutcome.CREATED_AGAIN:
-            log.info("capacity_buffer_gone", buffer=r.key, reason="re-created")
-            return False
-        if outcome is UpdateOutcome.WRITTEN:
-            log.info("capacity_buffer_status_written", buffer=r.key,
-                     replicas=status.replicas, conditions=status.statuses())
-            return True
-        self._still_conflicting("capacity_buffer_write_failed", buffer=r.key)
-        return False
+        return self._update(
+            target,
+            lambda _: body,
+            events=("capacity_buffer_gone", "capacity_buffer_status_written",
+                    "capacity_buffer_write_failed"),
+            names={"buffer": r.key},
+            written={"replicas": status.replicas, "conditions": status.statuses()},
+        )
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

@@ -15,7 +15,7 @@ from clusterscaler.model.capacityquota import (
 )
 
 from .provreq import condition_to_k8s
-from .statusupdate import StatusTarget, StatusWriter, UpdateOutcome, merge_conditions, update_status
+from .statusupdate import StatusTarget, StatusWriter, merge_conditions
 
 if TYPE_CHECKING:
     from clusterscaler.loop.quotas import CapacityQuotaStatus
@@ -77,20 +77,17 @@ class CapacityQuotaStatusWriter(StatusWriter):
         target = StatusTarget(
             CAPACITY_QUOTA_GROUP, CAPACITY_QUOTA_VERSION, CAPACITY_QUOTA_PLURAL, s.name, uid=s.uid
         )
-        outcome = update_status(self.custom, target, change, self.conflict_retries)
-        if outcome is UpdateOutcome.GONE:
-            log.info("capacity_quota_gone", quota=s.name)
-            return False
-        if outcome is UpdateOutcome.CREATED_AGAIN:
-            log.info("capacity_quota_gone", quota=s.name, reason="created again")
-            return False
-        if outcome is UpdateOutcome.WRITTEN:
-            log.info(
+        return self._update(
+            target,
+            change,
+            events=(
+                "capacity_quota_gone",
                 "capacity_quota_status_written",
-                quota=s.name,
-                used=dict(s.used) if s.used is not None else None,
-                valid=mine["Valid"]["status"] if "Valid" in mine else None,
-            )
-            return True
-        self._still_conflicting("capacity_quota_status_write_failed", action="update_status", quota=s.name)
-        return False
+                "capacity_quota_status_write_failed",
+            ),
+            names={"quota": s.name},
+            written={
+                "used": dict(s.used) if s.used is not None else None,
+                "valid": mine["Valid"]["status"] if "Valid" in mine else None,
+            },
+        )

@@ -13,7 +13,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from .responses import discard
-from .statusupdate import StatusTarget, StatusWriter, UpdateOutcome, merge_conditions, update_status
+from .statusupdate import StatusTarget, StatusWriter, merge_conditions
 
 if TYPE_CHECKING:
     from clusterscaler.loop.decisions import ProvisioningRequestResult
@@ -123,13 +123,11 @@ class ProvisioningRequestStatusWriter(StatusWriter):
             return status
 
         target = StatusTarget(PROVISIONING_REQUEST_GROUP, VERSION, PLURAL, r.name, r.namespace)
-        outcome = update_status(self.custom, target, change, self.conflict_retries)
-        if outcome in (UpdateOutcome.GONE, UpdateOutcome.CREATED_AGAIN):
-            log.info("provisioning_request_gone", request=r.key)
-            return False
-        if outcome is UpdateOutcome.WRITTEN:
-            log.info("provisioning_request_status_written", request=r.key,
-                     conditions=r.statuses())
-            return True
-        self._still_conflicting("provisioning_request_status_write_failed", action="update_status", request=r.key)
-        return False
+        return self._update(
+            target,
+            change,
+            events=("provisioning_request_gone", "provisioning_request_status_written",
+                    "provisioning_request_status_write_failed"),
+            names={"request": r.key},
+            written={"conditions": r.statuses()},
+        )

@@ -133,10 +133,37 @@ class StatusWriter:
         if self.on_error is not None:
             self.on_error(error_type)
 
+    def _update(
+        self,
+        target: StatusTarget,
+        change: Callable[[dict[str, Any]], dict[str, Any]],
+        *,
+        events: tuple[str, str, str],
+        names: Mapping[str, Any],
+        written: Mapping[str, Any],
+    ) -> bool:
+        """`update_status`, logged: `events` are the (gone, written, failed) event names,
+        `names` the fields naming the object on each, `written` the fields added when it was
+        written. True when written."""
+        gone, done, failed = events
+        outcome = update_status(self.custom, target, change, self.conflict_retries)
+        if outcome is UpdateOutcome.WRITTEN:
+            log.info(done, **names, **written)
+            return True
+        if outcome is UpdateOutcome.CONFLICTED:
+            self._still_conflicting(failed, **names)
+            return False
+        if outcome is UpdateOutcome.CREATED_AGAIN:
+            log.info(gone, **names, reason=outcome.value)
+        else:
+            log.info(gone, **names)
+        return False
+
     def _still_conflicting(self, event: str, **names: Any) -> None:
         """Log and count an update that conflicted on every attempt."""
         log.warning(
             event,
+            action="update_status",
             **names,
             error_type=ErrorType.API_CALL.value,
             status=409,
