@@ -45,6 +45,10 @@ class CachedNodeGroup(abc.ABC, Generic[R]):
     def describe(self) -> str:
         """The group as its cloud calls it, for errors (`ASG 'workers'`)."""
 
+    def exist(self) -> bool:
+        """Whether the group is still in the provider's cache."""
+        return self.lookup() is not None
+
     def record(self) -> R:
         """The group's current record; raises `NodeGroupNotFoundError` once it is gone."""
         record = self.lookup()

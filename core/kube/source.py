@@ -167,13 +167,17 @@ def lister_specs(
                 parse_provisioning_request,
                 optional=True,
             ),
+        ]
+    if provisioning_requests or capacity_buffers:
+        # The pods of requests and of buffers are shaped by PodTemplates.
+        specs.append(
             ListerSpec(
                 "podtemplates",
                 "PodTemplate",
                 core.list_pod_template_for_all_namespaces,
                 parse_pod_template,
-            ),
-        ]
+            )
+        )
     if capacity_buffers:
         custom = k8s.CustomObjectsApi(api_client)
         specs += [
@@ -197,15 +201,6 @@ def lister_specs(
                 parse_resource_quota,
             ),
         ]
-        if not provisioning_requests:
-            specs.append(
-                ListerSpec(
-                    "podtemplates",
-                    "PodTemplate",
-                    core.list_pod_template_for_all_namespaces,
-                    parse_pod_template,
-                )
-            )
     if capacity_quotas:
         custom = k8s.CustomObjectsApi(api_client)
         # A cluster without the CRD has no quotas: its cache is synced and empty.

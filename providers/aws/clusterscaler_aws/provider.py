@@ -176,9 +176,6 @@ class AwsNodeGroup(CachedNodeGroup[AsgRecord]):
         )
         return build_template_node_info(data)
 
-    def exist(self) -> bool:
-        return self._provider.cache.get(self._name) is not None
-
     def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
         # Only the overrides of the tags: the core lays them over the flags.
         return self.record().options

@@ -265,9 +265,6 @@ class AzureNodeGroup(CachedNodeGroup[VmssRecord]):
             raise ConfigurationError(unknown_sku_message(desc))
         return build_template_node_info(TemplateInput(vmss=desc, sku=sku, tags=tags))
 
-    def exist(self) -> bool:
-        return self._cache.get(self._name) is not None
-
     def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
         # Only the overrides of the tags: the core lays them over the flags.
         return self.record().options

@@ -155,9 +155,6 @@ class GceNodeGroup(CachedNodeGroup[MigRecord]):
     def template_node_info(self) -> NodeInfo:
         return self._provider.template_for(self.record())
 
-    def exist(self) -> bool:
-        return self._provider.cache.get(self.ref) is not None
-
     def get_options(self, defaults: NodeGroupOptions) -> NodeGroupOptions | None:
         overrides = self.record().options
         if overrides is None:
