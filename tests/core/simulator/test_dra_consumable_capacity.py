@@ -205,3 +205,21 @@ def test_selectors_see_whether_a_device_is_shared() -> None:
     dra = state([slice_([shared_gpu(), shared_gpu("gpu-1", multiple=False)])],
                 [template(dedicated)])
     assert devices_of(dra.allocate(pod(), NODE)) == ["gpu-1"]
+
+
+def test_a_shared_device_draws_its_counters_once_for_all_its_shares() -> None:
+    """The counters a shared device consumes are drawn when its first share is allocated
+    and returned with its last: its shares do not draw them again, and a second device of
+    the same counter set fits only where the counters allow both."""
+    devices = [{**shared_gpu(name), "consumesCounters": [
+        {"counterSet": "gpu", "counters": {"memory": {"value": "20Gi"}}}]}
+        for name in ("gpu-0", "gpu-1")]
+    dra = state([slice_(devices, counters={"gpu": {"memory": "30Gi"}})],
+                [template(memory_request("10Gi"))])
+    # gpu-0 holds four shares of 10Gi; gpu-1 would take the counter set to 40Gi of 30Gi.
+    assert place(dra, 8) == 4
+    assert dra.used_counters[(DRIVER, "n1")]["gpu"]["memory"] == 20 * GI
+    for i in range(4):
+        dra.release(pod(f"p{i}"))
+    assert dra.used_counters[(DRIVER, "n1")]["gpu"]["memory"] == 0
+    assert place(dra, 1) == 1
