@@ -1998,7 +1998,7 @@ def _node_selector(
 ) -> tuple[NodeSelectorTerm, ...] | None:
     """The node selector of an allocation on node `target`, as the allocator's
     createNodeSelector makes it: that node, when a device is node-local or binds to its
-    node (`bindsToNode`, binding conditions); else the requirements of the devices' node
+    node (`bindsToNode`; binding conditions alone do not pin it); else the requirements of the devices' node
     selectors (their slice's, or their own with per-device node selection) together; else
     none (every node)."""
     fields: list[NodeSelectorRequirement] = []
