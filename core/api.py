@@ -65,9 +65,8 @@ from clusterscaler.framework.templatedevices import (
     gpu_template_slices,
     is_dra_driver_name,
 )
-from clusterscaler.framework.templatenodes import GPU_RESOURCE, gpus_as_devices, template_node_info
+from clusterscaler.framework.templatenodes import gpus_as_devices, template_node_info
 from clusterscaler.framework.templatetags import (
-    TAINT_EFFECTS,
     TagScheme,
     TemplateTagError,
     TemplateTags,
@@ -90,8 +89,10 @@ from clusterscaler.loop.taints import (
     TaintConfig,
 )
 from clusterscaler.model import (
+    GPU_RESOURCE,
     HOSTNAME_LABEL,
     POD_SLOT,
+    TAINT_EFFECTS,
     ModelError,
     Node,
     NodeCondition,

@@ -12,10 +12,15 @@ from collections.abc import Mapping, Sequence
 
 from clusterscaler.framework.cloudprovider import ConfigurationError
 from clusterscaler.framework.templatedevices import gpu_template_slices
-from clusterscaler.model import Node, NodeCondition, NodeInfo, Resources, ResourceSlice, Taint
-
-# The extended resource of NVIDIA GPUs, which a DRA driver's devices replace.
-GPU_RESOURCE = "nvidia.com/gpu"
+from clusterscaler.model import (
+    GPU_RESOURCE,
+    Node,
+    NodeCondition,
+    NodeInfo,
+    Resources,
+    ResourceSlice,
+    Taint,
+)
 
 
 def template_node_info(

@@ -31,9 +31,8 @@ from clusterscaler.framework.cloudprovider import (
     parse_group_option,
 )
 from clusterscaler.framework.templatedevices import DRA_DRIVER_FORM, is_dra_driver_name
-from clusterscaler.model import Taint, is_label_value, is_qualified_name
+from clusterscaler.model import TAINT_EFFECTS, Taint, is_label_value, is_qualified_name
 
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 LABEL_VALUE_FORM = (
     "a label value of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
 )

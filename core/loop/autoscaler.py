@@ -78,7 +78,7 @@ from clusterscaler.loop.scaleup import (
 )
 from clusterscaler.loop.templates import LISTED_AT_MOST, Template, TemplateCache, upcoming_node
 from clusterscaler.loop.upkeep import ClusterUpkeep
-from clusterscaler.model import ClusterObjects, NodeInfo, Pod, gc_paused
+from clusterscaler.model import GPU_RESOURCE, ClusterObjects, NodeInfo, Pod, gc_paused
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.dra_compare import (
     compare_resource_pools,
@@ -87,7 +87,6 @@ from clusterscaler.simulator.dra_compare import (
 )
 from clusterscaler.simulator.drain import PodFilter, build_pod_filters
 from clusterscaler.simulator.profile import DefaultSpread, configured_filters
-from clusterscaler.simulator.utilization import GPU_RESOURCE
 
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions

@@ -10,8 +10,7 @@ list of GPU types; providers here publish none, so the value is taken as it is).
 
 from __future__ import annotations
 
-from clusterscaler.model import Node
-from clusterscaler.simulator.utilization import GPU_RESOURCE
+from clusterscaler.model import GPU_RESOURCE, Node
 
 __all__ = ["GENERIC_GPU", "MISSING_GPU", "gpu_for_metrics"]
 

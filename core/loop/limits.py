@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from clusterscaler.framework.cloudprovider import ResourceLimiter
-from clusterscaler.model import Node
-from clusterscaler.simulator.utilization import GPU_RESOURCE
+from clusterscaler.model import GPU_RESOURCE, Node
 
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions

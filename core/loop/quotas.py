@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from clusterscaler.loop.decisions import GroupRejection, NoScaleUpReason
-from clusterscaler.model import Node
+from clusterscaler.model import GPU_RESOURCE, Node
 from clusterscaler.model.capacityquota import (
     RECONCILED,
     RECONCILIATION_FAILED,
@@ -36,7 +36,6 @@ from clusterscaler.model.capacityquota import (
 )
 from clusterscaler.model.provisioning import Condition
 from clusterscaler.model.quantity import format_bytes, format_cpu
-from clusterscaler.simulator.utilization import GPU_RESOURCE
 
 # The label upstream recognises virtual-kubelet nodes by (`type=virtual-kubelet`).
 VIRTUAL_KUBELET_LABEL = "type"

@@ -86,8 +86,9 @@ from clusterscaler.model.provisioning import (
     parse_pod_template,
     parse_provisioning_request,
 )
-from clusterscaler.model.resources import POD_SLOT, ZERO, Resources
+from clusterscaler.model.resources import GPU_RESOURCE, POD_SLOT, ZERO, Resources
 from clusterscaler.model.scheduling import (
+    TAINT_EFFECTS,
     Affinity,
     HostPort,
     LabelSelector,
@@ -134,6 +135,7 @@ __all__ = [
     "DAEMONSET_POD_ANNOTATION",
     "DEFAULT_SCHEDULER",
     "DEVICE_TAINT_EFFECTS",
+    "GPU_RESOURCE",
     "HOSTNAME_LABEL",
     "LEGACY_REGION_LABEL",
     "LEGACY_ZONE_LABEL",
@@ -142,6 +144,7 @@ __all__ = [
     "POD_SLOT",
     "REGION_LABEL",
     "SUPPORTED_KINDS",
+    "TAINT_EFFECTS",
     "UNREAD_KINDS",
     "ZERO",
     "ZONE_LABEL",

@@ -20,6 +20,8 @@ CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
+# The extended resource of NVIDIA GPUs: what the autoscaler counts as a node's GPUs.
+GPU_RESOURCE = "nvidia.com/gpu"
 _EMPTY: Mapping[str, int] = {}
 
 

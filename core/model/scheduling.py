@@ -515,8 +515,9 @@ def _parse_tolerations(value: Any, obj: str, field: str) -> tuple[Toleration, ..
     return result
 
 
-_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-_TOLERATION_EFFECT_FORM = "one of " + ", ".join(_TAINT_EFFECTS) + " or empty (every effect)"
+# The effects a node taint may have, as the API server validates them.
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_TOLERATION_EFFECT_FORM = "one of " + ", ".join(TAINT_EFFECTS) + " or empty (every effect)"
 
 
 def _parse_tolerations_uncached(value: Any, obj: str, field: str) -> tuple[Toleration, ...]:
@@ -530,7 +531,7 @@ def _parse_tolerations_uncached(value: Any, obj: str, field: str) -> tuple[Toler
         if op not in ("Equal", "Exists"):
             raise ModelError(obj, f"{f}.operator", "Equal or Exists", op)
         effect = t.get("effect") or ""
-        if effect and effect not in _TAINT_EFFECTS:
+        if effect and effect not in TAINT_EFFECTS:
             raise ModelError(obj, f"{f}.effect", _TOLERATION_EFFECT_FORM, effect)
         key = t.get("key") or ""
         if not isinstance(key, str):
@@ -562,8 +563,8 @@ def _parse_taints(value: Any, obj: str, field: str) -> tuple[Taint, ...]:
         if not isinstance(key, str) or not key:
             raise ModelError(obj, f"{f}.key", "a non-empty string", key)
         effect = t.get("effect")
-        if effect not in _TAINT_EFFECTS:
-            raise ModelError(obj, f"{f}.effect", "one of " + ", ".join(_TAINT_EFFECTS), effect)
+        if effect not in TAINT_EFFECTS:
+            raise ModelError(obj, f"{f}.effect", "one of " + ", ".join(TAINT_EFFECTS), effect)
         val = t.get("value") or ""
         if not isinstance(val, str):
             raise ModelError(obj, f"{f}.value", "a string", val)

@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from clusterscaler.model import Node, Pod
+from clusterscaler.model import GPU_RESOURCE, Node, Pod
 from clusterscaler.simulator.dra import PoolIncomplete, PoolUtilization, highest_pool
 
 if TYPE_CHECKING:
     from clusterscaler.simulator.dra import DraState
 
-GPU_RESOURCE = "nvidia.com/gpu"
 _LONG_TERMINATING_EXTRA = timedelta(seconds=30)
 
 

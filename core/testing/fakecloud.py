@@ -39,10 +39,9 @@ from clusterscaler.framework.cloudprovider import (
     ResourceLimiter,
 )
 from clusterscaler.framework.cluster import InMemoryCluster
-from clusterscaler.model import Node, NodeCondition, NodeInfo
+from clusterscaler.model import GPU_RESOURCE, Node, NodeCondition, NodeInfo
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.simulator.builders import make_node
-from clusterscaler.simulator.utilization import GPU_RESOURCE
 
 __all__ = [
     "ESTABLISHED_AGE",

@@ -19,6 +19,7 @@ from datetime import timedelta
 
 import structlog
 from clusterscaler.api import (
+    GPU_RESOURCE,
     POD_SLOT,
     AutoscalingOptions,
     ExpanderContext,
@@ -43,7 +44,6 @@ PREFERRED_NODES: tuple[tuple[int, int, int], ...] = (
 LARGEST_PREFERRED = (32000, 120000 * MI)
 NOT_EXIST_COEFFICIENT = 2.0
 GPU_UNFITNESS = 1000.0
-GPU_RESOURCE = "nvidia.com/gpu"
 
 STABILIZATION_POD = Pod(
     namespace="default",

@@ -12,12 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from clusterscaler.api import Node, Pod, Resources
+from clusterscaler.api import GPU_RESOURCE, Node, Pod, Resources
 
 CPU_PRICE_PER_CORE_HOUR = 0.033174
 MEMORY_PRICE_PER_GIB_HOUR = 0.004446
 GPU_PRICE_PER_HOUR = 0.95
-GPU_RESOURCE = "nvidia.com/gpu"
 _GIB = 1024**3
 
 

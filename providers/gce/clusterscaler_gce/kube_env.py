@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from clusterscaler.api import (
     GROUP_OPTION_NAMES,
+    TAINT_EFFECTS,
     ConfigurationError,
     GroupOptionError,
     NodeGroupOptions,
@@ -35,7 +36,6 @@ from clusterscaler.api import (
 
 AUTOSCALER_ENV_VARS = "AUTOSCALER_ENV_VARS"
 KUBELET_ARG_VARS = ("KUBELET_ARGS", "KUBELET_TEST_ARGS")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 OPERATING_SYSTEMS = ("linux", "windows")
 DISTRIBUTIONS = ("cos", "cos_containerd", "ubuntu", "ubuntu_containerd", "windows_ltsc", "windows_sac")
 ARCHITECTURES = ("amd64", "arm64")

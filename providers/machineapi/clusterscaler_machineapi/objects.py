@@ -11,11 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterscaler.api import ConfigurationError, Taint
+from clusterscaler.api import TAINT_EFFECTS, ConfigurationError, Taint
 
 from clusterscaler_machineapi.apigroups import PAUSED_ANNOTATION, ApiGroup
-
-_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,9 +170,9 @@ def parse_taints(value: Any, obj: str, path: str) -> tuple[Taint, ...]:
         effect = item.get("effect")
         if not isinstance(key, str) or not key:
             raise ConfigurationError(f"{obj}: {path}[{i}].key: expected a non-empty string, got {key!r}")
-        if effect not in _TAINT_EFFECTS:
+        if effect not in TAINT_EFFECTS:
             raise ConfigurationError(
-                f"{obj}: {path}[{i}].effect: expected one of {', '.join(_TAINT_EFFECTS)}, "
+                f"{obj}: {path}[{i}].effect: expected one of {', '.join(TAINT_EFFECTS)}, "
                 f"got {effect!r}"
             )
         out.append(Taint(key, str(item.get("value") or ""), effect))

@@ -18,6 +18,7 @@ from typing import Any
 from clusterscaler.api import (
     DRA_DRIVER_FORM,
     MAX_SLICE_DEVICES,
+    TAINT_EFFECTS,
     ConfigurationError,
     Node,
     NodeInfo,
@@ -53,7 +54,6 @@ from clusterscaler_machineapi.infrastructure import InfraTemplate
 from clusterscaler_machineapi.objects import ScalableResource
 
 MIB = 1024 * 1024
-_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 LABEL_OS = "kubernetes.io/os"
 LABEL_ARCH = "kubernetes.io/arch"
@@ -166,12 +166,12 @@ def parse_taint_list(resource: ScalableResource, key: str) -> tuple[Taint, ...]:
             continue
         head, colon, effect = item.rpartition(":")
         k, _, v = head.partition("=")
-        if not colon or not k.strip() or effect.strip() not in _EFFECTS:
+        if not colon or not k.strip() or effect.strip() not in TAINT_EFFECTS:
             raise _annotation_error(
                 resource,
                 key,
                 "a list of key=value:Effect separated by commas, Effect one of "
-                + ", ".join(_EFFECTS),
+                + ", ".join(TAINT_EFFECTS),
                 raw,
             )
         out.append(Taint(k.strip(), v.strip(), effect.strip()))
