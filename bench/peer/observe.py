@@ -5,7 +5,8 @@ autoscaler process's CPU and memory, and its /metrics.
 of the API server (one thread each, the standard library's HTTPS client, only the fields
 it needs decoded by msgspec), and stamps each change with this process's monotonic clock:
 the first Node an autoscaler creates is its first node-group increase (the kwok provider
-grows a group by creating Node objects), and a pod is bound once `spec.nodeName` is set.
+grows a group by creating Node objects), a Node deleted is a node removed (it shrinks a
+group by deleting them), and a pod is bound once `spec.nodeName` is set.
 
 `ProcessUsage` reads `/proc` for an autoscaler process and the processes it started: CPU
 seconds (user + system) and the peak resident set (`VmHWM`), so both autoscalers are
@@ -64,7 +65,7 @@ class ClusterWatch:
     token: str
     namespace: str
     group_label: str
-    ignore_nodes: frozenset[str] = frozenset()  # nodes made before the run
+    ignore_nodes: frozenset[str] = frozenset()  # nodes made before the run: only deletions
     node_added: dict[str, float] = field(default_factory=dict)  # name -> first seen
     node_group: dict[str, str] = field(default_factory=dict)  # name -> group label
     nodes_deleted: dict[str, float] = field(default_factory=dict)
@@ -133,11 +134,11 @@ class ClusterWatch:
     def _on_node(self, event: _Event) -> None:
         now = time.monotonic()
         name = event.object.metadata.name
-        if name in self.ignore_nodes:
-            return
         with self._lock:
             if event.type == "DELETED":
                 self.nodes_deleted.setdefault(name, now)
+                return
+            if name in self.ignore_nodes:
                 return
             if event.type in ("ADDED", "MODIFIED") and name not in self.node_added:
                 self.node_added[name] = now
@@ -161,6 +162,12 @@ class ClusterWatch:
     def first_node_at(self) -> float | None:
         with self._lock:
             return min(self.node_added.values(), default=None)
+
+    def removals(self) -> list[float]:
+        """When each node deleted since the start was seen deleted (made before the run or
+        during it), in order."""
+        with self._lock:
+            return sorted(self.nodes_deleted.values())
 
     def bound_and_pending(self) -> tuple[int, int]:
         with self._lock:

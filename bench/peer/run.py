@@ -18,7 +18,9 @@ applied with one `kubectl apply`. From that moment the harness watches Nodes and
   workload's creation to that end (a steady scenario: over its `observe_s` window);
   `startup_cpu_s` before it, up to its first loop;
 - `peak_rss_mib`: the process's peak resident set (`VmHWM`) over its whole life;
-- `loop_s`: its mean main-loop duration while the workload was handled, from /metrics.
+- `loop_s`: its mean main-loop duration while the workload was handled, from /metrics;
+- on scale-down, `nodes_removed`, and `first_removal_s` and `last_removal_s`: from the
+  Deployments' scale-down to the first and the last Node deleted.
 
 The two autoscalers alternate (CA first) so that a drift of the shared machine does not
 favour one. Text output prints both side by side with MET / NOT MET per target; `--json`
@@ -62,8 +64,14 @@ from bench.peer.observe import (
     main_loop,
     peak_rss_bytes,
 )
-from bench.peer.scenarios import SCALE_UP, SCENARIOS, STEADY, PeerScenario
-from bench.peer.workload import as_list, existing_nodes, provider_objects, workload_objects
+from bench.peer.scenarios import SCALE_DOWN, SCALE_UP, SCENARIOS, STEADY, PeerScenario
+from bench.peer.workload import (
+    as_list,
+    existing_nodes,
+    provider_objects,
+    scaled_down,
+    workload_objects,
+)
 
 CA = "cluster-autoscaler"
 CLUSTERSCALER = "clusterscaler"
@@ -97,6 +105,9 @@ class Row:
     peak_rss_mib: float | None = None
     loop_s: float | None = None
     loops: int = 0
+    nodes_removed: int = 0
+    first_removal_s: float | None = None
+    last_removal_s: float | None = None
     version: str = ""
     error: str = ""
     note: str = ""  # what the harness noticed without failing the run
@@ -182,7 +193,7 @@ def evaluate(scenario: str, rows: Sequence[Row]) -> list[Verdict]:
 
 
 def _decision_text(row: Row) -> str:
-    groups = ", ".join(f"{g} +{n}" for g, n in sorted(row.nodes_per_group.items())) or "none"
+    groups = ", ".join(f"{g} {n:+d}" for g, n in sorted(row.nodes_per_group.items())) or "none"
     return f"nodes {groups}; {row.pods_pending} pods pending"
 
 
@@ -260,12 +271,13 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
                    cluster: controlplane.Cluster, workdir: Path, *,
                    progress: bool = False) -> Row:
     """One run on a running, empty control plane `cluster`: see the module's docstring."""
-    row = Row(scenario.name, autoscaler, run, pods=scenario.pods, version=_version(autoscaler))
+    row = Row(scenario.name, autoscaler, run, pods=scenario.pods_at_end,
+              version=_version(autoscaler))
     kubeconfig = cluster.kubeconfig
     apply(kubeconfig, provider_objects(scenario))
     existing: list[str] = []
-    if scenario.kind == STEADY:
-        existing = prepare_steady(scenario, cluster, progress=progress)
+    if scenario.kind in (STEADY, SCALE_DOWN):
+        existing = prepare_existing(scenario, cluster, progress=progress)
     port = controlplane.free_port()
     log = workdir / f"{scenario.name}-{autoscaler}-{run}.log"
     with log.open("wb") as out:
@@ -296,7 +308,10 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
             finish(row, watch, process.pid, port, before, startup_cpu, started, None,
                    dict(scenario.existing))
             return row
-        apply(kubeconfig, workload_objects(scenario))
+        if scenario.kind == SCALE_DOWN:
+            apply(kubeconfig, scaled_down(scenario))
+        else:
+            apply(kubeconfig, workload_objects(scenario))
         end = started + scenario.timeout_s
         done_at: float | None = None
         next_report = started + PROGRESS_EVERY
@@ -305,14 +320,14 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
                 next_report += PROGRESS_EVERY
                 bound, pending = watch.bound_and_pending()
                 print(f"  {time.monotonic() - started:5.0f}s {autoscaler}: "
-                      f"{sum(watch.nodes_per_group().values())} nodes, {bound} pods bound, "
-                      f"{pending} not", file=sys.stderr, flush=True)
+                      f"{sum(watch.nodes_per_group().values())} nodes added, "
+                      f"{len(watch.removals())} removed, {bound} pods bound, {pending} not",
+                      file=sys.stderr, flush=True)
             if process.poll() is not None:
                 raise ControlPlaneError(f"{autoscaler} exited {process.returncode} during the "
                                         f"run:\n{_log_tail(log)}")
-            bound, _ = watch.bound_and_pending()
-            if done_at is None and bound >= scenario.pods:
-                done_at = watch.last_bound_at
+            if done_at is None:
+                done_at = run_done_at(scenario, watch)
             if done_at is not None and time.monotonic() >= done_at + scenario.settle_s:
                 break
             time.sleep(0.1)
@@ -323,6 +338,20 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
             watch.stop()
         _stop(process)
     return row
+
+
+def run_done_at(scenario: PeerScenario, watch: ClusterWatch) -> float | None:
+    """When the run's work was done, or None while it is not: every pod bound (a scale-up),
+    the expected nodes removed (a scale-down)."""
+    if scenario.kind == SCALE_DOWN:
+        if scenario.expect_removed <= 0:
+            return time.monotonic()
+        removals = watch.removals()
+        if len(removals) >= scenario.expect_removed:
+            return removals[scenario.expect_removed - 1]
+        return None
+    bound, _ = watch.bound_and_pending()
+    return watch.last_bound_at if bound >= scenario.pods else None
 
 
 def finish(row: Row, watch: ClusterWatch, pid: int, port: int, before: LoopMetric,
@@ -345,6 +374,11 @@ def finish(row: Row, watch: ClusterWatch, pid: int, port: int, before: LoopMetri
     # A negative count is a group that lost nodes: a steady scenario's decision too.
     row.nodes_per_group = {g: n for g, n in sorted(added.items()) if n}
     row.nodes_added = sum(n for n in row.nodes_per_group.values() if n > 0)
+    row.nodes_removed = -sum(n for n in row.nodes_per_group.values() if n < 0)
+    removals = watch.removals()
+    if removals:
+        row.first_removal_s = round(removals[0] - started, 2)
+        row.last_removal_s = round(removals[-1] - started, 2)
     row.pods_pending = row.pods - final.pods_bound
     seen = (watch.nodes_per_group(), watch.bound_and_pending())
     if seen != ({g: n for g, n in row.nodes_per_group.items() if n > 0},
@@ -360,10 +394,11 @@ def finish(row: Row, watch: ClusterWatch, pid: int, port: int, before: LoopMetri
         row.error = "; ".join(watch.errors[:3])
 
 
-def prepare_steady(scenario: PeerScenario, cluster: controlplane.Cluster, *,
-                   progress: bool) -> list[str]:
-    """Make a steady scenario's nodes and workload and wait until every pod is bound,
-    before any autoscaler runs; returns the names of the nodes made."""
+def prepare_existing(scenario: PeerScenario, cluster: controlplane.Cluster, *,
+                     progress: bool) -> list[str]:
+    """Make the nodes a steady or scale-down scenario starts with and its workload, and
+    wait until every pod is bound, before any autoscaler runs; returns the names of the
+    nodes made."""
     nodes = existing_nodes(scenario)
     apply(cluster.kubeconfig, nodes)
     watch = cluster_watch(cluster, scenario.namespace, GROUP_LABEL)
@@ -411,15 +446,15 @@ def run_one(scenario: PeerScenario, autoscaler: str, run: int, workdir: Path, *,
     try:
         cluster = controlplane.start(root)
     except ControlPlaneError as err:
-        return Row(scenario.name, autoscaler, run, pods=scenario.pods,
+        return Row(scenario.name, autoscaler, run, pods=scenario.pods_at_end,
                    version=_version(autoscaler), error=f"control plane: {err}")
     try:
         return run_on_cluster(scenario, autoscaler, run, cluster, workdir, progress=progress)
     except (ControlPlaneError, OSError, subprocess.SubprocessError) as err:
-        return Row(scenario.name, autoscaler, run, pods=scenario.pods,
+        return Row(scenario.name, autoscaler, run, pods=scenario.pods_at_end,
                    version=_version(autoscaler), error=f"{type(err).__name__}: {err}")
     except Exception:
-        return Row(scenario.name, autoscaler, run, pods=scenario.pods,
+        return Row(scenario.name, autoscaler, run, pods=scenario.pods_at_end,
                    version=_version(autoscaler), error=traceback.format_exc(limit=5))
     finally:
         controlplane.stop(root)
@@ -435,6 +470,8 @@ FIGURES = (
     ("CPU at start-up", "startup_cpu_s", "s"),
     ("peak RSS", "peak_rss_mib", "MiB"),
     ("main loop (mean)", "loop_s", "s"),
+    ("first node removed", "first_removal_s", "s"),
+    ("last node removed", "last_removal_s", "s"),
 )
 
 

@@ -9,7 +9,8 @@ estimator's packing matters.
 
 `--scan-interval=1s` is the one flag every scenario sets over CA's defaults: with CA's
 10 s, the time to the first increase would mostly measure where in its interval the loop
-was when the workload appeared, not the autoscaler.
+was when the workload appeared, not the autoscaler. A scale-down scenario also sets the
+scale-down timers (`SCALE_DOWN_FLAGS`), short and the same for both.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 POOL_LABEL = "workload-pool"
+ZONE_LABEL = "topology.kubernetes.io/zone"
 COMMON_FLAGS = ("--scan-interval=1s",)
+# A node is removed after 30 s unneeded (CA's default is 10 min), and scale-down waits
+# 30 s after a scale-up (default 10 min); the other scale-down settings are CA's defaults.
+SCALE_DOWN_FLAGS = (*COMMON_FLAGS, "--scale-down-unneeded-time=30s",
+                    "--scale-down-delay-after-add=30s")
 
 
 @dataclass(frozen=True)
@@ -29,19 +35,30 @@ class NodeGroup:
     memory_gi: int
     max_count: int = 200
     pods: int = 110
+    zone: str | None = None  # the template's topology.kubernetes.io/zone label
 
 
 @dataclass(frozen=True)
 class Workload:
     """A Deployment of real-shaped pods: an app container with `cpu_m` / `memory_mi`
     requests and a log sidecar of 50m / 64Mi (limits twice the requests), pinned to node
-    group `pool` when set."""
+    group `pool` when set.
+
+    The three constraints between pods, each a topology key (the pods of the Deployment
+    select each other by their `app` label): `anti_affinity`, a required pod anti-affinity
+    (at most one pod per domain); `affinity`, a required pod affinity (all in the domain of
+    the first); `spread`, a topology spread constraint of max skew 1 that pods must not
+    break (`DoNotSchedule`).
+    """
 
     name: str
     replicas: int
     cpu_m: int
     memory_mi: int
     pool: str | None = None
+    anti_affinity: str | None = None
+    affinity: str | None = None
+    spread: str | None = None
 
     @property
     def pod_cpu_m(self) -> int:
@@ -54,10 +71,12 @@ class Workload:
 
 SIDECAR_CPU_M = 50
 SIDECAR_MEMORY_MI = 64
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 SCALE_UP = "scale-up"
 STEADY = "steady"
+SCALE_DOWN = "scale-down"
 
 
 @dataclass(frozen=True)
@@ -68,7 +87,10 @@ class PeerScenario:
     autoscaler's answer. A `steady` one builds its cluster first (`existing` nodes per
     group, made as the kwok provider makes them, and the workload bound to them), then
     starts the autoscaler and measures its loops for `observe_s` seconds, with nothing
-    to do.
+    to do. A `scale-down` one builds its cluster as a steady one does, starts the
+    autoscaler, then scales each Deployment down to its `remaining` replicas and times the
+    nodes removed, until `expect_removed` nodes are gone (then `settle_s` more, so that an
+    excess removal is counted) or the timeout.
     """
 
     name: str
@@ -85,10 +107,18 @@ class PeerScenario:
     kind: str = SCALE_UP
     existing: tuple[tuple[str, int], ...] = ()  # (node group, nodes) made before the run
     observe_s: float = 60.0
+    remaining: tuple[tuple[str, int], ...] = ()  # (Deployment, replicas) after a scale-down
+    expect_removed: int = 0
 
     @property
     def pods(self) -> int:
         return sum(w.replicas for w in self.workloads)
+
+    @property
+    def pods_at_end(self) -> int:
+        """The pods that must be bound at the end: a scale-down's `remaining` ones."""
+        remaining = dict(self.remaining)
+        return sum(remaining.get(w.name, w.replicas) for w in self.workloads)
 
     def group(self, name: str) -> NodeGroup:
         for group in self.groups:
@@ -122,6 +152,38 @@ def _steady(name: str, title: str, nodes: int, *, timeout_s: float) -> PeerScena
                         kind=STEADY, existing=((group.name, nodes),))
 
 
+def _scale_down(name: str, title: str, nodes: int, *, timeout_s: float) -> PeerScenario:
+    """`nodes` nodes of 8 cores, one pod of 4.4 cores each (55% of its CPU: only one fits,
+    and a node keeping its pod stays above the utilization threshold); the Deployment is
+    then scaled down to a fifth, so four nodes in five are left empty and are removed."""
+    group = NodeGroup("pool-b", cpu=8, memory_gi=32, max_count=nodes + nodes // 5)
+    workload = Workload("web", nodes, cpu_m=4350, memory_mi=4000, pool="pool-b")
+    keep = nodes // 5
+    return PeerScenario(name, title, (group,), (workload,), flags=SCALE_DOWN_FLAGS,
+                        timeout_s=timeout_s, settle_s=15.0, kind=SCALE_DOWN,
+                        existing=((group.name, nodes),), remaining=((workload.name, keep),),
+                        expect_removed=nodes - keep)
+
+
+def _affinity_mix(name: str, title: str, *, timeout_s: float) -> PeerScenario:
+    """Three Deployments onto three empty node groups, one per zone, each constrained by
+    the pods of its own Deployment: a cache with one pod per node (required anti-affinity
+    on the hostname), a web tier spread evenly over nodes (topology spread on the hostname,
+    max skew 1) and workers kept in one zone (required affinity on the zone)."""
+    groups = (
+        NodeGroup("pool-a", cpu=4, memory_gi=16, max_count=100, zone="zone-a"),
+        NodeGroup("pool-b", cpu=8, memory_gi=32, max_count=100, zone="zone-b"),
+        NodeGroup("pool-c", cpu=16, memory_gi=64, max_count=100, zone="zone-c"),
+    )
+    workloads = (
+        Workload("cache", 30, cpu_m=950, memory_mi=1900, pool="pool-a",
+                 anti_affinity=HOSTNAME_LABEL),
+        Workload("web", 300, cpu_m=450, memory_mi=900, pool="pool-b", spread=HOSTNAME_LABEL),
+        Workload("worker", 200, cpu_m=200, memory_mi=400, pool="pool-c", affinity=ZONE_LABEL),
+    )
+    return PeerScenario(name, title, groups, workloads, timeout_s=timeout_s)
+
+
 SCENARIOS: dict[str, PeerScenario] = {
     s.name: s
     for s in (
@@ -133,5 +195,11 @@ SCENARIOS: dict[str, PeerScenario] = {
                   20, timeout_s=1800.0),
         _steady("steady-1k", "1,000 kwok nodes running 2,000 pods, nothing to do", 1000,
                 timeout_s=900.0),
+        _steady("steady-5k", "5,000 kwok nodes running 10,000 pods, nothing to do", 5000,
+                timeout_s=2400.0),
+        _scale_down("scale-down-1k", "1,000 kwok nodes, 800 of them emptied: removed with the "
+                    "same timers", 1000, timeout_s=900.0),
+        _affinity_mix("affinity-mix", "530 pending pods with anti-affinity, topology spread "
+                      "and affinity onto 3 empty node groups", timeout_s=300.0),
     )
 }

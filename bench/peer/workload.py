@@ -7,38 +7,45 @@ use (upstream's chart's config, unchanged). Each Deployment's pod template has t
 (values, field and resource references), envFrom, liveness and readiness probes, a
 security context and volume mounts; a log sidecar; a ConfigMap, a Secret and an emptyDir
 volume; a required node affinity on the OS and a preferred pod anti-affinity on the
-hostname. The API server adds the rest a real pod carries (the ServiceAccount's projected
-token volume, the default tolerations, the scheduling defaults).
+hostname, plus the required pod (anti-)affinity and topology spread a Workload asks for.
+The API server adds the rest a real pod carries (the ServiceAccount's projected token
+volume, the default tolerations, the scheduling defaults).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from clusterscaler.testing.kwokenv import KWOK_TOLERATION, provider_configmaps, template_node
 
 from bench.peer.scenarios import (
+    HOSTNAME_LABEL,
     POOL_LABEL,
     SIDECAR_CPU_M,
     SIDECAR_MEMORY_MI,
+    ZONE_LABEL,
+    NodeGroup,
     PeerScenario,
     Workload,
 )
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 OS_LABEL = "kubernetes.io/os"
+
+
+def _template(group: NodeGroup) -> dict[str, Any]:
+    labels = {POOL_LABEL: group.name}
+    if group.zone is not None:
+        labels[ZONE_LABEL] = group.zone
+    return template_node(
+        group.name, cpu=str(group.cpu), memory=f"{group.memory_gi}Gi", pods=str(group.pods),
+        min_count=0, max_count=group.max_count, labels=labels,
+    )
 
 
 def provider_objects(scenario: PeerScenario) -> list[dict[str, Any]]:
     """The kwok provider's config and templates ConfigMaps for the scenario's node groups."""
-    templates = [
-        template_node(
-            group.name, cpu=str(group.cpu), memory=f"{group.memory_gi}Gi", pods=str(group.pods),
-            min_count=0, max_count=group.max_count, labels={POOL_LABEL: group.name},
-        )
-        for group in scenario.groups
-    ]
-    return provider_configmaps(templates)
+    return provider_configmaps([_template(group) for group in scenario.groups])
 
 
 KWOK_MANAGED = "kwok.x-k8s.io/node"
@@ -62,11 +69,7 @@ def existing_nodes(scenario: PeerScenario) -> list[dict[str, Any]]:
     for group_name, count in scenario.existing:
         group = scenario.group(group_name)
         for i in range(count):
-            node = template_node(
-                group.name, cpu=str(group.cpu), memory=f"{group.memory_gi}Gi",
-                pods=str(group.pods), min_count=0, max_count=group.max_count,
-                labels={POOL_LABEL: group.name},
-            )
+            node = _template(group)
             name = f"{group.name}-{_suffix(i)}"
             node["metadata"]["name"] = name
             node["metadata"]["labels"][HOSTNAME_LABEL] = name
@@ -85,6 +88,30 @@ def _probe(path: str) -> dict[str, Any]:
         "initialDelaySeconds": 5, "periodSeconds": 10, "timeoutSeconds": 1,
         "successThreshold": 1, "failureThreshold": 3,
     }
+
+
+def _same_app(labels: dict[str, str], topology_key: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": labels}, "topologyKey": topology_key}
+
+
+def _affinity(workload: Workload, labels: dict[str, str]) -> dict[str, Any]:
+    """The OS node affinity and the preferred anti-affinity on the hostname every pod has,
+    and the Workload's required pod affinity and anti-affinity."""
+    anti: dict[str, Any] = {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100, "podAffinityTerm": _same_app(labels, HOSTNAME_LABEL)}]}
+    if workload.anti_affinity is not None:
+        anti["requiredDuringSchedulingIgnoredDuringExecution"] = [
+            _same_app(labels, workload.anti_affinity)]
+    affinity: dict[str, Any] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": OS_LABEL, "operator": "In", "values": ["linux"]}]}]}},
+        "podAntiAffinity": anti,
+    }
+    if workload.affinity is not None:
+        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            _same_app(labels, workload.affinity)]}
+    return affinity
 
 
 def deployment(namespace: str, workload: Workload) -> dict[str, Any]:
@@ -141,17 +168,12 @@ def deployment(namespace: str, workload: Workload) -> dict[str, Any]:
         ],
         "tolerations": [KWOK_TOLERATION],
         "terminationGracePeriodSeconds": 30,
-        "affinity": {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": OS_LABEL, "operator": "In", "values": ["linux"]}]}]}},
-            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                "weight": 100,
-                "podAffinityTerm": {"labelSelector": {"matchLabels": labels},
-                                    "topologyKey": HOSTNAME_LABEL},
-            }]},
-        },
+        "affinity": _affinity(workload, labels),
     }
+    if workload.spread is not None:
+        spec["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": workload.spread,
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": labels}}]
     if workload.pool is not None:
         spec["nodeSelector"] = {POOL_LABEL: workload.pool}
     return {
@@ -190,6 +212,14 @@ def workload_objects(scenario: PeerScenario) -> list[dict[str, Any]]:
                         "stringData": {"token": f"{w.name}-token"}})
     objects.extend(deployment(ns, w) for w in scenario.workloads)
     return objects
+
+
+def scaled_down(scenario: PeerScenario) -> list[dict[str, Any]]:
+    """A scale-down scenario's Deployments with their `remaining` replicas (applied over the
+    first ones: only the replica counts change)."""
+    remaining = dict(scenario.remaining)
+    return [deployment(scenario.namespace, replace(w, replicas=remaining[w.name]))
+            for w in scenario.workloads if w.name in remaining]
 
 
 def as_list(objects: list[dict[str, Any]]) -> dict[str, Any]:

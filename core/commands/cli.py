@@ -40,15 +40,14 @@ from clusterscaler.framework.options import (
     validate_names,
 )
 from clusterscaler.framework.pluginmanager import (
-    PluginError,
     PluginHost,
-    Registry,
     build_plugin_manager,
     collect_registry,
     describe,
     hook_names,
 )
 from clusterscaler.framework.schedulerconfig import SchedulerConfigError, load_scheduler_config
+from clusterscaler.interfaces.registry import PluginError, Registry
 from clusterscaler.report.logs import configure_logging_from_options
 
 USAGE_ERROR = 2

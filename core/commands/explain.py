@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from clusterscaler.commands.explain_report import Report, explain, render, report_json
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     ConfigurationError,
 )
-from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import ClusterObjects
 from clusterscaler.offline import output
@@ -46,7 +46,7 @@ from clusterscaler.report.logs import stamped_by
 
 if TYPE_CHECKING:
     from clusterscaler.commands.cli import CommandContext
-    from clusterscaler.framework.pluginmanager import Registry
+    from clusterscaler.interfaces.registry import Registry
     from clusterscaler.offline.cloudgroups import GroupsReport
 
 __all__ = ["add_arguments", "evaluate", "explain", "render", "report_json", "run"]

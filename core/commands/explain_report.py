@@ -16,9 +16,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError
 from clusterscaler.framework.durations import format_duration
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import CloudProvider, CloudProviderError
 from clusterscaler.loop.decisions import BlockingPod, LoopResult, NoScaleUpReason
 from clusterscaler.loop.pending import classify_pending, scale_up_delay
 from clusterscaler.model import ClusterObjects, Node, Pod

@@ -28,10 +28,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError, ProviderContext
 from clusterscaler.framework.cluster import ClusterActions
 from clusterscaler.framework.dryrun import GuardedCloudProvider, WriteGuard, dry_run_guard
 from clusterscaler.framework.errors import ErrorType, LoopAbortedError, describe
+from clusterscaler.interfaces.cloudprovider import CloudProvider, CloudProviderError
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.loop.scaledown.actuator import deletion_timeout
@@ -285,7 +286,7 @@ def run(ctx: CommandContext) -> int:
     # The Kubernetes edge (and the kubernetes package, about a second to import) is loaded
     # when the loop starts, so `run --help` and flag errors answer at once.
     from clusterscaler.commands.runtime import KubeRuntime
-    from clusterscaler.framework.cloudprovider import ConfigurationError
+    from clusterscaler.interfaces.cloudprovider import ConfigurationError
     from clusterscaler.kube.client import KubeConfigError
 
     options = ctx.options

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 import yaml
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.durations import DURATION_FORM, format_duration, parse_duration
+from clusterscaler.framework.options import AutoscalingOptions, flag_given, flag_specs
+from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     ConfigurationError,
 )
-from clusterscaler.framework.durations import DURATION_FORM, format_duration, parse_duration
-from clusterscaler.framework.options import AutoscalingOptions, flag_given, flag_specs
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import ClusterObjects, gc_paused
 from clusterscaler.offline import output
@@ -89,7 +89,7 @@ from clusterscaler.report.logs import settings_from_options, stamped_by
 
 if TYPE_CHECKING:
     from clusterscaler.commands.cli import CommandContext
-    from clusterscaler.framework.pluginmanager import Registry
+    from clusterscaler.interfaces.registry import Registry
 
 log = structlog.get_logger()
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
-from clusterscaler.framework.cloudprovider import NodeGroupNotFoundError
+from clusterscaler.interfaces.cloudprovider import NodeGroupNotFoundError
 
 
 class GroupRecord(Protocol):

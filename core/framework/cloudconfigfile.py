@@ -4,7 +4,7 @@ read is a `ConfigurationError` naming the flag and the path)."""
 
 from __future__ import annotations
 
-from clusterscaler.framework.cloudprovider import ConfigurationError
+from clusterscaler.interfaces.cloudprovider import ConfigurationError
 
 
 def read_cloud_config(path: str) -> str | None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,
     Instance,
     NodeGroup,

@@ -22,12 +22,12 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.cluster import EvictionError, NodeNotFoundError
+from clusterscaler.interfaces.cloudprovider import (
     CloudProviderError,
     ConfigurationError,
     NodeGroupNotFoundError,
 )
-from clusterscaler.framework.cluster import EvictionError, NodeNotFoundError
 
 __all__ = [
     "ErrorInfo",

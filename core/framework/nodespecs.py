@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from clusterscaler.framework.cloudprovider import ConfigurationError
+from clusterscaler.interfaces.cloudprovider import ConfigurationError
 
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions

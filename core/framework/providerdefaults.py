@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from clusterscaler.framework.cloudprovider import PricingModel, ResourceLimiter
+    from clusterscaler.interfaces.cloudprovider import PricingModel, ResourceLimiter
 
 
 class ProviderDefaults:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from clusterscaler.framework.cloudprovider import ConfigurationError
 from clusterscaler.framework.templatedevices import gpu_template_slices
+from clusterscaler.interfaces.cloudprovider import ConfigurationError
 from clusterscaler.model import (
     GPU_RESOURCE,
     Node,

@@ -25,12 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterscaler.framework.cloudprovider import (
-    GroupOptionError,
-    NodeGroupOptions,
-    parse_group_option,
-)
+from clusterscaler.framework.groupoptions import GroupOptionError, parse_group_option
 from clusterscaler.framework.templatedevices import DRA_DRIVER_FORM, is_dra_driver_name
+from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
 from clusterscaler.model import TAINT_EFFECTS, Taint, is_label_value, is_qualified_name
 
 LABEL_VALUE_FORM = (

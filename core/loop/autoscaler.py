@@ -29,20 +29,18 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.cluster import ClusterActions, StaleSource, SystemClock
+from clusterscaler.framework.errors import LoopError, describe
+from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     ProviderProblem,
     provider_problems,
 )
-from clusterscaler.framework.cluster import (
-    Clock,
-    ClusterActions,
-    ClusterSource,
-    StaleSource,
-    SystemClock,
-)
-from clusterscaler.framework.errors import LoopError, describe
+from clusterscaler.interfaces.clusterview import Clock, ClusterSource
+from clusterscaler.interfaces.estimator import Estimator
+from clusterscaler.interfaces.expander import ExpanderContext, Option
+from clusterscaler.interfaces.podfilter import PodFilter
 from clusterscaler.loop.capacitybuffers import CapacityBufferProcessor
 from clusterscaler.loop.clusterstate import ClusterState, ClusterStateRegistry
 from clusterscaler.loop.decisions import (
@@ -58,8 +56,7 @@ from clusterscaler.loop.decisions import (
     ScaleUpStatus,
 )
 from clusterscaler.loop.dra_readiness import mark_unready_dra
-from clusterscaler.loop.estimator import Estimator
-from clusterscaler.loop.expander import ExpanderContext, Option, build_expander_chain
+from clusterscaler.loop.expander import build_expander_chain
 from clusterscaler.loop.gpu import gpu_for_metrics
 from clusterscaler.loop.limits import Limits, Totals, node_totals, sum_totals
 from clusterscaler.loop.pending import PendingPods, classify_pending, drop_schedulable
@@ -85,12 +82,12 @@ from clusterscaler.simulator.dra_compare import (
     count_by_driver,
     merge_counts,
 )
-from clusterscaler.simulator.drain import PodFilter, build_pod_filters
+from clusterscaler.simulator.drain import build_pod_filters
 from clusterscaler.simulator.profile import DefaultSpread, configured_filters
 
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions
-    from clusterscaler.framework.pluginmanager import Registry
+    from clusterscaler.interfaces.registry import Registry
 
 log = structlog.get_logger()
 

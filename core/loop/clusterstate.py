@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     Instance,

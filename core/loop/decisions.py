@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from clusterscaler.framework.cloudprovider import ProviderProblem
 from clusterscaler.framework.errors import ErrorType
-from clusterscaler.loop.expander import ExpanderWarning
+from clusterscaler.interfaces.cloudprovider import ProviderProblem
+from clusterscaler.interfaces.expander import ExpanderWarning
+from clusterscaler.interfaces.podfilter import BlockingPodReason
 from clusterscaler.model import UnreadableObject
 from clusterscaler.model.provisioning import Condition
-from clusterscaler.simulator.drain import BlockingPodReason
 
 if TYPE_CHECKING:
     from clusterscaler.loop.capacitybuffers import BufferResult

@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError
+from clusterscaler.interfaces.cloudprovider import CloudProvider, CloudProviderError
 from clusterscaler.model import ClusterObjects, NodeInfo, ResourceSlice
 
 log = structlog.get_logger()

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from clusterscaler.framework.cloudprovider import ResourceLimiter
+from clusterscaler.interfaces.cloudprovider import ResourceLimiter
 from clusterscaler.model import GPU_RESOURCE, Node
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProviderError, NodeGroup, ProviderProblem
+from clusterscaler.interfaces.cloudprovider import CloudProviderError, NodeGroup, ProviderProblem
 from clusterscaler.loop.balancing import ignored_labels
 from clusterscaler.loop.clusterstate import ClusterState, is_being_deleted
 from clusterscaler.loop.taints import (

@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.dryrun import GuardedCloudProvider
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     NodeGroup,
     PricingModel,
 )
-from clusterscaler.framework.dryrun import GuardedCloudProvider
-from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.model import HOSTNAME_LABEL, ClusterObjects, Node
 from clusterscaler.offline.inference import NODE_GROUP_LABEL, Inference, LeftOut
 from clusterscaler.offline.inference import render as render_inference

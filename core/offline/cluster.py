@@ -28,14 +28,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.schedulerconfig import SchedulerConfig
+from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     InstanceErrorClass,
     InstanceErrorInfo,
 )
-from clusterscaler.framework.cluster import InMemoryCluster
-from clusterscaler.framework.schedulerconfig import SchedulerConfig
 from clusterscaler.model import (
     ClusterObjects,
     ConfigMap,

@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import structlog
-from clusterscaler.framework.cloudprovider import CloudProvider, CloudProviderError, PricingModel
 from clusterscaler.framework.durations import format_duration
+from clusterscaler.interfaces.cloudprovider import CloudProvider, CloudProviderError, PricingModel
 from clusterscaler.loop.decisions import DeletionKind, LoopResult, NodeDeletion
 from clusterscaler.model import Node
 from clusterscaler.offline.clock import VirtualClock

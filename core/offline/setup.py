@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
-from clusterscaler.framework.cloudprovider import CloudProvider, ProviderContext
 from clusterscaler.framework.options import (
     BOOL,
     GPU_TOTAL,
@@ -24,12 +23,14 @@ from clusterscaler.framework.options import (
     options_from_namespace,
     validate,
 )
-from clusterscaler.framework.pluginmanager import Registry
 from clusterscaler.framework.schedulerconfig import (
     SchedulerConfig,
     SchedulerConfigError,
     load_scheduler_config,
 )
+from clusterscaler.interfaces.cloudprovider import CloudProvider
+from clusterscaler.interfaces.providercontext import ProviderContext
+from clusterscaler.interfaces.registry import Registry
 from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError
 from clusterscaler.model import ClusterObjects
 from clusterscaler.model.yamltext import load_yaml

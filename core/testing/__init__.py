@@ -23,11 +23,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from clusterscaler.framework.pluginmanager import (
     PluginHost,
-    PluginSource,
-    Registry,
     build_plugin_manager,
     collect_registry,
 )
+from clusterscaler.interfaces.registry import PluginSource, Registry
 
 # Re-exported so that pytest registers them as fixtures of this plugin.
 from clusterscaler.testing.fakekube_fixtures import fake_kube, fake_kube_client

@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar, overload
 
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.interfaces.cloudprovider import (
     CloudProviderError,
     Instance,
     InstanceErrorInfo,
@@ -38,7 +39,6 @@ from clusterscaler.framework.cloudprovider import (
     PricingModel,
     ResourceLimiter,
 )
-from clusterscaler.framework.cluster import InMemoryCluster
 from clusterscaler.model import GPU_RESOURCE, Node, NodeCondition, NodeInfo
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.simulator.builders import make_node

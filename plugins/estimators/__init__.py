@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from clusterscaler import hookimpl
+from clusterscaler.api import hookimpl
 from clusterscaler.plugins.estimators.binpacking import BinpackingEstimator, order_groups
 
 if TYPE_CHECKING:

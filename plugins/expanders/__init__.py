@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from clusterscaler import hookimpl
+from clusterscaler.api import hookimpl
 from clusterscaler.plugins.expanders import grpc_plugin
 from clusterscaler.plugins.expanders.grpc_plugin import GrpcExpander
 from clusterscaler.plugins.expanders.least_nodes import LeastNodesExpander

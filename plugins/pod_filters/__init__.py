@@ -6,8 +6,7 @@ Autoscaler's order; flags such as --skip-nodes-with-local-storage switch rules o
 
 from __future__ import annotations
 
-from clusterscaler import hookimpl
-from clusterscaler.api import Registry
+from clusterscaler.api import Registry, hookimpl
 from clusterscaler.plugins.pod_filters import rules
 
 FILTERS = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from clusterscaler import hookimpl
+from clusterscaler.api import hookimpl
 from clusterscaler.plugins.sim.config import (
     DEFAULT_PROVISION_DELAY,
     NODE_GROUP_LABEL,

@@ -4,16 +4,18 @@ that builds CA."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clusterscaler.testing import upstreamca
 
-from bench.peer import observe, run
+from bench.peer import observe, run, workload
 from bench.peer.run import CA, CLUSTERSCALER, Row, evaluate, render
-from bench.peer.scenarios import POOL_LABEL, SCENARIOS
+from bench.peer.scenarios import POOL_LABEL, SCENARIOS, Workload
 from bench.peer.workload import existing_nodes, provider_objects, workload_objects
 
 REQUIRED = {"scenario", "autoscaler", "decision_latency_s", "end_to_end_s", "nodes_added",
@@ -371,3 +373,136 @@ def test_the_sigterm_handler_is_restored(monkeypatch: pytest.MonkeyPatch) -> Non
         autoscaler, run_no))
     assert run.main(["--only", "scale-up-1k", "--json"]) == 0
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+# --------------------------------------------------------------------------- scale-down
+
+
+def test_scale_down_scenario_empties_four_nodes_in_five() -> None:
+    scenario = SCENARIOS["scale-down-1k"]
+    assert scenario.kind == "scale-down"
+    assert dict(scenario.existing) == {"pool-b": 1000}
+    (workload,) = scenario.workloads
+    assert workload.replicas == 1000 == scenario.pods
+    # One pod a node (two do not fit on 8 cores), above the 50% utilization threshold.
+    group = scenario.group("pool-b")
+    assert 2 * workload.pod_cpu_m > group.cpu * 1000 >= workload.pod_cpu_m > group.cpu * 500
+    assert dict(scenario.remaining) == {"web": 200} and scenario.pods_at_end == 200
+    assert scenario.expect_removed == 800
+    assert "--scale-down-unneeded-time=30s" in scenario.flags
+    assert "--scale-down-delay-after-add=30s" in scenario.flags
+    assert "--scan-interval=1s" in scenario.flags
+
+
+def test_scaled_down_changes_only_the_replicas() -> None:
+    scenario = SCENARIOS["scale-down-1k"]
+    first = [o for o in workload_objects(scenario) if o["kind"] == "Deployment"]
+    (after,) = workload.scaled_down(scenario)
+    assert after["spec"]["replicas"] == 200
+    assert {**after, "spec": {**after["spec"], "replicas": 1000}} == first[0]
+
+
+def test_watch_times_removals_of_nodes_made_before_the_run(tmp_path: Path) -> None:
+    watch = observe.ClusterWatch("https://127.0.0.1:1", tmp_path / "ca.crt", "t", "peer",
+                                 "kwok-nodegroup", ignore_nodes=frozenset({"old-1", "old-2"}))
+    labels = {"metadata": {"labels": {"kwok-nodegroup": "pool-b"}}}
+    watch._on_node(_event("MODIFIED", "old-1", **labels))
+    watch._on_node(_event("DELETED", "old-2", **labels))
+    watch._on_node(_event("ADDED", "new-1", **labels))
+    assert watch.nodes_per_group() == {"pool-b": 1}  # added nodes only
+    assert watch.first_node_at() == watch.node_added["new-1"]
+    watch._on_node(_event("DELETED", "old-1", **labels))
+    watch._on_node(_event("DELETED", "old-1", **labels))  # counted once
+    removals = watch.removals()
+    assert removals == sorted(removals) and len(removals) == 2
+    assert removals[0] == watch.nodes_deleted["old-2"]
+
+
+def test_scale_down_run_is_done_when_the_expected_nodes_are_removed(tmp_path: Path) -> None:
+    scenario = dataclasses.replace(SCENARIOS["scale-down-1k"], expect_removed=2)
+    watch = observe.ClusterWatch("https://127.0.0.1:1", tmp_path / "ca.crt", "t", "peer",
+                                 "kwok-nodegroup", ignore_nodes=frozenset({"a", "b", "c"}))
+    assert run.run_done_at(scenario, watch) is None
+    watch.nodes_deleted.update({"c": 7.0, "a": 5.0})
+    assert run.run_done_at(scenario, watch) == 7.0
+    watch.nodes_deleted["b"] = 9.0  # an excess removal does not move the end
+    assert run.run_done_at(scenario, watch) == 7.0
+
+
+def test_scale_up_run_is_done_at_the_last_pod_bound(tmp_path: Path) -> None:
+    scenario = dataclasses.replace(SCENARIOS["scale-up-1k"], workloads=(
+        Workload("web", 2, cpu_m=100, memory_mi=100, pool="pool-a"),))
+    watch = observe.ClusterWatch("https://127.0.0.1:1", tmp_path / "ca.crt", "t", "peer",
+                                 "kwok-nodegroup")
+    watch._on_pod(_event("ADDED", "web-1", spec={"nodeName": "n1"}))
+    watch._on_pod(_event("ADDED", "web-2", spec={}))
+    assert run.run_done_at(scenario, watch) is None
+    watch._on_pod(_event("MODIFIED", "web-2", spec={"nodeName": "n1"}))
+    assert run.run_done_at(scenario, watch) == watch.last_bound_at
+
+
+def test_scale_down_targets_and_decisions() -> None:
+    def row(autoscaler: str, removed: int, rss: float) -> Row:
+        return Row("scale-down-1k", autoscaler, 1, nodes_per_group={"pool-b": -removed},
+                   nodes_removed=removed, pods=200, cpu_s=5.0, peak_rss_mib=rss,
+                   first_removal_s=31.0, last_removal_s=120.0)
+
+    verdicts = {v.target: v for v in evaluate("scale-down-1k", [row(CA, 800, 150.0),
+                                                                row(CLUSTERSCALER, 800, 120.0)])}
+    assert set(verdicts) == {"peak RSS <= CA", "equal decisions"}
+    assert all(v.met for v in verdicts.values())
+    assert verdicts["equal decisions"].detail == "1 run(s): nodes pool-b -800; 0 pods pending"
+    verdicts = {v.target: v for v in evaluate("scale-down-1k", [row(CA, 800, 150.0),
+                                                                row(CLUSTERSCALER, 801, 120.0)])}
+    assert not verdicts["equal decisions"].met
+    text = render([row(CA, 800, 150.0), row(CLUSTERSCALER, 800, 120.0)], ["scale-down-1k"], "h")
+    assert re.search(r"first node removed\s+31\.00 s\s+31\.00 s", text)
+    assert re.search(r"last node removed\s+120\.00 s\s+120\.00 s", text)
+
+
+# --------------------------------------------------------------------------- affinity mix
+
+
+def _pod_spec(objects: list[dict[str, object]], name: str) -> dict[str, Any]:
+    (d,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == name]  # type: ignore[index]
+    spec: dict[str, Any] = d["spec"]["template"]["spec"]  # type: ignore[index]
+    return spec
+
+
+def test_affinity_mix_constrains_each_deployment_by_its_own_pods() -> None:
+    scenario = SCENARIOS["affinity-mix"]
+    assert scenario.kind == "scale-up" and scenario.pods == 530
+    objects = workload_objects(scenario)
+    same = {"matchLabels": {"app": "cache"}}
+    cache = _pod_spec(objects, "cache")
+    assert cache["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
+        {"labelSelector": same, "topologyKey": "kubernetes.io/hostname"}]
+    assert "podAffinity" not in cache["affinity"] and "topologySpreadConstraints" not in cache
+    web = _pod_spec(objects, "web")
+    assert web["topologySpreadConstraints"] == [{
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in web["affinity"]["podAntiAffinity"]
+    worker = _pod_spec(objects, "worker")
+    assert worker["affinity"]["podAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "worker"}},
+         "topologyKey": "topology.kubernetes.io/zone"}]}
+    # The plain scale-up rows keep no constraint beyond the preferred anti-affinity.
+    for o in workload_objects(SCENARIOS["scale-up-1k"]):
+        if o["kind"] == "Deployment":
+            spec = o["spec"]["template"]["spec"]
+            assert set(spec["affinity"]) == {"nodeAffinity", "podAntiAffinity"}
+            assert set(spec["affinity"]["podAntiAffinity"]) == {
+                "preferredDuringSchedulingIgnoredDuringExecution"}
+            assert "topologySpreadConstraints" not in spec
+
+
+def test_affinity_mix_templates_carry_their_zone() -> None:
+    scenario = SCENARIOS["affinity-mix"]
+    _, templates = provider_objects(scenario)
+    text = templates["data"]["templates"]
+    for group in scenario.groups:
+        assert group.zone is not None
+        assert f"topology.kubernetes.io/zone: {group.zone}" in text
+    assert "topology.kubernetes.io/zone" not in provider_objects(
+        SCENARIOS["scale-up-1k"])[1]["data"]["templates"]

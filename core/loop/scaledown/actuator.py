@@ -40,14 +40,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.cloudprovider import NodeGroup
-from clusterscaler.framework.cluster import (
-    Clock,
-    ClusterActions,
-    ClusterSource,
-    EvictionError,
-    NodeNotFoundError,
-)
+from clusterscaler.framework.cluster import ClusterActions, EvictionError, NodeNotFoundError
 from clusterscaler.framework.errors import (
     ErrorInfo,
     ErrorType,
@@ -56,6 +49,8 @@ from clusterscaler.framework.errors import (
     describe,
     describe_error,
 )
+from clusterscaler.interfaces.cloudprovider import NodeGroup
+from clusterscaler.interfaces.clusterview import Clock, ClusterSource
 from clusterscaler.loop.decisions import DeletionKind, NodeDeletion, TaintCleanup
 from clusterscaler.loop.scaledown.atomic import AtomicDeletion, Waiting
 from clusterscaler.loop.scaledown.batcher import DeletionBatcher

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 import structlog
-from clusterscaler.framework.cloudprovider import NodeGroup
 from clusterscaler.framework.errors import describe
+from clusterscaler.interfaces.cloudprovider import NodeGroup
 from clusterscaler.loop.scaledown.executor import DeletionExecutor
 
 __all__ = ["DeletionBatcher"]

@@ -27,6 +27,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import structlog
+from clusterscaler.interfaces.podfilter import (
+    SAFE_TO_EVICT_ANNOTATION,
+    BlockingPodReason,
+    DrainContext,
+    PodFilter,
+)
 from clusterscaler.loop.clusterstate import ClusterState
 from clusterscaler.loop.decisions import UnneededNode, UnremovableNode, UnremovableReason
 from clusterscaler.loop.limits import Limits, Totals
@@ -52,13 +58,7 @@ from clusterscaler.model import (
     UnreadableObject,
 )
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
-from clusterscaler.simulator.drain import (
-    SAFE_TO_EVICT_ANNOTATION,
-    BlockingPodReason,
-    DrainContext,
-    PdbTracker,
-    PodFilter,
-)
+from clusterscaler.simulator.drain import PdbTracker
 
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions

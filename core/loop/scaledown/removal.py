@@ -25,14 +25,12 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from clusterscaler.interfaces.podfilter import BlockingPodReason, DrainContext, PodFilter
 from clusterscaler.loop.decisions import BlockingPod, UnremovableReason
 from clusterscaler.model import Pod
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator, Placement, SimNodeInfo
 from clusterscaler.simulator.drain import (
-    BlockingPodReason,
-    DrainContext,
     NodeDrainPlan,
-    PodFilter,
     RememberedDecisions,
     daemonset_pods_to_evict,
     plan_node_drain,

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 import structlog
-from clusterscaler.framework.cloudprovider import NodeGroupOptions
+from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
 from clusterscaler.loop.decisions import UnremovableReason
 from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT
 from clusterscaler.model import Node

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from clusterscaler.interfaces.expander import Option
 from clusterscaler.loop.balancing import GroupSize, balance
 from clusterscaler.loop.clusterstate import ClusterState, GroupState
 from clusterscaler.loop.decisions import ScaleUpDecision, ScaleUpOption
-from clusterscaler.loop.expander import Option
 from clusterscaler.loop.scaleup.estimate import PodKeys
 
 

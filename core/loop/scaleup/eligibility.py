@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from clusterscaler.framework.cloudprovider import CloudProviderError
+from clusterscaler.interfaces.cloudprovider import CloudProviderError
 from clusterscaler.loop.clusterstate import ClusterState, GroupState
 from clusterscaler.loop.decisions import GroupRejection, NoScaleUpReason
 from clusterscaler.loop.limits import CPU, MEMORY, NODES

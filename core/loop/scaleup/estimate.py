@@ -15,17 +15,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from clusterscaler.framework.cloudprovider import NodeGroup
+from clusterscaler.interfaces.cloudprovider import NodeGroup
+from clusterscaler.interfaces.estimator import Estimator
+from clusterscaler.interfaces.expander import Option
 from clusterscaler.loop.balancing import find_similar
 from clusterscaler.loop.clusterstate import GroupState
 from clusterscaler.loop.decisions import GroupRejection, NoScaleUpReason
 from clusterscaler.loop.estimator import (
     LIMIT_NODE_GROUP_HEADROOM,
-    Estimator,
     ThresholdLimiter,
     limits_from_options,
 )
-from clusterscaler.loop.expander import Option
 from clusterscaler.loop.limits import CPU, MEMORY, NODES, Limits, Totals, node_totals
 from clusterscaler.loop.quotas import QuotaTracker
 from clusterscaler.loop.scaleup.eligibility import atomic_increase, atomic_rejection

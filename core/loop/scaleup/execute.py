@@ -13,12 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import structlog
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.errors import ErrorType, LoopError, describe
+from clusterscaler.interfaces.cloudprovider import (
     CloudProviderError,
     InstanceCreationError,
     InstanceErrorClass,
 )
-from clusterscaler.framework.errors import ErrorType, LoopError, describe
 from clusterscaler.loop.clusterstate import ClusterState, ClusterStateRegistry
 from clusterscaler.loop.decisions import ScaleUpDecision, ScaleUpFailure, ScaleUpFailureKind
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from clusterscaler.interfaces.estimator import Estimator
+from clusterscaler.interfaces.expander import Option
 from clusterscaler.loop.clusterstate import ClusterState
 from clusterscaler.loop.decisions import (
     GroupRejection,
@@ -18,8 +20,6 @@ from clusterscaler.loop.decisions import (
     ScaleUpResult,
     ScaleUpStatus,
 )
-from clusterscaler.loop.estimator import Estimator
-from clusterscaler.loop.expander import Option
 from clusterscaler.loop.limits import Limits, Totals, node_totals
 from clusterscaler.loop.quotas import QuotaTracker
 from clusterscaler.loop.scaleup.choose import decide, option_value

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from clusterscaler import hookimpl
-from clusterscaler.api import ProviderContext, add_bool_flag, node_group_flags
+from clusterscaler.api import ProviderContext, add_bool_flag, hookimpl, node_group_flags
 
 from clusterscaler_aws import PROVIDER_NAME
 from clusterscaler_aws.cloud_config import CloudConfig, load_cloud_config, resolve_region

@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler import hookimpl
-from clusterscaler.api import ProviderContext
+from clusterscaler.api import ProviderContext, hookimpl
 
 from clusterscaler_externalgrpc import PROVIDER_NAME
 from clusterscaler_externalgrpc.config import load_config

@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from clusterscaler import hookimpl
-from clusterscaler.api import CloudProviderError, ConfigurationError, ProviderContext
+from clusterscaler.api import CloudProviderError, ConfigurationError, ProviderContext, hookimpl
 
 from clusterscaler_kwok import PROVIDER_NAME
 from clusterscaler_kwok.config import (

@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from clusterscaler import hookimpl
 from clusterscaler.api import (
     CloudProviderError,
     ConfigurationError,
     ProviderContext,
     add_bool_flag,
+    hookimpl,
 )
 
 from clusterscaler_machineapi import PROVIDER_ALIASES, PROVIDER_NAME

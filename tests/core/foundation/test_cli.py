@@ -5,10 +5,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from clusterscaler import hookimpl
+from clusterscaler.api import hookimpl
 from clusterscaler.commands.cli import main, normalize_bool_flags, parse_autoscaler_args
 from clusterscaler.framework.options import GpuLimit, MinMax
-from clusterscaler.framework.pluginmanager import PluginHost, Registry
+from clusterscaler.framework.pluginmanager import PluginHost
+from clusterscaler.interfaces.registry import Registry
 
 
 class _Names:

@@ -5,17 +5,15 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from clusterscaler import hookimpl
+from clusterscaler.api import hookimpl
 from clusterscaler.framework.pluginmanager import (
-    DuplicateNameError,
-    PluginError,
     PluginHost,
-    Registry,
     build_plugin_manager,
     collect_registry,
     describe,
     parse_disabled,
 )
+from clusterscaler.interfaces.registry import DuplicateNameError, PluginError, Registry
 
 
 class _Dist:

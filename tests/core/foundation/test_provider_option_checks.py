@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from clusterscaler import hookimpl
-from clusterscaler.framework.cloudprovider import ConfigurationError
+from clusterscaler.api import hookimpl
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.framework.pluginmanager import PluginError, Registry
+from clusterscaler.interfaces.cloudprovider import ConfigurationError
+from clusterscaler.interfaces.registry import PluginError, Registry
 
 
 class Provider:

@@ -20,10 +20,10 @@ import pytest
 import yaml
 from clusterscaler.commands.run import GuardedActions, run_loop
 from clusterscaler.commands.runtime import KubeRuntime
-from clusterscaler.framework.cloudprovider import ProviderContext
 from clusterscaler.framework.errors import ErrorType
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.kube.events import BackgroundEventSink
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.loop.decisions import LoopResult, NodeDeletion

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from clusterscaler.commands.cli import load_plugins, parse_autoscaler_args
 from clusterscaler.commands.runtime import KubeRuntime
-from clusterscaler.framework.cloudprovider import ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.kube.events import BackgroundEventSink
 from clusterscaler.model import Taint, parse_pod
 from clusterscaler.plugins.sim import EMBEDDED_CONFIG_KEY

@@ -13,11 +13,6 @@ from typing import Any
 import pytest
 from clusterscaler.commands.run import run_loop
 from clusterscaler.commands.runtime import KubeRuntime
-from clusterscaler.framework.cloudprovider import (
-    CloudProviderError,
-    ConfigurationError,
-    NodeGroupNotFoundError,
-)
 from clusterscaler.framework.cluster import EvictionError, NodeNotFoundError
 from clusterscaler.framework.errors import (
     ErrorInfo,
@@ -29,6 +24,11 @@ from clusterscaler.framework.errors import (
     format_traceback,
 )
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import (
+    CloudProviderError,
+    ConfigurationError,
+    NodeGroupNotFoundError,
+)
 from clusterscaler.kube.actions import ConflictRetriesExhaustedError
 from clusterscaler.kube.source import CacheNotSyncedError
 from clusterscaler.loop.decisions import (

@@ -10,9 +10,11 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clusterscaler.framework.cluster import ClusterActions, ClusterSource, InMemoryCluster
+from clusterscaler.framework.cluster import ClusterActions, InMemoryCluster
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.framework.pluginmanager import Registry, build_plugin_manager, collect_registry
+from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.interfaces.clusterview import ClusterSource
+from clusterscaler.interfaces.registry import Registry
 from clusterscaler.loop.autoscaler import Autoscaler, build_estimator, build_expander
 from clusterscaler.loop.scaledown.executor import DeletionExecutor
 from clusterscaler.model import Controller, DaemonSet, OwnerRef, Pod

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from clusterscaler.framework.cloudprovider import InstanceErrorClass, InstanceErrorInfo
+from clusterscaler.interfaces.cloudprovider import InstanceErrorClass, InstanceErrorInfo
 from loopkit import Harness, pending_pod
 
 STOCKOUT = InstanceErrorInfo(

@@ -251,7 +251,7 @@ def test_min_size_enforcement_is_capped_by_the_quota() -> None:
 
 
 def test_atomic_group_beyond_the_quota_is_refused_whole() -> None:
-    from clusterscaler.framework.cloudprovider import NodeGroupOptions
+    from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
 
     h, cluster = harness()
     cluster.quotas = [cq("q", nodes=3)]

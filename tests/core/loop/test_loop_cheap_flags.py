@@ -8,14 +8,14 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.dryrun import GuardedNodeGroup
+from clusterscaler.interfaces.cloudprovider import (
     ForceDeletingNodeGroup,
     InstanceErrorClass,
     InstanceErrorInfo,
     delete_nodes,
 )
-from clusterscaler.framework.cluster import InMemoryCluster
-from clusterscaler.framework.dryrun import GuardedNodeGroup
 from clusterscaler.loop.decisions import DeletionKind, ScaleDownStatus
 from clusterscaler.loop.scaledown.actuator import priority_groups
 from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from clusterscaler.framework.cloudprovider import InstanceErrorClass, InstanceErrorInfo
+from clusterscaler.interfaces.cloudprovider import InstanceErrorClass, InstanceErrorInfo
 from clusterscaler.loop.clusterstate import Backoff
 from clusterscaler.loop.decisions import DeletionKind, NoScaleUpReason, ScaleUpStatus
 from clusterscaler.model import NodeCondition, Taint

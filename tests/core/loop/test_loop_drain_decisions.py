@@ -7,19 +7,18 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
+from clusterscaler.interfaces.podfilter import (
+    BlockingPodReason,
+    DrainContext,
+    DrainDecision,
+    DrainOutcome,
+)
 from clusterscaler.loop.decisions import UnremovableReason
 from clusterscaler.loop.scaledown.removal import RemovalSimulator
 from clusterscaler.model import LabelSelector, Pod, PodDisruptionBudget
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.builders import make_node, make_pod
-from clusterscaler.simulator.drain import (
-    BlockingPodReason,
-    DrainContext,
-    DrainDecision,
-    DrainOutcome,
-    PdbTracker,
-    RememberedDecisions,
-)
+from clusterscaler.simulator.drain import PdbTracker, RememberedDecisions
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 WEB = {"app": "web"}

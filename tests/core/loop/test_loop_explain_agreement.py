@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from clusterscaler.commands.explain import explain
-from clusterscaler.framework.cloudprovider import NodeGroupOptions
+from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
 from clusterscaler.offline import output
 from loopkit import Harness, running_pod
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from clusterscaler.interfaces.podfilter import BlockingPodReason
 from clusterscaler.loop.decisions import UnremovableReason
-from clusterscaler.simulator.drain import BlockingPodReason
 from loopkit import Harness, running_pod
 from structlog.testing import capture_logs
 

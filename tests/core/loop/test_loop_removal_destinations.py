@@ -8,12 +8,13 @@ import dataclasses
 from datetime import UTC, datetime
 
 from clusterscaler.framework.schedulerconfig import SchedulerConfig
+from clusterscaler.interfaces.podfilter import DrainContext
 from clusterscaler.loop.decisions import UnremovableReason
 from clusterscaler.loop.scaledown.removal import RemovalSimulator, simulate_nodes
 from clusterscaler.model import Resources
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.builders import make_node, make_pod
-from clusterscaler.simulator.drain import DrainContext, PdbTracker
+from clusterscaler.simulator.drain import PdbTracker
 from clusterscaler.simulator.profile import configured_filters
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from clusterscaler.framework.cloudprovider import ProviderProblem
+from clusterscaler.interfaces.cloudprovider import ProviderProblem
 from clusterscaler.report.metrics import Metrics
 from clusterscaler.report.status import status_from_result
 from clusterscaler.testing.fakecloud import FakeCloud

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.dryrun import GuardedCloudProvider, dry_run_guard
+from clusterscaler.interfaces.cloudprovider import (
     CloudProviderError,
     ScaleDownBlockingNodeGroup,
     scale_down_blocked,
 )
-from clusterscaler.framework.dryrun import GuardedCloudProvider, dry_run_guard
 from clusterscaler.loop.decisions import UnremovableReason
 from clusterscaler.report.status import status_from_result
 from loopkit import Harness, running_pod

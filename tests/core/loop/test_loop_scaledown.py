@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
+from clusterscaler.interfaces.podfilter import BlockingPodReason
 from clusterscaler.loop.decisions import (
     DeletionKind,
     ScaleDownStatus,
@@ -12,7 +13,6 @@ from clusterscaler.loop.decisions import (
 )
 from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.model import LabelSelector, OwnerRef, Pod, PodDisruptionBudget, Taint
-from clusterscaler.simulator.drain import BlockingPodReason
 from loopkit import Harness, running_pod
 
 ELEVEN_MINUTES = timedelta(minutes=11)
@@ -536,7 +536,7 @@ def test_gpu_nodes_use_the_gpu_threshold(threshold, removable) -> None:
 
 
 def test_group_options_override_unneeded_time_and_threshold() -> None:
-    from clusterscaler.framework.cloudprovider import NodeGroupOptions
+    from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
 
     h = Harness()
     h.provider.add_group(

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from clusterscaler.interfaces.estimator import Estimate, Estimator
 from clusterscaler.loop.autoscaler import Autoscaler, build_estimator, build_expander
-from clusterscaler.loop.estimator import Estimate, Estimator
 from clusterscaler.simulator.drain import build_pod_filters
 from clusterscaler.simulator.equivalence import PodGroup
 from loopkit import Harness, pending_pod, registry

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.interfaces.cloudprovider import (
     InstanceCreationError,
     InstanceErrorClass,
     InstanceErrorInfo,

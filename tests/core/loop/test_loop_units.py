@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import ResourceLimiter
 from clusterscaler.framework.options import AutoscalingOptions, GpuLimit, MinMax
+from clusterscaler.interfaces.cloudprovider import ResourceLimiter
 from clusterscaler.loop.balancing import GroupSize, balance, similar
 from clusterscaler.loop.limits import GIB, Limits, Totals, node_totals, sum_totals
 from clusterscaler.model import NodeInfo, OwnerRef
@@ -184,9 +184,10 @@ def test_gpu_limit_counts_by_gpu_type_label() -> None:
 
 
 def test_removal_simulation_stops_at_the_timeout() -> None:
+    from clusterscaler.interfaces.podfilter import DrainContext
     from clusterscaler.loop.scaledown.removal import RemovalSimulator, simulate_nodes
     from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
-    from clusterscaler.simulator.drain import DrainContext, PdbTracker
+    from clusterscaler.simulator.drain import PdbTracker
 
     snapshot = ClusterSnapshot.from_node_infos(
         NodeInfo(make_node(f"n{i}", "4", "16Gi")) for i in range(5)

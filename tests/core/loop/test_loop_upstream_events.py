@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from clusterscaler.framework.cloudprovider import InstanceErrorClass, InstanceErrorInfo
+from clusterscaler.interfaces.cloudprovider import InstanceErrorClass, InstanceErrorInfo
 from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import Taint
 from clusterscaler.report import events as ev

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from clusterscaler.commands.explain import explain, render
-from clusterscaler.framework.cloudprovider import NodeGroupOptions
 from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
 from clusterscaler.framework.options import GpuLimit, MinMax
+from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
+from clusterscaler.interfaces.podfilter import DrainContext
 from clusterscaler.loop.decisions import NoScaleUpReason, ScaleUpStatus, UnremovableReason
 from clusterscaler.loop.scaledown.executor import ThreadedExecutor
 from clusterscaler.loop.scaledown.removal import RemovalSimulator, simulate_nodes
@@ -22,7 +23,7 @@ from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import LabelSelector, Pod, PodDisruptionBudget, Taint
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator
 from clusterscaler.simulator.builders import make_node, make_pod
-from clusterscaler.simulator.drain import DrainContext, PdbTracker
+from clusterscaler.simulator.drain import PdbTracker
 from clusterscaler.simulator.utilization import GPU_RESOURCE
 from loopkit import GPU_LABEL, GROUP_LABEL, T0, GatedClock, Harness, pending_pod, running_pod
 

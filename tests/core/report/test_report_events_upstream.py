@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from clusterscaler.interfaces.expander import ExpanderWarning
 from clusterscaler.loop.decisions import (
     ClusterHealth,
     DeletionKind,
@@ -20,7 +21,6 @@ from clusterscaler.loop.decisions import (
     ScaleUpStatus,
     TaintCleanup,
 )
-from clusterscaler.loop.expander import ExpanderWarning
 from clusterscaler.report.events import ObjectRef, events_for_result
 
 T0 = datetime(2026, 1, 2, tzinfo=UTC)

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from clusterscaler.framework.cloudprovider import NodeGroupOptions
 from clusterscaler.framework.cluster import EvictionError
 from clusterscaler.framework.options import AutoscalingOptions, MinMax
+from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import Pod
 from clusterscaler.simulator import ClusterSnapshot, check_predicates

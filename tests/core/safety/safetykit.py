@@ -12,7 +12,8 @@ from typing import Any
 
 from clusterscaler.framework.cluster import InMemoryCluster
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.framework.pluginmanager import Registry, build_plugin_manager, collect_registry
+from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.interfaces.registry import Registry
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.loop.decisions import (
     LoopResult,

@@ -13,13 +13,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.loop.decisions import UnremovableReason
-from clusterscaler.model import Controller, OwnerRef, Pod, Volume
-from clusterscaler.simulator.drain import (
+from clusterscaler.interfaces.podfilter import (
     SAFE_TO_EVICT_ANNOTATION,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
     BlockingPodReason,
 )
+from clusterscaler.loop.decisions import UnremovableReason
+from clusterscaler.model import Controller, OwnerRef, Pod, Volume
 from safetykit import (
     T0,
     World,

@@ -12,8 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from clusterscaler.interfaces.podfilter import BlockingPodReason
 from clusterscaler.loop.decisions import UnremovableReason
-from clusterscaler.simulator.drain import BlockingPodReason
 from safetykit import DS, PAST_UNNEEDED, World, pod, unremovable
 
 WEB = {"app": "web"}

@@ -15,8 +15,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import NodeGroupOptions
 from clusterscaler.framework.options import MinMax
+from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
 from clusterscaler.loop.decisions import ScaleDownStatus, UnremovableReason
 from safetykit import PAST_UNNEEDED, T0, World, pending, pod, reason_of, unneeded_names
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from clusterscaler.commands.cli import load_plugins, main
 from clusterscaler.commands.explain import evaluate, explain, render
-from clusterscaler.framework.cloudprovider import ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.model import ClusterObjects, Node, OwnerRef
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.offline.cluster import SimulatedCluster

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from clusterscaler.framework.cloudprovider import CloudProviderError
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import CloudProviderError
 from clusterscaler.model import ClusterObjects
 from clusterscaler.offline.cloudgroups import (
     CloudWriteRefusedError,

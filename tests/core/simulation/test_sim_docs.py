@@ -9,9 +9,9 @@ import pytest
 from clusterscaler.commands import explain
 from clusterscaler.commands import simulate as command
 from clusterscaler.commands.cli import main
+from clusterscaler.interfaces.podfilter import BlockingPodReason
 from clusterscaler.loop.decisions import NoScaleUpReason, UnremovableReason
 from clusterscaler.offline import scenario
-from clusterscaler.simulator.drain import BlockingPodReason
 
 ROOT = Path(__file__).resolve().parents[3]
 SIMULATE = (ROOT / "docs" / "simulate.md").read_text()

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from clusterscaler.commands.explain import explain, render, report_json
-from clusterscaler.framework.cloudprovider import ProviderProblem
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import ProviderProblem
+from clusterscaler.interfaces.podfilter import BlockingPodReason
 from clusterscaler.loop.decisions import (
     BlockingPod,
     ClusterHealth,
@@ -44,7 +45,6 @@ from clusterscaler.offline.output import (
     render_timeline,
 )
 from clusterscaler.simulator.builders import make_node, make_pod
-from clusterscaler.simulator.drain import BlockingPodReason
 
 NOW = datetime(2024, 1, 1, 12, tzinfo=UTC)
 

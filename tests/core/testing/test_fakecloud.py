@@ -6,7 +6,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.pluginmanager import PluginHost
+from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     InstanceErrorClass,
@@ -14,9 +17,7 @@ from clusterscaler.framework.cloudprovider import (
     InstanceState,
     NodeGroup,
 )
-from clusterscaler.framework.cluster import InMemoryCluster
-from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.framework.pluginmanager import PluginHost, Registry
+from clusterscaler.interfaces.registry import Registry
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.loop.decisions import ScaleUpStatus
 from clusterscaler.model import Node

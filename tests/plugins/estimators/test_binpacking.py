@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.estimator import Estimator
 from clusterscaler.loop.estimator import (
     LIMIT_CLUSTER_MAX_NODES,
     LIMIT_DURATION,
@@ -12,7 +13,6 @@ from clusterscaler.loop.estimator import (
     LIMIT_NODE_GROUP_HEADROOM,
     LIMIT_NODES_PER_SCALE_UP,
     EstimationLimits,
-    Estimator,
     ThresholdLimiter,
     limits_from_options,
 )

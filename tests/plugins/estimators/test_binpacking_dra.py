@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from clusterscaler.loop.estimator import Estimate, EstimationLimits, ThresholdLimiter
+from clusterscaler.interfaces.estimator import Estimate
+from clusterscaler.loop.estimator import EstimationLimits, ThresholdLimiter
 from clusterscaler.model import NodeInfo, OwnerRef, Pod
 from clusterscaler.model.dra import (
     parse_device_class,

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from clusterscaler.framework.schedulerconfig import SchedulerConfig
-from clusterscaler.loop.estimator import Estimate, EstimationLimits, ThresholdLimiter
+from clusterscaler.interfaces.estimator import Estimate
+from clusterscaler.loop.estimator import EstimationLimits, ThresholdLimiter
 from clusterscaler.model import NodeInfo, OwnerRef, Pod, Taint, Toleration
 from clusterscaler.plugins.estimators import BinpackingEstimator
 from clusterscaler.plugins.estimators.node_scan import FreeRoom, OpenNodes

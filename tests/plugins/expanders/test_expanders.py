@@ -5,13 +5,9 @@ from dataclasses import dataclass
 
 import pytest
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.framework.pluginmanager import Registry
-from clusterscaler.loop.expander import (
-    ExpanderConfigError,
-    ExpanderContext,
-    Option,
-    build_expander_chain,
-)
+from clusterscaler.interfaces.expander import ExpanderContext, Option
+from clusterscaler.interfaces.registry import Registry
+from clusterscaler.loop.expander import ExpanderConfigError, build_expander_chain
 from clusterscaler.model import ConfigMap, NodeInfo
 from clusterscaler.plugins.expanders import clusterscaler_register_expanders
 from clusterscaler.plugins.expanders.least_nodes import LeastNodesExpander

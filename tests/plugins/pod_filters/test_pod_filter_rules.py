@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.interfaces.podfilter import BlockingPodReason, DrainContext, DrainOutcome
 from clusterscaler.model import (
     Controller,
     DaemonSet,
@@ -17,14 +18,7 @@ from clusterscaler.model import (
 )
 from clusterscaler.plugins import pod_filters
 from clusterscaler.simulator.builders import make_pod
-from clusterscaler.simulator.drain import (
-    BlockingPodReason,
-    DrainContext,
-    DrainOutcome,
-    PdbTracker,
-    build_pod_filters,
-    decide,
-)
+from clusterscaler.simulator.drain import PdbTracker, build_pod_filters, decide
 
 NOW = datetime(2024, 1, 1, 12, tzinfo=UTC)
 RS = OwnerRef("ReplicaSet", "web", "uid-web", True, "apps/v1")

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import ConfigurationError
+from clusterscaler.interfaces.cloudprovider import ConfigurationError
 from clusterscaler.plugins.sim import NODE_GROUP_LABEL, load_cloud_config, parse_cloud_config
 
 

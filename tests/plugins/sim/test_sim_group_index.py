@@ -8,12 +8,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clusterscaler.framework.cloudprovider import (
-    CloudProviderError,
-    InstanceErrorInfo,
-    ProviderContext,
-)
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import CloudProviderError, InstanceErrorInfo
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.loop.taints import TaintConfig
 from clusterscaler.model import ClusterObjects, Node, Taint
 from clusterscaler.offline.clock import VirtualClock

@@ -7,8 +7,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import CloudProviderError, InstanceState, ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import CloudProviderError, InstanceState
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.plugins.sim import (
     EMBEDDED_CONFIG_KEY,
     NODE_GROUP_LABEL,

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 from clusterscaler.commands.cli import main
-from clusterscaler.framework.cloudprovider import ConfigurationError, InstanceState, ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import ConfigurationError, InstanceState
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.loop.clusterstate import ClusterStateRegistry
 from clusterscaler.model import ClusterObjects, Node, Taint
 from clusterscaler.offline.clock import VirtualClock

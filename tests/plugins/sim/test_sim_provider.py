@@ -7,15 +7,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     ConfigurationError,
     InstanceState,
     NodeGroup,
-    ProviderContext,
 )
-from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.model import ClusterObjects, Node, Resources
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.offline.cluster import SimulatedCluster

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 from aws_fakes import REGION, AwsFixtures, ProviderFactory, ProxyState, make_handler
-from clusterscaler.framework.cloudprovider import ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.testing.fakehttp import LocalServer
 from clusterscaler_aws.plugin import build_provider
 from clusterscaler_aws.provider import AwsCloudProvider

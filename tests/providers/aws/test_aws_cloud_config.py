@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
-from clusterscaler.framework.cloudprovider import CloudProviderError, ConfigurationError
+from clusterscaler.interfaces.cloudprovider import CloudProviderError, ConfigurationError
 from clusterscaler.model import Node
 
 

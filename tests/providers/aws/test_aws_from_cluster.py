@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from aws_fakes import AwsFixtures, ProxyState
 from clusterscaler.commands.cli import main
-from clusterscaler.framework.cloudprovider import CloudProviderError, ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import CloudProviderError
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.model import parse_node
 from clusterscaler.offline.cloudgroups import read_only, read_provider_groups
 from clusterscaler.testing.fakekube import FakeKubeServer

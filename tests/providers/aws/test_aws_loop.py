@@ -12,10 +12,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
-from clusterscaler.framework.cloudprovider import InstanceState
 from clusterscaler.framework.cluster import InMemoryCluster
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.framework.pluginmanager import Registry, build_plugin_manager, collect_registry
+from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.interfaces.cloudprovider import InstanceState
+from clusterscaler.interfaces.registry import Registry
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.model import OwnerRef, Pod
 from clusterscaler.plugins import estimators, expanders, pod_filters

@@ -11,8 +11,9 @@ import pytest
 from aws_fakes import AwsFixtures, ProviderFactory
 from clusterscaler.api import Taint
 from clusterscaler.commands.cli import parse_autoscaler_args
-from clusterscaler.framework.cloudprovider import CloudProvider, NodeGroup, NodeGroupOptions
-from clusterscaler.framework.pluginmanager import PluginHost, Registry
+from clusterscaler.framework.pluginmanager import PluginHost
+from clusterscaler.interfaces.cloudprovider import CloudProvider, NodeGroup, NodeGroupOptions
+from clusterscaler.interfaces.registry import Registry
 from clusterscaler.testing import RegisterPlugin
 from clusterscaler_aws import plugin
 from clusterscaler_aws.tags import parse_node_group_options, parse_template_tags

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.interfaces.cloudprovider import (
     CloudProviderError,
     InstanceErrorClass,
     InstanceState,

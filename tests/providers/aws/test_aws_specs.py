@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import ConfigurationError, InstanceErrorClass
+from clusterscaler.interfaces.cloudprovider import ConfigurationError, InstanceErrorClass
 from clusterscaler_aws.activities import error_code, launch_error
 from clusterscaler_aws.cloud_config import parse_cloud_config, resolve_region
 from clusterscaler_aws.instance_types import kube_arch, static_table

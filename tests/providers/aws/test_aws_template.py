@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.interfaces.cloudprovider import (
     CloudProviderError,
     ConfigurationError,
     NodeGroupOptions,

@@ -20,7 +20,8 @@ import pytest
 from clusterscaler.commands.cli import main
 from clusterscaler.framework.cluster import InMemoryCluster
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.framework.pluginmanager import Registry, build_plugin_manager, collect_registry
+from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.interfaces.registry import Registry
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.model import OwnerRef, Pod
 from clusterscaler.plugins import estimators, expanders, pod_filters

@@ -16,7 +16,7 @@ from clusterscaler.api import (
     Taint,
     kube_proto,
 )
-from clusterscaler.framework.cloudprovider import provider_problems
+from clusterscaler.interfaces.cloudprovider import provider_problems
 from clusterscaler.simulator.builders import make_node, make_pod
 from clusterscaler_externalgrpc import protocol
 from clusterscaler_externalgrpc.provider import NotImplementedByService, ServiceError

@@ -5,8 +5,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.testing.fakekube import (
     FakeKubeServer,
     cluster_api_resources,

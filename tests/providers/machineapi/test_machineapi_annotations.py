@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import ConfigurationError, NodeGroupOptions
+from clusterscaler.interfaces.cloudprovider import ConfigurationError, NodeGroupOptions
 from clusterscaler.model import Resources, Taint
 from clusterscaler_machineapi.apigroups import ApiGroup
 from clusterscaler_machineapi.discovery import allowed, parse_discovery_spec, parse_discovery_specs

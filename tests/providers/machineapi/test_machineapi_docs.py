@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from clusterscaler.framework.cloudprovider import NodeGroupOptions
+from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
 from clusterscaler.model import Resources, Taint
 from clusterscaler.testing.fakekube import FakeKubeServer
 

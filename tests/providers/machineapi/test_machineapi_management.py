@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.source import KubeClusterSource
 from clusterscaler.loop.autoscaler import Autoscaler

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from clusterscaler.framework.cloudprovider import ConfigurationError, ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.cloudprovider import ConfigurationError
+from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler_machineapi import plugin
 from clusterscaler_machineapi.discovery import DiscoverySpec
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import CloudProviderError, InstanceState
+from clusterscaler.interfaces.cloudprovider import CloudProviderError, InstanceState
 from clusterscaler.model import Node, parse_node
 from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler.testing.fakekube_resources import ResourceType

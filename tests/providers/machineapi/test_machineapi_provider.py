@@ -9,7 +9,7 @@ from typing import Any
 import clusterscaler_machineapi.plugin as machineapi_plugin
 import pytest
 import structlog
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,
     CloudProviderError,
     ConfigurationError,
@@ -86,16 +86,16 @@ def test_provider_satisfies_the_protocols(kube: FakeKubeServer, make_provider: A
 
 
 def test_no_kubernetes_connection_is_a_configuration_error() -> None:
-    from clusterscaler.framework.cloudprovider import ProviderContext
     from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.interfaces.providercontext import ProviderContext
 
     with pytest.raises(ConfigurationError, match="needs a Kubernetes API connection"):
         machineapi_plugin.build_provider(ProviderContext(options=AutoscalingOptions()))
 
 
 def test_no_machine_api_served_is_a_configuration_error(api_client: Any) -> None:
-    from clusterscaler.framework.cloudprovider import ProviderContext
     from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.interfaces.providercontext import ProviderContext
 
     with FakeKubeServer() as bare:
         client = bare.api_client()
@@ -160,8 +160,8 @@ def test_capi_group_and_version_overrides(make_provider: Any, kube: FakeKubeServ
 
 
 def test_version_comes_from_discovery() -> None:
-    from clusterscaler.framework.cloudprovider import ProviderContext
     from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.interfaces.providercontext import ProviderContext
 
     with FakeKubeServer(resources=cluster_api_resources(("v1beta2", "v1beta1"))) as server:
         server.create({**scalable("ms", group=CAPI, namespace="ns", annotations=limits(CAPI, 0, 3)), "apiVersion": f"{CAPI}/v1beta2"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cloudprovider import CloudProviderError, ConfigurationError
+from clusterscaler.interfaces.cloudprovider import CloudProviderError, ConfigurationError
 from clusterscaler.model import Resources
 from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler.testing.fakekube_resources import ResourceType
