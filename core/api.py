@@ -5,7 +5,8 @@ definition: the hook markers and the registry the registration hooks receive, th
 cloud-provider protocols and the values they exchange, the slim model objects, the
 expander, estimator and pod-filter interfaces, the autoscaler's taint names, and the
 parsers of Go-style durations and Kubernetes quantities that flags, tags and annotations
-use. The modules behind these names are internal and may move; this module does not.
+use. The interfaces live together in `clusterscaler.interfaces`; the other modules behind
+these names are internal and may move; this module does not.
 
 Example: a cloud provider distribution declares an entry point in the ``clusterscaler``
 group and implements ``clusterscaler_register_cloud_providers``::
@@ -19,35 +20,17 @@ group and implements ``clusterscaler_register_cloud_providers``::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from clusterscaler import ENTRY_POINT_GROUP, hookimpl
+from clusterscaler import ENTRY_POINT_GROUP
 from clusterscaler.framework.cachedgroups import CachedNodeGroup, GroupRecord, NodeGroupMemo
 from clusterscaler.framework.cloudconfigfile import read_cloud_config
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.framework.durations import DURATION_FORM, parse_duration
+from clusterscaler.framework.groupoptions import (
     GROUP_OPTION_NAMES,
-    CloudProvider,
-    CloudProviderError,
-    ConfigurationError,
-    ForceDeletingNodeGroup,
     GroupOptionError,
-    Instance,
-    InstanceCreationError,
-    InstanceErrorClass,
-    InstanceErrorInfo,
-    InstanceState,
-    NodeGroup,
-    NodeGroupNotFoundError,
-    NodeGroupOptions,
-    PricingModel,
-    ProviderContext,
-    ProviderProblem,
-    ResourceLimiter,
-    ScaleDownBlockingNodeGroup,
-    checked_increase,
     parse_group_option,
 )
-from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.nodespecs import (
     NodeGroupSpec,
     check_nodes_limits,
@@ -56,7 +39,6 @@ from clusterscaler.framework.nodespecs import (
     parse_nodes_specs,
 )
 from clusterscaler.framework.options import BOOL, AutoscalingOptions, add_bool_flag
-from clusterscaler.framework.pluginmanager import Registry
 from clusterscaler.framework.providerdefaults import ProviderDefaults
 from clusterscaler.framework.templatedevices import (
     DRA_DRIVER_FORM,
@@ -74,13 +56,54 @@ from clusterscaler.framework.templatetags import (
     parse_template_tags,
 )
 from clusterscaler.framework.ttlcache import TtlCache
-from clusterscaler.loop.estimator import Estimate, EstimationLimiter, Estimator
-from clusterscaler.loop.expander import (
+from clusterscaler.interfaces.cloudprovider import (
+    CloudProvider,
+    CloudProviderError,
+    ConfigurationError,
+    ForceDeletingNodeGroup,
+    Instance,
+    InstanceCreationError,
+    InstanceErrorClass,
+    InstanceErrorInfo,
+    InstanceState,
+    NodeGroup,
+    NodeGroupNotFoundError,
+    NodeGroupOptions,
+    PricingModel,
+    ProviderProblem,
+    ResourceLimiter,
+    ScaleDownBlockingNodeGroup,
+    checked_increase,
+)
+from clusterscaler.interfaces.clusterview import Clock, ClusterSource
+from clusterscaler.interfaces.estimator import Estimate, EstimationLimiter, Estimator
+from clusterscaler.interfaces.expander import (
     Expander,
     ExpanderContext,
     Option,
     debug_with,
     options_by_score,
+)
+from clusterscaler.interfaces.hookspecs import hookimpl
+from clusterscaler.interfaces.podfilter import (
+    SAFE_TO_EVICT_ANNOTATION,
+    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+    SAFE_TO_EVICT_ON_COMPLETION,
+    BlockingPodReason,
+    DrainContext,
+    DrainDecision,
+    DrainOutcome,
+    PodFilter,
+)
+from clusterscaler.interfaces.providercontext import KubeApiClient, ProviderContext
+from clusterscaler.interfaces.registry import (
+    CloudProviderFactory,
+    EstimatorFactory,
+    ExpanderFactory,
+    OptionsCheck,
+    PodFilterFactory,
+    Registered,
+    Registry,
 )
 from clusterscaler.loop.taints import (
     DELETION_CANDIDATE_TAINT,
@@ -114,16 +137,6 @@ from clusterscaler.model.quantity import (
     parse_quantity,
 )
 from clusterscaler.model.yamltext import YAMLBoundError, load_yaml, load_yaml_documents
-from clusterscaler.simulator.drain import (
-    SAFE_TO_EVICT_ANNOTATION,
-    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
-    SAFE_TO_EVICT_ON_COMPLETION,
-    BlockingPodReason,
-    DrainContext,
-    DrainDecision,
-    DrainOutcome,
-    PodFilter,
-)
 from clusterscaler.simulator.equivalence import PodGroup
 from clusterscaler.simulator.predicates import (
     REASON_ANTI_AFFINITY,
@@ -171,9 +184,12 @@ __all__ = [
     "AutoscalingOptions",
     "BlockingPodReason",
     "CachedNodeGroup",
+    "Clock",
     "CloudProvider",
     "CloudProviderError",
+    "CloudProviderFactory",
     "ClusterSnapshot",
+    "ClusterSource",
     "ConfigurationError",
     "DrainContext",
     "DrainDecision",
@@ -181,8 +197,10 @@ __all__ = [
     "Estimate",
     "EstimationLimiter",
     "Estimator",
+    "EstimatorFactory",
     "Expander",
     "ExpanderContext",
+    "ExpanderFactory",
     "ForceDeletingNodeGroup",
     "GroupOptionError",
     "GroupRecord",
@@ -192,6 +210,7 @@ __all__ = [
     "InstanceErrorClass",
     "InstanceErrorInfo",
     "InstanceState",
+    "KubeApiClient",
     "KubeClientSettings",
     "ListerSpec",
     "ModelError",
@@ -204,14 +223,17 @@ __all__ = [
     "NodeGroupSpec",
     "NodeInfo",
     "Option",
+    "OptionsCheck",
     "Pod",
     "PodFilter",
+    "PodFilterFactory",
     "PodGroup",
     "PricingModel",
     "ProviderContext",
     "ProviderDefaults",
     "ProviderProblem",
     "QuantityError",
+    "Registered",
     "Registry",
     "ResourceLimiter",
     "ResourceSlice",
@@ -294,7 +316,7 @@ if TYPE_CHECKING:
     from clusterscaler.model import kubeproto as kube_proto
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "kube_proto":
         from clusterscaler.model import kubeproto
 

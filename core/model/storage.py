@@ -17,10 +17,20 @@ from clusterscaler.model.common import (
 )
 from clusterscaler.model.resources import Resources
 from clusterscaler.model.scheduling import (
+    LabelSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    parse_label_selector,
     parse_node_selector_terms,
 )
+
+# The annotations the persistent-volume controller and kube-scheduler write on a claim:
+# binding finished (only then does kube-scheduler count the claim as bound), and the node
+# kube-scheduler chose for a claim of a WaitForFirstConsumer class.
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+# The provisioner of a class whose claims only bind to existing volumes (local volumes).
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
 
 # --------------------------------------------------------------------------- storage
 
@@ -36,9 +46,22 @@ class PersistentVolume:
     claim_ref: str = ""
     csi_driver: str = ""
     phase: str = ""
+    # The claim's UID when the reference names one: a volume pre-bound to a claim of that
+    # name that was deleted and made again is not the new claim's.
+    claim_uid: str = ""
+    access_modes: tuple[str, ...] = ()
+    volume_mode: str = "Filesystem"
+    deleting: bool = False
 
     def __hash__(self) -> int:
         return hash((self.name, self.uid))
+
+    def bound_to(self, claim: PersistentVolumeClaim) -> bool:
+        """Whether the volume is pre-bound or bound to `claim` (`IsVolumeBoundToClaim`)."""
+        return (
+            self.claim_ref == claim.key
+            and (not self.claim_uid or self.claim_uid == claim.uid)
+        )
 
 
 def parse_pv(raw: Mapping[str, Any]) -> PersistentVolume:
@@ -69,6 +92,10 @@ def parse_pv(raw: Mapping[str, Any]) -> PersistentVolume:
         else "",
         csi_driver=csi.get("driver") or "",
         phase=status.get("phase") or "",
+        claim_uid=claim.get("uid") or "",
+        access_modes=tuple(_str_list(spec.get("accessModes"), obj, "spec.accessModes")),
+        volume_mode=spec.get("volumeMode") or "Filesystem",
+        deleting=bool(meta.get("deletionTimestamp")),
     )
 
 
@@ -83,10 +110,23 @@ class PersistentVolumeClaim:
     requested: int = 0
     annotations: Mapping[str, str] = field(default_factory=dict)
     access_modes: tuple[str, ...] = ()
+    volume_mode: str = "Filesystem"
+    # Which volumes may bind the claim; `None` (absent) means any.
+    selector: LabelSelector | None = None
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def bound(self) -> bool:
+        """Bound to its volume as kube-scheduler counts it: named and the binding completed
+        (`isPVCFullyBound`). A claim that only names its volume (pre-bound by its author)
+        is not bound until the persistent-volume controller finishes; a claim whose status
+        says Bound counts as bound, as the controller writes the annotation first."""
+        return bool(self.volume_name) and (
+            ANN_BIND_COMPLETED in self.annotations or self.phase == "Bound"
+        )
 
     @property
     def read_write_once_pod(self) -> bool:
@@ -115,6 +155,8 @@ def parse_pvc(raw: Mapping[str, Any]) -> PersistentVolumeClaim:
         requested=requests.extended.get("storage", 0),
         annotations=_str_map(meta.get("annotations"), obj, "metadata.annotations"),
         access_modes=tuple(str(m) for m in _list(spec.get("accessModes"), obj, "spec.accessModes")),
+        volume_mode=spec.get("volumeMode") or "Filesystem",
+        selector=parse_label_selector(spec.get("selector"), obj, "spec.selector"),
     )
 
 

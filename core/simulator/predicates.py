@@ -32,6 +32,8 @@ from clusterscaler.model import (
     ZONE_LABEL,
     LabelSelector,
     Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodAffinityTerm,
     Taint,
@@ -39,6 +41,7 @@ from clusterscaler.model import (
     Volume,
     node_selector_matches,
 )
+from clusterscaler.model.storage import ANN_SELECTED_NODE, NO_PROVISIONER
 from clusterscaler.simulator.dra import REASON_DRA
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
 
@@ -266,6 +269,7 @@ def _check_volumes(
     if not pod.volumes:
         return None
     node = ni.node
+    claims: list[PersistentVolumeClaim] = []
     for v in pod.volumes:
         if v.kind == "persistentVolumeClaim":
             claim = v.claim_name
@@ -274,13 +278,23 @@ def _check_volumes(
         else:
             continue
         pvc = snapshot.pvcs.get(f"{pod.namespace}/{claim}")
-        if pvc is None:
-            continue
-        if pvc.volume_name:
-            pv = snapshot.pvs.get(pvc.volume_name)
+        if pvc is not None:
+            claims.append(pvc)
+    if not claims:
+        return None
+    # kube-scheduler's order: VolumeBinding, then VolumeZone.
+    if binding:
+        reason = _check_volume_binding(claims, node, snapshot)
+        if reason is not None:
+            return reason
+    if zone:
+        for pvc in claims:
+            # VolumeZone reads the volume a claim names, bound or not; an unbound claim of a
+            # WaitForFirstConsumer class is VolumeBinding's.
+            pv = snapshot.pvs.get(pvc.volume_name) if pvc.volume_name else None
             if pv is None:
                 continue
-            for label in _ZONE_LABELS if zone else ():
+            for label in _ZONE_LABELS:
                 wanted = pv.labels.get(label)
                 if wanted is None:
                     continue
@@ -288,21 +302,106 @@ def _check_volumes(
                 # A PV may span zones, written `zone-a__zone-b`.
                 if have is None or have not in wanted.split("__"):
                     return REASON_VOLUME_ZONE
-            if (
-                binding
-                and pv.node_affinity is not None
-                and not node_selector_matches(pv.node_affinity, node.name, node.labels)
-            ):
-                return REASON_VOLUME_NODE_AFFINITY
-        elif binding:
-            sc = snapshot.storage_classes.get(pvc.storage_class)
-            if sc is None or sc.volume_binding_mode != "WaitForFirstConsumer":
-                return REASON_VOLUME_UNBOUND_IMMEDIATE
-            if sc.allowed_topologies and not node_selector_matches(
-                sc.allowed_topologies, node.name, node.labels
-            ):
-                return REASON_VOLUME_BIND
     return None
+
+
+def _check_volume_binding(
+    claims: Sequence[PersistentVolumeClaim], node: Node, snapshot: ClusterSnapshot
+) -> str | None:
+    """kube-scheduler's VolumeBinding for a pod's claims on `node` (`GetPodVolumeClaims`,
+    `FindPodVolumes` in `pkg/scheduler/framework/plugins/volumebinding/binder.go`): a bound
+    claim's volume must accept the node; an unbound claim of a WaitForFirstConsumer class
+    needs an available volume that accepts the node (each volume for one claim of the pod),
+    or a class that provisions one there; any other unbound claim, one merely naming its
+    volume included, fails everywhere until the persistent-volume controller binds it.
+
+    As in Cluster Autoscaler, which runs this filter without its Reserve step (upstream
+    `simulator/clustersnapshot/predicate/predicate_snapshot.go` reserves only DRA claims),
+    a volume one pod was placed with stays available to the next: the simulation never
+    binds volumes."""
+    delayed: list[PersistentVolumeClaim] = []
+    for pvc in claims:
+        if pvc.bound:
+            continue
+        sc = snapshot.storage_classes.get(pvc.storage_class) if pvc.storage_class else None
+        if pvc.volume_name or sc is None or sc.volume_binding_mode != "WaitForFirstConsumer":
+            return REASON_VOLUME_UNBOUND_IMMEDIATE
+        delayed.append(pvc)
+    for pvc in claims:
+        if not pvc.bound:
+            continue
+        pv = snapshot.pvs.get(pvc.volume_name)
+        # A volume the snapshot does not know is not checked (as a claim it does not know).
+        if pv is not None and not _volume_accepts(pv, node):
+            return REASON_VOLUME_NODE_AFFINITY
+    if not delayed:
+        return None
+    chosen: set[str] = set()
+    to_provision: list[PersistentVolumeClaim] = []
+    # Smallest requests first, so each takes the smallest volume that fits (`byPVCSize`).
+    for pvc in sorted(delayed, key=lambda c: c.requested):
+        selected = pvc.annotations.get(ANN_SELECTED_NODE)
+        if selected is not None:
+            if selected != node.name:
+                return REASON_VOLUME_BIND
+            to_provision.append(pvc)
+            continue
+        pv = _matching_volume(pvc, snapshot.pvs_of_class(pvc.storage_class), node, chosen)
+        if pv is None:
+            to_provision.append(pvc)
+        else:
+            chosen.add(pv.name)
+    for pvc in to_provision:
+        # `checkVolumeProvisions`; the provisioner's storage capacity
+        # (CSIStorageCapacity) is not modelled.
+        sc = snapshot.storage_classes[pvc.storage_class]
+        if not sc.provisioner or sc.provisioner == NO_PROVISIONER:
+            return REASON_VOLUME_BIND
+        if sc.allowed_topologies and not node_selector_matches(
+            sc.allowed_topologies, node.name, node.labels
+        ):
+            return REASON_VOLUME_BIND
+    return None
+
+
+def _volume_accepts(pv: PersistentVolume, node: Node) -> bool:
+    """The volume's node affinity admits the node (`CheckNodeAffinity`: by labels only)."""
+    return pv.node_affinity is None or node_selector_matches(pv.node_affinity, "", node.labels)
+
+
+def _matching_volume(
+    pvc: PersistentVolumeClaim,
+    volumes: Iterable[PersistentVolume],
+    node: Node,
+    chosen: set[str],
+) -> PersistentVolume | None:
+    """The volume an unbound claim would bind to on `node` (`FindMatchingVolume` in
+    `k8s.io/component-helpers/storage/volume/pv_helpers.go`, the scheduler's path): one
+    pre-bound to the claim if it accepts the node, else the smallest available one of the
+    claim's class, size, volume mode, access modes and selector that accepts the node."""
+    smallest: PersistentVolume | None = None
+    for pv in volumes:
+        if pv.name in chosen:
+            continue
+        bound_here = pv.bound_to(pvc)
+        if pv.claim_ref and not bound_here:
+            continue
+        if pv.capacity < pvc.requested or pv.volume_mode != pvc.volume_mode or pv.deleting:
+            continue
+        accepts = _volume_accepts(pv, node)
+        if bound_here:
+            return pv if accepts else None
+        if pv.phase != "Available":
+            continue
+        if pvc.selector is not None and not pvc.selector.matches(pv.labels):
+            continue
+        if pv.storage_class != pvc.storage_class or not accepts:
+            continue
+        if not set(pvc.access_modes) <= set(pv.access_modes):
+            continue
+        if smallest is None or pv.capacity < smallest.capacity:
+            smallest = pv
+    return smallest
 
 
 def _claim_keys(pod: Pod) -> list[str]:

@@ -208,6 +208,9 @@ class ClusterSnapshot:
         self.pvcs: dict[str, PersistentVolumeClaim] = {pvc.key: pvc for pvc in pvcs}
         self.storage_classes: dict[str, StorageClass] = {sc.name: sc for sc in storage_classes}
         self.csinodes: dict[str, CSINode] = {c.name: c for c in csinodes}
+        # The volumes of each storage class, by name order (built on first use): what an
+        # unbound WaitForFirstConsumer claim may bind to.
+        self._pvs_by_class: dict[str, tuple[PersistentVolume, ...]] | None = None
         self.namespace_labels: dict[str, Mapping[str, str]] = dict(namespace_labels or {})
         # Devices and claims (resource.k8s.io), when the cluster has any DRA object or a
         # pod with claims; None otherwise, and DRA then costs nothing.
@@ -385,6 +388,16 @@ class ClusterSnapshot:
             self._csi_cache.clear()
         self._csi_cache[id(pod)] = (pod, out)
         return out
+
+    def pvs_of_class(self, storage_class: str) -> tuple[PersistentVolume, ...]:
+        """The snapshot's PersistentVolumes of `storage_class` ("" for those of none)."""
+        if self._pvs_by_class is None:
+            by_class: dict[str, list[PersistentVolume]] = {}
+            for name in sorted(self.pvs):
+                pv = self.pvs[name]
+                by_class.setdefault(pv.storage_class, []).append(pv)
+            self._pvs_by_class = {k: tuple(v) for k, v in by_class.items()}
+        return self._pvs_by_class.get(storage_class, ())
 
     # ------------------------------------------------------------------ mutation
 
