@@ -133,6 +133,16 @@ def _str_map(value: Any, obj: str, field: str) -> dict[str, str]:
     return value
 
 
+def _str(value: Any, obj: str, field: str) -> str:
+    """A string field (empty when absent); another type is a `ModelError`: what the model
+    keeps as a string is compared, hashed and matched as one downstream."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ModelError(obj, field, "a string", value)
+    return value
+
+
 def _int(value: Any, obj: str, field: str, default: int | None = None) -> int:
     if value is None:
         if default is None:

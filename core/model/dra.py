@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, TypeAlias
 
-from clusterscaler.model.common import ModelError, _dict, _int, _list, _meta, _str_map
+from clusterscaler.model.common import ModelError, _dict, _int, _list, _meta, _str, _str_map
 from clusterscaler.model.quantity import QuantityError, parse_quantity
 from clusterscaler.model.scheduling import (
     NodeSelectorTerm,
@@ -378,14 +378,6 @@ def _nested_form(raw: Mapping[str, Any], obj: str) -> bool | None:
 def _name(value: Any, obj: str, field: str) -> str:
     if not isinstance(value, str) or not value:
         raise ModelError(obj, field, "a non-empty string", value)
-    return value
-
-
-def _str(value: Any, obj: str, field: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ModelError(obj, field, "a string", value)
     return value
 
 

@@ -9,12 +9,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from clusterscaler.model.common import (
-    ModelError,
     _dict,
     _format_time,
     _list,
     _meta,
     _parse_time,
+    _str,
     _str_map,
 )
 from clusterscaler.model.resources import ZERO, Resources
@@ -130,10 +130,10 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
         c = _dict(c, obj, f"status.conditions[{i}]")
         where = f"status.conditions[{i}]"
         cond = NodeCondition(
-            type=_text(c.get("type"), obj, f"{where}.type"),
-            status=_text(c.get("status"), obj, f"{where}.status") or "Unknown",
-            reason=_text(c.get("reason"), obj, f"{where}.reason"),
-            message=_text(c.get("message"), obj, f"{where}.message"),
+            type=_str(c.get("type"), obj, f"{where}.type"),
+            status=_str(c.get("status"), obj, f"{where}.status") or "Unknown",
+            reason=_str(c.get("reason"), obj, f"{where}.reason"),
+            message=_str(c.get("message"), obj, f"{where}.message"),
             last_transition_time=_parse_time(
                 c.get("lastTransitionTime"), obj, f"status.conditions[{i}].lastTransitionTime"
             ),
@@ -150,22 +150,12 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
         allocatable=allocatable,
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
-        provider_id=_text(spec.get("providerID"), obj, "spec.providerID"),
+        provider_id=_str(spec.get("providerID"), obj, "spec.providerID"),
         creation_time=_parse_time(meta.get("creationTimestamp"), obj, "metadata.creationTimestamp"),
         deletion_time=_parse_time(meta.get("deletionTimestamp"), obj, "metadata.deletionTimestamp"),
-        uid=_text(meta.get("uid"), obj, "metadata.uid"),
+        uid=_str(meta.get("uid"), obj, "metadata.uid"),
         conditions=tuple(conditions),
     )
-
-
-def _text(value: Any, obj: str, field: str) -> str:
-    """A string field of a node (empty when absent); another type is a `ModelError`: the
-    node's provider ID and conditions are compared and hashed as strings."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ModelError(obj, field, "a string", value)
-    return value
 
 
 # --------------------------------------------------------------------------- NodeInfo
