@@ -535,10 +535,8 @@ class DraState:
 
     def _find_claims(self, pod: Pod) -> list[PodClaim] | str:
         out: list[PodClaim] = []
-        statuses = pod.claim_statuses
         for pc in pod.resource_claims:
-            # Pod.claim_name, inline: a claim is resolved for every pod asked about.
-            name = pc.claim_name or (statuses.get(pc.name) if statuses else None) or None
+            name = pod.claim_name(pc)
             if name is not None:
                 claim = self.claims.get(f"{pod.namespace}/{name}")
                 if claim is not None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from clusterscaler.commands.flagdocs import render_flags_markdown
-from clusterscaler.framework import hookspecs
+from clusterscaler.interfaces import hookspecs
 
 ROOT = Path(__file__).resolve().parents[3]
 HOOKS = sorted(
