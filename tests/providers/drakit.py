@@ -1,11 +1,12 @@
 """DRA objects for the providers' scale-from-zero tests: an in-memory cluster that serves a
-DeviceClass and a ResourceClaimTemplate asking for one device of a driver, and pending pods
-that claim one device each through that template."""
+DeviceClass and a ResourceClaimTemplate asking for one device of a driver, pending pods
+that claim one device each through that template, and the scale-up one loop decides for
+them."""
 
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clusterscaler.api import CloudProvider
@@ -77,3 +78,14 @@ def run_once(provider: CloudProvider, cluster: InMemoryCluster, now: datetime) -
         actions=cluster,
     )
     return autoscaler.run_once(now)
+
+
+def claims_scale_up(provider: CloudProvider, claims: int) -> list[tuple[str, int]]:
+    """The scale-up one loop over `provider` decides for `claims` pending pods that each
+    claim one GPU device (five minutes old, past the new-pod delay): (node group, delta)
+    per decision."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    created = now - timedelta(minutes=5)
+    cluster = DraCluster(pods=[claiming_pod(f"train-{i}", created) for i in range(claims)])
+    result = run_once(provider, cluster, now)
+    return [(d.node_group, d.delta) for d in result.scale_up.decisions]

@@ -4,18 +4,15 @@ driver's devices in its template, and a pending pod claiming one grows that ASG.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 from aws_fakes import AwsFixtures, ProviderFactory
-from clusterscaler.framework.cloudprovider import ConfigurationError
+from clusterscaler.api import ConfigurationError
 
-from tests.providers.drakit import NVIDIA, DraCluster, claiming_pod, run_once
+from tests.providers.drakit import NVIDIA, claims_scale_up
 
 DRA_DRIVER = "k8s.io/cluster-autoscaler/node-template/dra-driver"
 ENABLED = "k8s.io/cluster-autoscaler/enabled"
 GPU_COUNT = "k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"
-T0 = datetime.now(UTC).replace(microsecond=0)
 
 
 def test_dra_driver_tag_turns_the_instance_types_gpus_into_devices(
@@ -48,14 +45,9 @@ def test_a_claiming_pod_scales_the_device_asg_from_zero(
     aws.asg("gpu", max_size=5, instance_type="p3.8xlarge",
             tags={ENABLED: "1", DRA_DRIVER: NVIDIA})
     provider = make_provider(discovery=[f"asg:tag={ENABLED}"])
-    created = T0 - timedelta(minutes=5)
     # Five claiming pods, four GPUs a node: two nodes of the GPU group, none of the
     # cheaper CPU group, whose nodes have no devices.
-    cluster = DraCluster(pods=[claiming_pod(f"train-{i}", created) for i in range(5)])
-
-    result = run_once(provider, cluster, T0)
-
-    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("gpu", 2)]
+    assert claims_scale_up(provider, 5) == [("gpu", 2)]
     assert aws.desired("gpu") == 2 and aws.desired("cpu") == 0
 
 
@@ -87,10 +79,7 @@ def test_a_bad_declaration_names_the_tag_and_the_other_asgs_still_scale(
         # A malformed tag is also in the status ConfigMap and `explain`.
         assert [p.message for p in provider.problems()] == [expected]
 
-    created = T0 - timedelta(minutes=5)
-    cluster = DraCluster(pods=[claiming_pod("train-0", created)])
-    result = run_once(provider, cluster, T0)
-    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("other", 1)]
+    assert claims_scale_up(provider, 1) == [("other", 1)]
 
 
 @pytest.mark.parametrize(

@@ -4,20 +4,17 @@ driver's devices in its template, and a pending pod claiming one grows that scal
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 from azurekit import ENABLED, ProviderFactory
 from clusterscaler.api import ConfigurationError
 from clusterscaler_azure.testing.fakearm import FakeArm
 
-from tests.providers.drakit import NVIDIA, DraCluster, claiming_pod, run_once
+from tests.providers.drakit import NVIDIA, claims_scale_up
 
 DISCOVERY = [f"label:{ENABLED}=true"]
 TAGS = {ENABLED: "true", "min": "0", "max": "5"}
 DRA_DRIVER = "k8s.io_cluster-autoscaler_node-template_dra-driver"
 GPU_COUNT = "k8s.io_cluster-autoscaler_node-template_resources_nvidia.com_gpu"
-T0 = datetime.now(UTC).replace(microsecond=0)
 
 
 def test_dra_driver_tag_turns_the_vm_sizes_gpus_into_devices(
@@ -42,12 +39,7 @@ def test_a_claiming_pod_scales_the_device_scale_set_from_zero(
     provider = make_provider(discovery=DISCOVERY)
     # Five claiming pods, four GPUs a VM: two VMs of the GPU scale set, none of the CPU
     # one, whose nodes have no devices.
-    created = T0 - timedelta(minutes=5)
-    cluster = DraCluster(pods=[claiming_pod(f"train-{i}", created) for i in range(5)])
-
-    result = run_once(provider, cluster, T0)
-
-    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("gpu", 2)]
+    assert claims_scale_up(provider, 5) == [("gpu", 2)]
     assert arm.capacity("gpu") == 2 and arm.capacity("cpu") == 0
 
 
@@ -78,6 +70,4 @@ def test_a_bad_declaration_names_the_tag_and_the_other_scale_sets_still_scale(
         # A malformed tag is also in the status ConfigMap and `explain`.
         assert [p.message for p in provider.problems()] == [expected]
 
-    cluster = DraCluster(pods=[claiming_pod("train-0", T0 - timedelta(minutes=5))])
-    result = run_once(provider, cluster, T0)
-    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("good", 1)]
+    assert claims_scale_up(provider, 1) == [("good", 1)]

@@ -4,19 +4,17 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from clusterscaler.api import ProviderContext
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler_externalgrpc.plugin import build_provider
 from clusterscaler_externalgrpc.provider import ExternalGrpcCloudProvider
 from externalgrpc_fakes import FakeService, Served, served
-
-ProviderFactory = Callable[..., ExternalGrpcCloudProvider]
+from externalgrpckit import ProviderFactory, write_config
 
 
 @pytest.fixture
@@ -27,12 +25,6 @@ def grpc_service() -> Iterator[Served]:
 @pytest.fixture
 def service(grpc_service: Served) -> FakeService:
     return grpc_service.service
-
-
-def write_config(tmp_path: Path, config: dict[str, Any]) -> str:
-    path = tmp_path / "cloud-config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return str(path)
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from clusterscaler.testing.cliprocess import ClusterscalerProcess, clusterscaler
 from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler.testing.kubeobjects import node_json, pod_json
 from clusterscaler_externalgrpc import protocol
-from conftest import write_config
 from externalgrpc_fakes import FakeService, Served, make_pki, serve
+from externalgrpckit import write_config
 
 TEMPLATE = make_node("pool-template", "4", "16Gi", labels={"node.kubernetes.io/instance-type": "c4"})
 

@@ -15,8 +15,8 @@ from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_
 from clusterscaler_externalgrpc.config import load_config, parse_config, split_host_port
 from clusterscaler_externalgrpc.plugin import build_provider, check_options
 from clusterscaler_externalgrpc.provider import ExternalGrpcCloudProvider, ServiceError
-from conftest import write_config
 from externalgrpc_fakes import FakeService, Pki, Served, make_pki, serve
+from externalgrpckit import write_config
 
 
 def _options(path: str, **extra: object) -> AutoscalingOptions:

@@ -5,19 +5,16 @@ one grows that group."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 from clusterscaler.api import CloudProviderError, Node
 from clusterscaler.simulator.builders import make_node
-from conftest import ProviderFactory
 from externalgrpc_fakes import FakeService
+from externalgrpckit import ProviderFactory
 
-from tests.providers.drakit import NVIDIA, DraCluster, claiming_pod, run_once
+from tests.providers.drakit import NVIDIA, claims_scale_up
 
 DRA_DRIVER = "capacity.cluster-autoscaler.kubernetes.io/dra-driver"
 GPU_COUNT = "capacity.cluster-autoscaler.kubernetes.io/gpu-count"
-T0 = datetime.now(UTC).replace(microsecond=0)
 
 
 def template(name: str, **annotations: str) -> Node:
@@ -47,12 +44,7 @@ def test_a_claiming_pod_scales_the_device_group_from_zero(
     provider = make_provider()
     # Five claiming pods, four GPUs a node: two nodes of the GPU group, none of the CPU
     # group, whose nodes have no devices.
-    created = T0 - timedelta(minutes=5)
-    cluster = DraCluster(pods=[claiming_pod(f"train-{i}", created) for i in range(5)])
-
-    result = run_once(provider, cluster, T0)
-
-    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("gpu", 2)]
+    assert claims_scale_up(provider, 5) == [("gpu", 2)]
     assert [r.delta for r in service.requests_of("NodeGroupIncreaseSize")] == [2]
 
 
@@ -89,6 +81,4 @@ def test_a_bad_declaration_names_the_annotation_and_the_other_groups_still_scale
         f"template node bad-template: {expected}"
     )
 
-    cluster = DraCluster(pods=[claiming_pod("train-0", T0 - timedelta(minutes=5))])
-    result = run_once(provider, cluster, T0)
-    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [("good", 1)]
+    assert claims_scale_up(provider, 1) == [("good", 1)]

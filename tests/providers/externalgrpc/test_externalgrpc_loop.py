@@ -30,8 +30,8 @@ from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler.testing.kubeobjects import node_json, pod_json
 from clusterscaler_externalgrpc import protocol
 from clusterscaler_externalgrpc.provider import ExternalGrpcCloudProvider
-from conftest import ProviderFactory, write_config
 from externalgrpc_fakes import FakeService, Fault, Served
+from externalgrpckit import ProviderFactory, write_config
 
 T0 = datetime.now(UTC).replace(microsecond=0)
 OWNER = OwnerRef("ReplicaSet", "web", "uid-rs-web", True, "apps/v1")

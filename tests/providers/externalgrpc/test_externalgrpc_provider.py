@@ -20,8 +20,8 @@ from clusterscaler.interfaces.cloudprovider import provider_problems
 from clusterscaler.simulator.builders import make_node, make_pod
 from clusterscaler_externalgrpc import protocol
 from clusterscaler_externalgrpc.provider import NotImplementedByService, ServiceError
-from conftest import ProviderFactory
 from externalgrpc_fakes import FakeInstance, FakeService, Fault
+from externalgrpckit import ProviderFactory
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -5,17 +5,14 @@ a pending pod claiming one grows that MIG."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
-from clusterscaler.framework.cloudprovider import ConfigurationError
+from clusterscaler.api import ConfigurationError
 from clusterscaler_gce.testing.fakecompute import FakeComputeServer
 from gcekit import PROJECT, ZONE, ProviderFactory
 
-from tests.providers.drakit import NVIDIA, DraCluster, claiming_pod, run_once
+from tests.providers.drakit import NVIDIA, claims_scale_up
 
 DRA_LABEL = "cloud.google.com/gke-gpu-dra-driver"
-T0 = datetime.now(UTC).replace(microsecond=0)
 
 
 def kube_env(labels: str) -> str:
@@ -60,15 +57,10 @@ def test_a_claiming_pod_scales_the_device_mig_from_zero(
     gce.add_mig(PROJECT, ZONE, "pool-cpu", template="cpu")
     add_gpu_mig(gce, "pool-gpu")
     provider = make_provider(discovery=["mig:namePrefix=pool-,min=0,max=5"])
-    created = T0 - timedelta(minutes=5)
     # Five claiming pods, four GPUs a node: two nodes of the GPU MIG, none of the CPU
     # MIG, whose nodes have no devices.
-    cluster = DraCluster(pods=[claiming_pod(f"train-{i}", created) for i in range(5)])
-
-    result = run_once(provider, cluster, T0)
-
     gpu_id = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/instanceGroups/pool-gpu"
-    assert [(d.node_group, d.delta) for d in result.scale_up.decisions] == [(gpu_id, 2)]
+    assert claims_scale_up(provider, 5) == [(gpu_id, 2)]
     assert gce.target_size(PROJECT, ZONE, "pool-gpu") == 2
     assert gce.target_size(PROJECT, ZONE, "pool-cpu") == 0
 
@@ -87,8 +79,5 @@ def test_a_bad_label_value_names_the_mig_and_the_other_migs_still_scale(
         f"{DRA_LABEL}='yes': expected true or false"
     )
 
-    created = T0 - timedelta(minutes=5)
-    cluster = DraCluster(pods=[claiming_pod("train-0", created)])
-    result = run_once(provider, cluster, T0)
-    assert [(d.node_group.rsplit("/", 1)[-1], d.delta)
-            for d in result.scale_up.decisions] == [("pool-good", 1)]
+    assert [(group.rsplit("/", 1)[-1], delta)
+            for group, delta in claims_scale_up(provider, 1)] == [("pool-good", 1)]
