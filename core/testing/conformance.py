@@ -30,16 +30,19 @@ from __future__ import annotations
 import abc
 
 import pytest
-from clusterscaler.framework.cloudprovider import (
+from clusterscaler.api import (
     CloudProvider,
     CloudProviderError,
     Instance,
     InstanceCreationError,
     InstanceErrorClass,
     InstanceState,
+    Node,
     NodeGroup,
+    Registry,
+    is_qualified_name,
 )
-from clusterscaler.model import Node
+from clusterscaler.framework.pluginmanager import PluginHost
 
 __all__ = ["REFUSED", "CloudProviderConformance", "ConformanceCloud"]
 
@@ -395,9 +398,28 @@ class CloudProviderConformance:
         assert node.capacity.cpu >= node.allocatable.cpu
         assert node.capacity.memory >= node.allocatable.memory
 
-    def test_provider_is_named(self, cloud: ConformanceCloud) -> None:
+    def test_provider_is_named_as_it_is_registered(
+        self, cloud: ConformanceCloud, installed_plugins: tuple[PluginHost, Registry]
+    ) -> None:
         cloud.add_group("pool-a", min_size=0, max_size=5, size=0)
         provider = cloud.build()
+        _, registry = installed_plugins
 
-        assert provider.name
-        assert isinstance(provider.gpu_label(), str)
+        # The status ConfigMap, the metrics and `explain` name the provider by `name`: it is
+        # the name `--cloud-provider` selects it by, registered by its own distribution.
+        registered = registry.cloud_providers.get(provider.name)
+        assert registered is not None, (
+            f"provider.name {provider.name!r} is not a --cloud-provider choice; installed: "
+            f"{sorted(registry.cloud_providers)}"
+        )
+        assert registry.aliases.get("cloud provider", {}).get(provider.name) is None, (
+            f"provider.name {provider.name!r} is an alias, not the registered name"
+        )
+        package = type(provider).__module__.split(".")[0]
+        assert getattr(registered.factory, "__module__", "").split(".")[0] == package, (
+            f"--cloud-provider={provider.name} is registered by {registered.source.distribution}, "
+            f"not by the package of {type(provider).__name__}"
+        )
+        # The GPU label is a node label key the limits read GPU types from, or empty.
+        label = provider.gpu_label()
+        assert label == "" or is_qualified_name(label), f"gpu_label() {label!r} is not a label key"

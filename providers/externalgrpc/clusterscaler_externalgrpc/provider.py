@@ -52,8 +52,8 @@ from clusterscaler.api import (
     NodeGroupOptions,
     NodeInfo,
     Pod,
+    ProviderDefaults,
     ProviderProblem,
-    ResourceLimiter,
     ResourceSlice,
     checked_increase,
     gpu_template_slices,
@@ -452,10 +452,11 @@ class ExternalGrpcPricing:
         return float(price)
 
 
-class ExternalGrpcCloudProvider:
-    """The provider: node groups and their calls go to the service through `client`."""
+class ExternalGrpcCloudProvider(ProviderDefaults):
+    """The provider: node groups and their calls go to the service through `client`. No
+    resource limits of its own: the flags' limits, as upstream."""
 
-    name = PROVIDER_NAME
+    PROVIDER_NAME = PROVIDER_NAME
 
     def __init__(self, client: ServiceClient, close: Callable[[], None] | None = None) -> None:
         self.client = client
@@ -555,9 +556,6 @@ class ExternalGrpcCloudProvider:
     def pricing(self) -> ExternalGrpcPricing:
         # Always a model, as upstream: a service without prices says so per call.
         return self._pricing
-
-    def resource_limiter(self) -> ResourceLimiter | None:
-        return None  # the flags' limits, as upstream
 
     def gpu_label(self) -> str:
         with self._lock:

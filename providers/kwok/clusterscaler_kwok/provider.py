@@ -34,6 +34,7 @@ from clusterscaler.api import (
     Node,
     NodeGroupOptions,
     NodeInfo,
+    ProviderDefaults,
     ProviderProblem,
     ResourceLimiter,
     ResourceSlice,
@@ -244,8 +245,10 @@ class KwokNodeGroup:
         return set(self._members.created)
 
 
-class KwokCloudProvider:
+class KwokCloudProvider(ProviderDefaults):
     """Node groups of kwok nodes. Satisfies `CloudProvider` and `ReportsProblems`."""
+
+    PROVIDER_NAME = PROVIDER_NAME
 
     def __init__(self, config: KwokConfig, groups: Sequence[GroupTemplate], store: NodeStore,
                  problems: Sequence[ProviderProblem] = (),
@@ -257,10 +260,6 @@ class KwokCloudProvider:
         self._groups = {g.name: KwokNodeGroup(g, self, slices.get(g.name, ())) for g in groups}
         self._problems = list(problems)
         self._limiter = limiter
-
-    @property
-    def name(self) -> str:
-        return PROVIDER_NAME
 
     def node_groups(self) -> Sequence[KwokNodeGroup]:
         return list(self._groups.values())
@@ -274,13 +273,11 @@ class KwokCloudProvider:
         # The Node object is the instance.
         return True
 
-    def pricing(self) -> None:
-        return None
-
     def resource_limiter(self) -> ResourceLimiter | None:
         return self._limiter
 
     def gpu_label(self) -> str:
+        # The config's, not a constant of the provider.
         return self.config.gpu.label_key if self.config.gpu else ""
 
     def problems(self) -> Sequence[ProviderProblem]:

@@ -32,6 +32,9 @@ from cryptography.x509.oid import NameOID
 
 # --------------------------------------------------------------------------- the cloud
 
+# Upstream's cloudprovider.InstanceErrorClass for a lack of capacity (OutOfResourcesErrorClass).
+OUT_OF_RESOURCES_CLASS = 1
+
 
 @dataclass
 class FakeInstance:
@@ -80,6 +83,9 @@ class FakeService:
         self.node_prices: dict[str, float] = {}
         self.pod_price = 0.0
         self.options: Callable[[str, Any], Any] | None = None  # (group, defaults) -> options
+        # Groups out of capacity: their new instances stay Creating with an
+        # out-of-resources error, as a cloud reports a stockout.
+        self.stockouts: set[str] = set()
 
     def add_group(self, group_id: str, min_size: int, max_size: int, template: Node | None = None,
                   target: int = 0, debug: str = "") -> FakeGroup:
@@ -166,7 +172,11 @@ class FakeService:
         if request.delta <= 0 or group.target + request.delta > group.max_size:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad delta {request.delta}")
         for _ in range(request.delta):
-            self._grow(group, protocol.STATE_CREATING)
+            instance = self._grow(group, protocol.STATE_CREATING)
+            if group.id in self.stockouts:
+                instance.error_code = "STOCKOUT"
+                instance.error_message = f"no capacity left for {group.id}"
+                instance.error_class = OUT_OF_RESOURCES_CLASS
         return protocol.message("NodeGroupIncreaseSizeResponse")
 
     def NodeGroupDeleteNodes(self, request: Any, context: grpc.ServicerContext) -> Any:

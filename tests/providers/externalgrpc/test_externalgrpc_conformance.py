@@ -1,6 +1,7 @@
 """The externalgrpc provider keeps the CloudProvider contract, against a provider service
 of ours over gRPC: new instances stay Creating until the service is told otherwise, so
-requested capacity can be cancelled."""
+requested capacity can be cancelled, and a group out of capacity lists its new instances
+with an out-of-resources error."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ class ExternalGrpcCloud(ConformanceCloud):
 
     def hold_creation(self, name: str) -> bool:
         # The service's new instances stay Creating until a test registers them.
+        return True
+
+    def stockout(self, name: str) -> bool:
+        with self._service.lock:
+            self._service.stockouts.add(name)
         return True
 
 
