@@ -465,8 +465,11 @@ def _component_args(cluster: Cluster) -> dict[str, list[str]]:
             f"--service-account-private-key-file={root / 'pki' / 'sa.key'}",
             "--use-service-account-credentials=true",
             "--kube-api-qps=5000", "--kube-api-burst=10000",
+            # The persistent-volume binder stays on: it binds pre-bound claims and
+            # completes the bindings kube-scheduler's VolumeBinding starts (static local
+            # volumes need no kubelet; the differential test's workloads use them).
             "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,"
-            "-persistentvolume-binder,-attachdetach,-ttl",
+            "-attachdetach,-ttl",
             "--v=1",
         ],
         "kube-scheduler": [

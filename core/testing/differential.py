@@ -41,6 +41,14 @@ from typing import Any
 from clusterscaler.model import Node, Pod
 from clusterscaler.model.node import parse_node
 from clusterscaler.model.pod import parse_pod
+from clusterscaler.model.storage import (
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    parse_pv,
+    parse_pvc,
+    parse_storage_class,
+)
 from clusterscaler.simulator.predicates import check_predicates
 from clusterscaler.simulator.snapshot import ClusterSnapshot
 from clusterscaler.testing.kwokenv import NAMESPACE, KwokEnv
@@ -176,6 +184,25 @@ class Cluster:
     def nodes(self) -> list[dict[str, Any]]:
         return self._items(self.core.list_node(_preload_content=False))
 
+    def volumes(self) -> list[dict[str, Any]]:
+        return self._items(self.core.list_persistent_volume(_preload_content=False))
+
+    def claims(self) -> list[dict[str, Any]]:
+        return self._items(self.core.list_persistent_volume_claim_for_all_namespaces(
+            _preload_content=False))
+
+    def storage(self) -> Storage:
+        """The cluster's volumes, claims and storage classes, as our simulation reads them."""
+        from kubernetes import client
+
+        classes = self._items(client.StorageV1Api(self.real.api_client()).list_storage_class(
+            _preload_content=False))
+        return Storage(
+            tuple(parse_pv(v) for v in self.volumes()),
+            tuple(parse_pvc(c) for c in self.claims()),
+            tuple(parse_storage_class(c) for c in classes),
+        )
+
     def _named(self, reason: str) -> set[str]:
         return {
             f"{(e.get('involvedObject') or {}).get('namespace')}/"
@@ -200,6 +227,18 @@ class Cluster:
         if objects:
             listing = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
             self.real.kubectl("create", "-f", "-", input=json.dumps(listing))
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The volumes, claims and classes the volume filters read."""
+
+    pvs: tuple[PersistentVolume, ...] = ()
+    pvcs: tuple[PersistentVolumeClaim, ...] = ()
+    classes: tuple[StorageClass, ...] = ()
+
+    def snapshot(self) -> ClusterSnapshot:
+        return ClusterSnapshot(pvs=self.pvs, pvcs=self.pvcs, storage_classes=self.classes)
 
 
 def _unschedulable(pod: Mapping[str, Any]) -> bool:
@@ -238,7 +277,9 @@ class Placed:
 
 def apply_batch(cluster: Cluster, env: KwokEnv, workloads: Sequence[Workload]) -> Placed:
     """Namespaces, node groups (the provider's templates ConfigMap), existing nodes, their
-    running pods, then the pending pods, for every workload of the batch."""
+    running pods, storage (classes, volumes, claims; the pre-bound claims bound by
+    kube-controller-manager and every volume available or bound before any pod comes),
+    then the pending pods, for every workload of the batch."""
     real = cluster.real
     suffix = uuid.uuid4().hex[:4]
     placed: list[tuple[Workload, str, str]] = []
@@ -267,6 +308,18 @@ def apply_batch(cluster: Cluster, env: KwokEnv, workloads: Sequence[Workload]) -
             "serviceaccounts", "-A", "--field-selector=metadata.name=default")},
         "the default ServiceAccounts of the batch's namespaces", timeout=60,
     )
+    storage = [o for r in rendered for o in r.storage]
+    if storage:
+        cluster.create(storage)
+        volumes = {o["metadata"]["name"] for o in storage if o["kind"] == "PersistentVolume"}
+        pre_bound = {k for r in rendered for k in r.pre_bound}
+        real.wait_for(
+            lambda: volumes <= {v["metadata"]["name"] for v in cluster.volumes()
+                                if (v.get("status") or {}).get("phase") in ("Available", "Bound")}
+            and pre_bound <= {_key(c) for c in cluster.claims()
+                              if (c.get("status") or {}).get("phase") == "Bound"},
+            "the volumes to be available and the pre-bound claims bound", timeout=60,
+        )
     cluster.create([p for r in rendered for p in r.running])
     cluster.create([p for r in rendered for p in r.pending])
     return Placed(
@@ -413,12 +466,13 @@ def run_batch(
                                   & set().union(*placed.pending.values()))
         triggered = cluster.triggered()
         preempted = cluster.preempted()
+        storage = cluster.storage()
     ran = time.monotonic()
     timings.update(apply=applied - started, scheduler=tried - applied,
                    explain=explained - tried, run=ran - explained)
     return [
         compare(workload, tag, namespace, pods, nodes, events, said, before,
-                placed.running[namespace], triggered, preempted)
+                placed.running[namespace], triggered, preempted, storage)
         for workload, tag, namespace in placed.workloads
     ]
 
@@ -435,7 +489,11 @@ def compare(
     running: set[str],
     triggered: set[str] | None = None,
     preempted: set[str] | None = None,
+    storage: Storage | None = None,
 ) -> WorkloadOutcome:
+    """One workload's outcome (module docstring); `storage` is the cluster's volumes,
+    claims and classes as the run left them (every claim kube-scheduler bound is bound)."""
+    storage = storage or Storage()
     outcome = WorkloadOutcome(workload, tag, namespace)
     mine = {_key(p): p for p in pods if p["metadata"]["namespace"] == namespace}
     own_nodes = [n for n in nodes if (n["metadata"].get("labels") or {}).get(WORKLOAD_LABEL) == tag]
@@ -475,7 +533,7 @@ def compare(
             ok = node is not None
             detail = "" if ok else f"not bound in time; explain: {why}"
             if not ok and pod is not None:
-                fits = fits_now(pod, own_nodes, mine.values())
+                fits = fits_now(pod, own_nodes, mine.values(), storage)
                 if fits is None:
                     # Our predicates agree with kube-scheduler on the cluster as it is now:
                     # pods bound since the claim (kube-scheduler chose their nodes) took the
@@ -510,17 +568,20 @@ def compare(
         else:
             outcome.pods.append(PodOutcome(key, claim, (), node, True, why))
     outcome.placement = check_placement(
-        own_nodes, list(mine.values()), events, set(pending_names), running
+        own_nodes, list(mine.values()), events, set(pending_names), running, storage
     )
     return outcome
 
 
 def fits_now(
-    pod: Mapping[str, Any], nodes: Sequence[dict[str, Any]], pods: Iterable[dict[str, Any]]
+    pod: Mapping[str, Any],
+    nodes: Sequence[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    storage: Storage | None = None,
 ) -> str | None:
     """The first of `nodes` our predicates fit the pending `pod` on, with every bound pod
-    where it is; None when none."""
-    snapshot = ClusterSnapshot()
+    where it is and the volumes as they are; None when none."""
+    snapshot = (storage or Storage()).snapshot()
     for node in nodes:
         snapshot.add_node(parse_node(node))
     for other in pods:
@@ -540,11 +601,15 @@ def check_placement(
     events: Iterable[dict[str, Any]],
     pending: set[str],
     running: set[str],
+    storage: Storage | None = None,
 ) -> list[str]:
     """Replay kube-scheduler's bindings of the pending pods in the order of its `Scheduled`
     events (a binding that fails is retried after the others): each must pass our
-    predicates on its node, with the nodes created by then and the pods placed before it. A node created in the same second as a binding may or may not
+    predicates on its node, with the nodes created by then and the pods placed before it,
+    and the volumes as the run left them (a claim kube-scheduler bound is bound to the
+    volume it chose). A node created in the same second as a binding may or may not
     have existed: a spread rejection is retried without such nodes."""
+    storage = storage or Storage()
     bound_at: dict[str, float] = {}
     for event in events:
         obj = event.get("involvedObject") or event.get("regarding") or {}
@@ -582,11 +647,11 @@ def check_placement(
             target = by_key[k]["spec"]["nodeName"]
             at = bound_at.get(k, float("inf"))
             reason = _fits(pod, target, placed_pods, parsed_nodes,
-                           lambda t, at=at: at == math.inf or t <= int(at))
+                           lambda t, at=at: at == math.inf or t <= int(at), storage)
             if reason is not None and "topology spread" in reason:
                 # Nodes created in the binding's own second are left out on this try.
                 reason = _fits(pod, target, placed_pods, parsed_nodes,
-                               lambda t, at=at: at == math.inf or t < int(at))
+                               lambda t, at=at: at == math.inf or t < int(at), storage)
             if reason is None:
                 placed_pods.append((pod, target))
                 remaining.remove(k)
@@ -605,8 +670,9 @@ def _fits(
     placed: Sequence[tuple[Pod, str]],
     nodes: Sequence[tuple[float, Node]],
     existed: Any,
+    storage: Storage,
 ) -> str | None:
-    snapshot = ClusterSnapshot()
+    snapshot = storage.snapshot()
     present = set()
     for created, node in nodes:
         if node.name == target or existed(created):
@@ -623,7 +689,8 @@ def _fits(
 def clear_batch(real: RealCluster, placed_namespaces: Sequence[str]) -> None:
     """Between two batches of one test: the batch's pods (force-deleted: pods of nodes
     already gone have no kubelet to confirm it), its namespaces (left to the namespace
-    controller, not waited for) and every node. Only the batch's own namespaces: a run of
+    controller, not waited for), every node, and the workloads' volumes and storage
+    classes. Only the batch's own namespaces: a run of
     many batches costs the same per batch."""
     from kubernetes import client
 
@@ -636,6 +703,10 @@ def clear_batch(real: RealCluster, placed_namespaces: Sequence[str]) -> None:
     done = set(placed_namespaces)
     real.namespaces[:] = [ns for ns in real.namespaces if ns not in done]
     real.kubectl("delete", "nodes", "--all", "--wait=false", check=False)
+    # The workloads' volumes and storage classes (cluster-wide, each named per workload;
+    # a volume goes once its claim has, with the namespace).
+    real.kubectl("delete", "persistentvolumes,storageclasses", "-l", WORKLOAD_LABEL,
+                 "--wait=false", check=False)
     real.wait_for(lambda: not real.items("nodes"), "every node to be deleted")
 
 

@@ -5,14 +5,18 @@ group with pods running on them, and pending pods that use the scheduler's filte
 (CPU, memory, pod slots, an extended resource), node selectors, required and preferred node
 affinity, pod affinity and anti-affinity (hostname and zone), topology spread constraints
 (DoNotSchedule and ScheduleAnyway, hostname and zone, minDomains, nodeAffinityPolicy and
-nodeTaintsPolicy), taints and tolerations, host ports and priorities. Each workload records
-the features it uses (`Workload.features`), so an outcome can be counted per feature.
+nodeTaintsPolicy), taints and tolerations, host ports, priorities, and persistent volume
+claims: static local PersistentVolumes pinned to an existing node (by hostname) or to a zone,
+of a WaitForFirstConsumer class with no provisioner, each claim either pre-bound to its volume
+(bound by kube-controller-manager before the pods come) or left for kube-scheduler to bind
+to an available volume that accepts the node it picks. Each workload records the features it
+uses (`Workload.features`), so an outcome can be counted per feature.
 
 `Workload.objects(namespace, tag)` renders it for one namespace of a shared cluster: every
 node of the workload carries the label and taint `diff.clusterscaler.io/workload=<tag>`, and
 every pod selects that label and tolerates that taint, so several workloads share a control
-plane without one's pods landing on, or being counted in, another's nodes. Zones are named
-per workload for the same reason. One combination is left out on purpose: a spread
+plane without one's pods landing on, or being counted in, another's nodes. Zones, volumes
+and storage classes are named per workload for the same reason. One combination is left out on purpose: a spread
 constraint that ignores both the pod's node affinity and node taints would count every
 workload's nodes as its domains.
 
@@ -22,7 +26,7 @@ workload's nodes as its domains.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clusterscaler.testing.kwokenv import GROUP_LABEL, KWOK_TOLERATION
@@ -37,6 +41,8 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 EXTENDED_RESOURCE = "example.com/widget"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+# A class whose claims only bind to existing volumes, each workload its own.
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
 # Created once per cluster (`priority_classes()`): the pods name them.
 PRIORITY_CLASSES = {"diff-low": 100, "diff-high": 1000}
 APPS = ("a", "b", "c")
@@ -72,6 +78,10 @@ FEATURES = (
     "priorities",
     "existing-nodes",
     "several-groups",
+    "pvc-pre-bound",
+    "pvc-wait-for-first-consumer",
+    "pv-pinned-to-node",
+    "pv-pinned-to-zone",
 )
 
 
@@ -133,6 +143,30 @@ class PodSpec:
     tolerations: tuple[tuple[str, str, str, str], ...] = ()  # key, operator, value, effect
     host_port: int | None = None
     priority_class: str | None = None
+    # The workload's claim the pod mounts (`Claim.name`).
+    claim: str | None = None
+
+
+@dataclass(frozen=True)
+class LocalVolume:
+    """A static local PersistentVolume of `size` GiB, pinned by its node affinity to the
+    existing node `node` (by hostname) or else to `zone` (and labelled with it)."""
+
+    name: str
+    size: int
+    node: str = ""
+    zone: str = ""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A PersistentVolumeClaim of `size` GiB of the workload's class: pre-bound to `volume`
+    (its `volumeName`, and the volume's `claimRef`), or, with no volume, left for
+    kube-scheduler to bind."""
+
+    name: str
+    size: int
+    volume: str = ""
 
 
 @dataclass(frozen=True)
@@ -148,9 +182,14 @@ class Workload:
     existing: tuple[ExistingNode, ...]
     pending: tuple[PodSpec, ...]
     features: frozenset[str] = field(default_factory=frozenset)
+    volumes: tuple[LocalVolume, ...] = ()
+    claims: tuple[Claim, ...] = ()
 
     def group_name(self, tag: str, group: Group) -> str:
         return f"{tag}-{group.name}"
+
+    def storage_class(self, tag: str) -> str:
+        return f"diff-local-{tag}"
 
     def objects(self, namespace: str, tag: str) -> Rendered:
         """The template nodes, existing nodes, running pods and pending pods of this
@@ -163,7 +202,14 @@ class Workload:
             for p in n.pods
         ]
         pending = [_pod(namespace, tag, p) for p in self.pending]
-        return Rendered(templates, nodes, running, pending)
+        storage: list[dict[str, Any]] = []
+        if self.claims:
+            storage.append(_storage_class(self.storage_class(tag), tag))
+            by_volume = {c.volume: c for c in self.claims if c.volume}
+            storage += [_volume(namespace, tag, self.storage_class(tag), v, by_volume.get(v.name))
+                        for v in self.volumes]
+            storage += [_claim(namespace, tag, self.storage_class(tag), c) for c in self.claims]
+        return Rendered(templates, nodes, running, pending, storage)
 
     def _template(self, tag: str, group: Group) -> dict[str, Any]:
         name = self.group_name(tag, group)
@@ -186,6 +232,59 @@ class Rendered:
     nodes: list[dict[str, Any]]
     running: list[dict[str, Any]]
     pending: list[dict[str, Any]]
+    # The StorageClass, PersistentVolumes and PersistentVolumeClaims, in creation order.
+    storage: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def pre_bound(self) -> list[str]:
+        """The claims pre-bound to their volume, as `namespace/name`."""
+        return [f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in self.storage
+                if o["kind"] == "PersistentVolumeClaim" and o["spec"].get("volumeName")]
+
+
+def _storage_class(name: str, tag: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": name, "labels": {WORKLOAD_LABEL: tag}},
+        "provisioner": NO_PROVISIONER, "volumeBindingMode": "WaitForFirstConsumer",
+        "reclaimPolicy": "Retain",
+    }
+
+
+def _volume(namespace: str, tag: str, storage_class: str, volume: LocalVolume,
+            claim: Claim | None) -> dict[str, Any]:
+    labels = {WORKLOAD_LABEL: tag}
+    if volume.node:
+        key, value = HOSTNAME_LABEL, f"{tag}-{volume.node}"
+    else:
+        key, value = ZONE_LABEL, f"{tag}-{volume.zone}"
+        labels[ZONE_LABEL] = value
+    spec: dict[str, Any] = {
+        "capacity": {"storage": f"{volume.size}Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "persistentVolumeReclaimPolicy": "Retain",
+        "storageClassName": storage_class,
+        "local": {"path": f"/mnt/{volume.name}"},
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": key, "operator": "In", "values": [value]}]}]}},
+    }
+    if claim is not None:
+        spec["claimRef"] = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                            "namespace": namespace, "name": claim.name}
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": f"{tag}-{volume.name}", "labels": labels}, "spec": spec}
+
+
+def _claim(namespace: str, tag: str, storage_class: str, claim: Claim) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": storage_class,
+        "resources": {"requests": {"storage": f"{claim.size}Gi"}},
+    }
+    if claim.volume:
+        spec["volumeName"] = f"{tag}-{claim.volume}"
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim.name, "namespace": namespace}, "spec": spec}
 
 
 def priority_classes() -> list[dict[str, Any]]:
@@ -308,6 +407,9 @@ def _pod(namespace: str, tag: str, spec: PodSpec, node_name: str | None = None) 
         }
     if affinity:
         pod_spec["affinity"] = affinity
+    if spec.claim is not None:
+        pod_spec["volumes"] = [{"name": "data",
+                                "persistentVolumeClaim": {"claimName": spec.claim}}]
     if spec.spread:
         constraints = []
         for s in spec.spread:
@@ -479,6 +581,20 @@ def _features(workload: Workload) -> frozenset[str]:
         found.add("host-ports")
     if any(p.priority_class is not None for p in all_pods):
         found.add("priorities")
+    used = {p.claim for p in pods if p.claim is not None}
+    claims = [c for c in workload.claims if c.name in used]
+    if any(c.volume for c in claims):
+        found.add("pvc-pre-bound")
+    if any(not c.volume for c in claims):
+        found.add("pvc-wait-for-first-consumer")
+    if claims:
+        # The volumes the pods' claims are bound to, or may bind to.
+        waiting = any(not c.volume for c in claims)
+        named = {c.volume for c in claims if c.volume}
+        for v in workload.volumes:
+            if v.name in named or (waiting and not any(c.volume == v.name
+                                                       for c in workload.claims)):
+                found.add("pv-pinned-to-node" if v.node else "pv-pinned-to-zone")
     for p in pods:
         if p.node_selector:
             found.add("node-selector")
@@ -528,9 +644,50 @@ def admitted(shape: Shape, pods: Sequence[PodSpec]) -> tuple[PodSpec, ...]:
 
 
 @st.composite
+def local_volumes(draw: st.DrawFn, existing: Sequence[ExistingNode]) -> tuple[LocalVolume, ...]:
+    """One to three static local volumes, each pinned to one of the `existing` nodes or to
+    a zone."""
+    volumes = []
+    for i in range(draw(st.integers(1, 3))):
+        size = draw(st.sampled_from((1, 2, 5)))
+        on_node = draw(st.booleans())
+        if existing and on_node:
+            volumes.append(LocalVolume(f"pv{i}", size,
+                                       node=draw(st.sampled_from(existing)).name))
+        else:
+            volumes.append(LocalVolume(f"pv{i}", size, zone=draw(st.sampled_from(ZONES))))
+    return tuple(volumes)
+
+
+@st.composite
+def claimed(draw: st.DrawFn, pending: Sequence[PodSpec],
+            volumes: Sequence[LocalVolume]) -> tuple[tuple[PodSpec, ...], tuple[Claim, ...]]:
+    """Some of the `pending` pods, each with a claim of its own: pre-bound to a volume no
+    other claim has, or unbound (kube-scheduler's to bind)."""
+    out: list[PodSpec] = []
+    claims: list[Claim] = []
+    free = list(volumes)
+    for pod in pending:
+        if not draw(st.booleans()):
+            out.append(pod)
+            continue
+        name = f"claim-{len(claims)}"
+        pre_bound = draw(st.booleans())
+        if free and pre_bound:
+            volume = free.pop(draw(st.integers(0, len(free) - 1)))
+            claims.append(Claim(name, draw(st.sampled_from(
+                [s for s in (1, 2, 5) if s <= volume.size])), volume=volume.name))
+        else:
+            claims.append(Claim(name, draw(st.sampled_from((1, 2)))))
+        out.append(replace(pod, claim=name))
+    return tuple(out), tuple(claims)
+
+
+@st.composite
 def workloads(draw: st.DrawFn, *, max_pending: int = 4) -> Workload:
     """One workload: one to three node groups, up to two existing nodes with up to three
-    running pods each, one to `max_pending` pending pods."""
+    running pods each, one to `max_pending` pending pods, and in about a third of them
+    local volumes that some pending pods claim."""
     n_groups = draw(st.integers(1, 3))
     groups = tuple(
         Group(f"g{i}", draw(shapes()), max_count=draw(st.integers(3, 6))) for i in range(n_groups)
@@ -544,8 +701,13 @@ def workloads(draw: st.DrawFn, *, max_pending: int = 4) -> Workload:
     pending = tuple(
         draw(pod_specs(f"pod-{i}")) for i in range(draw(st.integers(1, max_pending)))
     )
-    workload = Workload(groups, tuple(existing), pending)
-    return Workload(groups, tuple(existing), pending, _features(workload))
+    volumes: tuple[LocalVolume, ...] = ()
+    claims: tuple[Claim, ...] = ()
+    if draw(st.integers(0, 2)) == 0:
+        volumes = draw(local_volumes(existing))
+        pending, claims = draw(claimed(pending, volumes))
+    workload = Workload(groups, tuple(existing), pending, volumes=volumes, claims=claims)
+    return replace(workload, features=_features(workload))
 
 
 def workload_batches(size: int) -> st.SearchStrategy[list[Workload]]:

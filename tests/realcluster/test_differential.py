@@ -31,7 +31,10 @@ from clusterscaler.testing.workloads import (
     HOSTNAME_LABEL,
     TIER_LABEL,
     ZONE_LABEL,
+    Claim,
+    ExistingNode,
     Group,
+    LocalVolume,
     PodSpec,
     PodTerm,
     Shape,
@@ -220,3 +223,38 @@ def test_a_pod_a_later_loop_helps_is_told_apart(kwok_env: KwokEnv) -> None:
     claims = {p.pod.split("/")[1]: p for p in outcome.pods}
     assert claims["pod-1"].claim == "helps" and claims["pod-1"].node, claims
     assert claims["pod-2"].claim in ("helps", HELPED_LATER) and claims["pod-2"].node, claims
+
+
+# Local volumes (kube-controller-manager binds the pre-bound claim; kube-scheduler's
+# VolumeBinding picks the volume of the unbound one). Two groups, in zones z1 and z2; an
+# existing node n0, full. pod-0's unbound claim has an available volume only in z2 (the one
+# in z1 is too small); pod-1's claim is pre-bound to a volume pinned to n0, where it does
+# not fit; pod-2's unbound claim is too big for any volume but one pinned to n0.
+VOLUMES = Workload(
+    groups=(Group("g0", Shape(cpu=4000, memory=8192, pods=110, zone="z1"), max_count=3),
+            Group("g1", Shape(cpu=4000, memory=8192, pods=110, zone="z2"), max_count=3)),
+    existing=(ExistingNode("n0", Shape(cpu=1000, memory=2048, pods=110, zone="z1"),
+                           (PodSpec("run-0-0", "c", 1000, 512),)),),
+    pending=(
+        PodSpec("pod-0", "a", 500, 512, claim="claim-0"),
+        PodSpec("pod-1", "b", 500, 512, claim="claim-1"),
+        PodSpec("pod-2", "b", 500, 512, claim="claim-2"),
+    ),
+    volumes=(LocalVolume("pv0", 1, zone="z1"), LocalVolume("pv1", 2, zone="z2"),
+             LocalVolume("pv2", 5, node="n0"), LocalVolume("pv3", 5, node="n0")),
+    claims=(Claim("claim-0", 2), Claim("claim-1", 1, volume="pv2"), Claim("claim-2", 5)),
+    features=frozenset({"pvc-pre-bound", "pvc-wait-for-first-consumer", "pv-pinned-to-node",
+                        "pv-pinned-to-zone", "existing-nodes", "several-groups"}),
+)
+
+
+def test_only_the_groups_where_a_pods_volume_can_be_help_it(kwok_env: KwokEnv) -> None:
+    """A new node helps a pod whose claim can bind only in its zone (and no node of another
+    zone), and no new node helps a pod whose volume is pinned to an existing node."""
+    (outcome,) = _run(kwok_env, [VOLUMES])
+    assert outcome.agreed, outcome.report()
+    claims = {p.pod.split("/")[1]: p for p in outcome.pods}
+    assert claims["pod-0"].claim == "helps" and claims["pod-0"].node, claims
+    assert [g.rsplit("-", 1)[1] for g in claims["pod-0"].groups] == ["g1"], claims
+    assert claims["pod-1"].claim == claims["pod-2"].claim == "no-group", claims
+    assert not claims["pod-1"].node and not claims["pod-2"].node, claims
