@@ -1122,9 +1122,6 @@ class DraState:
                 return batch
         allocations = self.allocations
         consumers = self.consumers
-        allocated = self.allocated
-        device_counters = self.device_counters
-        claims_of = self._claims_of
         recorded: list[str] = []
         added: list[tuple[str, str]] = []
         held: list[Held] = []
@@ -1132,8 +1129,7 @@ class DraState:
         for pod in pods:
             if plan.index >= len(plan.allocations):
                 break
-            known = claims_of.get(id(pod))
-            claims = known[1] if known is not None and known[0] is pod else self.pod_claims(pod)
+            claims = self.pod_claims(pod)
             if isinstance(claims, str) or not self._copies_of(claims, specs):
                 break
             pod_key = pod.namespace + "/" + pod.name
@@ -1141,24 +1137,7 @@ class DraState:
                 key = claim.key
                 allocations[key] = allocation
                 recorded.append(key)
-                results = allocation.results
-                first = results[0] if len(results) == 1 else None
-                device_id = (
-                    (first.driver, first.pool, first.device) if first is not None else None
-                )
-                if (
-                    first is None
-                    or device_id is None
-                    or first.admin_access
-                    or first.share_id
-                    or device_id in allocated
-                    or device_id in device_counters
-                ):
-                    held.extend(self._hold(key, allocation))
-                else:
-                    # One dedicated device drawing on no counter: `_hold`, inline.
-                    allocated[device_id] = key
-                    held.append((device_id, None))
+                held.extend(self._hold(key, allocation))
                 users = consumers.get(key)
                 if users is None:
                     consumers[key] = {pod_key}
@@ -1181,12 +1160,7 @@ class DraState:
                 consumers.get(key, set()).discard(pod_key)
             for key in recorded:
                 allocations.pop(key, None)
-            for one in held:
-                device_id, consumed = one
-                if consumed is None and device_id not in device_counters:
-                    allocated.pop(device_id, None)
-                else:
-                    self._drop((one,))
+            self._drop(held)
 
         return undo
 
