@@ -32,7 +32,7 @@ from clusterscaler.framework.cluster import ClusterActions
 from clusterscaler.framework.dryrun import GuardedCloudProvider, WriteGuard, dry_run_guard
 from clusterscaler.framework.errors import ErrorType, LoopAbortedError, describe
 from clusterscaler.interfaces.cloudprovider import CloudProvider, CloudProviderError
-from clusterscaler.interfaces.providercontext import ProviderContext
+from clusterscaler.interfaces.providercontext import KubeApiClient, ProviderContext
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.loop.scaledown.actuator import deletion_timeout
@@ -123,7 +123,7 @@ def leader_guard(may_act: Callable[[], bool]) -> WriteGuard:
 
 
 def build_provider(
-    ctx: CommandContext, api_client: object, may_act: Callable[[], bool]
+    ctx: CommandContext, api_client: KubeApiClient, may_act: Callable[[], bool]
 ) -> CloudProvider:
     """The provider of `--cloud-provider`: inert for writes with `--dry-run`, writing only
     while `may_act()` otherwise."""

@@ -1,7 +1,7 @@
-"""The two narrow interfaces the autoscaling loop uses to see and change a cluster.
+"""How the autoscaling loop changes a cluster, and a cluster held in memory.
 
-`ClusterSource.snapshot()` returns every modelled object at one moment;
-`ClusterActions` taints, cordons and evicts. The Kubernetes implementations live in
+`ClusterActions` taints, cordons and evicts (the loop reads through `ClusterSource`,
+`clusterscaler.interfaces.clusterview`). The Kubernetes implementations live in
 `clusterscaler.kube`; `InMemoryCluster` implements both over plain objects for tests and
 for `clusterscaler simulate`.
 """
@@ -26,9 +26,7 @@ from clusterscaler.model import (
 )
 
 __all__ = [
-    "Clock",
     "ClusterActions",
-    "ClusterSource",
     "EvictionError",
     "InMemoryCluster",
     "NodeNotFoundError",
@@ -55,18 +53,6 @@ class EvictionError(Exception):
         super().__init__(f"evicting pod {pod}: {message}")
         self.pod = pod
         self.retryable = retryable
-
-
-@runtime_checkable
-class ClusterSource(Protocol):
-    """Where the loop reads the cluster from."""
-
-    def snapshot(self) -> ClusterObjects:
-        """Every node, pod, PDB, DaemonSet and controller as they are now.
-
-        The returned object is the caller's: the source must not change it afterwards.
-        """
-        ...
 
 
 @runtime_checkable
@@ -141,14 +127,6 @@ class ClusterActions(Protocol):
         """The node as it is now, read afresh from the source of truth (never a cache);
         None when it is gone: a node is deleted as unready only while it still is."""
         ...
-
-
-class Clock(Protocol):
-    """Time for the actuator's retries and waits; the simulator passes a virtual one."""
-
-    def now(self) -> datetime: ...
-
-    def sleep(self, seconds: float) -> None: ...
 
 
 class SystemClock:

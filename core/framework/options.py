@@ -557,7 +557,7 @@ class AutoscalingOptions:
     max_autoprovisioned_node_group_count: int = opt(15, "Removed upstream: node auto-provisioning is not supported.", deprecated="node auto-provisioning is not supported", group="deprecated")
 
     # Values of flags added by plugins through `clusterscaler_add_options`, by argparse dest.
-    extra: dict[str, Any] = field(default_factory=dict, metadata={"flag": None, "internal": True})
+    extra: dict[str, object] = field(default_factory=dict, metadata={"flag": None, "internal": True})
     # What `--scheduler-config-file` configures, read and checked when the flags are parsed.
     scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig, metadata={"flag": None, "internal": True})
 

@@ -1,8 +1,9 @@
 """The cloud provider interface: what the autoscaler needs from a cloud.
 
 A provider distribution registers a factory with
-`registry.add_cloud_provider(name, factory)`; the factory receives a `ProviderContext` and
-returns an object satisfying `CloudProvider`. Node groups satisfy `NodeGroup`.
+`registry.add_cloud_provider(name, factory)`; the factory receives a `ProviderContext`
+(`clusterscaler.interfaces.providercontext`) and returns an object satisfying
+`CloudProvider`. Node groups satisfy `NodeGroup`.
 
 These mirror the upstream Cluster Autoscaler interfaces (Name, NodeGroups,
 NodeGroupForNode, HasInstance, Pricing, GetResourceLimiter, GPULabel, Refresh, Cleanup;
@@ -16,12 +17,9 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
-from clusterscaler.framework.durations import parse_duration
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from clusterscaler.framework.options import AutoscalingOptions
     from clusterscaler.model import Node, NodeInfo, Pod
 
 
@@ -158,62 +156,6 @@ class NodeGroupOptions:
                 for name in NodeGroupOptions.__dataclass_fields__
             }
         )
-
-
-# CA's per-group autoscaling options as its tags, annotations and kube-env name them (any
-# case): the option's name -> the `NodeGroupOptions` field it sets, by the value's form.
-_FRACTION_OPTIONS = {
-    "scaledownutilizationthreshold": "scale_down_utilization_threshold",
-    "scaledowngpuutilizationthreshold": "scale_down_gpu_utilization_threshold",
-}
-_DURATION_OPTIONS = {
-    "scaledownunneededtime": "scale_down_unneeded_time",
-    "scaledownunreadytime": "scale_down_unready_time",
-    "maxnodeprovisiontime": "max_node_provision_time",
-}
-_BOOL_OPTIONS = {
-    "ignoredaemonsetsutilization": "ignore_daemonsets_utilization",
-    "zeroormaxnodescaling": "zero_or_max_node_scaling",
-}
-GROUP_OPTION_NAMES = tuple(sorted({*_FRACTION_OPTIONS, *_DURATION_OPTIONS, *_BOOL_OPTIONS}))
-# Go's strconv.ParseBool, as CA reads these options.
-_TRUE = frozenset({"1", "t", "true"})
-_FALSE = frozenset({"0", "f", "false"})
-
-
-class GroupOptionError(ValueError):
-    """A per-group option whose name or value is not of the expected form; `expected`
-    says what it should be, for the provider's error that names the tag or annotation."""
-
-    def __init__(self, expected: str) -> None:
-        super().__init__(expected)
-        self.expected = expected
-
-
-def parse_group_option(name: str, raw: str) -> tuple[str, float | timedelta | bool]:
-    """One of CA's per-group autoscaling options (`scaledownunneededtime`, ... in any case)
-    and its value, as the `NodeGroupOptions` field it sets and the parsed value. Raises
-    `GroupOptionError` naming the expected form."""
-    key = name.lower()
-    if key in _FRACTION_OPTIONS:
-        try:
-            number = float(raw)
-        except ValueError:
-            number = -1.0
-        if not 0.0 <= number <= 1.0:
-            raise GroupOptionError("a number between 0 and 1, e.g. 0.5")
-        return _FRACTION_OPTIONS[key], number
-    if key in _DURATION_OPTIONS:
-        try:
-            return _DURATION_OPTIONS[key], parse_duration(raw)
-        except ValueError:
-            raise GroupOptionError("a duration such as 10m, 1h30m or 45s") from None
-    if key in _BOOL_OPTIONS:
-        lowered = raw.lower()
-        if lowered not in _TRUE | _FALSE:
-            raise GroupOptionError("true or false")
-        return _BOOL_OPTIONS[key], lowered in _TRUE
-    raise GroupOptionError("an option name among " + ", ".join(GROUP_OPTION_NAMES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,20 +337,3 @@ class CloudProvider(Protocol):
         """Called once at shutdown, by the leader only: a replica that lost its Lease
         exits without it, since the node groups are the new leader's (as CA)."""
         ...
-
-
-@dataclass
-class ProviderContext:
-    """What a cloud provider factory receives.
-
-    `options` carries every parsed flag (including `--cloud-config`, `--nodes` and
-    `--node-group-auto-discovery`, and plugin flags in `options.extra`). `kube_api` is a
-    configured `kubernetes.client.ApiClient` when the autoscaler talks to a real API server,
-    for providers that keep state in Kubernetes objects (Machine API, `sim`); `None`
-    offline. `cluster` is the in-memory cluster during `clusterscaler simulate`.
-    """
-
-    options: AutoscalingOptions
-    kube_api: Any | None = None
-    cluster: Any | None = None
-    clock: Any | None = None

@@ -1,7 +1,7 @@
-"""Every hook a clusterscaler plugin can implement.
+"""Every hook a clusterscaler plugin can implement, and the markers of hooks.
 
-A plugin is a module (or object) with functions decorated by `clusterscaler.hookimpl`,
-declared as an entry point of the group `clusterscaler`::
+A plugin is a module (or object) with functions decorated by `hookimpl` (imported from
+`clusterscaler.api`), declared as an entry point of the group `clusterscaler`::
 
     [project.entry-points.clusterscaler]
     myexpander = "clusterscaler_myexpander"
@@ -21,10 +21,16 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from clusterscaler import hookspec
+import pluggy
+from clusterscaler import PROJECT_NAME
 
 if TYPE_CHECKING:
-    from clusterscaler.framework.pluginmanager import Registry
+    from clusterscaler.interfaces.registry import Registry
+
+# The one pair of markers: every hook below is declared with `hookspec`, and every plugin,
+# ours and third parties', implements hooks with `hookimpl` from `clusterscaler.api`.
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @hookspec

@@ -14,12 +14,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
+
+if TYPE_CHECKING:
+    from clusterscaler.framework.options import AutoscalingOptions
+    from clusterscaler.interfaces.providercontext import KubeApiClient
 
 __all__ = [
     "ClientSettings",
@@ -66,7 +70,7 @@ class ClientSettings:
             )
 
     @classmethod
-    def from_options(cls, options: Any) -> ClientSettings:
+    def from_options(cls, options: AutoscalingOptions) -> ClientSettings:
         """Read the settings from an ``AutoscalingOptions``."""
         return cls(
             kubeconfig=options.kubeconfig,
@@ -186,7 +190,7 @@ def _load_configuration(settings: ClientSettings) -> Any:
     return configuration
 
 
-def build_api_client(settings: ClientSettings) -> Any:
+def build_api_client(settings: ClientSettings) -> KubeApiClient:
     """An official ``kubernetes.client.ApiClient`` configured and rate limited per settings."""
     configuration = _load_configuration(settings)
     # The connection pool must hold the long-lived watches plus concurrent requests.
@@ -198,4 +202,5 @@ def build_api_client(settings: ClientSettings) -> Any:
         TokenBucket(settings.qps, settings.burst),
         settings.request_timeout,
     )
-    return api_client
+    client: KubeApiClient = api_client
+    return client

@@ -1,10 +1,8 @@
-"""How many nodes of a node group would the pending pods need? The estimator interface.
+"""The limits of an estimation: how many nodes, and how long, an estimator may add.
 
-An estimator plugin is registered with `registry.add_estimator(name, factory)`;
-`factory(options)` returns an object satisfying `Estimator`. The loop calls
-`estimate(groups, template, snapshot, limiter)` once per candidate node group, with a
-limiter built from the flags and the group's headroom (`limits_from_options` +
-`ThresholdLimiter`).
+The loop calls the selected `Estimator` (`clusterscaler.interfaces.estimator`) once per
+candidate node group, with a limiter built from the flags and the group's headroom
+(`limits_from_options` + `ThresholdLimiter`).
 """
 
 from __future__ import annotations
@@ -13,14 +11,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
-
-from clusterscaler.model import NodeInfo, Pod
-from clusterscaler.simulator.equivalence import PodGroup
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions
-    from clusterscaler.simulator.snapshot import ClusterSnapshot
+    from clusterscaler.model import Pod
 
 __all__ = [
     "LIMIT_CLUSTER_MAX_NODES",
@@ -28,10 +23,7 @@ __all__ = [
     "LIMIT_MAX_BINPACKING_TIME",
     "LIMIT_NODES_PER_SCALE_UP",
     "LIMIT_NODE_GROUP_HEADROOM",
-    "Estimate",
-    "EstimationLimiter",
     "EstimationLimits",
-    "Estimator",
     "ThresholdLimiter",
     "limits_from_options",
 ]
@@ -42,60 +34,6 @@ LIMIT_NODE_GROUP_HEADROOM = "node-group-max-size"
 LIMIT_CLUSTER_MAX_NODES = "max-nodes-total"
 LIMIT_DURATION = "max-nodegroup-binpacking-duration"
 LIMIT_MAX_BINPACKING_TIME = "max-binpacking-time"
-
-
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    """The result of one estimation for one node group.
-
-    `node_count` new nodes (only nodes that received pods count) would host
-    `scheduled_pods`; `new_nodes` shows them with their pods (template pods included).
-    `limited_by` names the limit that stopped the estimation from adding nodes, if any.
-    """
-
-    node_count: int
-    scheduled_pods: tuple[Pod, ...] = ()
-    new_nodes: tuple[NodeInfo, ...] = ()
-    limited_by: str | None = None
-    unscheduled_pods: tuple[Pod, ...] = ()
-
-
-@runtime_checkable
-class EstimationLimiter(Protocol):
-    """Decides whether an estimation may add one more node."""
-
-    def start_estimation(self, pods: Sequence[Pod], node_group_id: str) -> None:
-        """Called once when an estimation for `node_group_id` begins."""
-        ...
-
-    def end_estimation(self) -> None:
-        """Called once when the estimation ends, whatever the outcome."""
-        ...
-
-    def permission_to_add_node(self) -> str | None:
-        """`None` to allow one more node (and count it), else the name of the limit hit."""
-        ...
-
-
-@runtime_checkable
-class Estimator(Protocol):
-    """Estimates how many template nodes the pod groups need."""
-
-    def estimate(
-        self,
-        groups: Sequence[PodGroup],
-        template: NodeInfo,
-        snapshot: ClusterSnapshot,
-        limiter: EstimationLimiter,
-        *,
-        node_group_id: str = "",
-    ) -> Estimate:
-        """Simulate adding copies of `template` to `snapshot` until the pods are placed.
-
-        `snapshot` is the current cluster (so affinity and spread see existing pods); it is
-        left exactly as it was given. Pods are only placed on the new nodes.
-        """
-        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from clusterscaler.framework.schedulerconfig import (
     load_scheduler_config,
 )
 from clusterscaler.interfaces.cloudprovider import CloudProvider
-from clusterscaler.interfaces.providercontext import ProviderContext
+from clusterscaler.interfaces.providercontext import KubeApiClient, ProviderContext
 from clusterscaler.interfaces.registry import Registry
 from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError
 from clusterscaler.model import ClusterObjects
@@ -161,7 +161,7 @@ def build_provider(
     *,
     cluster: SimulatedCluster | None = None,
     clock: VirtualClock | None = None,
-    kube_api: Any | None = None,
+    kube_api: KubeApiClient | None = None,
 ) -> CloudProvider:
     entry = registry.cloud_providers.get(options.cloud_provider)
     if entry is None:
