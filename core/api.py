@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from clusterscaler import ENTRY_POINT_GROUP
-from clusterscaler.framework.cachedgroups import CachedNodeGroup, GroupRecord, NodeGroupMemo
+from clusterscaler.framework.cachedgroups import CachedNodeGroup, NodeGroupMemo
 from clusterscaler.framework.cloudconfigfile import read_cloud_config
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.groupoptions import (
@@ -61,6 +61,7 @@ from clusterscaler.interfaces.cloudprovider import (
     CloudProviderError,
     ConfigurationError,
     ForceDeletingNodeGroup,
+    GroupRecord,
     Instance,
     InstanceCreationError,
     InstanceErrorClass,

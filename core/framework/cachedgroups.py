@@ -13,20 +13,9 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Callable, Hashable
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
-from clusterscaler.interfaces.cloudprovider import NodeGroupNotFoundError
-
-
-class GroupRecord(Protocol):
-    """What a provider's cache knows of one node group: at least its limits."""
-
-    @property
-    def min_size(self) -> int: ...
-
-    @property
-    def max_size(self) -> int: ...
-
+from clusterscaler.interfaces.cloudprovider import GroupRecord, NodeGroupNotFoundError
 
 R = TypeVar("R", bound=GroupRecord)
 K = TypeVar("K", bound=Hashable)

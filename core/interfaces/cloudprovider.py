@@ -188,6 +188,17 @@ class PricingModel(Protocol):
         ...
 
 
+class GroupRecord(Protocol):
+    """What a provider's cache knows of one node group: at least its limits (the records
+    `CachedNodeGroup` reads)."""
+
+    @property
+    def min_size(self) -> int: ...
+
+    @property
+    def max_size(self) -> int: ...
+
+
 @runtime_checkable
 class NodeGroup(Protocol):
     """A set of nodes with the same shape that the cloud can grow and shrink."""
