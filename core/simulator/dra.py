@@ -1190,28 +1190,15 @@ class DraState:
                     [allocation for (allocation,) in found[start : start + n]],
                     plan.devices[start : start + n],
                 )
-        claims_of = self._claims_of
-        allocations = self.allocations
-        consumers = self.consumers
         keys: list[str] = []
         pod_keys: list[str] = []
         chosen: list[Allocation] = []
         device_ids: list[DeviceId] = []
         for pod, (allocation,) in zip(pods, found[start:], strict=False):
-            known = claims_of.get(id(pod))
-            claims = known[1] if known is not None and known[0] is pod else self.pod_claims(pod)
-            if isinstance(claims, str) or len(claims) != 1:
+            claims = self.pod_claims(pod)
+            if isinstance(claims, str) or not self._copies_of(claims, plan.specs):
                 break
-            claim = claims[0]
-            key = claim.key
-            # `_copies_of`, inline.
-            if (
-                not claim.owned
-                or (claim.spec is not spec and claim.spec != spec)
-                or key in allocations
-                or consumers.get(key)
-            ):
-                break
+            key = claims[0].key
             results = allocation.results
             if len(results) != 1:
                 return None
