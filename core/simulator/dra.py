@@ -1438,6 +1438,14 @@ def _shareable(device: Device) -> bool:
     return device.allow_multiple_allocations
 
 
+def _checks_capacity(want: _Want, candidate: _Candidate) -> bool:
+    """Whether the device's capacities decide if `want` may take it (`_capacity_use`): the
+    request asks for capacity, the device is shared by its allocations, or a capacity of
+    it has a request policy."""
+    device = candidate.device
+    return bool(want.capacity or device.allow_multiple_allocations or device.capacity_policies)
+
+
 def consumed_capacity(
     requested: Fraction | None, total: Fraction, policy: CapacityPolicy | None
 ) -> Fraction:
@@ -1688,12 +1696,7 @@ class _Search:
                 for candidate in self.state._matching(self.entry, want.selectors):
                     if got == needed:
                         break
-                    if (
-                        candidate.counters
-                        or want.capacity
-                        or _shareable(candidate.device)
-                        or candidate.device.capacity_policies
-                    ):
+                    if candidate.counters or _checks_capacity(want, candidate):
                         return False
                     if not self._usable(ci, want, candidate):
                         continue
@@ -1793,7 +1796,7 @@ class _Search:
         if counters and not self._counters_fit(pool_id, counters):
             return None
         use: dict[str, Fraction] | None = None
-        if shared or want.capacity or candidate.device.capacity_policies:
+        if _checks_capacity(want, candidate):
             use = self._capacity_use(want, candidate)
             if use is None:
                 return None
@@ -1913,8 +1916,7 @@ class _Search:
         ]
         fitting = [
             c for c in counted
-            if not (want.capacity or _shareable(c.device) or c.device.capacity_policies)
-            or self._capacity_use(want, c) is not None
+            if not _checks_capacity(want, c) or self._capacity_use(want, c) is not None
         ]
         extra = []
         failed = [
