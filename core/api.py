@@ -34,12 +34,14 @@ from clusterscaler.framework.groupoptions import (
 from clusterscaler.framework.nodespecs import (
     NodeGroupSpec,
     check_nodes_limits,
+    ignored_node_group_flags,
     node_group_flags,
     parse_nodes_spec,
     parse_nodes_specs,
 )
 from clusterscaler.framework.options import BOOL, AutoscalingOptions, add_bool_flag
 from clusterscaler.framework.providerdefaults import ProviderDefaults
+from clusterscaler.framework.providerhook import cloud_provider_hook
 from clusterscaler.framework.templatedevices import (
     DRA_DRIVER_FORM,
     GPU_DEVICE_TYPE,
@@ -255,10 +257,12 @@ __all__ = [
     "check_nodes_limits",
     "check_predicates",
     "checked_increase",
+    "cloud_provider_hook",
     "debug_with",
     "gpu_template_slices",
     "gpus_as_devices",
     "hookimpl",
+    "ignored_node_group_flags",
     "is_dra_driver_name",
     "is_label_value",
     "is_qualified_name",

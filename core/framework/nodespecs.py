@@ -102,3 +102,15 @@ def node_group_flags(
             f"--node-group-auto-discovery={discovery_form}"
         )
     return explicit, discovery
+
+
+def ignored_node_group_flags(options: AutoscalingOptions) -> dict[str, list[str]]:
+    """`--nodes` and `--node-group-auto-discovery` by flag, those given only: what a provider
+    whose node groups come from elsewhere (a ConfigMap, a service) logs as ignored, as
+    upstream's kwok and externalgrpc providers ignore them, so that a Cluster Autoscaler
+    command line keeps working."""
+    given = {
+        "--nodes": list(options.nodes),
+        "--node-group-auto-discovery": list(options.node_group_auto_discovery),
+    }
+    return {flag: values for flag, values in given.items() if values}

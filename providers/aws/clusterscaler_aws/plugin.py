@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from clusterscaler.api import ProviderContext, add_bool_flag, hookimpl, node_group_flags
+from clusterscaler.api import (
+    ProviderContext,
+    add_bool_flag,
+    cloud_provider_hook,
+    hookimpl,
+    node_group_flags,
+)
 
 from clusterscaler_aws import PROVIDER_NAME
 from clusterscaler_aws.cloud_config import CloudConfig, load_cloud_config, resolve_region
@@ -21,7 +27,7 @@ from clusterscaler_aws.specs import (
 if TYPE_CHECKING:
     # The provider's modules are imported when it is built: this module is loaded for
     # every command, whatever --cloud-provider says.
-    from clusterscaler.api import AutoscalingOptions, Registry
+    from clusterscaler.api import AutoscalingOptions
 
     from clusterscaler_aws.provider import AwsCloudProvider
 
@@ -39,17 +45,6 @@ def clusterscaler_add_options(parser: argparse.ArgumentParser) -> None:
         STATIC_LIST_DEST,
         "Should CA fetch instance types in runtime or use a static list. AWS only "
         "(default false: ask DescribeInstanceTypes, with the bundled list as fallback).",
-    )
-
-
-
-@hookimpl
-def clusterscaler_register_cloud_providers(registry: Registry) -> None:
-    registry.add_cloud_provider(
-        PROVIDER_NAME,
-        build_provider,
-        description="AWS Auto Scaling groups (--nodes, --node-group-auto-discovery=asg:tag=...)",
-        check_options=check_options,
     )
 
 
@@ -115,3 +110,11 @@ def build_provider(context: ProviderContext) -> AwsCloudProvider:
 def _extra(options: Any) -> dict[str, Any]:
     extra = getattr(options, "extra", None)
     return extra if isinstance(extra, dict) else {}
+
+
+clusterscaler_register_cloud_providers = cloud_provider_hook(
+    PROVIDER_NAME,
+    build_provider,
+    description="AWS Auto Scaling groups (--nodes, --node-group-auto-discovery=asg:tag=...)",
+    check_options=check_options,
+)

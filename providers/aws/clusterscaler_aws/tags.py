@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from clusterscaler.api import (
-    GROUP_OPTION_NAMES,
     NodeGroupOptions,
     TagScheme,
     TemplateTagError,
@@ -44,15 +43,11 @@ SCHEME = TagScheme(
         f"a resource name such as ephemeral-storage or nvidia.com/gpu after {TEMPLATE_PREFIX}resources/"
     ),
 )
-LABEL_PREFIX = SCHEME.label_prefix
-TAINT_PREFIX = SCHEME.taint_prefix
 RESOURCES_PREFIX = SCHEME.resources_prefix
-OPTIONS_PREFIX = SCHEME.options_prefix
 DRA_DRIVER_TAG = SCHEME.dra_driver_tag
 # Tags EKS puts on the ASGs of managed node groups.
 EKS_CLUSTER_TAG = "eks:cluster-name"
 EKS_NODEGROUP_TAG = "eks:nodegroup-name"
-KNOWN_OPTIONS = GROUP_OPTION_NAMES
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,4 +77,4 @@ def parse_node_group_options(
     Returns `None` when no option is set. An unparsable or unknown option is reported and
     ignored, the others still apply.
     """
-    return parse_tag_options("ASG", asg, options, OPTIONS_PREFIX)
+    return parse_tag_options("ASG", asg, options, SCHEME.options_prefix)

@@ -13,8 +13,7 @@ import structlog
 from clusterscaler.api import (
     AutoscalingOptions,
     ProviderContext,
-    Registry,
-    hookimpl,
+    cloud_provider_hook,
     node_group_flags,
 )
 
@@ -34,17 +33,6 @@ if TYPE_CHECKING:
     from clusterscaler_azure.service import ClientSettings
 
 log = structlog.get_logger()
-
-
-@hookimpl
-def clusterscaler_register_cloud_providers(registry: Registry) -> None:
-    registry.add_cloud_provider(
-        PROVIDER_NAME,
-        build_provider,
-        description="Azure Virtual Machine Scale Sets (--nodes, "
-        "--node-group-auto-discovery=label:<tag>=<value>,...)",
-        check_options=check_options,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +92,12 @@ def build_provider(
         **config.describe(),
     )
     return provider
+
+
+clusterscaler_register_cloud_providers = cloud_provider_hook(
+    PROVIDER_NAME,
+    build_provider,
+    description="Azure Virtual Machine Scale Sets (--nodes, "
+    "--node-group-auto-discovery=label:<tag>=<value>,...)",
+    check_options=check_options,
+)

@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from clusterscaler.api import (
-    GROUP_OPTION_NAMES,
     NodeGroupOptions,
     TagScheme,
     TemplateTagError,
@@ -56,12 +55,8 @@ SCHEME = TagScheme(
     # Tag names are case-insensitive in Azure; the part after the prefix keeps its case.
     ignore_case=True,
 )
-LABEL_PREFIX = SCHEME.label_prefix
-TAINT_PREFIX = SCHEME.taint_prefix
 RESOURCES_PREFIX = SCHEME.resources_prefix
-OPTIONS_PREFIX = SCHEME.options_prefix
 DRA_DRIVER_TAG = SCHEME.dra_driver_tag
-KNOWN_OPTIONS = GROUP_OPTION_NAMES
 
 
 def parse_template_tags(vmss: str, tags: Mapping[str, str]) -> TemplateTags:
@@ -74,4 +69,4 @@ def parse_node_group_options(
 ) -> tuple[NodeGroupOptions | None, tuple[TemplateTagError, ...]]:
     """Per-group overrides from `autoscaling-options_<opt>` tags; `None` when none is set.
     A bad or unknown option is reported and ignored, the others still apply."""
-    return parse_tag_options("VMSS", vmss, options, OPTIONS_PREFIX)
+    return parse_tag_options("VMSS", vmss, options, SCHEME.options_prefix)

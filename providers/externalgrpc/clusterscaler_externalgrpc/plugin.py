@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.api import ProviderContext, hookimpl
+from clusterscaler.api import ProviderContext, cloud_provider_hook, ignored_node_group_flags
 
 from clusterscaler_externalgrpc import PROVIDER_NAME
 from clusterscaler_externalgrpc.config import load_config
 
 if TYPE_CHECKING:
-    from clusterscaler.api import AutoscalingOptions, Registry
+    from clusterscaler.api import AutoscalingOptions
 
     from clusterscaler_externalgrpc.provider import ExternalGrpcCloudProvider
 
@@ -29,18 +29,13 @@ def check_options(options: AutoscalingOptions) -> None:
     """The `check_options` of the `externalgrpc` provider: `--cloud-config` names a
     readable cloud-config whose keys have their expected forms, and its TLS files load."""
     load_config(options.cloud_config)
-    for flag, values in (
-        ("--nodes", options.nodes),
-        ("--node-group-auto-discovery", options.node_group_auto_discovery),
-    ):
-        if values:
-            # Upstream's provider ignores them too: a CA command line keeps working.
-            log.warning(
-                "externalgrpc_flag_ignored",
-                flag=flag,
-                values=list(values),
-                reason="the externalgrpc provider's node groups are the service's",
-            )
+    for flag, values in ignored_node_group_flags(options).items():
+        log.warning(
+            "externalgrpc_flag_ignored",
+            flag=flag,
+            values=values,
+            reason="the externalgrpc provider's node groups are the service's",
+        )
 
 
 def build_provider(context: ProviderContext) -> ExternalGrpcCloudProvider:
@@ -58,12 +53,10 @@ def build_provider(context: ProviderContext) -> ExternalGrpcCloudProvider:
     return provider
 
 
-@hookimpl
-def clusterscaler_register_cloud_providers(registry: Registry) -> None:
-    registry.add_cloud_provider(
-        PROVIDER_NAME,
-        build_provider,
-        description="node groups served by a gRPC service speaking Cluster Autoscaler's "
-        "externalgrpc.proto (--cloud-config: address, cert, key, cacert, grpc_timeout)",
-        check_options=check_options,
-    )
+clusterscaler_register_cloud_providers = cloud_provider_hook(
+    PROVIDER_NAME,
+    build_provider,
+    description="node groups served by a gRPC service speaking Cluster Autoscaler's "
+    "externalgrpc.proto (--cloud-config: address, cert, key, cacert, grpc_timeout)",
+    check_options=check_options,
+)

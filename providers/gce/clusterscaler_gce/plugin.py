@@ -19,7 +19,7 @@ from clusterscaler.api import (
     AutoscalingOptions,
     ConfigurationError,
     ProviderContext,
-    Registry,
+    cloud_provider_hook,
     hookimpl,
     node_group_flags,
     parse_duration,
@@ -87,16 +87,6 @@ def clusterscaler_add_options(parser: argparse.ArgumentParser) -> None:
         metavar="duration",
         help="The minimum time which needs to pass before GCE MIG instances from a given MIG "
         "can be refreshed. GCE only (default 5s).",
-    )
-
-
-@hookimpl
-def clusterscaler_register_cloud_providers(registry: Registry) -> None:
-    registry.add_cloud_provider(
-        PROVIDER_NAME,
-        build_provider,
-        description="GCE Managed Instance Groups (--nodes, --node-group-auto-discovery=mig:namePrefix=...)",
-        check_options=check_options,
     )
 
 
@@ -187,3 +177,11 @@ def build_provider(context: ProviderContext) -> GceCloudProvider:
 def _extra(options: Any) -> dict[str, Any]:
     extra = getattr(options, "extra", None)
     return extra if isinstance(extra, dict) else {}
+
+
+clusterscaler_register_cloud_providers = cloud_provider_hook(
+    PROVIDER_NAME,
+    build_provider,
+    description="GCE Managed Instance Groups (--nodes, --node-group-auto-discovery=mig:namePrefix=...)",
+    check_options=check_options,
+)

@@ -16,7 +16,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from clusterscaler.api import CloudProviderError, ConfigurationError, ProviderContext, hookimpl
+from clusterscaler.api import (
+    CloudProviderError,
+    ConfigurationError,
+    ProviderContext,
+    cloud_provider_hook,
+    ignored_node_group_flags,
+)
 
 from clusterscaler_kwok import PROVIDER_NAME
 from clusterscaler_kwok.config import (
@@ -33,7 +39,7 @@ from clusterscaler_kwok.provider import KwokCloudProvider, Raw
 from clusterscaler_kwok.templates import build_groups, parse_templates
 
 if TYPE_CHECKING:
-    from clusterscaler.api import Informer, Registry
+    from clusterscaler.api import Informer
 
 log = structlog.get_logger()
 
@@ -170,14 +176,10 @@ def build_provider(context: ProviderContext) -> KwokCloudProvider:
     """The factory registered as `kwok`."""
     from kubernetes import client
 
-    for flag, values in (("--nodes", context.options.nodes),
-                         ("--node-group-auto-discovery",
-                          context.options.node_group_auto_discovery)):
-        if values:
-            # Upstream's kwok provider ignores them too: a CA command line keeps working.
-            log.warning("kwok_flag_ignored", flag=flag, values=list(values),
-                        reason="the kwok provider's node groups are the template nodes of its "
-                        "ConfigMap")
+    for flag, values in ignored_node_group_flags(context.options).items():
+        log.warning("kwok_flag_ignored", flag=flag, values=values,
+                    reason="the kwok provider's node groups are the template nodes of its "
+                    "ConfigMap")
     api_client = _api_client(context)
     core = client.CoreV1Api(api_client)
     namespace = provider_namespace(str(getattr(context.options, "namespace", "kube-system")))
@@ -205,11 +207,9 @@ def build_provider(context: ProviderContext) -> KwokCloudProvider:
     return KwokCloudProvider(config, groups, store, problems, slices=slices)
 
 
-@hookimpl
-def clusterscaler_register_cloud_providers(registry: Registry) -> None:
-    registry.add_cloud_provider(
-        PROVIDER_NAME,
-        build_provider,
-        description="KWOK's fake nodes on a real API server, from upstream Cluster "
-        "Autoscaler's kwok-provider-config ConfigMap",
-    )
+clusterscaler_register_cloud_providers = cloud_provider_hook(
+    PROVIDER_NAME,
+    build_provider,
+    description="KWOK's fake nodes on a real API server, from upstream Cluster "
+    "Autoscaler's kwok-provider-config ConfigMap",
+)

@@ -13,6 +13,7 @@ from clusterscaler.api import (
     ConfigurationError,
     ProviderContext,
     add_bool_flag,
+    cloud_provider_hook,
     hookimpl,
 )
 
@@ -36,7 +37,7 @@ from clusterscaler_machineapi.discovery import DiscoverySpec, parse_discovery_sp
 if TYPE_CHECKING:
     # The provider's modules are imported when it is built: this module is loaded for
     # every command, whatever --cloud-provider says.
-    from clusterscaler.api import AutoscalingOptions, Registry
+    from clusterscaler.api import AutoscalingOptions
 
     from clusterscaler_machineapi.kubeapi import KubeApi
     from clusterscaler_machineapi.listings import ListingSource
@@ -63,23 +64,9 @@ def clusterscaler_add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-
 def _extra(options: Any) -> dict[str, Any]:
     extra = getattr(options, "extra", None)
     return extra if isinstance(extra, dict) else {}
-
-
-@hookimpl
-def clusterscaler_register_cloud_providers(registry: Registry) -> None:
-    registry.add_cloud_provider(
-        PROVIDER_NAME,
-        build_provider,
-        aliases=list(PROVIDER_ALIASES),
-        description="OpenShift MachineSets and Cluster API MachineSets/MachineDeployments/"
-        "MachinePools "
-        "(--node-group-auto-discovery=clusterapi:namespace=...,clusterName=...)",
-        check_options=check_options,
-    )
 
 
 def discovery_from_options(options: AutoscalingOptions) -> list[DiscoverySpec]:
@@ -316,3 +303,14 @@ def _build(
         management_cluster=owned is not None,
     )
     return provider
+
+
+clusterscaler_register_cloud_providers = cloud_provider_hook(
+    PROVIDER_NAME,
+    build_provider,
+    aliases=PROVIDER_ALIASES,
+    description="OpenShift MachineSets and Cluster API MachineSets/MachineDeployments/"
+    "MachinePools "
+    "(--node-group-auto-discovery=clusterapi:namespace=...,clusterName=...)",
+    check_options=check_options,
+)
