@@ -1532,10 +1532,25 @@ class _Want:
     tolerations: tuple[Toleration, ...]
     # capacity.requests: what it asks of each capacity of a device (name as written).
     capacity: Consumed = ()
+    # `capacity` by qualified name, per driver of the devices it was asked of (`asked`).
+    _asked: dict[str, dict[str, Fraction]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def result_name(self) -> str:
         return f"{self.request}/{self.sub}" if self.sub else self.request
+
+    def asked(self, driver: str) -> dict[str, Fraction]:
+        """What the request asks of each capacity of a device of `driver`, by the
+        capacity's name qualified as the device's are (a name without a domain is the
+        driver's)."""
+        known = self._asked.get(driver)
+        if known is None:
+            known = self._asked[driver] = {
+                qualified(name, driver): amount for name, amount in self.capacity
+            }
+        return known
 
 
 class _Constraint:
@@ -1764,8 +1779,7 @@ class _Search:
         when a request names a capacity the device lacks, an amount breaks the policy, or
         the device's shares (allocated and in this search) and this one exceed it."""
         device = candidate.device
-        driver = candidate.device_id[0]
-        asked = {qualified(name, driver): amount for name, amount in want.capacity}
+        asked = want.asked(candidate.device_id[0])
         if any(name not in device.capacity for name in asked):
             return None
         used = self.state.shared_use.get(candidate.device_id, {})
