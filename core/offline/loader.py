@@ -41,6 +41,12 @@ class InputError(ValueError):
     the object, the field and the expected form; commands exit with status 2."""
 
 
+# Replicas, pods and initial nodes of a scenario or an applied manifest are built one object
+# each: a count no cluster holds (Kubernetes' limits are 150,000 pods and 5,000 nodes) would
+# only exhaust memory.
+MAX_COUNT = 200_000
+
+
 def parse_snapshot_text(text: str, source: str, *, list_tried: bool = False) -> ClusterObjects:
     """Parse snapshot text from `source` (a file name, for messages); with `list_tried`,
     the text is known not to be a valid JSON `List`.

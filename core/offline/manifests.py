@@ -75,6 +75,7 @@ from clusterscaler.model import (
 )
 from clusterscaler.model.capacitybuffer import parse_capacity_buffer
 from clusterscaler.model.capacityquota import CAPACITY_QUOTA_API_VERSION, parse_capacity_quota
+from clusterscaler.model.common import describe_value
 from clusterscaler.model.dra import (
     parse_device_class,
     parse_resource_claim,
@@ -89,7 +90,7 @@ from clusterscaler.model.provisioning import (
 )
 from clusterscaler.model.yamltext import load_yaml_documents
 from clusterscaler.offline.cluster import SimulatedCluster, SimulationError, controller_key
-from clusterscaler.offline.loader import InputError
+from clusterscaler.offline.loader import MAX_COUNT, InputError
 
 APPLY = "--apply"
 # The DRA kinds, by their index in `SimulatedCluster.dra_objects`.
@@ -276,7 +277,7 @@ def _describe(raw: Mapping[str, Any]) -> str:
 
 
 def _fail(obj: str, where: str, field_path: str, expected: str, value: Any = ...) -> InputError:
-    got = "" if value is ... else f", got {value!r}"
+    got = "" if value is ... else f", got {describe_value(value)}"
     return InputError(f"{where}: {obj}: {field_path}: expected {expected}{got}")
 
 
@@ -293,11 +294,19 @@ def _mapping(value: Any, obj: str, where: str, field_path: str, expected: str) -
     return dict(value)
 
 
-def _count(value: Any, obj: str, where: str, field_path: str, default: int) -> int:
+def _count(
+    value: Any, obj: str, where: str, field_path: str, default: int, *, built: bool = True
+) -> int:
+    """A non-negative integer; when `built` (a count of pods created one by one), at most
+    `MAX_COUNT`."""
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _fail(obj, where, field_path, "a non-negative integer", value)
+    if built and value > MAX_COUNT:
+        raise _fail(
+            obj, where, field_path, f"a non-negative integer of at most {MAX_COUNT:,}", value
+        )
     return value
 
 
@@ -573,7 +582,8 @@ class _Applier:
             parallelism = _count(spec.get("parallelism"), obj, self.where, "spec.parallelism", 1)
             completions = spec.get("completions")
             count = min(
-                parallelism, _count(completions, obj, self.where, "spec.completions", parallelism)
+                parallelism,
+                _count(completions, obj, self.where, "spec.completions", parallelism, built=False),
             )
             if spec.get("suspend") is True:
                 count = 0

@@ -38,7 +38,13 @@ from clusterscaler.framework.options import flag_specs
 from clusterscaler.model import ClusterObjects, ModelError, Pod
 from clusterscaler.model.yamltext import load_yaml
 from clusterscaler.offline.cluster import controller_key
-from clusterscaler.offline.loader import InputError, load_snapshot, merge, parse_snapshot_doc
+from clusterscaler.offline.loader import (
+    MAX_COUNT,
+    InputError,
+    load_snapshot,
+    merge,
+    parse_snapshot_doc,
+)
 from clusterscaler.offline.output import plural
 
 WORKLOAD_KINDS = ("ReplicaSet", "StatefulSet", "Job")
@@ -175,11 +181,6 @@ def _name(value: Any, source: str, where: str) -> str:
     if not isinstance(value, str) or not value or "/" in value:
         raise _fail(source, where, "a non-empty name without '/'", value)
     return value
-
-
-# Replicas, pods and initial nodes are built one object each: a count no cluster holds
-# (Kubernetes' limits are 150,000 pods and 5,000 nodes) would only exhaust memory.
-MAX_COUNT = 200_000
 
 
 def _count(value: Any, source: str, where: str) -> int:

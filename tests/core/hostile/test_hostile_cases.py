@@ -372,6 +372,42 @@ def test_a_scenario_count_no_cluster_holds_is_refused(change: dict[str, Any], fi
         parse_scenario(doc, "s.yaml", EXAMPLES / "scenarios")
 
 
+APPLIED_WORKLOADS = {
+    "Deployment": "spec:\n  replicas: {count}\n",
+    "ReplicaSet": "spec:\n  replicas: {count}\n",
+    "StatefulSet": "spec:\n  replicas: {count}\n",
+    "Job": "spec:\n  parallelism: {count}\n",
+}
+
+
+@pytest.mark.parametrize("count", [200_001, 10**400], ids=["200001", "1e400"])
+@pytest.mark.parametrize("kind", list(APPLIED_WORKLOADS))
+def test_an_applied_workload_count_no_cluster_holds_is_refused(
+    kind: str, count: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`simulate --apply` built a Deployment of 10**400 replicas pod by pod: the process
+    grew by gigabytes and never answered. Its count is now bounded as a scenario's is."""
+    field = "spec.parallelism" if kind == "Job" else "spec.replicas"
+    manifest = tmp_path / "workload.yaml"
+    manifest.write_text(
+        f"apiVersion: {'batch/v1' if kind == 'Job' else 'apps/v1'}\nkind: {kind}\n"
+        "metadata: {name: w, namespace: shop}\n"
+        + APPLIED_WORKLOADS[kind].format(count=count)
+        + "  selector: {matchLabels: {app: w}}\n"
+        "  template:\n    metadata: {labels: {app: w}}\n"
+        "    spec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}\n"
+    )
+    snapshot = str(EXAMPLES / "snapshots" / "small-cluster.json")
+    started = time.process_time()
+    code = main(["simulate", "--snapshot", snapshot, "--apply", str(manifest), "--once", "--json"])
+    assert time.process_time() - started < 20
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2, error
+    assert error.startswith(f"clusterscaler simulate: error: --apply '{manifest}': {kind} shop/w: "
+                            f"{field}: expected a non-negative integer of at most 200,000"), error
+    assert len(error) < 400, error
+
+
 def test_initial_nodes_of_a_group_the_cloud_config_lacks_name_both_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
