@@ -39,6 +39,7 @@ from clusterscaler.interfaces.cloudprovider import (
     PricingModel,
     ResourceLimiter,
 )
+from clusterscaler.interfaces.clusterview import Clock
 from clusterscaler.model import GPU_RESOURCE, Node, NodeCondition, NodeInfo
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.simulator.builders import make_node
@@ -47,7 +48,6 @@ __all__ = [
     "ESTABLISHED_AGE",
     "GPU_LABEL",
     "GROUP_LABEL",
-    "Clock",
     "FakeCloud",
     "FakeNodeGroup",
     "NodeStore",
@@ -73,12 +73,6 @@ class NodeStore(Protocol):
     def remove_node(self, name: str) -> object:
         """Delete the node (and, in a cluster, the pods bound to it)."""
         ...
-
-
-class Clock(Protocol):
-    """The time new nodes are created at (a `VirtualClock`)."""
-
-    def now(self) -> datetime: ...
 
 
 Store = TypeVar("Store", bound=NodeStore)

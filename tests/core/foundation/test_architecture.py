@@ -101,15 +101,21 @@ def test_core_folders_import_only_what_their_rules_allow() -> None:
 
 
 def outside_imports() -> Iterator[tuple[str, str, str]]:
-    """(path:line, own package prefix, imported module) for plugins and providers."""
+    """(path:line, own package prefix, imported module) for plugins, providers and the
+    example plugins of the docs (their tests included)."""
     for path in sorted((ROOT / "plugins").rglob("*.py")):
         for line, module in imported_modules(path):
             yield f"{path.relative_to(ROOT)}:{line}", "clusterscaler.plugins", module
-    for dist in sorted((ROOT / "providers").iterdir()):
+    dists = [*sorted((ROOT / "providers").iterdir()), *sorted((ROOT / "docs" / "examples").iterdir())]
+    for dist in dists:
         for package in sorted(dist.glob("clusterscaler_*")):
             for path in sorted(package.rglob("*.py")):
                 for line, module in imported_modules(path):
                     yield f"{path.relative_to(ROOT)}:{line}", package.name, module
+    for path in sorted((ROOT / "docs" / "examples").glob("*/tests/**/*.py")):
+        package = path.relative_to(ROOT / "docs" / "examples").parts[0].replace("-", "_")
+        for line, module in imported_modules(path):
+            yield f"{path.relative_to(ROOT)}:{line}", package, module
 
 
 def test_plugins_and_providers_use_only_the_public_api() -> None:
@@ -119,8 +125,12 @@ def test_plugins_and_providers_use_only_the_public_api() -> None:
         if module.split(".")[0] == "clusterscaler"
         and module not in ("clusterscaler", "clusterscaler.api")
         and not module.startswith(own)
-        # Test doubles are for tests: a provider's own testing module may use them.
-        and not (module.startswith("clusterscaler.testing") and ".testing" in where.replace("/", "."))
+        # Test doubles are for tests: a provider's own testing module, and an example's
+        # tests, may use them.
+        and not (
+            module.startswith("clusterscaler.testing")
+            and (".testing" in where.replace("/", ".") or "/tests/" in where)
+        )
     ]
     assert wrong == []
 
@@ -149,3 +159,119 @@ def test_long_modules_say_why_at_their_top() -> None:
             if "Long on purpose" not in doc:
                 long_without_reason.append(str(relative))
     assert long_without_reason == []
+
+
+# --- One home for every plugin interface -------------------------------------------------
+
+INTERFACES = CORE / "interfaces"
+# The interfaces a plugin implements or is handed: defined once, in `core/interfaces/`.
+INTERFACE_KINDS = {
+    "CloudProvider", "NodeGroup", "ProviderContext", "KubeApiClient", "Clock", "ClusterSource",
+    "Registry", "Expander", "ExpanderContext", "Option", "Estimator", "EstimationLimiter",
+    "Estimate", "PodFilter", "DrainContext", "DrainDecision",
+}
+
+
+def python_files() -> Iterator[Path]:
+    """Every Python file of ours: the core, the plugins, the providers, the docs' examples
+    and the tests."""
+    for top in ("core", "plugins", "providers", "docs/examples", "tests", "bench"):
+        yield from sorted(p for p in (ROOT / top).rglob("*.py") if ".egg-info" not in str(p))
+
+
+def test_every_protocol_of_the_public_api_lives_in_interfaces() -> None:
+    import clusterscaler.api
+
+    elsewhere = [
+        f"{name} ({value.__module__})"
+        for name in clusterscaler.api.__all__
+        if isinstance(value := getattr(clusterscaler.api, name), type)
+        and getattr(value, "_is_protocol", False)
+        and not value.__module__.startswith("clusterscaler.interfaces.")
+    ]
+    assert elsewhere == []
+
+
+def test_no_interface_is_defined_outside_interfaces() -> None:
+    """A second `Expander` or `NodeGroup` class in the core would make two homes."""
+    found = []
+    for path in sorted(CORE.rglob("*.py")):
+        if path.is_relative_to(INTERFACES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and node.name in INTERFACE_KINDS:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name}")
+    assert found == []
+
+
+def test_the_hook_markers_are_made_once_and_imported_one_way() -> None:
+    """`hookspec` and `hookimpl` are made in interfaces/hookspecs.py; everyone outside the
+    core, our plugins, the providers, the docs' examples and the tests, imports `hookimpl`
+    from `clusterscaler.api`; inside the core (which may not import the api) it comes from
+    where it is made."""
+    markers = INTERFACES / "hookspecs.py"
+    wrong = []
+    for path in python_files():
+        where = path.relative_to(ROOT)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and path != markers:
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                if name in ("HookimplMarker", "HookspecMarker"):
+                    wrong.append(f"{where}:{node.lineno}: makes a {name}")
+            if isinstance(node, ast.ImportFrom) and any(a.name == "hookimpl" for a in node.names):
+                expected = (
+                    "clusterscaler.interfaces.hookspecs"
+                    if path.is_relative_to(CORE)
+                    else "clusterscaler.api"
+                )
+                if node.module != expected:
+                    wrong.append(f"{where}:{node.lineno}: hookimpl from {node.module}")
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("hookimpl", "hookspec")
+                and ast.unparse(node.value) == "clusterscaler"
+            ):
+                wrong.append(f"{where}:{node.lineno}: clusterscaler.{node.attr}")
+    assert wrong == []
+
+
+# The Kubernetes JSON boundary of the model (objects parsed from and written to JSON
+# documents, `with_` over dataclass fields), the snapshot's filter table and the informers
+# still speak `Any`; everything else reachable from `clusterscaler.api` is typed. A name
+# leaves this list when its annotations lose `Any`; none joins it.
+ANY_NOT_YET_TYPED = {
+    "clusterscaler.kube.informer.ListerSpec",
+    "clusterscaler.kube.informer.wait_all",
+    "clusterscaler.model.dra.parse_resource_slice",
+    "clusterscaler.model.dra.parse_template_slice",
+    "clusterscaler.model.node.Node",
+    "clusterscaler.model.node.parse_node",
+    "clusterscaler.model.objects.ClusterObjects",
+    "clusterscaler.model.pod.Pod",
+    "clusterscaler.model.pod.parse_pod",
+    "clusterscaler.model.provisioning.PodTemplate",
+    "clusterscaler.model.resources.Resources",
+    "clusterscaler.model.scheduling.LabelSelector",
+    "clusterscaler.model.scheduling.NodeSelectorRequirement",
+    "clusterscaler.model.scheduling.NodeSelectorTerm",
+    "clusterscaler.model.scheduling.OwnerRef",
+    "clusterscaler.model.scheduling.Toleration",
+    "clusterscaler.model.scheduling.TopologySpreadConstraint",
+    "clusterscaler.model.yamltext.load_yaml",
+    "clusterscaler.model.yamltext.load_yaml_documents",
+    "clusterscaler.simulator.snapshot.ClusterSnapshot",
+}
+
+
+def test_the_public_api_is_typed_without_any() -> None:
+    """No `Any`, `Callable[..., X]` or bare `dict` in the annotations of a name
+    `clusterscaler.api` exports, nor of a class of ours those annotations reach."""
+    import clusterscaler.api
+    from typedapi import untyped_annotations
+
+    roots = [getattr(clusterscaler.api, name) for name in clusterscaler.api.__all__]
+    found = untyped_annotations(roots)
+    new = sorted(f"{where}: {what}" for owner, where, what in found if owner not in ANY_NOT_YET_TYPED)
+    assert new == []
+    typed_since = ANY_NOT_YET_TYPED - {owner for owner, _, _ in found}
+    assert typed_since == set(), "typed now: remove from ANY_NOT_YET_TYPED"

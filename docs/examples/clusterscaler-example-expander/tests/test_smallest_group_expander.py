@@ -1,11 +1,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import clusterscaler_example_expander as plugin
 from clusterscaler.api import ExpanderContext, Option
-from clusterscaler.loop.expander import build_expander_chain
 
 
 @dataclass
@@ -31,17 +29,3 @@ def test_keeps_the_smallest_groups_and_their_ties() -> None:
 
 def test_no_options_gives_no_options() -> None:
     assert plugin.SmallestGroup().best_options([], ExpanderContext()) == []
-
-
-def test_hook_registers_the_expander(register_plugin: Any) -> None:
-    registry = register_plugin(plugin, name="smallest-group")
-    assert "smallest-group" in registry.expanders
-
-
-def test_entry_point_is_installed_and_selectable_in_a_chain(installed_plugins: Any) -> None:
-    _, registry = installed_plugins
-    entry = registry.expanders["smallest-group"]
-    assert entry.source.distribution == "clusterscaler-example-expander"
-    chain = build_expander_chain(["smallest-group", "least-waste"], registry, None)
-    best = chain.best_option([option("big", 7), option("small", 1)], ExpanderContext())
-    assert best is not None and best.node_group_id == "small"
