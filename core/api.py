@@ -34,6 +34,7 @@ from clusterscaler.framework.groupoptions import (
 from clusterscaler.framework.nodespecs import (
     NodeGroupSpec,
     check_nodes_limits,
+    discovery_params,
     ignored_node_group_flags,
     node_group_flags,
     parse_nodes_spec,
@@ -259,6 +260,7 @@ __all__ = [
     "checked_increase",
     "cloud_provider_hook",
     "debug_with",
+    "discovery_params",
     "gpu_template_slices",
     "gpus_as_devices",
     "hookimpl",

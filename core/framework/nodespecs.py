@@ -83,6 +83,22 @@ def parse_nodes_specs(
     return specs
 
 
+def discovery_params(value: str, discoverer: str, provider: str, form: str) -> str:
+    """The parameters of one `--node-group-auto-discovery` value `<discoverer>:<params>`.
+    Raises `ConfigurationError` naming the flag, the value and the expected `form` when the
+    value has no `:` or names a discoverer other than `discoverer`, the one `provider`
+    supports; the provider parses the parameters."""
+    name, sep, params = value.partition(":")
+    if not sep:
+        raise ConfigurationError(f"--node-group-auto-discovery={value!r}: expected {form}")
+    if name.strip() != discoverer:
+        raise ConfigurationError(
+            f"--node-group-auto-discovery={value!r}: unsupported discoverer {name!r}; "
+            f"the {provider} provider supports only {form}"
+        )
+    return params
+
+
 def node_group_flags(
     options: AutoscalingOptions,
     provider: str,

@@ -13,7 +13,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from clusterscaler.api import ConfigurationError, parse_nodes_spec, parse_nodes_specs
+from clusterscaler.api import (
+    ConfigurationError,
+    discovery_params,
+    parse_nodes_spec,
+    parse_nodes_specs,
+)
 
 # The `--nodes` entry of the provider kit, under the name the provider's modules use.
 from clusterscaler.api import NodeGroupSpec as NodeGroupSpec
@@ -58,14 +63,7 @@ def parse_node_group_spec(value: str) -> NodeGroupSpec:
 
 def parse_discovery_spec(value: str) -> DiscoverySpec:
     """Parse one `--node-group-auto-discovery` value for the `asg` discoverer."""
-    discoverer, sep, params = value.partition(":")
-    if not sep:
-        raise ConfigurationError(f"--node-group-auto-discovery={value!r}: expected {DISCOVERY_FORM}")
-    if discoverer != "asg":
-        raise ConfigurationError(
-            f"--node-group-auto-discovery={value!r}: unsupported discoverer {discoverer!r}; "
-            f"the aws provider supports only {DISCOVERY_FORM}"
-        )
+    params = discovery_params(value, "asg", "aws", DISCOVERY_FORM)
     key, sep, tag_list = params.partition("=")
     if not sep or key != "tag":
         raise ConfigurationError(

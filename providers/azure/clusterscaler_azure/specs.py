@@ -14,7 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from clusterscaler.api import ConfigurationError, parse_nodes_spec, parse_nodes_specs
+from clusterscaler.api import (
+    ConfigurationError,
+    discovery_params,
+    parse_nodes_spec,
+    parse_nodes_specs,
+)
 
 # The `--nodes` entry of the provider kit, under the name the provider's modules use.
 from clusterscaler.api import NodeGroupSpec as NodeGroupSpec
@@ -69,14 +74,7 @@ def _size(value: str, key: str, text: str) -> int:
 
 def parse_discovery_spec(value: str) -> DiscoverySpec:
     """Parse one `--node-group-auto-discovery` value for the `label` discoverer."""
-    discoverer, sep, params = value.partition(":")
-    if not sep:
-        raise ConfigurationError(f"--node-group-auto-discovery={value!r}: expected {DISCOVERY_FORM}")
-    if discoverer != "label":
-        raise ConfigurationError(
-            f"--node-group-auto-discovery={value!r}: unsupported discoverer {discoverer!r}; "
-            f"the azure provider supports only {DISCOVERY_FORM}"
-        )
+    params = discovery_params(value, "label", "azure", DISCOVERY_FORM)
     selector: dict[str, str] = {}
     min_size: int | None = None
     max_size: int | None = None

@@ -12,7 +12,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from clusterscaler.api import ConfigurationError, check_nodes_limits, parse_nodes_specs
+from clusterscaler.api import (
+    ConfigurationError,
+    check_nodes_limits,
+    discovery_params,
+    parse_nodes_specs,
+)
 
 from clusterscaler_gce.refs import MIG_FORM, MigRef, parse_mig
 
@@ -74,14 +79,7 @@ def parse_node_group_spec(value: str) -> NodeGroupSpec:
 def parse_discovery_spec(value: str) -> DiscoverySpec:
     """Parse one `--node-group-auto-discovery` value for the `mig` discoverer."""
     flag = "--node-group-auto-discovery"
-    discoverer, sep, params = value.partition(":")
-    if not sep:
-        raise ConfigurationError(f"{flag}={value!r}: expected {DISCOVERY_FORM}")
-    if discoverer != "mig":
-        raise ConfigurationError(
-            f"{flag}={value!r}: unsupported discoverer {discoverer!r}; the gce provider supports "
-            f"only {DISCOVERY_FORM}"
-        )
+    params = discovery_params(value, "mig", "gce", DISCOVERY_FORM)
     found: dict[str, str] = {}
     for entry in params.split(","):
         key, has_value, item = entry.partition("=")

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from clusterscaler.api import ConfigurationError
+from clusterscaler.api import ConfigurationError, discovery_params
 
 if TYPE_CHECKING:
     from clusterscaler_machineapi.objects import ScalableResource
@@ -36,12 +36,7 @@ class DiscoverySpec:
 
 def parse_discovery_spec(text: str) -> DiscoverySpec:
     flag = f"--node-group-auto-discovery={text!r}"
-    name, sep, rest = text.partition(":")
-    if not sep or name.strip() != DISCOVERER:
-        raise ConfigurationError(
-            f"{flag}: the machineapi provider only understands the {DISCOVERER!r} discoverer; "
-            f"expected {FORM}"
-        )
+    rest = discovery_params(text, DISCOVERER, "machineapi", FORM)
     namespace = cluster_name = ""
     labels: dict[str, str] = {}
     for item in rest.split(","):

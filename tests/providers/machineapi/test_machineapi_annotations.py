@@ -124,7 +124,7 @@ def test_any_discovery_spec_admits_a_resource_and_none_admits_all() -> None:
 @pytest.mark.parametrize(
     ("spec", "fragment"),
     [
-        ("asg:tag=foo", "only understands the 'clusterapi' discoverer"),
+        ("asg:tag=foo", "unsupported discoverer 'asg'; the machineapi provider supports only clusterapi:"),
         ("clusterapi:namespace", "'namespace' must be key=value"),
         ("clusterapi:color=", "'color=' must be key=value"),
         ("clusterapi:a=1,a=2", "label 'a' is given twice"),
