@@ -22,7 +22,7 @@ import ssl
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from clusterscaler.testing import controlplane
 
 class _Meta(msgspec.Struct):
     name: str = ""
+    resourceVersion: str = ""
     labels: dict[str, str] = {}
     deletionTimestamp: str | None = None
 
@@ -103,6 +104,7 @@ class ClusterWatch:
         context = ssl.create_default_context(cafile=str(self.ca_file))
         context.check_hostname = False
         first = True
+        resume = ""  # the resource version the next watch starts after
         while not self._stop.is_set():
             if not first:
                 with self._lock:
@@ -111,18 +113,17 @@ class ClusterWatch:
             conn = http.client.HTTPSConnection(host, int(port), context=context, timeout=None)
             self._connections.append(conn)
             try:
-                conn.request("GET", f"{path}?watch=true&allowWatchBookmarks=false",
+                query = "watch=true&allowWatchBookmarks=true"
+                if resume:
+                    query += f"&resourceVersion={resume}"
+                conn.request("GET", f"{path}?{query}",
                              headers={"Authorization": f"Bearer {self.token}"})
                 response = conn.getresponse()
                 if response.status != 200:
                     self.errors.append(f"watch {path}: HTTP {response.status}")
                     time.sleep(0.5)
                     continue
-                for line in response:
-                    if self._stop.is_set():
-                        return
-                    if line.strip():
-                        handle(_decode_event(line))
+                resume = self._consume(response, handle, resume)
             except (OSError, http.client.HTTPException, msgspec.DecodeError) as err:
                 if not self._stop.is_set():
                     self.errors.append(f"watch {path}: {err}")
@@ -130,6 +131,32 @@ class ClusterWatch:
             finally:
                 conn.close()
                 self._connections.remove(conn)
+
+    def _consume(self, lines: Iterable[bytes], handle: Callable[[_Event], None],
+                 resume: str) -> str:
+        """Hand each event of one watch stream to `handle`; returns the resource version to
+        resume from when the stream ends.
+
+        The API server closes a watch whose reader falls behind ("Forcing watcher close due
+        to unresponsiveness"). A watch opened again without a resource version starts with
+        every object as ADDED: on a loaded machine that burst is closed again at the same
+        point, over and over, and the objects after it are never seen. So the next watch
+        starts after the last event read (bookmarks keep that recent); only when the
+        server no longer has that version (an ERROR event, 410 Gone) does it start over.
+        """
+        for line in lines:
+            if self._stop.is_set():
+                break
+            if not line.strip():
+                continue
+            event = _decode_event(line)
+            if event.type == "ERROR":
+                return ""
+            if event.object.metadata.resourceVersion:
+                resume = event.object.metadata.resourceVersion
+            if event.type != "BOOKMARK":
+                handle(event)
+        return resume
 
     def _on_node(self, event: _Event) -> None:
         now = time.monotonic()

@@ -506,3 +506,29 @@ def test_affinity_mix_templates_carry_their_zone() -> None:
         assert f"topology.kubernetes.io/zone: {group.zone}" in text
     assert "topology.kubernetes.io/zone" not in provider_objects(
         SCENARIOS["scale-up-1k"])[1]["data"]["templates"]
+
+
+def _line(kind: str, name: str, rv: str, **fields: object) -> bytes:
+    obj = {"metadata": {"name": name, "resourceVersion": rv}, **fields}
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+def test_a_watch_resumes_after_the_last_event_read(tmp_path: Path) -> None:
+    """A closed watch is opened again after the last resource version read (a bookmark's
+    included), not from the start; an expired version (ERROR) starts over."""
+    watch = observe.ClusterWatch("https://127.0.0.1:1", tmp_path / "ca.crt", "t", "peer",
+                                 "kwok-nodegroup")
+    seen: list[str] = []
+
+    def handle(event: observe._Event) -> None:
+        seen.append(f"{event.type} {event.object.metadata.name}")
+
+    lines = [_line("ADDED", "web-1", "10", spec={}), b"\n",
+             _line("MODIFIED", "web-1", "12", spec={"nodeName": "n1"}),
+             _line("BOOKMARK", "", "15")]
+    assert watch._consume(lines, handle, "") == "15"
+    assert seen == ["ADDED web-1", "MODIFIED web-1"]  # the bookmark is not an object
+    assert watch._consume([], handle, "15") == "15"  # closed with nothing new: same place
+    gone = json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410}}).encode()
+    assert watch._consume([_line("ADDED", "web-2", "16", spec={}), gone], handle, "15") == ""
+    assert seen[-1] == "ADDED web-2"
