@@ -42,7 +42,7 @@ from clusterscaler.interfaces.estimator import Estimator
 from clusterscaler.interfaces.expander import ExpanderContext, Option
 from clusterscaler.interfaces.podfilter import PodFilter
 from clusterscaler.loop.capacitybuffers import CapacityBufferProcessor
-from clusterscaler.loop.clusterstate import ClusterState, ClusterStateRegistry
+from clusterscaler.loop.clusterstate import ClusterState, ClusterStateTracker
 from clusterscaler.loop.decisions import (
     ClusterHealth,
     LoopResult,
@@ -249,7 +249,7 @@ class Autoscaler:
         self.expander = expander
         self.clock: Clock = clock or SystemClock()
         self.monotonic = monotonic
-        self.registry = ClusterStateRegistry(options)
+        self.state_tracker = ClusterStateTracker(options)
         self.templates = TemplateCache(options)
         self.planner = ScaleDownPlanner(options, pod_filters, clock=monotonic)
         self.actuator = Actuator(
@@ -330,7 +330,7 @@ class Autoscaler:
             # The loop's own actions that failed without stopping it (soft taints).
             errors=(*result.errors, *self.actuator.take_errors()),
             node_groups=self._with_gpus(result.node_groups),
-            scale_up_failures=tuple(self.registry.take_failures()),
+            scale_up_failures=tuple(self.state_tracker.take_failures()),
             max_nodes_total=self.options.max_nodes_total,
             taint_cleanups=tuple(self.actuator.take_taint_cleanups()),
             failed_reverts=tuple(self.upkeep.take_failed_reverts()),
@@ -464,7 +464,7 @@ class Autoscaler:
         if objects.resource_slices or self._templates_have_slices():
             objects = mark_unready_dra(objects, self.provider, self._last_template)
         objects = self.default_spread(objects)
-        state = self.registry.update(
+        state = self.state_tracker.update(
             now, objects.nodes, self.provider, deleting=set(self.deletions_in_flight())
         )
         errors: list[str] = []
@@ -833,7 +833,7 @@ class Autoscaler:
             batch_done, batch_failures = execute_scale_up(
                 batch,
                 state,
-                self.registry,
+                self.state_tracker,
                 now,
                 dry_run=options.dry_run,
                 parallel=options.parallel_scale_up,

@@ -1,11 +1,12 @@
 """What the loop knows about the cluster beyond one snapshot.
 
-`ClusterStateRegistry.update()` is called once per loop with the nodes and the cloud
-provider. It maps nodes to node groups, counts readiness, finds instances that never
-registered (upcoming, or unregistered for longer than --max-node-provision-time) and
-instances the cloud failed to create, tracks the scale-ups in flight and backs node groups
-off exponentially when they fail. Every answer is computed from `now`, never from the wall
-clock, so the simulator can drive it on a virtual clock.
+`ClusterStateTracker` (CA's `ClusterStateRegistry`) keeps it: its `update()` is called
+once per loop with the nodes and the cloud provider. It maps nodes to node groups, counts
+readiness, finds instances that never registered (upcoming, or unregistered for longer
+than --max-node-provision-time) and instances the cloud failed to create, tracks the
+scale-ups in flight and backs node groups off exponentially when they fail. Every answer
+is computed from `now`, never from the wall clock, so the simulator can drive it on a
+virtual clock.
 
 Readiness follows CA's taint rules (`loop.taints.TaintConfig`): a Ready node that still carries a
 startup taint has not started yet, as if it were not Ready; a status taint leaves the node
@@ -220,7 +221,7 @@ class GroupState:
 
 @dataclass
 class ClusterState:
-    """The result of one `ClusterStateRegistry.update()`."""
+    """The result of one `ClusterStateTracker.update()`."""
 
     now: datetime
     groups: dict[str, GroupState]
@@ -270,7 +271,7 @@ def too_many_unready(unready: int, registered: int, options: AutoscalingOptions)
     )
 
 
-class ClusterStateRegistry:
+class ClusterStateTracker:
     """Cluster state kept between loops: backoff, scale-ups in flight, first sightings of
     unregistered instances."""
 

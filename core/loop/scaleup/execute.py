@@ -19,7 +19,7 @@ from clusterscaler.interfaces.cloudprovider import (
     InstanceCreationError,
     InstanceErrorClass,
 )
-from clusterscaler.loop.clusterstate import ClusterState, ClusterStateRegistry
+from clusterscaler.loop.clusterstate import ClusterState, ClusterStateTracker
 from clusterscaler.loop.decisions import ScaleUpDecision, ScaleUpFailure, ScaleUpFailureKind
 
 log = structlog.get_logger()
@@ -28,7 +28,7 @@ log = structlog.get_logger()
 def execute_scale_up(
     decisions: Sequence[ScaleUpDecision],
     state: ClusterState,
-    registry: ClusterStateRegistry,
+    state_tracker: ClusterStateTracker,
     now: datetime,
     *,
     dry_run: bool = False,
@@ -70,7 +70,7 @@ def execute_scale_up(
             error_type = describe(exc).type
             # A refusal the provider classifies (a stockout, a quota) backs off as such.
             info = exc.info if isinstance(exc, InstanceCreationError) else None
-            registry.register_failed_scale_up(
+            state_tracker.register_failed_scale_up(
                 d.node_group,
                 now,
                 error_class=(info.error_class if info else InstanceErrorClass.OTHER).value,
@@ -88,7 +88,7 @@ def execute_scale_up(
             )
             errors.append(LoopError(message, error_type))
             continue
-        registry.register_scale_up(g.group, d.delta, now)
+        state_tracker.register_scale_up(g.group, d.delta, now)
         log.info(
             "scale_up",
             node_group=d.node_group,

@@ -17,7 +17,7 @@ from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.loop.clusterstate import (
     NOT_READY_CONDITIONS,
     NOT_READY_TAINTS,
-    ClusterStateRegistry,
+    ClusterStateTracker,
 )
 from clusterscaler.loop.decisions import DeletionKind, UnremovableReason
 from clusterscaler.loop.taints import NODE_CONDITION_TAINTS, TaintConfig, taint_key
@@ -165,8 +165,8 @@ def test_status_taint_is_not_a_startup_taint() -> None:
 )
 def test_taint_flags_name_taints_by_key(flag: str, key: str) -> None:
     assert taint_key(flag) == key
-    registry = ClusterStateRegistry(dataclasses.replace(AutoscalingOptions(), startup_taint=[flag]))
-    assert registry.taints.is_startup(key)
+    tracker = ClusterStateTracker(dataclasses.replace(AutoscalingOptions(), startup_taint=[flag]))
+    assert tracker.taints.is_startup(key)
 
 
 @pytest.mark.parametrize(
@@ -246,7 +246,7 @@ def test_taints_are_counted_by_type_as_ca_reports_them() -> None:
         for i, key in enumerate(taints)
     ]
     h = Harness()
-    state = ClusterStateRegistry(options).update(T0, nodes, h.provider)
+    state = ClusterStateTracker(options).update(T0, nodes, h.provider)
     assert state.taint_counts == {
         "startup-taint": 2,
         "ignore-taint.cluster-autoscaler.kubernetes.io/": 1,

@@ -14,7 +14,7 @@ from clusterscaler.commands.cli import main
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.interfaces.cloudprovider import ConfigurationError, InstanceState
 from clusterscaler.interfaces.providercontext import ProviderContext
-from clusterscaler.loop.clusterstate import ClusterStateRegistry
+from clusterscaler.loop.clusterstate import ClusterStateTracker
 from clusterscaler.model import ClusterObjects, Node, Taint
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.offline.cluster import SimulatedCluster
@@ -218,7 +218,7 @@ def test_adopted_node_is_deleted_through_its_group_and_new_nodes_look_like_it() 
 def test_adopted_nodes_without_provider_id_are_not_unregistered_instances() -> None:
     nodes = [eks_node("g1", "general", provider_id=""), eks_node("g2", "general", provider_id="")]
     provider, _ = make(CONFIG, nodes)
-    state = ClusterStateRegistry(AutoscalingOptions()).update(
+    state = ClusterStateTracker(AutoscalingOptions()).update(
         datetime(2024, 1, 1, 1, tzinfo=UTC), nodes, provider
     )
     general = state.groups["general"]

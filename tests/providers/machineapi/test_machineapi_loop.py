@@ -180,7 +180,7 @@ def test_machines_stuck_provisioning_are_deleted_and_the_group_backs_off(
         assert [(d.node_group, d.ok) for d in result.cleanups] == [(group_id, True)]
         [failure] = [f for f in result.scale_up_failures if f.node_group == group_id]
         assert failure.kind is ScaleUpFailureKind.TIMEOUT
-        assert loop.registry.backoff.active(group_id, now + timedelta(minutes=17)) is not None
+        assert loop.state_tracker.backoff.active(group_id, now + timedelta(minutes=17)) is not None
         # The stuck machine was the one marked for deletion, and replicas went back down.
         machine_obj = kube.get(resource_name(CAPI, "Machine"), stuck["metadata"]["name"], "capi")
         assert machine_obj is not None
@@ -212,7 +212,7 @@ def test_failed_machines_are_deleted_and_the_group_backs_off(
         result = loop.run_once(now)
         [failure] = [f for f in result.scale_up_failures if f.node_group == group_id]
         assert "quota exceeded" in failure.message
-        assert loop.registry.backoff.active(group_id, now) is not None
+        assert loop.state_tracker.backoff.active(group_id, now) is not None
         assert [(d.node_group, d.ok) for d in result.cleanups] == [(group_id, True)]
         assert kube.get(resource_name(CAPI, "MachineSet"), "workers", "capi")["spec"]["replicas"] == 0  # type: ignore[index]
 
