@@ -279,8 +279,9 @@ _TAG_NAMES = st.one_of(
 def tags(module: Any) -> st.SearchStrategy[dict[str, str]]:
     """Tags of a group: template labels, taints, resources and options (names and values
     from the hostile strings), and other tags."""
-    prefixes = [module.LABEL_PREFIX, module.TAINT_PREFIX, module.RESOURCES_PREFIX,
-                module.OPTIONS_PREFIX]
+    scheme = module.SCHEME
+    prefixes = [scheme.label_prefix, scheme.taint_prefix, scheme.resources_prefix,
+                scheme.options_prefix]
     keys = st.one_of(
         st.tuples(st.sampled_from(prefixes), _TAG_NAMES).map("".join), HOSTILE_STRINGS
     )
@@ -300,8 +301,8 @@ def test_group_tags(module: Any, group: str, data: st.DataObject) -> None:
     for error in (*parsed.errors, *option_errors):
         assert group in str(error) and error.tag in given_tags, error
     bad = {error.tag for error in (*parsed.errors, *option_errors)}
-    # Azure tag names spell `/` as `_` (`decode_name`); AWS's are the label names.
-    decode = getattr(module, "decode_name", lambda name: name)
+    # Azure tag names spell `/` as `_` (its scheme's `key`); AWS's are the label names.
+    scheme = module.SCHEME
     for key, value in given_tags.items():
-        if key.startswith(module.LABEL_PREFIX) and key not in bad:
-            assert parsed.labels[decode(key[len(module.LABEL_PREFIX) :])] == value
+        if key.startswith(scheme.label_prefix) and key not in bad:
+            assert parsed.labels[scheme.key(key[len(scheme.label_prefix) :])] == value
