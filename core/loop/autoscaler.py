@@ -58,6 +58,7 @@ from clusterscaler.loop.decisions import (
 from clusterscaler.loop.dra_readiness import mark_unready_dra
 from clusterscaler.loop.expander import build_expander_chain
 from clusterscaler.loop.gpu import gpu_for_metrics
+from clusterscaler.loop.grouptemplates import LISTED_AT_MOST, Template, TemplateCache, upcoming_node
 from clusterscaler.loop.limits import Limits, Totals, node_totals, sum_totals
 from clusterscaler.loop.pending import PendingPods, classify_pending, drop_schedulable
 from clusterscaler.loop.provreq import ProvisioningRequestProcessor
@@ -73,7 +74,6 @@ from clusterscaler.loop.scaleup import (
     plan_min_size_enforcement,
     plan_scale_up,
 )
-from clusterscaler.loop.templates import LISTED_AT_MOST, Template, TemplateCache, upcoming_node
 from clusterscaler.loop.upkeep import ClusterUpkeep
 from clusterscaler.model import GPU_RESOURCE, ClusterObjects, NodeInfo, Pod, gc_paused
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator

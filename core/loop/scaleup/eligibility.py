@@ -15,8 +15,8 @@ from datetime import datetime
 from clusterscaler.interfaces.cloudprovider import CloudProviderError
 from clusterscaler.loop.clusterstate import ClusterState, GroupState
 from clusterscaler.loop.decisions import GroupRejection, NoScaleUpReason
+from clusterscaler.loop.grouptemplates import Template
 from clusterscaler.loop.limits import CPU, MEMORY, NODES
-from clusterscaler.loop.templates import Template
 
 # The reason a limit on a resource gives when it keeps an atomic group from growing.
 _ATOMIC_LIMIT_REASONS = {

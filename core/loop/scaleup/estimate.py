@@ -26,10 +26,10 @@ from clusterscaler.loop.estimator import (
     ThresholdLimiter,
     limits_from_options,
 )
+from clusterscaler.loop.grouptemplates import Template, instantiate
 from clusterscaler.loop.limits import CPU, MEMORY, NODES, Limits, Totals, node_totals
 from clusterscaler.loop.quotas import QuotaTracker
 from clusterscaler.loop.scaleup.eligibility import atomic_increase, atomic_rejection
-from clusterscaler.loop.templates import Template, instantiate
 from clusterscaler.model import NodeInfo, Pod
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
 from clusterscaler.simulator.equivalence import PodGroup

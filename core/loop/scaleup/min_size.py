@@ -8,10 +8,10 @@ from datetime import datetime
 import structlog
 from clusterscaler.loop.clusterstate import ClusterState
 from clusterscaler.loop.decisions import ScaleUpDecision
+from clusterscaler.loop.grouptemplates import Template
 from clusterscaler.loop.limits import Limits, Totals, node_totals
 from clusterscaler.loop.quotas import QuotaTracker
 from clusterscaler.loop.scaleup.eligibility import atomic_increase
-from clusterscaler.loop.templates import Template
 
 log = structlog.get_logger()
 

@@ -20,12 +20,12 @@ from clusterscaler.loop.decisions import (
     ScaleUpResult,
     ScaleUpStatus,
 )
+from clusterscaler.loop.grouptemplates import Template
 from clusterscaler.loop.limits import Limits, Totals, node_totals
 from clusterscaler.loop.quotas import QuotaTracker
 from clusterscaler.loop.scaleup.choose import decide, option_value
 from clusterscaler.loop.scaleup.eligibility import eligible_groups
 from clusterscaler.loop.scaleup.estimate import PodKeys, Rejections, estimate_options
-from clusterscaler.loop.templates import Template
 from clusterscaler.model import Pod
 from clusterscaler.simulator import ClusterSnapshot
 from clusterscaler.simulator.equivalence import PodGroup, group_pods

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 from clusterscaler.loop.decisions import DeletionKind, UnremovableReason
-from clusterscaler.loop.templates import (
+from clusterscaler.loop.grouptemplates import (
     TEMPLATE_NODE_LABEL,
     UPCOMING_NODE_ANNOTATION,
     upcoming_node,

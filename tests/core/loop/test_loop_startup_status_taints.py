@@ -20,8 +20,8 @@ from clusterscaler.loop.clusterstate import (
     ClusterStateTracker,
 )
 from clusterscaler.loop.decisions import DeletionKind, UnremovableReason
+from clusterscaler.loop.grouptemplates import sanitize
 from clusterscaler.loop.taints import NODE_CONDITION_TAINTS, TaintConfig, taint_key
-from clusterscaler.loop.templates import sanitize
 from clusterscaler.model import NodeInfo, Taint
 from clusterscaler.simulator.builders import make_node
 from loopkit import T0, Harness, pending_pod, running_pod

@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.loop.grouptemplates import sanitize
 from clusterscaler.loop.pending import classify_pending, scale_up_delay
-from clusterscaler.loop.templates import sanitize
 from clusterscaler.model import NodeInfo, OwnerRef, Taint
 from clusterscaler.simulator.builders import make_node, make_pod
 from loopkit import Harness, pending_pod, running_pod

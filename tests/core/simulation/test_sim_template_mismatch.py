@@ -14,7 +14,7 @@ import yaml
 from clusterscaler.commands.cli import load_plugins, main
 from clusterscaler.commands.explain import evaluate, explain, render
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.loop.templates import TEMPLATE_MISMATCH, template_mismatch
+from clusterscaler.loop.grouptemplates import TEMPLATE_MISMATCH, template_mismatch
 from clusterscaler.model import ClusterObjects
 from clusterscaler.offline.setup import EMBEDDED_CONFIG_KEY
 from clusterscaler.report.status import status_from_result
