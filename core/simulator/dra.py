@@ -234,6 +234,89 @@ class _NodePools:
     layout_known: bool = False
 
 
+# A copy's allocations as positions: per claim, per device, the request it satisfies, the
+# device's position among the node's devices (pool by pool) and whether for admin access.
+_Pattern = tuple[tuple[tuple[str, int, bool], ...], ...]
+
+
+@dataclass(slots=True)
+class _Layout:
+    """The layout of a node's devices (`DraState._layout`), with where each device is in
+    the node's slices, so that a node whose slices have the same signature (a template's
+    copy) is read from its slices alone."""
+
+    # The layout (None: some devices are not the node's own, or are shared).
+    key: tuple[object, ...] | None
+    # The slices it was found from, kept so that the ids in their signature stay theirs.
+    slices: list[ResourceSlice]
+    # Each device, pool by pool: the index of its slice among the node's and its name.
+    devices: list[tuple[int, str]]
+    # Each pool: the index of its first slice.
+    pool_slices: list[int]
+
+    @classmethod
+    def of(cls, key: tuple[object, ...] | None, local: list[ResourceSlice], entry: _NodePools) -> _Layout:
+        """The layout `key` of a node whose slices are `local`, all its own, and whose
+        pools are `entry`'s."""
+        where = {id(s): i for i, s in enumerate(local)}
+        first: dict[PoolId, int] = {}
+        for i, s in enumerate(local):
+            first.setdefault((s.driver, s.pool.name), i)
+        devices = (
+            [(where[id(c.slice)], c.device.name) for p in entry.pools for c in p.devices]
+            if key is not None
+            else []
+        )
+        return cls(key, local, devices, list(first.values()))
+
+
+@dataclass(slots=True)
+class _Copies:
+    """What `copies_fit` found for copies of claims on a node of a fresh layout: given to
+    the next nodes of that layout by position."""
+
+    # The node's pools it was found on, kept so that the ids in the layout stay unique.
+    entry: _NodePools
+    # Whether the copies ran out before the limit (no more get devices there).
+    exhausted: bool
+    # Each copy's allocations, as positions.
+    patterns: list[_Pattern]
+    # When each copy is one claim given one device without admin access (the fill's
+    # usual copies): each copy's request and device position; None otherwise.
+    single: list[tuple[str, int]] | None
+
+    @classmethod
+    def of(
+        cls, found: Sequence[tuple[Allocation, ...]], entry: _NodePools, limit: int
+    ) -> _Copies:
+        """The copies `found` on the node of `entry`, searched for up to `limit`."""
+        where = {
+            c.device_id: i for i, c in enumerate(c for p in entry.pools for c in p.devices)
+        }
+        patterns = [
+            tuple(
+                tuple(
+                    (r.request, where[(r.driver, r.pool, r.device)], r.admin_access)
+                    for r in allocation.results
+                )
+                for allocation in allocations
+            )
+            for allocations in found
+        ]
+        single = [
+            (results[0][0], results[0][1])
+            for pattern in patterns
+            if len(pattern) == 1 and len(results := pattern[0]) == 1 and not results[0][2]
+        ]
+        return cls(
+            entry, len(found) < limit, patterns, single if len(single) == len(patterns) else None
+        )
+
+    def enough(self, limit: int) -> bool:
+        """Whether they say what `limit` copies get."""
+        return self.exhausted or len(self.patterns) >= limit
+
+
 @dataclass
 class DraState:
     """The DRA objects of a snapshot and the allocations simulated on top of them."""
@@ -289,11 +372,8 @@ class DraState:
     # The node selector of an allocation of devices local to a node, per node.
     _local_selectors: dict[str, tuple[NodeSelectorTerm, ...]] = field(default_factory=dict)
     _plan: _Plan | None = None
-    # The layouts of nodes' devices (`_layout`) by the identity of their slices' parts,
-    # with the slices.
-    _layouts: dict[tuple[object, ...], tuple[list[ResourceSlice], tuple[object, ...] | None]] = (
-        field(default_factory=dict)
-    )
+    # The layouts of nodes' devices (`_layout`) by their slices' signature (`_signature`).
+    _layouts: dict[tuple[object, ...], _Layout] = field(default_factory=dict)
     # The pods the last `claims_alike` found alike, when their claims are one template's.
     _run: _Run | None = None
     # Share ids given to simulated allocations of shared devices.
@@ -301,13 +381,8 @@ class DraState:
     # How many pods the last `_reserve_planned` reserved from the plan.
     _planned_count: int = 0
     # What `copies_fit` found on a node of a fresh layout (`_fresh_layout`), per layout and
-    # claim specs: the entry it was found on (kept, so the ids of the layout stay unique),
-    # whether the copies ran out before the limit, the copies' devices as positions, and
-    # whether each copy is one claim given one device without admin access.
-    _copy_patterns: dict[
-        tuple[object, ...],
-        tuple[_NodePools, bool, list[tuple[tuple[tuple[str, int, int, bool], ...], ...]], bool],
-    ] = field(default_factory=dict)
+    # claim specs (by identity).
+    _copies: dict[tuple[object, ...], _Copies] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -694,52 +769,50 @@ class DraState:
         if isinstance(claims, str) or limit <= 0:
             return 0
         specs = tuple(c.spec for c in claims)
-        entry = self._node_pools(node)
-        if (
-            self._all_held(entry)
-            and all(spec.requests for spec in specs)
-            and not any(r.admin_access for spec in specs for r in spec.requests)
-        ):
-            # No free device at all: no copy gets one (a request asks for one or more, or
-            # for all of the devices its selectors match, each of which must be free).
-            found_all: list[tuple[Allocation, ...]] = []
-            self._plan = _Plan(node.name, specs, found_all, self._version)
-            self._last = None
-            return 0
-        fresh = self._fresh_layout(entry, node)
-        memo_key = None if fresh is None else (fresh, tuple(id(s) for s in specs))
-        known = None if memo_key is None else self._copy_patterns.get(memo_key)
+        spec_ids = tuple(map(id, specs))
         devices: list[DeviceId] | None = None
-        if known is not None and (known[1] or len(known[2]) >= limit):
-            devices = []
-            found_all = self._from_patterns(known[2][:limit], entry, node, devices, known[3])
+        fresh = self._fresh_devices(node)
+        known = None if fresh is None else self._copies.get((fresh[0], spec_ids))
+        if fresh is not None and known is not None and known.enough(limit):
+            # A node of a layout seen before, read from its slices alone.
+            found_all, devices = self._from_copies(known, limit, fresh[1], node.name)
         else:
-            found_all = self._search_copies(claims, node, entry, limit)
-            if memo_key is not None:
-                patterns = [self._pattern(a, entry) for a in found_all]
-                single = all(
-                    len(pattern) == 1 and len(pattern[0]) == 1 and not pattern[0][0][3]
-                    for pattern in patterns
-                )
-                self._copy_patterns[memo_key] = (entry, len(found_all) < limit, patterns, single)
-        self._plan = _Plan(node.name, specs, found_all, self._version, devices=devices or None)
+            entry = self._node_pools(node)
+            if (
+                self._all_held(entry)
+                and all(spec.requests for spec in specs)
+                and not any(r.admin_access for spec in specs for r in spec.requests)
+            ):
+                # No free device at all: no copy gets one (a request asks for one or more,
+                # or for all of the devices its selectors match, each of which must be free).
+                found_all = []
+            else:
+                layout = self._fresh_layout(entry, node)
+                memo_key = None if layout is None else (layout, spec_ids)
+                known = None if memo_key is None else self._copies.get(memo_key)
+                if known is not None and known.enough(limit):
+                    ids = [c.device_id for p in entry.pools for c in p.devices]
+                    found_all, devices = self._from_copies(known, limit, ids, node.name)
+                else:
+                    found_all = self._search_copies(claims, node, entry, limit)
+                    if memo_key is not None:
+                        self._copies[memo_key] = _Copies.of(found_all, entry, limit)
+        self._plan = _Plan(node.name, specs, found_all, self._version, devices=devices)
         # The next pod placed there is answered from the plan, not from an earlier filter.
         self._last = None
         return len(found_all)
 
-    def _first_copy(
-        self, claims: Sequence[PodClaim], entry: _NodePools, node: Node
-    ) -> dict[str, Allocation] | None:
-        """What the search gives `claims` (none allocated) on a node of a fresh layout
-        where `copies_fit` already found copies of claims asking the same; None when it
-        found none there, or the node is not fresh."""
-        fresh = self._fresh_layout(entry, node)
+    def _first_copy(self, claims: Sequence[PodClaim], node: Node) -> dict[str, Allocation] | None:
+        """What the search gives `claims` (none allocated) on a fresh node of a layout
+        seen before, where `copies_fit` already found copies of claims asking the same;
+        None when it found none there, or the node is not such a node."""
+        fresh = self._fresh_devices(node)
         if fresh is None:
             return None
-        known = self._copy_patterns.get((fresh, tuple(id(c.spec) for c in claims)))
-        if known is None or not known[2]:
+        known = self._copies.get((fresh[0], tuple(id(c.spec) for c in claims)))
+        if known is None or not known.patterns:
             return None
-        [allocations] = self._from_patterns(known[2][:1], entry, node)
+        [allocations], _ = self._from_copies(known, 1, fresh[1], node.name)
         return {c.key: a for c, a in zip(claims, allocations, strict=True)}
 
     def _all_held(self, entry: _NodePools) -> bool:
@@ -791,40 +864,68 @@ class DraState:
             return None
         allocated = self.allocated
         for pool in entry.pools:
-            used = self.used_counters.get(pool.pool_id)
-            if used and any(v for counters in used.values() for v in counters.values()):
+            if self._counters_drawn(pool.pool_id):
                 return None
             for c in pool.devices:
                 if c.device_id in allocated:
                     return None
         return entry.layout
 
+    def _fresh_devices(self, node: Node) -> tuple[tuple[object, ...], list[DeviceId]] | None:
+        """`_fresh_layout` for a node whose slices are laid out as those of a node seen
+        before (a template's copies), read from its slices without its pools: the layout
+        and the node's devices in the order of its pools. None when the node is not fresh
+        or its slices' layout was not seen."""
+        local = self.node_slices.get(node.name)
+        if self.shared_slices or not local:
+            return None
+        signature = self._signature(local, node.name)
+        known = None if signature is None else self._layouts.get(signature)
+        if known is None or known.key is None:
+            return None
+        for i in known.pool_slices:
+            s = local[i]
+            if self._counters_drawn((s.driver, s.pool.name)):
+                return None
+        ids = [(local[i].driver, local[i].pool.name, name) for i, name in known.devices]
+        if not self.allocated.keys().isdisjoint(ids):
+            return None
+        return known.key, ids
+
+    def _counters_drawn(self, pool_id: PoolId) -> bool:
+        """Whether allocated devices draw on a shared counter of the pool."""
+        used = self.used_counters.get(pool_id)
+        return used is not None and any(v for counters in used.values() for v in counters.values())
+
+    def _signature(self, local: list[ResourceSlice], node_name: str) -> tuple[object, ...] | None:
+        """What the layout of a node's devices is known by when its slices are all its
+        own: per slice, its pool (by order of first appearance) and the identity of its
+        devices, taints and counters (a template's copies share them), and whether each
+        pool is complete. None when a slice is not the node's own."""
+        pools: dict[PoolId, int] = {}
+        parts = []
+        for s in local:
+            if s.node_name != node_name or s.per_device_node_selection:
+                return None
+            parts.append(
+                (pools.setdefault((s.driver, s.pool.name), len(pools)), id(s.devices),
+                 id(s.device_taints), id(s.device_counters), id(s.shared_counters))
+            )
+        return tuple(parts), tuple(map(self.pool_complete, pools))
+
     def _layout(self, entry: _NodePools, node: Node) -> tuple[object, ...] | None:
         """The layout of the node's devices for `_fresh_layout` (None: some are not its
-        own, or are shared). Slices of one template's copies share their devices, taints
-        and counters: the layout of a node whose slices are, in order and pool for pool,
-        those of a node seen before is that node's, found without a pass over devices."""
+        own, or are shared). The layout of a node whose slices have the signature of a
+        node seen before is that node's, found without a pass over devices."""
         local = entry.local
-        signature: tuple[object, ...] | None = None
-        if local and all(
-            s.node_name == node.name and not s.per_device_node_selection for s in local
-        ):
-            pools: dict[PoolId, int] = {}
-            signature = (
-                tuple(
-                    (pools.setdefault((s.driver, s.pool.name), len(pools)), id(s.devices),
-                     id(s.device_taints), id(s.device_counters), id(s.shared_counters))
-                    for s in local
-                ),
-                tuple(pool.complete for pool in entry.pools),
-            )
+        signature = None if not local else self._signature(local, node.name)
+        if signature is not None:
             known = self._layouts.get(signature)
             if known is not None:
-                return known[1]
+                return known.key
         layout = self._layout_of(entry, node)
         if signature is not None and local is not None:
-            # The slices are kept with it, so that the ids in its key stay theirs.
-            self._layouts[signature] = (local, layout)
+            self._layouts[signature] = _Layout.of(layout, local, entry)
         return layout
 
     def _layout_of(self, entry: _NodePools, node: Node) -> tuple[object, ...] | None:
@@ -844,45 +945,20 @@ class DraState:
             break
         return tuple(layout) if layout else None
 
-    def _pattern(
-        self, allocations: tuple[Allocation, ...], entry: _NodePools
-    ) -> tuple[tuple[tuple[str, int, int, bool], ...], ...]:
-        """Allocations as positions in the node's pools, to be given to another node of
-        the same layout."""
-        where = {
-            c.device_id: (pi, di)
-            for pi, pool in enumerate(entry.pools)
-            for di, c in enumerate(pool.devices)
-        }
-        return tuple(
-            tuple(
-                (r.request, *where[(r.driver, r.pool, r.device)], r.admin_access)
-                for r in allocation.results
-            )
-            for allocation in allocations
-        )
-
-    def _from_patterns(
-        self,
-        patterns: Sequence[tuple[tuple[tuple[str, int, int, bool], ...], ...]],
-        entry: _NodePools,
-        node: Node,
-        devices: list[DeviceId] | None = None,
-        single: bool = False,
-    ) -> list[tuple[Allocation, ...]]:
-        """The allocations of copies given as positions (`_pattern`), on `node`. With
-        `devices`, it is filled with each copy's device when every copy is one claim
-        given one device without admin access (left empty otherwise); `single` says
-        that they all are."""
-        pools = entry.pools
-        if devices is not None and patterns and single:
+    def _from_copies(
+        self, known: _Copies, count: int, ids: Sequence[DeviceId], node_name: str
+    ) -> tuple[list[tuple[Allocation, ...]], list[DeviceId] | None]:
+        """The allocations of the first `count` copies `known` holds, on node `node_name`
+        of their layout whose devices are `ids` (in the order of its pools); with each
+        copy's device when each copy is one claim given one device without admin access
+        (else None)."""
+        # A fresh layout's devices are all local to the node: an allocation of any of
+        # them is pinned to it (`_node_selector`).
+        pinned = self._local_selector(node_name)
+        if known.single is not None:
             # Each copy one claim given one device (the fill's usual copies): in one pass.
-            taken_ids = [pools[pi].devices[di].device_id for (((_, pi, di, _),),) in patterns]
-            # A fresh layout's devices are all local to the node: an allocation of any of
-            # them is pinned to it (`_node_selector`).
-            first = pools[patterns[0][0][0][1]].devices[patterns[0][0][0][2]]
-            pinned = self.node_selector([first], node.name)
-            devices.extend(taken_ids)
+            single = known.single[:count]
+            taken = [ids[i] for _, i in single]
             return [
                 (
                     _new_allocation(
@@ -891,35 +967,22 @@ class DraState:
                         pinned,
                     ),
                 )
-                for (((request, _, _, _),),), (driver, pool, name) in zip(
-                    patterns, taken_ids, strict=True
+                for (request, _), (driver, pool, name) in zip(single, taken, strict=True)
+            ], taken
+        return [
+            tuple(
+                _new_allocation(
+                    _NO_ALLOCATION,
+                    tuple(
+                        _new_device(_NO_DEVICE, request, *ids[i], admin)
+                        for request, i, admin in results
+                    ),
+                    pinned if results else None,
                 )
-            ]
-        term: tuple[NodeSelectorTerm, ...] | None = None
-        found = []
-        ids: list[DeviceId] | None = [] if devices is not None else None
-        for pattern in patterns:
-            out = []
-            for results in pattern:
-                taken = []
-                for request, pi, di, admin in results:
-                    candidate = pools[pi].devices[di]
-                    if term is None:
-                        term = self.node_selector([candidate], node.name)
-                    driver, pool, name = candidate.device_id
-                    taken.append(
-                        _new_device(_NO_DEVICE, request, driver, pool, name, admin)
-                    )
-                    if ids is not None:
-                        if admin or len(pattern) != 1 or len(results) != 1:
-                            ids = None
-                        else:
-                            ids.append(candidate.device_id)
-                out.append(_new_allocation(_NO_ALLOCATION, tuple(taken), term if taken else None))
-            found.append(tuple(out))
-        if devices is not None and ids is not None and len(ids) == len(found):
-            devices.extend(ids)
-        return found
+                for results in pattern
+            )
+            for pattern in known.patterns[:count]
+        ], None
 
     def _allocate(self, pod: Pod, node: Node) -> dict[str, Allocation] | str:
         claims = self.pod_claims(pod)
@@ -938,11 +1001,11 @@ class DraState:
                 todo.append(claim)
         if not todo:
             return {}
-        entry = self._node_pools(node)
-        if self._copy_patterns and len(todo) == len(claims):
-            known = self._first_copy(todo, entry, node)
+        if self._copies and len(todo) == len(claims):
+            known = self._first_copy(todo, node)
             if known is not None:
                 return known
+        entry = self._node_pools(node)
         found = _Search(self, node, todo, entry).run()
         if isinstance(found, str):
             return f"{REASON_DRA}: {found}"
@@ -1031,17 +1094,19 @@ class DraState:
             if not local and first.device.binds_to_node:
                 local = node_name
             if local:
-                known = self._local_selectors.get(local)
-                if known is None:
-                    known = self._local_selectors[local] = (
-                        NodeSelectorTerm(
-                            match_fields=(
-                                NodeSelectorRequirement("metadata.name", "In", (local,)),
-                            )
-                        ),
-                    )
-                return known
+                return self._local_selector(local)
         return _node_selector(chosen, node_name)
+
+    def _local_selector(self, node_name: str) -> tuple[NodeSelectorTerm, ...]:
+        """The node selector of an allocation of devices local to node `node_name`."""
+        known = self._local_selectors.get(node_name)
+        if known is None:
+            known = self._local_selectors[node_name] = (
+                NodeSelectorTerm(
+                    match_fields=(NodeSelectorRequirement("metadata.name", "In", (node_name,)),)
+                ),
+            )
+        return known
 
     def available(self, pool_id: PoolId, set_name: str, counter: str) -> Fraction | None:
         """What the pool's shared counter has left (None: the pool defines no such
@@ -2001,7 +2066,7 @@ def _node_selector(
     return None
 
 
-# Allocations made by the thousand for copies of a pod (`DraState._from_patterns`), as
+# Allocations made by the thousand for copies of a pod (`DraState._from_copies`), as
 # copies of these with the fields that differ set (without `__init__`).
 _NO_DEVICE = AllocatedDevice("", "", "", "")
 _NO_ALLOCATION = Allocation()
