@@ -158,7 +158,7 @@ from clusterscaler.simulator.predicates import (
     volumes_constrain_scheduling,
 )
 from clusterscaler.simulator.snapshot import ClusterSnapshot, SimNodeInfo
-from clusterscaler.simulator.templates import TemplateCopier
+from clusterscaler.simulator.templatecopier import TemplateCopier
 
 __all__ = [
     "BOOL",

@@ -30,7 +30,7 @@ from clusterscaler.model.quantity import format_bytes, format_cpu
 from clusterscaler.model.resources import CPU, PODS, Resources
 from clusterscaler.simulator import pod_matches_node_affinity, tolerates_taints
 from clusterscaler.simulator.dra import template_slices, with_slices
-from clusterscaler.simulator.templates import sanitize_template
+from clusterscaler.simulator.templatecopier import sanitize_template
 
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions

@@ -20,7 +20,7 @@ from clusterscaler.model import (
 from clusterscaler.simulator import check_predicates
 from clusterscaler.simulator.builders import make_node, make_pod
 from clusterscaler.simulator.snapshot import ClusterSnapshot
-from clusterscaler.simulator.templates import TemplateCopier
+from clusterscaler.simulator.templatecopier import TemplateCopier
 
 EBS = "ebs.csi.aws.com"
 LIMIT = "node(s) exceed max volume count"

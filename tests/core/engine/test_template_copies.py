@@ -17,7 +17,7 @@ from clusterscaler.model import (
     Taint,
     field_replacer,
 )
-from clusterscaler.simulator.templates import TemplateCopier, sanitize_template
+from clusterscaler.simulator.templatecopier import TemplateCopier, sanitize_template
 from hypothesis import given
 from hypothesis import strategies as st
 
