@@ -7,10 +7,10 @@ and the cluster's cores, memory and GPU limits. The expander chain picks one opt
 --balance-similar-node-groups spreads its nodes over similar groups. The result is a value;
 `execute_scale_up` makes the provider calls.
 
-The steps, one module each: `eligibility` (which groups may grow at all), `estimate` (how
-many template nodes each group needs, and why pods stay pending), `choose` (the expander
-chain's pick, balanced over similar groups), `plan` (the three together), `min_size`
-(--enforce-node-group-min-size) and `execute` (the provider calls).
+The steps, one module each: `groupeligibility` (which groups may grow at all), `estimate`
+(how many template nodes each group needs, and why pods stay pending), `choose` (the
+expander chain's pick, balanced over similar groups), `plan` (the three together),
+`min_size` (--enforce-node-group-min-size) and `execute` (the provider calls).
 """
 
 from clusterscaler.loop.scaleup.execute import execute_scale_up

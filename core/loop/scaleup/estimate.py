@@ -29,7 +29,7 @@ from clusterscaler.loop.estimator import (
 from clusterscaler.loop.grouptemplates import Template, instantiate
 from clusterscaler.loop.limits import CPU, MEMORY, NODES, Limits, Totals, node_totals
 from clusterscaler.loop.quotas import QuotaTracker
-from clusterscaler.loop.scaleup.eligibility import atomic_increase, atomic_rejection
+from clusterscaler.loop.scaleup.groupeligibility import atomic_increase, atomic_rejection
 from clusterscaler.model import NodeInfo, Pod
 from clusterscaler.simulator import ClusterSnapshot, check_predicates
 from clusterscaler.simulator.equivalence import PodGroup

@@ -11,7 +11,7 @@ from clusterscaler.loop.decisions import ScaleUpDecision
 from clusterscaler.loop.grouptemplates import Template
 from clusterscaler.loop.limits import Limits, Totals, node_totals
 from clusterscaler.loop.quotas import QuotaTracker
-from clusterscaler.loop.scaleup.eligibility import atomic_increase
+from clusterscaler.loop.scaleup.groupeligibility import atomic_increase
 
 log = structlog.get_logger()
 

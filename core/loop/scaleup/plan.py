@@ -24,8 +24,8 @@ from clusterscaler.loop.grouptemplates import Template
 from clusterscaler.loop.limits import Limits, Totals, node_totals
 from clusterscaler.loop.quotas import QuotaTracker
 from clusterscaler.loop.scaleup.choose import decide, option_value
-from clusterscaler.loop.scaleup.eligibility import eligible_groups
 from clusterscaler.loop.scaleup.estimate import PodKeys, Rejections, estimate_options
+from clusterscaler.loop.scaleup.groupeligibility import eligible_groups
 from clusterscaler.model import Pod
 from clusterscaler.simulator import ClusterSnapshot
 from clusterscaler.simulator.equivalence import PodGroup, group_pods
