@@ -42,7 +42,7 @@ from clusterscaler.loop.scaledown.budgets import (
     Selection,
     select_deletions,
 )
-from clusterscaler.loop.scaledown.eligibility import Candidate, check_eligibility
+from clusterscaler.loop.scaledown.nodeeligibility import Candidate, check_eligibility
 from clusterscaler.loop.scaledown.removal import RemovalSimulator, simulate_nodes
 from clusterscaler.loop.scaledown.unneeded import (
     UnneededTimers,
