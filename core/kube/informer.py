@@ -563,6 +563,14 @@ class Informer(Generic[T]):
         opened = self._clock()
         events = 0
         self._response = response
+        if self._stop.is_set():
+            # `stop()` came while the watch was opening: it found no response to shut down,
+            # so the watch would block until the server's next event, minutes on a quiet
+            # cluster. (It sets the flag before it reads the response, and we publish the
+            # response before we read the flag: one of us sees the other.)
+            self._response = None
+            _release(response)
+            return
         self._watching = True
         self._failing = False
         try:
