@@ -579,9 +579,14 @@ def _parse_spread(
     return tuple(out)
 
 
+# Parsed `spec.resourceClaims` by their fields: the pods of a workload share one tuple, so
+# that comparing theirs (equivalence groups, the estimator's alike pods) is by identity.
+_CLAIMS_CACHE: dict[tuple[tuple[str, str, str], ...], tuple[PodResourceClaim, ...]] = {}
+
+
 def _parse_pod_claims(value: Any, obj: str) -> tuple[PodResourceClaim, ...]:
     """`spec.resourceClaims`: each entry names a ResourceClaim or a ResourceClaimTemplate."""
-    out = []
+    out: list[tuple[str, str, str]] = []
     seen: set[str] = set()
     for i, c in enumerate(_list(value, obj, "spec.resourceClaims")):
         f = f"spec.resourceClaims[{i}]"
@@ -607,8 +612,14 @@ def _parse_pod_claims(value: Any, obj: str) -> tuple[PodResourceClaim, ...]:
                 "exactly one of resourceClaimName and resourceClaimTemplateName",
                 {k: v for k, v in c.items() if k != "name"},
             )
-        out.append(PodResourceClaim(name, claim or "", template or ""))
-    return tuple(out)
+        out.append((name, claim or "", template or ""))
+    entries = tuple(out)
+    shared = _CLAIMS_CACHE.get(entries)
+    if shared is None:
+        if len(_CLAIMS_CACHE) > _CACHE_LIMIT:
+            _CLAIMS_CACHE.clear()
+        shared = _CLAIMS_CACHE[entries] = tuple(PodResourceClaim(*e) for e in entries)
+    return shared
 
 
 def _parse_claim_statuses(value: Any, obj: str) -> dict[str, str]:
