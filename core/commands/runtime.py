@@ -29,7 +29,7 @@ from clusterscaler.kube.events import BackgroundEventSink, KubeEventSink
 from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from clusterscaler.kube.provreq import ProvisioningRequestStatusWriter
 from clusterscaler.kube.source import KubeClusterSource
-from clusterscaler.kube.status import KubeStatusWriter
+from clusterscaler.kube.statusconfigmap import KubeStatusWriter
 from clusterscaler.report.events import EventRecorder, ObjectRef, events_for_result
 from clusterscaler.report.metrics import HealthCheck, Metrics, OperationsServer
 from clusterscaler.report.status import initializing_status, status_from_result

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 from clusterscaler.kube.events import KubeEventSink
-from clusterscaler.kube.status import KubeStatusWriter
+from clusterscaler.kube.statusconfigmap import KubeStatusWriter
 from clusterscaler.report import events as ev
 from clusterscaler.report.events import (
     Event,
