@@ -25,7 +25,7 @@ from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.capacitybuffer import CapacityBufferWriter
 from clusterscaler.kube.capacityquota import CapacityQuotaStatusWriter
 from clusterscaler.kube.client import ClientSettings, build_api_client
-from clusterscaler.kube.events import BackgroundEventSink, KubeEventSink
+from clusterscaler.kube.eventwriter import BackgroundEventSink, KubeEventSink
 from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from clusterscaler.kube.provreq import ProvisioningRequestStatusWriter
 from clusterscaler.kube.source import KubeClusterSource

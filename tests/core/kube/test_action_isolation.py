@@ -24,7 +24,7 @@ from clusterscaler.framework.errors import ErrorType
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
 from clusterscaler.interfaces.providercontext import ProviderContext
-from clusterscaler.kube.events import BackgroundEventSink
+from clusterscaler.kube.eventwriter import BackgroundEventSink
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.loop.decisions import LoopResult, NodeDeletion
 from clusterscaler.loop.taints import TO_BE_DELETED_TAINT

@@ -16,7 +16,7 @@ from clusterscaler.commands.cli import load_plugins, parse_autoscaler_args
 from clusterscaler.commands.runtime import KubeRuntime
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.interfaces.providercontext import ProviderContext
-from clusterscaler.kube.events import BackgroundEventSink
+from clusterscaler.kube.eventwriter import BackgroundEventSink
 from clusterscaler.model import Taint, parse_pod
 from clusterscaler.plugins.sim import EMBEDDED_CONFIG_KEY
 from clusterscaler.plugins.sim import build_provider as build_sim_provider

@@ -6,7 +6,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from clusterscaler.kube.events import BackgroundEventSink
+from clusterscaler.kube.eventwriter import BackgroundEventSink
 from clusterscaler.report.events import NORMAL, Event, ObjectRef
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
-from clusterscaler.kube.events import KubeEventSink
+from clusterscaler.kube.eventwriter import KubeEventSink
 from clusterscaler.kube.statusconfigmap import KubeStatusWriter
 from clusterscaler.report import events as ev
 from clusterscaler.report.events import (
