@@ -257,9 +257,9 @@ def run(ctx: CommandContext) -> int:
     )
     from clusterscaler.commands.simulate import quiet_logs
     from clusterscaler.kube.client import KubeConfigError
-    from clusterscaler.offline.cluster import SimulationError
     from clusterscaler.offline.loader import InputError
     from clusterscaler.offline.setup import SIM_PROVIDER
+    from clusterscaler.offline.simulatedcluster import SimulationError
 
     quiet_logs(ctx.options)
     inference: GroupsReport | None = None

@@ -45,7 +45,6 @@ from clusterscaler.offline.cloudgroups import (
     read_provider_groups,
     render_groups,
 )
-from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
 from clusterscaler.offline.inference import Inference, bounds_from
 from clusterscaler.offline.loader import InputError, load_snapshot
 from clusterscaler.offline.runner import (
@@ -72,6 +71,7 @@ from clusterscaler.offline.setup import (
     with_inferred_node_groups,
     without_node_groups,
 )
+from clusterscaler.offline.simulatedcluster import SimulatedCluster, SimulationError
 from clusterscaler.offline.whatif import (
     Change,
     ChangeReport,
@@ -362,7 +362,10 @@ def prepare(
         raise SimulationError(f"{scenario.source}: {exc}{given}") from None
     if provider_groups is not None:
         request_upcoming(provider, provider_groups.upcoming())
-    validate_events(cluster, provider, scenario.events)
+    try:
+        validate_events(cluster, provider, scenario.events)
+    except SimulationError as exc:
+        raise SimulationError(f"{scenario.source}: {exc}") from None
     loop = build_loop(ctx.registry, options, provider, cluster, clock)
     duration = args.duration or scenario.duration or DEFAULT_DURATION
     sim = Simulation(

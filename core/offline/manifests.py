@@ -89,8 +89,8 @@ from clusterscaler.model.provisioning import (
     parse_provisioning_request,
 )
 from clusterscaler.model.yamltext import load_yaml_documents
-from clusterscaler.offline.cluster import SimulatedCluster, SimulationError, controller_key
 from clusterscaler.offline.loader import MAX_COUNT, InputError
+from clusterscaler.offline.simulatedcluster import SimulatedCluster, SimulationError, controller_key
 
 APPLY = "--apply"
 # The DRA kinds, by their index in `SimulatedCluster.dra_objects`.

@@ -20,7 +20,6 @@ from clusterscaler.interfaces.cloudprovider import CloudProvider, CloudProviderE
 from clusterscaler.loop.decisions import DeletionKind, LoopResult, NodeDeletion
 from clusterscaler.model import Node
 from clusterscaler.offline.clock import VirtualClock
-from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
 from clusterscaler.offline.output import Sample, Summary, TimelineRow, pending_stats, plural
 from clusterscaler.offline.scenario import (
     AddPods,
@@ -31,6 +30,7 @@ from clusterscaler.offline.scenario import (
     ScaleWorkload,
     ScenarioEvent,
 )
+from clusterscaler.offline.simulatedcluster import SimulatedCluster, SimulationError
 from clusterscaler.report.logs import stamped_by
 
 log = structlog.get_logger()
@@ -159,7 +159,10 @@ def validate_events(
     for event in events:
         action = event.action
         if isinstance(action, ScaleWorkload):
-            cluster.find_controller(action.workload)
+            try:
+                cluster.find_controller(action.workload)
+            except SimulationError as exc:
+                raise SimulationError(f"event at {event.at} ({event.text}): scale.{exc}") from None
         elif isinstance(action, FailGroup | RecoverGroup) and action.node_group not in groups:
             raise SimulationError(
                 f"event at {event.at} ({event.text}): nodeGroup: expected one of "

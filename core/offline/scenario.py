@@ -37,7 +37,6 @@ from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.options import flag_specs
 from clusterscaler.model import ClusterObjects, ModelError, Pod
 from clusterscaler.model.yamltext import load_yaml
-from clusterscaler.offline.cluster import controller_key
 from clusterscaler.offline.loader import (
     MAX_COUNT,
     InputError,
@@ -46,6 +45,7 @@ from clusterscaler.offline.loader import (
     parse_snapshot_doc,
 )
 from clusterscaler.offline.output import plural
+from clusterscaler.offline.simulatedcluster import controller_key
 
 WORKLOAD_KINDS = ("ReplicaSet", "StatefulSet", "Job")
 _WORKLOAD_API = {"ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}

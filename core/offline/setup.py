@@ -35,10 +35,10 @@ from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError
 from clusterscaler.model import ClusterObjects
 from clusterscaler.model.yamltext import load_yaml
 from clusterscaler.offline.clock import DEFAULT_START, VirtualClock
-from clusterscaler.offline.cluster import SimulatedCluster
 from clusterscaler.offline.inference import Bounds, Inference, infer_node_groups
 from clusterscaler.offline.loader import InputError, snapshot_time
 from clusterscaler.offline.scenario import Scenario
+from clusterscaler.offline.simulatedcluster import SimulatedCluster
 
 SIM_PROVIDER = "sim"
 # The sim provider reads an inline cloud-config from this `options.extra` key.

@@ -26,10 +26,10 @@ from clusterscaler.framework.cluster import EvictionError
 from clusterscaler.interfaces.cloudprovider import CloudProvider, CloudProviderError
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import ClusterObjects, Node
-from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
 from clusterscaler.offline.loader import InputError
 from clusterscaler.offline.manifests import APPLY, apply_file, pdb_status, refresh_pdb
 from clusterscaler.offline.output import plural, render_table
+from clusterscaler.offline.simulatedcluster import SimulatedCluster, SimulationError
 
 SCALE, DRAIN_NODE, REMOVE_NODE_GROUP = "--scale", "--drain-node", "--remove-node-group"
 SCALE_FORM = "<kind>/<namespace>/<name>=<replicas>, kind one of deployment, replicaset, statefulset, replicationcontroller, job"

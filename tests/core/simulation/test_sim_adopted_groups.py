@@ -15,7 +15,7 @@ from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.model import ClusterObjects, Node, OwnerRef
 from clusterscaler.offline.clock import VirtualClock
-from clusterscaler.offline.cluster import SimulatedCluster
+from clusterscaler.offline.simulatedcluster import SimulatedCluster
 from clusterscaler.plugins.sim import EMBEDDED_CONFIG_KEY, build_provider
 from clusterscaler.simulator.builders import make_node, make_pod
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from clusterscaler.commands.cli import main
-from clusterscaler.offline.cluster import SimulatedCluster
 from clusterscaler.offline.loader import InputError, load_snapshot
 from clusterscaler.offline.manifests import apply_file, template_hash
 from clusterscaler.offline.setup import build_cluster
+from clusterscaler.offline.simulatedcluster import SimulatedCluster
 
 ROOT = Path(__file__).resolve().parents[3]
 EKS = str(ROOT / "examples" / "snapshots" / "eks.json")

@@ -16,7 +16,7 @@ from clusterscaler.model import (
     Taint,
 )
 from clusterscaler.offline.clock import VirtualClock
-from clusterscaler.offline.cluster import SimulatedCluster, SimulationError
+from clusterscaler.offline.simulatedcluster import SimulatedCluster, SimulationError
 from clusterscaler.simulator.builders import make_node, make_pod
 
 RS = OwnerRef(kind="ReplicaSet", name="web", uid="rs-web", controller=True)

@@ -7,7 +7,7 @@ import threading
 from clusterscaler.framework.cluster import InMemoryCluster, PodTable
 from clusterscaler.model import ClusterObjects, OwnerRef
 from clusterscaler.offline.clock import VirtualClock
-from clusterscaler.offline.cluster import SimulatedCluster
+from clusterscaler.offline.simulatedcluster import SimulatedCluster
 from clusterscaler.simulator.builders import make_node, make_pod
 from hypothesis import given, settings
 from hypothesis import strategies as st

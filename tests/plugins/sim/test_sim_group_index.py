@@ -14,7 +14,7 @@ from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.loop.taints import TaintConfig
 from clusterscaler.model import ClusterObjects, Node, Taint
 from clusterscaler.offline.clock import VirtualClock
-from clusterscaler.offline.cluster import NodeTable, SimulatedCluster
+from clusterscaler.offline.simulatedcluster import NodeTable, SimulatedCluster
 from clusterscaler.plugins.sim import (
     EMBEDDED_CONFIG_KEY,
     NODE_GROUP_LABEL,

@@ -17,7 +17,7 @@ from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.loop.clusterstate import ClusterStateTracker
 from clusterscaler.model import ClusterObjects, Node, Taint
 from clusterscaler.offline.clock import VirtualClock
-from clusterscaler.offline.cluster import SimulatedCluster
+from clusterscaler.offline.simulatedcluster import SimulatedCluster
 from clusterscaler.plugins.sim import (
     EMBEDDED_CONFIG_KEY,
     NODE_GROUP_LABEL,

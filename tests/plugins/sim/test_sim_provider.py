@@ -18,7 +18,7 @@ from clusterscaler.interfaces.cloudprovider import (
 from clusterscaler.interfaces.providercontext import ProviderContext
 from clusterscaler.model import ClusterObjects, Node, Resources
 from clusterscaler.offline.clock import VirtualClock
-from clusterscaler.offline.cluster import SimulatedCluster
+from clusterscaler.offline.simulatedcluster import SimulatedCluster
 from clusterscaler.plugins.sim import (
     EMBEDDED_CONFIG_KEY,
     NODE_GROUP_LABEL,
