@@ -7,7 +7,7 @@ upstream cluster-proportional-autoscaler does. `clusterscaler proportional calc`
 the same parameters offline.
 
 Modules: `params` (parse and validate), `calculator` (pure replica arithmetic),
-`cluster` (node counting), `controller` (one poll against the API server), `server`
+`clustersize` (node counting), `controller` (one poll against the API server), `server`
 (`/healthz`, `/last-poll`), `cli` (flags and the run loop).
 """
 

@@ -21,7 +21,7 @@ from typing import IO, Any, NoReturn
 import structlog
 from clusterscaler import __version__
 from clusterscaler.proportional.calculator import ClusterSize, compute_replicas
-from clusterscaler.proportional.cluster import LABELS_FORM, parse_node_labels
+from clusterscaler.proportional.clustersize import LABELS_FORM, parse_node_labels
 from clusterscaler.proportional.params import (
     Params,
     ParamsError,

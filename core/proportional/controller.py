@@ -19,7 +19,12 @@ from typing import Any
 import structlog
 from clusterscaler.kube.informer import Informer, ListerSpec
 from clusterscaler.proportional.calculator import ClusterSize, Decision, compute_replicas
-from clusterscaler.proportional.cluster import NodeFacts, count_cluster, label_selector, node_facts
+from clusterscaler.proportional.clustersize import (
+    NodeFacts,
+    count_cluster,
+    label_selector,
+    node_facts,
+)
 from clusterscaler.proportional.params import Params, ParamsError, parse_configmap_data
 from clusterscaler.proportional.targets import Target
 from kubernetes import client as k8s

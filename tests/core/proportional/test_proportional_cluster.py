@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from clusterscaler.model.quantity import QuantityError
 from clusterscaler.proportional.calculator import ClusterSize
-from clusterscaler.proportional.cluster import (
+from clusterscaler.proportional.clustersize import (
     count_cluster,
     is_schedulable,
     label_selector,
