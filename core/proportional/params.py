@@ -43,10 +43,13 @@ class ParamsError(ValueError):
     def __init__(self, key: str, message: str) -> None:
         # A key is the user's text (an unknown mode's name): clipped in the message, whole on
         # the error.
-        shown = key if len(key) <= 120 else f"{key[:80]}... ({len(key)} characters)"
-        super().__init__(f"{shown}: {message}")
+        super().__init__(f"{_shown(key)}: {message}")
         self.key = key
         self.message = message
+
+
+def _shown(key: str) -> str:
+    return key if len(key) <= 120 else f"{key[:80]}... ({len(key)} characters)"
 
 
 @dataclass(frozen=True)
@@ -261,7 +264,10 @@ def _parse_mode(mode: str, value: Any) -> Params:
 
 def _single_mode(keys: list[str], where: str) -> str:
     if len(keys) != 1:
-        got = ", ".join(sorted(keys)) if keys else "no keys"
+        # The keys are the user's text: each clipped, and a few of many named.
+        named = ", ".join(_shown(key) for key in sorted(keys)[:5])
+        more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
+        got = f"{named}{more}" if keys else "no keys"
         raise ParamsError(where, f"expected exactly one key, {LINEAR} or {LADDER}, got {got}")
     return keys[0]
 

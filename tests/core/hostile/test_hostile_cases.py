@@ -435,6 +435,39 @@ def test_an_unknown_proportional_mode_of_5000_characters_is_clipped_in_the_messa
     assert len(str(caught.value)) < 300
 
 
+def test_proportional_params_of_many_long_keys_are_refused_in_a_line() -> None:
+    """Two keys, one of 5,000 digits, were listed whole: a 5,114-character error line."""
+    from clusterscaler.proportional.params import ParamsError, parse_params_document
+
+    with pytest.raises(ParamsError) as caught:
+        parse_params_document(json.dumps({"": None, "9" * 5_000: None}))
+    assert "expected exactly one key, linear or ladder, got , 999" in str(caught.value)
+    assert "(5000 characters)" in str(caught.value)
+    assert len(str(caught.value)) < 300
+    with pytest.raises(ParamsError) as many:
+        parse_params_document(json.dumps({f"k{i:03}": None for i in range(100)}))
+    assert str(many.value).endswith("got k000, k001, k002, k003, k004 and 95 more")
+
+
+def test_a_scenario_event_scaling_a_workload_it_lacks_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """burst-scale-up.yaml without its workloads: the error named the event's workload but
+    neither the file nor the event."""
+    doc = load_yaml((EXAMPLES / "scenarios" / "burst-scale-up.yaml").read_text())
+    assert isinstance(doc, dict)
+    del doc["workloads"]
+    doc["cloudConfig"] = str(EXAMPLES / "cloud-configs" / "general.yaml")
+    path = tmp_path / "input.yaml"
+    path.write_text(json.dumps(doc))
+    assert main(["simulate", str(path), "--once", "--json"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error == (
+        f"clusterscaler simulate: error: {path}: event at 0:01:00 (scale default/web to 40 "
+        "replicas): scale.workload 'default/web': no such controller; expected one of: (none)"
+    )
+
+
 @pytest.mark.parametrize(
     ("path", "field"),
     [(("spec", "providerID"), "spec.providerID"), (("metadata", "uid"), "metadata.uid"),

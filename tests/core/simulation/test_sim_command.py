@@ -271,8 +271,12 @@ def test_spot_outage_backs_off_and_falls_back_to_on_demand(capsys: pytest.Captur
 @pytest.mark.parametrize(
     ("event", "message"),
     [
-        ("{at: 1m, scale: {workload: default/nope, replicas: 3}}", "workload 'default/nope': no such controller"),
-        ("{at: 1m, failGroup: {nodeGroup: nope}}", "nodeGroup: expected one of general, got 'nope'"),
+        ("{at: 1m, scale: {workload: default/nope, replicas: 3}}",
+         "event at 0:01:00 (scale default/nope to 3 replicas): scale.workload 'default/nope': "
+         "no such controller"),
+        ("{at: 1m, failGroup: {nodeGroup: nope}}",
+         "event at 0:01:00 (nope fails to provision (OutOfCapacity)): nodeGroup: expected one of "
+         "general, got 'nope'"),
     ],
     ids=["unknown-workload", "unknown-group"],
 )
@@ -283,7 +287,8 @@ def test_events_that_can_never_apply_are_bad_input(
     path.write_text(f"cloudConfig: {GENERAL}\nevents: [{event}]\n")
     code, _, err = cli(capsys, "simulate", str(path))
     assert code == 2
-    assert message in err
+    # The error names the file and the event.
+    assert f"error: {path}: {message}" in err, err
 
 
 def test_events_on_missing_pods_show_in_the_timeline(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
