@@ -90,18 +90,19 @@ def _probe(path: str) -> dict[str, Any]:
     }
 
 
-def _same_app(labels: dict[str, str], topology_key: str) -> dict[str, Any]:
-    return {"labelSelector": {"matchLabels": labels}, "topologyKey": topology_key}
+def _term(app: str, topology_key: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": topology_key}
 
 
-def _affinity(workload: Workload, labels: dict[str, str]) -> dict[str, Any]:
+def _affinity(workload: Workload) -> dict[str, Any]:
     """The OS node affinity and the preferred anti-affinity on the hostname every pod has,
     and the Workload's required pod affinity and anti-affinity."""
     anti: dict[str, Any] = {"preferredDuringSchedulingIgnoredDuringExecution": [{
-        "weight": 100, "podAffinityTerm": _same_app(labels, HOSTNAME_LABEL)}]}
+        "weight": 100, "podAffinityTerm": _term(workload.name, HOSTNAME_LABEL)}]}
     if workload.anti_affinity is not None:
+        term = workload.anti_affinity
         anti["requiredDuringSchedulingIgnoredDuringExecution"] = [
-            _same_app(labels, workload.anti_affinity)]
+            _term(term.app, term.topology_key)]
     affinity: dict[str, Any] = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [
@@ -109,8 +110,9 @@ def _affinity(workload: Workload, labels: dict[str, str]) -> dict[str, Any]:
         "podAntiAffinity": anti,
     }
     if workload.affinity is not None:
+        term = workload.affinity
         affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
-            _same_app(labels, workload.affinity)]}
+            _term(term.app, term.topology_key)]}
     return affinity
 
 
@@ -168,7 +170,7 @@ def deployment(namespace: str, workload: Workload) -> dict[str, Any]:
         ],
         "tolerations": [KWOK_TOLERATION],
         "terminationGracePeriodSeconds": 30,
-        "affinity": _affinity(workload, labels),
+        "affinity": _affinity(workload),
     }
     if workload.spread is not None:
         spec["topologySpreadConstraints"] = [{

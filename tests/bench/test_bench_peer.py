@@ -469,24 +469,25 @@ def _pod_spec(objects: list[dict[str, object]], name: str) -> dict[str, Any]:
     return spec
 
 
-def test_affinity_mix_constrains_each_deployment_by_its_own_pods() -> None:
+def test_affinity_mix_constrains_pods_by_other_pods_in_their_zone() -> None:
     scenario = SCENARIOS["affinity-mix"]
     assert scenario.kind == "scale-up" and scenario.pods == 530
     objects = workload_objects(scenario)
-    same = {"matchLabels": {"app": "cache"}}
+    zone = "topology.kubernetes.io/zone"
     cache = _pod_spec(objects, "cache")
     assert cache["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
-        {"labelSelector": same, "topologyKey": "kubernetes.io/hostname"}]
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": zone}]
+    assert cache["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0][
+        "podAffinityTerm"]["labelSelector"] == {"matchLabels": {"app": "cache"}}
     assert "podAffinity" not in cache["affinity"] and "topologySpreadConstraints" not in cache
     web = _pod_spec(objects, "web")
     assert web["topologySpreadConstraints"] == [{
-        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+        "maxSkew": 1, "topologyKey": zone,
         "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]
     assert "requiredDuringSchedulingIgnoredDuringExecution" not in web["affinity"]["podAntiAffinity"]
     worker = _pod_spec(objects, "worker")
     assert worker["affinity"]["podAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": "worker"}},
-         "topologyKey": "topology.kubernetes.io/zone"}]}
+        {"labelSelector": {"matchLabels": {"app": "worker"}}, "topologyKey": zone}]}
     # The plain scale-up rows keep no constraint beyond the preferred anti-affinity.
     for o in workload_objects(SCENARIOS["scale-up-1k"]):
         if o["kind"] == "Deployment":
@@ -495,6 +496,22 @@ def test_affinity_mix_constrains_each_deployment_by_its_own_pods() -> None:
             assert set(spec["affinity"]["podAntiAffinity"]) == {
                 "preferredDuringSchedulingIgnoredDuringExecution"}
             assert "topologySpreadConstraints" not in spec
+
+
+KUBE_PROXY_M = 100  # the pod upstream's kwok templates carry (cloudprovider.BuildKubeProxy)
+
+
+def test_affinity_mix_fills_a_node_alike_with_or_without_kube_proxy() -> None:
+    """A node holds as many pods of each Deployment as upstream's kwok template does with
+    its 100m kube-proxy pod, so that quirk cannot decide the node counts."""
+    scenario = SCENARIOS["affinity-mix"]
+    for w in scenario.workloads:
+        assert w.pool is not None
+        cpu_m = scenario.group(w.pool).cpu * 1000
+        assert cpu_m // w.pod_cpu_m == (cpu_m - KUBE_PROXY_M) // w.pod_cpu_m, w
+    # scale-up-1k's web pods are the ones it decides: 16 a node, 15 beside kube-proxy.
+    (web,) = [w for w in SCENARIOS["scale-up-1k"].workloads if w.name == "web"]
+    assert (8000 // web.pod_cpu_m, (8000 - KUBE_PROXY_M) // web.pod_cpu_m) == (16, 15)
 
 
 def test_affinity_mix_templates_carry_their_zone() -> None:
