@@ -391,6 +391,7 @@ def test_scale_down_scenario_empties_four_nodes_in_five() -> None:
     assert scenario.expect_removed == 800
     assert "--scale-down-unneeded-time=30s" in scenario.flags
     assert "--scale-down-delay-after-add=30s" in scenario.flags
+    assert "--node-delete-delay-after-taint=0s" in scenario.flags
     assert "--scan-interval=1s" in scenario.flags
 
 
