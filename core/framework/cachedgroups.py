@@ -4,15 +4,15 @@ A provider reads its cloud once per refresh into records, one per node group, an
 out node group objects that read the current record on each call: a group that left the
 cache (deleted, no longer discovered) raises `NodeGroupNotFoundError` naming it instead of
 answering with stale sizes. `CachedNodeGroup` is that object's common part (the record
-lookup, the limits) and `NodeGroupMemo` keeps one object per group, so that the core may
-compare groups by identity between loops.
+lookup, the limits, the debug line) and `NodeGroupMemo` keeps one object per group, so
+that the core may compare groups by identity between loops.
 """
 
 from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, TypeVar
 
 from clusterscaler.interfaces.cloudprovider import GroupRecord, NodeGroupNotFoundError
@@ -55,6 +55,42 @@ class CachedNodeGroup(abc.ABC, Generic[R]):
     @property
     def max_size(self) -> int:
         return self.record().max_size
+
+    @property
+    @abc.abstractmethod
+    def id(self) -> str:
+        """The group's id, as the core and the status ConfigMap name it."""
+
+    @abc.abstractmethod
+    def target_size(self) -> int:
+        """The group's target size, from its record."""
+
+    def debug(self) -> str:
+        """`<id> (<min>:<max>, target <size><details>)` and the first of the group's
+        problems, or `<id> (<gone_reason>)` once its record is gone."""
+        record = self.lookup()
+        if record is None:
+            return f"{self.id} ({self.gone_reason})"
+        text = (
+            f"{self.id} ({record.min_size}:{record.max_size}, target {self.target_size()}"
+            f"{self.debug_details(record)})"
+        )
+        problems = self.debug_problems(record)
+        if problems:
+            # Bad tags are otherwise only in the logs; status readers see them here.
+            text += f"; {len(problems)} problem(s): {problems[0]}"
+        return text
+
+    def debug_details(self, record: R) -> str:
+        """What the cloud adds after the target in `debug()` (`, Standard_D4s_v3`)."""
+        return ""
+
+    def debug_problems(self, record: R) -> Sequence[object]:
+        """What is wrong with the group in `record` (bad tags), for `debug()`."""
+        return ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.id!r})"
 
 
 class NodeGroupMemo(Generic[K, G]):

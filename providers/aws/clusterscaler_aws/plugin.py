@@ -12,17 +12,11 @@ from clusterscaler.api import (
     add_bool_flag,
     cloud_provider_hook,
     hookimpl,
-    node_group_flags,
 )
 
 from clusterscaler_aws import PROVIDER_NAME
 from clusterscaler_aws.cloud_config import CloudConfig, load_cloud_config, resolve_region
-from clusterscaler_aws.specs import (
-    DiscoverySpec,
-    NodeGroupSpec,
-    parse_discovery_specs,
-    parse_node_group_specs,
-)
+from clusterscaler_aws.specs import DiscoverySpec, NodeGroupSpec, node_group_specs
 
 if TYPE_CHECKING:
     # The provider's modules are imported when it is built: this module is loaded for
@@ -63,10 +57,7 @@ def settings_from_options(options: AutoscalingOptions) -> AwsSettings:
     """`--nodes`, `--node-group-auto-discovery`, `--cloud-config` (read and parsed), the
     region and `--aws-use-static-instance-list`; `ConfigurationError` naming the flag, the
     value and the expected form when one is wrong."""
-    explicit, discovery = node_group_flags(
-        options, "aws", parse_node_group_specs, parse_discovery_specs,
-        nodes_form="<min>:<max>:<asg-name>", discovery_form="asg:tag=<key>[=<value>],...",
-    )
+    explicit, discovery = node_group_specs(options)
     cloud_config = load_cloud_config(options.cloud_config)
     return AwsSettings(
         explicit=explicit,

@@ -180,18 +180,8 @@ class AwsNodeGroup(CachedNodeGroup[AsgRecord]):
         # Only the overrides of the tags: the core lays them over the flags.
         return self.record().options
 
-    def debug(self) -> str:
-        record = self._provider.cache.get(self._name)
-        if record is None:
-            return f"{self._name} (gone)"
-        text = f"{self._name} ({record.min_size}:{record.max_size}, target {record.desired})"
-        if record.errors:
-            # Bad tags are otherwise only in the logs; status readers see them here.
-            text += f"; {len(record.errors)} problem(s): {record.errors[0]}"
-        return text
-
-    def __repr__(self) -> str:
-        return f"AwsNodeGroup({self._name!r})"
+    def debug_problems(self, record: AsgRecord) -> Sequence[object]:
+        return record.errors
 
 
 class AwsCloudProvider(ProviderDefaults):

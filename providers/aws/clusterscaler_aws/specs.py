@@ -12,16 +12,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from clusterscaler.api import (
     ConfigurationError,
     discovery_params,
+    node_group_flags,
     parse_nodes_spec,
     parse_nodes_specs,
 )
 
 # The `--nodes` entry of the provider kit, under the name the provider's modules use.
 from clusterscaler.api import NodeGroupSpec as NodeGroupSpec
+
+if TYPE_CHECKING:
+    from clusterscaler.api import AutoscalingOptions
 
 NODES_FORM = "<min>:<max>:<asg-name> with 0 <= min <= max, e.g. 1:10:my-asg"
 DISCOVERY_FORM = (
@@ -94,3 +99,11 @@ def parse_node_group_specs(values: Iterable[str]) -> list[NodeGroupSpec]:
 
 def parse_discovery_specs(values: Iterable[str]) -> list[DiscoverySpec]:
     return [parse_discovery_spec(v) for v in values]
+
+
+def node_group_specs(options: AutoscalingOptions) -> tuple[list[NodeGroupSpec], list[DiscoverySpec]]:
+    """`--nodes` and `--node-group-auto-discovery`, parsed; one of them must name a group."""
+    return node_group_flags(
+        options, "aws", parse_node_group_specs, parse_discovery_specs,
+        nodes_form="<min>:<max>:<asg-name>", discovery_form="asg:tag=<key>[=<value>],...",
+    )

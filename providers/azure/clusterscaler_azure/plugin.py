@@ -14,17 +14,11 @@ from clusterscaler.api import (
     AutoscalingOptions,
     ProviderContext,
     cloud_provider_hook,
-    node_group_flags,
 )
 
 from clusterscaler_azure import PROVIDER_NAME
 from clusterscaler_azure.config import AzureConfig, load_config
-from clusterscaler_azure.specs import (
-    DiscoverySpec,
-    NodeGroupSpec,
-    parse_discovery_specs,
-    parse_node_group_specs,
-)
+from clusterscaler_azure.specs import DiscoverySpec, NodeGroupSpec, node_group_specs
 
 if TYPE_CHECKING:
     # The provider's modules are imported when it is built: this module is loaded for
@@ -48,10 +42,7 @@ def settings_from_options(options: AutoscalingOptions) -> AzureSettings:
     """`--nodes`, `--node-group-auto-discovery` and `--cloud-config` (read, merged with the
     environment and validated); `ConfigurationError` naming the flag or field, the value and
     the expected form when one is wrong."""
-    explicit, discovery = node_group_flags(
-        options, "azure", parse_node_group_specs, parse_discovery_specs,
-        nodes_form="<min>:<max>:<vmss-name>", discovery_form="label:<tag>=<value>[,...]",
-    )
+    explicit, discovery = node_group_specs(options)
     return AzureSettings(
         explicit=explicit, discovery=discovery, config=load_config(options.cloud_config)
     )

@@ -269,18 +269,11 @@ class AzureNodeGroup(CachedNodeGroup[VmssRecord]):
         # Only the overrides of the tags: the core lays them over the flags.
         return self.record().options
 
-    def debug(self) -> str:
-        record = self._cache.get(self._name)
-        if record is None:
-            return f"{self._name} (gone)"
-        text = (f"{self._name} ({record.min_size}:{record.max_size}, target "
-                f"{self._cache.target(self._name)}, {record.description.sku_name})")
-        if record.problems:
-            text += f"; {len(record.problems)} problem(s): {record.problems[0]}"
-        return text
+    def debug_details(self, record: VmssRecord) -> str:
+        return f", {record.description.sku_name}"
 
-    def __repr__(self) -> str:
-        return f"AzureNodeGroup({self._name!r})"
+    def debug_problems(self, record: VmssRecord) -> Sequence[object]:
+        return record.problems
 
 
 class AzureCloudProvider(ProviderDefaults):

@@ -13,16 +13,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from clusterscaler.api import (
     ConfigurationError,
     discovery_params,
+    node_group_flags,
     parse_nodes_spec,
     parse_nodes_specs,
 )
 
 # The `--nodes` entry of the provider kit, under the name the provider's modules use.
 from clusterscaler.api import NodeGroupSpec as NodeGroupSpec
+
+if TYPE_CHECKING:
+    from clusterscaler.api import AutoscalingOptions
 
 NODES_FORM = "<min>:<max>:<vmss-name> with 0 <= min <= max and max >= 1, e.g. 0:10:aks-pool-12345678-vmss"
 DISCOVERY_FORM = (
@@ -175,3 +180,11 @@ def limits_from_tags(
             f"VMSS {vmss!r}: tags min={min_size} and max={max_size}: expected min <= max"
         )
     return min_size, max_size
+
+
+def node_group_specs(options: AutoscalingOptions) -> tuple[list[NodeGroupSpec], list[DiscoverySpec]]:
+    """`--nodes` and `--node-group-auto-discovery`, parsed; one of them must name a group."""
+    return node_group_flags(
+        options, "azure", parse_node_group_specs, parse_discovery_specs,
+        nodes_form="<min>:<max>:<vmss-name>", discovery_form="label:<tag>=<value>[,...]",
+    )

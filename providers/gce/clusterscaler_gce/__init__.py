@@ -7,3 +7,7 @@ Google SDK, so that commands which never build a `gce` provider stay fast.
 """
 
 from __future__ import annotations
+
+PROVIDER_NAME = "gce"
+
+__all__ = ["PROVIDER_NAME"]

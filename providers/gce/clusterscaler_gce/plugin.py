@@ -21,29 +21,23 @@ from clusterscaler.api import (
     ProviderContext,
     cloud_provider_hook,
     hookimpl,
-    node_group_flags,
     parse_duration,
 )
 
+from clusterscaler_gce import PROVIDER_NAME
 from clusterscaler_gce.cloud_config import (
     CloudConfig,
     Location,
     load_cloud_config,
     resolve_location,
 )
-from clusterscaler_gce.specs import (
-    DiscoverySpec,
-    NodeGroupSpec,
-    parse_discovery_specs,
-    parse_node_group_specs,
-)
+from clusterscaler_gce.specs import DiscoverySpec, NodeGroupSpec, node_group_specs
 
 if TYPE_CHECKING:
     from clusterscaler_gce.provider import GceCloudProvider
 
 log = structlog.get_logger()
 
-PROVIDER_NAME = "gce"
 CONCURRENT_REFRESHES_FLAG = "--gce-concurrent-refreshes"
 CONCURRENT_REFRESHES_DEST = "gce_concurrent_refreshes"
 MIN_REFRESH_WAIT_FLAG = "--gce-mig-instances-min-refresh-wait-time"
@@ -104,10 +98,7 @@ class GceSettings:
 def settings_from_options(options: AutoscalingOptions) -> GceSettings:
     """`--nodes`, `--node-group-auto-discovery`, `--cloud-config` (read and parsed) and the
     GCE flags; `ConfigurationError` naming the flag, the value and the expected form."""
-    explicit, discovery = node_group_flags(
-        options, "gce", parse_node_group_specs, parse_discovery_specs,
-        nodes_form="<min>:<max>:<MIG>", discovery_form="mig:namePrefix=<prefix>,min=<n>,max=<m>",
-    )
+    explicit, discovery = node_group_specs(options)
     extra = _extra(options)
     concurrent = extra.get(CONCURRENT_REFRESHES_DEST, DEFAULT_CONCURRENT_REFRESHES)
     wait = extra.get(MIN_REFRESH_WAIT_DEST, DEFAULT_MIN_REFRESH_WAIT)

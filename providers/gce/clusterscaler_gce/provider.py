@@ -30,6 +30,7 @@ from clusterscaler.api import (
     checked_increase,
 )
 
+from clusterscaler_gce import PROVIDER_NAME
 from clusterscaler_gce.compute import ComputeService, chunks
 from clusterscaler_gce.machine_types import MachineTypeCatalogue
 from clusterscaler_gce.mig_cache import MigCache, MigRecord
@@ -39,7 +40,6 @@ from clusterscaler_gce.template import GPU_LABEL, TemplateInput, build_template_
 
 log = structlog.get_logger()
 
-PROVIDER_NAME = "gce"
 # deleteInstances takes at most 1000 instances per call.
 DELETE_BATCH = 1000
 # "Does this instance still exist" is reused for a minute.
@@ -164,15 +164,6 @@ class GceNodeGroup(CachedNodeGroup[MigRecord]):
             for f in fields(NodeGroupOptions)
         }
         return NodeGroupOptions(**merged)
-
-    def debug(self) -> str:
-        record = self._provider.cache.get(self.ref)
-        if record is None:
-            return f"{self.ref} (not readable)"
-        return f"{self.ref} ({record.min_size}:{record.max_size}, target {record.target_size})"
-
-    def __repr__(self) -> str:
-        return f"GceNodeGroup({str(self.ref)!r})"
 
 
 class GceCloudProvider(ProviderDefaults):

@@ -11,13 +11,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from clusterscaler.api import (
     ConfigurationError,
     check_nodes_limits,
     discovery_params,
+    node_group_flags,
     parse_nodes_specs,
 )
+
+if TYPE_CHECKING:
+    from clusterscaler.api import AutoscalingOptions
 
 from clusterscaler_gce.refs import MIG_FORM, MigRef, parse_mig
 
@@ -123,3 +128,11 @@ def parse_node_group_specs(values: Iterable[str]) -> list[NodeGroupSpec]:
 
 def parse_discovery_specs(values: Iterable[str]) -> list[DiscoverySpec]:
     return [parse_discovery_spec(v) for v in values]
+
+
+def node_group_specs(options: AutoscalingOptions) -> tuple[list[NodeGroupSpec], list[DiscoverySpec]]:
+    """`--nodes` and `--node-group-auto-discovery`, parsed; one of them must name a group."""
+    return node_group_flags(
+        options, "gce", parse_node_group_specs, parse_discovery_specs,
+        nodes_form="<min>:<max>:<MIG>", discovery_form="mig:namePrefix=<prefix>,min=<n>,max=<m>",
+    )
