@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import structlog
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
 from clusterscaler.loop.autoscaler import Autoscaler, build_estimator, build_expander

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.cluster import ClusterActions
+from clusterscaler.framework.clusteractions import ClusterActions
 from clusterscaler.framework.dryrun import GuardedCloudProvider, WriteGuard, dry_run_guard
 from clusterscaler.framework.errors import ErrorType, LoopAbortedError, describe
 from clusterscaler.interfaces.cloudprovider import CloudProvider, CloudProviderError

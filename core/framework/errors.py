@@ -22,7 +22,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from clusterscaler.framework.cluster import EvictionError, NodeNotFoundError
+from clusterscaler.framework.clusteractions import EvictionError, NodeNotFoundError
 from clusterscaler.interfaces.cloudprovider import (
     CloudProviderError,
     ConfigurationError,

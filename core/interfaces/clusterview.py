@@ -2,9 +2,9 @@
 
 `ClusterSource.snapshot()` returns every modelled object at one moment: the Kubernetes
 caches (`clusterscaler.kube.source`) and the in-memory cluster of tests and `clusterscaler
-simulate` (`clusterscaler.framework.cluster.InMemoryCluster`) are both one. `Clock` is the
-time the loop, the actuator and a provider's throttles read: the wall clock in a cluster, a
-virtual one offline.
+simulate` (`clusterscaler.framework.inmemorycluster.InMemoryCluster`) are both one. `Clock`
+is the time the loop, the actuator and a provider's throttles read: the wall clock in a
+cluster, a virtual one offline.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 import urllib3
-from clusterscaler.framework.cluster import EvictionError, NodeNotFoundError
+from clusterscaler.framework.clusteractions import EvictionError, NodeNotFoundError
 from clusterscaler.framework.errors import ErrorType, describe
 from clusterscaler.model import Node, Pod, Taint, parse_node, parse_pod
 from kubernetes import client as k8s

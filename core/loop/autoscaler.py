@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
-from clusterscaler.framework.cluster import ClusterActions, StaleSource, SystemClock
+from clusterscaler.framework.clusteractions import ClusterActions, StaleSource, SystemClock
 from clusterscaler.framework.errors import LoopError, describe
 from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,

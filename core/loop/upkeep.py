@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 import structlog
-from clusterscaler.framework.cluster import ClusterActions
+from clusterscaler.framework.clusteractions import ClusterActions
 from clusterscaler.framework.errors import LoopError, describe
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.interfaces.cloudprovider import CloudProviderError, NodeGroup, delete_nodes

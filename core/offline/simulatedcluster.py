@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.framework.schedulerconfig import SchedulerConfig
 from clusterscaler.interfaces.cloudprovider import (
     CloudProvider,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clusterscaler.framework.cluster import EvictionError
+from clusterscaler.framework.clusteractions import EvictionError
 from clusterscaler.interfaces.cloudprovider import CloudProvider, CloudProviderError
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import ClusterObjects, Node

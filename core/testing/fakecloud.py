@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar, overload
 
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.interfaces.cloudprovider import (
     CloudProviderError,
     Instance,

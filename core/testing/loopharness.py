@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.interfaces.registry import Registry
 from clusterscaler.loop.autoscaler import Autoscaler

@@ -40,7 +40,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.cluster import ClusterActions, EvictionError, NodeNotFoundError
+from clusterscaler.framework.clusteractions import ClusterActions, EvictionError, NodeNotFoundError
 from clusterscaler.framework.errors import (
     ErrorInfo,
     ErrorType,

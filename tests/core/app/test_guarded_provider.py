@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 from clusterscaler.commands.run import LeadershipLostError, leader_guard
-from clusterscaler.framework.cluster import InMemoryCluster
 from clusterscaler.framework.dryrun import GuardedCloudProvider, dry_run_guard
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.interfaces.cloudprovider import ProviderProblem, provider_problems
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.testing.fakecloud import FakeCloud

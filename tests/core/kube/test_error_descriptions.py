@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from clusterscaler.commands.run import run_loop
 from clusterscaler.commands.runtime import KubeRuntime
-from clusterscaler.framework.cluster import EvictionError, NodeNotFoundError
+from clusterscaler.framework.clusteractions import EvictionError, NodeNotFoundError
 from clusterscaler.framework.errors import (
     ErrorInfo,
     ErrorType,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from clusterscaler.framework.cluster import ClusterActions, EvictionError, NodeNotFoundError
+from clusterscaler.framework.clusteractions import ClusterActions, EvictionError, NodeNotFoundError
 from clusterscaler.kube.actions import ConflictRetriesExhaustedError, KubeClusterActions
 from clusterscaler.model import Pod, Taint, parse_pod
 

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clusterscaler.framework.cluster import ClusterActions, InMemoryCluster
+from clusterscaler.framework.clusteractions import ClusterActions
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
 from clusterscaler.interfaces.clusterview import ClusterSource

@@ -7,8 +7,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
+from clusterscaler.framework.clusteractions import EvictionError
 from clusterscaler.framework.errors import ErrorType, LoopAbortedError, error_type_of
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.loop.taints import DELETION_CANDIDATE_TAINT, TO_BE_DELETED_TAINT
 from clusterscaler.model import Pod, Taint
 from clusterscaler.report.metrics import Metrics

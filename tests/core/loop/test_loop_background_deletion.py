@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 from clusterscaler.commands.run import finish_deletions
-from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
+from clusterscaler.framework.clusteractions import EvictionError
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.loop.decisions import (
     DeletionKind,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.loop.decisions import LoopResult, ScaleDownStatus, ScaleUpStatus
 from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import MIRROR_POD_ANNOTATION, OwnerRef, Pod, Taint

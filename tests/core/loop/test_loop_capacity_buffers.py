@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.loop.capacitybuffers import BufferResult, is_buffer_pod
 from clusterscaler.loop.decisions import LoopResult
 from clusterscaler.model import ClusterObjects, Controller, OwnerRef

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.loop.decisions import NoScaleUpReason, ScaleUpStatus
 from clusterscaler.loop.quotas import ExceededQuota, QuotaCheck, QuotaTracker, quota_usage
 from clusterscaler.model import CapacityQuota, ClusterObjects, LabelSelector

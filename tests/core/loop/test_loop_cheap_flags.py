@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cluster import InMemoryCluster
 from clusterscaler.framework.dryrun import GuardedNodeGroup
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.interfaces.cloudprovider import (
     ForceDeletingNodeGroup,
     InstanceErrorClass,

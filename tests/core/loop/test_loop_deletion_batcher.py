@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
+from clusterscaler.framework.clusteractions import EvictionError
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.loop.decisions import DeletionKind, LoopResult, ScaleDownStatus
 from clusterscaler.loop.scaledown.executor import ThreadedExecutor
 from clusterscaler.loop.taints import TO_BE_DELETED_TAINT

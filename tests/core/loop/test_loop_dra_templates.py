@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.model import ClusterObjects, NodeInfo, parse_pod
 from clusterscaler.model.dra import (
     ResourceSlice,

@@ -9,7 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cluster import InMemoryCluster, NodePodsSource
+from clusterscaler.framework.clusteractions import NodePodsSource
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import Pod, Taint
 from loopkit import Harness, running_pod

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.loop.decisions import LoopResult, ScaleUpStatus
 from clusterscaler.model import ClusterObjects
 from clusterscaler.model.provisioning import (

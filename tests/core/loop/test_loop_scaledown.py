@@ -4,7 +4,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
+from clusterscaler.framework.clusteractions import EvictionError
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.interfaces.podfilter import BlockingPodReason
 from clusterscaler.loop.decisions import (
     DeletionKind,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.loop.decisions import DeletionKind, ScaleDownStatus
 from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
 from clusterscaler.model import ClusterObjects, Taint

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from clusterscaler.commands.explain import explain, render
-from clusterscaler.framework.cluster import EvictionError, InMemoryCluster
+from clusterscaler.framework.clusteractions import EvictionError
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.framework.options import GpuLimit, MinMax
 from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
 from clusterscaler.interfaces.podfilter import DrainContext

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from clusterscaler.framework.cluster import EvictionError
+from clusterscaler.framework.clusteractions import EvictionError
 from clusterscaler.framework.options import AutoscalingOptions, MinMax
 from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
 from clusterscaler.loop.decisions import LoopResult

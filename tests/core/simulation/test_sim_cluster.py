@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from clusterscaler.framework.cluster import EvictionError
+from clusterscaler.framework.clusteractions import EvictionError
 from clusterscaler.model import (
     ClusterObjects,
     Controller,

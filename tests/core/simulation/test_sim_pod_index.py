@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from clusterscaler.framework.cluster import InMemoryCluster, PodTable
+from clusterscaler.framework.inmemorycluster import InMemoryCluster, PodTable
 from clusterscaler.model import ClusterObjects, OwnerRef
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.offline.simulatedcluster import SimulatedCluster

@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 import pytest
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
 from clusterscaler.interfaces.expander import ExpanderContext, Option

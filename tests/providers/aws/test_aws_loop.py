@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aws_fakes import AwsFixtures, ProviderFactory, ProxyState
-from clusterscaler.framework.cluster import InMemoryCluster
+from clusterscaler.framework.inmemorycluster import InMemoryCluster
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
 from clusterscaler.interfaces.cloudprovider import InstanceState

@@ -1,20 +1,18 @@
-"""How the autoscaling loop changes a cluster, and a cluster held in memory.
+"""A cluster held in memory, for tests and for `clusterscaler simulate`.
 
-`ClusterActions` taints, cordons and evicts (the loop reads through `ClusterSource`,
-`clusterscaler.interfaces.clusterview`). The Kubernetes implementations live in
-`clusterscaler.kube`; `InMemoryCluster` implements both over plain objects for tests and
-for `clusterscaler simulate`.
+`InMemoryCluster` is a `ClusterSource` (`clusterscaler.interfaces.clusterview`) and
+`ClusterActions` (`clusterscaler.framework.clusteractions`) over plain objects; the
+Kubernetes implementations live in `clusterscaler.kube`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Collection, Iterable
-from datetime import UTC, datetime
-from typing import Protocol, TypeVar, overload, runtime_checkable
+from typing import TypeVar, overload
 
+from clusterscaler.framework.clusteractions import EvictionError, NodeNotFoundError
 from clusterscaler.model import (
     ClusterObjects,
     Controller,
@@ -25,118 +23,9 @@ from clusterscaler.model import (
     Taint,
 )
 
-__all__ = [
-    "ClusterActions",
-    "EvictionError",
-    "InMemoryCluster",
-    "NodeNotFoundError",
-    "NodePodsSource",
-    "PodTable",
-    "SystemClock",
-]
+__all__ = ["InMemoryCluster", "PodTable"]
 
 _T = TypeVar("_T")
-
-
-class NodeNotFoundError(LookupError):
-    """The named node does not exist (any more)."""
-
-
-class EvictionError(Exception):
-    """An eviction was refused.
-
-    `retryable` is true when trying again later may succeed (a PDB has no disruption left,
-    HTTP 429), false when it never will (the pod is protected, a server error).
-    """
-
-    def __init__(self, pod: str, message: str, *, retryable: bool) -> None:
-        super().__init__(f"evicting pod {pod}: {message}")
-        self.pod = pod
-        self.retryable = retryable
-
-
-@runtime_checkable
-class NodePodsSource(Protocol):
-    """A `ClusterSource` that can list one node's pods without a whole snapshot.
-
-    The actuator re-reads a node's pods after tainting it, once per deleted node; a full
-    `snapshot()` each time would make deleting many nodes quadratic in the cluster's pods.
-    """
-
-    def pods_on_node(self, name: str) -> list[Pod]:
-        """The pods bound to `name` now (their order is the order they are evicted in)."""
-        ...
-
-
-@runtime_checkable
-class StaleSource(Protocol):
-    """A `ClusterSource` whose caches can fall behind the cluster (list+watch caches).
-
-    The loop asks before each destructive step: a node that looks empty, or an instance
-    that looks unregistered, in a cache that stopped following the cluster is a guess.
-    """
-
-    def stale_caches(self) -> tuple[str, ...]:
-        """Each cache that may no longer follow the cluster, as `resource: why`; empty
-        when every cache is current."""
-        ...
-
-
-@runtime_checkable
-class ClusterActions(Protocol):
-    """The changes the loop makes to Kubernetes objects (never to the cloud)."""
-
-    def add_taint(self, node_name: str, taint: Taint) -> None:
-        """Add `taint` to the node, replacing one with the same key and effect.
-
-        Raises `NodeNotFoundError` when the node is gone.
-        """
-        ...
-
-    def remove_taint(self, node_name: str, key: str) -> bool:
-        """Remove every taint with `key`; returns whether the node had one."""
-        ...
-
-    def set_unschedulable(self, node_name: str, unschedulable: bool) -> None:
-        """Cordon (`True`) or uncordon (`False`) the node."""
-        ...
-
-    def evict(self, pod: Pod, grace_period_seconds: int | None) -> None:
-        """Evict the pod through the Eviction API (which honours PDBs).
-
-        A pod that no longer exists counts as evicted. Raises `EvictionError`.
-        """
-        ...
-
-    def pod_exists(self, pod: Pod) -> bool:
-        """Whether the pod (same namespace, name and uid) still exists."""
-        ...
-
-    def registered_instances(self, provider_ids: Collection[str]) -> set[str]:
-        """Which of `provider_ids` a Node carries now, read afresh from the source of
-        truth (never a cache): an instance is deleted as unregistered only when this
-        confirms that no Node belongs to it."""
-        ...
-
-    def read_pods_on_node(self, node_name: str) -> list[Pod]:
-        """The pods bound to the node now, read afresh from the source of truth (never a
-        cache): a node is deleted only after this shows what still runs on it."""
-        ...
-
-    def read_node(self, node_name: str) -> Node | None:
-        """The node as it is now, read afresh from the source of truth (never a cache);
-        None when it is gone: a node is deleted as unready only while it still is."""
-        ...
-
-
-class SystemClock:
-    """Wall-clock time."""
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 class PodTable(dict[str, Pod]):
