@@ -5,7 +5,7 @@ An expander plugin is registered with `registry.add_expander(name, factory)`;
 context)` receives every scale-up `Option` still in the race and an `ExpanderContext`, and
 returns the ones it prefers. `options_by_score` and `debug_with` are the two steps most
 expanders are made of. How `--expander=a,b,c` chains them is the loop's
-(`clusterscaler.loop.expander`).
+(`clusterscaler.loop.expanderchain`).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from clusterscaler.loop.decisions import (
     ScaleUpStatus,
 )
 from clusterscaler.loop.dra_readiness import mark_unready_dra
-from clusterscaler.loop.expander import build_expander_chain
+from clusterscaler.loop.expanderchain import build_expander_chain
 from clusterscaler.loop.gpu import gpu_for_metrics
 from clusterscaler.loop.grouptemplates import LISTED_AT_MOST, Template, TemplateCache, upcoming_node
 from clusterscaler.loop.limits import Limits, Totals, node_totals, sum_totals
@@ -108,7 +108,7 @@ def build_estimator(registry: Registry, options: AutoscalingOptions) -> Estimato
 
 
 class BestOption(Protocol):
-    """What the loop needs of the expander chain (`clusterscaler.loop.expander.ExpanderChain`)."""
+    """What the loop needs of the expander chain (`clusterscaler.loop.expanderchain.ExpanderChain`)."""
 
     def best_option(self, options: Sequence[Option], context: ExpanderContext) -> Option | None: ...
 

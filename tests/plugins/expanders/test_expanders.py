@@ -7,7 +7,7 @@ import pytest
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.interfaces.expander import ExpanderContext, Option
 from clusterscaler.interfaces.registry import Registry
-from clusterscaler.loop.expander import ExpanderConfigError, build_expander_chain
+from clusterscaler.loop.expanderchain import ExpanderConfigError, build_expander_chain
 from clusterscaler.model import ConfigMap, NodeInfo
 from clusterscaler.plugins.expanders import clusterscaler_register_expanders
 from clusterscaler.plugins.expanders.least_nodes import LeastNodesExpander

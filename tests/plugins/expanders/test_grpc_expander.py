@@ -28,7 +28,7 @@ from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_
 from clusterscaler.interfaces.expander import ExpanderContext, Option
 from clusterscaler.loop.autoscaler import Autoscaler
 from clusterscaler.loop.decisions import ScaleUpStatus
-from clusterscaler.loop.expander import build_expander_chain
+from clusterscaler.loop.expanderchain import build_expander_chain
 from clusterscaler.model import NodeInfo, OwnerRef, Taint, Toleration
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.plugins.expanders.grpc_plugin import GrpcExpander
