@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.api import (
@@ -64,7 +64,7 @@ def settings_from_options(options: AutoscalingOptions) -> AwsSettings:
         discovery=discovery,
         cloud_config=cloud_config,
         region=resolve_region(cloud_config),
-        static_only=bool(_extra(options).get(STATIC_LIST_DEST, False)),
+        static_only=bool(options.extra.get(STATIC_LIST_DEST, False)),
     )
 
 
@@ -96,11 +96,6 @@ def build_provider(context: ProviderContext) -> AwsCloudProvider:
         static_instance_list=settings.static_only,
     )
     return provider
-
-
-def _extra(options: Any) -> dict[str, Any]:
-    extra = getattr(options, "extra", None)
-    return extra if isinstance(extra, dict) else {}
 
 
 clusterscaler_register_cloud_providers = cloud_provider_hook(

@@ -11,7 +11,7 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.api import (
@@ -99,7 +99,7 @@ def settings_from_options(options: AutoscalingOptions) -> GceSettings:
     """`--nodes`, `--node-group-auto-discovery`, `--cloud-config` (read and parsed) and the
     GCE flags; `ConfigurationError` naming the flag, the value and the expected form."""
     explicit, discovery = node_group_specs(options)
-    extra = _extra(options)
+    extra = options.extra
     concurrent = extra.get(CONCURRENT_REFRESHES_DEST, DEFAULT_CONCURRENT_REFRESHES)
     wait = extra.get(MIN_REFRESH_WAIT_DEST, DEFAULT_MIN_REFRESH_WAIT)
     if not isinstance(concurrent, int) or concurrent < 1:
@@ -163,11 +163,6 @@ def build_provider(context: ProviderContext) -> GceCloudProvider:
         api_endpoint=config.api_endpoint or "default",
     )
     return provider
-
-
-def _extra(options: Any) -> dict[str, Any]:
-    extra = getattr(options, "extra", None)
-    return extra if isinstance(extra, dict) else {}
 
 
 clusterscaler_register_cloud_providers = cloud_provider_hook(

@@ -64,11 +64,6 @@ def clusterscaler_add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _extra(options: Any) -> dict[str, Any]:
-    extra = getattr(options, "extra", None)
-    return extra if isinstance(extra, dict) else {}
-
-
 def discovery_from_options(options: AutoscalingOptions) -> list[DiscoverySpec]:
     """The `--node-group-auto-discovery` specs, parsed."""
     return parse_discovery_specs(options.node_group_auto_discovery)
@@ -91,7 +86,7 @@ def management_kubeconfig(options: AutoscalingOptions) -> str | None:
                 "management cluster's kubeconfig file; no such file"
             )
         return path
-    if bool(_extra(options).get(AUTHORITATIVE_DEST, False)) and (
+    if bool(options.extra.get(AUTHORITATIVE_DEST, False)) and (
         options.kubeconfig or options.kubernetes
     ):
         return ""
