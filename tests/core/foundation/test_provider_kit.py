@@ -5,6 +5,7 @@ The providers' tests check the same through each cloud."""
 from __future__ import annotations
 
 import dataclasses
+import types
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,16 +14,21 @@ import pytest
 from clusterscaler.api import (
     AutoscalingOptions,
     CachedNodeGroup,
+    CloudProvider,
     ConfigurationError,
     NodeGroupMemo,
     NodeGroupNotFoundError,
     NodeGroupSpec,
+    ProviderContext,
     ProviderDefaults,
     Resources,
     TagScheme,
     Taint,
     TtlCache,
+    cloud_provider_hook,
+    discovery_params,
     gpus_as_devices,
+    ignored_node_group_flags,
     node_group_flags,
     parse_nodes_spec,
     parse_nodes_specs,
@@ -31,6 +37,7 @@ from clusterscaler.api import (
     read_cloud_config,
     template_node_info,
 )
+from clusterscaler.testing import RegisterPlugin
 
 FORM = "<min>:<max>:<pool> with 0 <= min <= max and max >= 1"
 
@@ -140,17 +147,29 @@ def test_template_node_is_ready_with_its_devices() -> None:
 class _Record:
     min_size: int
     max_size: int
+    target: int = 0
+    problems: tuple[str, ...] = ()
 
 
 class _Group(CachedNodeGroup[_Record]):
     def __init__(self, records: dict[str, _Record], name: str) -> None:
         self.records, self.name = records, name
 
+    @property
+    def id(self) -> str:
+        return self.name
+
     def lookup(self) -> _Record | None:
         return self.records.get(self.name)
 
     def describe(self) -> str:
         return f"pool {self.name!r}"
+
+    def target_size(self) -> int:
+        return self.record().target
+
+    def debug_problems(self, record: _Record) -> tuple[str, ...]:
+        return record.problems
 
 
 def test_cached_group_reads_its_record_until_it_is_gone() -> None:
@@ -162,6 +181,17 @@ def test_cached_group_reads_its_record_until_it_is_gone() -> None:
     del records["a"]
     with pytest.raises(NodeGroupNotFoundError, match=r"^pool 'a' is no longer managed or no longer exists$"):
         group.record()
+
+
+def test_cached_groups_debug_line_says_limits_target_and_first_problem() -> None:
+    records = {"a": _Record(0, 3, target=2)}
+    group = _Group(records, "a")
+    assert group.debug() == "a (0:3, target 2)"
+    assert repr(group) == "_Group('a')"
+    records["a"] = _Record(0, 3, problems=("tag 'x' is bad", "tag 'y' is bad"))
+    assert group.debug() == "a (0:3, target 0); 2 problem(s): tag 'x' is bad"
+    del records["a"]
+    assert group.debug() == "a (no longer exists)"
 
 
 def test_memo_gives_one_object_per_group() -> None:
@@ -230,3 +260,47 @@ def test_node_group_flags_need_one_group() -> None:
     with pytest.raises(ConfigurationError, match=r"^my provider: no node groups; give --nodes=N or "
                        r"--node-group-auto-discovery=D$"):
         node_group_flags(AutoscalingOptions(), "my", parse, list, nodes_form="N", discovery_form="D")
+
+
+def test_ignored_node_group_flags_are_the_given_ones() -> None:
+    options = dataclasses.replace(AutoscalingOptions(), nodes=["1:2:a"])
+    assert ignored_node_group_flags(options) == {"--nodes": ["1:2:a"]}
+    assert ignored_node_group_flags(AutoscalingOptions()) == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("pool", "--node-group-auto-discovery='pool': expected pool:name=<n>"),
+        ("asg:tag=x", "--node-group-auto-discovery='asg:tag=x': unsupported discoverer 'asg'; "
+                      "the my provider supports only pool:name=<n>"),
+    ],
+    ids=["no-discoverer", "other-discoverer"],
+)
+def test_discovery_params_refuse_another_discoverer(value: str, message: str) -> None:
+    assert discovery_params("pool:name=a,b", "pool", "my", "pool:name=<n>") == "name=a,b"
+    with pytest.raises(ConfigurationError) as failure:
+        discovery_params(value, "pool", "my", "pool:name=<n>")
+    assert str(failure.value) == message
+
+
+def test_cloud_provider_hook_registers_the_factory(register_plugin: RegisterPlugin) -> None:
+    def build(context: ProviderContext) -> CloudProvider:
+        raise AssertionError("not built by registration")
+
+    def check(options: AutoscalingOptions) -> None:
+        raise ConfigurationError("--cloud-config='': required")
+
+    # A provider's plugin module binds the hook to its name.
+    plugin = types.ModuleType("clusterscaler_mycloud.plugin")
+    plugin.clusterscaler_register_cloud_providers = cloud_provider_hook(  # type: ignore[attr-defined]
+        "mycloud", build, description="my clouds", check_options=check, aliases=("mine",)
+    )
+    registry = register_plugin(plugin, name="mycloud")
+
+    registered = registry.cloud_providers["mycloud"]
+    assert (registered.factory, registered.description) == (build, "my clouds")
+    assert registry.cloud_providers["mine"].factory is build
+    options = dataclasses.replace(AutoscalingOptions(), cloud_provider="mycloud")
+    with pytest.raises(ConfigurationError, match="required"):
+        registry.check_cloud_provider_options(options)
