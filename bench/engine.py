@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
-from clusterscaler.loop.estimator import EstimationLimits, ThresholdLimiter
+from clusterscaler.loop.estimationlimits import EstimationLimits, ThresholdLimiter
 from clusterscaler.model import NodeInfo, OwnerRef, Pod, parse_pod
 from clusterscaler.plugins.estimators import BinpackingEstimator
 from clusterscaler.simulator import ClusterSnapshot, HintingSimulator, check_predicates

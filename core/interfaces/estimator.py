@@ -4,7 +4,7 @@ An estimator plugin is registered with `registry.add_estimator(name, factory)`;
 `factory(options)` returns an object satisfying `Estimator`. The loop calls
 `estimate(groups, template, snapshot, limiter)` once per candidate node group; the
 `EstimationLimiter` it passes says when to stop adding nodes (the loop's limits are
-`clusterscaler.loop.estimator`).
+`clusterscaler.loop.estimationlimits`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from clusterscaler.interfaces.expander import Option
 from clusterscaler.loop.balancing import find_similar
 from clusterscaler.loop.clusterstate import GroupState
 from clusterscaler.loop.decisions import GroupRejection, NoScaleUpReason
-from clusterscaler.loop.estimator import (
+from clusterscaler.loop.estimationlimits import (
     LIMIT_NODE_GROUP_HEADROOM,
     ThresholdLimiter,
     limits_from_options,

@@ -9,7 +9,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from clusterscaler.loop.estimator import EstimationLimits, ThresholdLimiter
+from clusterscaler.loop.estimationlimits import EstimationLimits, ThresholdLimiter
 from clusterscaler.model import NodeInfo
 from clusterscaler.model.dra import CapacityPolicy, parse_resource_claim, parse_resource_slice
 from clusterscaler.plugins.estimators import BinpackingEstimator

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.interfaces.estimator import Estimator
-from clusterscaler.loop.estimator import (
+from clusterscaler.loop.estimationlimits import (
     LIMIT_CLUSTER_MAX_NODES,
     LIMIT_DURATION,
     LIMIT_MAX_BINPACKING_TIME,

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from clusterscaler.interfaces.estimator import Estimate
-from clusterscaler.loop.estimator import EstimationLimits, ThresholdLimiter
+from clusterscaler.loop.estimationlimits import EstimationLimits, ThresholdLimiter
 from clusterscaler.model import NodeInfo, OwnerRef, Pod
 from clusterscaler.model.dra import (
     parse_device_class,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from clusterscaler.framework.schedulerconfig import SchedulerConfig
 from clusterscaler.interfaces.estimator import Estimate
-from clusterscaler.loop.estimator import EstimationLimits, ThresholdLimiter
+from clusterscaler.loop.estimationlimits import EstimationLimits, ThresholdLimiter
 from clusterscaler.model import NodeInfo, OwnerRef, Pod, Taint, Toleration
 from clusterscaler.plugins.estimators import BinpackingEstimator
 from clusterscaler.plugins.estimators.node_scan import FreeRoom, OpenNodes
