@@ -17,8 +17,11 @@ from clusterscaler.model.common import (
 )
 from clusterscaler.model.pod import (
     Pod,
+    PodResourceClaim,
     _marked_unschedulable,
     _new_pod,
+    _parse_claim_statuses,
+    _parse_pod_claims,
     _parse_spread,
     _parse_volumes,
     _pod_requests,
@@ -59,20 +62,12 @@ class _PodMetadata(msgspec.Struct):
 
 
 class _PodStatus(msgspec.Struct):
-    """The status a pod keeps, conditions left undecoded. `resourceClaimStatuses` is only
-    looked at: a pod with it goes to `parse_pod` (see `_GeneralRoute`)."""
+    """The status a pod keeps, conditions left undecoded."""
 
     phase: Any = None
     conditions: msgspec.Raw = msgspec.Raw()
     nominatedNodeName: Any = None
     resourceClaimStatuses: Any = None
-
-
-class _GeneralRoute(Exception):
-    """Raised for a pod this route leaves to `parse_pod` although it may be valid: one with
-    DRA claims (`spec.resourceClaims`, `status.resourceClaimStatuses`), which are few and
-    differ from pod to pod. `_pod_from_head` then returns None, as for any error, and the
-    caller parses the pod with `parse_pod`, which reads every field."""
 
 
 class _ItemHead(msgspec.Struct):
@@ -106,6 +101,7 @@ _PodSpecFields: TypeAlias = tuple[
     str,
     str,
     str,
+    tuple[PodResourceClaim, ...],
 ]
 
 
@@ -229,10 +225,8 @@ def _parse_spec_fields(spec_text: bytes, obj: str) -> _PodSpecFields:
     spec = decode_json(spec_text)
     if not isinstance(spec, dict):
         raise ModelError(obj, "spec", "an object with containers", spec)
-    if "resourceClaims" in spec:
-        # Not cached: every such pod takes the general route.
-        raise _GeneralRoute
     sget = spec.get
+    claims = sget("resourceClaims")
     requests, ports = _pod_requests(spec, obj)
     priority = sget("priority")
     grace = sget("terminationGracePeriodSeconds")
@@ -253,6 +247,7 @@ def _parse_spec_fields(spec_text: bytes, obj: str) -> _PodSpecFields:
         sget("schedulerName") or DEFAULT_SCHEDULER,
         sget("priorityClassName") or "",
         sget("preemptionPolicy") or "PreemptLowerPriority",
+        () if claims is None else _parse_pod_claims(claims, obj),
     )
 
 
@@ -324,6 +319,7 @@ def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | 
         scheduler_name,
         priority_class_name,
         preemption_policy,
+        claims,
     ) = (entry := _spec_entry(bytes(spec), obj))[0].fields
     labels = meta.labels
     labels = {} if labels is None else _str_map(labels, obj, "metadata.labels")
@@ -341,9 +337,11 @@ def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | 
     if status is None:
         phase = nominated = None
         unschedulable = False
+        claim_statuses: dict[str, str] = {}
     else:
-        if status.resourceClaimStatuses is not None:
-            raise _GeneralRoute
+        statuses = status.resourceClaimStatuses
+        # The claims made for the pod from its templates: its own, parsed per pod.
+        claim_statuses = {} if statuses is None else _parse_claim_statuses(statuses, obj)
         phase = status.phase
         nominated = status.nominatedNodeName
         unschedulable = _unschedulable_from_text(bytes(status.conditions), obj)
@@ -376,8 +374,8 @@ def _pod_from_parts(meta: _PodMetadata, spec: msgspec.Raw, status: _PodStatus | 
         owners,
         priority_class_name,
         preemption_policy,
-        (),  # resource claims: pods with any take the general route
-        {},
+        claims,
+        claim_statuses,
     )
 
 

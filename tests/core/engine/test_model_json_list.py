@@ -139,7 +139,7 @@ SPEC_CHOICES: dict[str, list[Any]] = {
     "schedulerName": [ABSENT, "default-scheduler", "other"],
     "priorityClassName": [ABSENT, "critical"],
     "preemptionPolicy": [ABSENT, "Never"],
-    # DRA claims: pods with them take the general route (`parse_pod`) from the JSON text.
+    # DRA claims: read on the JSON route from the spec's text, as the rest of the spec.
     "resourceClaims": [
         ABSENT,
         ABSENT,
@@ -331,7 +331,7 @@ def test_parse_pod_json_as_parse_pod(pod: dict[str, Any]) -> None:
     assert namespace == (pod.get("metadata") or {}).get("namespace")
 
 
-def test_parse_pod_json_leaves_pods_with_claims_to_parse_pod() -> None:
+def test_parse_pod_json_reads_pods_with_claims_as_parse_pod() -> None:
     spec = {
         "containers": [container()],
         "resourceClaims": [{"name": "g", "resourceClaimName": "c"}],
@@ -340,15 +340,26 @@ def test_parse_pod_json_leaves_pods_with_claims_to_parse_pod() -> None:
     statuses = {
         "kind": "Pod",
         "metadata": {"name": "b"},
-        "spec": {"containers": [container()]},
+        "spec": {
+            "containers": [container()],
+            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}],
+        },
         "status": {"resourceClaimStatuses": [{"name": "g", "resourceClaimName": "b-g-1"}]},
     }
     for pod in (claims, statuses):
-        assert parse_pod_json(json.dumps(pod).encode()) is None
+        parsed = parse_pod_json(json.dumps(pod).encode())
+        assert parsed is not None and parsed[0] == parse_pod(pod)
         objects = ClusterObjects.from_json_list(json.dumps({"kind": "List", "items": [pod]}))
         assert objects is not None and objects.pods == [parse_pod(pod)]
-    assert parse_pod(claims).resource_claims[0].claim_name == "c"
-    assert parse_pod(statuses).claim_statuses == {"g": "b-g-1"}
+    [a] = ClusterObjects.from_json_list(json.dumps({"kind": "List", "items": [claims]})).pods
+    assert a.resource_claims[0].claim_name == "c"
+    [b] = ClusterObjects.from_json_list(json.dumps({"kind": "List", "items": [statuses]})).pods
+    assert (b.resource_claims[0].template_name, b.claim_statuses) == ("t", {"g": "b-g-1"})
+    # Another pod of the same spec has its own generated claim.
+    other = {**statuses, "metadata": {"name": "c"},
+             "status": {"resourceClaimStatuses": [{"name": "g", "resourceClaimName": "c-g-2"}]}}
+    parsed = parse_pod_json(json.dumps(other).encode())
+    assert parsed is not None and parsed[0].claim_statuses == {"g": "c-g-2"}
 
 
 def test_parse_pod_json_leaves_invalid_pods_to_parse_pod() -> None:
