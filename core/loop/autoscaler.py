@@ -69,6 +69,8 @@ from clusterscaler.loop.scaledown.executor import DeletionExecutor, InlineExecut
 from clusterscaler.loop.scaledown.planner import ScaleDownInputs, ScaleDownPlanner
 from clusterscaler.loop.scaledown.tracker import InFlightDeletion
 from clusterscaler.loop.scaleup import (
+    PodsToHelp,
+    ScaleUpInputs,
     current_totals,
     execute_scale_up,
     plan_min_size_enforcement,
@@ -794,22 +796,31 @@ class Autoscaler:
                     upcoming += 1
             if upcoming:
                 drop_schedulable(pending, snapshot, self.pending_hints, unusable=unusable)
+            to_help = (
+                PodsToHelp.of(atomic)
+                if atomic
+                else PodsToHelp(
+                    tuple(pending.unschedulable),
+                    tuple(pending.unschedulable_groups()),
+                    tuple(pending.unschedulable_keys()),
+                )
+            )
             plan = plan_scale_up(
-                now=now,
-                pods=atomic or pending.unschedulable,
-                groups=None if atomic else pending.unschedulable_groups(),
-                pod_keys=None if atomic else pending.unschedulable_keys(),
-                state=state,
-                templates=templates,
-                snapshot=snapshot,
-                estimator=self.estimator,
-                choose=choose,
-                limits=limits,
-                totals=totals,
-                options=options,
-                gpu_label=gpu_label,
-                monotonic=self.monotonic,
-                quotas=quotas,
+                ScaleUpInputs(
+                    now=now,
+                    pods=to_help,
+                    state=state,
+                    templates=templates,
+                    snapshot=snapshot,
+                    estimator=self.estimator,
+                    choose=choose,
+                    limits=limits,
+                    totals=totals,
+                    options=options,
+                    gpu_label=gpu_label,
+                    monotonic=self.monotonic,
+                    quotas=quotas,
+                )
             )
             if atomic:
                 plan.result = provreqs.all_or_nothing(plan.result)

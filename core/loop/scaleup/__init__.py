@@ -9,16 +9,26 @@ and the cluster's cores, memory and GPU limits. The expander chain picks one opt
 
 The steps, one module each: `groupeligibility` (which groups may grow at all), `estimate`
 (how many template nodes each group needs, and why pods stay pending), `choose` (the
-expander chain's pick, balanced over similar groups), `plan` (the three together),
-`min_size` (--enforce-node-group-min-size) and `execute` (the provider calls).
+expander chain's pick, balanced over similar groups), `plan` (the three together, from one
+`ScaleUpInputs`), `min_size` (--enforce-node-group-min-size) and `execute` (the provider
+calls).
 """
 
 from clusterscaler.loop.scaleup.execute import execute_scale_up
 from clusterscaler.loop.scaleup.min_size import plan_min_size_enforcement
-from clusterscaler.loop.scaleup.plan import Chooser, ScaleUpPlan, current_totals, plan_scale_up
+from clusterscaler.loop.scaleup.plan import (
+    Chooser,
+    PodsToHelp,
+    ScaleUpInputs,
+    ScaleUpPlan,
+    current_totals,
+    plan_scale_up,
+)
 
 __all__ = [
     "Chooser",
+    "PodsToHelp",
+    "ScaleUpInputs",
     "ScaleUpPlan",
     "current_totals",
     "execute_scale_up",

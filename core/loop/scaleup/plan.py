@@ -33,6 +33,16 @@ from clusterscaler.simulator.equivalence import PodGroup, group_pods
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions
 
+__all__ = [
+    "Chooser",
+    "PodsToHelp",
+    "ScaleUpInputs",
+    "ScaleUpPlan",
+    "cap_by_quotas",
+    "current_totals",
+    "plan_scale_up",
+]
+
 # Picks the option to execute among several: the expander chain with this loop's context.
 Chooser = Callable[[Sequence[Option]], Option | None]
 
@@ -82,36 +92,58 @@ def cap_by_quotas(
     return tuple(kept), {gid: capped.get(gid, 0) for gid in increases}
 
 
-def plan_scale_up(
-    *,
-    now: datetime,
-    pods: Sequence[Pod],
-    state: ClusterState,
-    templates: Mapping[str, Template],
-    snapshot: ClusterSnapshot,
-    estimator: Estimator,
-    choose: Chooser,
-    limits: Limits,
-    totals: Totals,
-    options: AutoscalingOptions,
-    gpu_label: str = "",
-    monotonic: Callable[[], float] = time.monotonic,
-    groups: Sequence[PodGroup] | None = None,
-    pod_keys: Sequence[str] | None = None,
-    quotas: QuotaTracker | None = None,
-) -> ScaleUpPlan:
-    """Decide a scale-up for `pods` (already filtered: none fits existing or upcoming
-    capacity). `totals` covers registered and upcoming nodes. The snapshot is left as given.
+@dataclass(frozen=True, slots=True)
+class PodsToHelp:
+    """The pending pods a scale-up should help (none fits existing or upcoming capacity),
+    with their equivalence groups and their `namespace/name` keys in the same order, each
+    computed once: `of(pods)` computes them, a caller that already has them (the loop's
+    `PendingPods`) passes them."""
 
-    `groups`, when the caller has them, are `group_pods(pods)` (see
-    `PendingPods.unschedulable_groups`); they are not grouped again. `pod_keys`, likewise,
-    are the pods' keys in order (`PendingPods.unschedulable_keys`).
+    pods: tuple[Pod, ...]
+    groups: tuple[PodGroup, ...]
+    keys: tuple[str, ...]
 
-    `quotas` (CapacityQuotas, --capacity-quotas-enabled) hold groups back as CA's
-    scale-up orchestrator does, and are consumed by the increases decided."""
+    @classmethod
+    def of(cls, pods: Sequence[Pod]) -> PodsToHelp:
+        return cls(tuple(pods), tuple(group_pods(pods)), tuple(p.key for p in pods))
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUpInputs:
+    """Everything one scale-up decision reads.
+
+    `totals` covers registered and upcoming nodes; the snapshot is left as given. `choose`
+    is the expander chain with this loop's context. `quotas` (CapacityQuotas,
+    --capacity-quotas-enabled) hold groups back as CA's scale-up orchestrator does, and are
+    consumed by the increases decided. `monotonic` times the estimations
+    (--max-binpacking-time)."""
+
+    now: datetime
+    pods: PodsToHelp
+    state: ClusterState
+    templates: Mapping[str, Template]
+    snapshot: ClusterSnapshot
+    estimator: Estimator
+    choose: Chooser
+    limits: Limits
+    totals: Totals
+    options: AutoscalingOptions
+    gpu_label: str = ""
+    monotonic: Callable[[], float] = time.monotonic
+    quotas: QuotaTracker | None = None
+
+
+def plan_scale_up(inputs: ScaleUpInputs) -> ScaleUpPlan:
+    """Decide a scale-up for `inputs.pods`: the eligible groups, their estimates as
+    options, the chosen option balanced over similar groups, and why each pod left pending
+    stays pending."""
+    pods = inputs.pods.pods
+    state, templates, options, quotas = (
+        inputs.state, inputs.templates, inputs.options, inputs.quotas
+    )
     if not pods:
         return ScaleUpPlan(ScaleUpResult(status=ScaleUpStatus.NOT_NEEDED))
-    keys = PodKeys(pods, pod_keys)
+    keys = PodKeys(pods, inputs.pods.keys)
     if not options.scale_up_from_zero and not state.ready:
         reason = GroupRejection("", NoScaleUpReason.SCALE_UP_FROM_ZERO_DISABLED)
         return ScaleUpPlan(
@@ -121,21 +153,21 @@ def plan_scale_up(
             )
         )
     rejections = Rejections(keys)
-    eligible, rejected = eligible_groups(state, templates, now)
+    eligible, rejected = eligible_groups(state, templates, inputs.now)
     for rejection in rejected:
         rejections.add(rejection, pods)
     options_out = estimate_options(
         pods=pods,
-        pod_groups=group_pods(pods) if groups is None else groups,
+        pod_groups=inputs.pods.groups,
         eligible=eligible,
         templates=templates,
-        snapshot=snapshot,
-        estimator=estimator,
-        limits=limits,
-        totals=totals,
+        snapshot=inputs.snapshot,
+        estimator=inputs.estimator,
+        limits=inputs.limits,
+        totals=inputs.totals,
         options=options,
-        gpu_label=gpu_label,
-        monotonic=monotonic,
+        gpu_label=inputs.gpu_label,
+        monotonic=inputs.monotonic,
         rejections=rejections,
         quotas=quotas,
     )
@@ -150,7 +182,7 @@ def plan_scale_up(
                 group_rejections=rejections.by_pod,
             )
         )
-    best = choose(options_out)
+    best = inputs.choose(options_out)
     if best is None:
         return ScaleUpPlan(
             ScaleUpResult(
