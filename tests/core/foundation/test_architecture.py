@@ -275,3 +275,41 @@ def test_the_public_api_is_typed_without_any() -> None:
     assert new == []
     typed_since = ANY_NOT_YET_TYPED - {owner for owner, _, _ in found}
     assert typed_since == set(), "typed now: remove from ANY_NOT_YET_TYPED"
+
+
+# --- Names that say one thing ------------------------------------------------------------
+
+# Module names found in two folders of the core: each pair is one kind of Kubernetes object
+# (or command) seen by two layers, its model and its writer or its simulation. Any other
+# module name says its job once.
+SHARED_MODULE_NAMES = {
+    "__init__", "capacitybuffer", "capacityquota", "cli", "dra", "provreq", "workloads",
+}
+
+
+def test_module_names_say_their_job_once() -> None:
+    folders: dict[str, list[str]] = {}
+    for path in sorted(CORE.rglob("*.py")):
+        folders.setdefault(path.stem, []).append(str(path.parent.relative_to(ROOT)))
+    repeated = {
+        name: where for name, where in folders.items()
+        if len(where) > 1 and name not in SHARED_MODULE_NAMES
+    }
+    assert repeated == {}
+
+
+def test_a_registry_is_the_plugin_registry() -> None:
+    """The cluster state kept between loops is a tracker, not a registry: one word, one
+    meaning."""
+    registries = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {node.name}"
+        for path in sorted(CORE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Registry")
+    ]
+    assert registries == ["core/interfaces/registry.py:" + str(_line_of_registry()) + ": Registry"]
+
+
+def _line_of_registry() -> int:
+    tree = ast.parse((INTERFACES / "registry.py").read_text())
+    return next(n.lineno for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Registry")
