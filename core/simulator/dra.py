@@ -61,13 +61,11 @@ from __future__ import annotations
 
 import math
 import operator
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from itertools import repeat
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from clusterscaler.model.dra import (
     AllocatedDevice,
@@ -768,7 +766,7 @@ class DraState:
         claims = self.pod_claims(pod)
         if isinstance(claims, str) or limit <= 0:
             return 0
-        specs = tuple(c.spec for c in claims)
+        specs = tuple([c.spec for c in claims])
         spec_ids = tuple(map(id, specs))
         devices: list[DeviceId] | None = None
         fresh = self._fresh_devices(node)
@@ -1102,9 +1100,7 @@ class DraState:
         known = self._local_selectors.get(node_name)
         if known is None:
             known = self._local_selectors[node_name] = (
-                NodeSelectorTerm(
-                    match_fields=(NodeSelectorRequirement("metadata.name", "In", (node_name,)),)
-                ),
+                _new_fields_term(_NO_TERM, (_new_values(_NAME_IN, (node_name,)),)),
             )
         return known
 
@@ -1314,10 +1310,13 @@ class DraState:
         self._planned_count = taken
 
         def undo() -> None:
+            # Undone last in, first out: what the record wrote is there to delete.
             self._version += 1
-            _pop_each(consumers, keys)
-            _pop_each(allocations, keys)
-            _pop_each(allocated, device_ids)
+            for key in keys:
+                del consumers[key]
+                del allocations[key]
+            for device_id in device_ids:
+                del allocated[device_id]
 
         return undo
 
@@ -1448,11 +1447,6 @@ _claim_statuses = operator.attrgetter("claim_statuses")
 _namespace = operator.attrgetter("namespace")
 _resource_claims = operator.attrgetter("resource_claims")
 _name = operator.attrgetter("name")
-
-
-def _pop_each(mapping: dict[Any, Any], keys: Iterable[Any]) -> None:
-    """Remove `keys` from `mapping` (those it has), in one call."""
-    deque(map(mapping.pop, keys, repeat(None)), maxlen=0)
 
 
 def _nothing() -> None:
@@ -2074,6 +2068,11 @@ _new_device = field_replacer(
     AllocatedDevice, ("request", "driver", "pool", "device", "admin_access")
 )
 _new_allocation = field_replacer(Allocation, ("results", "node_selector"))
+# The node selector pinning an allocation to its node, made for every node an estimate adds.
+_NO_TERM = NodeSelectorTerm()
+_NAME_IN = NodeSelectorRequirement("metadata.name", "In")
+_new_fields_term = field_replacer(NodeSelectorTerm, ("match_fields",))
+_new_values = field_replacer(NodeSelectorRequirement, ("values",))
 # A node's devices as the search sees them, made for every node an estimate adds: every
 # field is given, so there is nothing to copy from (None).
 _new_candidate = field_replacer(_Candidate, ("device_id", "device", "slice", "taints", "counters"))
