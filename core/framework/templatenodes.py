@@ -31,9 +31,11 @@ def template_node_info(
     *,
     allocatable: Resources | None = None,
     resource_slices: tuple[ResourceSlice, ...] = (),
+    csi_volume_limits: Mapping[str, int | None] | None = None,
 ) -> NodeInfo:
     """A ready template Node `name` (allocatable = capacity unless given) with its DRA
-    devices, as a new node of the group registers."""
+    devices, as a new node of the group registers; `csi_volume_limits` are the CSI drivers
+    its CSINode will list (None for a driver installed without a limit)."""
     node = Node(
         name=name,
         labels=dict(labels),
@@ -42,6 +44,7 @@ def template_node_info(
         allocatable=capacity if allocatable is None else allocatable,
         ready=True,
         conditions=(NodeCondition(type="Ready", status="True", reason="KubeletReady"),),
+        csi_volume_limits=dict(csi_volume_limits or {}),
     )
     return NodeInfo(node=node, resource_slices=resource_slices)
 

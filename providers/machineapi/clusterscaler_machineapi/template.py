@@ -20,7 +20,6 @@ from clusterscaler.api import (
     MAX_SLICE_DEVICES,
     TAINT_EFFECTS,
     ConfigurationError,
-    Node,
     NodeInfo,
     QuantityError,
     Resources,
@@ -30,6 +29,7 @@ from clusterscaler.api import (
     is_dra_driver_name,
     parse_cpu_millis,
     parse_int_quantity,
+    template_node_info,
 )
 
 from clusterscaler_machineapi.apigroups import (
@@ -384,20 +384,18 @@ def build_template_node_info(
     # Keep the beta labels in step when the template or annotations override os/arch.
     labels[LABEL_BETA_OS] = labels[LABEL_OS]
     labels[LABEL_BETA_ARCH] = labels[LABEL_ARCH]
-    node = Node(
-        name=name,
-        labels=labels,
-        taints=_merge_taints(source.template_taints, capacity.taints),
-        capacity=capacity.resources,
-        allocatable=capacity.resources,
-        ready=True,
+    return template_node_info(
+        name,
+        labels,
+        _merge_taints(source.template_taints, capacity.taints),
+        capacity.resources,
+        resource_slices=dra_gpu_slices(name, capacity),
         # As upstream's CSINode for the template: every driver named is installed, a limit
         # of 0 states none.
         csi_volume_limits={
             driver: limit or None for driver, limit in capacity.csi_drivers.items()
         },
     )
-    return NodeInfo(node=node, resource_slices=dra_gpu_slices(name, capacity))
 
 
 def dra_gpu_slices(node_name: str, capacity: Capacity) -> tuple[ResourceSlice, ...]:
