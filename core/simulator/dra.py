@@ -183,13 +183,14 @@ class _Plan:
 @dataclass(slots=True)
 class _Run:
     """Pods `claims_alike` found alike, each with one claim made from one template for
-    it: their claim keys and pod keys in order, and where each pod is (by id)."""
+    it: their claim keys and pod keys in order, and where the next of them to be
+    reserved is expected (the estimator places them in order)."""
 
     pods: tuple[Pod, ...]
-    position: dict[int, int]
     keys: list[str]
     pod_keys: list[str]
     spec: ClaimSpec
+    next: int = 0
 
 
 class PoolIncomplete(ValueError):
@@ -744,9 +745,7 @@ class DraState:
         suffix = "#" + made[0].name
         pod_keys = [prefix + name for name in map(_name, pods)]
         keys = [key + suffix for key in pod_keys]
-        run = tuple(pods)
-        position = dict(zip(map(id, run), range(len(run)), strict=True))
-        return _Run(run, position, keys, pod_keys, first[0].spec)
+        return _Run(tuple(pods), keys, pod_keys, first[0].spec)
 
     def claims_key(self, pod: Pod) -> tuple[int, ...]:
         """What decides where `pod`'s claims can be allocated, for pods whose claims are
@@ -1153,7 +1152,10 @@ class DraState:
     def reserve_pods(self, pods: Sequence[Pod], node: Node) -> Callable[[], None]:
         """The Reserve step of `pods` placed on `node` one after the other (a pod whose
         claims cannot be allocated there still uses them); returns the undo of them all."""
-        undos = [self._reserve_planned(pods, node)]
+        planned = self._reserve_planned(pods, node)
+        if self._planned_count == len(pods):
+            return planned
+        undos = [planned]
         for pod in pods[self._planned_count :]:
             found = self.allocate(pod, node)
             undos.append(self.reserve(pod, found if not isinstance(found, str) else {}))
@@ -1236,21 +1238,24 @@ class DraState:
         found = plan.allocations
         run = self._run
         if run is not None and plan.devices is not None and run.spec is spec:
-            # The pods are a stretch of the run's: their keys are slices of its keys.
+            # The pods are the run's next ones: their keys are slices of its keys.
             n = min(len(pods), len(found) - start)
-            at = run.position.get(id(pods[0])) if n else None
+            at = run.next
             if (
-                at is not None
+                n
+                and at + n <= len(run.pods)
                 and all(map(operator.is_, pods[:n], run.pods[at : at + n]))
-                and len(run.pods) >= at + n
             ):
-                return self._record_copies(
+                record = self._record_copies(
                     plan,
                     run.keys[at : at + n],
                     run.pod_keys[at : at + n],
                     [allocation for (allocation,) in found[start : start + n]],
                     plan.devices[start : start + n],
                 )
+                if record is not None:
+                    run.next = at + n
+                return record
         keys: list[str] = []
         pod_keys: list[str] = []
         chosen: list[Allocation] = []
@@ -2086,13 +2091,13 @@ _renamed_pool = field_replacer(Pool, ("name",))
 def template_slices(slices: Sequence[ResourceSlice], node_name: str) -> tuple[ResourceSlice, ...]:
     """A live node's slices for a copy of it called `node_name`: each slice renamed, local
     to the new node, in a pool of its own (a new node's devices are its own)."""
-    return tuple(
+    return tuple([
         _renamed_slice(
             s, f"{s.name}-{node_name}", node_name,
             _renamed_pool(s.pool, f"{s.pool.name}-{node_name}"),
         )
         for s in slices
-    )
+    ])
 
 
 def with_slices(info: NodeInfo, slices: Sequence[ResourceSlice]) -> NodeInfo:
