@@ -133,6 +133,7 @@ from clusterscaler.model import (
     parse_node,
     parse_pod,
 )
+from clusterscaler.model.common import describe_value
 from clusterscaler.model.dra import ResourceSlice, parse_resource_slice, parse_template_slice
 from clusterscaler.model.quantity import (
     QuantityError,
@@ -260,6 +261,7 @@ __all__ = [
     "checked_increase",
     "cloud_provider_hook",
     "debug_with",
+    "describe_value",
     "discovery_params",
     "gpu_template_slices",
     "gpus_as_devices",

@@ -55,6 +55,7 @@ from clusterscaler.api import (
     ModelError,
     Node,
     ResourceSlice,
+    describe_value,
     load_yaml,
     parse_duration,
     parse_node,
@@ -112,6 +113,15 @@ class SimCloudConfig:
         return None
 
 
+# A value quoted in an error, in a line (a 5,000-character string or a list nested 500 deep).
+_shown = describe_value
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    """A field name from the file, cut to a line."""
+    return text if len(text) <= limit else f"{text[:80]}... ({len(text)} characters)"
+
+
 def _valid_name(name: object) -> bool:
     if not isinstance(name, str) or not name or len(name) > 63:
         return False
@@ -122,24 +132,24 @@ def _valid_name(name: object) -> bool:
 
 def _int_field(value: Any, where: str, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigurationError(f"{where}: {field}: expected a non-negative integer, got {value!r}")
+        raise ConfigurationError(f"{where}: {field}: expected a non-negative integer, got {_shown(value)}")
     return value
 
 
 def _parse_selector(raw: Any, where: str, name: str) -> dict[str, str]:
     if not isinstance(raw, Mapping) or not raw:
-        raise ConfigurationError(f"{where}: nodeSelector: expected {_SELECTOR_FORM}, got {raw!r}")
+        raise ConfigurationError(f"{where}: nodeSelector: expected {_SELECTOR_FORM}, got {_shown(raw)}")
     out: dict[str, str] = {}
     for key, value in raw.items():
         if not isinstance(key, str) or not key.strip():
             raise ConfigurationError(
-                f"{where}: nodeSelector: expected label names as keys, got {key!r}"
+                f"{where}: nodeSelector: expected label names as keys, got {_shown(key)}"
             )
         if not isinstance(value, str):
             # YAML reads `true`, `1` or `null` as other types; a label value is a string.
             raise ConfigurationError(
                 f"{where}: nodeSelector.{key}: expected a label value as a string "
-                f"(quote it), got {value!r}"
+                f"(quote it), got {_shown(value)}"
             )
         if key == HOSTNAME_LABEL:
             raise ConfigurationError(
@@ -148,8 +158,8 @@ def _parse_selector(raw: Any, where: str, name: str) -> dict[str, str]:
             )
         if key == NODE_GROUP_LABEL and value != name:
             raise ConfigurationError(
-                f"{where}: nodeSelector.{key}: expected {name!r} (the group's name), "
-                f"got {value!r}"
+                f"{where}: nodeSelector.{key}: expected {_shown(name)} (the group's name), "
+                f"got {_shown(value)}"
             )
         out[key] = value
     return out
@@ -161,21 +171,21 @@ def _parse_template(
     if not isinstance(raw, Mapping):
         raise ConfigurationError(
             f"{where}: template: expected a Node object with metadata.labels, spec.taints "
-            f"and status.capacity, got {raw!r}"
+            f"and status.capacity, got {_shown(raw)}"
         )
     doc: dict[str, Any] = dict(raw)
     meta = doc.get("metadata")
     if meta is None:
         meta = {}
     if not isinstance(meta, Mapping):
-        raise ConfigurationError(f"{where}: template.metadata: expected an object, got {meta!r}")
+        raise ConfigurationError(f"{where}: template.metadata: expected an object, got {_shown(meta)}")
     # Templates describe nodes that do not exist yet: they have no name of their own.
     doc["metadata"] = {**meta, "name": f"template-{name}"}
     status = doc.get("status")
     if not isinstance(status, Mapping) or not status.get("capacity"):
         raise ConfigurationError(
             f"{where}: template.status.capacity: expected a resource list such as "
-            f"{{cpu: '4', memory: 16Gi, pods: '110'}}, got {None if not isinstance(status, Mapping) else status.get('capacity')!r}"
+            f"{{cpu: '4', memory: 16Gi, pods: '110'}}, got {_shown(None if not isinstance(status, Mapping) else status.get('capacity'))}"
         )
     try:
         node = parse_node(doc)
@@ -200,8 +210,8 @@ def _parse_template(
     group_label = labels.get(NODE_GROUP_LABEL)
     if group_label is not None and group_label != name:
         raise ConfigurationError(
-            f"{where}: template.metadata.labels.{NODE_GROUP_LABEL}: expected {name!r} "
-            f"(the group's name) or no value, got {group_label!r}"
+            f"{where}: template.metadata.labels.{NODE_GROUP_LABEL}: expected {_shown(name)} "
+            f"(the group's name) or no value, got {_shown(group_label)}"
         )
     # New nodes carry the labels that make existing nodes members, so that pods selecting
     # them (a nodeSelector on the node pool label, say) fit the group's new nodes too.
@@ -209,8 +219,8 @@ def _parse_template(
         have = labels.get(key)
         if have is not None and have != value:
             raise ConfigurationError(
-                f"{where}: template.metadata.labels.{key}: expected {value!r} (the group's "
-                f"nodeSelector) or no value, got {have!r}"
+                f"{where}: template.metadata.labels.{key}: expected {_shown(value)} (the group's "
+                f"nodeSelector) or no value, got {_shown(have)}"
             )
         labels[key] = value
     labels[NODE_GROUP_LABEL] = name
@@ -224,16 +234,16 @@ def _parse_group(raw: Any, index: int) -> NodeGroupSpec:
     where = f"nodeGroups[{index}]"
     if not isinstance(raw, Mapping):
         raise ConfigurationError(
-            f"{where}: expected an object with name, minSize, maxSize and template, got {raw!r}"
+            f"{where}: expected an object with name, minSize, maxSize and template, got {_shown(raw)}"
         )
     name = raw.get("name")
     if not isinstance(name, str) or not _valid_name(name):
-        raise ConfigurationError(f"{where}: name: expected {_NAME_FORM}, got {name!r}")
+        raise ConfigurationError(f"{where}: name: expected {_NAME_FORM}, got {_shown(name)}")
     where = f"{where} ({name})"
     unknown = sorted(str(k) for k in raw if k not in _GROUP_KEYS)
     if unknown:
         raise ConfigurationError(
-            f"{where}: {unknown[0]}: unknown field; expected one of "
+            f"{where}: {_clip(unknown[0])}: unknown field; expected one of "
             f"{', '.join(sorted(_GROUP_KEYS))}"
         )
     for required in ("minSize", "maxSize"):
@@ -255,19 +265,19 @@ def _parse_group(raw: Any, index: int) -> NodeGroupSpec:
     if price_raw is not None:
         if isinstance(price_raw, bool) or not isinstance(price_raw, int | float):
             raise ConfigurationError(
-                f"{where}: price: expected a non-negative number (price per node-hour), got {price_raw!r}"
+                f"{where}: price: expected a non-negative number (price per node-hour), got {_shown(price_raw)}"
             )
         # An integer beyond float's range is no price either.
         price = float(price_raw) if abs(price_raw) < 1e300 else math.inf
         if price < 0 or not math.isfinite(price):
             raise ConfigurationError(
-                f"{where}: price: expected a non-negative number (price per node-hour), got {price_raw!r}"
+                f"{where}: price: expected a non-negative number (price per node-hour), got {_shown(price_raw)}"
             )
     delay = DEFAULT_PROVISION_DELAY
     delay_raw = raw.get("provisionDelay")
     if delay_raw is not None:
         bad = ConfigurationError(
-            f"{where}: provisionDelay: expected {DURATION_FORM}, got {delay_raw!r}"
+            f"{where}: provisionDelay: expected {DURATION_FORM}, got {_shown(delay_raw)}"
         )
         if not isinstance(delay_raw, str):
             raise bad
@@ -299,13 +309,13 @@ def _parse_slices(raw: Any, where: str) -> tuple[ResourceSlice, ...]:
         return ()
     if not isinstance(raw, list):
         raise ConfigurationError(
-            f"{where}: resourceSlices: expected a list of ResourceSlice objects, got {raw!r}"
+            f"{where}: resourceSlices: expected a list of ResourceSlice objects, got {_shown(raw)}"
         )
     out = []
     for i, item in enumerate(raw):
         if not isinstance(item, Mapping):
             raise ConfigurationError(
-                f"{where}: resourceSlices[{i}]: expected a ResourceSlice object, got {item!r}"
+                f"{where}: resourceSlices[{i}]: expected a ResourceSlice object, got {_shown(item)}"
             )
         try:
             out.append(parse_template_slice(item))
@@ -322,11 +332,11 @@ def parse_cloud_config(doc: Any, source: str = "cloud-config") -> SimCloudConfig
         )
     unknown = sorted(str(k) for k in doc if k != "nodeGroups")
     if unknown:
-        raise ConfigurationError(f"{source}: {unknown[0]}: unknown field; expected nodeGroups")
+        raise ConfigurationError(f"{source}: {_clip(unknown[0])}: unknown field; expected nodeGroups")
     groups_raw = doc.get("nodeGroups")
     if not isinstance(groups_raw, list):
         raise ConfigurationError(
-            f"{source}: nodeGroups: expected a list of node groups, got {groups_raw!r}"
+            f"{source}: nodeGroups: expected a list of node groups, got {_shown(groups_raw)}"
         )
     groups: list[NodeGroupSpec] = []
     seen: dict[str, int] = {}

@@ -32,7 +32,7 @@ from clusterscaler.model.yamltext import load_yaml
 from clusterscaler.offline.loader import InputError, parse_snapshot_data
 from clusterscaler.offline.scenario import parse_scenario
 from clusterscaler.plugins.expanders.priority import PriorityConfigError, parse_priorities
-from clusterscaler.plugins.sim.config import load_cloud_config
+from clusterscaler.plugins.sim.config import load_cloud_config, parse_cloud_config
 from clusterscaler.testing.fakekube import FakeKubeServer
 from clusterscaler_kwok.config import parse_config
 from clusterscaler_kwok.templates import build_groups
@@ -479,6 +479,21 @@ def test_a_node_string_field_of_another_type_is_refused(path: tuple[Any, ...], f
     """A providerID nested in lists was read as is, and the loop failed hashing it."""
     with pytest.raises(ModelError, match=re.escape(f"Node node-1: {field}: expected a string")):
         parse_node(at(RICH_NODE, path, [[["x"]]]))
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [({"9" * 5_000: None}, "groups.yaml: " + "9" * 80 + "... (5000 characters): unknown field"),
+     ({"nodeGroups": [{"name": "a" * 5_000}]}, "nodeGroups[0]: name: expected a non-empty name"),
+     ({"nodeGroups": "b" * 5_000}, "nodeGroups: expected a list of node groups, got 'bbb")],
+    ids=["unknown-field", "name", "node-groups"],
+)
+def test_a_sim_cloud_config_quotes_a_long_value_in_a_line(doc: Any, message: str) -> None:
+    """A top-level field of 5,000 digits was echoed whole: a 5,049-character error."""
+    with pytest.raises(ConfigurationError) as caught:
+        parse_cloud_config(doc, "groups.yaml")
+    assert message in str(caught.value), caught.value
+    assert len(str(caught.value)) < 400, len(str(caught.value))
 
 
 def test_a_sim_group_price_beyond_float_is_a_config_error(tmp_path: Path) -> None:
