@@ -276,7 +276,7 @@ class CapacityBufferWriter(StatusWriter):
             )
             log.info("capacity_buffer_template_created", buffer=r.key, template=name)
             return int((made.get("metadata") or {}).get("generation") or 0)
-        if _same(held.get("template") or {}, template):
+        if _same_template(held.get("template") or {}, template):
             return int((held.get("metadata") or {}).get("generation") or 0)
         held["template"] = template
         held.setdefault("metadata", {})["ownerReferences"] = [owner]
@@ -302,7 +302,10 @@ class CapacityBufferWriter(StatusWriter):
         )
 
 
-def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+def _same_template(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two PodTemplates' `template`s agree on what the controller writes: labels,
+    annotations and spec (what the API server adds to the rest does not call for an update)."""
+
     def norm(t: Mapping[str, Any]) -> str:
         meta = t.get("metadata") or {}
         return json.dumps(

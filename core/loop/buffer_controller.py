@@ -11,7 +11,6 @@ oldest first (LimitedByQuotas). Plain data in, plain data out: the caller writes
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -127,8 +126,6 @@ class ManagedTemplate:
     name: str
     template: Mapping[str, Any]
     generation: int | None = None
-    # The same template already held, in the form it was copied from: nothing to write.
-    current: bool = False
 
 
 def set_condition(
@@ -356,7 +353,6 @@ def _translate(
         name=name,
         template=raw,
         generation=held.generation if held is not None else None,
-        current=held is not None and _same_template(held.raw_template, raw),
     )
     if (
         held is not None
@@ -521,21 +517,6 @@ def without_token_volumes(spec: Mapping[str, Any]) -> dict[str, Any]:
             cleaned.append(c)
         out[key] = cleaned
     return out
-
-
-def _same_template(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    def norm(t: Mapping[str, Any]) -> str:
-        meta = _mapping(t.get("metadata"))
-        return json.dumps(
-            {
-                "labels": meta.get("labels") or {},
-                "annotations": meta.get("annotations") or {},
-                "spec": t.get("spec") or {},
-            },
-            sort_keys=True,
-        )
-
-    return norm(a) == norm(b)
 
 
 def _resolve_scalable(

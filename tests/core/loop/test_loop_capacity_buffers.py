@@ -47,18 +47,18 @@ class BuffersCluster(InMemoryCluster):
     def apply(self, result: LoopResult) -> None:
         for r in result.capacity_buffers:
             generation = r.status.pod_template_generation
-            if r.template is not None and not r.template.current:
+            if r.template is not None:
                 key = f"{r.namespace}/{r.template.name}"
                 held = self.templates.get(key)
-                generation = (held.generation if held is not None else 0) + 1
-                written = parse_pod_template({
-                    "metadata": {"name": r.template.name, "namespace": r.namespace,
-                                 "generation": generation},
-                    "template": r.template.template,
-                })
-                self.templates[key] = written
-            elif r.template is not None:
-                generation = r.template.generation
+                if held is not None and held.raw_template == r.template.template:
+                    generation = held.generation
+                else:
+                    generation = (held.generation if held is not None else 0) + 1
+                    self.templates[key] = parse_pod_template({
+                        "metadata": {"name": r.template.name, "namespace": r.namespace,
+                                     "generation": generation},
+                        "template": r.template.template,
+                    })
             s = r.status
             self.buffers[r.key] = dataclasses.replace(
                 self.buffers[r.key],
