@@ -162,6 +162,10 @@ class DeviceUse:
     local: bool = True
 
 
+# Copies that are each one claim given one device: their allocations and devices.
+_SingleCopies = tuple[list[Allocation], list[DeviceId]]
+
+
 @dataclass(slots=True)
 class _Plan:
     """The allocations `copies_fit` found for copies of one pod's claims on one node, in
@@ -176,8 +180,8 @@ class _Plan:
     # The answer `allocate` gave from the plan, which `reserve` then records.
     offered: dict[str, Allocation] | None = None
     # When each allocation is one claim's, of one dedicated device (not for admin access,
-    # not a share): that device, allocation for allocation (`_reserve_copies`).
-    devices: list[DeviceId] | None = None
+    # not a share): those allocations and their devices, in order (`_reserve_copies`).
+    single: _SingleCopies | None = None
 
 
 @dataclass(slots=True)
@@ -767,12 +771,12 @@ class DraState:
             return 0
         specs = tuple([c.spec for c in claims])
         spec_ids = tuple(map(id, specs))
-        devices: list[DeviceId] | None = None
+        single: _SingleCopies | None = None
         fresh = self._fresh_devices(node)
         known = None if fresh is None else self._copies.get((fresh[0], spec_ids))
         if fresh is not None and known is not None and known.enough(limit):
             # A node of a layout seen before, read from its slices alone.
-            found_all, devices = self._from_copies(known, limit, fresh[1], node.name)
+            found_all, single = self._from_copies(known, limit, fresh[1], node.name)
         else:
             entry = self._node_pools(node)
             if (
@@ -789,12 +793,12 @@ class DraState:
                 known = None if memo_key is None else self._copies.get(memo_key)
                 if known is not None and known.enough(limit):
                     ids = [c.device_id for p in entry.pools for c in p.devices]
-                    found_all, devices = self._from_copies(known, limit, ids, node.name)
+                    found_all, single = self._from_copies(known, limit, ids, node.name)
                 else:
                     found_all = self._search_copies(claims, node, entry, limit)
                     if memo_key is not None:
                         self._copies[memo_key] = _Copies.of(found_all, entry, limit)
-        self._plan = _Plan(node.name, specs, found_all, self._version, devices=devices)
+        self._plan = _Plan(node.name, specs, found_all, self._version, single=single)
         # The next pod placed there is answered from the plan, not from an earlier filter.
         self._last = None
         return len(found_all)
@@ -880,10 +884,11 @@ class DraState:
         known = None if signature is None else self._layouts.get(signature)
         if known is None or known.key is None:
             return None
-        for i in known.pool_slices:
-            s = local[i]
-            if self._counters_drawn((s.driver, s.pool.name)):
-                return None
+        if self.used_counters:
+            for i in known.pool_slices:
+                s = local[i]
+                if self._counters_drawn((s.driver, s.pool.name)):
+                    return None
         ids = [(local[i].driver, local[i].pool.name, name) for i, name in known.devices]
         if not self.allocated.keys().isdisjoint(ids):
             return None
@@ -899,6 +904,16 @@ class DraState:
         own: per slice, its pool (by order of first appearance) and the identity of its
         devices, taints and counters (a template's copies share them), and whether each
         pool is complete. None when a slice is not the node's own."""
+        if len(local) == 1:
+            # A node's one slice (the usual case), without counting pools.
+            [s] = local
+            if s.node_name != node_name or s.per_device_node_selection:
+                return None
+            return (
+                ((0, id(s.devices), id(s.device_taints), id(s.device_counters),
+                  id(s.shared_counters)),),
+                (self.pool_complete((s.driver, s.pool.name)),),
+            )
         pools: dict[PoolId, int] = {}
         parts = []
         for s in local:
@@ -944,11 +959,11 @@ class DraState:
 
     def _from_copies(
         self, known: _Copies, count: int, ids: Sequence[DeviceId], node_name: str
-    ) -> tuple[list[tuple[Allocation, ...]], list[DeviceId] | None]:
+    ) -> tuple[list[tuple[Allocation, ...]], _SingleCopies | None]:
         """The allocations of the first `count` copies `known` holds, on node `node_name`
-        of their layout whose devices are `ids` (in the order of its pools); with each
-        copy's device when each copy is one claim given one device without admin access
-        (else None)."""
+        of their layout whose devices are `ids` (in the order of its pools); with the
+        copies' allocations and devices in order when each copy is one claim given one
+        device without admin access (else None)."""
         # A fresh layout's devices are all local to the node: an allocation of any of
         # them is pinned to it (`_node_selector`).
         pinned = self._local_selector(node_name)
@@ -956,16 +971,15 @@ class DraState:
             # Each copy one claim given one device (the fill's usual copies): in one pass.
             single = known.single[:count]
             taken = [ids[i] for _, i in single]
-            return [
-                (
-                    _new_allocation(
-                        _NO_ALLOCATION,
-                        (_new_device(_NO_DEVICE, request, driver, pool, name, False),),
-                        pinned,
-                    ),
+            allocations = [
+                _new_allocation(
+                    _NO_ALLOCATION,
+                    (_new_device(_NO_DEVICE, request, driver, pool, name, False),),
+                    pinned,
                 )
                 for (request, _), (driver, pool, name) in zip(single, taken, strict=True)
-            ], taken
+            ]
+            return list(zip(allocations)), (allocations, taken)
         return [
             tuple(
                 _new_allocation(
@@ -1237,7 +1251,7 @@ class DraState:
         start = plan.index
         found = plan.allocations
         run = self._run
-        if run is not None and plan.devices is not None and run.spec is spec:
+        if run is not None and plan.single is not None and run.spec is spec:
             # The pods are the run's next ones: their keys are slices of its keys.
             n = min(len(pods), len(found) - start)
             at = run.next
@@ -1250,8 +1264,8 @@ class DraState:
                     plan,
                     run.keys[at : at + n],
                     run.pod_keys[at : at + n],
-                    [allocation for (allocation,) in found[start : start + n]],
-                    plan.devices[start : start + n],
+                    plan.single[0][start : start + n],
+                    plan.single[1][start : start + n],
                 )
                 if record is not None:
                     run.next = at + n
