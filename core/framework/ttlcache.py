@@ -19,16 +19,24 @@ T = TypeVar("T")
 @dataclass
 class _Entry(Generic[T]):
     value: T
-    at: float
+    expires: float
 
 
 class TtlCache(Generic[T]):
     """A small thread-safe map whose entries expire `ttl` seconds (of `clock`) after they
-    were computed."""
+    were computed; with `ttl_of`, each answer's own ttl (a read that failed, kept as an
+    answer, is asked again sooner than one that succeeded)."""
 
-    def __init__(self, ttl: float, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        ttl: float,
+        clock: Callable[[], float],
+        *,
+        ttl_of: Callable[[T], float] | None = None,
+    ) -> None:
         self._ttl = ttl
         self._clock = clock
+        self._ttl_of = ttl_of
         self._entries: dict[Hashable, _Entry[T]] = {}
         self._lock = threading.Lock()
 
@@ -38,12 +46,13 @@ class TtlCache(Generic[T]):
         now = self._clock()
         with self._lock:
             entry = self._entries.get(key)
-            if entry is not None and now - entry.at < self._ttl:
+            if entry is not None and now < entry.expires:
                 return entry.value
         value = compute()
+        ttl = self._ttl if self._ttl_of is None else self._ttl_of(value)
         with self._lock:
             # Expired entries go when a new one comes, so the map stays as large as what is
             # asked within one ttl.
-            self._entries = {k: e for k, e in self._entries.items() if now - e.at < self._ttl}
-            self._entries[key] = _Entry(value=value, at=now)
+            self._entries = {k: e for k, e in self._entries.items() if now < e.expires}
+            self._entries[key] = _Entry(value=value, expires=now + ttl)
         return value

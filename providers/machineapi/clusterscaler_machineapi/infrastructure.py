@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from clusterscaler.api import CloudProviderError, ConfigurationError
+from clusterscaler.api import CloudProviderError, ConfigurationError, TtlCache
 
 from clusterscaler_machineapi.kubeapi import KubeApi, KubeApiError
 from clusterscaler_machineapi.objects import InfraRef, ScalableResource
@@ -79,13 +79,13 @@ class InfrastructureTemplates:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = api
-        self._ttl = ttl
-        self._failure_ttl = failure_ttl
-        self._clock = clock
         self._lock = threading.Lock()
         self._versions: dict[str, str] | None = None
         self._kinds: dict[tuple[str, str], dict[str, str]] = {}
-        self._cache: dict[tuple[str, str, str, str, str], tuple[float, InfraTemplate | Exception]] = {}
+        # A failed read is an answer too, kept for less long.
+        self._cache: TtlCache[InfraTemplate | Exception] = TtlCache(
+            ttl, clock, ttl_of=lambda result: failure_ttl if isinstance(result, Exception) else ttl
+        )
 
     def __call__(self, resource: ScalableResource) -> InfraTemplate | None:
         if resource.infrastructure_ref_error:
@@ -94,22 +94,20 @@ class InfrastructureTemplates:
         if ref is None:
             return None
         key = (ref.group, ref.version, ref.kind, resource.namespace, ref.name)
-        now = self._clock()
-        with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None and cached[0] > now:
-                result = cached[1]
-            else:
-                result = self._read(ref, resource)
-                ttl = self._failure_ttl if isinstance(result, Exception) else self._ttl
-                self._cache[key] = (now + ttl, result)
-                if isinstance(result, Exception):
-                    # Discovery may have changed too (a provider installed meanwhile).
-                    self._versions = None
-                    self._kinds.pop((ref.group, ref.version), None)
+        result = self._cache.get_or(key, lambda: self._read_once(ref, resource))
         if isinstance(result, Exception):
             raise result
         return result
+
+    def _read_once(self, ref: InfraRef, resource: ScalableResource) -> InfraTemplate | Exception:
+        # One read at a time: discovery's answers are kept between reads.
+        with self._lock:
+            result = self._read(ref, resource)
+            if isinstance(result, Exception):
+                # Discovery may have changed too (a provider installed meanwhile).
+                self._versions = None
+                self._kinds.pop((ref.group, ref.version), None)
+            return result
 
     def _read(self, ref: InfraRef, resource: ScalableResource) -> InfraTemplate | Exception:
         where = (

@@ -219,6 +219,20 @@ def test_ttl_cache_reuses_an_answer_for_its_ttl() -> None:
     assert cache.get_or("k", compute) == 2
 
 
+def test_ttl_cache_keeps_each_answer_for_its_own_ttl() -> None:
+    now = [0.0]
+    answers = iter(["failed", "ok", "ok again"])
+    cache: TtlCache[str] = TtlCache(
+        300.0, lambda: now[0], ttl_of=lambda answer: 30.0 if answer == "failed" else 300.0
+    )
+
+    assert cache.get_or("k", lambda: next(answers)) == "failed"
+    now[0] = 30.0
+    assert cache.get_or("k", lambda: next(answers)) == "ok"
+    now[0] = 329.9
+    assert cache.get_or("k", lambda: next(answers)) == "ok"
+
+
 def test_ttl_cache_keeps_no_failure() -> None:
     cache: TtlCache[int] = TtlCache(10.0, lambda: 0.0)
 
