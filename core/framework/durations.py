@@ -17,6 +17,7 @@ _UNITS_NS = {
 }
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 DURATION_FORM = "a Go duration such as 10s, 1m30s, 1h or 500ms"
+_MAX_NS = (1 << 63) - 1
 
 
 def parse_duration(value: str) -> timedelta:
@@ -36,6 +37,10 @@ def parse_duration(value: str) -> timedelta:
             raise ValueError(f"{value!r} is not {DURATION_FORM}")
         total_ns += float(match.group(1)) * _UNITS_NS[match.group(2)]
         pos = match.end()
+    if total_ns > _MAX_NS:
+        # Go's durations are int64 nanoseconds: ParseDuration refuses more, and a timedelta
+        # cannot hold 1e300 hours.
+        raise ValueError(f"{value!r} is not {DURATION_FORM} (at most about 292 years)")
     return timedelta(microseconds=round(total_ns / 1000))
 
 

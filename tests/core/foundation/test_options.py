@@ -35,7 +35,10 @@ def test_parse_go_duration(text: str, expected: timedelta) -> None:
     assert parse_duration(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "10", "abc", "10 m", "-5s", "1d", "m10", "1h-5m"])
+@pytest.mark.parametrize(
+    "text", ["", "10", "abc", "10 m", "-5s", "1d", "m10", "1h-5m", "99999999999999999h",
+             "2562048h", "1" + "0" * 400 + "s"]
+)
 def test_parse_duration_rejects_malformed(text: str) -> None:
     with pytest.raises(ValueError, match="Go duration"):
         parse_duration(text)

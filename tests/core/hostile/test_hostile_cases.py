@@ -408,6 +408,15 @@ def test_an_applied_workload_count_no_cluster_holds_is_refused(
     assert len(error) < 400, error
 
 
+@pytest.mark.parametrize("duration", ["99999999999999999h", "1" + "0" * 400 + "s"])
+def test_a_scenario_duration_beyond_go_is_refused(duration: str) -> None:
+    """A duration of 10**17 hours escaped the scenario reader as OverflowError."""
+    doc = {"name": "s", "cloudConfig": str(EXAMPLES / "cloud-configs" / "general.yaml"),
+           "duration": duration}
+    with pytest.raises(InputError, match=re.escape("s.yaml: duration: expected a Go duration")):
+        parse_scenario(doc, "s.yaml", EXAMPLES / "scenarios")
+
+
 def test_initial_nodes_of_a_group_the_cloud_config_lacks_name_both_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
