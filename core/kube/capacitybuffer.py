@@ -156,7 +156,13 @@ class CapacityBufferWriter(StatusWriter):
         return newest, oldest
 
     def write(self, results: Iterable[BufferResult], now: datetime) -> int:
-        """Write every buffer whose template or status needs it; how many statuses."""
+        """Write every buffer whose template or status needs it; how many statuses.
+        `results` are all the buffers of this pass: what was written for any other (one
+        deleted since) is forgotten, so a buffer created again under its name has its
+        template built anew."""
+        results = tuple(results)
+        for gone in self._written.keys() - {r.key for r in results}:
+            del self._written[gone]
         written = 0
         for r in results:
             try:

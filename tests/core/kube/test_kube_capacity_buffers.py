@@ -194,6 +194,32 @@ def test_a_buffer_deleted_meanwhile_is_skipped(kube: FakeKubeServer) -> None:
     assert writer.failures == 0
 
 
+def test_a_buffer_created_again_after_a_pass_without_it_has_its_template_built_anew(
+    kube: FakeKubeServer,
+) -> None:
+    kube.create(buffer())
+    kube.create(template())
+    writer = CapacityBufferWriter(kube.api_client(), dry_run_pods=True)
+
+    def dry_runs() -> int:
+        return len([r for r in kube.requests if r.resource == "pods" and r.method == "POST"])
+
+    reconcile(kube, writer)
+    reconcile(kube, writer)
+    # Unchanged since its last write: not built again.
+    assert dry_runs() == 1
+    kube.delete("capacitybuffers", "spare", "web")
+    reconcile(kube, writer)
+    kube.create(buffer())
+    reconcile(kube, writer)
+    # What was written for the deleted buffer is not taken for the new one.
+    assert dry_runs() == 2
+    status = get_buffer(kube)["status"]
+    managed = kube.get("podtemplates", "capacitybuffer-spare-pod-template", "web")
+    assert managed is not None
+    assert status["podTemplateGeneration"] == managed["metadata"]["generation"]
+
+
 def test_a_template_that_cannot_be_written_leaves_the_buffer_not_ready(
     kube: FakeKubeServer,
 ) -> None:
