@@ -5,12 +5,11 @@ counting 2 vCPUs as the API reports them."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from clusterscaler.api import ConfigurationError
+from clusterscaler.api import ConfigurationError, TtlCache
 
 from clusterscaler_gce.reserved import MIB
 
@@ -67,21 +66,11 @@ class MachineTypeCatalogue:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fetch = fetch
-        self._ttl = ttl
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._entries: dict[tuple[str, str, str], tuple[MachineType, float]] = {}
+        self._cache: TtlCache[MachineType] = TtlCache(ttl, clock)
 
     def get(self, project: str, zone: str, machine_type: str, source: str) -> MachineType:
         if is_custom(machine_type):
             return parse_custom(machine_type, source)
-        key = (project, zone, machine_type)
-        now = self._clock()
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and now - entry[1] < self._ttl:
-                return entry[0]
-        found = self._fetch(project, zone, machine_type)
-        with self._lock:
-            self._entries[key] = (found, now)
-        return found
+        return self._cache.get_or(
+            (project, zone, machine_type), lambda: self._fetch(project, zone, machine_type)
+        )
