@@ -13,6 +13,7 @@ from typing import Any
 
 import fuzzkit
 import pytest
+import test_fuzz_loop
 from clusterscaler.api import ConfigurationError
 from clusterscaler.commands.cli import main
 from clusterscaler.kube.informer import Backoff, Informer, ListerSpec
@@ -511,3 +512,34 @@ def test_a_sim_group_price_beyond_float_is_a_config_error(tmp_path: Path) -> Non
                     .replace("price: 0.19", "price: 1" + "0" * 400, 1))
     with pytest.raises(ConfigurationError, match=r"price: expected a non-negative number"):
         load_cloud_config(path)
+
+
+def _named_hostile(raw: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(raw)
+    out["metadata"]["name"] = "hostile"
+    return out
+
+
+_HUGE_STORAGE = _named_hostile(RICH_NODE)
+_HUGE_STORAGE["status"]["capacity"]["ephemeral-storage"] = "1e400"
+_HUGE_STORAGE["status"]["allocatable"]["ephemeral-storage"] = "1e400"
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw"),
+    [("Node", _HUGE_STORAGE),
+     ("Pod", at(_named_hostile(RICH_POD), ("status",), ["Running"])),
+     ("Pod", at(_named_hostile(RICH_POD), ("spec", "containers", 0, "resources", "requests"),
+                "2 cpus"))],
+    ids=["node-ephemeral-storage-1e400", "pod-status-list", "pod-requests-string"],
+)
+def test_the_objects_that_stopped_the_loop_never_stop_it(kind: str, raw: dict[str, Any]) -> None:
+    """The issue's objects through the loop target's checks: a Node of `1e400` storage
+    failed every loop (OverflowError); a Pod whose status is a list, or whose requests are a
+    string, could not be read, and its node was judged empty and tainted. Now every loop
+    succeeds, the healthy groups scale up and down, the unreadable pod is named in the
+    loop's result and its node is never removed."""
+    loop_target = test_fuzz_loop.test_one_hostile_object_never_stops_the_loop_for_the_rest
+    loop_target.hypothesis.inner_test(hostile=(kind, test_fuzz_loop._bound_to(raw, "g-1")
+                                               if kind == "Pod" else raw))
+
