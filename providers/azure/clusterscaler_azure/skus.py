@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from importlib import resources
 from typing import Any
 
 import structlog
+from clusterscaler.api import TtlCache
 
 log = structlog.get_logger()
 
@@ -99,9 +99,11 @@ class SkuCatalogue:
     ) -> None:
         self._list_skus = list_skus
         self._dynamic = dynamic and list_skus is not None
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._by_location: dict[str, tuple[float, dict[str, SkuInfo]]] = {}
+        # A failed listing is kept as "unavailable" (None) for a minute only: the bundled
+        # table answers meanwhile, and the API is asked again soon.
+        self._by_location: TtlCache[dict[str, SkuInfo] | None] = TtlCache(
+            SKU_TTL, clock, ttl_of=lambda table: SKU_TTL if table is not None else 60.0
+        )
 
     def get(self, name: str, location: str) -> SkuInfo | None:
         if self._dynamic:
@@ -111,12 +113,10 @@ class SkuCatalogue:
         return _lookup(static_table(), name)
 
     def _location_table(self, location: str) -> dict[str, SkuInfo]:
-        key = location.lower()
-        now = self._clock()
-        with self._lock:
-            entry = self._by_location.get(key)
-            if entry is not None and now - entry[0] < SKU_TTL:
-                return entry[1]
+        table = self._by_location.get_or(location.lower(), lambda: self._list(location))
+        return table if table is not None else {}
+
+    def _list(self, location: str) -> dict[str, SkuInfo] | None:
         assert self._list_skus is not None
         table: dict[str, SkuInfo] = {}
         try:
@@ -125,11 +125,6 @@ class SkuCatalogue:
                 if info is not None:
                     table.setdefault(info.name.lower(), info)
         except Exception as exc:
-            # The table still answers; the API is asked again after a short while.
             log.warning("azure_resource_skus_unavailable", location=location, error=str(exc))
-            with self._lock:
-                self._by_location[key] = (now - SKU_TTL + 60.0, {})
-            return {}
-        with self._lock:
-            self._by_location[key] = (now, table)
+            return None
         return table
