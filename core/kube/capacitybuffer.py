@@ -19,7 +19,7 @@ from clusterscaler.model.capacitybuffer import (
     NOT_READY_REASON,
     READY_FOR_PROVISIONING,
 )
-from clusterscaler.model.provisioning import Condition
+from clusterscaler.model.provisioning import Condition, set_condition
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
@@ -221,13 +221,18 @@ class CapacityBufferWriter(StatusWriter):
     def _not_ready(self, r: BufferResult, now: datetime, error: str) -> BufferStatus:
         log.warning("capacity_buffer_not_ready", buffer=r.key, error=error)
         self._failed(ErrorType.API_CALL)
-        conditions = [c for c in r.status.conditions if c.type != READY_FOR_PROVISIONING]
-        held = next((c for c in r.held.conditions if c.type == READY_FOR_PROVISIONING), None)
-        when = held.last_transition_time if held is not None and held.status == "False" else now
-        conditions.append(Condition(READY_FOR_PROVISIONING, "False", NOT_READY_REASON,
-                                    f"Buffer not ready for provisioning: {error}", when, 0))
+        # Its transition counts from what the cluster holds, not from this pass's status.
+        conditions = r.status.conditions
+        held = r.held.condition(READY_FOR_PROVISIONING)
+        if held is not None:
+            conditions = set_condition(conditions, held)
+        conditions = set_condition(
+            conditions,
+            Condition(READY_FOR_PROVISIONING, "False", NOT_READY_REASON,
+                      f"Buffer not ready for provisioning: {error}", now, 0),
+        )
         return replace(r.status, pod_template_ref=None, replicas=None,
-                       pod_template_generation=None, conditions=tuple(conditions))
+                       pod_template_generation=None, conditions=conditions)
 
     def _resolve(self, namespace: str, template: Mapping[str, Any]) -> dict[str, Any]:
         """CA's DryRunResolver (a pod created with dryRun=All, as the API server would

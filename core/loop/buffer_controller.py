@@ -29,7 +29,12 @@ from clusterscaler.model.capacitybuffer import (
     ResourceQuota,
     ScopeRequirement,
 )
-from clusterscaler.model.provisioning import Condition, PodTemplate
+from clusterscaler.model.provisioning import (
+    Condition,
+    PodTemplate,
+    find_condition,
+    set_condition,
+)
 from clusterscaler.model.resources import Resources
 
 __all__ = [
@@ -39,7 +44,6 @@ __all__ = [
     "buffer_replicas",
     "managed_template_name",
     "reconcile",
-    "set_condition",
     "without_token_volumes",
 ]
 
@@ -91,7 +95,7 @@ class BufferStatus:
         )
 
     def condition(self, type_: str) -> Condition | None:
-        return next((c for c in self.conditions if c.type == type_), None)
+        return find_condition(self.conditions, type_)
 
     def has(self, type_: str, status: str) -> bool:
         c = self.condition(type_)
@@ -126,24 +130,6 @@ class ManagedTemplate:
     name: str
     template: Mapping[str, Any]
     generation: int | None = None
-
-
-def set_condition(
-    conditions: tuple[Condition, ...], new: Condition
-) -> tuple[tuple[Condition, ...], bool]:
-    """`meta.SetStatusCondition`: the condition of that type replaced, its transition time
-    kept when its status is unchanged; and whether anything changed."""
-    out = list(conditions)
-    for i, c in enumerate(out):
-        if c.type != new.type:
-            continue
-        kept = new if c.status != new.status else dataclasses.replace(
-            new, last_transition_time=c.last_transition_time
-        )
-        out[i] = kept
-        return tuple(out), kept != c
-    out.append(new)
-    return tuple(out), True
 
 
 def _strategy_of(buffer: CapacityBuffer) -> str:
@@ -368,7 +354,7 @@ def _translate(
         status = _not_ready_status(buffer, name, managed.generation, None, strategy, now,
                                    error)
         return Translated(buffer, status, managed, pod, error)
-    conditions, _ = set_condition(
+    conditions = set_condition(
         BufferStatus.of(buffer).conditions,
         Condition(READY_FOR_PROVISIONING, "True", ATTRIBUTES_SET_SUCCESSFULLY_REASON,
                   "ready", now, 0),
@@ -426,7 +412,7 @@ def _allocate(
         else:
             limited = Condition(LIMITED_BY_QUOTAS, "False", LIMITED_BY_QUOTAS_REASON,
                                 "", now, t.buffer.generation)
-        conditions, _ = set_condition(s.conditions, limited)
+        conditions = set_condition(s.conditions, limited)
         t.status = dataclasses.replace(s, conditions=conditions)
         if allowed > 0:
             for q in matching:
@@ -447,7 +433,7 @@ def _not_ready_status(
     error: str,
 ) -> BufferStatus:
     """CA's SetBufferAsNotReadyForProvisioning."""
-    conditions, _ = set_condition(
+    conditions = set_condition(
         BufferStatus.of(buffer).conditions,
         Condition(READY_FOR_PROVISIONING, "False", NOT_READY_REASON,
                   f"Buffer not ready for provisioning: {error}", now, 0),

@@ -36,7 +36,6 @@ from clusterscaler.loop.buffer_controller import (
     Translated,
     managed_template_name,
     reconcile,
-    set_condition,
 )
 from clusterscaler.model import Controller, OwnerRef, Pod
 from clusterscaler.model.capacitybuffer import (
@@ -50,7 +49,7 @@ from clusterscaler.model.capacitybuffer import (
     CapacityBuffer,
     ResourceQuota,
 )
-from clusterscaler.model.provisioning import Condition, PodTemplate
+from clusterscaler.model.provisioning import Condition, PodTemplate, set_condition
 
 __all__ = [
     "FAKE_POD_ANNOTATION",
@@ -256,7 +255,7 @@ class CapacityBufferProcessor:
 
 def _provisioning(status: BufferStatus, value: str, reason: str, message: str,
                   now: datetime) -> BufferStatus:
-    conditions, _ = set_condition(
+    conditions = set_condition(
         status.conditions, Condition(PROVISIONING, value, reason, message, now, 0)
     )
     return dataclasses.replace(status, conditions=conditions)

@@ -34,7 +34,7 @@ from clusterscaler.model.capacityquota import (
     VALIDATION_SUCCEEDED,
     CapacityQuota,
 )
-from clusterscaler.model.provisioning import Condition
+from clusterscaler.model.provisioning import Condition, set_condition
 from clusterscaler.model.quantity import format_bytes, format_cpu
 
 # The label upstream recognises virtual-kubelet nodes by (`type=virtual-kubelet`).
@@ -212,14 +212,6 @@ class CapacityQuotaStatus:
     changed: bool
 
 
-def _set_condition(held: Sequence[Condition], new: Condition, now: datetime) -> Condition:
-    """As `meta.SetStatusCondition`: the transition time moves only when the status does."""
-    for c in held:
-        if c.type == new.type and c.status == new.status and c.last_transition_time:
-            return dataclasses.replace(new, last_transition_time=c.last_transition_time)
-    return dataclasses.replace(new, last_transition_time=now)
-
-
 def _same(a: Condition | None, b: Condition) -> bool:
     return a is not None and (a.status, a.reason, a.message, a.observed_generation) == (
         b.status,
@@ -267,7 +259,12 @@ def quota_status(quota: CapacityQuota, nodes: Sequence[Node], now: datetime) -> 
     changed = (used is not None and dict(quota.used) != used) or not all(
         _same(quota.condition(c.type), c) for c in wanted
     )
-    conditions = tuple(_set_condition(quota.conditions, c, now) for c in wanted)
+    merged = quota.conditions
+    for c in wanted:
+        merged = set_condition(merged, dataclasses.replace(c, last_transition_time=now))
+    # Only the controller's own conditions are written; the others stay as the server has them.
+    by_type = {c.type: c for c in merged}
+    conditions = tuple(by_type[c.type] for c in wanted)
     return CapacityQuotaStatus(quota.name, quota.uid, used, conditions, changed)
 
 

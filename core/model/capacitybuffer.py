@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from clusterscaler.model.common import ModelError, _dict, _int, _list, _meta, _parse_time
-from clusterscaler.model.provisioning import Condition, _parse_conditions
+from clusterscaler.model.provisioning import Condition, _parse_conditions, find_condition
 from clusterscaler.model.resources import Resources
 
 __all__ = [
@@ -106,14 +106,7 @@ class CapacityBuffer:
         return f"{self.namespace}/{self.name}"
 
     def condition(self, type_: str) -> Condition | None:
-        for c in self.conditions:
-            if c.type == type_:
-                return c
-        return None
-
-    def has_condition(self, type_: str, status: str) -> bool:
-        c = self.condition(type_)
-        return c is not None and c.status == status
+        return find_condition(self.conditions, type_)
 
 
 def _optional_count(spec: Mapping[str, Any], key: str, obj: str) -> int | None:

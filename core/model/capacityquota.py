@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterscaler.model.common import ModelError, _dict, _int, _meta
-from clusterscaler.model.provisioning import Condition, _parse_conditions
+from clusterscaler.model.provisioning import Condition, _parse_conditions, find_condition
 from clusterscaler.model.quantity import QuantityError, parse_quantity
 from clusterscaler.model.scheduling import LabelSelector, parse_label_selector
 
@@ -83,10 +83,7 @@ class CapacityQuota:
         return self.selector.matches(labels)
 
     def condition(self, type_: str) -> Condition | None:
-        for c in self.conditions:
-            if c.type == type_:
-                return c
-        return None
+        return find_condition(self.conditions, type_)
 
 
 def _limit(value: object, obj: str, where: str) -> int:

@@ -3,7 +3,8 @@ pod sets name, as Cluster Autoscaler's `apis/provisioningrequest` defines them."
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -62,6 +63,26 @@ class Condition:
         return self.status == "True"
 
 
+def find_condition(conditions: Iterable[Condition], type_: str) -> Condition | None:
+    """`meta.FindStatusCondition`: the condition of that type, if any."""
+    return next((c for c in conditions if c.type == type_), None)
+
+
+def set_condition(conditions: tuple[Condition, ...], new: Condition) -> tuple[Condition, ...]:
+    """`meta.SetStatusCondition`: the condition of that type replaced by `new` (or added),
+    keeping the transition time held when its status is unchanged."""
+    out = list(conditions)
+    for i, c in enumerate(out):
+        if c.type != new.type:
+            continue
+        if c.status == new.status and c.last_transition_time is not None:
+            new = dataclasses.replace(new, last_transition_time=c.last_transition_time)
+        out[i] = new
+        return tuple(out)
+    out.append(new)
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class PodSet:
     """`count` pods shaped by the PodTemplate `template` of the request's namespace."""
@@ -99,10 +120,7 @@ class ProvisioningRequest:
         return sum(s.count for s in self.pod_sets)
 
     def condition(self, type_: str) -> Condition | None:
-        for c in self.conditions:
-            if c.type == type_:
-                return c
-        return None
+        return find_condition(self.conditions, type_)
 
     def is_true(self, type_: str) -> bool:
         c = self.condition(type_)

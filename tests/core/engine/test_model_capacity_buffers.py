@@ -40,7 +40,8 @@ def test_a_buffer_with_its_status() -> None:
     assert b.provisioning_strategy == ACTIVE_PROVISIONING_STRATEGY
     assert (b.status_pod_template_ref, b.status_replicas, b.status_pod_template_generation) == (
         "capacitybuffer-spare-pod-template", 3, 2)
-    assert b.has_condition("ReadyForProvisioning", "True")
+    ready = b.condition("ReadyForProvisioning")
+    assert ready is not None and ready.status == "True"
 
 
 def test_v1alpha1_is_read_too_and_a_scalable_ref() -> None:
