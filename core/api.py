@@ -57,6 +57,7 @@ from clusterscaler.framework.templatetags import (
     TemplateTags,
     parse_tag_options,
     parse_template_tags,
+    tag_capacity,
 )
 from clusterscaler.framework.ttlcache import TtlCache
 from clusterscaler.interfaces.cloudprovider import (
@@ -293,6 +294,7 @@ __all__ = [
     "read_cloud_config",
     "selected_by_existing_anti_affinity",
     "spread_cannot_reject",
+    "tag_capacity",
     "template_node_info",
     "volumes_constrain_scheduling",
     "wait_all",

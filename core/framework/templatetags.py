@@ -27,8 +27,15 @@ from typing import Any
 
 from clusterscaler.framework.groupoptions import GroupOptionError, parse_group_option
 from clusterscaler.framework.templatedevices import DRA_DRIVER_FORM, is_dra_driver_name
-from clusterscaler.interfaces.cloudprovider import NodeGroupOptions
-from clusterscaler.model import TAINT_EFFECTS, Taint, is_label_value, is_qualified_name
+from clusterscaler.interfaces.cloudprovider import ConfigurationError, NodeGroupOptions
+from clusterscaler.model import (
+    TAINT_EFFECTS,
+    ModelError,
+    Resources,
+    Taint,
+    is_label_value,
+    is_qualified_name,
+)
 
 LABEL_VALUE_FORM = (
     "a label value of at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
@@ -89,6 +96,12 @@ class TagScheme:
         if self.encoded_keys:
             return written.replace("_", "/").replace("~2", "_")
         return written
+
+    def written(self, key: str) -> str:
+        """How a tag's tail writes the Kubernetes key `key` (the inverse of `key()`)."""
+        if self.encoded_keys:
+            return key.replace("_", "~2").replace("/", "_")
+        return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +191,23 @@ def parse_template_tags(
         dra_driver=dra_driver,
         errors=tuple(errors),
     )
+
+
+def tag_capacity(
+    kind: str, group: str, quantities: Mapping[str, str], scheme: TagScheme
+) -> Resources:
+    """The capacity of the template of `group` (a `kind` of its cloud) from `quantities` by
+    resource name: what the cloud says of its machines, with the group's `resources` tags
+    on top. Raises `ConfigurationError` naming the group and the resources tag of a
+    quantity that is not one."""
+    field = "template capacity"
+    try:
+        return Resources.from_k8s(dict(quantities), obj=f"{kind} {group}", field=field)
+    except ModelError as exc:
+        resource = exc.field.removeprefix(field + ".")
+        tag = scheme.resources_prefix + scheme.written(resource)
+        error = TemplateTagError(kind, group, tag, quantities.get(resource, ""), exc.expected)
+        raise ConfigurationError(str(error)) from None
 
 
 def parse_tag_options(

@@ -16,18 +16,18 @@ from dataclasses import dataclass
 from clusterscaler.api import (
     GPU_RESOURCE,
     ConfigurationError,
-    ModelError,
     NodeInfo,
     Resources,
     ResourceSlice,
     Taint,
     gpus_as_devices,
+    tag_capacity,
     template_node_info,
 )
 
 from clusterscaler_aws.instance_types import InstanceTypeInfo
 from clusterscaler_aws.service import ManagedNodegroup
-from clusterscaler_aws.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX, AsgTemplateTags
+from clusterscaler_aws.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX, SCHEME, AsgTemplateTags
 
 DEFAULT_MAX_PODS = 110
 EBS_CSI_ZONE_LABEL = "topology.ebs.csi.aws.com/zone"
@@ -89,14 +89,7 @@ def capacity(data: TemplateInput) -> Resources:
         for key, value in data.managed_nodegroup.tags.items():
             if key.startswith(RESOURCES_PREFIX) and key[len(RESOURCES_PREFIX) :]:
                 raw[key[len(RESOURCES_PREFIX) :]] = value.strip()
-    try:
-        return Resources.from_k8s(raw, obj=f"ASG {data.asg}", field="template capacity")
-    except ModelError as exc:
-        resource = exc.field.rsplit(".", 1)[-1]
-        raise ConfigurationError(
-            f"ASG {data.asg!r}: tag {RESOURCES_PREFIX}{resource}={raw.get(resource)!r}: "
-            f"expected {exc.expected}"
-        ) from None
+    return tag_capacity("ASG", data.asg, raw, SCHEME)
 
 
 def build_template_node_info(data: TemplateInput) -> NodeInfo:

@@ -15,20 +15,19 @@ from dataclasses import dataclass
 
 from clusterscaler.api import (
     GPU_RESOURCE,
-    ConfigurationError,
-    ModelError,
     NodeInfo,
     Resources,
     ResourceSlice,
     Taint,
     TemplateTags,
     gpus_as_devices,
+    tag_capacity,
     template_node_info,
 )
 
 from clusterscaler_azure.service import VmssDescription
 from clusterscaler_azure.skus import SkuInfo
-from clusterscaler_azure.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX
+from clusterscaler_azure.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX, SCHEME
 
 DEFAULT_MAX_PODS = 110
 FPGA_RESOURCE = "xilinx.com/fpga-xilinx_u250_gen3x16_xdma_shell_2_1-0"
@@ -123,15 +122,7 @@ def capacity(data: TemplateInput) -> Resources:
     if data.vmss.os_disk_size_gb:
         raw["ephemeral-storage"] = f"{data.vmss.os_disk_size_gb}Gi"
     raw.update(data.tags.resources)
-    field = "template capacity"
-    try:
-        return Resources.from_k8s(raw, obj=f"VMSS {data.vmss.name}", field=field)
-    except ModelError as exc:
-        resource = exc.field.removeprefix(field + ".")
-        tag = RESOURCES_PREFIX + resource.replace("_", "~2").replace("/", "_")
-        raise ConfigurationError(
-            f"VMSS {data.vmss.name!r}: tag {tag!r}={raw.get(resource)!r}: expected {exc.expected}"
-        ) from None
+    return tag_capacity("VMSS", data.vmss.name, raw, SCHEME)
 
 
 def build_template_node_info(data: TemplateInput) -> NodeInfo:

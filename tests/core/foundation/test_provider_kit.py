@@ -35,6 +35,7 @@ from clusterscaler.api import (
     parse_tag_options,
     parse_template_tags,
     read_cloud_config,
+    tag_capacity,
     template_node_info,
 )
 from clusterscaler.testing import RegisterPlugin
@@ -119,6 +120,19 @@ def test_a_bad_tag_is_an_error_naming_group_tag_and_form(tag: str, value: str, e
     assert str(error).startswith(f"pool 'a': tag {tag!r}={value!r}: expected ")
     assert expected in error.expected
     assert tags.labels == {"good": "yes"}
+
+
+@pytest.mark.parametrize(
+    ("scheme", "tag"),
+    [(SLASHED, "p/resources/nvidia.com/gpu"), (ENCODED, "p_resources_nvidia.com_gpu")],
+    ids=["slashes", "encoded"],
+)
+def test_tag_capacity_names_the_resources_tag_of_a_bad_quantity(scheme: TagScheme, tag: str) -> None:
+    assert tag_capacity("POOL", "a", {"cpu": "4", "nvidia.com/gpu": "2"}, scheme).extended == {
+        "nvidia.com/gpu": 2}
+    with pytest.raises(ConfigurationError) as failure:
+        tag_capacity("POOL", "a", {"cpu": "4", "nvidia.com/gpu": "lots"}, scheme)
+    assert str(failure.value).startswith(f"POOL 'a': tag {tag!r}='lots': expected ")
 
 
 def test_tag_options_keep_the_good_ones() -> None:
