@@ -5,7 +5,7 @@ utilization scale-down measures a node by.
 `DraState` is the snapshot's view of DRA: the slices reachable from each node, the device
 classes, the claims (and templates) by key, which claim each device is allocated to, the
 shared counters each pool has and what its allocated devices draw from them, and which pods
-in the snapshot use each claim. For a pod and a node, `allocate` says which devices the
+in the snapshot use each claim not their own. For a pod and a node, `allocate` says which devices the
 pod's claims would get there (or why none can be found), as kube-scheduler's structured
 allocator (k8s.io/dynamic-resource-allocation) does:
 
@@ -187,12 +187,11 @@ class _Plan:
 @dataclass(slots=True)
 class _Run:
     """Pods `claims_alike` found alike, each with one claim made from one template for
-    it: their claim keys and pod keys in order, and where the next of them to be
-    reserved is expected (the estimator places them in order)."""
+    it: their claim keys in order, and where the next of them to be reserved is
+    expected (the estimator places them in order)."""
 
     pods: tuple[Pod, ...]
     keys: list[str]
-    pod_keys: list[str]
     spec: ClaimSpec
     next: int = 0
 
@@ -337,7 +336,10 @@ class DraState:
     # they consume together, by capacity name.
     share_count: dict[DeviceId, int] = field(default_factory=dict)
     shared_use: dict[DeviceId, dict[str, Fraction]] = field(default_factory=dict)
-    # The snapshot's pods that use each claim.
+    # The snapshot's pods that use each claim, but for the pod a claim is its own
+    # (`PodClaim.owned`): its own pod uses it while it is allocated, and leaving frees it
+    # unless others use it. (The pods of a workload are placed by the thousand, each
+    # with a claim of its own: they are known without a set per claim.)
     consumers: dict[str, set[str]] = field(default_factory=dict)
     # The slices of each pool's newest generation, the pool's shared counters, what each
     # device consumes from them, and what the allocated devices consume.
@@ -724,8 +726,8 @@ class DraState:
     def _template_run(self, pods: Sequence[Pod], first: Sequence[PodClaim]) -> _Run | None:
         """When every pod of `pods` has the one claim the first has, made from one template
         for it and not made yet (no claim status; the first resolved to `first`): the
-        pods' claim keys and pod keys, in one pass (what `_find_claims` gives each of them,
-        without resolving them one by one). None otherwise."""
+        pods' claim keys, in one pass (what `_find_claims` gives each of them, without
+        resolving them one by one). None otherwise."""
         rep = pods[0]
         made = rep.resource_claims
         if not (
@@ -747,9 +749,8 @@ class DraState:
             return None
         prefix = namespace + "/"
         suffix = "#" + made[0].name
-        pod_keys = [prefix + name for name in map(_name, pods)]
-        keys = [key + suffix for key in pod_keys]
-        return _Run(tuple(pods), keys, pod_keys, first[0].spec)
+        keys = [prefix + name + suffix for name in map(_name, pods)]
+        return _Run(tuple(pods), keys, first[0].spec)
 
     def claims_key(self, pod: Pod) -> tuple[int, ...]:
         """What decides where `pod`'s claims can be allocated, for pods whose claims are
@@ -1129,8 +1130,8 @@ class DraState:
     # ------------------------------------------------------------------ reserve / release
 
     def reserve(self, pod: Pod, allocations: Mapping[str, Allocation]) -> Callable[[], None]:
-        """Record `allocations` (from `allocate`) and `pod` as a consumer of its claims;
-        returns the undo."""
+        """Record `allocations` (from `allocate`) and `pod` as a consumer of its claims
+        that are not its own; returns the undo."""
         plan = self._plan
         planned = (
             plan is not None
@@ -1139,7 +1140,7 @@ class DraState:
         )
         self._version += 1
         claims = self.pod_claims(pod)
-        keys = [c.key for c in claims] if not isinstance(claims, str) else []
+        keys = [c.key for c in claims if not c.owned] if not isinstance(claims, str) else []
         held: list[Held] = []
         for key, allocation in allocations.items():
             self.allocations[key] = allocation
@@ -1198,30 +1199,21 @@ class DraState:
             if batch is not None:
                 return batch
         allocations = self.allocations
-        consumers = self.consumers
         recorded: list[str] = []
-        added: list[tuple[str, str]] = []
         held: list[Held] = []
         taken = 0
         for pod in pods:
             if plan.index >= len(plan.allocations):
                 break
             claims = self.pod_claims(pod)
+            # Each claim the pod's own (`_copies_of`): none is listed among consumers.
             if isinstance(claims, str) or not self._copies_of(claims, specs):
                 break
-            pod_key = pod.namespace + "/" + pod.name
             for claim, allocation in zip(claims, plan.allocations[plan.index], strict=True):
                 key = claim.key
                 allocations[key] = allocation
                 recorded.append(key)
                 held.extend(self._hold(key, allocation))
-                users = consumers.get(key)
-                if users is None:
-                    consumers[key] = {pod_key}
-                    added.append((key, pod_key))
-                elif pod_key not in users:
-                    users.add(pod_key)
-                    added.append((key, pod_key))
             plan.index += 1
             taken += 1
         if not taken:
@@ -1233,8 +1225,6 @@ class DraState:
 
         def undo() -> None:
             self._version += 1
-            for key, pod_key in added:
-                consumers.get(key, set()).discard(pod_key)
             for key in recorded:
                 allocations.pop(key, None)
             self._drop(held)
@@ -1245,7 +1235,7 @@ class DraState:
         """`_reserve_planned` as one record, when the pods taking the plan's next
         allocations each have one claim of their own (resolved already), given one
         dedicated device drawing on no counter, and none of those devices is held: the
-        claims' allocations, devices and consumers are written and undone together. None
+        claims' allocations and devices are written and undone together. None
         when that is not so (`_reserve_planned` then records them one by one)."""
         [spec] = plan.specs
         start = plan.index
@@ -1263,7 +1253,6 @@ class DraState:
                 record = self._record_copies(
                     plan,
                     run.keys[at : at + n],
-                    run.pod_keys[at : at + n],
                     plan.single[0][start : start + n],
                     plan.single[1][start : start + n],
                 )
@@ -1271,7 +1260,6 @@ class DraState:
                     run.next = at + n
                 return record
         keys: list[str] = []
-        pod_keys: list[str] = []
         chosen: list[Allocation] = []
         device_ids: list[DeviceId] = []
         for pod, (allocation,) in zip(pods, found[start:], strict=False):
@@ -1286,23 +1274,21 @@ class DraState:
             if r.admin_access or r.share_id:
                 return None
             keys.append(key)
-            pod_keys.append(pod.namespace + "/" + pod.name)
             chosen.append(allocation)
             device_ids.append((r.driver, r.pool, r.device))
-        return self._record_copies(plan, keys, pod_keys, chosen, device_ids)
+        return self._record_copies(plan, keys, chosen, device_ids)
 
     def _record_copies(
         self,
         plan: _Plan,
         keys: list[str],
-        pod_keys: list[str],
         chosen: list[Allocation],
         device_ids: list[DeviceId],
     ) -> Callable[[], None] | None:
-        """Record the plan's next allocations `chosen`, each of claim `keys[i]` of pod
-        `pod_keys[i]` and of device `device_ids[i]`, as one record; None, recording
-        nothing, when a claim is allocated or used already, two are one, or a device is
-        held or draws on a counter."""
+        """Record the plan's next allocations `chosen`, each of claim `keys[i]` (its pod's
+        own, so not listed among consumers) and of device `device_ids[i]`, as one record;
+        None, recording nothing, when a claim is allocated or used already, two are one,
+        or a device is held or draws on a counter."""
         taken = len(keys)
         allocations = self.allocations
         consumers = self.consumers
@@ -1320,8 +1306,6 @@ class DraState:
             return None
         allocations.update(zip(keys, chosen, strict=True))
         allocated.update(zip(device_ids, keys, strict=True))
-        # Each claim's consumers: its pod alone (an empty set left by an undo is replaced).
-        consumers.update(zip(keys, map(set, zip(pod_keys, strict=True)), strict=True))
         plan.index += taken
         self._version += 1
         plan.version = self._version
@@ -1332,7 +1316,6 @@ class DraState:
             # Undone last in, first out: what the record wrote is there to delete.
             self._version += 1
             for key in keys:
-                del consumers[key]
                 del allocations[key]
             for device_id in device_ids:
                 del allocated[device_id]
