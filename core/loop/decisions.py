@@ -122,6 +122,10 @@ class GroupRejection:
     # scale-up would exceed, when a resource limit rejects it
     # (skipped_scale_events_count{direction="up"}).
     exceeded: tuple[str, ...] = ()
+    # For a pod that fits the group's template node but that the group's planned scale-up
+    # left out (its new nodes taken by other pods): what happened, which explain says in
+    # place of the reason. The reason stays what CA's event says once the group is full.
+    left_out_by_plan: str = ""
 
 
 @dataclass(frozen=True, slots=True)

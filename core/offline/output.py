@@ -27,7 +27,10 @@ WAITING_REASONS = frozenset(
 
 
 def rejection_text(rejection: GroupRejection) -> str:
-    """`<CA's reason>` or `<reason>: <detail>`."""
+    """`<CA's reason>` or `<reason>: <detail>`; for a pod the group's planned scale-up left
+    out, what happened instead."""
+    if rejection.left_out_by_plan:
+        return rejection.left_out_by_plan
     text = rejection.reason.value
     return f"{text}: {rejection.detail}" if rejection.detail else text
 

@@ -22,7 +22,9 @@ from clusterscaler.loop.balancing import find_similar
 from clusterscaler.loop.clusterstate import GroupState
 from clusterscaler.loop.decisions import GroupRejection, NoScaleUpReason
 from clusterscaler.loop.estimationlimits import (
+    LIMIT_CLUSTER_MAX_NODES,
     LIMIT_NODE_GROUP_HEADROOM,
+    LIMIT_NODES_PER_SCALE_UP,
     ThresholdLimiter,
     limits_from_options,
 )
@@ -114,6 +116,37 @@ def not_schedulable_detail(pod: Pod, template: NodeInfo, snapshot: ClusterSnapsh
         snapshot.revert()
 
 
+def left_out_by_plan(
+    node_group: str, planned: int, limited_by: str | None, capped: str
+) -> str:
+    """What explain says of a pod that fits a new node of `node_group` but that the
+    group's planned scale-up (`planned` new nodes, its estimate `limited_by` what, when
+    anything; `capped` says what capped the headroom) leaves out. CA names no reason for
+    such a pod in that loop: the pod fits the group's template."""
+    nodes = f"{planned} new node{'' if planned == 1 else 's'}"
+    if limited_by == LIMIT_NODE_GROUP_HEADROOM:
+        return (
+            f"fits a new node of {node_group}, but the scale-up planned for {node_group} "
+            f"({nodes}, {capped}) is taken by other pending pods"
+        )
+    if limited_by in (LIMIT_CLUSTER_MAX_NODES, LIMIT_NODES_PER_SCALE_UP):
+        return (
+            f"fits a new node of {node_group}, but the scale-up planned for {node_group} "
+            f"({nodes}, capped by --{limited_by}) is taken by other pending pods"
+        )
+    if limited_by:
+        return (
+            f"fits a new node of {node_group}, but its estimate stopped at --{limited_by} "
+            f"after planning {nodes} for other pending pods"
+        )
+    if planned == 0:
+        return f"fits an empty node of {node_group}, but the estimate planned no new node for it"
+    return (
+        f"fits an empty node of {node_group}, but none of the {nodes} planned for other "
+        "pending pods can take it beside them"
+    )
+
+
 def template_infos(templates: Mapping[str, Template]) -> dict[str, NodeInfo]:
     """The template node of each group that has one."""
     return {gid: t.node_info for gid, t in templates.items() if t.node_info is not None}
@@ -199,6 +232,9 @@ def estimate_options(
                     # will name it when the group is at its quota.
                     beyond = quotas.check(tpl.node, headroom + 1)
                     quota_held = beyond.exceeded[0].rejection(gid)
+        # The room the group (and its similar groups) would leave without the cluster-wide
+        # limits.
+        by_max_sizes = g.group.max_size - g.target
         similar: list[str] = []
         if balance and not atomic:
             similar = find_similar(gid, template_infos(templates), options, balanceable)
@@ -211,7 +247,16 @@ def estimate_options(
                 if quotas and other_tpl is not None:
                     share = quotas.check(other_tpl.node, share).allowed
                 headroom += share
+                by_max_sizes += share
             headroom = min(headroom, room)
+        # What capped the group's headroom, in the words of explain (a quota that did is
+        # named by `quota_held` instead).
+        if headroom < by_max_sizes:
+            capped = f"capped by the cluster-wide limit on {which}"
+        elif similar:
+            capped = f"capped at the room left in {gid} and its similar groups"
+        else:
+            capped = f"capped at its max size {g.group.max_size}"
         limiter = ThresholdLimiter(
             limits_from_options(
                 options,
@@ -243,14 +288,23 @@ def estimate_options(
             if quota_held is not None and estimate.limited_by == LIMIT_NODE_GROUP_HEADROOM:
                 reason = quota_held
             elif len(missing) < len(pg.pods) and estimate.limited_by:
-                reason = GroupRejection(gid, NoScaleUpReason.MAX_SIZE_REACHED, estimate.limited_by)
+                reason = GroupRejection(
+                    gid, NoScaleUpReason.MAX_SIZE_REACHED, estimate.limited_by,
+                    left_out_by_plan=left_out_by_plan(
+                        gid, estimate.node_count, estimate.limited_by, capped
+                    ),
+                )
             else:
                 detail = not_schedulable_detail(pg.representative, tpl, snapshot)
                 if detail:
                     reason = GroupRejection(gid, NoScaleUpReason.NOT_SCHEDULABLE, detail)
                 else:
+                    # It fits an empty node of the group: the plan left it out.
                     reason = GroupRejection(
-                        gid, NoScaleUpReason.MAX_SIZE_REACHED, estimate.limited_by or ""
+                        gid, NoScaleUpReason.MAX_SIZE_REACHED, estimate.limited_by or "",
+                        left_out_by_plan=left_out_by_plan(
+                            gid, estimate.node_count, estimate.limited_by, capped
+                        ),
                     )
             rejections.add(reason, missing)
         if estimate.node_count > 0:

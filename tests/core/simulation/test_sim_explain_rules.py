@@ -20,6 +20,7 @@ from clusterscaler.model import (
     Volume,
 )
 from clusterscaler.offline.setup import EMBEDDED_CONFIG_KEY
+from clusterscaler.report.events import ObjectRef, events_for_result
 from clusterscaler.simulator.builders import make_node, make_pod
 
 _, REGISTRY = load_plugins([])
@@ -192,6 +193,36 @@ def test_a_busy_node_says_how_busy() -> None:
     from clusterscaler.commands.explain import render
 
     assert "n1    general     no         75% cpu      NotUnderutilized" in render(report)
+
+
+def test_a_pod_the_planned_scale_up_leaves_out_is_told_so() -> None:
+    # general has room for one more node (2 of max 3): the bigger pod takes it, the other
+    # fits such a node too, but none is left for it.
+    objects = ClusterObjects(
+        nodes=list(BUSY),
+        pods=[*BUSY_PODS, pending("first", "3500m"), pending("p", "3")],
+        controllers=[APP],
+    )
+    report = answer(objects)
+    (first,) = [p for p in report.pods if p.pod == "default/first"]
+    assert ("general", True, "scale-up 2 -> 3") in [
+        (v.node_group, v.helps, v.why) for v in first.verdicts
+    ]
+    (p,) = [p for p in report.pods if p.pod == "default/p"]
+    assert {v.node_group: (v.helps, v.why) for v in p.verdicts}["general"] == (
+        False,
+        "fits a new node of general, but the scale-up planned for general "
+        "(1 new node, capped at its max size 3) is taken by other pending pods",
+    )
+    # The event keeps CA's reason, which it gives once the group is at its max size.
+    (event,) = [
+        e for e in events_for_result(report.result, ObjectRef.config_map("kube-system", "status"))
+        if e.involved.name == "p"
+    ]
+    assert event.message == (
+        "pod didn't trigger scale-up: 1 max node group size reached, "
+        "1 pod does not fit the node group's template"
+    )
 
 
 def test_min_size_keeps_the_last_node() -> None:
