@@ -63,6 +63,8 @@ __all__ = [
     "REASON_VOLUME_RWOP",
     "REASON_VOLUME_UNBOUND_IMMEDIATE",
     "REASON_VOLUME_ZONE",
+    "REASON_VOLUME_ZONE_NO_CLASS",
+    "REASON_VOLUME_ZONE_NO_VOLUME",
     "Predicate",
     "check_host_ports",
     "check_inter_pod_affinity",
@@ -96,6 +98,9 @@ REASON_NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 REASON_PORTS = "node(s) didn't have free ports for the requested pod ports"
 REASON_TOO_MANY_PODS = "Too many pods"
 REASON_VOLUME_ZONE = "node(s) had no available volume zone"
+# VolumeZone's words for a claim that names no volume and binds at once (or has no class).
+REASON_VOLUME_ZONE_NO_VOLUME = "PersistentVolume had no name"
+REASON_VOLUME_ZONE_NO_CLASS = "PersistentVolumeClaim had no pv name and storageClass name"
 REASON_VOLUME_NODE_AFFINITY = "node(s) had volume node affinity conflict"
 REASON_VOLUME_BIND = "node(s) didn't find available persistent volumes to bind"
 REASON_VOLUME_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
@@ -254,7 +259,8 @@ def check_volumes(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str |
 
 
 def check_volume_zone(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
-    """VolumeZone alone: the zone labels of the pod's bound volumes."""
+    """VolumeZone alone: the zone labels of the volumes the pod's claims name (see
+    `_volume_zone`)."""
     return _check_volumes(pod, ni, snapshot, zone=True, binding=False)
 
 
@@ -270,6 +276,8 @@ def _check_volumes(
         return None
     node = ni.node
     claims: list[PersistentVolumeClaim] = []
+    # The claims of `persistentVolumeClaim` volumes: the only ones VolumeZone reads.
+    named: list[PersistentVolumeClaim] = []
     for v in pod.volumes:
         if v.kind == "persistentVolumeClaim":
             claim = v.claim_name
@@ -280,6 +288,8 @@ def _check_volumes(
         pvc = snapshot.pvcs.get(f"{pod.namespace}/{claim}")
         if pvc is not None:
             claims.append(pvc)
+            if v.kind == "persistentVolumeClaim":
+                named.append(pvc)
     if not claims:
         return None
     # kube-scheduler's order: VolumeBinding, then VolumeZone.
@@ -288,20 +298,41 @@ def _check_volumes(
         if reason is not None:
             return reason
     if zone:
-        for pvc in claims:
-            # VolumeZone reads the volume a claim names, bound or not; an unbound claim of a
-            # WaitForFirstConsumer class is VolumeBinding's.
-            pv = snapshot.pvs.get(pvc.volume_name) if pvc.volume_name else None
-            if pv is None:
+        return _volume_zone(named, node, snapshot)
+    return None
+
+
+def _volume_zone(
+    claims: Sequence[PersistentVolumeClaim], node: Node, snapshot: ClusterSnapshot
+) -> str | None:
+    """kube-scheduler's VolumeZone (`getPVbyPod` and `Filter` in
+    `pkg/scheduler/framework/plugins/volumezone/volume_zone.go`) for the claims of the
+    pod's `persistentVolumeClaim` volumes: the volume a claim names, bound or not, must
+    carry the node's zone and region in its labels (when it has them); a claim naming no
+    volume is VolumeBinding's when its class waits for the first consumer, and otherwise
+    leaves the pod unschedulable on every node, in VolumeZone's words."""
+    for pvc in claims:
+        if not pvc.volume_name:
+            if not pvc.storage_class:
+                return REASON_VOLUME_ZONE_NO_CLASS
+            sc = snapshot.storage_classes.get(pvc.storage_class)
+            if sc is None:
+                return f'storageclass.storage.k8s.io "{pvc.storage_class}" not found'
+            if sc.volume_binding_mode != "WaitForFirstConsumer":
+                return REASON_VOLUME_ZONE_NO_VOLUME
+            continue
+        pv = snapshot.pvs.get(pvc.volume_name)
+        # A volume the snapshot does not know is not checked (as a claim it does not know).
+        if pv is None:
+            continue
+        for label in _ZONE_LABELS:
+            wanted = pv.labels.get(label)
+            if wanted is None:
                 continue
-            for label in _ZONE_LABELS:
-                wanted = pv.labels.get(label)
-                if wanted is None:
-                    continue
-                have = node.labels.get(label)
-                # A PV may span zones, written `zone-a__zone-b`.
-                if have is None or have not in wanted.split("__"):
-                    return REASON_VOLUME_ZONE
+            have = node.labels.get(label)
+            # A PV may span zones, written `zone-a__zone-b`.
+            if have is None or have not in wanted.split("__"):
+                return REASON_VOLUME_ZONE
     return None
 
 

@@ -1,6 +1,8 @@
 """VolumeBinding and VolumeZone for static local volumes: claims bound to a volume pinned to a
 node or a zone, pre-bound claims, and unbound claims of a WaitForFirstConsumer class that
-only existing volumes can satisfy (kube-scheduler's `FindPodVolumes`)."""
+only existing volumes can satisfy (kube-scheduler's `FindPodVolumes`); and VolumeZone on
+its own (VolumeBinding disabled by the scheduler's configuration), as `getPVbyPod` reads a
+pod's claims."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
+from clusterscaler.framework.schedulerconfig import SchedulerConfig
 from clusterscaler.model import (
     LabelSelector,
     Node,
@@ -26,6 +29,7 @@ from clusterscaler.model.storage import (
 )
 from clusterscaler.simulator import ClusterSnapshot, check_predicates, find_fitting_node
 from clusterscaler.simulator.builders import make_node, make_pod, node_term
+from clusterscaler.simulator.profile import configured_filters
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -161,6 +165,9 @@ CASES = [
          [PersistentVolume("pv-b", storage_class="local", capacity=5 * GI, labels={ZONE: "b"},
                            claim_ref="default/data", phase="Bound")],
          {"n1": ZONE_CONFLICT, "n2": None}),
+    Case("an unbound claim of a class that binds at once fails everywhere",
+         ("data",), [unbound("data", storage_class="fast")], [zonal("pv-b", "b")],
+         {"n1": IMMEDIATE, "n2": IMMEDIATE}, [StorageClass("fast", "ebs.csi.aws.com")]),
     Case("a claim that only names its volume is not bound yet",
          ("data",),
          [PersistentVolumeClaim("default", "data", storage_class="local", volume_name="pv-b",
@@ -178,6 +185,70 @@ def test_volume_binding(case: Case) -> None:
     pod = pod_with(*case.claims)
     for name, reason in case.expected.items():
         assert check_predicates(pod, snap.get(name), snap) == reason, name
+
+
+ZONE_ONLY = configured_filters(SchedulerConfig(disabled_filters=frozenset({"VolumeBinding"})))
+FAST = StorageClass("fast", "ebs.csi.aws.com")
+
+
+def ephemeral_pod(name: str = "p") -> Pod:
+    """A pod with one generic ephemeral volume: its claim is `<pod>-scratch`."""
+    return make_pod(name, volumes=(Volume("scratch", "ephemeral"),))
+
+
+ZONE_ONLY_CASES = [
+    ("an unbound claim of a class that binds at once names no volume",
+     pod_with("data"), [unbound("data", storage_class="fast")], [FAST],
+     "PersistentVolume had no name"),
+    ("an unbound claim without a class",
+     pod_with("data"), [unbound("data", storage_class="")], [FAST],
+     "PersistentVolumeClaim had no pv name and storageClass name"),
+    ("an unbound claim of a class that does not exist",
+     pod_with("data"), [unbound("data", storage_class="gone")], [FAST],
+     'storageclass.storage.k8s.io "gone" not found'),
+    ("an unbound claim of a WaitForFirstConsumer class is VolumeBinding's",
+     pod_with("data"), [unbound("data")], [LOCAL], None),
+    ("the claim of an ephemeral volume is not VolumeZone's",
+     ephemeral_pod(), [unbound("p-scratch", storage_class="fast")], [FAST], None),
+]
+
+
+@pytest.mark.parametrize(
+    ("pod", "pvcs", "classes", "reason"),
+    [c[1:] for c in ZONE_ONLY_CASES],
+    ids=[c[0] for c in ZONE_ONLY_CASES],
+)
+def test_volume_zone_without_volume_binding(
+    pod: Pod, pvcs: list[PersistentVolumeClaim], classes: list[StorageClass], reason: str | None
+) -> None:
+    snap = ClusterSnapshot(pvcs=pvcs, storage_classes=classes, filters=ZONE_ONLY)
+    snap.add_node(node("n1", "a"))
+    snap.add_node(node("n2", "b"))
+    for name in ("n1", "n2"):
+        assert check_predicates(pod, snap.get(name), snap) == reason, name
+
+
+def test_volume_zone_reads_the_zone_of_a_volume_a_claim_only_names() -> None:
+    claim = PersistentVolumeClaim("default", "data", storage_class="fast", volume_name="pv-b",
+                                  requested=GI, access_modes=("ReadWriteOnce",))
+    snap = ClusterSnapshot(pvs=[zonal("pv-b", "b", claim_ref="default/data")], pvcs=[claim],
+                           storage_classes=[FAST], filters=ZONE_ONLY)
+    snap.add_node(node("n1", "a"))
+    snap.add_node(node("n2", "b"))
+    assert check_predicates(pod_with("data"), snap.get("n1"), snap) == ZONE_CONFLICT
+    assert check_predicates(pod_with("data"), snap.get("n2"), snap) is None
+
+
+@pytest.mark.parametrize("filters", [None, ZONE_ONLY], ids=["default", "zone-only"])
+def test_volume_zone_reads_no_ephemeral_volume(filters: Any) -> None:
+    # kube-scheduler's VolumeZone reads the pod's persistentVolumeClaim volumes only; the
+    # volume has no node affinity for VolumeBinding to check.
+    pv = PersistentVolume("pv-b", storage_class="local", capacity=5 * GI, labels={ZONE: "b"},
+                          claim_ref="default/p-scratch", phase="Bound")
+    snap = ClusterSnapshot(pvs=[pv], pvcs=[bound("p-scratch", "pv-b")],
+                           storage_classes=[LOCAL], filters=filters)
+    snap.add_node(node("n1", "a"))
+    assert check_predicates(ephemeral_pod(), snap.get("n1"), snap) is None
 
 
 def test_a_volume_one_pod_was_placed_with_stays_available_to_the_next() -> None:
