@@ -18,10 +18,10 @@ immutable copy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 from clusterscaler.model import (
     ClusterObjects,
@@ -161,6 +161,10 @@ class SnapshotWatcher(Protocol):
 
 W = TypeVar("W", bound=SnapshotWatcher)
 
+# One scheduler filter (a plugin of kube-scheduler's Filter phase): why `pod` does not fit
+# the node, or None when it does.
+Filter: TypeAlias = "Callable[[Pod, SimNodeInfo, ClusterSnapshot], str | None]"
+
 
 _ADD_NODE = 0
 _REMOVE_NODE = 1
@@ -185,7 +189,7 @@ class ClusterSnapshot:
         storage_classes: Iterable[StorageClass] = (),
         csinodes: Iterable[CSINode] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
-        filters: Sequence[tuple[str, Callable[..., str | None]]] | None = None,
+        filters: Sequence[tuple[str, Filter]] | None = None,
         dra: DraState | None = None,
     ) -> None:
         self._nodes: dict[str, SimNodeInfo] = {}
@@ -220,7 +224,7 @@ class ClusterSnapshot:
         self._csi_cache: dict[int, tuple[Pod, list[tuple[str, str]]]] = {}
         # Watchers by key, and who hears about which pods: every pod, the pods of one
         # namespace, or only pods declaring required anti-affinity.
-        self._watchers: dict[Any, SnapshotWatcher] = {}
+        self._watchers: dict[Hashable, SnapshotWatcher] = {}
         self._watch_all: list[SnapshotWatcher] = []
         self._watch_ns: dict[str, list[SnapshotWatcher]] = {}
         self._watch_anti: list[SnapshotWatcher] = []
@@ -244,7 +248,7 @@ class ClusterSnapshot:
     def from_objects(
         cls,
         objects: ClusterObjects,
-        filters: Sequence[tuple[str, Callable[..., str | None]]] | None = None,
+        filters: Sequence[tuple[str, Filter]] | None = None,
         *,
         bound: Mapping[str, Sequence[Pod]] | None = None,
     ) -> ClusterSnapshot:
@@ -277,8 +281,8 @@ class ClusterSnapshot:
         return snap
 
     @classmethod
-    def from_node_infos(cls, node_infos: Iterable[NodeInfo], **kwargs: Any) -> ClusterSnapshot:
-        snap = cls(**kwargs)
+    def from_node_infos(cls, node_infos: Iterable[NodeInfo]) -> ClusterSnapshot:
+        snap = cls()
         for ni in node_infos:
             snap.add_node(ni.node, ni.pods, ni.resource_slices)
         return snap
@@ -697,7 +701,7 @@ class ClusterSnapshot:
 
     def watch(
         self,
-        key: Any,
+        key: Hashable,
         build: Callable[[], W],
         *,
         namespaces: Iterable[str] | None = None,
