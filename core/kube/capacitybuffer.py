@@ -18,6 +18,7 @@ from clusterscaler.model.capacitybuffer import (
     FAILED_TO_WRITE_TEMPLATE,
     NOT_READY_REASON,
     READY_FOR_PROVISIONING,
+    without_token_volumes,
 )
 from clusterscaler.model.provisioning import Condition, set_condition
 from kubernetes import client as k8s
@@ -38,7 +39,6 @@ log = structlog.get_logger()
 
 PLURAL = "capacitybuffers"
 VERSION = "v1beta1"
-_TOKEN_VOLUME_PREFIX = "kube-api-access-"
 
 
 def resolve_template_by_defaulting(template: Mapping[str, Any]) -> dict[str, Any]:
@@ -56,27 +56,6 @@ def resolve_template_by_defaulting(template: Mapping[str, Any]) -> dict[str, Any
                 for name, quantity in limits.items():
                     requests.setdefault(name, quantity)
     return out
-
-
-def _without_token_volumes(spec: dict[str, Any]) -> dict[str, Any]:
-    """CA's cleanUpServiceAccountVolume over a pod spec the API server returned."""
-    spec["volumes"] = [
-        v for v in spec.get("volumes") or []
-        if not str(v.get("name", "")).startswith(_TOKEN_VOLUME_PREFIX)
-    ]
-    if not spec["volumes"]:
-        del spec["volumes"]
-    for key in ("containers", "initContainers"):
-        for c in spec.get(key) or []:
-            mounts = [
-                m for m in c.get("volumeMounts") or []
-                if not str(m.get("name", "")).startswith(_TOKEN_VOLUME_PREFIX)
-            ]
-            if mounts:
-                c["volumeMounts"] = mounts
-            else:
-                c.pop("volumeMounts", None)
-    return spec
 
 
 def _status_to_k8s(status: BufferStatus) -> dict[str, Any]:
@@ -253,7 +232,7 @@ class CapacityBufferWriter(StatusWriter):
                                             _preload_content=False)
         )
         pod_meta = pod.get("metadata") or {}
-        spec = _without_token_volumes(dict(pod.get("spec") or {}))
+        spec = without_token_volumes(pod.get("spec") or {})
         spec.pop("nodeName", None)
         out_meta = {k: pod_meta[k] for k in ("labels", "annotations") if pod_meta.get(k)}
         return {"metadata": out_meta, "spec": spec}

@@ -28,6 +28,7 @@ from clusterscaler.model.capacitybuffer import (
     CapacityBuffer,
     ResourceQuota,
     ScopeRequirement,
+    without_token_volumes,
 )
 from clusterscaler.model.provisioning import (
     Condition,
@@ -44,7 +45,6 @@ __all__ = [
     "buffer_replicas",
     "managed_template_name",
     "reconcile",
-    "without_token_volumes",
 ]
 
 log = structlog.get_logger()
@@ -55,8 +55,6 @@ log = structlog.get_logger()
 _TEMPLATE_PREFIX = "capacitybuffer-"
 _TEMPLATE_SUFFIX = "-pod-template"
 _MAX_BUFFER_NAME = 253 - len(_TEMPLATE_PREFIX) - len(_TEMPLATE_SUFFIX)
-# The volumes the API server adds for the service-account token.
-_SERVICE_ACCOUNT_VOLUME_PREFIX = "kube-api-access-"
 
 # The scalable kinds whose pods the snapshot holds, by API group ("" and "core" alike).
 _SCALABLE_KINDS = {
@@ -466,43 +464,6 @@ def _template_of_pod(pod: Pod) -> dict[str, Any]:
     spec.pop("nodeName", None)
     out_meta = {k: meta[k] for k in ("labels", "annotations") if meta.get(k)}
     return {"metadata": out_meta, "spec": spec}
-
-
-def without_token_volumes(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """CA's cleanUpServiceAccountVolume: the `kube-api-access-*` volumes and their mounts
-    left out of a pod spec."""
-    out = dict(spec)
-    volumes = out.get("volumes")
-    if isinstance(volumes, list):
-        kept = [
-            v for v in volumes
-            if not (isinstance(v, dict)
-                    and str(v.get("name", "")).startswith(_SERVICE_ACCOUNT_VOLUME_PREFIX))
-        ]
-        if kept:
-            out["volumes"] = kept
-        else:
-            out.pop("volumes")
-    for key in ("containers", "initContainers"):
-        containers = out.get(key)
-        if not isinstance(containers, list):
-            continue
-        cleaned = []
-        for c in containers:
-            if isinstance(c, dict) and isinstance(c.get("volumeMounts"), list):
-                c = dict(c)
-                mounts = [
-                    m for m in c["volumeMounts"]
-                    if not (isinstance(m, dict) and str(m.get("name", "")).startswith(
-                        _SERVICE_ACCOUNT_VOLUME_PREFIX))
-                ]
-                if mounts:
-                    c["volumeMounts"] = mounts
-                else:
-                    c.pop("volumeMounts")
-            cleaned.append(c)
-        out[key] = cleaned
-    return out
 
 
 def _resolve_scalable(

@@ -40,6 +40,7 @@ __all__ = [
     "ScopeRequirement",
     "parse_capacity_buffer",
     "parse_resource_quota",
+    "without_token_volumes",
 ]
 
 CAPACITY_BUFFER_GROUP = "autoscaling.x-k8s.io"
@@ -61,6 +62,8 @@ ATTRIBUTES_SET_SUCCESSFULLY_REASON = "AttributesSetSuccessfully"
 NOT_READY_REASON = "error"
 FAILED_TO_RESOLVE_POD = "failed to create fake pod"
 FAILED_TO_WRITE_TEMPLATE = "failed to create or update managed pod template"
+# The volumes the API server adds for the service-account token.
+_SERVICE_ACCOUNT_VOLUME_PREFIX = "kube-api-access-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,3 +314,40 @@ def parse_resource_quota(raw: Mapping[str, Any]) -> ResourceQuota:
         used=_quota_list(status.get("used"), obj, "status.used"),
         scopes=tuple(scopes),
     )
+
+
+def without_token_volumes(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """CA's cleanUpServiceAccountVolume: the `kube-api-access-*` volumes and their mounts
+    left out of a pod spec."""
+    out = dict(spec)
+    volumes = out.get("volumes")
+    if isinstance(volumes, list):
+        kept = [
+            v for v in volumes
+            if not (isinstance(v, dict)
+                    and str(v.get("name", "")).startswith(_SERVICE_ACCOUNT_VOLUME_PREFIX))
+        ]
+        if kept:
+            out["volumes"] = kept
+        else:
+            out.pop("volumes")
+    for key in ("containers", "initContainers"):
+        containers = out.get(key)
+        if not isinstance(containers, list):
+            continue
+        cleaned = []
+        for c in containers:
+            if isinstance(c, dict) and isinstance(c.get("volumeMounts"), list):
+                c = dict(c)
+                mounts = [
+                    m for m in c["volumeMounts"]
+                    if not (isinstance(m, dict) and str(m.get("name", "")).startswith(
+                        _SERVICE_ACCOUNT_VOLUME_PREFIX))
+                ]
+                if mounts:
+                    c["volumeMounts"] = mounts
+                else:
+                    c.pop("volumeMounts")
+            cleaned.append(c)
+        out[key] = cleaned
+    return out

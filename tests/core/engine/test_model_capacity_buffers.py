@@ -13,6 +13,7 @@ from clusterscaler.model.capacitybuffer import (
     ScopeRequirement,
     parse_capacity_buffer,
     parse_resource_quota,
+    without_token_volumes,
 )
 from clusterscaler.model.common import ModelError
 
@@ -130,3 +131,28 @@ def test_a_snapshot_holds_buffers_and_quotas() -> None:
     assert [b.key for b in objects.capacity_buffers] == ["web/spare"]
     assert [q.key for q in objects.resource_quotas] == ["web/q"]
     assert not objects.skipped
+
+
+def test_the_service_account_token_volume_is_left_out_of_a_buffers_pod_spec() -> None:
+    # The API server adds `kube-api-access-*` to every pod; a template copied from a pod
+    # (or a dry-run pod) must not carry it, or every copy would name a token of its own.
+    spec = {
+        "volumes": [{"name": "kube-api-access-x7k2p", "projected": {}},
+                    {"name": "data", "emptyDir": {}}],
+        "containers": [{"name": "c", "volumeMounts": [
+            {"name": "kube-api-access-x7k2p", "mountPath": "/var/run/secrets"},
+            {"name": "data", "mountPath": "/data"},
+        ]}],
+        "initContainers": [{"name": "i", "volumeMounts": [
+            {"name": "kube-api-access-x7k2p", "mountPath": "/var/run/secrets"},
+        ]}],
+    }
+    assert without_token_volumes(spec) == {
+        "volumes": [{"name": "data", "emptyDir": {}}],
+        "containers": [{"name": "c", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+        "initContainers": [{"name": "i"}],
+    }
+    # The spec given is left as it was.
+    assert len(spec["volumes"]) == 2
+    only_token = {"volumes": [{"name": "kube-api-access-x7k2p"}], "containers": [{"name": "c"}]}
+    assert without_token_volumes(only_token) == {"containers": [{"name": "c"}]}
