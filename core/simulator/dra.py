@@ -1167,7 +1167,18 @@ class DraState:
     def reserve_pods(self, pods: Sequence[Pod], node: Node) -> Callable[[], None]:
         """The Reserve step of `pods` placed on `node` one after the other (a pod whose
         claims cannot be allocated there still uses them); returns the undo of them all."""
-        planned = self._reserve_planned(pods, node)
+        # Where `pods` are in the run of alike pods `claims_alike` found, when they are
+        # its next ones (the run's claim keys are then theirs).
+        run = self._run
+        at: int | None = None
+        if run is not None and pods:
+            at = run.next
+            end = at + len(pods)
+            if end <= len(run.pods) and all(map(operator.is_, pods, run.pods[at:end])):
+                run.next = end
+            else:
+                at = None
+        planned = self._reserve_planned(pods, node, at)
         if self._planned_count == len(pods):
             return planned
         undos = [planned]
@@ -1181,9 +1192,12 @@ class DraState:
 
         return undo
 
-    def _reserve_planned(self, pods: Sequence[Pod], node: Node) -> Callable[[], None]:
+    def _reserve_planned(
+        self, pods: Sequence[Pod], node: Node, at: int | None
+    ) -> Callable[[], None]:
         """`reserve` of the first of `pods` that take the plan's next allocations on
-        `node` (`_planned`), in one pass; `_planned_count` says how many did."""
+        `node` (`_planned`), in one pass; `_planned_count` says how many did. `at`: where
+        the pods are in the run of alike pods, when they are its next ones."""
         self._planned_count = 0
         plan = self._plan
         if (
@@ -1195,7 +1209,7 @@ class DraState:
             return _nothing
         specs = plan.specs
         if len(specs) == 1:
-            batch = self._reserve_copies(plan, pods)
+            batch = self._reserve_copies(plan, pods, at)
             if batch is not None:
                 return batch
         allocations = self.allocations
@@ -1231,7 +1245,9 @@ class DraState:
 
         return undo
 
-    def _reserve_copies(self, plan: _Plan, pods: Sequence[Pod]) -> Callable[[], None] | None:
+    def _reserve_copies(
+        self, plan: _Plan, pods: Sequence[Pod], at: int | None
+    ) -> Callable[[], None] | None:
         """`_reserve_planned` as one record, when the pods taking the plan's next
         allocations each have one claim of their own (resolved already), given one
         dedicated device drawing on no counter, and none of those devices is held: the
@@ -1241,24 +1257,15 @@ class DraState:
         start = plan.index
         found = plan.allocations
         run = self._run
-        if run is not None and plan.single is not None and run.spec is spec:
+        if at is not None and run is not None and plan.single is not None and run.spec is spec:
             # The pods are the run's next ones: their keys are slices of its keys.
             n = min(len(pods), len(found) - start)
-            at = run.next
-            if (
-                n
-                and at + n <= len(run.pods)
-                and all(map(operator.is_, pods[:n], run.pods[at : at + n]))
-            ):
-                record = self._record_copies(
-                    plan,
-                    run.keys[at : at + n],
-                    plan.single[0][start : start + n],
-                    plan.single[1][start : start + n],
-                )
-                if record is not None:
-                    run.next = at + n
-                return record
+            return self._record_copies(
+                plan,
+                run.keys[at : at + n],
+                plan.single[0][start : start + n],
+                plan.single[1][start : start + n],
+            )
         keys: list[str] = []
         chosen: list[Allocation] = []
         device_ids: list[DeviceId] = []
