@@ -16,13 +16,14 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from clusterscaler.commands.cli import main
-from fuzzkit import EXAMPLES, HOSTILE_VALUES, QUICK_FUZZ, mutated
+from fuzzkit import EXAMPLES, HOSTILE_VALUES, QUICK_FUZZ, mutated, yaml_text
 from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz_configs import AWS_CONF, AZURE_JSON, GCE_CONF, ini_text
@@ -49,6 +50,10 @@ PROPORTIONAL = [
 ]
 
 
+# What one command may cost on one mutated file, in CPU seconds (the files are a few KB).
+COMMAND_CPU_SECONDS = 10.0
+
+
 def run_cli(argv: list[str]) -> tuple[int, str]:
     """`clusterscaler ARGV` in-process: its exit status and what it wrote to stderr."""
     out, err = io.StringIO(), io.StringIO()
@@ -59,7 +64,7 @@ def run_cli(argv: list[str]) -> tuple[int, str]:
 
 def _yaml_text(doc: Any) -> str | None:
     try:
-        return yaml.safe_dump_all(doc) if isinstance(doc, list) else yaml.safe_dump(doc)
+        return yaml_text(doc, documents=isinstance(doc, list))
     except (RecursionError, ValueError, yaml.YAMLError):
         return None
 
@@ -126,7 +131,11 @@ def test_a_command_given_a_mutated_file_exits_2_naming_it(given_input: tuple[str
         path = Path(directory) / ("input.json" if "snapshot" in command else "input.yaml")
         path.write_bytes(content)
         argv = [arg.replace("{file}", str(path)) for arg in ARGV[command]]
+        started = time.process_time()
         code, err = run_cli(argv)
+        cpu = time.process_time() - started
+    # In CPU time, whatever the load: a command on a file of a few KB takes well under a second.
+    assert cpu <= COMMAND_CPU_SECONDS, f"{command}: {cpu:.1f} CPU seconds"
     if command.startswith("run-"):
         assert code == 2, (code, err)
         # The file; or the cloud-config when what is missing may come from the environment

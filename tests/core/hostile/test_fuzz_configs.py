@@ -29,7 +29,16 @@ from clusterscaler_gce.cloud_config import parse_cloud_config as parse_gce_confi
 from clusterscaler_gce.kube_env import parse_kube_env
 from clusterscaler_kwok.config import parse_config as parse_kwok_config
 from clusterscaler_kwok.templates import build_groups, parse_templates
-from fuzzkit import FUZZ, HOSTILE_STRINGS, HOSTILE_VALUES, RICH_NODE, bounded, mutated, size_of
+from fuzzkit import (
+    FUZZ,
+    HOSTILE_STRINGS,
+    HOSTILE_VALUES,
+    RICH_NODE,
+    bounded,
+    mutated,
+    size_of,
+    yaml_text,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -38,7 +47,7 @@ pytestmark = pytest.mark.fuzz
 
 def _yaml(doc: Any) -> str | None:
     try:
-        return yaml.safe_dump(doc)
+        return yaml_text(doc)
     except (RecursionError, ValueError, yaml.YAMLError):
         return None
 

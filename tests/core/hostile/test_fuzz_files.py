@@ -17,7 +17,7 @@ from clusterscaler.api import ConfigurationError
 from clusterscaler.offline.loader import InputError, parse_snapshot_data
 from clusterscaler.offline.scenario import parse_scenario
 from clusterscaler.plugins.sim.config import parse_cloud_config
-from fuzzkit import EXAMPLES, FUZZ, HOSTILE_VALUES, bounded, mutated, size_of
+from fuzzkit import EXAMPLES, FUZZ, HOSTILE_VALUES, bounded, mutated, size_of, yaml_text
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,7 +44,7 @@ def _encode(doc: Any, form: str) -> bytes | None:
         if form == "json":
             return json.dumps(doc).encode()
         if form == "yaml":
-            return yaml.safe_dump(doc).encode()
+            return yaml_text(doc).encode()
         return gzip.compress(json.dumps(doc).encode(), mtime=0)
     except (RecursionError, ValueError, yaml.YAMLError):
         return None
@@ -120,7 +120,7 @@ def large_snapshots(draw: st.DrawFn) -> bytes:
     else:
         pods = [_pod(f"p{i}") for i in range(n)]
     doc = {"kind": "List", "items": pods}
-    return (json.dumps(doc) if form == "json" else yaml.safe_dump(doc)).encode()
+    return (json.dumps(doc) if form == "json" else yaml_text(doc)).encode()
 
 
 # One example in ten is hostile by size or shape: those cost up to a few seconds each.
