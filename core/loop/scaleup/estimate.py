@@ -142,8 +142,8 @@ def left_out_by_plan(
     if planned == 0:
         return f"fits an empty node of {node_group}, but the estimate planned no new node for it"
     return (
-        f"fits an empty node of {node_group}, but none of the {nodes} planned for other "
-        "pending pods can take it beside them"
+        f"fits an empty node of {node_group}, but not beside the other pending pods its "
+        f"scale-up is planned for ({nodes})"
     )
 
 

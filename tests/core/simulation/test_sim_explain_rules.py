@@ -21,11 +21,12 @@ from clusterscaler.model import (
 )
 from clusterscaler.offline.setup import EMBEDDED_CONFIG_KEY
 from clusterscaler.report.events import ObjectRef, events_for_result
-from clusterscaler.simulator.builders import make_node, make_pod
+from clusterscaler.simulator.builders import affinity_term, make_node, make_pod
 
 _, REGISTRY = load_plugins([])
 NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)
 GROUP = "clusterscaler.io/node-group"
+ZONE = "topology.kubernetes.io/zone"
 CLOUD = {
     "nodeGroups": [
         {"name": "general", "minSize": 1, "maxSize": 3,
@@ -222,6 +223,27 @@ def test_a_pod_the_planned_scale_up_leaves_out_is_told_so() -> None:
     assert event.message == (
         "pod didn't trigger scale-up: 1 max node group size reached, "
         "1 pod does not fit the node group's template"
+    )
+
+
+def test_a_pod_that_fits_no_planned_node_beside_the_others_is_told_so() -> None:
+    # Every node of general is in zone z1; p keeps away from app=a by zone, and first
+    # (app=a) takes the group's planned node, so no new node of general can take p.
+    objects = ClusterObjects(
+        nodes=[make_node("n1", cpu="4", labels={GROUP: "general", ZONE: "z1"},
+                         provider_id="sim://general/n1")],
+        pods=[
+            running("busy-1", "n1", cpu="3500m"),
+            pending("first", "2", labels={"app": "a"}),
+            pending("p", "1", anti_affinity=[affinity_term(ZONE, {"app": "a"})]),
+        ],
+        controllers=[APP],
+    )
+    got = pod_answer(objects, "default/p")
+    assert got["general"] == (
+        False,
+        "fits an empty node of general, but not beside the other pending pods its scale-up "
+        "is planned for (1 new node)",
     )
 
 
