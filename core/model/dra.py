@@ -621,7 +621,7 @@ def _parse_devices(
             out.counters[name] = consumed
 
 
-def parse_resource_slice(raw: Mapping[str, Any]) -> ResourceSlice:
+def parse_resource_slice(raw: Mapping[str, object]) -> ResourceSlice:
     """Parse a ResourceSlice of resource.k8s.io v1, v1beta2 or v1beta1."""
     meta, obj = _meta(raw, "ResourceSlice", namespaced=False)
     nested = _nested_form(raw, obj)
@@ -894,7 +894,7 @@ def parse_resource_claim_template(raw: Mapping[str, Any]) -> ResourceClaimTempla
     )
 
 
-def parse_template_slice(raw: Mapping[str, Any]) -> ResourceSlice:
+def parse_template_slice(raw: Mapping[str, object]) -> ResourceSlice:
     """A ResourceSlice a node group declares for its template (scale from zero): the devices
     a DRA driver will publish for each new node. Read as `parse_resource_slice` reads it;
     it must be node-local (`spec.nodeName`, any value: it becomes the new node's, or none),

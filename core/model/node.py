@@ -112,7 +112,7 @@ class Node:
         }
 
 
-def parse_node(raw: Mapping[str, Any]) -> Node:
+def parse_node(raw: Mapping[str, object]) -> Node:
     """Parse a Kubernetes Node. Allocatable falls back to capacity when absent."""
     meta, obj = _meta(raw, "Node", namespaced=False)
     spec = _dict(raw.get("spec"), obj, "spec")

@@ -643,7 +643,7 @@ def _parse_claim_statuses(value: Any, obj: str) -> dict[str, str]:
     return out
 
 
-def parse_pod(raw: Mapping[str, Any]) -> Pod:
+def parse_pod(raw: Mapping[str, object]) -> Pod:
     """Parse a Kubernetes Pod (or a pod template wrapped as a Pod)."""
     meta, obj = _meta(raw, "Pod", namespaced=True)
     spec = raw.get("spec")

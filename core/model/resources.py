@@ -229,7 +229,7 @@ class Resources:
         return Resources(**values)
 
     @classmethod
-    def from_k8s(cls, mapping: Mapping[str, Any] | None, *, obj: str, field: str) -> Resources:
+    def from_k8s(cls, mapping: Mapping[str, object] | None, *, obj: str, field: str) -> Resources:
         """Parse a Kubernetes ResourceList (`{"cpu": "500m", "memory": "1Gi", ...}`)."""
         if not mapping:
             return ZERO

@@ -242,13 +242,9 @@ def test_the_hook_markers_are_made_once_and_imported_one_way() -> None:
 ANY_NOT_YET_TYPED = {
     "clusterscaler.kube.informer.ListerSpec",
     "clusterscaler.kube.informer.wait_all",
-    "clusterscaler.model.dra.parse_resource_slice",
-    "clusterscaler.model.dra.parse_template_slice",
     "clusterscaler.model.node.Node",
-    "clusterscaler.model.node.parse_node",
     "clusterscaler.model.objects.ClusterObjects",
     "clusterscaler.model.pod.Pod",
-    "clusterscaler.model.pod.parse_pod",
     "clusterscaler.model.provisioning.PodTemplate",
     "clusterscaler.model.resources.Resources",
     "clusterscaler.model.scheduling.LabelSelector",
