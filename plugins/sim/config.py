@@ -190,7 +190,7 @@ def _parse_template(
     try:
         node = parse_node(doc)
     except ModelError as exc:
-        raise ConfigurationError(f"{where}: template.{exc.field}: expected {exc.expected}") from None
+        raise ConfigurationError(f"{where}: template.{_clip(exc.field, 300)}: expected {exc.expected}") from None
     capacity = node.capacity
     if capacity.cpu <= 0 or capacity.memory <= 0:
         raise ConfigurationError(

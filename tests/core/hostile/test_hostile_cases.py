@@ -495,8 +495,12 @@ def test_a_node_string_field_of_another_type_is_refused(path: tuple[Any, ...], f
     ("doc", "message"),
     [({"9" * 5_000: None}, "groups.yaml: " + "9" * 80 + "... (5000 characters): unknown field"),
      ({"nodeGroups": [{"name": "a" * 5_000}]}, "nodeGroups[0]: name: expected a non-empty name"),
-     ({"nodeGroups": "b" * 5_000}, "nodeGroups: expected a list of node groups, got 'bbb")],
-    ids=["unknown-field", "name", "node-groups"],
+     ({"nodeGroups": "b" * 5_000}, "nodeGroups: expected a list of node groups, got 'bbb"),
+     ({"nodeGroups": [{"name": "g", "minSize": 0, "maxSize": 1, "template": {
+         "metadata": {"labels": {"9" * 5_000: 7}},
+         "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}}}}]},
+      "nodeGroups[0] (g): template.metadata.labels['999")],
+    ids=["unknown-field", "name", "node-groups", "template-label"],
 )
 def test_a_sim_cloud_config_quotes_a_long_value_in_a_line(doc: Any, message: str) -> None:
     """A top-level field of 5,000 digits was echoed whole: a 5,049-character error."""
