@@ -609,7 +609,13 @@ class DraState:
         known = self._claims_of.get(id(pod))
         if known is not None and known[0] is pod:
             return known[1]
-        found = self._find_claims(pod)
+        run = self._run
+        found: list[PodClaim] | str
+        if run is not None and run.next < len(run.pods) and run.pods[run.next] is pod:
+            # The next pod of a run of alike pods: its one claim, as the run keyed it.
+            found = [PodClaim(run.keys[run.next], run.spec, None, True)]
+        else:
+            found = self._find_claims(pod)
         self._claims_of[id(pod)] = (pod, found)
         return found
 
