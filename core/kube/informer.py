@@ -31,7 +31,7 @@ import gc
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
@@ -64,7 +64,12 @@ log = structlog.get_logger()
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
-Lister = Callable[..., Any]
+
+class Lister(Protocol):
+    """A list method of the Kubernetes client (`CoreV1Api(...).list_node`, ...), called
+    with keyword arguments only."""
+
+    def __call__(self, **kwargs: object) -> object: ...
 
 
 # A watch that ends cleanly this soon after it opened, without one event, is a server or
@@ -149,8 +154,8 @@ class ListerSpec(Generic[T]):
     resource: str
     kind: str
     list_function: Lister
-    parse: Callable[[Mapping[str, Any]], T]
-    kwargs: Mapping[str, Any] | None = None
+    parse: Callable[[Mapping[str, object]], T]
+    kwargs: Mapping[str, object] | None = None
     index_by: Callable[[T], str] | None = None
     # A resource the API server may not serve (resource.k8s.io/v1 before Kubernetes 1.34):
     # a 404 on its list means there is none, and the cache is synced and empty.
@@ -652,7 +657,13 @@ class Informer(Generic[T]):
 NOT_SERVED_RECHECK_SECONDS = 60.0
 
 
-def wait_all(informers: list[Informer[Any]], timeout: float) -> bool:
+class Syncing(Protocol):
+    """A cache that can be waited on until its first list has been read (an `Informer`)."""
+
+    def wait_for_sync(self, timeout: float) -> bool: ...
+
+
+def wait_all(informers: Iterable[Syncing], timeout: float) -> bool:
     """Wait until every informer has synced, or the timeout passes."""
     deadline = time.monotonic() + timeout
     for informer in informers:

@@ -235,13 +235,11 @@ def test_the_hook_markers_are_made_once_and_imported_one_way() -> None:
     assert wrong == []
 
 
-# The Kubernetes JSON boundary of the model (objects parsed from and written to JSON
-# documents, `with_` over dataclass fields, YAML documents) and the informers still speak
-# `Any`; everything else reachable from `clusterscaler.api` is typed. A name
-# leaves this list when its annotations lose `Any`; none joins it.
+# The Kubernetes JSON boundary of the model (objects written to JSON documents, `with_`
+# over dataclass fields, YAML documents) still speaks `Any`; everything else reachable from
+# `clusterscaler.api` is typed. A name leaves this list when its annotations lose `Any`;
+# none joins it.
 ANY_NOT_YET_TYPED = {
-    "clusterscaler.kube.informer.ListerSpec",
-    "clusterscaler.kube.informer.wait_all",
     "clusterscaler.model.node.Node",
     "clusterscaler.model.objects.ClusterObjects",
     "clusterscaler.model.pod.Pod",

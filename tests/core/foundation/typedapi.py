@@ -35,15 +35,25 @@ def _imported(module: str) -> dict[str, tuple[str, str]]:
 
 @cache
 def _aliases(module: str) -> dict[str, ast.expr]:
-    """`Name: TypeAlias = ...` at the top of the module."""
-    return {
-        node.target.id: node.value
-        for node in _tree(module).body
-        if isinstance(node, ast.AnnAssign)
-        and isinstance(node.target, ast.Name)
-        and node.value is not None
-        and "TypeAlias" in ast.unparse(node.annotation)
-    }
+    """`Name: TypeAlias = ...`, and `Name = X[...]` (a type alias written without the
+    annotation), at the top of the module."""
+    aliases: dict[str, ast.expr] = {}
+    for node in _tree(module).body:
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.value is not None
+            and "TypeAlias" in ast.unparse(node.annotation)
+        ):
+            aliases[node.target.id] = node.value
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Subscript)
+        ):
+            aliases[node.targets[0].id] = node.value
+    return aliases
 
 
 def _resolve(module: str, name: str) -> object:
