@@ -19,6 +19,8 @@ from typing import Any, Literal, TextIO
 
 from clusterscaler.framework.durations import format_duration
 from clusterscaler.loop.decisions import GroupRejection, LoopResult, UnremovableReason
+from clusterscaler.model.capacityquota import VALID
+from clusterscaler.model.provisioning import find_condition
 
 # Unremovable reasons that only mean "not yet": the node is unneeded and its timer runs.
 WAITING_REASONS = frozenset(
@@ -126,15 +128,15 @@ def decision_json(result: LoopResult, *, include_waiting: bool = False) -> dict[
     if result.capacity_quotas:
         # Each CapacityQuota (--capacity-quotas-enabled) as its status would say: the usage
         # of the nodes it covers, and whether it is enforced (valid) or why not.
-        doc["capacityQuotas"] = [
-            {
+        doc["capacityQuotas"] = []
+        for q in result.capacity_quotas:
+            valid = find_condition(q.conditions, VALID)
+            doc["capacityQuotas"].append({
                 "name": q.name,
                 "used": dict(q.used) if q.used is not None else None,
-                "valid": bool(q.conditions) and q.conditions[0].is_true,
-                "message": q.conditions[0].message if q.conditions else "",
-            }
-            for q in result.capacity_quotas
-        ]
+                "valid": valid is not None and valid.is_true,
+                "message": valid.message if valid is not None else "",
+            })
     if result.capacity_buffers:
         # Each CapacityBuffer as its status would say (--capacity-buffer-controller-enabled,
         # --capacity-buffer-pod-injection-enabled), and the placeholder pods injected for it
