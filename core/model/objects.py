@@ -471,7 +471,7 @@ class ClusterObjects:
     @classmethod
     def from_items(
         cls,
-        items: Iterable[Mapping[str, Any]],
+        items: Iterable[Mapping[str, object]],
         *,
         strict: bool = False,
         default_kind: str | None = None,
@@ -563,7 +563,7 @@ class ClusterObjects:
 
     @classmethod
     def from_list(
-        cls, doc: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, strict: bool = False
+        cls, doc: Mapping[str, object] | Sequence[Mapping[str, object]], *, strict: bool = False
     ) -> ClusterObjects:
         """Parse `kubectl get -o json` output: a `List` (or any `*List`) with `items`, or a
         plain JSON array of objects. Items of a typed list (`PodList`) may omit `kind`."""
