@@ -21,8 +21,9 @@ through `ConformanceCloud.build`, and checks what the autoscaler relies on: the 
 (target, increase up to the max, cancelling requested capacity), deletes refused below the
 min size, requested instances listed before they register, refused calls that change
 nothing and say so with `CloudProviderError` (or `ValueError` for an argument out of
-range), creation errors classified, a node's group found by its provider ID, and the
-template of an empty group to scale from zero.
+range), creation errors classified, a node's group found by its provider ID, the
+template of an empty group to scale from zero, and the provider's name (the one
+`--cloud-provider` selects it by, registered by its own distribution).
 """
 
 from __future__ import annotations
