@@ -716,8 +716,8 @@ class DraState:
         if run is not None:
             # Each claim the pod's own, asking the first's: alike while none is allocated
             # or in use.
-            if not self.allocations.keys().isdisjoint(run.keys) or any(
-                map(self.consumers.get, run.keys)
+            if not self.allocations.keys().isdisjoint(run.keys) or (
+                self.consumers and any(map(self.consumers.get, run.keys))
             ):
                 return False
             if len(set(run.keys)) == len(run.keys):
@@ -1312,7 +1312,7 @@ class DraState:
             or len(set(keys)) != taken
             or len(set(device_ids)) != taken
             or not allocations.keys().isdisjoint(keys)
-            or any(map(consumers.get, keys))
+            or (consumers and any(map(consumers.get, keys)))
             or not allocated.keys().isdisjoint(device_ids)
             or (device_counters and not device_counters.keys().isdisjoint(device_ids))
         ):
