@@ -14,6 +14,10 @@ are available in any test suite of a venv where clusterscaler is installed:
 - `real_cluster`, `kwok_cluster`: a real control plane (kube-apiserver, etcd, kube-scheduler,
   kube-controller-manager, kwok) built from Go modules, for tests marked `realcluster`
   (see `clusterscaler.testing.realcluster`).
+
+Beside the fixtures, a plugin's tests run the real loop with its plugins through
+`clusterscaler.testing.loopharness.LoopHarness` (over `clusterscaler.testing.fakecloud`),
+and a cloud provider proves its contract with `clusterscaler.testing.conformance`.
 """
 
 from __future__ import annotations
