@@ -37,7 +37,9 @@ ALLOWED: dict[str, set[str]] = {
     },
     "buildinfo": set(),
     "__main__": {"commands"},
-    "__init__": set(),
+    # The package root names the hook markers for `from clusterscaler import hookimpl`,
+    # importing them from their one home when first asked for.
+    "__init__": {"interfaces"},
 }
 
 
@@ -305,3 +307,17 @@ def test_a_registry_is_the_plugin_registry() -> None:
 def _line_of_registry() -> int:
     tree = ast.parse((INTERFACES / "registry.py").read_text())
     return next(n.lineno for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Registry")
+
+
+def test_the_package_root_names_the_same_markers_as_the_api() -> None:
+    """A plugin written as `from clusterscaler import hookimpl` registers its hooks with the
+    one marker the api exports, not a second one."""
+    import importlib
+
+    import clusterscaler.api
+    from clusterscaler.interfaces import hookspecs
+
+    root = importlib.import_module("clusterscaler")
+    assert root.hookimpl is clusterscaler.api.hookimpl is hookspecs.hookimpl
+    assert root.hookspec is hookspecs.hookspec
+    assert not hasattr(root, "hookimpls")
