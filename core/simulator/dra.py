@@ -37,7 +37,8 @@ node one after the other, each with what the search finds once the earlier ones 
 theirs. It keeps those allocations as a plan that the next pods placed on the node take
 (`allocate` answers from it, `reserve_pods` records them in one pass) while nothing else
 changes; on a node of a fresh template layout (its own slices, nothing held) the copies
-are the ones found on the first node of that layout, by position.
+are the ones found on the first node of that layout, by position, read from the node's
+slices without building its device candidates.
 
 `node_pool_utilization` is Cluster Autoscaler's DRA utilization of a node: per resource pool
 of its node-local devices, the share of devices allocated, or, for a pool with shared
