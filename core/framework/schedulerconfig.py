@@ -40,6 +40,7 @@ from clusterscaler.model import (
     TopologySpreadConstraint,
     parse_node_selector_terms,
 )
+from clusterscaler.model.common import describe_value
 from clusterscaler.model.yamltext import load_yaml
 
 __all__ = [
@@ -251,9 +252,12 @@ class _Reader:
         self.path = path
 
     def error(self, where: str, expected: str, value: Any) -> SchedulerConfigError:
-        return self.fail(where, f"expected {expected}, got {value!r}")
+        # The value quoted in a line: a 5,000-character string is not echoed whole.
+        return self.fail(where, f"expected {expected}, got {describe_value(value)}")
 
     def fail(self, where: str, message: str) -> SchedulerConfigError:
+        if len(where) > 300:  # a field path holding the file's own keys
+            where = f"{where[:200]}... ({len(where)} characters)"
         return SchedulerConfigError(f"--scheduler-config-file {self.path}: {where}: {message}")
 
     def mapping(self, value: Any, where: str) -> Mapping[str, Any]:

@@ -1,6 +1,7 @@
 """Fuzz targets for the commands that read a file: `simulate --snapshot`, `simulate
 SCENARIO`, `explain --snapshot`, `simulate --apply`, `simulate --cloud-config`, `run
---cloud-config` (of the sim, aws, gce and azure providers) and `proportional calc
+--cloud-config` (of the sim, aws, gce and azure providers), `simulate
+--scheduler-config-file` and `proportional calc
 --params`, each given a mutated file (or document).
 The command runs in-process through `main`, as the console script does; whatever the file:
 - it exits 0 (the file still reads) or 2, never with a traceback or another status;
@@ -43,6 +44,29 @@ MANIFESTS = [
     doc for doc in yaml.safe_load_all((EXAMPLES / "manifests" / "checkout.yaml").read_text())
     if doc
 ]
+# A KubeSchedulerConfiguration using what `--scheduler-config-file` reads: one profile with
+# filters disabled and enabled again, plugin args of each kind the simulation applies.
+SCHEDULER_CONFIG: dict[str, Any] = {
+    "apiVersion": "kubescheduler.config.k8s.io/v1",
+    "kind": "KubeSchedulerConfiguration",
+    "profiles": [{
+        "schedulerName": "default-scheduler",
+        "plugins": {"filter": {"disabled": [{"name": "*"}], "enabled": [
+            {"name": "NodeResourcesFit"}, {"name": "TaintToleration"}]},
+            "preFilter": {"disabled": [{"name": "VolumeBinding"}]}},
+        "pluginConfig": [
+            {"name": "NodeResourcesFit", "args": {"ignoredResources": ["example.com/foo"],
+                                                  "ignoredResourceGroups": ["example.org"]}},
+            {"name": "PodTopologySpread", "args": {"defaultingType": "List", "defaultConstraints": [
+                {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                 "whenUnsatisfiable": "ScheduleAnyway"}]}},
+            {"name": "NodeAffinity", "args": {"addedAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In",
+                                           "values": ["a"]}]}]}}}},
+        ],
+    }],
+}
 PROPORTIONAL = [
     {"linear": {"coresPerReplica": 256, "nodesPerReplica": 16, "min": 1, "max": 100,
                 "preventSinglePointFailure": True}},
@@ -55,10 +79,15 @@ COMMAND_CPU_SECONDS = 10.0
 
 
 def run_cli(argv: list[str]) -> tuple[int, str]:
-    """`clusterscaler ARGV` in-process: its exit status and what it wrote to stderr."""
+    """`clusterscaler ARGV` in-process: its exit status and what it wrote to stderr. A flag
+    whose file is refused while the flags are parsed (`--scheduler-config-file`) exits
+    through argparse, as the console script does."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
+        try:
+            code = main(argv)
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
     return code, err.getvalue()
 
 
@@ -84,7 +113,7 @@ def command_inputs(draw: st.DrawFn) -> tuple[str, bytes]:
     """A command and the mutated content of the file it reads (`{file}` in the command)."""
     command = draw(st.sampled_from(
         ["simulate-snapshot", "explain-snapshot", "scenario", "apply", "simulate-cloud-config",
-         "run-cloud-config", "run-aws", "run-gce", "run-azure"]))
+         "run-cloud-config", "run-aws", "run-gce", "run-azure", "scheduler-config"]))
     if command.endswith("snapshot"):
         return command, draw(hostile_snapshots())
     if command in ("run-aws", "run-gce"):
@@ -95,7 +124,8 @@ def command_inputs(draw: st.DrawFn) -> tuple[str, bytes]:
             return command, json.dumps(doc).encode()
         except (RecursionError, ValueError):
             return command, b"[" * 100_000
-    seeds = {"scenario": SCENARIO_SEEDS, "apply": MANIFESTS}.get(command, CLOUD_CONFIGS)
+    seeds = {"scenario": SCENARIO_SEEDS, "apply": MANIFESTS,
+             "scheduler-config": [SCHEDULER_CONFIG]}.get(command, CLOUD_CONFIGS)
     if command == "apply":
         doc: Any = draw(st.lists(mutated(seeds), min_size=1, max_size=2))
     else:
@@ -110,6 +140,8 @@ ARGV = {
     "scenario": ["simulate", "{file}", "--once", "--json"],
     "apply": ["simulate", "--snapshot", SNAPSHOT, "--apply", "{file}", "--once", "--json"],
     "simulate-cloud-config": ["simulate", "--cloud-config", "{file}", "--once", "--json"],
+    "scheduler-config": ["simulate", "--snapshot", SNAPSHOT, "--scheduler-config-file={file}",
+                         "--once", "--json"],
     # A cloud-config that reads leaves the command at the missing kubeconfig: exit 2 too,
     # and nothing reaches for a cluster.
     "run-cloud-config": ["run", "--cloud-provider=sim", "--cloud-config={file}",

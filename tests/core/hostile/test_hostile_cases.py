@@ -547,3 +547,25 @@ def test_the_objects_that_stopped_the_loop_never_stop_it(kind: str, raw: dict[st
     loop_target.hypothesis.inner_test(hostile=(kind, test_fuzz_loop._bound_to(raw, "g-1")
                                                if kind == "Pod" else raw))
 
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [({"apiVersion": "9" * 5_000}, "apiVersion: expected"),
+     ({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+       "profiles": [{"x" * 5_000: 1}]},
+      "profiles[0]." + "x" * 188 + "... (5012 characters): expected one of the known fields")],
+    ids=["value", "unknown-field"],
+)
+def test_a_scheduler_config_quotes_a_long_value_in_a_line(
+    doc: dict[str, Any], field: str, tmp_path: Path
+) -> None:
+    """A value of 5,000 digits was echoed whole: a 5,147-character error line."""
+    from clusterscaler.framework.schedulerconfig import SchedulerConfigError, load_scheduler_config
+
+    path = tmp_path / "sched.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SchedulerConfigError) as caught:
+        load_scheduler_config(str(path))
+    assert f"--scheduler-config-file {path}: {field}" in str(caught.value), caught.value
+    assert len(str(caught.value)) < 600, len(str(caught.value))
+
