@@ -195,7 +195,7 @@ def _parse_template(
     if capacity.cpu <= 0 or capacity.memory <= 0:
         raise ConfigurationError(
             f"{where}: template.status.capacity: expected positive cpu and memory, "
-            f"got {capacity.to_k8s()}"
+            f"got {_shown(capacity.to_k8s())}"
         )
     if not capacity.pods:
         # A kubelet's default --max-pods.
@@ -204,7 +204,7 @@ def _parse_template(
     if not allocatable.fits(capacity):
         raise ConfigurationError(
             f"{where}: template.status.allocatable: expected at most the capacity "
-            f"{capacity.to_k8s()}, got {allocatable.to_k8s()}"
+            f"{_shown(capacity.to_k8s())}, got {_shown(allocatable.to_k8s())}"
         )
     labels = dict(node.labels)
     group_label = labels.get(NODE_GROUP_LABEL)

@@ -499,8 +499,12 @@ def test_a_node_string_field_of_another_type_is_refused(path: tuple[Any, ...], f
      ({"nodeGroups": [{"name": "g", "minSize": 0, "maxSize": 1, "template": {
          "metadata": {"labels": {"9" * 5_000: 7}},
          "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}}}}]},
-      "nodeGroups[0] (g): template.metadata.labels['999")],
-    ids=["unknown-field", "name", "node-groups", "template-label"],
+      "nodeGroups[0] (g): template.metadata.labels['999"),
+     ({"nodeGroups": [{"name": "g", "minSize": 0, "maxSize": 1, "template": {"status": {
+         "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+         "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110", "9" * 5_000: "1"}}}}]},
+      "nodeGroups[0] (g): template.status.allocatable: expected at most the capacity")],
+    ids=["unknown-field", "name", "node-groups", "template-label", "allocatable"],
 )
 def test_a_sim_cloud_config_quotes_a_long_value_in_a_line(doc: Any, message: str) -> None:
     """A top-level field of 5,000 digits was echoed whole: a 5,049-character error."""
