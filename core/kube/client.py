@@ -140,6 +140,13 @@ def _rate_limit(
     rest_client.request = request
 
 
+# What the client's kubeconfig loader raises on a file it cannot use.
+_KUBECONFIG_ERRORS = (
+    k8s_config.ConfigException, OSError, ValueError, yaml.YAMLError, TypeError,
+    AttributeError, KeyError, IndexError, RecursionError,
+)
+
+
 def _load_configuration(settings: ClientSettings) -> Any:
     configuration = k8s_client.Configuration()
     if settings.kubeconfig:
@@ -149,9 +156,13 @@ def _load_configuration(settings: ClientSettings) -> Any:
             k8s_config.load_kube_config(
                 config_file=settings.kubeconfig, client_configuration=configuration
             )
-        except (k8s_config.ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
-            # A file that is not YAML at all is a bad --kubeconfig too, not a crash.
-            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        except _KUBECONFIG_ERRORS as exc:
+            # A file that is not YAML at all, or YAML of another shape (the client's loader
+            # checks none: `clusters: 7` raised TypeError), is a bad --kubeconfig too, not a
+            # crash.
+            detail = str(exc).splitlines()[0] if str(exc) else ""
+            if not isinstance(exc, k8s_config.ConfigException | OSError | yaml.YAMLError):
+                detail = f"{type(exc).__name__}: {detail[:200]}"
             raise KubeConfigError(
                 f"--kubeconfig {settings.kubeconfig!r}: {detail}; expected a kubeconfig "
                 "(YAML with clusters, users and contexts)"
@@ -168,7 +179,7 @@ def _load_configuration(settings: ClientSettings) -> Any:
     else:
         try:
             k8s_config.load_kube_config(client_configuration=configuration)
-        except (k8s_config.ConfigException, OSError, yaml.YAMLError) as exc:
+        except _KUBECONFIG_ERRORS as exc:
             raise KubeConfigError(
                 "no Kubernetes configuration: pass --kubeconfig or --kubernetes, set "
                 f"KUBECONFIG, or run in a pod with a service account ({exc})"

@@ -267,3 +267,18 @@ def test_kubeconfig_that_is_not_yaml_is_a_named_error(tmp_path):
     bad.write_text("clusters: [unclosed\n  - : :\n")
     with pytest.raises(KubeConfigError, match=r"--kubeconfig .*: .*expected a kubeconfig"):
         build_api_client(ClientSettings(kubeconfig=str(bad)))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["apiVersion: v1\nclusters: 7\n", "apiVersion: v1\ncurrent-context: a\ncontexts: [7]\n",
+     "- a\n- b\n", "contexts:\n- name: a\n  context: {cluster: [x]}\ncurrent-context: a\n"],
+    ids=["clusters-int", "context-int", "list", "cluster-name-list"],
+)
+def test_kubeconfig_of_another_shape_is_a_named_error(tmp_path, text):
+    """The client's loader checks no shape: `clusters: 7` escaped as TypeError, a traceback
+    and exit status 1 instead of 2."""
+    bad = tmp_path / "kubeconfig"
+    bad.write_text(text)
+    with pytest.raises(KubeConfigError, match=r"--kubeconfig .*: .*expected a kubeconfig"):
+        build_api_client(ClientSettings(kubeconfig=str(bad)))
