@@ -3,7 +3,7 @@
 Everything a plugin needs is importable from here, typed, with a docstring at its
 definition: the hook markers and the registry the registration hooks receive, the
 cloud-provider protocols and the values they exchange, the slim model objects, the
-expander, estimator and pod-filter interfaces, the autoscaler's taint names, and the
+expander, estimator, pod-filter and pod-list-processor interfaces, the autoscaler's taint names, and the
 parsers of Go-style durations and Kubernetes quantities that flags, tags and annotations
 use. The interfaces live together in `clusterscaler.interfaces`; the other modules behind
 these names are internal and may move; this module does not.
@@ -100,6 +100,7 @@ from clusterscaler.interfaces.podfilter import (
     DrainOutcome,
     PodFilter,
 )
+from clusterscaler.interfaces.podlistprocessor import PodListContext, PodListProcessor
 from clusterscaler.interfaces.providercontext import KubeApiClient, ProviderContext
 from clusterscaler.interfaces.registry import (
     CloudProviderFactory,
@@ -107,9 +108,12 @@ from clusterscaler.interfaces.registry import (
     ExpanderFactory,
     OptionsCheck,
     PodFilterFactory,
+    PodListProcessorFactory,
     Registered,
     Registry,
 )
+from clusterscaler.loop.capacitybuffers import capacity_buffer_pods
+from clusterscaler.loop.provreq import provisioning_request_consumers
 from clusterscaler.loop.taints import (
     DELETION_CANDIDATE_TAINT,
     NODE_CONDITION_TAINTS,
@@ -234,6 +238,9 @@ __all__ = [
     "PodFilter",
     "PodFilterFactory",
     "PodGroup",
+    "PodListContext",
+    "PodListProcessor",
+    "PodListProcessorFactory",
     "PricingModel",
     "ProviderContext",
     "ProviderDefaults",
@@ -257,6 +264,7 @@ __all__ = [
     "YAMLBoundError",
     "add_bool_flag",
     "build_kube_api_client",
+    "capacity_buffer_pods",
     "check_nodes_limits",
     "check_predicates",
     "checked_increase",
@@ -291,6 +299,7 @@ __all__ = [
     "parse_template_tags",
     "pod_affinity_cannot_reject",
     "prepare_indexes",
+    "provisioning_request_consumers",
     "read_cloud_config",
     "selected_by_existing_anti_affinity",
     "spread_cannot_reject",

@@ -467,6 +467,7 @@ def _plugins_command(argv: Sequence[str]) -> int:
         ("expanders", "expanders"),
         ("estimators", "estimators"),
         ("podFilters", "pod filters"),
+        ("podListProcessors", "pod-list processors"),
     ):
         print(f"{label}: {', '.join(doc[key]) or '(none)'}")
     return 0

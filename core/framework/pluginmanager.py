@@ -4,7 +4,7 @@
 entry points of the `clusterscaler` group (the standard plugins come this way too), drops
 disabled plugins and checks that every hook implementation matches a specification.
 `collect_registry()` then calls the registration hooks once and returns a `Registry` of
-named cloud providers, expanders, estimators and pod filters.
+named cloud providers, expanders, estimators, pod filters and pod-list processors.
 """
 
 from __future__ import annotations
@@ -152,6 +152,7 @@ _REGISTRATION_HOOKS = (
     "clusterscaler_register_expanders",
     "clusterscaler_register_estimators",
     "clusterscaler_register_pod_filters",
+    "clusterscaler_register_pod_list_processors",
 )
 
 

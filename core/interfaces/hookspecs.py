@@ -6,8 +6,8 @@ A plugin is a module (or object) with functions decorated by `hookimpl` (importe
     [project.entry-points.clusterscaler]
     myexpander = "clusterscaler_myexpander"
 
-Named things (cloud providers, expanders, estimators, pod filters) are added to a typed
-registry passed to the registration hooks. The core calls each registration hook once,
+Named things (cloud providers, expanders, estimators, pod filters, pod-list processors)
+are added to a typed registry passed to the registration hooks. The core calls each registration hook once,
 right after the plugins are loaded and before the command line is parsed, so that flag
 choices such as `--expander` list exactly what is installed.
 
@@ -85,4 +85,19 @@ def clusterscaler_register_pod_filters(registry: Registry) -> None:
     PodFilter` is called when scale-down starts; every registered filter takes part in
     deciding whether a pod blocks the removal of its node, in the order given by each
     filter's `order` attribute (lower first). The return value is ignored.
+    """
+
+
+@hookspec
+def clusterscaler_register_pod_list_processors(registry: Registry) -> None:
+    """Register pod-list processors with `registry.add_pod_list_processor(name, factory)`.
+
+    Called once after plugins are loaded. `factory(options: AutoscalingOptions) ->
+    PodListProcessor` is called when the autoscaler is built; every registered processor
+    then runs once per loop, before scale-up, on the pods waiting for a node, adding pods
+    for scale-up to consider or leaving some out (as Cluster Autoscaler's processors do
+    for ProvisioningRequests and CapacityBuffers). They run in ascending `order`, then by
+    name, each on what the one before returned; see `PodListProcessor`. Registering a
+    name that another distribution already registered is an error naming both. The
+    return value is ignored.
     """

@@ -1,7 +1,7 @@
 """The registry the registration hooks receive: named plugins by kind.
 
 A plugin's `clusterscaler_register_expanders(registry)` (and the hooks for cloud providers,
-estimators and pod filters) calls `registry.add_expander(name, factory)`; the autoscaler
+estimators, pod filters and pod-list processors) calls `registry.add_expander(name, factory)`; the autoscaler
 builds what `--expander`, `--estimator` and `--cloud-provider` name from these factories.
 Names are unique per kind across every installed distribution.
 """
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from clusterscaler.interfaces.estimator import Estimator
     from clusterscaler.interfaces.expander import Expander
     from clusterscaler.interfaces.podfilter import PodFilter
+    from clusterscaler.interfaces.podlistprocessor import PodListProcessor
     from clusterscaler.interfaces.providercontext import ProviderContext
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "PluginError",
     "PluginSource",
     "PodFilterFactory",
+    "PodListProcessorFactory",
     "Registered",
     "Registry",
 ]
@@ -39,6 +41,7 @@ CloudProviderFactory: TypeAlias = "Callable[[ProviderContext], CloudProvider]"
 ExpanderFactory: TypeAlias = "Callable[[AutoscalingOptions], Expander]"
 EstimatorFactory: TypeAlias = "Callable[[AutoscalingOptions], Estimator]"
 PodFilterFactory: TypeAlias = "Callable[[AutoscalingOptions], PodFilter]"
+PodListProcessorFactory: TypeAlias = "Callable[[AutoscalingOptions], PodListProcessor]"
 
 # What a plugin may register to check the options it reads, before anything starts.
 OptionsCheck: TypeAlias = "Callable[[AutoscalingOptions], None]"
@@ -90,6 +93,9 @@ class Registry:
     expanders: dict[str, Registered[ExpanderFactory]] = field(default_factory=dict)
     estimators: dict[str, Registered[EstimatorFactory]] = field(default_factory=dict)
     pod_filters: dict[str, Registered[PodFilterFactory]] = field(default_factory=dict)
+    pod_list_processors: dict[str, Registered[PodListProcessorFactory]] = field(
+        default_factory=dict
+    )
     # Set by the manager while a plugin's registration hook runs, so that every entry
     # records which distribution it came from.
     current_source: PluginSource = UNKNOWN_SOURCE
@@ -225,10 +231,26 @@ class Registry:
         """Register `factory(options: AutoscalingOptions) -> PodFilter` as `name`."""
         self._add("pod filter", self.pod_filters, name, factory, description=description)
 
+    def add_pod_list_processor(
+        self, name: str, factory: PodListProcessorFactory, *, description: str = ""
+    ) -> None:
+        """Register `factory(options: AutoscalingOptions) -> PodListProcessor` as `name`.
+
+        Every registered processor runs in each loop, in the order of its `order`
+        attribute, then of its name (see `PodListProcessor`)."""
+        self._add(
+            "pod-list processor",
+            self.pod_list_processors,
+            name,
+            factory,
+            description=description,
+        )
+
     def names(self) -> dict[str, list[str]]:
         return {
             "cloudProviders": sorted(self.cloud_providers),
             "expanders": sorted(self.expanders),
             "estimators": sorted(self.estimators),
             "podFilters": sorted(self.pod_filters),
+            "podListProcessors": sorted(self.pod_list_processors),
         }

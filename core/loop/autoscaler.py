@@ -41,7 +41,8 @@ from clusterscaler.interfaces.clusterview import Clock, ClusterSource
 from clusterscaler.interfaces.estimator import Estimator
 from clusterscaler.interfaces.expander import ExpanderContext, Option
 from clusterscaler.interfaces.podfilter import PodFilter
-from clusterscaler.loop.capacitybuffers import CapacityBufferProcessor
+from clusterscaler.interfaces.podlistprocessor import PodListContext, PodListProcessor
+from clusterscaler.loop.capacitybuffers import BufferResult, CapacityBufferProcessor
 from clusterscaler.loop.clusterstate import ClusterState, ClusterStateTracker
 from clusterscaler.loop.decisions import (
     ClusterHealth,
@@ -61,7 +62,12 @@ from clusterscaler.loop.gpu import gpu_for_metrics
 from clusterscaler.loop.grouptemplates import LISTED_AT_MOST, Template, TemplateCache, upcoming_node
 from clusterscaler.loop.limits import Limits, Totals, node_totals, sum_totals
 from clusterscaler.loop.pending import PendingPods, classify_pending, drop_schedulable
-from clusterscaler.loop.provreq import ProvisioningRequestProcessor
+from clusterscaler.loop.podlists import (
+    build_pod_list_processors,
+    process_pod_list,
+    waiting_for_a_node,
+)
+from clusterscaler.loop.provreq import ProvisioningRequestPodsFilter, ProvisioningRequestProcessor
 from clusterscaler.loop.quotas import CapacityQuotaStatus, QuotaTracker, quota_statuses
 from clusterscaler.loop.scaledown.actuator import Actuator
 from clusterscaler.loop.scaledown.budgets import InProgress
@@ -239,6 +245,7 @@ class Autoscaler:
         estimator: Estimator,
         expander: BestOption,
         pod_filters: Sequence[PodFilter],
+        pod_list_processors: Sequence[PodListProcessor] = (),
         clock: Clock | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         executor: DeletionExecutor | None = None,
@@ -264,9 +271,19 @@ class Autoscaler:
         )
         self.pending_hints = HintingSimulator()
         self.provisioning_requests = ProvisioningRequestProcessor(options, monotonic)
-        self.capacity_buffers = CapacityBufferProcessor.from_options(options)
-        # This loop's placeholder pods of CapacityBuffers, pending with the cluster's.
-        self._buffer_pods: list[Pod] = []
+        # Run by `order`, then name, never in the order given. The standard ones are
+        # looked up by their type for what the loop reports of them.
+        self.pod_list_processors = tuple(
+            sorted(pod_list_processors, key=lambda p: (p.order, p.name))
+        )
+        self.capacity_buffers = next(
+            (p for p in self.pod_list_processors if isinstance(p, CapacityBufferProcessor)),
+            None,
+        )
+        self.provisioning_request_consumers = next(
+            (p for p in self.pod_list_processors if isinstance(p, ProvisioningRequestPodsFilter)),
+            None,
+        )
         # The filters of --scheduler-config-file (None: kube-scheduler's defaults).
         self.filters = configured_filters(options.scheduler_config)
         self.default_spread = DefaultSpread(options.scheduler_config)
@@ -296,7 +313,8 @@ class Autoscaler:
         clock: Clock | None = None,
         executor: DeletionExecutor | None = None,
     ) -> Autoscaler:
-        """Build the estimator, expander chain and pod filters from installed plugins.
+        """Build the estimator, expander chain, pod filters and pod-list processors from
+        installed plugins.
 
         Without `executor`, node deletions finish inside the loop that starts them."""
         return cls(
@@ -307,6 +325,7 @@ class Autoscaler:
             estimator=build_estimator(registry, options),
             expander=build_expander(registry, options, provider),
             pod_filters=build_pod_filters(registry, options),
+            pod_list_processors=build_pod_list_processors(registry, options),
             clock=clock,
             executor=executor,
         )
@@ -495,14 +514,6 @@ class Autoscaler:
         provreqs = self.provisioning_requests
         provreqs.start_loop(objects.provisioning_requests, objects.pod_templates, objects.pods, now)
         provreqs.book(snapshot, unusable=state.unready | state.not_started | state.being_deleted)
-        self._buffer_pods = self.capacity_buffers.run(
-            objects.capacity_buffers,
-            objects.pod_templates,
-            pods=objects.pods,
-            controllers=objects.controllers,
-            quotas=objects.resource_quotas,
-            now=now,
-        )
         gpu_label = self.provider.gpu_label()
         limits = Limits.from_options(options, self.provider.resource_limiter())
         # As CA's calculateScaleDownCoresMemoryTotal: nodes being deleted (ours in flight
@@ -561,8 +572,8 @@ class Autoscaler:
                 stale_caches=stale,
                 dra_template_mismatch=dra_mismatch,
                 provisioning_requests=provreqs.results(),
-                provisioning_request_consumers=tuple(provreqs.ignored_pods),
-                capacity_buffers=self.capacity_buffers.results(),
+                provisioning_request_consumers=self._consumers(),
+                capacity_buffers=self._buffer_results(),
                 capacity_quotas=self._quota_statuses(objects, now),
             )
 
@@ -595,8 +606,8 @@ class Autoscaler:
             unreadable=tuple(objects.unreadable),
             dra_template_mismatch=dra_mismatch,
             provisioning_requests=provreqs.results(),
-            provisioning_request_consumers=tuple(provreqs.ignored_pods),
-            capacity_buffers=self.capacity_buffers.results(),
+            provisioning_request_consumers=self._consumers(),
+            capacity_buffers=self._buffer_results(),
             capacity_quotas=self._quota_statuses(objects, now),
         )
 
@@ -604,9 +615,38 @@ class Autoscaler:
         """The unschedulable pods of the cluster: CapacityBuffers' placeholder pods are
         left out (as CA counts them, before its pod-list processors inject them)."""
         keys = pending.unschedulable_keys()
-        if not self._buffer_pods:
+        buffers = self.capacity_buffers
+        if buffers is None or not buffers.results():
             return tuple(keys)
-        return tuple(k for k in keys if not self.capacity_buffers.buffer_of_pod(k))
+        return tuple(k for k in keys if not buffers.buffer_of_pod(k))
+
+    def _consumers(self) -> tuple[tuple[str, str], ...]:
+        """This loop's pending pods left out for consuming a ProvisioningRequest."""
+        consumers = self.provisioning_request_consumers
+        return tuple(consumers.ignored) if consumers is not None else ()
+
+    def _buffer_results(self) -> tuple[BufferResult, ...]:
+        buffers = self.capacity_buffers
+        return buffers.results() if buffers is not None else ()
+
+    def _pods_to_consider(self, objects: ClusterObjects, now: datetime) -> Sequence[Pod]:
+        """The pods the pending-pod filters sort: the cluster's, as the pod-list processors
+        leave them (with CapacityBuffers' placeholder pods, without the pods that consume a
+        ProvisioningRequest)."""
+        if not self.pod_list_processors:
+            return objects.pods
+        context = PodListContext(
+            now=now,
+            pods=objects.pods,
+            controllers=objects.controllers,
+            pod_templates=objects.pod_templates,
+            provisioning_requests=objects.provisioning_requests,
+            capacity_buffers=objects.capacity_buffers,
+            resource_quotas=objects.resource_quotas,
+        )
+        return process_pod_list(
+            self.pod_list_processors, waiting_for_a_node(objects.pods), context
+        )
 
     def _last_template(self, group_id: str) -> NodeInfo | None:
         """The template the last loop planned `group_id` from (None: none yet)."""
@@ -719,11 +759,10 @@ class Autoscaler:
             node_slices=snapshot.dra.slices_of if snapshot.dra is not None else None,
         )
         provreqs = self.provisioning_requests
-        pods = provreqs.without_consumers(objects.pods)
         pending = classify_pending(
             # As CA's pod-list processors: the buffers' placeholder pods go through the
             # same filters as the cluster's pending pods.
-            [*pods, *self._buffer_pods] if self._buffer_pods else pods,
+            self._pods_to_consider(objects, now),
             options,
             now,
             node_names=set(snapshot.node_names()),

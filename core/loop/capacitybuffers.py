@@ -17,7 +17,9 @@ Each loop:
    so a node is removable when they fit elsewhere); the rest is what scale-up buys nodes
    for. The buffer gets Provisioning.
 
-The status each buffer should have is `BufferResult.status`; the caller writes it (and
+Both run as the pod-list processor `capacity-buffers` the standard plugins register
+(`CapacityBufferProcessor.process`), which adds the placeholder pods to the pods waiting
+for a node. The status each buffer should have is `BufferResult.status`; the caller writes it (and
 the managed PodTemplate) when it differs from what the buffer holds.
 """
 
@@ -27,9 +29,10 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import structlog
+from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.podlistprocessor import PodListContext, PodListProcessor
 from clusterscaler.loop.buffer_controller import (
     BufferStatus,
     ManagedTemplate,
@@ -58,6 +61,7 @@ __all__ = [
     "BufferStatus",
     "CapacityBufferProcessor",
     "ManagedTemplate",
+    "capacity_buffer_pods",
     "is_buffer_pod",
     "managed_template_name",
 ]
@@ -114,15 +118,18 @@ class BufferResult:
 
 @dataclass
 class CapacityBufferProcessor:
-    """The buffers' steps of one loop (see the module's docstring)."""
+    """The buffers' steps of one loop (see the module's docstring), as a pod-list
+    processor."""
 
     controller_enabled: bool = False
     injection_enabled: bool = False
+    name: str = "capacity-buffers"
+    order: int = 200
     _results: dict[str, BufferResult] = field(default_factory=dict)
     _buffer_of_pod: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_options(cls, options: Any) -> CapacityBufferProcessor:
+    def from_options(cls, options: AutoscalingOptions) -> CapacityBufferProcessor:
         return cls(
             controller_enabled=bool(options.capacity_buffer_controller_enabled),
             injection_enabled=bool(options.capacity_buffer_pod_injection_enabled),
@@ -138,6 +145,19 @@ class CapacityBufferProcessor:
     def buffer_of_pod(self, pod_key: str) -> str:
         """The buffer (`namespace/name`) a placeholder pod was injected for, or ""."""
         return self._buffer_of_pod.get(pod_key, "")
+
+    def process(self, pods: Sequence[Pod], context: PodListContext) -> list[Pod]:
+        """`pods` and the buffers' placeholder pods after them (`run` over the cluster's
+        buffers)."""
+        injected = self.run(
+            context.capacity_buffers,
+            context.pod_templates,
+            pods=context.pods,
+            controllers=context.controllers,
+            quotas=context.resource_quotas,
+            now=context.now,
+        )
+        return [*pods, *injected]
 
     def run(
         self,
@@ -251,6 +271,11 @@ class CapacityBufferProcessor:
             ), []
         pods = _placeholder_pods(buffer, source, status.replicas)
         return _provisioning(status, "True", FAKE_PODS_INJECTED_REASON, "", now), pods
+
+
+def capacity_buffer_pods(options: AutoscalingOptions) -> PodListProcessor:
+    """The pod-list processor `capacity-buffers` (see `CapacityBufferProcessor`)."""
+    return CapacityBufferProcessor.from_options(options)
 
 
 def _provisioning(status: BufferStatus, value: str, reason: str, message: str,

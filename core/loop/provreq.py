@@ -11,8 +11,9 @@ Each loop:
 2. `book`: the pods of every request with Provisioned=True (and not Failed or
    BookingExpired) are placed on the snapshot, minus the pods already running for it (the
    consume annotation), so that neither other pending pods nor scale-down take that room.
-3. `without_consumers`: pending pods that consume a request (its annotation) trigger no
-   scale-up of their own; the room booked for them is theirs.
+3. `ProvisioningRequestPodsFilter`, the pod-list processor `provisioning-request-consumers`
+   the standard plugins register: pending pods that consume a request (its annotation)
+   trigger no scale-up of their own; the room booked for them is theirs.
 4. `provision`: the requests due (never tried, or Provisioned=False and their backoff
    between --provisioning-request-initial-backoff-time and
    --provisioning-request-max-backoff-time over) get Accepted; their pods are made from
@@ -36,10 +37,12 @@ import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import structlog
 from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.interfaces.podlistprocessor import PodListContext, PodListProcessor
 from clusterscaler.loop.decisions import ProvisioningRequestResult, ScaleUpResult, ScaleUpStatus
 from clusterscaler.loop.pending import PendingPods, drop_schedulable
 from clusterscaler.model import OwnerRef, Pod
@@ -66,9 +69,11 @@ __all__ = [
     "MAX_UPDATED",
     "RESERVATION_TIME",
     "TERMINAL_TTL",
+    "ProvisioningRequestPodsFilter",
     "ProvisioningRequestProcessor",
     "ProvisioningRequestResult",
     "consumed_request",
+    "provisioning_request_consumers",
 ]
 
 log = structlog.get_logger()
@@ -119,6 +124,47 @@ def _is_due_for_booking(pr: ProvisioningRequest) -> bool:
     return pr.is_true(PROVISIONED)
 
 
+@dataclass
+class ProvisioningRequestPodsFilter:
+    """Pending pods that consume a request run on its room and trigger no scale-up (CA's
+    ProvisioningRequestPodsFilter, which asks no more than the annotation); a pod-list
+    processor, switched on by --enable-provisioning-requests."""
+
+    enabled: bool = False
+    name: str = "provisioning-request-consumers"
+    order: int = 100
+    # The pending pods the last `process` left out, with the request each consumes
+    # (`namespace/name`).
+    ignored: list[tuple[str, str]] = field(default_factory=list)
+
+    @classmethod
+    def from_options(cls, options: AutoscalingOptions) -> ProvisioningRequestPodsFilter:
+        return cls(enabled=options.enable_provisioning_requests)
+
+    def process(self, pods: Sequence[Pod], context: PodListContext) -> list[Pod]:
+        """`pods` less the pending ones that consume a request."""
+        self.ignored = []
+        if not self.enabled:
+            return list(pods)
+        kept: list[Pod] = []
+        ignored = self.ignored
+        for p in pods:
+            if p.node_name or p.is_terminal or not (name := consumed_request(p)):
+                kept.append(p)
+            elif p.unschedulable:
+                ignored.append((p.key, f"{p.namespace}/{name}"))
+        if ignored:
+            log.info("pods_consuming_provisioning_requests_ignored", pods=len(ignored),
+                     sample=[f"{k} ({r})" for k, r in ignored[:5]])
+        return kept
+
+
+def provisioning_request_consumers(options: AutoscalingOptions) -> PodListProcessor:
+    """The pod-list processor `provisioning-request-consumers` (see
+    `ProvisioningRequestPodsFilter`)."""
+    return ProvisioningRequestPodsFilter.from_options(options)
+
+
 class ProvisioningRequestProcessor:
     """The requests' state between loops (backoff, conditions written and not yet read
     back) and the steps of one loop (see the module's docstring)."""
@@ -141,7 +187,6 @@ class ProvisioningRequestProcessor:
         self._changed: dict[str, list[str]] = {}
         self._atomic: ProvisioningRequest | None = None
         self._atomic_pods: list[Pod] = []
-        self._ignored: list[tuple[str, str]] = []
         self._delete: list[ProvisioningRequest] = []
         self._now = datetime.min
 
@@ -191,7 +236,6 @@ class ProvisioningRequestProcessor:
         self._changed = {}
         self._atomic = None
         self._atomic_pods = []
-        self._ignored = []
         self._delete = []
         self._now = now
         if not self.enabled:
@@ -334,30 +378,6 @@ class ProvisioningRequestProcessor:
                     booked=len(left) - len(missed),
                     pods=len(left),
                 )
-
-    def without_consumers(self, pods: Iterable[Pod]) -> list[Pod] | Iterable[Pod]:
-        """`pods` less the pending ones that consume a request: they run on its room and
-        trigger no scale-up (CA's ProvisioningRequestPodsFilter, which asks no more than
-        the annotation)."""
-        if not self.enabled:
-            return pods
-        kept: list[Pod] = []
-        ignored = self._ignored = []
-        for p in pods:
-            if p.node_name or p.is_terminal or not (name := consumed_request(p)):
-                kept.append(p)
-            elif p.unschedulable:
-                ignored.append((p.key, f"{p.namespace}/{name}"))
-        if ignored:
-            log.info("pods_consuming_provisioning_requests_ignored", pods=len(ignored),
-                     sample=[f"{k} ({r})" for k, r in ignored[:5]])
-        return kept
-
-    @property
-    def ignored_pods(self) -> list[tuple[str, str]]:
-        """The pending pods left out of this loop's scale-up, with the request each
-        consumes (`namespace/name`)."""
-        return self._ignored
 
     # ------------------------------------------------------------------ provisioning
 

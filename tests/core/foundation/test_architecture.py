@@ -170,7 +170,8 @@ INTERFACES = CORE / "interfaces"
 INTERFACE_KINDS = {
     "CloudProvider", "NodeGroup", "ProviderContext", "KubeApiClient", "Clock", "ClusterSource",
     "Registry", "Expander", "ExpanderContext", "Option", "Estimator", "EstimationLimiter",
-    "Estimate", "PodFilter", "DrainContext", "DrainDecision",
+    "Estimate", "PodFilter", "DrainContext", "DrainDecision", "PodListProcessor",
+    "PodListContext",
 }
 
 

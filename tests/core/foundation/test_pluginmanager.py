@@ -116,6 +116,11 @@ def test_describe_document_shape(register_plugin: Any, plugin_host: PluginHost) 
         def clusterscaler_register_pod_filters(self, registry: Registry) -> None:
             registry.add_pod_filter("mirror", lambda options: None)
 
+        @hookimpl
+        def clusterscaler_register_pod_list_processors(self, registry: Registry) -> None:
+            registry.add_pod_list_processor("skip-batch", lambda options: None)
+            registry.add_pod_list_processor("buffers", lambda options: None)
+
     registry = register_plugin(Everything(), name="everything", distribution="clusterscaler-all")
     doc = describe(plugin_host, registry)
     assert doc == {
@@ -124,6 +129,7 @@ def test_describe_document_shape(register_plugin: Any, plugin_host: PluginHost) 
         "expanders": [],
         "estimators": [],
         "podFilters": ["mirror"],
+        "podListProcessors": ["buffers", "skip-batch"],
     }
 
 

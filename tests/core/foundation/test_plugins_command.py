@@ -20,17 +20,23 @@ def test_json_lists_installed_distributions_and_names() -> None:
     result = run("plugins", "--json")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert list(doc) == ["distributions", "cloudProviders", "expanders", "estimators", "podFilters"]
+    assert list(doc) == [
+        "distributions", "cloudProviders", "expanders", "estimators", "podFilters",
+        "podListProcessors",
+    ]
     core = next(d for d in doc["distributions"] if d["name"] == "clusterscaler")
     assert set(core) == {"name", "version", "entryPoints"}
-    assert core["entryPoints"] == ["estimators", "expanders", "pod-filters", "sim"]
+    assert core["entryPoints"] == [
+        "estimators", "expanders", "pod-filters", "pod-list-processors", "sim",
+    ]
     assert {"least-waste", "most-pods", "least-nodes", "price", "priority", "random"} <= set(
         doc["expanders"]
     )
     assert "binpacking" in doc["estimators"]
     assert "sim" in doc["cloudProviders"]
     assert {"mirror", "safe-to-evict", "local-storage", "pdb"} <= set(doc["podFilters"])
-    for key in ("cloudProviders", "expanders", "estimators", "podFilters"):
+    assert doc["podListProcessors"] == ["capacity-buffers", "provisioning-request-consumers"]
+    for key in ("cloudProviders", "expanders", "estimators", "podFilters", "podListProcessors"):
         assert doc[key] == sorted(doc[key])
     assert [d["name"] for d in doc["distributions"]] == sorted(d["name"] for d in doc["distributions"])
 
@@ -52,3 +58,4 @@ def test_table_names_each_distribution_and_its_hooks() -> None:
     assert line.split()[0] == "clusterscaler"
     assert "register_cloud_providers" in line
     assert "expanders: " in result.stdout
+    assert "pod-list processors: capacity-buffers, provisioning-request-consumers" in result.stdout

@@ -17,10 +17,11 @@ from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_
 from clusterscaler.interfaces.clusterview import ClusterSource
 from clusterscaler.interfaces.registry import Registry
 from clusterscaler.loop.autoscaler import Autoscaler, build_estimator, build_expander
+from clusterscaler.loop.podlists import build_pod_list_processors
 from clusterscaler.loop.scaledown.executor import DeletionExecutor
 from clusterscaler.model import Controller, DaemonSet, OwnerRef, Pod
 from clusterscaler.offline.clock import VirtualClock
-from clusterscaler.plugins import estimators, expanders, pod_filters
+from clusterscaler.plugins import estimators, expanders, pod_filters, pod_list_processors
 from clusterscaler.simulator.builders import make_pod
 from clusterscaler.simulator.drain import build_pod_filters
 from clusterscaler.testing.fakecloud import GPU_LABEL as GPU_LABEL
@@ -35,6 +36,7 @@ def registry() -> Registry:
         autoload=False,
         extra_plugins={
             "pod-filters": pod_filters,
+            "pod-list-processors": pod_list_processors,
             "estimators": estimators,
             "expanders": expanders,
         },
@@ -153,6 +155,7 @@ class Harness:
                 estimator=build_estimator(reg, self.options),
                 expander=build_expander(reg, self.options, self.provider),
                 pod_filters=build_pod_filters(reg, self.options),
+                pod_list_processors=build_pod_list_processors(reg, self.options),
                 clock=self.clock,
                 executor=self.executor,
             )
