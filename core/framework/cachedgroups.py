@@ -4,22 +4,36 @@ A provider reads its cloud once per refresh into records, one per node group, an
 out node group objects that read the current record on each call: a group that left the
 cache (deleted, no longer discovered) raises `NodeGroupNotFoundError` naming it instead of
 answering with stale sizes. `CachedNodeGroup` is that object's common part (the record
-lookup, the limits, the debug line) and `NodeGroupMemo` keeps one object per group, so
-that the core may compare groups by identity between loops.
+lookup, the limits, the debug line), `NodeGroupMemo` keeps one object per group, so
+that the core may compare groups by identity between loops, and `GroupIndex` is the cache's
+own common part: the records by key and the group listing each instance, so that a node is
+mapped to its group by its provider ID without a call to the cloud.
 """
 
 from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Hashable, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Generic, Protocol, Self, TypeVar
 
 from clusterscaler.interfaces.cloudprovider import GroupRecord, NodeGroupNotFoundError
 
 R = TypeVar("R", bound=GroupRecord)
 K = TypeVar("K", bound=Hashable)
 G = TypeVar("G")
+
+
+class SortableKey(Protocol):
+    """A key that can be hashed and sorted (a name, a frozen ordered dataclass)."""
+
+    def __hash__(self) -> int: ...
+
+    def __lt__(self, other: Self, /) -> bool: ...
+
+
+GK = TypeVar("GK", bound=SortableKey)
+IK = TypeVar("IK", bound=Hashable)
 
 
 class CachedNodeGroup(abc.ABC, Generic[R]):
@@ -111,3 +125,57 @@ class NodeGroupMemo(Generic[K, G]):
     def clear(self) -> None:
         with self._lock:
             self._groups.clear()
+
+
+class GroupIndex(Generic[GK, R, IK]):
+    """The records of a provider's node groups by key (`GK`), and which group lists each
+    instance (by the instance key `IK` the cloud's provider IDs reduce to), read and
+    replaced under one re-entrant lock, `_lock`.
+
+    A provider's cache subclasses it and guards its own fields with the same `_lock`, so
+    that a refresh swaps the records, the instance map and its own bookkeeping at once:
+    a reader never sees records of one refresh with instances of another."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._records: dict[GK, R] = {}
+        self._groups: dict[IK, GK] = {}
+
+    def records(self) -> list[R]:
+        """Every record, in the order of their keys."""
+        with self._lock:
+            return [self._records[key] for key in sorted(self._records)]
+
+    def get(self, key: GK) -> R | None:
+        """The record of group `key`, or None when the last refresh did not keep it."""
+        with self._lock:
+            return self._records.get(key)
+
+    def group_of(self, instance: IK) -> GK | None:
+        """The key of the group listing `instance`, or None when no group lists it."""
+        with self._lock:
+            return self._groups.get(instance)
+
+    def replace(self, records: Mapping[GK, R], instances: Mapping[IK, GK] | None = None) -> None:
+        """Swap in the records of a refresh and, when given, its instance map; without
+        one, each instance stays with its group while that group is still in `records`
+        (for a cache that lists the instances of each group on its own schedule)."""
+        with self._lock:
+            self._records = dict(records)
+            if instances is None:
+                self._groups = {i: k for i, k in self._groups.items() if k in self._records}
+            else:
+                self._groups = dict(instances)
+
+    def add_instances(self, key: GK, instances: Iterable[IK]) -> None:
+        """Record that group `key` lists `instances` (a fresh listing of one group)."""
+        with self._lock:
+            for instance in instances:
+                self._groups[instance] = key
+
+    def relist(self, key: GK, instances: Iterable[IK]) -> None:
+        """Record that group `key` lists exactly `instances` now: those it listed before
+        and no longer does belong to no group."""
+        with self._lock:
+            self._groups = {i: k for i, k in self._groups.items() if k != key}
+            self.add_instances(key, instances)

@@ -80,6 +80,20 @@ def checked_increase(group: str, current: int, delta: int, max_size: int) -> int
     return target
 
 
+def checked_delete(group: str, current: int, count: int, min_size: int) -> int:
+    """The size left once `delete_nodes` removes `count` nodes from `current`; raises
+    `CloudProviderError` naming `group`, with CA's "min size reached, nodes will not be
+    deleted", when that is below `min_size`. Every provider checks it before deleting
+    anything, so a refused batch deletes nothing (`force_delete_nodes` skips it)."""
+    left = current - count
+    if left < min_size:
+        raise CloudProviderError(
+            f"{group}: delete_nodes: min size reached, nodes will not be deleted: "
+            f"{current} - {count} = {left} < min {min_size}"
+        )
+    return left
+
+
 class InstanceCreationError(CloudProviderError):
     """`increase_size` was refused at once for a reason the cloud names (a stockout, a
     quota, a size not offered): `info` classifies it, so an `OUT_OF_RESOURCES` refusal backs

@@ -12,7 +12,6 @@ previous view, as the loop must not act on a partial picture.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,6 +20,7 @@ from datetime import UTC, datetime
 import structlog
 from clusterscaler.api import (
     CloudProviderError,
+    GroupIndex,
     Instance,
     InstanceErrorInfo,
     InstanceState,
@@ -100,8 +100,9 @@ class AsgRecord:
         return sum(1 for i in self.description.instances if not is_terminating(i.lifecycle_state))
 
 
-class AsgCache:
-    """Discovery, caching and bookkeeping of the managed ASGs."""
+class AsgCache(GroupIndex[str, AsgRecord, str]):
+    """Discovery, caching and bookkeeping of the managed ASGs: the records by ASG name,
+    and the ASG of each instance ID."""
 
     def __init__(
         self,
@@ -113,15 +114,13 @@ class AsgCache:
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        super().__init__()
         self._service = service
         self._explicit = {spec.name: spec for spec in explicit}
         self._discovery = list(discovery)
         self._refresh_interval = refresh_interval
         self._clock = clock
         self._now = now
-        self._lock = threading.RLock()
-        self._records: dict[str, AsgRecord] = {}
-        self._by_instance: dict[str, str] = {}
         self._errors: dict[str, tuple[str, ...]] = {}
         self._last_refresh: float | None = None
         # Kept across regenerations so that a scale-up's time survives the next describe.
@@ -129,24 +128,16 @@ class AsgCache:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def records(self) -> list[AsgRecord]:
-        with self._lock:
-            return [self._records[name] for name in sorted(self._records)]
-
-    def get(self, name: str) -> AsgRecord | None:
-        with self._lock:
-            return self._records.get(name)
-
     def asg_for_instance(self, provider_id: str) -> str | None:
         """The managed ASG listing this instance (placeholders included), if any."""
         instance_id = instance_id_of(provider_id)
         with self._lock:
-            found = self._by_instance.get(instance_id)
+            found = self.group_of(instance_id)
             if found is not None or not is_placeholder(instance_id):
                 return found
             # i-placeholder-<asg>-<n>: ASG names may contain '-', so strip both ends.
             name = instance_id[len(PLACEHOLDER_PREFIX) + 1 :].rpartition("-")[0]
-            record = self._records.get(name)
+            record = self.get(name)
             if record is None:
                 return None
             listed = any(instance_id_of(i.id) == instance_id for i in record.instances)
@@ -207,8 +198,7 @@ class AsgCache:
                 by_instance[inst.instance_id] = name
         with self._lock:
             previous_errors = self._errors
-            self._records = records
-            self._by_instance = by_instance
+            self.replace(records, by_instance)
             self._errors = errors
             self._last_refresh = self._clock()
             self._last_update = {
@@ -292,7 +282,7 @@ class AsgCache:
     def set_desired(self, name: str, desired: int) -> None:
         """Record a desired capacity this process just set."""
         with self._lock:
-            record = self._records.get(name)
+            record = self.get(name)
             if record is None:
                 return
             now = self._now()
@@ -306,7 +296,7 @@ class AsgCache:
     def mark_terminating(self, name: str, instance_id: str, desired: int) -> None:
         """Record that this process terminated `instance_id`, decrementing the desired capacity."""
         with self._lock:
-            record = self._records.get(name)
+            record = self.get(name)
             if record is None:
                 return
             desc = record.description

@@ -23,6 +23,7 @@ from clusterscaler.api import (
     ProviderDefaults,
     ProviderProblem,
     TtlCache,
+    checked_delete,
     checked_increase,
 )
 
@@ -111,11 +112,7 @@ class AwsNodeGroup(CachedNodeGroup[AsgRecord]):
             # Instances that never launched: shrink the desired capacity to what exists,
             # never below min.
             desired = max(record.live_instance_count(), record.min_size)
-        if desired - len(real) < record.min_size:
-            raise CloudProviderError(
-                f"ASG {self._name!r}: deleting {len(real)} node(s) would bring the size to "
-                f"{desired - len(real)}, below min {record.min_size}"
-            )
+        checked_delete(f"ASG {self._name!r}", desired, len(real), record.min_size)
         if desired != record.desired:
             self._provider.service.set_desired_capacity(self._name, desired)
             self._provider.cache.set_desired(self._name, desired)

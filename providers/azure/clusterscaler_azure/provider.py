@@ -24,6 +24,7 @@ from clusterscaler.api import (
     NodeInfo,
     ProviderDefaults,
     ProviderProblem,
+    checked_delete,
     checked_increase,
 )
 
@@ -165,11 +166,8 @@ class AzureNodeGroup(CachedNodeGroup[VmssRecord]):
             target = self._cache.target(name)
         if not real:
             return
-        if not force and target - len(real) < record.min_size:
-            raise CloudProviderError(
-                f"VMSS {name!r}: deleting {len(real)} node(s) would bring the size to "
-                f"{target - len(real)}, below min {record.min_size}"
-            )
+        if not force:
+            checked_delete(f"VMSS {name!r}", target, len(real), record.min_size)
         provider_ids = [pid for pid, _ in real]
         instance_ids = [iid for _, iid in real]
 

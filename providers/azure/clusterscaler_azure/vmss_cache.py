@@ -17,7 +17,6 @@ the previous view, as the loop must not act on a partial picture.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import structlog
 from clusterscaler.api import (
     CloudProviderError,
     ConfigurationError,
+    GroupIndex,
     Instance,
     InstanceErrorInfo,
     InstanceState,
@@ -120,8 +120,9 @@ class _VmList:
     error: str = ""
 
 
-class VmssCache:
-    """Discovery, caching and bookkeeping of the managed scale sets."""
+class VmssCache(GroupIndex[str, VmssRecord, str]):
+    """Discovery, caching and bookkeeping of the managed scale sets: the records by
+    lower-cased name, and the scale set of each VM by the key of its provider ID."""
 
     def __init__(
         self,
@@ -136,6 +137,7 @@ class VmssCache:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        super().__init__()
         self._service = service
         self._wall_clock = wall_clock
         self._explicit = {spec.name.lower(): spec for spec in explicit}
@@ -145,29 +147,22 @@ class VmssCache:
         self._vms_ttl = vms_ttl
         self._enable_flex = enable_flex
         self._clock = clock
-        self._lock = threading.RLock()
-        self._records: dict[str, VmssRecord] = {}  # by lower-cased name
         self._vm_lists: dict[str, _VmList] = {}
         self._ops: dict[str, OperationState] = {}
-        self._index: dict[str, str] = {}  # provider ID key -> lower-cased scale set name
         self._problems: dict[str, tuple[str, ...]] = {}
         self._listed_at: float | None = None
 
     # --- reading ---------------------------------------------------------------------------
 
-    def records(self) -> list[VmssRecord]:
-        with self._lock:
-            return [self._records[k] for k in sorted(self._records)]
-
-    def get(self, name: str) -> VmssRecord | None:
-        with self._lock:
-            return self._records.get(name.lower())
+    def get(self, key: str) -> VmssRecord | None:
+        """The record of the scale set named `key`, in any case."""
+        return super().get(key.lower())
 
     def problems(self) -> Mapping[str, tuple[str, ...]]:
         with self._lock:
             merged = dict(self._problems)
             for key, vm_list in self._vm_lists.items():
-                record = self._records.get(key)
+                record = self.get(key)
                 if vm_list.error and record is not None:
                     merged[record.name] = (*merged.get(record.name, ()), vm_list.error)
             return merged
@@ -245,17 +240,18 @@ class VmssCache:
         if ref is None:
             return None
         with self._lock:
-            found = self._index.get(ids.key(provider_id))
+            found = self.group_of(ids.key(provider_id))
             if found is not None:
-                return self._records[found].name if found in self._records else None
+                listing = self.get(found)
+                return listing.name if listing is not None else None
             if ref.flexible or not self._same_resource_group(ref):
                 return None
-            record = self._records.get(ref.vmss.lower())
+            record = self.get(ref.vmss)
             return record.name if record is not None else None
 
     def is_listed(self, provider_id: str) -> bool:
         with self._lock:
-            return ids.key(provider_id) in self._index
+            return self.group_of(ids.key(provider_id)) is not None
 
     def _same_resource_group(self, ref: ids.VmRef) -> bool:
         return (
@@ -264,7 +260,7 @@ class VmssCache:
         )
 
     def _require(self, name: str) -> VmssRecord:
-        record = self._records.get(name.lower())
+        record = self.get(name)
         if record is None:
             raise CloudProviderError(f"VMSS {name!r} is no longer managed or no longer exists")
         return record
@@ -296,7 +292,7 @@ class VmssCache:
             vm_list = self._vm_lists.get(name.lower())
             if vm_list is None or now - vm_list.at >= self._vms_ttl:
                 return True
-            record = self._records.get(name.lower())
+            record = self.get(name)
             if record is None:
                 return False
             ops = self._ops.get(name.lower(), OperationState())
@@ -336,9 +332,7 @@ class VmssCache:
         with self._lock:
             self._vm_lists[key] = _VmList(vms=vms, at=now, wall=wall)
             listed = {ids.key(vm.provider_id) for vm in vms}
-            self._index = {k: v for k, v in self._index.items() if v != key}
-            for vm_key in listed:
-                self._index[vm_key] = key
+            self.relist(key, listed)
             ops = self._ops.get(key)
             if ops is not None:
                 ops.deleting &= listed
@@ -400,11 +394,10 @@ class VmssCache:
                 problems[desc.name] = tuple(record_problems)
         with self._lock:
             previous = self._problems
-            self._records = records
+            self.replace(records)
             self._problems = problems
             self._listed_at = self._clock()
             self._vm_lists = {k: v for k, v in self._vm_lists.items() if k in records}
-            self._index = {k: v for k, v in self._index.items() if v in records}
             for key, ops in list(self._ops.items()):
                 if key not in records:
                     del self._ops[key]
@@ -480,7 +473,7 @@ class VmssCache:
                         ops.phantom += requested - kept
                     if ops.in_flight == 0:
                         ops.expected = None
-                        record = self._records.get(key)
+                        record = self.get(key)
                         if record is not None and kept is not None:
                             record.description = _with_capacity(record.description, kept)
             self._listed_at = None
@@ -501,7 +494,7 @@ class VmssCache:
     def set_capacity_view(self, name: str, capacity: int) -> None:
         """Record a capacity this process just set and ARM completed synchronously."""
         with self._lock:
-            record = self._records.get(name.lower())
+            record = self.get(name)
             if record is not None:
                 record.description = _with_capacity(record.description, capacity)
 

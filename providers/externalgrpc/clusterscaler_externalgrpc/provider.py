@@ -55,6 +55,7 @@ from clusterscaler.api import (
     ProviderDefaults,
     ProviderProblem,
     ResourceSlice,
+    checked_delete,
     checked_increase,
     gpu_template_slices,
     is_dra_driver_name,
@@ -213,13 +214,7 @@ class ExternalGrpcNodeGroup:
     def delete_nodes(self, nodes: Sequence[Node]) -> None:
         if not nodes:
             return
-        target = self.target_size()
-        if target - len(nodes) < self._min:
-            raise CloudProviderError(
-                f"externalgrpc provider: node group {self._id}: delete_nodes: deleting "
-                f"{len(nodes)} node(s) would take the target size from {target} below the "
-                f"min size {self._min}"
-            )
+        checked_delete(f"externalgrpc provider: node group {self._id}", self.target_size(), len(nodes), self._min)
         request = protocol.message("NodeGroupDeleteNodesRequest", id=self._id)
         request.nodes.extend(grpc_node(n) for n in nodes)
         self._call("NodeGroupDeleteNodes", request)

@@ -25,6 +25,7 @@ from clusterscaler.api import (
     TAINT_EFFECTS,
     ConfigurationError,
     GroupOptionError,
+    KeyValueError,
     NodeGroupOptions,
     QuantityError,
     Taint,
@@ -32,6 +33,7 @@ from clusterscaler.api import (
     parse_cpu_millis,
     parse_group_option,
     parse_int_quantity,
+    parse_key_values,
 )
 
 AUTOSCALER_ENV_VARS = "AUTOSCALER_ENV_VARS"
@@ -268,17 +270,12 @@ def parse_kube_env(text: str, source: str) -> KubeEnv:
             values[str(key)] = "true" if value else "false"
         else:
             values[str(key)] = "" if value is None else str(value)
-    autoscaler_vars: dict[str, str] = {}
-    raw = values.get(AUTOSCALER_ENV_VARS, "")
-    for entry in raw.split(";"):
-        entry = entry.strip()
-        if not entry:
-            continue
-        name, sep, value = entry.partition("=")
-        if not sep or not name.strip():
-            raise ConfigurationError(
-                f"{source}: kube-env {AUTOSCALER_ENV_VARS} entry {entry!r}: expected name=value "
-                "(entries separated by ';')"
-            )
-        autoscaler_vars[name.strip()] = value.strip().strip("\"'")
+    try:
+        pairs = parse_key_values(values.get(AUTOSCALER_ENV_VARS, ""), ";")
+    except KeyValueError as exc:
+        raise ConfigurationError(
+            f"{source}: kube-env {AUTOSCALER_ENV_VARS} entry {exc.entry!r}: expected name=value "
+            "(entries separated by ';')"
+        ) from exc
+    autoscaler_vars = {name: value.strip("\"'") for name, value in pairs.items()}
     return KubeEnv(source=source, values=values, autoscaler_vars=autoscaler_vars)

@@ -14,7 +14,6 @@ managed as usual. A failing discovery keeps the MIGs found before.
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ import structlog
 from clusterscaler.api import (
     CloudProviderError,
     ConfigurationError,
+    GroupIndex,
     Instance,
     InstanceErrorClass,
     InstanceErrorInfo,
@@ -132,8 +132,9 @@ class _Registration:
     explicit: bool
 
 
-class MigCache:
-    """Discovery, caching and bookkeeping of the managed MIGs."""
+class MigCache(GroupIndex[MigRef, MigRecord, InstanceRef]):
+    """Discovery, caching and bookkeeping of the managed MIGs: the records by MIG, and the
+    MIG of each instance."""
 
     def __init__(
         self,
@@ -148,6 +149,7 @@ class MigCache:
         multizone: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__()
         self._service = service
         self._explicit = {spec.ref: spec for spec in explicit}
         self._discovery = list(discovery)
@@ -157,32 +159,17 @@ class MigCache:
         self._instances_min_wait = instances_min_wait
         self._discovery_interval = discovery_interval
         self._clock = clock
-        self._lock = threading.RLock()
         self._pool = ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix="gce-refresh")
         self._registered: dict[MigRef, _Registration] = {
             ref: _Registration(ref, s.min_size, s.max_size, True) for ref, s in self._explicit.items()
         }
         self._discovered_at: float | None = None
-        self._records: dict[MigRef, MigRecord] = {}
-        self._by_instance: dict[InstanceRef, MigRef] = {}
         self._problems: dict[str, list[ProviderProblem]] = {}
         self._discovery_problems: dict[str, list[ProviderProblem]] = {}
         self._templates: dict[str, InstanceTemplate] = {}
         self._stale: set[MigRef] = set()
 
     # --- reading ------------------------------------------------------------------------------
-
-    def records(self) -> list[MigRecord]:
-        with self._lock:
-            return [self._records[ref] for ref in sorted(self._records)]
-
-    def get(self, ref: MigRef) -> MigRecord | None:
-        with self._lock:
-            return self._records.get(ref)
-
-    def mig_for_instance(self, instance: InstanceRef) -> MigRef | None:
-        with self._lock:
-            return self._by_instance.get(instance)
 
     def problems(self) -> list[ProviderProblem]:
         with self._lock:
@@ -231,8 +218,7 @@ class MigCache:
                 by_instance[inst.ref] = record.ref
         with self._lock:
             previous = self._problems
-            self._records = records
-            self._by_instance = by_instance
+            self.replace(records, by_instance)
             self._problems = problems
             used = {r.description.instance_template for r in records.values()}
             self._templates = {k: v for k, v in self._templates.items() if k in used}
@@ -305,7 +291,7 @@ class MigCache:
         except CloudProviderError as exc:
             return None, [ProviderProblem(key, "MigUnreadable", str(exc))]
         with self._lock:
-            previous = self._records.get(ref)
+            previous = self.get(ref)
             stale = ref in self._stale
         now = self._clock()
         instances: tuple[ManagedInstance, ...]
@@ -360,14 +346,13 @@ class MigCache:
         """Re-list the MIG's instances now (before acting on them)."""
         instances = tuple(self._service.list_managed_instances(ref))
         with self._lock:
-            record = self._records.get(ref)
+            record = self.get(ref)
             if record is None:
                 raise NodeGroupNotFoundError(f"MIG {ref} is no longer managed")
             record.instances = instances
             record.listed_at = self._clock()
             record.rebuild()
-            for inst in instances:
-                self._by_instance[inst.ref] = ref
+            self.add_instances(ref, (inst.ref for inst in instances))
             return record
 
     def invalidate(self, ref: MigRef) -> None:
@@ -377,7 +362,7 @@ class MigCache:
 
     def set_target(self, ref: MigRef, size: int) -> None:
         with self._lock:
-            record = self._records.get(ref)
+            record = self.get(ref)
             self._stale.add(ref)
             if record is not None:
                 record.target_size = size
@@ -386,7 +371,7 @@ class MigCache:
         gone = set(deleted)
         with self._lock:
             self._stale.add(ref)
-            record = self._records.get(ref)
+            record = self.get(ref)
             if record is None:
                 return
             record.instances = tuple(

@@ -27,6 +27,7 @@ from clusterscaler.api import (
     ProviderDefaults,
     ProviderProblem,
     TtlCache,
+    checked_delete,
     checked_increase,
 )
 
@@ -113,11 +114,8 @@ class GceNodeGroup(CachedNodeGroup[MigRecord]):
         if not targets:
             return
         size = record.target_size - len(targets)
-        if not force and size < record.min_size:
-            raise CloudProviderError(
-                f"MIG {self.ref}: deleting {len(targets)} instance(s) would bring the target size "
-                f"to {size}, below min {record.min_size}; nothing was deleted"
-            )
+        if not force:
+            checked_delete(f"MIG {self.ref}", record.target_size, len(targets), record.min_size)
         done = 0
         try:
             for batch in chunks(targets, DELETE_BATCH):
@@ -200,12 +198,12 @@ class GceCloudProvider(ProviderDefaults):
         ref = parse_provider_id(node.provider_id)
         if ref is None:
             return None
-        mig = self.cache.mig_for_instance(ref)
+        mig = self.cache.group_of(ref)
         return None if mig is None else self._group(mig)
 
     def has_instance(self, node: Node) -> bool:
         ref = parse_provider_id(node.provider_id)
-        if ref is None or self.cache.mig_for_instance(ref) is not None:
+        if ref is None or self.cache.group_of(ref) is not None:
             # Not a GCE instance (or no providerID yet): never claim it is gone.
             return True
         try:

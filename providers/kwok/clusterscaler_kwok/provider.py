@@ -38,6 +38,7 @@ from clusterscaler.api import (
     ProviderProblem,
     ResourceLimiter,
     ResourceSlice,
+    checked_delete,
     checked_increase,
     parse_node,
 )
@@ -175,12 +176,8 @@ class KwokNodeGroup:
         self._delete(nodes, force=True)
 
     def _delete(self, nodes: Sequence[Node], *, force: bool) -> None:
-        current = self.target_size()
-        if not force and current - len(nodes) < self.min_size:
-            raise CloudProviderError(
-                f"{self.id}: delete_nodes: min size reached, {current} - {len(nodes)} < min "
-                f"{self.min_size}; no node deleted"
-            )
+        if not force:
+            checked_delete(self.id, self.target_size(), len(nodes), self.min_size)
         # Every node is checked before any is deleted.
         names = self._members.names()
         for node in nodes:

@@ -24,6 +24,7 @@ from clusterscaler.api import (
     InstanceState,
     NodeGroupOptions,
     ProviderDefaults,
+    checked_delete,
     checked_increase,
 )
 
@@ -209,12 +210,7 @@ class MachineApiNodeGroup:
                 to_delete.append(machine)
         if not to_delete and not bare:
             return
-        count = len(to_delete) + len(bare)
-        if replicas - count < self.min_size:
-            raise CloudProviderError(
-                f"{self.id}: deleting {count} node(s) would take replicas from "
-                f"{replicas} below the min size {self.min_size}; nothing was deleted"
-            )
+        checked_delete(self.id, replicas, len(to_delete) + len(bare), self.min_size)
         for machine in to_delete:
             self._mark(machine)
             try:

@@ -20,6 +20,7 @@ from clusterscaler.api import (
     MAX_SLICE_DEVICES,
     TAINT_EFFECTS,
     ConfigurationError,
+    KeyValueError,
     NodeInfo,
     QuantityError,
     Resources,
@@ -29,6 +30,7 @@ from clusterscaler.api import (
     is_dra_driver_name,
     parse_cpu_millis,
     parse_int_quantity,
+    parse_key_values,
     template_node_info,
 )
 
@@ -142,16 +144,10 @@ def parse_label_list(resource: ScalableResource, key: str) -> dict[str, str]:
     raw = resource.annotations.get(key)
     if not raw:
         return {}
-    out: dict[str, str] = {}
-    for item in raw.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        k, eq, v = item.partition("=")
-        if not eq or not k.strip():
-            raise _annotation_error(resource, key, "a list of key=value separated by commas", raw)
-        out[k.strip()] = v.strip()
-    return out
+    try:
+        return parse_key_values(raw)
+    except KeyValueError as exc:
+        raise _annotation_error(resource, key, "a list of key=value separated by commas", raw) from exc
 
 
 def parse_taint_list(resource: ScalableResource, key: str) -> tuple[Taint, ...]:

@@ -15,7 +15,10 @@ from clusterscaler.api import (
     AutoscalingOptions,
     CachedNodeGroup,
     CloudProvider,
+    CloudProviderError,
     ConfigurationError,
+    GroupIndex,
+    KeyValueError,
     NodeGroupMemo,
     NodeGroupNotFoundError,
     NodeGroupSpec,
@@ -25,11 +28,13 @@ from clusterscaler.api import (
     TagScheme,
     Taint,
     TtlCache,
+    checked_delete,
     cloud_provider_hook,
     discovery_params,
     gpus_as_devices,
     ignored_node_group_flags,
     node_group_flags,
+    parse_key_values,
     parse_nodes_spec,
     parse_nodes_specs,
     parse_tag_options,
@@ -215,6 +220,65 @@ def test_memo_gives_one_object_per_group() -> None:
     first = memo.get("a")
     memo.clear()
     assert memo.get("a") is not first
+
+
+def test_group_index_maps_instances_to_groups_and_swaps_whole() -> None:
+    index: GroupIndex[str, _Record, str] = GroupIndex()
+    assert (index.records(), index.get("a"), index.group_of("i-1")) == ([], None, None)
+    b, a = _Record(0, 2), _Record(1, 3)
+    index.replace({"b": b, "a": a}, {"i-1": "a", "i-2": "b"})
+    assert index.records() == [a, b]
+    assert (index.get("a"), index.group_of("i-1"), index.group_of("i-2")) == (a, "a", "b")
+    # A refresh that no longer finds "b" forgets it and its instances.
+    index.replace({"a": a}, {"i-1": "a"})
+    assert (index.get("b"), index.group_of("i-2")) == (None, None)
+
+
+def test_group_index_keeps_instances_of_kept_groups_when_refreshed_without_them() -> None:
+    index: GroupIndex[str, _Record, str] = GroupIndex()
+    a, b = _Record(0, 2), _Record(0, 2)
+    index.replace({"a": a, "b": b}, {"i-1": "a", "i-2": "b"})
+    index.replace({"a": a})
+    assert (index.group_of("i-1"), index.group_of("i-2")) == ("a", None)
+
+
+def test_group_index_relists_one_group_and_adds_to_another() -> None:
+    index: GroupIndex[str, _Record, str] = GroupIndex()
+    index.replace({"a": _Record(0, 2), "b": _Record(0, 2)}, {"i-1": "a", "i-2": "a", "i-3": "b"})
+    index.relist("a", ["i-2", "i-4"])
+    assert [index.group_of(i) for i in ("i-1", "i-2", "i-3", "i-4")] == [None, "a", "b", "a"]
+    index.add_instances("b", ["i-5"])
+    assert [index.group_of(i) for i in ("i-3", "i-5", "i-4")] == ["b", "b", "a"]
+
+
+@pytest.mark.parametrize(
+    ("current", "count", "min_size", "left"),
+    [(3, 2, 1, 1), (3, 3, 0, 0), (2, 0, 2, 2)],
+    ids=["down-to-min", "down-to-zero", "nothing-at-min"],
+)
+def test_checked_delete_gives_the_size_left(current: int, count: int, min_size: int, left: int) -> None:
+    assert checked_delete("pool 'a'", current, count, min_size) == left
+
+
+def test_checked_delete_refuses_below_min_in_cas_words() -> None:
+    with pytest.raises(
+        CloudProviderError,
+        match=r"^pool 'a': delete_nodes: min size reached, nodes will not be deleted: 2 - 2 = 0 < min 1$",
+    ):
+        checked_delete("pool 'a'", 2, 2, 1)
+
+
+def test_key_values_are_stripped_and_empty_entries_skipped() -> None:
+    assert parse_key_values(" a = 1 ,, b=x=y ,a=2") == {"a": "2", "b": "x=y"}
+    assert parse_key_values("os=linux; empty=", ";") == {"os": "linux", "empty": ""}
+    assert parse_key_values("") == {}
+
+
+@pytest.mark.parametrize("raw", ["a=1,b", "a=1, =2"], ids=["no-equals", "no-key"])
+def test_key_values_name_the_bad_entry(raw: str) -> None:
+    with pytest.raises(KeyValueError) as info:
+        parse_key_values(raw)
+    assert info.value.entry == raw.split(",")[1].strip()
 
 
 def test_ttl_cache_reuses_an_answer_for_its_ttl() -> None:

@@ -370,7 +370,7 @@ def test_delete_nodes_refuses_to_go_below_min(kube: FakeKubeServer, make_provide
     MachineController(kube).reconcile()
     group = make_provider().node_groups()[0]
     nodes = [as_node(kube, m["metadata"]["name"]) for m in kube.list(M_OS)]
-    with pytest.raises(CloudProviderError, match="below the min size 1; nothing was deleted"):
+    with pytest.raises(CloudProviderError, match=r"min size reached, nodes will not be deleted: 2 - 2 = 0 < min 1$"):
         group.delete_nodes(nodes)
     assert replicas(kube, MS_OS, "workers") == 2
     assert all(not m["metadata"].get("annotations") for m in kube.list(M_OS))
