@@ -1,8 +1,8 @@
 """The registry the registration hooks receive: named plugins by kind.
 
 A plugin's `clusterscaler_register_expanders(registry)` (and the hooks for cloud providers,
-estimators, pod filters and pod-list processors) calls `registry.add_expander(name, factory)`; the autoscaler
-builds what `--expander`, `--estimator` and `--cloud-provider` name from these factories.
+estimators, pod filters and pod-list processors) calls `registry.add_expander(name,
+factory)`; the autoscaler builds what `--expander`, `--estimator` and `--cloud-provider` name from these factories.
 Names are unique per kind across every installed distribution.
 """
 
