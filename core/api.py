@@ -32,6 +32,7 @@ from clusterscaler.framework.groupoptions import (
     parse_group_option,
 )
 from clusterscaler.framework.nodespecs import (
+    NodeGroupFlags,
     NodeGroupSpec,
     check_nodes_limits,
     discovery_params,
@@ -227,6 +228,7 @@ __all__ = [
     "Node",
     "NodeCondition",
     "NodeGroup",
+    "NodeGroupFlags",
     "NodeGroupMemo",
     "NodeGroupNotFoundError",
     "NodeGroupOptions",

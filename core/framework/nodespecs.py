@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from clusterscaler.interfaces.cloudprovider import ConfigurationError
 
@@ -130,3 +130,35 @@ def ignored_node_group_flags(options: AutoscalingOptions) -> dict[str, list[str]
         "--node-group-auto-discovery": list(options.node_group_auto_discovery),
     }
     return {flag: values for flag, values in given.items() if values}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroupFlags(Generic[T, D]):
+    """How a provider reads `--nodes` and `--node-group-auto-discovery`: its name, its
+    parser of one value of each flag, how a `--nodes` group is keyed and named (a group
+    named twice is refused, named as `describe` does: `ASG 'workers'`), and both flags'
+    forms for the error of a command line that names no group. A provider declares one
+    and reads its flags with `read(options)`."""
+
+    provider: str
+    parse_node: Callable[[str], T]
+    key: Callable[[T], Hashable]
+    describe: Callable[[T], str]
+    parse_discovery: Callable[[str], D]
+    nodes_form: str
+    discovery_form: str
+
+    def nodes(self, values: Iterable[str]) -> list[T]:
+        """Every `--nodes` value, parsed; a group named twice is an error."""
+        return parse_nodes_specs(values, self.parse_node, self.key, self.describe)
+
+    def discovery(self, values: Iterable[str]) -> list[D]:
+        """Every `--node-group-auto-discovery` value, parsed."""
+        return [self.parse_discovery(value) for value in values]
+
+    def read(self, options: AutoscalingOptions) -> tuple[list[T], list[D]]:
+        """Both flags, parsed; one of them must name a group."""
+        return node_group_flags(
+            options, self.provider, self.nodes, self.discovery,
+            nodes_form=self.nodes_form, discovery_form=self.discovery_form,
+        )

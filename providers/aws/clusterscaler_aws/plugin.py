@@ -16,7 +16,7 @@ from clusterscaler.api import (
 
 from clusterscaler_aws import PROVIDER_NAME
 from clusterscaler_aws.cloud_config import CloudConfig, load_cloud_config, resolve_region
-from clusterscaler_aws.specs import DiscoverySpec, NodeGroupSpec, node_group_specs
+from clusterscaler_aws.specs import NODE_GROUP_FLAGS, DiscoverySpec, NodeGroupSpec
 
 if TYPE_CHECKING:
     # The provider's modules are imported when it is built: this module is loaded for
@@ -57,7 +57,7 @@ def settings_from_options(options: AutoscalingOptions) -> AwsSettings:
     """`--nodes`, `--node-group-auto-discovery`, `--cloud-config` (read and parsed), the
     region and `--aws-use-static-instance-list`; `ConfigurationError` naming the flag, the
     value and the expected form when one is wrong."""
-    explicit, discovery = node_group_specs(options)
+    explicit, discovery = NODE_GROUP_FLAGS.read(options)
     cloud_config = load_cloud_config(options.cloud_config)
     return AwsSettings(
         explicit=explicit,

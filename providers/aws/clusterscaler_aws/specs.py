@@ -9,24 +9,19 @@ them is managed).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from clusterscaler.api import (
     ConfigurationError,
+    NodeGroupFlags,
     discovery_params,
-    node_group_flags,
     parse_nodes_spec,
-    parse_nodes_specs,
 )
 
 # The `--nodes` entry of the provider kit, under the name the provider's modules use.
 from clusterscaler.api import NodeGroupSpec as NodeGroupSpec
-
-if TYPE_CHECKING:
-    from clusterscaler.api import AutoscalingOptions
 
 NODES_FORM = "<min>:<max>:<asg-name> with 0 <= min <= max, e.g. 1:10:my-asg"
 DISCOVERY_FORM = (
@@ -92,18 +87,9 @@ def parse_discovery_spec(value: str) -> DiscoverySpec:
     return DiscoverySpec(tags=MappingProxyType(tags))
 
 
-def parse_node_group_specs(values: Iterable[str]) -> list[NodeGroupSpec]:
-    """Parse every `--nodes` value; an ASG named twice is an error."""
-    return parse_nodes_specs(values, parse_node_group_spec, lambda s: s.name, lambda s: f"ASG {s.name!r}")
-
-
-def parse_discovery_specs(values: Iterable[str]) -> list[DiscoverySpec]:
-    return [parse_discovery_spec(v) for v in values]
-
-
-def node_group_specs(options: AutoscalingOptions) -> tuple[list[NodeGroupSpec], list[DiscoverySpec]]:
-    """`--nodes` and `--node-group-auto-discovery`, parsed; one of them must name a group."""
-    return node_group_flags(
-        options, "aws", parse_node_group_specs, parse_discovery_specs,
-        nodes_form="<min>:<max>:<asg-name>", discovery_form="asg:tag=<key>[=<value>],...",
-    )
+# Both flags as the provider reads them (`NODE_GROUP_FLAGS.read(options)`); an ASG named
+# twice in --nodes is refused.
+NODE_GROUP_FLAGS = NodeGroupFlags(
+    "aws", parse_node_group_spec, lambda s: s.name, lambda s: f"ASG {s.name!r}", parse_discovery_spec,
+    nodes_form="<min>:<max>:<asg-name>", discovery_form="asg:tag=<key>[=<value>],...",
+)

@@ -18,7 +18,7 @@ from clusterscaler.api import (
 
 from clusterscaler_azure import PROVIDER_NAME
 from clusterscaler_azure.config import AzureConfig, load_config
-from clusterscaler_azure.specs import DiscoverySpec, NodeGroupSpec, node_group_specs
+from clusterscaler_azure.specs import NODE_GROUP_FLAGS, DiscoverySpec, NodeGroupSpec
 
 if TYPE_CHECKING:
     # The provider's modules are imported when it is built: this module is loaded for
@@ -42,7 +42,7 @@ def settings_from_options(options: AutoscalingOptions) -> AzureSettings:
     """`--nodes`, `--node-group-auto-discovery` and `--cloud-config` (read, merged with the
     environment and validated); `ConfigurationError` naming the flag or field, the value and
     the expected form when one is wrong."""
-    explicit, discovery = node_group_specs(options)
+    explicit, discovery = NODE_GROUP_FLAGS.read(options)
     return AzureSettings(
         explicit=explicit, discovery=discovery, config=load_config(options.cloud_config)
     )

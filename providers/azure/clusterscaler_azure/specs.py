@@ -13,21 +13,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from clusterscaler.api import (
     ConfigurationError,
+    NodeGroupFlags,
     discovery_params,
-    node_group_flags,
     parse_nodes_spec,
-    parse_nodes_specs,
 )
 
 # The `--nodes` entry of the provider kit, under the name the provider's modules use.
 from clusterscaler.api import NodeGroupSpec as NodeGroupSpec
-
-if TYPE_CHECKING:
-    from clusterscaler.api import AutoscalingOptions
 
 NODES_FORM = "<min>:<max>:<vmss-name> with 0 <= min <= max and max >= 1, e.g. 0:10:aks-pool-12345678-vmss"
 DISCOVERY_FORM = (
@@ -107,17 +102,6 @@ def parse_discovery_spec(value: str) -> DiscoverySpec:
     return DiscoverySpec(selector=MappingProxyType(selector), min_size=min_size, max_size=max_size)
 
 
-def parse_node_group_specs(values: Iterable[str]) -> list[NodeGroupSpec]:
-    """Parse every `--nodes` value; a scale set named twice (in any case) is an error."""
-    return parse_nodes_specs(
-        values, parse_node_group_spec, lambda s: s.name.lower(), lambda s: f"scale set {s.name!r}"
-    )
-
-
-def parse_discovery_specs(values: Iterable[str]) -> list[DiscoverySpec]:
-    return [parse_discovery_spec(v) for v in values]
-
-
 @dataclass(frozen=True, slots=True)
 class DiscoveredLimits:
     """What the discovery specs say about a matching scale set."""
@@ -182,9 +166,9 @@ def limits_from_tags(
     return min_size, max_size
 
 
-def node_group_specs(options: AutoscalingOptions) -> tuple[list[NodeGroupSpec], list[DiscoverySpec]]:
-    """`--nodes` and `--node-group-auto-discovery`, parsed; one of them must name a group."""
-    return node_group_flags(
-        options, "azure", parse_node_group_specs, parse_discovery_specs,
-        nodes_form="<min>:<max>:<vmss-name>", discovery_form="label:<tag>=<value>[,...]",
-    )
+# Both flags as the provider reads them (`NODE_GROUP_FLAGS.read(options)`); a scale set
+# named twice in --nodes (in any case) is refused.
+NODE_GROUP_FLAGS = NodeGroupFlags(
+    "azure", parse_node_group_spec, lambda s: s.name.lower(), lambda s: f"scale set {s.name!r}",
+    parse_discovery_spec, nodes_form="<min>:<max>:<vmss-name>", discovery_form="label:<tag>=<value>[,...]",
+)

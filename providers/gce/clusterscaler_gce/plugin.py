@@ -31,7 +31,7 @@ from clusterscaler_gce.cloud_config import (
     load_cloud_config,
     resolve_location,
 )
-from clusterscaler_gce.specs import DiscoverySpec, NodeGroupSpec, node_group_specs
+from clusterscaler_gce.specs import NODE_GROUP_FLAGS, DiscoverySpec, NodeGroupSpec
 
 if TYPE_CHECKING:
     from clusterscaler_gce.provider import GceCloudProvider
@@ -98,7 +98,7 @@ class GceSettings:
 def settings_from_options(options: AutoscalingOptions) -> GceSettings:
     """`--nodes`, `--node-group-auto-discovery`, `--cloud-config` (read and parsed) and the
     GCE flags; `ConfigurationError` naming the flag, the value and the expected form."""
-    explicit, discovery = node_group_specs(options)
+    explicit, discovery = NODE_GROUP_FLAGS.read(options)
     extra = options.extra
     concurrent = extra.get(CONCURRENT_REFRESHES_DEST, DEFAULT_CONCURRENT_REFRESHES)
     wait = extra.get(MIN_REFRESH_WAIT_DEST, DEFAULT_MIN_REFRESH_WAIT)

@@ -9,20 +9,14 @@ and gives all of them the spec's min and max, which are both required.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from clusterscaler.api import (
     ConfigurationError,
+    NodeGroupFlags,
     check_nodes_limits,
     discovery_params,
-    node_group_flags,
-    parse_nodes_specs,
 )
-
-if TYPE_CHECKING:
-    from clusterscaler.api import AutoscalingOptions
 
 from clusterscaler_gce.refs import MIG_FORM, MigRef, parse_mig
 
@@ -121,18 +115,9 @@ def parse_discovery_spec(value: str) -> DiscoverySpec:
     return DiscoverySpec(name_prefix=prefix, pattern=pattern, min_size=min_size, max_size=max_size)
 
 
-def parse_node_group_specs(values: Iterable[str]) -> list[NodeGroupSpec]:
-    """Parse every `--nodes` value; a MIG named twice is an error."""
-    return parse_nodes_specs(values, parse_node_group_spec, lambda s: s.ref, lambda s: f"MIG {s.ref}")
-
-
-def parse_discovery_specs(values: Iterable[str]) -> list[DiscoverySpec]:
-    return [parse_discovery_spec(v) for v in values]
-
-
-def node_group_specs(options: AutoscalingOptions) -> tuple[list[NodeGroupSpec], list[DiscoverySpec]]:
-    """`--nodes` and `--node-group-auto-discovery`, parsed; one of them must name a group."""
-    return node_group_flags(
-        options, "gce", parse_node_group_specs, parse_discovery_specs,
-        nodes_form="<min>:<max>:<MIG>", discovery_form="mig:namePrefix=<prefix>,min=<n>,max=<m>",
-    )
+# Both flags as the provider reads them (`NODE_GROUP_FLAGS.read(options)`); a MIG named
+# twice in --nodes is refused.
+NODE_GROUP_FLAGS = NodeGroupFlags(
+    "gce", parse_node_group_spec, lambda s: s.ref, lambda s: f"MIG {s.ref}", parse_discovery_spec,
+    nodes_form="<min>:<max>:<MIG>", discovery_form="mig:namePrefix=<prefix>,min=<n>,max=<m>",
+)

@@ -19,6 +19,7 @@ from clusterscaler.api import (
     ConfigurationError,
     GroupIndex,
     KeyValueError,
+    NodeGroupFlags,
     NodeGroupMemo,
     NodeGroupNotFoundError,
     NodeGroupSpec,
@@ -352,6 +353,20 @@ def test_node_group_flags_need_one_group() -> None:
     with pytest.raises(ConfigurationError, match=r"^my provider: no node groups; give --nodes=N or "
                        r"--node-group-auto-discovery=D$"):
         node_group_flags(AutoscalingOptions(), "my", parse, list, nodes_form="N", discovery_form="D")
+
+
+def test_node_group_flags_read_both_flags_with_one_value_parsers() -> None:
+    flags: NodeGroupFlags[NodeGroupSpec, str] = NodeGroupFlags(
+        "my", lambda v: parse_nodes_spec(v, FORM), lambda s: s.name, lambda s: f"pool {s.name!r}",
+        str.upper, nodes_form="N", discovery_form="D",
+    )
+    options = dataclasses.replace(AutoscalingOptions(), nodes=["1:2:a"], node_group_auto_discovery=["pool:x"])
+    assert flags.read(options) == ([NodeGroupSpec("a", 1, 2)], ["POOL:X"])
+    assert flags.discovery(["a", "b"]) == ["A", "B"]
+    with pytest.raises(ConfigurationError, match="pool 'a'"):
+        flags.nodes(["1:2:a", "0:1:a"])
+    with pytest.raises(ConfigurationError, match=r"^my provider: no node groups; give --nodes=N or "):
+        flags.read(AutoscalingOptions())
 
 
 def test_ignored_node_group_flags_are_the_given_ones() -> None:

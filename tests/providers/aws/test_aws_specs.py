@@ -12,10 +12,10 @@ from clusterscaler_aws.cloud_config import parse_cloud_config, resolve_region
 from clusterscaler_aws.instance_types import kube_arch, static_table
 from clusterscaler_aws.service import ScalingActivity
 from clusterscaler_aws.specs import (
+    NODE_GROUP_FLAGS,
     NodeGroupSpec,
     parse_discovery_spec,
     parse_node_group_spec,
-    parse_node_group_specs,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -54,7 +54,7 @@ def test_bad_nodes_flag(value: str, message: str) -> None:
 
 def test_an_asg_named_twice_is_an_error() -> None:
     with pytest.raises(ConfigurationError, match="more than once"):
-        parse_node_group_specs(["0:1:a", "0:2:a"])
+        NODE_GROUP_FLAGS.nodes(["0:1:a", "0:2:a"])
 
 
 @given(

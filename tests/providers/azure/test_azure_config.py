@@ -15,12 +15,11 @@ from clusterscaler_azure.config import build_config, load_config, parse_azure_js
 from clusterscaler_azure.errors import error_class
 from clusterscaler_azure.skus import SkuCatalogue, from_resource_sku, static_table
 from clusterscaler_azure.specs import (
+    NODE_GROUP_FLAGS,
     DiscoveredLimits,
     limits_from_tags,
     match_discovery,
     parse_discovery_spec,
-    parse_discovery_specs,
-    parse_node_group_specs,
 )
 from clusterscaler_azure.tags import parse_node_group_options, parse_template_tags
 from hypothesis import given, settings
@@ -150,7 +149,7 @@ def test_loopback_endpoint_sends_no_token() -> None:
 
 
 def test_nodes_specs() -> None:
-    (spec,) = parse_node_group_specs(["0:10:aks-pool-12345678-vmss"])
+    (spec,) = NODE_GROUP_FLAGS.nodes(["0:10:aks-pool-12345678-vmss"])
     assert (spec.min_size, spec.max_size, spec.name) == (0, 10, "aks-pool-12345678-vmss")
 
 
@@ -168,7 +167,7 @@ def test_nodes_specs() -> None:
 )
 def test_bad_nodes_specs(values: list[str], expected: str) -> None:
     with pytest.raises(ConfigurationError, match="--nodes=") as info:
-        parse_node_group_specs(values)
+        NODE_GROUP_FLAGS.nodes(values)
     assert expected in str(info.value)
 
 
@@ -181,7 +180,7 @@ def test_discovery_spec_with_limits_and_case_insensitive_tag_names() -> None:
 
 
 def test_several_discovery_specs_must_all_match_and_give_the_strictest_limits() -> None:
-    specs = parse_discovery_specs(["label:a=1,min=1,max=9", "label:b=2,min=2,max=5"])
+    specs = NODE_GROUP_FLAGS.discovery(["label:a=1,min=1,max=9", "label:b=2,min=2,max=5"])
     assert match_discovery(specs, {"a": "1", "b": "2"}) == DiscoveredLimits(2, 5)
     assert match_discovery(specs, {"a": "1"}) is None
 

@@ -14,9 +14,9 @@ from clusterscaler_gce.cloud_config import (
 )
 from clusterscaler_gce.refs import MigRef, parse_instance_url, parse_mig, parse_provider_id
 from clusterscaler_gce.specs import (
+    NODE_GROUP_FLAGS,
     parse_discovery_spec,
     parse_node_group_spec,
-    parse_node_group_specs,
 )
 
 MIG_URL = "https://www.googleapis.com/compute/v1/projects/my-proj/zones/us-central1-b/instanceGroups/pool"
@@ -75,7 +75,7 @@ def test_bad_nodes_specs(value: str, message: str) -> None:
 
 def test_a_mig_given_twice_is_an_error() -> None:
     with pytest.raises(ConfigurationError, match="given more than once"):
-        parse_node_group_specs([f"0:3:{MIG_URL}", "1:4:my-proj/us-central1-b/pool"])
+        NODE_GROUP_FLAGS.nodes([f"0:3:{MIG_URL}", "1:4:my-proj/us-central1-b/pool"])
 
 
 def test_discovery_spec() -> None:
