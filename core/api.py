@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from clusterscaler import ENTRY_POINT_GROUP
-from clusterscaler.framework.cachedgroups import CachedNodeGroup, NodeGroupMemo
+from clusterscaler.framework.cachedgroups import CachedNodeGroup, GroupIndex, NodeGroupMemo
 from clusterscaler.framework.cloudconfigfile import read_cloud_config
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.groupoptions import (
@@ -31,6 +31,7 @@ from clusterscaler.framework.groupoptions import (
     GroupOptionError,
     parse_group_option,
 )
+from clusterscaler.framework.keyvalues import KeyValueError, parse_key_values
 from clusterscaler.framework.nodespecs import (
     NodeGroupFlags,
     NodeGroupSpec,
@@ -79,6 +80,7 @@ from clusterscaler.interfaces.cloudprovider import (
     ProviderProblem,
     ResourceLimiter,
     ScaleDownBlockingNodeGroup,
+    checked_delete,
     checked_increase,
 )
 from clusterscaler.interfaces.clusterview import Clock, ClusterSource
@@ -213,6 +215,7 @@ __all__ = [
     "ExpanderContext",
     "ExpanderFactory",
     "ForceDeletingNodeGroup",
+    "GroupIndex",
     "GroupOptionError",
     "GroupRecord",
     "Informer",
@@ -221,6 +224,7 @@ __all__ = [
     "InstanceErrorClass",
     "InstanceErrorInfo",
     "InstanceState",
+    "KeyValueError",
     "KubeApiClient",
     "KubeClientSettings",
     "ListerSpec",
@@ -269,6 +273,7 @@ __all__ = [
     "capacity_buffer_pods",
     "check_nodes_limits",
     "check_predicates",
+    "checked_delete",
     "checked_increase",
     "cloud_provider_hook",
     "debug_with",
@@ -290,6 +295,7 @@ __all__ = [
     "parse_duration",
     "parse_group_option",
     "parse_int_quantity",
+    "parse_key_values",
     "parse_node",
     "parse_nodes_spec",
     "parse_nodes_specs",
