@@ -54,8 +54,11 @@ class CloudConfig:
 
 def parse_cloud_config(text: str, source: str = "cloud-config") -> CloudConfig:
     """Parse the INI text of a cloud-config. `source` names the file in errors."""
-    parser = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), strict=True)
-    # Keys are case-insensitive in the Kubernetes format (gcfg), as configparser's default.
+    # Values are literal in the Kubernetes format (gcfg): no `%` interpolation (`REGION=%`
+    # escaped as InterpolationSyntaxError). Keys are case-insensitive, as configparser's.
+    parser = configparser.ConfigParser(
+        inline_comment_prefixes=(";", "#"), strict=True, interpolation=None
+    )
     try:
         parser.read_string(text, source=source)
     except configparser.Error as exc:

@@ -573,3 +573,12 @@ def test_a_scheduler_config_quotes_a_long_value_in_a_line(
     assert f"--scheduler-config-file {path}: {field}" in str(caught.value), caught.value
     assert len(str(caught.value)) < 600, len(str(caught.value))
 
+
+def test_an_aws_cloud_config_value_with_a_percent_sign_is_read_as_written() -> None:
+    """`REGION=%` escaped the AWS cloud-config reader as configparser's
+    InterpolationSyntaxError: gcfg has no interpolation, a value is what it says."""
+    from clusterscaler_aws.cloud_config import parse_cloud_config as parse_aws_config
+
+    config = parse_aws_config("[Global]\nREGION=%\nZone = 50%(x)s\n", "aws.conf")
+    assert (config.region, config.zone) == ("%", "50%(x)s")
+
