@@ -425,6 +425,8 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
         scenario.duration = _duration(spec["duration"], source, "duration")
     cloud = spec.get("cloudConfig")
     if isinstance(cloud, str):
+        if "\x00" in cloud:  # no file is named so (Path.resolve raised ValueError)
+            raise _fail(source, "cloudConfig", "a path to a cloud-config file", cloud)
         scenario.cloud_config_path = str((base / cloud).resolve())
     elif isinstance(cloud, Mapping):
         scenario.cloud_config = cloud
@@ -435,7 +437,7 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
     objects = ClusterObjects()
     snap = spec.get("snapshot")
     if snap is not None:
-        if not isinstance(snap, str):
+        if not isinstance(snap, str) or "\x00" in snap:
             raise _fail(source, "snapshot", "a path to a Kubernetes List file", snap)
         objects = load_snapshot(base / snap)
     inline = spec.get("objects")

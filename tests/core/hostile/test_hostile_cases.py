@@ -582,3 +582,12 @@ def test_an_aws_cloud_config_value_with_a_percent_sign_is_read_as_written() -> N
     config = parse_aws_config("[Global]\nREGION=%\nZone = 50%(x)s\n", "aws.conf")
     assert (config.region, config.zone) == ("%", "50%(x)s")
 
+
+@pytest.mark.parametrize("field", ["cloudConfig", "snapshot"])
+def test_a_scenario_path_holding_a_null_byte_is_refused(field: str) -> None:
+    """`cloudConfig: "\\0"` escaped the scenario reader as ValueError (embedded null byte)."""
+    doc = {"name": "s", "cloudConfig": str(EXAMPLES / "cloud-configs" / "general.yaml"),
+           field: "a\x00b"}
+    with pytest.raises(InputError, match=re.escape(f"s.yaml: {field}: expected a path")):
+        parse_scenario(doc, "s.yaml", EXAMPLES / "scenarios")
+
