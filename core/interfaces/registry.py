@@ -8,9 +8,9 @@ Names are unique per kind across every installed distribution.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     from clusterscaler.framework.options import AutoscalingOptions
@@ -34,6 +34,7 @@ __all__ = [
     "PodListProcessorFactory",
     "Registered",
     "Registry",
+    "build_in_order",
 ]
 
 # What each kind of plugin registers: a factory that builds it.
@@ -47,6 +48,16 @@ PodListProcessorFactory: TypeAlias = "Callable[[AutoscalingOptions], PodListProc
 OptionsCheck: TypeAlias = "Callable[[AutoscalingOptions], None]"
 
 F = TypeVar("F")
+
+
+class _Ordered(Protocol):
+    """A kind whose plugins all run, in ascending `order`, equal orders by `name`."""
+
+    name: str
+    order: int
+
+
+P = TypeVar("P", bound=_Ordered)
 
 
 class PluginError(Exception):
@@ -254,3 +265,26 @@ class Registry:
             "podFilters": sorted(self.pod_filters),
             "podListProcessors": sorted(self.pod_list_processors),
         }
+
+
+def build_in_order(
+    kind: str,
+    table: Mapping[str, Registered[Callable[[AutoscalingOptions], P]]],
+    options: AutoscalingOptions,
+    protocol: type,
+    expected: str,
+) -> list[P]:
+    """Every plugin of a kind that all run (pod filters, pod-list processors) made from
+    its factory, in ascending `order` and then by name, never in registration order. A
+    factory whose object is not of the kind's `protocol` is an error naming the plugin and
+    what was `expected` of it."""
+    made: list[P] = []
+    for name in sorted(table):
+        plugin = table[name].factory(options)
+        if not isinstance(plugin, protocol):
+            raise TypeError(
+                f"{kind} {name!r}: factory returned {type(plugin).__name__}, expected {expected}"
+            )
+        made.append(plugin)
+    made.sort(key=lambda plugin: (plugin.order, plugin.name))
+    return made

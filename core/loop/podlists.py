@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from clusterscaler.framework.options import AutoscalingOptions
 from clusterscaler.interfaces.podlistprocessor import PodListContext, PodListProcessor
-from clusterscaler.interfaces.registry import Registry
+from clusterscaler.interfaces.registry import Registry, build_in_order
 from clusterscaler.model import Pod
 
 __all__ = ["build_pod_list_processors", "process_pod_list", "waiting_for_a_node"]
@@ -21,17 +21,13 @@ def build_pod_list_processors(
     registry: Registry, options: AutoscalingOptions
 ) -> list[PodListProcessor]:
     """Instantiate every registered pod-list processor, sorted by `order` then name."""
-    processors: list[PodListProcessor] = []
-    for name in sorted(registry.pod_list_processors):
-        made = registry.pod_list_processors[name].factory(options)
-        if not isinstance(made, PodListProcessor):
-            raise TypeError(
-                f"pod-list processor {name!r}: factory returned {type(made).__name__}, "
-                f"expected an object with name, order and process(pods, context)"
-            )
-        processors.append(made)
-    processors.sort(key=lambda p: (p.order, p.name))
-    return processors
+    return build_in_order(
+        "pod-list processor",
+        registry.pod_list_processors,
+        options,
+        PodListProcessor,
+        "an object with name, order and process(pods, context)",
+    )
 
 
 def waiting_for_a_node(pods: Sequence[Pod]) -> list[Pod]:

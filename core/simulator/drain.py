@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from clusterscaler.interfaces.podfilter import DrainContext, DrainDecision, DrainOutcome, PodFilter
+from clusterscaler.interfaces.registry import build_in_order
 from clusterscaler.model import Pod, PodDisruptionBudget
 
 if TYPE_CHECKING:
@@ -114,17 +115,13 @@ class PdbTracker:
 
 def build_pod_filters(registry: Registry, options: AutoscalingOptions) -> list[PodFilter]:
     """Instantiate every registered pod filter, sorted by `order` then name."""
-    filters: list[PodFilter] = []
-    for name in sorted(registry.pod_filters):
-        made = registry.pod_filters[name].factory(options)
-        if not isinstance(made, PodFilter):
-            raise TypeError(
-                f"pod filter {name!r}: factory returned {type(made).__name__}, expected an "
-                f"object with name, order and check(pod, context)"
-            )
-        filters.append(made)
-    filters.sort(key=lambda f: (f.order, f.name))
-    return filters
+    return build_in_order(
+        "pod filter",
+        registry.pod_filters,
+        options,
+        PodFilter,
+        "an object with name, order and check(pod, context)",
+    )
 
 
 def decide(pod: Pod, filters: Sequence[PodFilter], context: DrainContext) -> DrainDecision:
