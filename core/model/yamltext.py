@@ -21,7 +21,8 @@ safe constructor: the same values `yaml.safe_load` gives.
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import date, datetime
+from typing import Any, TypeAlias
 
 import yaml
 from yaml.composer import Composer
@@ -32,6 +33,19 @@ from yaml.resolver import Resolver
 
 MAX_DEPTH = 200
 MAX_ALIAS_VALUES = 1_000_000
+
+# What PyYAML's safe constructor builds: JSON's values plus timestamps (`2024-01-02`),
+# `!!binary` bytes and `!!set`s; `!!omap` and `!!pairs` give lists of (key, value) pairs.
+# Mapping keys are any scalar (`1: [...]` is an integer key), never a collection: PyYAML
+# refuses unhashable keys. Read into it with `isinstance`.
+YamlScalar: TypeAlias = bool | int | float | str | bytes | date | datetime | None
+YamlValue: TypeAlias = (
+    YamlScalar
+    | list["YamlValue"]
+    | tuple["YamlValue", "YamlValue"]
+    | set[YamlScalar]
+    | dict[YamlScalar, "YamlValue"]
+)
 
 try:
     from yaml._yaml import CParser as _Parser
@@ -124,12 +138,12 @@ def _construct(loader: _Loader, node: Node) -> Any:
         raise YAMLBoundError(f"expected integers of at most 4,300 digits: {exc}") from None
 
 
-def load_yaml_documents(text: str | bytes) -> list[Any]:
+def load_yaml_documents(text: str | bytes) -> list[YamlValue]:
     """Every document of `text`, as `yaml.safe_load_all` gives them (empty documents as
     None); a `yaml.YAMLError` for malformed text, a `YAMLBoundError` past a bound."""
     loader = _Loader(text)
     try:
-        documents: list[Any] = []
+        documents: list[YamlValue] = []
         while loader.check_node():
             node = loader.get_node()
             documents.append(None if node is None else _construct(loader, node))
@@ -138,7 +152,7 @@ def load_yaml_documents(text: str | bytes) -> list[Any]:
         loader.dispose()
 
 
-def load_yaml(text: str | bytes) -> Any:
+def load_yaml(text: str | bytes) -> YamlValue:
     """The one document of `text`, as `yaml.safe_load` gives it (None when empty); a
     `yaml.YAMLError` for malformed text or more than one document."""
     loader = _Loader(text)

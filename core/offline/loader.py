@@ -92,8 +92,9 @@ def _yaml(text: str, source: str, json_error: json.JSONDecodeError | None = None
     # A stream of documents (`---` separated objects or lists).
     items: list[Any] = []
     for d in docs:
-        if isinstance(d, dict) and isinstance(d.get("items"), list):
-            items.extend(d["items"])
+        listed = d.get("items") if isinstance(d, dict) else None
+        if isinstance(listed, list):
+            items.extend(listed)
         else:
             items.append(d)
     return {"kind": "List", "items": items}

@@ -58,12 +58,13 @@ def parse_priorities(text: str) -> dict[int, list[re.Pattern[str]]]:
             raise PriorityConfigError(
                 f"{where}: expected integer priorities, got {key!r}"
             ) from None
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        exprs = [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+        if not isinstance(value, list) or len(exprs) != len(value):
             raise PriorityConfigError(
                 f"{where}.{prio}: expected a list of regular expressions, got {value!r}"
             )
         patterns = []
-        for expr in value:
+        for expr in exprs:
             try:
                 patterns.append(re.compile(expr))
             except re.error as exc:

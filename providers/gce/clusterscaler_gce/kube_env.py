@@ -265,7 +265,7 @@ def parse_kube_env(text: str, source: str) -> KubeEnv:
     values: dict[str, str] = {}
     for key, value in loaded.items():
         if isinstance(value, (dict, list)):
-            raise ConfigurationError(f"{source}: kube-env {key}: expected a scalar value, got a {type(value).__name__}")
+            raise ConfigurationError(f"{source}: kube-env {key!s}: expected a scalar value, got a {type(value).__name__}")
         if isinstance(value, bool):
             values[str(key)] = "true" if value else "false"
         else:

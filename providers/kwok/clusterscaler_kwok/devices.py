@@ -40,7 +40,7 @@ def _documents(text: str) -> list[Mapping[str, Any]]:
     """The documents of the templates text, a `kind: List`'s items included (the text was
     already read as templates: a text that is not YAML gives none here)."""
     try:
-        docs = [d for d in load_yaml_documents(text) if d is not None]
+        docs: list[object] = [d for d in load_yaml_documents(text) if d is not None]
     except (yaml.YAMLError, ValueError, RecursionError):
         return []
     out: list[Mapping[str, Any]] = []

@@ -51,7 +51,7 @@ class GroupTemplate:
 def parse_templates(text: str, where: str) -> list[Raw]:
     """The Node documents of the templates ConfigMap's `templates` key."""
     try:
-        docs = [d for d in load_yaml_documents(text) if d is not None]
+        docs: Sequence[object] = [d for d in load_yaml_documents(text) if d is not None]
     # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:

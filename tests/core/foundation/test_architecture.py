@@ -253,8 +253,6 @@ ANY_NOT_YET_TYPED = {
     "clusterscaler.model.scheduling.OwnerRef",
     "clusterscaler.model.scheduling.Toleration",
     "clusterscaler.model.scheduling.TopologySpreadConstraint",
-    "clusterscaler.model.yamltext.load_yaml",
-    "clusterscaler.model.yamltext.load_yaml_documents",
 }
 
 

@@ -78,13 +78,17 @@ def _expression(annotation: ast.expr) -> ast.expr:
     return annotation
 
 
-def _problems(annotation: ast.expr, module: str, reached: list[object]) -> list[str]:
+def _problems(
+    annotation: ast.expr, module: str, reached: list[object], expanding: frozenset[str] = frozenset()
+) -> list[str]:
+    """`expanding`: the aliases being read, so that a recursive alias (`JsonValue`, whose
+    lists hold `JsonValue`s) is read once."""
     expression = _expression(annotation)
     subscripted = {id(n.value) for n in ast.walk(expression) if isinstance(n, ast.Subscript)}
     found: list[str] = []
     for node in ast.walk(expression):
         if node is not expression and isinstance(node, ast.Constant) and isinstance(node.value, str):
-            found += _problems(node, module, reached)
+            found += _problems(node, module, reached, expanding)
         elif isinstance(node, (ast.Name, ast.Attribute)):
             name = node.id if isinstance(node, ast.Name) else node.attr
             if name == "Any":
@@ -92,7 +96,8 @@ def _problems(annotation: ast.expr, module: str, reached: list[object]) -> list[
             elif name in _BARE and id(node) not in subscripted:
                 found.append(f"bare {name}")
             elif isinstance(node, ast.Name) and name in _aliases(module):
-                found += _problems(_aliases(module)[name], module, reached)
+                if name not in expanding:
+                    found += _problems(_aliases(module)[name], module, reached, expanding | {name})
             elif isinstance(node, ast.Name) and _ours(target := _resolve(module, name)):
                 reached.append(target)
         elif isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("Callable"):
