@@ -206,29 +206,40 @@ def load_manifests(path: str) -> list[Mapping[str, Any]]:
 def _checked_object(item: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(item, Mapping):
         raise InputError(
-            f"{where}: expected a Kubernetes object (apiVersion, kind, metadata, spec), got {item!r:.60}"
+            f"{where}: expected a Kubernetes object (apiVersion, kind, metadata, spec), "
+            f"got {describe_value(item)}"
         )
     kind = item.get("kind")
     meta = item.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
-    named = f"{where} ({kind} {name})" if isinstance(name, str) else where
+    named = where
+    if isinstance(name, str) and isinstance(kind, str):
+        named = f"{where} ({_clip(kind)} {_clip(name)})"
     if kind not in KINDS:
-        raise InputError(f"{named}: kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+        raise InputError(
+            f"{named}: kind: expected one of {', '.join(KINDS)}, got {describe_value(kind)}"
+        )
     if not isinstance(meta, Mapping):
-        raise InputError(f"{named}: metadata: expected an object with a name, got {meta!r}")
+        raise InputError(
+            f"{named}: metadata: expected an object with a name, got {describe_value(meta)}"
+        )
     if not (isinstance(name, str) and name) and not (
         kind == "Pod" and isinstance(meta.get("generateName"), str)
     ):
-        raise InputError(f"{named}: metadata.name: expected a non-empty string, got {name!r}")
+        raise InputError(
+            f"{named}: metadata.name: expected a non-empty string, got {describe_value(name)}"
+        )
     api = item.get("apiVersion")
     if api not in _API_VERSIONS[kind]:
         raise InputError(
-            f"{named}: apiVersion: expected {' or '.join(_API_VERSIONS[kind])}, got {api!r}"
+            f"{named}: apiVersion: expected {' or '.join(_API_VERSIONS[kind])}, "
+            f"got {describe_value(api)}"
         )
     namespace = meta.get("namespace", "default")
     if not isinstance(namespace, str) or not namespace:
         raise InputError(
-            f"{named}: metadata.namespace: expected a non-empty string, got {namespace!r}"
+            f"{named}: metadata.namespace: expected a non-empty string, "
+            f"got {describe_value(namespace)}"
         )
     return item
 
@@ -268,12 +279,19 @@ def _generated_name(cluster: SimulatedCluster, namespace: str, prefix: str) -> s
 # --------------------------------------------------------------------------- helpers
 
 
+def _clip(name: object) -> str:
+    """A name from the file in an error: whole when short, else cut to a line (a
+    5,000-character name is named in a line, not a page)."""
+    text = str(name) if isinstance(name, str) else describe_value(name)
+    return text if len(text) <= 80 else describe_value(text)
+
+
 def _describe(raw: Mapping[str, Any]) -> str:
     meta = raw["metadata"]
-    name = meta.get("name") or f"{meta.get('generateName')}*"
+    name = _clip(meta.get("name")) if meta.get("name") else f"{_clip(meta.get('generateName'))}*"
     if raw["kind"] in _CLUSTER_SCOPED:
         return f"{raw['kind']} {name}"
-    return f"{raw['kind']} {meta.get('namespace') or 'default'}/{name}"
+    return f"{raw['kind']} {_clip(meta.get('namespace') or 'default')}/{name}"
 
 
 def _fail(obj: str, where: str, field_path: str, expected: str, value: Any = ...) -> InputError:

@@ -36,6 +36,7 @@ import yaml
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.options import flag_specs
 from clusterscaler.model import ClusterObjects, ModelError, Pod
+from clusterscaler.model.common import describe_value
 from clusterscaler.model.yamltext import load_yaml
 from clusterscaler.offline.loader import (
     MAX_COUNT,
@@ -158,8 +159,15 @@ class Scenario:
 
 
 def _fail(source: str, where: str, expected: str, value: Any = ...) -> InputError:
-    got = "" if value is ... else f", got {value!r}"
+    got = "" if value is ... else f", got {describe_value(value)}"
     return InputError(f"{source}: {where}: expected {expected}{got}")
+
+
+def _key(key: object) -> str:
+    """A name from the file as part of a field path: whole when short, else cut to a line
+    (a 5,000-character key is named in a line, not a page)."""
+    text = str(key)
+    return text if len(text) <= 80 else describe_value(text)
 
 
 def _mapping(value: Any, source: str, where: str, what: str) -> Mapping[str, Any]:
@@ -172,7 +180,7 @@ def _check_keys(value: Mapping[str, Any], allowed: frozenset[str], source: str, 
     unknown = sorted(str(k) for k in value if k not in allowed)
     if unknown:
         raise InputError(
-            f"{source}: {where}.{unknown[0]}: unknown field; expected one of "
+            f"{source}: {where}.{_key(unknown[0])}: unknown field; expected one of "
             f"{', '.join(sorted(allowed))}"
         )
 
@@ -246,7 +254,7 @@ def _workload_docs(
     spec = _mapping(raw, source, where, "an object with name, replicas, cpu and memory")
     _check_keys(spec, _WORKLOAD_KEYS, source, where)
     name = _name(spec.get("name"), source, f"{where}.name")
-    where = f"{where} ({name})"
+    where = f"{where} ({_key(name)})"
     namespace = _name(spec.get("namespace", "default"), source, f"{where}.namespace")
     kind = spec.get("kind", "ReplicaSet")
     if kind not in WORKLOAD_KINDS:
@@ -394,11 +402,12 @@ def _parse_flags(value: Any, source: str) -> dict[str, Any]:
             pairs.append((name, text if sep else "true", f"flags[{i}]"))
     else:
         body = _mapping(value, source, "flags", "a map of flag names to values")
-        pairs = [(str(k).lstrip("-"), v, f"flags.{k}") for k, v in body.items()]
+        pairs = [(str(k).lstrip("-"), v, f"flags.{_key(k)}") for k, v in body.items()]
     for name, val, where in pairs:
         if name not in known:
             raise InputError(
-                f"{source}: {where}: unknown autoscaler flag {name!r}; see `clusterscaler simulate --help`"
+                f"{source}: {where}: unknown autoscaler flag {describe_value(name)}; see "
+                "`clusterscaler simulate --help`"
             )
         if name in ("cloud-config", "cloud-provider"):
             raise InputError(
@@ -465,7 +474,7 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
     initial = spec.get("initialNodes") or {}
     body = _mapping(initial, source, "initialNodes", "a map of node group name to node count")
     scenario.initial_nodes = {
-        _name(k, source, "initialNodes"): _count(v, source, f"initialNodes.{k}")
+        _name(k, source, "initialNodes"): _count(v, source, f"initialNodes.{_key(k)}")
         for k, v in body.items()
     }
     if spec.get("flags") is not None:

@@ -150,6 +150,7 @@ def test_a_scenario_is_read_or_refused_naming_the_file(doc: dict[str, Any]) -> N
             parse_scenario(doc, source, base_dir=EXAMPLES / "scenarios")
         except InputError as error:
             assert source in str(error), error
+            assert len(str(error)) < 4_000, f"an error of {len(str(error))} characters"
 
 
 CLOUD_CONFIGS = [

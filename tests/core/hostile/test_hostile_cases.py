@@ -591,3 +591,58 @@ def test_a_scenario_path_holding_a_null_byte_is_refused(field: str) -> None:
     with pytest.raises(InputError, match=re.escape(f"s.yaml: {field}: expected a path")):
         parse_scenario(doc, "s.yaml", EXAMPLES / "scenarios")
 
+
+
+_SCENARIO = {"name": "s", "cloudConfig": str(EXAMPLES / "cloud-configs" / "general.yaml"),
+             "workloads": [{"name": "w", "replicas": 1, "cpu": "1"}]}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [({"name": ["9" * 5_000]}, "s.yaml: name: expected a string, got ['999"),
+     ({"flags": {"x" * 5_000: 1}}, "s.yaml: flags.'xxx"),
+     ({"flags": ["--" + "x" * 5_000]}, "s.yaml: flags[0]: unknown autoscaler flag 'xxx"),
+     ({"workloads": [{"name": "w" * 5_000, "replicas": "9" * 5_000}]},
+      "s.yaml: workloads[0] ('www"),
+     ({"workloads": [{"name": "w", "replicas": 1, "y" * 5_000: 1}]},
+      "s.yaml: workloads[0].'yyy"),
+     ({"events": [{"at": "1m", "cordon": ["n" * 5_000]}]},
+      "s.yaml: events[0].cordon: expected a node name, got ['nnn")],
+    ids=["value", "flag-key", "flag-item", "workload-name", "unknown-field", "event"],
+)
+def test_a_scenario_quotes_a_long_value_or_key_in_a_line(
+    change: dict[str, Any], message: str
+) -> None:
+    """The scenario reader quoted what it got whole: a 5,000-character value made a
+    5,000-character error."""
+    with pytest.raises(InputError) as caught:
+        parse_scenario({**_SCENARIO, **change}, "s.yaml", EXAMPLES / "scenarios")
+    assert message in str(caught.value), caught.value
+    assert len(str(caught.value)) < 400, len(str(caught.value))
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [("kind: " + "K" * 5_000 + "\nmetadata: {name: a}\n", "document 1 ('KKK"),
+     ("kind: Pod\napiVersion: " + "v" * 5_000 + "\nmetadata: {name: a}\n",
+      "document 1 (Pod a): apiVersion: expected v1, got 'vvv"),
+     ("kind: Pod\napiVersion: v1\nmetadata: {name: " + "a" * 5_000 + ", namespace: [x]}\n",
+      "document 1 (Pod 'aaa"),
+     ("kind: Pod\napiVersion: v1\nmetadata: " + "m" * 5_000 + "\n",
+      "document 1: metadata: expected an object with a name, got 'mmm"),
+     ("- " + "i" * 5_000 + "\n", "document 1: expected a Kubernetes object")],
+    ids=["kind", "api-version", "name", "metadata", "not-an-object"],
+)
+def test_an_applied_manifest_quotes_a_long_value_in_a_line(
+    document: str, message: str, tmp_path: Path
+) -> None:
+    """`--apply` quoted a manifest's kind, apiVersion, metadata and name whole."""
+    from clusterscaler.offline.manifests import load_manifests
+
+    path = tmp_path / "m.yaml"
+    path.write_text(document)
+    with pytest.raises(InputError) as caught:
+        load_manifests(str(path))
+    assert f"--apply '{path}': {message}" in str(caught.value), caught.value
+    # The file's path and the kinds `--apply` creates, and a value in a line.
+    assert len(str(caught.value)) < len(str(path)) + 600, len(str(caught.value))
