@@ -1,6 +1,7 @@
 """`python -m bench peer`: upstream Cluster Autoscaler and clusterscaler, side by side.
 
-    python -m bench peer --build [--ca-source PATH]     build upstream CA (cached)
+    python -m bench peer --build [--ca-source PATH]     build upstream CA and its example
+                                                        external gRPC provider service (cached)
     python -m bench peer [--only NAME] [--repeat N] [--json]
 
 Each scenario of `bench.peer.scenarios` runs `--repeat` times for each autoscaler, each run
@@ -520,7 +521,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     "plane, same kwok node groups, same workload.",
     )
     parser.add_argument("--build", action="store_true",
-                        help="build upstream CA (and the control plane) into the cache, then exit")
+                        help="build upstream CA, its example external gRPC provider service (for "
+                             "tests/providers/externalgrpc) and the control plane into the "
+                             "cache, then exit")
     parser.add_argument("--ca-source", type=Path, default=None, metavar="PATH",
                         help="a git repository of kubernetes/autoscaler holding "
                              f"{upstreamca.RELEASE}, used when the module proxy refuses CA "
@@ -552,6 +555,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"python -m bench peer --build: {err}", file=sys.stderr)
             return 1
         print(binary)
+        print(upstreamca.service_path())
         info = upstreamca.BuildInfo.load()
         if info is not None:
             print(json.dumps(asdict(info), indent=2))

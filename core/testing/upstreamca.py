@@ -34,6 +34,25 @@ The binary goes to ``<cache>/upstream-ca/<release>_<commit12>/bin/cluster-autosc
 beside the control plane's (``controlplane.cache_root()``), with ``build.json`` saying what
 was built, from where, with which Go and in how long. Nothing of upstream's is kept in the
 repository.
+
+The same helper module builds upstream's example external gRPC cloud provider service
+(``cloudprovider/externalgrpc/examples/external-grpc-cloud-provider-service``: its
+``wrapper`` package serves any of CA's cloud providers as the ``externalgrpc.proto``
+``CloudProvider`` service), with ``-tags kwok`` so that it wraps CA's kwok provider, into
+``bin/external-grpc-cloud-provider-service`` beside CA. Its ``main.go`` cannot serve kwok
+as it is: it builds the provider with no informer factory
+(``cloudBuilder.NewCloudProvider(autoscalingOptions, nil)``) and the kwok provider takes
+its node lister from that factory, so the example panics at start::
+
+    panic: runtime error: invalid memory address or nil pointer dereference
+    k8s.io/autoscaler/cluster-autoscaler/cloudprovider/kwok.BuildKwok(...)
+        .../cloudprovider/kwok/kwok_provider.go:219
+
+so the helper module has a ``main`` package of its own (``SERVICE_MAIN``): upstream's
+example main with the same flags and the same mutual TLS, plus ``--kubeconfig``, giving the
+provider a started informer factory; the service itself is upstream's ``wrapper`` package,
+unchanged. Like the kwok provider in CA, it reads the cluster from ``$KUBECONFIG`` with
+``KWOK_PROVIDER_MODE=local`` and its ConfigMaps from ``$POD_NAMESPACE``.
 """
 
 from __future__ import annotations
@@ -64,6 +83,11 @@ SUBDIR = "cluster-autoscaler"  # the module's folder in kubernetes/autoscaler
 BUILD_TAGS = "kwok"
 SOURCE_ENV = "CLUSTERSCALER_CA_SOURCE"
 BINARY = "cluster-autoscaler"
+SERVICE_BINARY = "external-grpc-cloud-provider-service"
+SERVICE_WRAPPER = (
+    f"{MODULE}/cloudprovider/externalgrpc/examples/external-grpc-cloud-provider-service/wrapper"
+)
+SERVICE_MAIN_DIR = "externalgrpcservice"  # the main package's folder in the helper module
 
 
 def build_dir() -> Path:
@@ -78,6 +102,15 @@ def built() -> bool:
     return binary_path().exists()
 
 
+def service_path() -> Path:
+    """Upstream's example external gRPC cloud provider service, wrapping CA's kwok provider."""
+    return build_dir() / "bin" / SERVICE_BINARY
+
+
+def service_built() -> bool:
+    return service_path().exists()
+
+
 @dataclass
 class BuildInfo:
     """What ``build`` wrote to ``build.json`` beside the binary."""
@@ -89,6 +122,10 @@ class BuildInfo:
     go_version: str
     build_seconds: float
     binary: str
+    # The external gRPC provider service, built with CA (absent from a build.json of a CA
+    # built before it).
+    service_binary: str | None = None
+    service_build_seconds: float | None = None
 
     @classmethod
     def load(cls) -> BuildInfo | None:
@@ -166,6 +203,111 @@ def _ldflags() -> str:
     return f"-s -X {MODULE}/version.ClusterAutoscalerVersion={VERSION}"
 
 
+# The main package of the service: upstream's example main.go with its flags and its mutual
+# TLS (the client's certificate required and verified against --ca-cert), serving CA's
+# provider through upstream's wrapper; the provider gets a started informer factory, which
+# upstream's main does not give it.
+SERVICE_MAIN = """\
+// Upstream's example external gRPC cloud provider service (its wrapper package), serving a
+// cloud provider of cluster-autoscaler that is given a started informer factory.
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"net"
+	"os"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	cloudBuilder "k8s.io/autoscaler/cluster-autoscaler/cloudprovider/builder"
+	"k8s.io/autoscaler/cluster-autoscaler/cloudprovider/externalgrpc/protos"
+	"k8s.io/autoscaler/cluster-autoscaler/config"
+	coreoptions "k8s.io/autoscaler/cluster-autoscaler/core/options"
+	"k8s.io/client-go/informers"
+	kubeclient "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	klog "k8s.io/klog/v2"
+
+	"WRAPPER"
+
+	_ "k8s.io/autoscaler/cluster-autoscaler/cloudprovider/router"
+)
+
+var (
+	address       = flag.String("address", ":8086", "The address to expose the grpc service.")
+	keyCert       = flag.String("key-cert", "", "The path to the certificate key file. Empty string for insecure communication.")
+	cert          = flag.String("cert", "", "The path to the certificate file. Empty string for insecure communication.")
+	cacert        = flag.String("ca-cert", "", "The path to the ca certificate file. Empty string for insecure communication.")
+	cloudProvider = flag.String("cloud-provider", cloudBuilder.DefaultCloudProvider(), "Cloud provider type.")
+	cloudConfig   = flag.String("cloud-config", "", "The path to the cloud provider configuration file.")
+	clusterName   = flag.String("cluster-name", "", "Autoscaled cluster name, if available")
+	kubeconfig    = flag.String("kubeconfig", "", "The kubeconfig of the cluster the provider's informers watch (default: $KUBECONFIG).")
+)
+
+func main() {
+	klog.InitFlags(nil)
+	flag.Parse()
+
+	var s *grpc.Server
+	if *keyCert == "" || *cert == "" || *cacert == "" {
+		klog.V(1).Info("no cert specified, using insecure")
+		s = grpc.NewServer()
+	} else {
+		certificate, err := tls.LoadX509KeyPair(*cert, *keyCert)
+		if err != nil {
+			klog.Fatalf("failed to read certificate files: %s", err)
+		}
+		certPool := x509.NewCertPool()
+		bs, err := os.ReadFile(*cacert)
+		if err != nil {
+			klog.Fatalf("failed to read client ca cert: %s", err)
+		}
+		if !certPool.AppendCertsFromPEM(bs) {
+			klog.Fatal("failed to append client certs")
+		}
+		s = grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			Certificates: []tls.Certificate{certificate},
+			ClientCAs:    certPool,
+		})))
+	}
+
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	restConfig, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		klog.Fatalf("failed to load the kubeconfig: %v", err)
+	}
+	informerFactory := informers.NewSharedInformerFactory(kubeclient.NewForConfigOrDie(restConfig), 0)
+
+	options := &coreoptions.AutoscalerOptions{
+		AutoscalingOptions: config.AutoscalingOptions{
+			CloudProviderName: *cloudProvider,
+			CloudConfig:       *cloudConfig,
+			ClusterName:       *clusterName,
+			UserAgent:         "user-agent",
+		},
+	}
+	provider := cloudBuilder.NewCloudProvider(options, informerFactory)
+	stop := make(chan struct{})
+	informerFactory.Start(stop)
+	informerFactory.WaitForCacheSync(stop)
+
+	lis, err := net.Listen("tcp", *address)
+	if err != nil {
+		klog.Fatalf("failed to listen: %s", err)
+	}
+	protos.RegisterCloudProviderServer(s, wrapper.NewCloudProviderGrpcWrapper(provider))
+	klog.V(1).Infof("Server ready at: %s", lis.Addr())
+	if err := s.Serve(lis); err != nil {
+		klog.Fatalf("failed to serve: %v", err)
+	}
+}
+""".replace("WRAPPER", SERVICE_WRAPPER)
+
+
 # ---------------------------------------------------------------------------------------------
 # Where the module's files come from
 
@@ -225,13 +367,17 @@ def _from_git(source: Path, target: Path) -> None:
 
 
 def build(source: Path | None = None, *, force: bool = False) -> Path:
-    """Build CA into the cache (unless it is there and not ``force``); return the binary.
+    """Build CA and the external gRPC provider service into the cache (each unless it is
+    there and not ``force``); return CA's binary.
 
     ``source``: a git repository of kubernetes/autoscaler, used when the proxy refuses the
     module (default ``$CLUSTERSCALER_CA_SOURCE``).
     """
     out = binary_path()
-    if out.exists() and not force:
+    service = service_path()
+    build_ca = force or not out.exists()
+    build_service = force or not service.exists()
+    if not (build_ca or build_service):
         return out
 
     go = controlplane._go()
@@ -270,18 +416,36 @@ def build(source: Path | None = None, *, force: bool = False) -> Path:
 
     env = controlplane._go_env()
     out.parent.mkdir(parents=True, exist_ok=True)
-    # -mod=mod: the module graph is CA's own go.mod (plus our replace lines); go resolves
-    # only what the kwok build imports, not the forty other providers' SDKs that `tidy` would.
-    controlplane._run(
-        [go, "build", "-mod=mod", "-trimpath", "-tags", BUILD_TAGS, "-ldflags", _ldflags(),
-         "-o", str(out), MODULE],
-        helper, env,
-    )
-    seconds = time.monotonic() - started
-    go_version = controlplane._run([go, "env", "GOVERSION"], helper, env).strip()
-    info = BuildInfo(RELEASE, COMMIT, PSEUDO_VERSION, origin, go_version, round(seconds, 1),
-                     str(out))
+    info = BuildInfo.load()
+    if build_ca or info is None:
+        # -mod=mod: the module graph is CA's own go.mod (plus our replace lines); go resolves
+        # only what the kwok build imports, not the forty other providers' SDKs that `tidy`
+        # would.
+        controlplane._run(
+            [go, "build", "-mod=mod", "-trimpath", "-tags", BUILD_TAGS, "-ldflags", _ldflags(),
+             "-o", str(out), MODULE],
+            helper, env,
+        )
+        seconds = time.monotonic() - started
+        go_version = controlplane._run([go, "env", "GOVERSION"], helper, env).strip()
+        info = BuildInfo(RELEASE, COMMIT, PSEUDO_VERSION, origin, go_version, round(seconds, 1),
+                         str(out))
+        print(f"built {BINARY} {RELEASE} ({PSEUDO_VERSION}) from {origin} into {out} "
+              f"in {seconds:.0f}s", file=sys.stderr)
+    if build_service or info.service_binary is None:
+        service_started = time.monotonic()
+        main_dir = helper / SERVICE_MAIN_DIR
+        main_dir.mkdir(exist_ok=True)
+        (main_dir / "main.go").write_text(SERVICE_MAIN)
+        controlplane._run(
+            [go, "build", "-mod=mod", "-trimpath", "-tags", BUILD_TAGS, "-ldflags", _ldflags(),
+             "-o", str(service), f"./{SERVICE_MAIN_DIR}"],
+            helper, env,
+        )
+        seconds = time.monotonic() - service_started
+        info.service_binary = str(service)
+        info.service_build_seconds = round(seconds, 1)
+        print(f"built {SERVICE_BINARY} ({RELEASE}, -tags {BUILD_TAGS}) into {service} "
+              f"in {seconds:.0f}s", file=sys.stderr)
     (root / "build.json").write_text(json.dumps(asdict(info), indent=2) + "\n")
-    print(f"built {BINARY} {RELEASE} ({PSEUDO_VERSION}) from {origin} into {out} "
-          f"in {seconds:.0f}s", file=sys.stderr)
     return out

@@ -287,6 +287,26 @@ def test_cache_lies_beside_the_control_plane(monkeypatch: pytest.MonkeyPatch,
     assert upstreamca.binary_path().is_relative_to(tmp_path / "upstream-ca")
     assert not upstreamca.built()
     assert upstreamca.BuildInfo.load() is None
+    # The external gRPC provider service is built into the same folder as CA.
+    assert upstreamca.service_path().parent == upstreamca.binary_path().parent
+    assert not upstreamca.service_built()
+
+
+def test_a_build_json_written_before_the_service_still_loads(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    """A cache holding CA built before the service was: its build.json loads, with the
+    service unrecorded (`build` then builds the service and adds it)."""
+    monkeypatch.setenv("CLUSTERSCALER_CACHE", str(tmp_path))
+    upstreamca.build_dir().mkdir(parents=True)
+    (upstreamca.build_dir() / "build.json").write_text(json.dumps({
+        "release": upstreamca.RELEASE, "commit": upstreamca.COMMIT,
+        "pseudo_version": upstreamca.PSEUDO_VERSION, "source": "module proxy",
+        "go_version": "go1.26.8", "build_seconds": 400.0,
+        "binary": str(upstreamca.binary_path()),
+    }))
+    info = upstreamca.BuildInfo.load()
+    assert info is not None and info.build_seconds == 400.0
+    assert info.service_binary is None and info.service_build_seconds is None
 
 
 # --------------------------------------------------------------------------- steady state
