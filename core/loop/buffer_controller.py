@@ -459,8 +459,8 @@ def _template_of(source: PodTemplate) -> dict[str, Any]:
 
 def _template_of_pod(pod: Pod) -> dict[str, Any]:
     raw = pod.to_k8s()
-    meta = raw.get("metadata", {})
-    spec = dict(raw.get("spec", {}))
+    meta = _mapping(raw["metadata"])
+    spec = dict(_mapping(raw["spec"]))
     spec.pop("nodeName", None)
     out_meta = {k: meta[k] for k in ("labels", "annotations") if meta.get(k)}
     return {"metadata": out_meta, "spec": spec}

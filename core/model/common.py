@@ -6,9 +6,9 @@ import dataclasses
 import json
 import re
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -22,6 +22,15 @@ LEGACY_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
 LEGACY_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
 DEFAULT_SCHEDULER = "default-scheduler"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+# A JSON value as the model writes it (`to_k8s`). Mappings and sequences rather than dicts
+# and lists: a `dict[str, str]` of labels or a list of tolerations is one as it stands,
+# without a copy to widen its type. Read into it with `isinstance`.
+JsonValue: TypeAlias = (
+    bool | int | float | str | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
+)
+# A JSON object: a Kubernetes object written by the model (`Pod.to_k8s()`).
+JsonObject: TypeAlias = dict[str, JsonValue]
 
 
 class ModelError(ValueError):

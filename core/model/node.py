@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from clusterscaler.model.common import (
+    JsonObject,
     _dict,
     _format_time,
     _list,
@@ -67,9 +68,9 @@ class Node:
                 return c
         return None
 
-    def to_k8s(self) -> dict[str, Any]:
+    def to_k8s(self) -> JsonObject:
         """A valid Kubernetes Node object (apiVersion v1, kind Node)."""
-        meta: dict[str, Any] = {"name": self.name, "labels": dict(self.labels)}
+        meta: JsonObject = {"name": self.name, "labels": dict(self.labels)}
         if self.annotations:
             meta["annotations"] = dict(self.annotations)
         if self.uid:
@@ -78,7 +79,7 @@ class Node:
             meta["creationTimestamp"] = _format_time(self.creation_time)
         if self.deletion_time is not None:
             meta["deletionTimestamp"] = _format_time(self.deletion_time)
-        spec: dict[str, Any] = {}
+        spec: JsonObject = {}
         if self.provider_id:
             spec["providerID"] = self.provider_id
         if self.taints:
@@ -89,7 +90,7 @@ class Node:
         has_ready = False
         for c in self.conditions:
             has_ready = has_ready or c.type == "Ready"
-            entry: dict[str, Any] = {"type": c.type, "status": c.status}
+            entry: JsonObject = {"type": c.type, "status": c.status}
             if c.reason:
                 entry["reason"] = c.reason
             if c.message:

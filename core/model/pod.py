@@ -13,6 +13,7 @@ from clusterscaler.model.common import (
     DAEMONSET_POD_ANNOTATION,
     DEFAULT_SCHEDULER,
     MIRROR_POD_ANNOTATION,
+    JsonObject,
     ModelError,
     _dict,
     _format_time,
@@ -155,10 +156,10 @@ class Pod:
             return pod_claim.claim_name
         return self.claim_statuses.get(pod_claim.name) or None
 
-    def to_k8s(self) -> dict[str, Any]:
+    def to_k8s(self) -> JsonObject:
         """A valid Kubernetes Pod. Containers collapse into one `main` container holding the
         pod's effective requests (without the pod slot): what scheduling needs is preserved."""
-        meta: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        meta: JsonObject = {"name": self.name, "namespace": self.namespace}
         if self.labels:
             meta["labels"] = dict(self.labels)
         if self.annotations:
@@ -176,14 +177,15 @@ class Pod:
         container_requests = (
             (self.requests - POD_SLOT).to_k8s() if self.requests.pods else self.requests.to_k8s()
         )
-        container: dict[str, Any] = {"name": "main", "image": "registry.k8s.io/pause:3.9"}
+        container: JsonObject = {"name": "main", "image": "registry.k8s.io/pause:3.9"}
         if container_requests:
-            container["resources"] = {"requests": container_requests}
+            resources: JsonObject = {"requests": container_requests}
             # The API server requires limits equal to requests for extended resources and
             # huge pages, which cannot be overcommitted.
             limits = {k: v for k, v in container_requests.items() if k not in _OVERCOMMITTABLE}
             if limits:
-                container["resources"]["limits"] = limits
+                resources["limits"] = limits
+            container["resources"] = resources
         if self.host_ports:
             container["ports"] = [
                 {
@@ -194,7 +196,7 @@ class Pod:
                 }
                 for hp in self.host_ports
             ]
-        spec: dict[str, Any] = {"containers": [container], "schedulerName": self.scheduler_name}
+        spec: JsonObject = {"containers": [container], "schedulerName": self.scheduler_name}
         if self.node_name:
             spec["nodeName"] = self.node_name
         if self.priority is not None:
@@ -216,7 +218,7 @@ class Pod:
             spec["volumes"] = [_volume_to_k8s(v) for v in self.volumes]
         if self.resource_claims:
             spec["resourceClaims"] = [c.to_k8s() for c in self.resource_claims]
-        status: dict[str, Any] = {"phase": self.phase}
+        status: JsonObject = {"phase": self.phase}
         if self.claim_statuses:
             status["resourceClaimStatuses"] = [
                 {"name": k, "resourceClaimName": v} for k, v in self.claim_statuses.items()
@@ -293,7 +295,7 @@ def field_replacer(cls: type[Any], changed: Sequence[str]) -> Callable[..., Any]
     return replace
 
 
-def _volume_to_k8s(v: Volume) -> dict[str, Any]:
+def _volume_to_k8s(v: Volume) -> JsonObject:
     if v.kind == "persistentVolumeClaim":
         return {"name": v.name, "persistentVolumeClaim": {"claimName": v.claim_name}}
     if v.kind == "emptyDir":
@@ -305,13 +307,13 @@ def _volume_to_k8s(v: Volume) -> dict[str, Any]:
     return {"name": v.name, v.kind: {}}
 
 
-def _affinity_to_k8s(a: Affinity | None) -> dict[str, Any]:
+def _affinity_to_k8s(a: Affinity | None) -> JsonObject:
     if a is None:
         return {}
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     key = "requiredDuringSchedulingIgnoredDuringExecution"
     if a.node is not None:
-        na: dict[str, Any] = {}
+        na: JsonObject = {}
         if a.node.required is not None:
             na[key] = {"nodeSelectorTerms": [t.to_k8s() for t in a.node.required]}
         if a.node.preferred:
@@ -321,10 +323,10 @@ def _affinity_to_k8s(a: Affinity | None) -> dict[str, Any]:
         if na:
             out["nodeAffinity"] = na
 
-    def terms(ts: tuple[PodAffinityTerm, ...]) -> list[dict[str, Any]]:
+    def terms(ts: tuple[PodAffinityTerm, ...]) -> list[JsonObject]:
         result = []
         for t in ts:
-            entry: dict[str, Any] = {"topologyKey": t.topology_key}
+            entry: JsonObject = {"topologyKey": t.topology_key}
             if t.label_selector is not None:
                 entry["labelSelector"] = t.label_selector.to_k8s()
             if t.namespaces:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from clusterscaler.model.common import (
     _CACHE_LIMIT,
     NAMESPACE_NAME_LABEL,
+    JsonObject,
     ModelError,
     _dict,
     _int,
@@ -61,8 +62,8 @@ class Toleration:
             return False
         return self.value == taint.value
 
-    def to_k8s(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"operator": self.operator}
+    def to_k8s(self) -> JsonObject:
+        out: JsonObject = {"operator": self.operator}
         if self.key:
             out["key"] = self.key
         if self.value:
@@ -82,8 +83,8 @@ class OwnerRef:
     controller: bool = False
     api_version: str = ""
 
-    def to_k8s(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "name": self.name, "uid": self.uid}
+    def to_k8s(self) -> JsonObject:
+        out: JsonObject = {"kind": self.kind, "name": self.name, "uid": self.uid}
         if self.api_version:
             out["apiVersion"] = self.api_version
         if self.controller:
@@ -127,8 +128,8 @@ class LabelSelector:
     def is_empty(self) -> bool:
         return not self.match_labels and not self.match_expressions
 
-    def to_k8s(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_k8s(self) -> JsonObject:
+        out: JsonObject = {}
         if self.match_labels:
             out["matchLabels"] = dict(self.match_labels)
         if self.match_expressions:
@@ -171,8 +172,8 @@ class NodeSelectorRequirement:
             return actual > bound if op == "Gt" else actual < bound
         return False
 
-    def to_k8s(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"key": self.key, "operator": self.operator}
+    def to_k8s(self) -> JsonObject:
+        out: JsonObject = {"key": self.key, "operator": self.operator}
         if self.values:
             out["values"] = list(self.values)
         return out
@@ -197,8 +198,8 @@ class NodeSelectorTerm:
                 return False
         return True
 
-    def to_k8s(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_k8s(self) -> JsonObject:
+        out: JsonObject = {}
         if self.match_expressions:
             out["matchExpressions"] = [r.to_k8s() for r in self.match_expressions]
         if self.match_fields:
@@ -281,8 +282,8 @@ class TopologySpreadConstraint:
     node_taints_policy: str = "Ignore"
     match_label_keys: tuple[str, ...] = ()
 
-    def to_k8s(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_k8s(self) -> JsonObject:
+        out: JsonObject = {
             "maxSkew": self.max_skew,
             "topologyKey": self.topology_key,
             "whenUnsatisfiable": self.when_unsatisfiable,

@@ -193,9 +193,11 @@ def _template_doc(node: Node) -> dict[str, Any]:
     conditions (the sim provider gives each new node its own)."""
     doc = node.to_k8s()
     labels = {k: v for k, v in node.labels.items() if k not in (HOSTNAME_LABEL, NODE_GROUP_LABEL)}
+    spec, status = doc["spec"], doc["status"]
+    assert isinstance(spec, dict) and isinstance(status, dict)  # Node.to_k8s writes objects
     doc["metadata"] = {"labels": labels}
-    doc["spec"] = {k: v for k, v in doc["spec"].items() if k != "providerID"}
-    doc["status"] = {k: v for k, v in doc["status"].items() if k != "conditions"}
+    doc["spec"] = {k: v for k, v in spec.items() if k != "providerID"}
+    doc["status"] = {k: v for k, v in status.items() if k != "conditions"}
     return doc
 
 

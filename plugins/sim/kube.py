@@ -108,7 +108,9 @@ class KubeNodeBackend:
 
         body = node.with_(creation_time=None).to_k8s()
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body["status"]["conditions"] = [
+        status = body["status"]
+        assert isinstance(status, dict)  # Node.to_k8s writes an object
+        status["conditions"] = [
             {
                 "type": "Ready",
                 "status": "True",

@@ -247,12 +247,6 @@ ANY_NOT_YET_TYPED = {
     "clusterscaler.model.pod.Pod",
     "clusterscaler.model.provisioning.PodTemplate",
     "clusterscaler.model.resources.Resources",
-    "clusterscaler.model.scheduling.LabelSelector",
-    "clusterscaler.model.scheduling.NodeSelectorRequirement",
-    "clusterscaler.model.scheduling.NodeSelectorTerm",
-    "clusterscaler.model.scheduling.OwnerRef",
-    "clusterscaler.model.scheduling.Toleration",
-    "clusterscaler.model.scheduling.TopologySpreadConstraint",
 }
 
 
