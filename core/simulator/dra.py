@@ -163,8 +163,9 @@ class DeviceUse:
     local: bool = True
 
 
-# Copies that are each one claim given one device: their allocations and devices.
-_SingleCopies = tuple[list[Allocation], list[DeviceId]]
+# Copies of a fresh layout that are each one claim given one device local to the node:
+# each copy's request and device, in order.
+_SingleCopies = tuple[list[str], list[DeviceId]]
 
 
 @dataclass(slots=True)
@@ -175,14 +176,33 @@ class _Plan:
 
     node: str
     specs: tuple[ClaimSpec, ...]
-    allocations: list[tuple[Allocation, ...]]
+    # Each copy's allocations; None when the copies are `single` (made when read,
+    # `DraState._planned_at`).
+    allocations: list[tuple[Allocation, ...]] | None
+    # How many copies.
+    count: int
     version: int
     index: int = 0
     # The answer `allocate` gave from the plan, which `reserve` then records.
     offered: dict[str, Allocation] | None = None
-    # When each allocation is one claim's, of one dedicated device (not for admin access,
-    # not a share): those allocations and their devices, in order (`_reserve_copies`).
+    # When each copy is one claim given one dedicated device local to the node (not for
+    # admin access, not a share, pinned to the node), as a fresh layout's copies are:
+    # their requests and devices, in order (`_reserve_copies`).
     single: _SingleCopies | None = None
+
+
+@dataclass(slots=True)
+class _Copied:
+    """Claims of copies recorded together (`DraState._record_copies`): claim `keys[i]` is
+    allocated device `device_ids[i]` for request `requests[i]`, local to node `node` (its
+    allocation pinned there). Their `Allocation` objects are made only when one is read
+    (`DraState.allocation`): an estimate records copies by the thousand and reads back
+    none of them."""
+
+    node: str
+    keys: list[str]
+    requests: list[str]
+    device_ids: list[DeviceId]
 
 
 @dataclass(slots=True)
@@ -285,8 +305,8 @@ class _Copies:
     # Each copy's allocations, as positions.
     patterns: list[_Pattern]
     # When each copy is one claim given one device without admin access (the fill's
-    # usual copies): each copy's request and device position; None otherwise.
-    single: list[tuple[str, int]] | None
+    # usual copies): the copies' requests and device positions; None otherwise.
+    single: tuple[list[str], list[int]] | None
 
     @classmethod
     def of(
@@ -307,12 +327,17 @@ class _Copies:
             for allocations in found
         ]
         single = [
-            (results[0][0], results[0][1])
+            results[0]
             for pattern in patterns
             if len(pattern) == 1 and len(results := pattern[0]) == 1 and not results[0][2]
         ]
         return cls(
-            entry, len(found) < limit, patterns, single if len(single) == len(patterns) else None
+            entry,
+            len(found) < limit,
+            patterns,
+            ([r for r, _, _ in single], [i for _, i, _ in single])
+            if len(single) == len(patterns)
+            else None,
         )
 
     def enough(self, limit: int) -> bool:
@@ -329,8 +354,9 @@ class DraState:
     templates: dict[str, ResourceClaimTemplate] = field(default_factory=dict)
     node_slices: dict[str, list[ResourceSlice]] = field(default_factory=dict)
     shared_slices: list[ResourceSlice] = field(default_factory=list)
-    # The allocation of each claim now (from its status, then as simulated).
-    allocations: dict[str, Allocation] = field(default_factory=dict)
+    # The allocation of each claim now (from its status, then as simulated); the claims
+    # of copies recorded together map to their record (`_Copied`), read with `allocation`.
+    _allocations: dict[str, Allocation | _Copied] = field(default_factory=dict)
     # Which claim holds each device (allocations with admin access hold none).
     allocated: dict[DeviceId, str] = field(default_factory=dict)
     # Devices that allow multiple allocations: how many shares are allocated and what
@@ -412,9 +438,27 @@ class DraState:
             state._index(s)
         for claim in state.claims.values():
             if claim.allocation is not None:
-                state.allocations[claim.key] = claim.allocation
+                state._allocations[claim.key] = claim.allocation
                 state._hold(claim.key, claim.allocation)
         return state
+
+    @property
+    def allocations(self) -> dict[str, Allocation]:
+        """The allocation of each allocated claim, by claim key (a new dict)."""
+        return {key: self._materialized(key, found) for key, found in self._allocations.items()}
+
+    def allocation(self, key: str) -> Allocation | None:
+        """The allocation of claim `key` (None: not allocated)."""
+        found = self._allocations.get(key)
+        return found if found is None else self._materialized(key, found)
+
+    def _materialized(self, key: str, found: Allocation | _Copied) -> Allocation:
+        if isinstance(found, Allocation):
+            return found
+        i = found.keys.index(key)
+        return _copy_allocation(
+            found.requests[i], found.device_ids[i], self._local_selector(found.node)
+        )
 
     # ------------------------------------------------------------------ slices and devices
 
@@ -668,15 +712,27 @@ class DraState:
             plan is None
             or plan.node != node.name
             or plan.version != self._version
-            or plan.index >= len(plan.allocations)
+            or plan.index >= plan.count
         ):
             return None
         claims = self.pod_claims(pod)
         if isinstance(claims, str) or not self._copies_of(claims, plan.specs):
             return None
-        found = {c.key: a for c, a in zip(claims, plan.allocations[plan.index], strict=True)}
+        found = {
+            c.key: a for c, a in zip(claims, self._planned_at(plan, plan.index), strict=True)
+        }
         plan.offered = found
         return found
+
+    def _planned_at(self, plan: _Plan, index: int) -> tuple[Allocation, ...]:
+        """The allocations of the plan's copy `index`."""
+        if plan.allocations is not None:
+            return plan.allocations[index]
+        assert plan.single is not None
+        requests, device_ids = plan.single
+        return (
+            _copy_allocation(requests[index], device_ids[index], self._local_selector(plan.node)),
+        )
 
     def _copies_of(self, claims: Sequence[PodClaim], specs: Sequence[ClaimSpec]) -> bool:
         """Whether `claims` are a pod's own, none allocated or used by another pod, each
@@ -688,7 +744,7 @@ class DraState:
             return (
                 claim.owned
                 and (claim.spec is spec or claim.spec == spec)
-                and claim.key not in self.allocations
+                and claim.key not in self._allocations
                 and not self.consumers.get(claim.key)
             )
         keys = set()
@@ -696,7 +752,7 @@ class DraState:
             if (
                 not claim.owned
                 or claim.key in keys
-                or claim.key in self.allocations
+                or claim.key in self._allocations
                 or self.consumers.get(claim.key)
                 or (claim.spec is not spec and claim.spec != spec)
             ):
@@ -717,7 +773,7 @@ class DraState:
         if run is not None:
             # Each claim the pod's own, asking the first's: alike while none is allocated
             # or in use.
-            if not self.allocations.keys().isdisjoint(run.keys) or (
+            if not self._allocations.keys().isdisjoint(run.keys) or (
                 self.consumers and any(map(self.consumers.get, run.keys))
             ):
                 return False
@@ -779,13 +835,13 @@ class DraState:
             return 0
         specs = tuple([c.spec for c in claims])
         spec_ids = tuple(map(id, specs))
-        single: _SingleCopies | None = None
         fresh = self._fresh_devices(node)
         known = None if fresh is None else self._copies.get((fresh[0], spec_ids))
         if fresh is not None and known is not None and known.enough(limit):
             # A node of a layout seen before, read from its slices alone.
-            found_all, single = self._from_copies(known, limit, fresh[1], node.name)
+            plan = self._from_copies(known, limit, fresh[1], node.name, specs)
         else:
+            found_all: list[tuple[Allocation, ...]] | None = None
             entry = self._node_pools(node)
             if (
                 self._all_held(entry)
@@ -799,17 +855,20 @@ class DraState:
                 layout = self._fresh_layout(entry, node)
                 memo_key = None if layout is None else (layout, spec_ids)
                 known = None if memo_key is None else self._copies.get(memo_key)
-                if known is not None and known.enough(limit):
-                    ids = [c.device_id for p in entry.pools for c in p.devices]
-                    found_all, single = self._from_copies(known, limit, ids, node.name)
-                else:
+                if known is None or not known.enough(limit):
                     found_all = self._search_copies(claims, node, entry, limit)
                     if memo_key is not None:
                         self._copies[memo_key] = _Copies.of(found_all, entry, limit)
-        self._plan = _Plan(node.name, specs, found_all, self._version, single=single)
+            if found_all is not None:
+                plan = _Plan(node.name, specs, found_all, len(found_all), self._version)
+            else:
+                assert known is not None
+                ids = [c.device_id for p in entry.pools for c in p.devices]
+                plan = self._from_copies(known, limit, ids, node.name, specs)
+        self._plan = plan
         # The next pod placed there is answered from the plan, not from an earlier filter.
         self._last = None
-        return len(found_all)
+        return plan.count
 
     def _first_copy(self, claims: Sequence[PodClaim], node: Node) -> dict[str, Allocation] | None:
         """What the search gives `claims` (none allocated) on a fresh node of a layout
@@ -821,7 +880,9 @@ class DraState:
         known = self._copies.get((fresh[0], tuple(id(c.spec) for c in claims)))
         if known is None or not known.patterns:
             return None
-        [allocations], _ = self._from_copies(known, 1, fresh[1], node.name)
+        allocations = _pattern_allocations(
+            known.patterns[0], fresh[1], self._local_selector(node.name)
+        )
         return {c.key: a for c, a in zip(claims, allocations, strict=True)}
 
     def _all_held(self, entry: _NodePools) -> bool:
@@ -966,42 +1027,33 @@ class DraState:
         return tuple(layout) if layout else None
 
     def _from_copies(
-        self, known: _Copies, count: int, ids: Sequence[DeviceId], node_name: str
-    ) -> tuple[list[tuple[Allocation, ...]], _SingleCopies | None]:
-        """The allocations of the first `count` copies `known` holds, on node `node_name`
-        of their layout whose devices are `ids` (in the order of its pools); with the
-        copies' allocations and devices in order when each copy is one claim given one
-        device without admin access (else None)."""
+        self,
+        known: _Copies,
+        count: int,
+        ids: Sequence[DeviceId],
+        node_name: str,
+        specs: tuple[ClaimSpec, ...],
+    ) -> _Plan:
+        """The plan of the first `count` copies `known` holds, of claims asking `specs`, on
+        node `node_name` of their layout whose devices are `ids` (in the order of its
+        pools). When each copy is one claim given one device without admin access, the
+        plan holds their requests and devices, their allocations made only when read."""
+        if known.single is not None:
+            # Each copy one claim given one device (the fill's usual copies).
+            requests, positions = known.single
+            if count < len(positions):
+                requests, positions = requests[:count], positions[:count]
+            taken = [ids[i] for i in positions]
+            return _Plan(
+                node_name, specs, None, len(taken), self._version, single=(requests, taken)
+            )
         # A fresh layout's devices are all local to the node: an allocation of any of
         # them is pinned to it (`_node_selector`).
         pinned = self._local_selector(node_name)
-        if known.single is not None:
-            # Each copy one claim given one device (the fill's usual copies): in one pass.
-            single = known.single[:count]
-            taken = [ids[i] for _, i in single]
-            allocations = [
-                _new_allocation(
-                    _NO_ALLOCATION,
-                    (_new_device(_NO_DEVICE, request, driver, pool, name, False),),
-                    pinned,
-                )
-                for (request, _), (driver, pool, name) in zip(single, taken, strict=True)
-            ]
-            return list(zip(allocations)), (allocations, taken)
-        return [
-            tuple(
-                _new_allocation(
-                    _NO_ALLOCATION,
-                    tuple(
-                        _new_device(_NO_DEVICE, request, *ids[i], admin)
-                        for request, i, admin in results
-                    ),
-                    pinned if results else None,
-                )
-                for results in pattern
-            )
-            for pattern in known.patterns[:count]
-        ], None
+        found = [
+            _pattern_allocations(pattern, ids, pinned) for pattern in known.patterns[:count]
+        ]
+        return _Plan(node_name, specs, found, len(found), self._version)
 
     def _allocate(self, pod: Pod, node: Node) -> dict[str, Allocation] | str:
         claims = self.pod_claims(pod)
@@ -1009,7 +1061,7 @@ class DraState:
             return claims
         todo: list[PodClaim] = []
         for claim in claims:
-            current = self.allocations.get(claim.key)
+            current = self.allocation(claim.key)
             if current is not None:
                 if current.node_selector is not None and not node_selector_matches(
                     current.node_selector, node.name, node.labels
@@ -1150,7 +1202,7 @@ class DraState:
         keys = [c.key for c in claims if not c.owned] if not isinstance(claims, str) else []
         held: list[Held] = []
         for key, allocation in allocations.items():
-            self.allocations[key] = allocation
+            self._allocations[key] = allocation
             held.extend(self._hold(key, allocation))
         added = [k for k in keys if pod.key not in self.consumers.get(k, set())]
         for key in added:
@@ -1166,7 +1218,7 @@ class DraState:
             for key in added:
                 self.consumers.get(key, set()).discard(pod.key)
             for key in allocations:
-                self.allocations.pop(key, None)
+                self._allocations.pop(key, None)
             self._drop(held)
 
         return undo
@@ -1211,7 +1263,7 @@ class DraState:
             plan is None
             or plan.node != node.name
             or plan.version != self._version
-            or plan.index >= len(plan.allocations)
+            or plan.index >= plan.count
         ):
             return _nothing
         specs = plan.specs
@@ -1219,18 +1271,18 @@ class DraState:
             batch = self._reserve_copies(plan, pods, at)
             if batch is not None:
                 return batch
-        allocations = self.allocations
+        allocations = self._allocations
         recorded: list[str] = []
         held: list[Held] = []
         taken = 0
         for pod in pods:
-            if plan.index >= len(plan.allocations):
+            if plan.index >= plan.count:
                 break
             claims = self.pod_claims(pod)
             # Each claim the pod's own (`_copies_of`): none is listed among consumers.
             if isinstance(claims, str) or not self._copies_of(claims, specs):
                 break
-            for claim, allocation in zip(claims, plan.allocations[plan.index], strict=True):
+            for claim, allocation in zip(claims, self._planned_at(plan, plan.index), strict=True):
                 key = claim.key
                 allocations[key] = allocation
                 recorded.append(key)
@@ -1262,49 +1314,56 @@ class DraState:
         when that is not so (`_reserve_planned` then records them one by one)."""
         [spec] = plan.specs
         start = plan.index
-        found = plan.allocations
         run = self._run
-        if at is not None and run is not None and plan.single is not None and run.spec is spec:
+        single = plan.single
+        if at is not None and run is not None and single is not None and run.spec is spec:
             # The pods are the run's next ones: their keys are slices of its keys.
-            n = min(len(pods), len(found) - start)
+            end = start + min(len(pods), plan.count - start)
             return self._record_copies(
                 plan,
-                run.keys[at : at + n],
-                plan.single[0][start : start + n],
-                plan.single[1][start : start + n],
+                run.keys[at : at + end - start],
+                None,
+                single[1][start:end],
+                single[0][start:end],
             )
         keys: list[str] = []
-        chosen: list[Allocation] = []
-        device_ids: list[DeviceId] = []
-        for pod, (allocation,) in zip(pods, found[start:], strict=False):
+        for pod in pods[: plan.count - start]:
             claims = self.pod_claims(pod)
             if isinstance(claims, str) or not self._copies_of(claims, plan.specs):
                 break
-            key = claims[0].key
+            keys.append(claims[0].key)
+        end = start + len(keys)
+        if single is not None:
+            return self._record_copies(plan, keys, None, single[1][start:end], single[0][start:end])
+        assert plan.allocations is not None
+        chosen: list[Allocation] = []
+        device_ids: list[DeviceId] = []
+        for (allocation,) in plan.allocations[start:end]:
             results = allocation.results
             if len(results) != 1:
                 return None
             r = results[0]
             if r.admin_access or r.share_id:
                 return None
-            keys.append(key)
             chosen.append(allocation)
             device_ids.append((r.driver, r.pool, r.device))
-        return self._record_copies(plan, keys, chosen, device_ids)
+        return self._record_copies(plan, keys, chosen, device_ids, None)
 
     def _record_copies(
         self,
         plan: _Plan,
         keys: list[str],
-        chosen: list[Allocation],
+        chosen: list[Allocation] | None,
         device_ids: list[DeviceId],
+        requests: list[str] | None,
     ) -> Callable[[], None] | None:
-        """Record the plan's next allocations `chosen`, each of claim `keys[i]` (its pod's
-        own, so not listed among consumers) and of device `device_ids[i]`, as one record;
-        None, recording nothing, when a claim is allocated or used already, two are one,
-        or a device is held or draws on a counter."""
+        """Record the plan's next allocations, each of claim `keys[i]` (its pod's own, so
+        not listed among consumers) and of device `device_ids[i]`, as one record: the
+        allocations `chosen`, or (None) those of the plan's single copies, of `requests`,
+        made when read. None, recording nothing, when a claim is allocated or used
+        already, two are one, or a device is held or draws on a counter."""
         taken = len(keys)
-        allocations = self.allocations
+        allocations = self._allocations
         consumers = self.consumers
         allocated = self.allocated
         device_counters = self.device_counters
@@ -1318,7 +1377,13 @@ class DraState:
             or (device_counters and not device_counters.keys().isdisjoint(device_ids))
         ):
             return None
-        allocations.update(zip(keys, chosen, strict=True))
+        if chosen is None:
+            assert requests is not None
+            allocations.update(
+                dict.fromkeys(keys, _Copied(plan.node, keys, requests, device_ids))
+            )
+        else:
+            allocations.update(zip(keys, chosen, strict=True))
         allocated.update(zip(device_ids, keys, strict=True))
         plan.index += taken
         self._version += 1
@@ -1344,16 +1409,18 @@ class DraState:
         if isinstance(claims, str):
             return _nothing
         left: list[str] = []
-        freed: dict[str, Allocation] = {}
+        # Each claim freed: how it was recorded, and its allocation.
+        freed: dict[str, tuple[Allocation | _Copied, Allocation]] = {}
         for claim in claims:
             users = self.consumers.get(claim.key)
             if users is not None and pod.key in users:
                 users.discard(pod.key)
                 left.append(claim.key)
             if claim.owned and not self.consumers.get(claim.key):
-                allocation = self.allocations.pop(claim.key, None)
-                if allocation is not None:
-                    freed[claim.key] = allocation
+                recorded = self._allocations.pop(claim.key, None)
+                if recorded is not None:
+                    allocation = self._materialized(claim.key, recorded)
+                    freed[claim.key] = (recorded, allocation)
                     self._drop(
                         ((r.driver, r.pool, r.device), r.consumed if r.share_id else None)
                         for r in allocation.results
@@ -1368,8 +1435,8 @@ class DraState:
             self._version += 1
             for key in left:
                 self.consumers.setdefault(key, set()).add(pod.key)
-            for key, allocation in freed.items():
-                self.allocations[key] = allocation
+            for key, (recorded, allocation) in freed.items():
+                self._allocations[key] = recorded
                 self._hold(key, allocation)
 
         return undo
@@ -2084,6 +2151,32 @@ _new_device = field_replacer(
     AllocatedDevice, ("request", "driver", "pool", "device", "admin_access")
 )
 _new_allocation = field_replacer(Allocation, ("results", "node_selector"))
+
+
+def _copy_allocation(
+    request: str, device_id: DeviceId, pinned: tuple[NodeSelectorTerm, ...]
+) -> Allocation:
+    """The allocation of one dedicated device local to a node, pinned there."""
+    driver, pool, device = device_id
+    found: Allocation = _new_allocation(
+        _NO_ALLOCATION, (_new_device(_NO_DEVICE, request, driver, pool, device, False),), pinned
+    )
+    return found
+
+
+def _pattern_allocations(
+    pattern: _Pattern, ids: Sequence[DeviceId], pinned: tuple[NodeSelectorTerm, ...]
+) -> tuple[Allocation, ...]:
+    """A copy's allocations on a node of a fresh layout whose devices are `ids`, from their
+    positions (`_Copies`): the node's own devices, so each allocation is `pinned` to it."""
+    return tuple(
+        _new_allocation(
+            _NO_ALLOCATION,
+            tuple(_new_device(_NO_DEVICE, request, *ids[i], admin) for request, i, admin in results),
+            pinned if results else None,
+        )
+        for results in pattern
+    )
 # The node selector pinning an allocation to its node, made for every node an estimate adds.
 _NO_TERM = NodeSelectorTerm()
 _NAME_IN = NodeSelectorRequirement("metadata.name", "In")

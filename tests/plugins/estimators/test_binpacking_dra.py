@@ -308,3 +308,52 @@ def test_copies_on_nodes_of_one_layout_are_recorded_as_placed_one_by_one() -> No
     copies.revert()
     assert not dra.allocations and not dra.allocated
     assert not any(dra.consumers.values())
+
+
+def test_claims_recorded_as_copies_read_and_free_as_placed_one_by_one() -> None:
+    """The claims of copies recorded together on nodes of one layout are allocated as
+    placing the pods one by one allocates them: a pod of theirs is refused on another
+    node for its claim, and removing it frees its device, and its undo holds it again."""
+    workload = {"pods": 6, "cpu": "100m", "owned": True, "constraint": "", "claims": "template",
+                "app": "own",
+                "requests": [{"count": 1, "only_a": False, "tolerates": False}]}
+    plain = {"model": "a", "numa": 0, "tainted": False, "memory": 0}
+    tmpl = template_node([plain] * 3)
+    names = ["n1", "n2"]
+
+    def snapshot() -> tuple[ClusterSnapshot, list[Pod]]:
+        pods, claims, templates = workload_objects([workload])
+        snap = ClusterSnapshot(dra=DraState.build([], [parse_device_class(CLASS)], claims,
+                                                  templates))
+        for name in names:
+            snap.add_node(make_node(name, "4", "16Gi", 110), (),
+                          template_slices(tmpl.resource_slices, name))
+        return snap, pods
+
+    one_by_one, pods = snapshot()
+    for i, pod in enumerate(pods):
+        one_by_one.add_pod(pod, names[i // 3])
+    copies, copied = snapshot()
+    dra = copies.dra
+    assert dra is not None and dra.claims_alike(copied)
+    copies.fork()
+    for i, name in enumerate(names):
+        assert dra.copies_fit(copied[3 * i], copies.get(name).node, 6 - 3 * i) == 3
+        copies.add_pods(copied[3 * i : 3 * i + 3], name)
+    assert one_by_one.dra is not None
+    key = "default/w0-4#gpu"  # the second pod on n2, recorded with its node's copies
+    assert dra.allocation(key) == one_by_one.dra.allocation(key) is not None
+    refused = dra.allocate(copied[4], copies.get("n1").node)
+    assert isinstance(refused, str) and refused.startswith("resourceclaim not available")
+    assert refused == one_by_one.dra.allocate(pods[4], one_by_one.get("n1").node)
+    before = dra.allocations, dict(dra.allocated)
+    for snap in (copies, one_by_one):
+        snap.fork()
+        snap.remove_pod("default/w0-4")
+    assert dra.allocation(key) is None and key not in dra.allocated.values()
+    assert dra.allocations == one_by_one.dra.allocations
+    assert dra.allocated == one_by_one.dra.allocated
+    copies.revert()
+    assert (dra.allocations, dra.allocated) == before
+    copies.revert()
+    assert not dra.allocations and not dra.allocated
