@@ -42,7 +42,7 @@ from clusterscaler.framework.nodespecs import (
     parse_nodes_spec,
     parse_nodes_specs,
 )
-from clusterscaler.framework.options import BOOL, AutoscalingOptions, add_bool_flag
+from clusterscaler.framework.options import BOOL, AutoscalingOptions, BoolFlag, add_bool_flag
 from clusterscaler.framework.providerdefaults import ProviderDefaults
 from clusterscaler.framework.providerhook import cloud_provider_hook
 from clusterscaler.framework.templatedevices import (
@@ -196,6 +196,7 @@ __all__ = [
     "TO_BE_DELETED_TAINT",
     "AutoscalingOptions",
     "BlockingPodReason",
+    "BoolFlag",
     "CachedNodeGroup",
     "Clock",
     "CloudProvider",

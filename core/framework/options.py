@@ -144,6 +144,28 @@ def add_bool_flag(parser: argparse.ArgumentParser, flag: str, dest: str, help: s
     )
 
 
+@dataclass(frozen=True, slots=True)
+class BoolFlag:
+    """A plugin's own Go-style boolean flag, declared once and read back by the same value:
+    `add_to(parser)` in `clusterscaler_add_options` (as `add_bool_flag` does), then
+    `value(options)` where the plugin is built: whether the flag was set (False when it was
+    not given, or when the plugin's options were made without the command line)."""
+
+    flag: str  # with its dashes, e.g. "--aws-use-static-instance-list"
+    help: str
+
+    @property
+    def dest(self) -> str:
+        """Where argparse puts the value, hence its key in `AutoscalingOptions.extra`."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        add_bool_flag(parser, self.flag, self.dest, self.help)
+
+    def value(self, options: AutoscalingOptions) -> bool:
+        return bool(options.extra.get(self.dest, False))
+
+
 def parse_min_max(flag: str, text: str) -> MinMax:
     match = _MINMAX.match(text)
     if match is None:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 from clusterscaler.api import (
+    BoolFlag,
     ProviderContext,
-    add_bool_flag,
     cloud_provider_hook,
     hookimpl,
 )
@@ -27,19 +27,16 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-STATIC_LIST_FLAG = "--aws-use-static-instance-list"
-STATIC_LIST_DEST = "aws_use_static_instance_list"
+STATIC_LIST = BoolFlag(
+    "--aws-use-static-instance-list",
+    "Should CA fetch instance types in runtime or use a static list. AWS only "
+    "(default false: ask DescribeInstanceTypes, with the bundled list as fallback).",
+)
 
 
 @hookimpl
 def clusterscaler_add_options(parser: argparse.ArgumentParser) -> None:
-    add_bool_flag(
-        parser,
-        STATIC_LIST_FLAG,
-        STATIC_LIST_DEST,
-        "Should CA fetch instance types in runtime or use a static list. AWS only "
-        "(default false: ask DescribeInstanceTypes, with the bundled list as fallback).",
-    )
+    STATIC_LIST.add_to(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +61,7 @@ def settings_from_options(options: AutoscalingOptions) -> AwsSettings:
         discovery=discovery,
         cloud_config=cloud_config,
         region=resolve_region(cloud_config),
-        static_only=bool(options.extra.get(STATIC_LIST_DEST, False)),
+        static_only=STATIC_LIST.value(options),
     )
 
 

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from clusterscaler.api import (
+    BoolFlag,
     CloudProviderError,
     ConfigurationError,
     ProviderContext,
-    add_bool_flag,
     cloud_provider_hook,
     hookimpl,
 )
@@ -48,20 +48,17 @@ log = structlog.get_logger()
 # How long the factory waits for the first list of every watched resource.
 CACHE_SYNC_TIMEOUT = 120.0
 
-AUTHORITATIVE_FLAG = "--clusterapi-cloud-config-authoritative"
-AUTHORITATIVE_DEST = "clusterapi_cloud_config_authoritative"
+AUTHORITATIVE = BoolFlag(
+    "--clusterapi-cloud-config-authoritative",
+    "Treat the cloud-config flag authoritatively (do not fall back to the "
+    "kubeconfig flag): without --cloud-config the Machine API objects are read from the "
+    "in-cluster configuration. ClusterAPI only.",
+)
 
 
 @hookimpl
 def clusterscaler_add_options(parser: argparse.ArgumentParser) -> None:
-    add_bool_flag(
-        parser,
-        AUTHORITATIVE_FLAG,
-        AUTHORITATIVE_DEST,
-        "Treat the cloud-config flag authoritatively (do not fall back to the "
-        "kubeconfig flag): without --cloud-config the Machine API objects are read from the "
-        "in-cluster configuration. ClusterAPI only.",
-    )
+    AUTHORITATIVE.add_to(parser)
 
 
 def discovery_from_options(options: AutoscalingOptions) -> list[DiscoverySpec]:
@@ -86,7 +83,7 @@ def management_kubeconfig(options: AutoscalingOptions) -> str | None:
                 "management cluster's kubeconfig file; no such file"
             )
         return path
-    if bool(options.extra.get(AUTHORITATIVE_DEST, False)) and (
+    if AUTHORITATIVE.value(options) and (
         options.kubeconfig or options.kubernetes
     ):
         return ""
@@ -119,7 +116,7 @@ def management_client(options: AutoscalingOptions) -> Any:
     except Exception as exc:
         # The client's KubeConfigError, and whatever the kubeconfig loader lets through
         # (a YAML syntax error surfaces as the parser's own exception).
-        where = f"--cloud-config={kubeconfig!r}" if kubeconfig else AUTHORITATIVE_FLAG
+        where = f"--cloud-config={kubeconfig!r}" if kubeconfig else AUTHORITATIVE.flag
         raise ConfigurationError(
             f"{where}: the management cluster's configuration cannot be loaded: "
             f"{type(exc).__name__}: {exc}"

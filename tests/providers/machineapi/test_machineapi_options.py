@@ -57,7 +57,7 @@ def test_which_cluster_holds_the_machines(
     options = AutoscalingOptions(
         cloud_config=str(mgmt) if cloud_config else "",
         kubeconfig=kubeconfig,
-        extra={plugin.AUTHORITATIVE_DEST: authoritative},
+        extra={plugin.AUTHORITATIVE.dest: authoritative},
     )
     assert plugin.management_kubeconfig(options) == (str(mgmt) if expected == "MGMT" else expected)
 
