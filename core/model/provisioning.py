@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from clusterscaler.model.common import (
+    JsonValue,
     ModelError,
     _dict,
     _int,
@@ -137,7 +138,7 @@ class PodTemplate:
     name: str
     pod: Pod
     generation: int = 0
-    raw_template: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    raw_template: Mapping[str, JsonValue] = field(default_factory=dict, compare=False)
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name))

@@ -245,7 +245,6 @@ def test_the_hook_markers_are_made_once_and_imported_one_way() -> None:
 ANY_NOT_YET_TYPED = {
     "clusterscaler.model.node.Node",
     "clusterscaler.model.pod.Pod",
-    "clusterscaler.model.provisioning.PodTemplate",
     "clusterscaler.model.resources.Resources",
 }
 
