@@ -109,16 +109,20 @@ class KubeRuntime:
             options.capacity_buffer_controller_enabled
             or options.capacity_buffer_pod_injection_enabled
         )
+        source = KubeClusterSource(
+            api,
+            namespace=options.namespace,
+            provisioning_requests=options.enable_provisioning_requests,
+            capacity_buffers=buffers,
+            capacity_quotas=options.capacity_quotas_enabled,
+        )
         return cls(
             api_client=api,
-            source=KubeClusterSource(
-                api,
-                namespace=options.namespace,
-                provisioning_requests=options.enable_provisioning_requests,
-                capacity_buffers=buffers,
-                capacity_quotas=options.capacity_quotas_enabled,
+            source=source,
+            # The node cache tells how to write a taint in one request (see `add_taint`).
+            actions=KubeClusterActions(
+                api, dry_run=options.dry_run, cached_node=source.cached_node
             ),
-            actions=KubeClusterActions(api, dry_run=options.dry_run),
             # In the background: event writes share the client's QPS limit, and a scale-up
             # that triggers thousands of events must not stall the loop.
             recorder=EventRecorder(

@@ -8,6 +8,7 @@ from typing import Any, cast
 import structlog
 from clusterscaler.model import (
     ClusterObjects,
+    Node,
     Pod,
     parse_config_map,
     parse_controller,
@@ -291,6 +292,12 @@ class KubeClusterSource:
             for name, informer in sorted(self.informers.items())
             if (reason := informer.stale_reason())
         )
+
+    def cached_node(self, name: str) -> Node | None:
+        """Node ``name`` as the node cache last saw it (None: not cached). For choosing how
+        to write it, never for deciding about it: the cache may lag the cluster."""
+        node = self.informers["nodes"].get(name)
+        return node if isinstance(node, Node) else None
 
     def pods_on_node(self, name: str) -> list[Pod]:
         """The cached pods bound to node ``name`` (``NodePodsSource``): the actuator re-reads

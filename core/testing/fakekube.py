@@ -252,6 +252,25 @@ def _int_or_percent(value: Any, total: int, *, round_up: bool) -> int:
     return int(value)
 
 
+def _validate_node_taints(name: str, node: Obj) -> None:
+    """As the API server's node validation: taints unique by key and effect (a JSON patch
+    appending a taint the node already carries is refused with 422)."""
+    seen: set[tuple[Any, Any]] = set()
+    taints = (node.get("spec") or {}).get("taints") or []
+    for i, taint in enumerate(taints if isinstance(taints, list) else []):
+        if not isinstance(taint, dict):
+            continue
+        pair = (taint.get("key"), taint.get("effect"))
+        if pair in seen:
+            raise ApiError(
+                422,
+                f'Node "{name}" is invalid: metadata.taints[{i}]: Duplicate value: '
+                f"{json.dumps(taint, sort_keys=True)}: taints must be unique by key and effect "
+                "pair",
+            )
+        seen.add(pair)
+
+
 def _pod_is_healthy(pod: Obj) -> bool:
     status = pod.get("status") or {}
     if status.get("phase") != "Running":
@@ -1365,6 +1384,8 @@ class FakeKubeServer(FakeHttpServer):
                 raise ApiError(405, f"method {method} is not allowed on {path}")
             new = self._split_status(rtype, route, current, new)
             new.setdefault("metadata", {}).pop("resourceVersion", None)
+            if rtype.kind == "Node" and rtype.builtin:
+                _validate_node_taints(route.name, new)
             return 200, self._versioned(self._replace(rtype, current, new, dry_run=dry_run), route)
 
     @staticmethod

@@ -196,7 +196,8 @@ def test_a_500_on_one_nodes_update_fails_that_node_only(
     assert {u.node for u in first.scale_down.unneeded} == {"n1", "n2"}
     stack.sees(lambda n: "DeletionCandidateOfClusterAutoscaler" in n["taints"], "n1", "n2")
 
-    fault = fake_kube.add_fault(method="PUT", path="^/api/v1/nodes/n1$", status=500, times=1)
+    # The taint is appended by a JSON patch (one request); its 500 fails n1.
+    fault = fake_kube.add_fault(method="PATCH", path="^/api/v1/nodes/n1$", status=500, times=1)
     with capture_logs() as logs:
         result = stack.loop(now + timedelta(minutes=11))
     stack.flush_events()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from clusterscaler.framework.clusteractions import ClusterActions, EvictionError, NodeNotFoundError
 from clusterscaler.kube.actions import ConflictRetriesExhaustedError, KubeClusterActions
-from clusterscaler.model import Pod, Taint, parse_pod
+from clusterscaler.model import Node, Pod, Taint, parse_pod
 
 TO_BE_DELETED = Taint("ToBeDeletedByClusterAutoscaler", "1700000000", "NoSchedule")
 
@@ -46,6 +46,15 @@ def test_implements_cluster_actions(actions):
     assert isinstance(actions, ClusterActions)
 
 
+def bare_node(name: str) -> dict:
+    """A node with no taint list at all, as the API server keeps an untainted node."""
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}}
+
+
+def node_requests(fake_kube) -> list[tuple[str, int]]:
+    return [(r.verb, r.status) for r in fake_kube.requests if r.resource == "nodes"]
+
+
 def test_add_taint_keeps_other_taints_and_replaces_same_key_and_effect(fake_kube, actions):
     fake_kube.create(node("n1", [{"key": "other", "effect": "NoExecute"}]))
     actions.add_taint("n1", Taint("ToBeDeletedByClusterAutoscaler", "1", "NoSchedule"))
@@ -54,25 +63,81 @@ def test_add_taint_keeps_other_taints_and_replaces_same_key_and_effect(fake_kube
         {"key": "other", "effect": "NoExecute"},
         {"key": "ToBeDeletedByClusterAutoscaler", "value": "1700000000", "effect": "NoSchedule"},
     ]
-    updates = [r for r in fake_kube.requests if r.verb == "update" and r.resource == "nodes"]
-    assert len(updates) == 2
+    # The first taint is appended by one patch; the second, of the same key and effect, is
+    # refused as a duplicate by the server and replaces the first by read and update.
+    assert node_requests(fake_kube) == [
+        ("patch", 200),
+        ("patch", 422),
+        ("get", 200),
+        ("update", 200),
+    ]
 
 
-def test_add_existing_taint_writes_nothing(fake_kube, actions):
-    fake_kube.create(node("n1", [TO_BE_DELETED.to_k8s()]))
+def test_add_taint_is_one_request(fake_kube, actions):
+    """Each request takes a token of --kube-client-qps: a taint costs one, as CA's update
+    of its cached node does, not a read and a write."""
+    fake_kube.create(node("n1", [{"key": "kwok-provider", "value": "true", "effect": "NoSchedule"}]))
     actions.add_taint("n1", TO_BE_DELETED)
-    assert not [r for r in fake_kube.requests if r.verb == "update"]
+    assert taints_of(fake_kube, "n1") == [
+        {"key": "kwok-provider", "value": "true", "effect": "NoSchedule"},
+        TO_BE_DELETED.to_k8s(),
+    ]
+    assert node_requests(fake_kube) == [("patch", 200)]
 
 
-def test_remove_taint_reports_whether_present(fake_kube, actions):
-    fake_kube.create(node("n1", [TO_BE_DELETED.to_k8s(), {"key": "keep", "effect": "NoSchedule"}]))
-    assert actions.remove_taint("n1", TO_BE_DELETED.key) is True
-    assert actions.remove_taint("n1", TO_BE_DELETED.key) is False
-    assert taints_of(fake_kube, "n1") == [{"key": "keep", "effect": "NoSchedule"}]
+def test_add_taint_to_a_node_without_taints(fake_kube, actions):
+    fake_kube.create(bare_node("n1"))
+    actions.add_taint("n1", TO_BE_DELETED)
+    assert taints_of(fake_kube, "n1") == [TO_BE_DELETED.to_k8s()]
+
+
+@pytest.mark.parametrize(
+    ("cached", "requests"),
+    [
+        pytest.param([], [("get", 200), ("update", 200)], id="cache-shows-no-taints"),
+        pytest.param(
+            [Taint(TO_BE_DELETED.key, "1", "NoSchedule")],
+            [("get", 200), ("update", 200)],
+            id="cache-shows-same-key-and-effect",
+        ),
+        pytest.param([Taint("other", "", "NoExecute")], [("patch", 200)], id="cache-shows-others"),
+    ],
+)
+def test_cached_node_chooses_the_write_not_its_content(fake_kube, cached, requests):
+    """Where the cache says the patch would be refused, the node is read and updated at
+    once; what is written is decided by the node as read, never by the cache."""
+    fake_kube.create(node("n1", [{"key": "other", "effect": "NoExecute"}]))
+    actions = KubeClusterActions(
+        fake_kube.api_client(), cached_node=lambda name: Node(name, taints=tuple(cached))
+    )
+    actions.add_taint("n1", TO_BE_DELETED)
+    assert taints_of(fake_kube, "n1") == [
+        {"key": "other", "effect": "NoExecute"},
+        TO_BE_DELETED.to_k8s(),
+    ]
+    assert node_requests(fake_kube) == requests
+
+
+def test_taint_patch_keeps_a_change_made_since_the_cache_saw_the_node(fake_kube, actions):
+    """The patch is applied by the server to the node as it is: a taint another writer
+    added after our cache saw the node stays."""
+    fake_kube.create(node("n1", [{"key": "a", "effect": "NoSchedule"}]))
+    fake_kube.patch("nodes", "n1", {"spec": {"taints": [
+        {"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoExecute"}]}})
+    actions = KubeClusterActions(
+        fake_kube.api_client(),
+        cached_node=lambda name: Node(name, taints=(Taint("a", "", "NoSchedule"),)),
+    )
+    actions.add_taint("n1", TO_BE_DELETED)
+    assert taints_of(fake_kube, "n1") == [
+        {"key": "a", "effect": "NoSchedule"},
+        {"key": "b", "effect": "NoExecute"},
+        TO_BE_DELETED.to_k8s(),
+    ]
 
 
 def test_taint_update_retries_on_conflict(fake_kube, actions):
-    fake_kube.create(node("n1"))
+    fake_kube.create(bare_node("n1"))
     fake_kube.add_fault(method="PUT", path="/api/v1/nodes/n1", status=409, times=2)
     actions.add_taint("n1", TO_BE_DELETED)
     assert taints_of(fake_kube, "n1") == [TO_BE_DELETED.to_k8s()]
@@ -80,7 +145,7 @@ def test_taint_update_retries_on_conflict(fake_kube, actions):
 
 
 def test_taint_update_gives_up_after_retries(fake_kube):
-    fake_kube.create(node("n1"))
+    fake_kube.create(bare_node("n1"))
     fake_kube.add_fault(method="PUT", path="/api/v1/nodes/n1", status=409)
     actions = KubeClusterActions(fake_kube.api_client(), conflict_retries=3)
     with pytest.raises(ConflictRetriesExhaustedError, match="node n1"):
@@ -89,7 +154,7 @@ def test_taint_update_gives_up_after_retries(fake_kube):
 
 def test_concurrent_change_is_not_lost(fake_kube, actions):
     """A label added between our read and write survives: the write conflicts and is redone."""
-    fake_kube.create(node("n1"))
+    fake_kube.create(bare_node("n1"))
     done = []
 
     def kubelet_writes_first(method, path):
