@@ -6,6 +6,13 @@ certificates for mutual TLS made with `cryptography`.
 The service decodes requests and encodes replies with the provider's message classes; the
 field numbers those classes use are checked against upstream's `.proto` separately, on the
 wire (test_externalgrpc_protocol.py).
+
+It answers as upstream's example service (its `wrapper` package, run against the real
+control plane in test_externalgrpc_upstream_service.py) does: a failure of the wrapped
+provider is status `UNKNOWN` carrying the provider's message (`NodeGroup "x", not found`,
+CA's kwok provider's words for a bad size change), `UNIMPLEMENTED` only for what the provider
+does not implement; every instance with a state has an `errorInfo`, empty when there is no
+error.
 """
 
 from __future__ import annotations
@@ -115,7 +122,8 @@ class FakeService:
     def _group(self, group_id: str, context: grpc.ServicerContext) -> FakeGroup:
         group = self.groups.get(group_id)
         if group is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"node group {group_id!r} not found")
+            # The wrapper's words, in a plain Go error: status UNKNOWN.
+            context.abort(grpc.StatusCode.UNKNOWN, f'NodeGroup "{group_id}", not found')
         assert group is not None
         return group
 
@@ -169,8 +177,14 @@ class FakeService:
 
     def NodeGroupIncreaseSize(self, request: Any, context: grpc.ServicerContext) -> Any:
         group = self._group(request.id, context)
-        if request.delta <= 0 or group.target + request.delta > group.max_size:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad delta {request.delta}")
+        if request.delta <= 0:
+            context.abort(grpc.StatusCode.UNKNOWN, "size increase must be positive")
+        if group.target + request.delta > group.max_size:
+            context.abort(
+                grpc.StatusCode.UNKNOWN,
+                f"size increase too large, desired: {group.target + request.delta} "
+                f"max: {group.max_size}",
+            )
         for _ in range(request.delta):
             instance = self._grow(group, protocol.STATE_CREATING)
             if group.id in self.stockouts:
@@ -184,7 +198,7 @@ class FakeService:
         ids = {n.providerID for n in request.nodes}
         unknown = ids - {i.id for i in group.instances}
         if unknown:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not in {group.id}: {sorted(unknown)}")
+            context.abort(grpc.StatusCode.UNKNOWN, f"not in {group.id}: {sorted(unknown)}")
         group.instances = [i for i in group.instances if i.id not in ids]
         group.target -= len(ids)
         return protocol.message("NodeGroupDeleteNodesResponse")
@@ -192,8 +206,14 @@ class FakeService:
     def NodeGroupDecreaseTargetSize(self, request: Any, context: grpc.ServicerContext) -> Any:
         group = self._group(request.id, context)
         creating = [i for i in group.instances if i.state == protocol.STATE_CREATING]
-        if request.delta >= 0 or -request.delta > len(creating):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad delta {request.delta}")
+        if request.delta >= 0:
+            context.abort(grpc.StatusCode.UNKNOWN, "size decrease must be negative")
+        if -request.delta > len(creating):
+            context.abort(
+                grpc.StatusCode.UNKNOWN,
+                f"attempt to delete existing nodes, targetSize: {group.target} delta: "
+                f"{request.delta} existingNodes: {group.target - len(creating)}",
+            )
         drop = {i.id for i in creating[request.delta:]}
         group.instances = [i for i in group.instances if i.id not in drop]
         group.target += request.delta
@@ -205,6 +225,7 @@ class FakeService:
         for i in group.instances:
             pb = response.instances.add(id=i.id)
             pb.status.instanceState = i.state
+            pb.status.errorInfo.SetInParent()  # as the wrapper: present, empty without an error
             if i.error_code:
                 pb.status.errorInfo.errorCode = i.error_code
                 pb.status.errorInfo.errorMessage = i.error_message

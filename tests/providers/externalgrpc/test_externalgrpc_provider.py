@@ -168,8 +168,23 @@ def test_a_refused_deletion_is_an_error_naming_the_group(service: FakeService, m
     provider = make_provider()
     (group,) = provider.node_groups()
 
-    with pytest.raises(ServiceError, match=r"node group a: NodeGroupDeleteNodes .*INVALID_ARGUMENT: not in a"):
+    with pytest.raises(ServiceError, match=r"node group a: NodeGroupDeleteNodes .*UNKNOWN: not in a"):
         group.delete_nodes([make_node("stranger", provider_id="fake://b/1")])
+
+
+def test_a_group_the_service_no_longer_has_is_an_error_naming_it(
+    service: FakeService, make_provider: ProviderFactory
+) -> None:
+    """Upstream's example service answers a call about an unknown group with a plain Go
+    error: status UNKNOWN, `NodeGroup "<id>", not found`."""
+    service.add_group("a", 0, 5, target=1)
+    provider = make_provider()
+    (group,) = provider.node_groups()
+    del service.groups["a"]
+
+    with pytest.raises(ServiceError, match=r'node group a: NodeGroupTargetSize on \S+: UNKNOWN: NodeGroup "a", not found$') as raised:
+        group.target_size()
+    assert (raised.value.method, raised.value.code) == ("NodeGroupTargetSize", "UNKNOWN")
 
 
 def test_decrease_target_size_cancels_requested_capacity(service: FakeService, make_provider: ProviderFactory) -> None:
@@ -227,6 +242,7 @@ def test_instances_with_their_states_and_errors(service: FakeService, make_provi
     )
     quota = instances["i-quota"].error
     assert quota is not None and quota.error_class is InstanceErrorClass.OTHER
+    # Upstream's example service sends an empty errorInfo with every state: no error.
     assert instances["i-running"].error is None
 
 
