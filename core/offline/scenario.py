@@ -436,6 +436,8 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
     if isinstance(cloud, str):
         if "\x00" in cloud:  # no file is named so (Path.resolve raised ValueError)
             raise _fail(source, "cloudConfig", "a path to a cloud-config file", cloud)
+        if not cloud.strip():  # the scenario's own folder, never a file
+            raise _fail(source, "cloudConfig", "a path to a cloud-config file", cloud)
         scenario.cloud_config_path = str((base / cloud).resolve())
     elif isinstance(cloud, Mapping):
         scenario.cloud_config = cloud
@@ -502,4 +504,14 @@ def load_scenario(path: str | Path) -> Scenario:
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise InputError(f"{p}: expected a YAML scenario: {exc}") from None
-    return parse_scenario(doc, str(p), p.parent)
+    scenario = parse_scenario(doc, str(p), p.parent)
+    cloud = Path(scenario.cloud_config_path)
+    if scenario.cloud_config_path and not cloud.is_file():
+        # Named here, with the scenario and its field: the provider reading it later knows
+        # only a path.
+        raise InputError(
+            f"{p}: cloudConfig: expected a path to a cloud-config file, got "
+            f"{describe_value(doc.get('cloudConfig'))} "
+            f"({'not a file' if cloud.exists() else 'no such file'}: {_key(cloud)})"
+        )
+    return scenario

@@ -646,3 +646,20 @@ def test_an_applied_manifest_quotes_a_long_value_in_a_line(
     assert f"--apply '{path}': {message}" in str(caught.value), caught.value
     # The file's path and the kinds `--apply` creates, and a value in a line.
     assert len(str(caught.value)) < len(str(path)) + 600, len(str(caught.value))
+
+
+@pytest.mark.parametrize(("cloud", "why"), [("", ""), (".", "not a file"),
+                                            ("missing.yaml", "no such file")],
+                         ids=["empty", "folder", "missing"])
+def test_a_scenario_cloud_config_that_is_no_file_names_the_scenario_and_field(
+    cloud: str, why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cloudConfig: ''` named only the scenario's folder (`--cloud-config '/tmp/x': cannot
+    read the file: Is a directory`), neither the scenario nor its field."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"name: s\ncloudConfig: '{cloud}'\n")
+    assert main(["simulate", str(scenario), "--once", "--json"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{scenario}: cloudConfig: expected a path to a cloud-config file, got '{cloud}'" \
+        in error, error
+    assert why in error, error
