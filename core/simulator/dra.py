@@ -65,6 +65,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from itertools import repeat
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -406,6 +407,11 @@ class DraState:
     _plan: _Plan | None = None
     # The layouts of nodes' devices (`_layout`) by their slices' signature (`_signature`).
     _layouts: dict[tuple[object, ...], _Layout] = field(default_factory=dict)
+    # The last layout `_fresh_devices` found for a node of one slice: that slice, whether
+    # its pool was complete, and the layout. A template's next copy has a slice of the same
+    # devices, taints and counters (the same objects): its layout is known without its
+    # signature.
+    _single_layout: tuple[ResourceSlice, bool, _Layout] | None = None
     # The pods the last `claims_alike` found alike, when their claims are one template's.
     _run: _Run | None = None
     # Share ids given to simulated allocations of shared devices.
@@ -704,9 +710,23 @@ class DraState:
         self._last = (pod, node, self._version, found)
         return found
 
-    def _planned(self, pod: Pod, node: Node) -> dict[str, Allocation] | None:
-        """The next allocation `copies_fit` planned for this node, when `pod`'s claims are
-        copies of the planned ones and nothing changed since: what the search would find."""
+    def unfit(self, pod: Pod, node: Node) -> str | None:
+        """Why `pod`'s claims cannot be allocated on `node` (None: they can), as `allocate`
+        says; without making the allocations when they are the next ones `copies_fit`
+        planned there (the Reserve step, `reserve_pods` or `allocate`, makes them)."""
+        last = self._last
+        if last is not None and last[0] is pod and last[1] is node and last[2] == self._version:
+            found = last[3]
+        elif self._plan_for(pod, node) is not None:
+            return None
+        else:
+            found = self._allocate(pod, node)
+            self._last = (pod, node, self._version, found)
+        return found if isinstance(found, str) else None
+
+    def _plan_for(self, pod: Pod, node: Node) -> tuple[list[PodClaim], _Plan] | None:
+        """`pod`'s claims and the plan `copies_fit` made for this node, when its claims are
+        copies of the planned ones, a planned copy is left and nothing changed since."""
         plan = self._plan
         if (
             plan is None
@@ -718,6 +738,15 @@ class DraState:
         claims = self.pod_claims(pod)
         if isinstance(claims, str) or not self._copies_of(claims, plan.specs):
             return None
+        return claims, plan
+
+    def _planned(self, pod: Pod, node: Node) -> dict[str, Allocation] | None:
+        """The next allocation `copies_fit` planned for this node, when `pod`'s claims are
+        copies of the planned ones and nothing changed since: what the search would find."""
+        planned = self._plan_for(pod, node)
+        if planned is None:
+            return None
+        claims, plan = planned
         found = {
             c.key: a for c, a in zip(claims, self._planned_at(plan, plan.index), strict=True)
         }
@@ -812,7 +841,7 @@ class DraState:
             return None
         prefix = namespace + "/"
         suffix = "#" + made[0].name
-        keys = [prefix + name + suffix for name in map(_name, pods)]
+        keys = [f"{prefix}{name}{suffix}" for name in map(_name, pods)]
         return _Run(tuple(pods), keys, first[0].spec)
 
     def claims_key(self, pod: Pod) -> tuple[int, ...]:
@@ -949,8 +978,27 @@ class DraState:
         local = self.node_slices.get(node.name)
         if self.shared_slices or not local:
             return None
-        signature = self._signature(local, node.name)
-        known = None if signature is None else self._layouts.get(signature)
+        known: _Layout | None = None
+        last = self._single_layout
+        if last is not None and len(local) == 1:
+            s, t = local[0], last[0]
+            if (
+                s.devices is t.devices
+                and s.device_taints is t.device_taints
+                and s.device_counters is t.device_counters
+                and s.shared_counters is t.shared_counters
+                and s.node_name == node.name
+                and not s.per_device_node_selection
+                and self.pool_complete((s.driver, s.pool.name)) == last[1]
+            ):
+                # The signature `t` had: the same layout.
+                known = last[2]
+        if known is None:
+            signature = self._signature(local, node.name)
+            known = None if signature is None else self._layouts.get(signature)
+            if known is not None and len(local) == 1:
+                s = local[0]
+                self._single_layout = (s, self.pool_complete((s.driver, s.pool.name)), known)
         if known is None or known.key is None:
             return None
         if self.used_counters:
@@ -958,7 +1006,11 @@ class DraState:
                 s = local[i]
                 if self._counters_drawn((s.driver, s.pool.name)):
                     return None
-        ids = [(local[i].driver, local[i].pool.name, name) for i, name in known.devices]
+        if len(local) == 1:
+            driver, pool = local[0].driver, local[0].pool.name
+            ids = [(driver, pool, name) for _, name in known.devices]
+        else:
+            ids = [(local[i].driver, local[i].pool.name, name) for i, name in known.devices]
         if not self.allocated.keys().isdisjoint(ids):
             return None
         return known.key, ids
@@ -1379,9 +1431,7 @@ class DraState:
             return None
         if chosen is None:
             assert requests is not None
-            allocations.update(
-                dict.fromkeys(keys, _Copied(plan.node, keys, requests, device_ids))
-            )
+            allocations.update(zip(keys, repeat(_Copied(plan.node, keys, requests, device_ids))))
         else:
             allocations.update(zip(keys, chosen, strict=True))
         allocated.update(zip(device_ids, keys, strict=True))

@@ -1334,8 +1334,7 @@ def check_dynamic_resources(pod: Pod, node_info: SimNodeInfo, snapshot: ClusterS
     dra = snapshot.dra
     if dra is None:
         return f"{REASON_DRA}: the cluster has no ResourceSlices, ResourceClaims or templates"
-    found = dra.allocate(pod, node_info.node)
-    return found if isinstance(found, str) else None
+    return dra.unfit(pod, node_info.node)
 
 
 # --------------------------------------------------------------------------- all together

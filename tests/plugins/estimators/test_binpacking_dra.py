@@ -357,3 +357,52 @@ def test_claims_recorded_as_copies_read_and_free_as_placed_one_by_one() -> None:
     assert (dra.allocations, dra.allocated) == before
     copies.revert()
     assert not dra.allocations and not dra.allocated
+
+
+def test_nodes_of_two_layouts_in_turn_get_the_copies_of_their_own() -> None:
+    """Copies of two templates in turn (two GPUs a node, then three, in slices alike but
+    for their devices): each node's copies are those of its own layout, as placing the
+    pods one by one finds them."""
+    workload = {"pods": 10, "cpu": "100m", "owned": True, "constraint": "", "claims": "template",
+                "app": "own",
+                "requests": [{"count": 1, "only_a": False, "tolerates": False}]}
+    plain = {"model": "a", "numa": 0, "tainted": False, "memory": 0}
+    two = template_node([plain] * 2)
+    [two_gpus] = two.resource_slices
+    [three_gpus] = template_node([plain] * 3).resource_slices
+    three = replace(two, resource_slices=(replace(two_gpus, devices=three_gpus.devices),))
+    nodes = [("n1", two), ("n2", three), ("n3", two), ("n4", three)]
+
+    def snapshot() -> tuple[ClusterSnapshot, list[Pod]]:
+        pods, claims, templates = workload_objects([workload])
+        snap = ClusterSnapshot(dra=DraState.build([], [parse_device_class(CLASS)], claims,
+                                                  templates))
+        for name, tmpl in nodes:
+            snap.add_node(make_node(name, "4", "16Gi", 110), (),
+                          template_slices(tmpl.resource_slices, name))
+        return snap, pods
+
+    one_by_one, pods = snapshot()
+    placed = 0
+    for name, _ in nodes:
+        while placed < len(pods) and check_predicates(
+            pods[placed], one_by_one.get(name), one_by_one
+        ) is None:
+            one_by_one.add_pod(pods[placed], name)
+            placed += 1
+    copies, copied = snapshot()
+    dra = copies.dra
+    assert dra is not None and dra.claims_alike(copied)
+    copies.fork()
+    done = 0
+    counts = []
+    for name, _ in nodes:
+        n = dra.copies_fit(copied[done], copies.get(name).node, len(copied) - done)
+        assert check_predicates(copied[done], copies.get(name), copies) is None
+        copies.add_pods(copied[done : done + n], name)
+        counts.append(n)
+        done += n
+    assert counts == [2, 3, 2, 3] and placed == done
+    assert one_by_one.dra is not None
+    assert dra.allocations == one_by_one.dra.allocations
+    assert dra.allocated == one_by_one.dra.allocated
