@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from clusterscaler.api import ConfigurationError
-from clusterscaler.offline.loader import InputError, parse_snapshot_data
+from clusterscaler.offline.loader import MAX_COUNT, InputError, parse_snapshot_data
 from clusterscaler.offline.scenario import parse_scenario
 from clusterscaler.plugins.sim.config import parse_cloud_config
 from fuzzkit import EXAMPLES, FUZZ, HOSTILE_VALUES, bounded, mutated, size_of, yaml_text
@@ -141,11 +141,31 @@ SCENARIOS = {
 }
 
 
+def pods_asked(doc: Any) -> int:
+    """The pods a scenario asks its reader to build: its workloads' replicas and its
+    addPods events' counts, where they are counts it accepts."""
+
+    def count(value: Any) -> int:
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+        return value if ok else 0
+
+    def entries(key: str) -> list[Any]:
+        value = doc.get(key) if isinstance(doc, dict) else None
+        return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+
+    pods = sum(count(w.get("replicas")) for w in entries("workloads"))
+    for event in entries("events"):
+        added = event.get("addPods")
+        if isinstance(added, dict):
+            pods += count(added.get("count", 1))
+    return pods
+
+
 @FUZZ
 @given(doc=mutated(list(SCENARIOS.values())))
 def test_a_scenario_is_read_or_refused_naming_the_file(doc: dict[str, Any]) -> None:
     source = str(EXAMPLES / "scenarios" / "fuzzed.yaml")
-    with bounded(size_of(doc)):
+    with bounded(size_of(doc), objects=pods_asked(doc)):
         try:
             parse_scenario(doc, source, base_dir=EXAMPLES / "scenarios")
         except InputError as error:

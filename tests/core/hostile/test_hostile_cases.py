@@ -279,6 +279,26 @@ def test_the_targets_bound_fails_a_reader_that_outgrows_its_input(
         raise InputError("refused, but late")
 
 
+def test_the_targets_bound_counts_the_objects_an_input_asks_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 570-byte scenario of 1,159 replicas costs what 1,159 pods cost: the bound of its
+    570 bytes alone stopped long runs (1.03 to 1.23 CPU seconds), the more when the heap had
+    to grow for the pods."""
+    monkeypatch.setattr(fuzzkit, "CPU_SECONDS", 0.05)  # the same check, in less time
+
+    def busy(seconds: float) -> None:
+        started = time.process_time()
+        while time.process_time() - started < seconds:
+            pass
+
+    with bounded(570, objects=100):  # 0.05 s + 15 s a MB of 100,570 bytes: 1.56 s
+        busy(0.1)
+    with pytest.raises(AssertionError, match="CPU seconds for 570 bytes of input asking for 1 "
+                       "objects"), bounded(570, objects=1):
+        busy(0.1)
+
+
 def _watching_node_informer(kube: FakeKubeServer) -> Informer[Any]:
     kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n0"}})
     api = client.CoreV1Api(kube.api_client())
