@@ -20,10 +20,11 @@ deleted, and their outcomes are reported by the first loop after they finish.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -1018,17 +1019,20 @@ class Autoscaler:
             # each loop): its removal simulation need not be undone.
             last_use=True,
         )
-        if not cooldown:
-            # As in CA, soft taints change only when scale-down may act. Nodes being deleted
-            # are left to their deletion, which writes their taints concurrently.
-            self.actuator.update_soft_taints(
-                [n for n in objects.nodes if n.name not in state.being_deleted],
-                (u.node for u in plan.unneeded),
-                now,
-            )
         groups = {gid: g.group for gid, g in state.groups.items()}
         selected = [*plan.selection.empty, *plan.selection.drain]
-        started = self.actuator.start(plan.selection.empty, plan.selection.drain, groups, now)
+        with self._provider_released():
+            if not cooldown:
+                # As in CA, soft taints change only when scale-down may act. Nodes being
+                # deleted are left to their deletion, which writes their taints concurrently.
+                self.actuator.update_soft_taints(
+                    [n for n in objects.nodes if n.name not in state.being_deleted],
+                    (u.node for u in plan.unneeded),
+                    now,
+                )
+            started = self.actuator.start(
+                plan.selection.empty, plan.selection.drain, groups, now
+            )
         # Reported in this loop's `started`: when they finish, their start events are done.
         self._announced.update(d.node for d in started)
         for d in started:
@@ -1063,6 +1067,25 @@ class Autoscaler:
             in_flight=tuple(sorted(self.deletions_in_flight())),
         )
         return result, [d for d in during if d.ok]
+
+    @contextlib.contextmanager
+    def _provider_released(self) -> Iterator[None]:
+        """Run the loop's node writes (soft taints, the taints that start deletions)
+        without the provider lock that `run_once` holds.
+
+        They call no cloud, only the API server, where each waits its turn under
+        --kube-client-qps: with the lock held through them, the deletions in flight (which
+        call `delete_nodes` under it) waited for the whole loop, kept their places of
+        --max-scale-down-parallelism and left fewer for the next loop. CA's deletions run
+        beside its loop. What the loop read from the provider stays right: a deletion that
+        finishes meanwhile is taken in this loop (`_collect_finished`, after `start`) and
+        out of its group's size (`removed`)."""
+        lock = self.actuator.provider_lock
+        lock.release()
+        try:
+            yield
+        finally:
+            lock.acquire()
 
     def _in_progress(
         self, state: ClusterState, pods_by_node: Mapping[str, Sequence[Pod]]

@@ -384,10 +384,9 @@ class Actuator:
                     self._interrupted(t.r, drain=t.drain, why=describe_error(exc))
             raise
         if tainted_empty:
-            batch = list(tainted_empty)
             self.executor.submit(
-                f"empty-{batch[0][0].node.name}",
-                functools.partial(self._delete_empty, batch, groups),
+                f"empty-{tainted_empty[0][0].node.name}",
+                functools.partial(self._delete_empty, list(tainted_empty), groups),
             )
         for r, cordoned in tainted_drain:
             self.executor.submit(
@@ -444,7 +443,9 @@ class Actuator:
         self, tainted: Sequence[tuple[RemovableNode, bool]], groups: Mapping[str, NodeGroup]
     ) -> None:
         """Empty nodes are deleted --node-delete-delay-after-taint after their taint, so
-        that the scheduler sees the taint before the nodes disappear."""
+        that the scheduler sees the taint before the nodes disappear; then each on its own
+        (as CA's `deleteNodesAsync` starts one deletion per node), so that one node's
+        fresh read of its pods and its cloud call do not wait for the others'."""
         delay = self.options.node_delete_delay_after_taint.total_seconds()
         if delay > 0:
             try:
@@ -452,7 +453,9 @@ class Actuator:
             except Exception as exc:
                 log.error("scale_down_delay_failed", **describe(exc).fields(exc))
         for r, cordoned in tainted:
-            self._report(r, groups, cordoned, drain=False)
+            self.executor.submit(
+                r.node.name, functools.partial(self._report, r, groups, cordoned, drain=False)
+            )
 
     def _report(
         self,

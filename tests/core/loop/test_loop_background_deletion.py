@@ -27,7 +27,7 @@ from clusterscaler.loop.decisions import (
 from clusterscaler.loop.scaledown.actuator import deletion_timeout
 from clusterscaler.loop.scaledown.executor import ThreadedExecutor
 from clusterscaler.loop.taints import TO_BE_DELETED_TAINT
-from clusterscaler.model import Pod
+from clusterscaler.model import Pod, Taint
 from clusterscaler.report.events import SCALE_DOWN, SCALE_DOWN_FAILED, ObjectRef, events_for_result
 from clusterscaler.report.metrics import HealthCheck as LivenessCheck
 from hypothesis import HealthCheck, given, settings
@@ -57,13 +57,34 @@ class GuardedCluster(InMemoryCluster):
         super().evict(pod, grace_period_seconds)
 
 
+class ProbingCluster(GuardedCluster):
+    """Runs `probe` at each taint written, recording the taint's key and the answer."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.probe: Any = None
+        self.probed: list[tuple[str, str, bool]] = []
+
+    def add_taint(self, node_name: str, taint: Taint) -> None:
+        if self.probe is not None:
+            self.probed.append((node_name, taint.key, self.probe()))
+        super().add_taint(node_name, taint)
+
+
 class Background:
     """A harness whose deletions run on a `ThreadedExecutor` over a `GatedClock`."""
 
-    def __init__(self, *, nodes: int = 3, min_size: int = 0, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        nodes: int = 3,
+        min_size: int = 0,
+        cluster: type[GuardedCluster] = GuardedCluster,
+        **options: Any,
+    ) -> None:
         self.clock = GatedClock()
         self.executor = ThreadedExecutor()
-        self.h = Harness(GuardedCluster, clock=self.clock, executor=self.executor, **options)
+        self.h = Harness(cluster, clock=self.clock, executor=self.executor, **options)
         self.cluster: GuardedCluster = self.h.cluster  # type: ignore[assignment]
         self.group = self.h.provider.add_group("g", min_size, 10, nodes=nodes)
         # g-1 is busy; every other node carries one small pod that fits on g-1.
@@ -180,6 +201,38 @@ def test_budgets_count_deletions_in_flight_across_loops(
     freed = b.run(RETRY)
     assert [d.node for d in freed.scale_down.deletions if d.ok] == ["g-2"]
     assert [d.node for d in freed.scale_down.started] == ["g-3"]
+
+
+def test_taint_writes_leave_the_cloud_to_deletions_in_flight(bg_factory: Any) -> None:
+    """The loop has the cloud provider to itself while it reads and plans, and deletions in
+    flight call `delete_nodes` only under that lock. Its node writes (soft taints, the
+    taints that start deletions) call no cloud but wait their turn under
+    --kube-client-qps, a second or more each on a busy API server: held through them, the
+    lock kept the deletions in flight waiting for the whole loop and their places of
+    --max-scale-down-parallelism taken. CA's deletions run beside its loop."""
+    b = bg_factory(nodes=3, cluster=ProbingCluster)
+    cluster: ProbingCluster = b.cluster  # type: ignore[assignment]
+    lock = b.h.autoscaler.actuator.provider_lock
+
+    def a_deletion_could_call_the_cloud() -> bool:
+        got: list[bool] = []
+
+        def take() -> None:
+            if lock.acquire(timeout=2):
+                got.append(True)
+                lock.release()
+
+        other = threading.Thread(target=take)
+        other.start()
+        other.join()
+        return got == [True]
+
+    cluster.probe = a_deletion_could_call_the_cloud
+    b.run()
+    started = b.run(ELEVEN_MINUTES)
+    assert [d.node for d in started.scale_down.started] == ["g-2"]
+    assert ("g-2", TO_BE_DELETED_TAINT, True) in cluster.probed
+    assert all(free for _, _, free in cluster.probed), cluster.probed
 
 
 def test_node_being_deleted_is_neither_candidate_nor_destination(bg_factory: Any) -> None:
