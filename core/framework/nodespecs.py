@@ -20,13 +20,18 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 D = TypeVar("D")
+N = TypeVar("N")
 
 
-@dataclass(frozen=True, slots=True)
-class NodeGroupSpec:
-    """One `--nodes` entry: the group `name` managed with these limits."""
+# Not slotted: on Python 3.11 a frozen slotted generic dataclass cannot be made through a
+# subscripted alias (`NodeGroupSpec[str](...)`, as providers name theirs).
+@dataclass(frozen=True)
+class NodeGroupSpec(Generic[N]):
+    """One `--nodes` entry: the group `name` managed with these limits. The name is as the
+    provider reads it: the text of the flag (`NodeGroupSpec[str]`, what `parse_nodes_spec`
+    returns), or a reference parsed from it (GCE's MIG: project, zone and name)."""
 
-    name: str
+    name: N
     min_size: int
     max_size: int
 
@@ -37,7 +42,7 @@ def _no_name_problem(name: str) -> str | None:
 
 def parse_nodes_spec(
     value: str, form: str, name_problem: Callable[[str], str | None] = _no_name_problem
-) -> NodeGroupSpec:
+) -> NodeGroupSpec[str]:
     """One `--nodes` value. `name_problem(name)` says what is wrong with the name part, or
     None when it names a group of the cloud. Raises `ConfigurationError`."""
     parts = value.split(":", 2)

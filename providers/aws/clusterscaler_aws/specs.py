@@ -19,15 +19,16 @@ from clusterscaler.api import (
     discovery_params,
     parse_nodes_spec,
 )
-
-# The `--nodes` entry of the provider kit, under the name the provider's modules use.
-from clusterscaler.api import NodeGroupSpec as NodeGroupSpec
+from clusterscaler.api import NodeGroupSpec as KitNodeGroupSpec
 
 NODES_FORM = "<min>:<max>:<asg-name> with 0 <= min <= max, e.g. 1:10:my-asg"
 DISCOVERY_FORM = (
     "asg:tag=<key>[=<value>][,<key>[=<value>]...], e.g. "
     "asg:tag=k8s.io/cluster-autoscaler/enabled,k8s.io/cluster-autoscaler/my-cluster"
 )
+
+# The `--nodes` entry of the provider kit: an ASG by its name, as the flag gives it.
+NodeGroupSpec = KitNodeGroupSpec[str]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,15 +20,16 @@ from clusterscaler.api import (
     discovery_params,
     parse_nodes_spec,
 )
-
-# The `--nodes` entry of the provider kit, under the name the provider's modules use.
-from clusterscaler.api import NodeGroupSpec as NodeGroupSpec
+from clusterscaler.api import NodeGroupSpec as KitNodeGroupSpec
 
 NODES_FORM = "<min>:<max>:<vmss-name> with 0 <= min <= max and max >= 1, e.g. 0:10:aks-pool-12345678-vmss"
 DISCOVERY_FORM = (
     "label:<tag>=<value>[,<tag>=<value>...][,min=<n>][,max=<n>], e.g. "
     "label:cluster-autoscaler-enabled=true,cluster-autoscaler-name=my-cluster"
 )
+# The `--nodes` entry of the provider kit: a scale set by its name, as the flag gives it.
+NodeGroupSpec = KitNodeGroupSpec[str]
+
 MIN_TAG = "min"
 MAX_TAG = "max"
 

@@ -151,7 +151,7 @@ class MigCache(GroupIndex[MigRef, MigRecord, InstanceRef]):
     ) -> None:
         super().__init__()
         self._service = service
-        self._explicit = {spec.ref: spec for spec in explicit}
+        self._explicit = {spec.name: spec for spec in explicit}
         self._discovery = list(discovery)
         self._location = location
         self._multizone = multizone

@@ -17,6 +17,7 @@ from clusterscaler.api import (
     check_nodes_limits,
     discovery_params,
 )
+from clusterscaler.api import NodeGroupSpec as KitNodeGroupSpec
 
 from clusterscaler_gce.refs import MIG_FORM, MigRef, parse_mig
 
@@ -24,14 +25,8 @@ NODES_FORM = f"<min>:<max>:<MIG> with 0 <= min <= max and max >= 1, where <MIG> 
 DISCOVERY_FORM = "mig:namePrefix=<prefix>,min=<n>,max=<m>, e.g. mig:namePrefix=gke-prod-pool,min=0,max=10"
 _DISCOVERY_KEYS = ("namePrefix", "min", "max")
 
-
-@dataclass(frozen=True, slots=True)
-class NodeGroupSpec:
-    """One `--nodes` entry: a MIG managed with the given limits."""
-
-    ref: MigRef
-    min_size: int
-    max_size: int
+# The `--nodes` entry of the provider kit: a MIG by its project, zone and name.
+NodeGroupSpec = KitNodeGroupSpec[MigRef]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +67,7 @@ def parse_node_group_spec(value: str) -> NodeGroupSpec:
     max_size = _size(value, parts[1], "max", NODES_FORM, "--nodes")
     check_nodes_limits(value, min_size, max_size, NODES_FORM)
     ref = parse_mig(parts[2], f"--nodes={value!r}")
-    return NodeGroupSpec(ref=ref, min_size=min_size, max_size=max_size)
+    return NodeGroupSpec(name=ref, min_size=min_size, max_size=max_size)
 
 
 def parse_discovery_spec(value: str) -> DiscoverySpec:
@@ -118,6 +113,6 @@ def parse_discovery_spec(value: str) -> DiscoverySpec:
 # Both flags as the provider reads them (`NODE_GROUP_FLAGS.read(options)`); a MIG named
 # twice in --nodes is refused.
 NODE_GROUP_FLAGS = NodeGroupFlags(
-    "gce", parse_node_group_spec, lambda s: s.ref, lambda s: f"MIG {s.ref}", parse_discovery_spec,
+    "gce", parse_node_group_spec, lambda s: s.name, lambda s: f"MIG {s.name}", parse_discovery_spec,
     nodes_form="<min>:<max>:<MIG>", discovery_form="mig:namePrefix=<prefix>,min=<n>,max=<m>",
 )

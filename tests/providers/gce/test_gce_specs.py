@@ -36,7 +36,7 @@ MIG_URL = "https://www.googleapis.com/compute/v1/projects/my-proj/zones/us-centr
 )
 def test_nodes_spec_forms(value: str, expected: MigRef) -> None:
     spec = parse_node_group_spec(value)
-    assert spec.ref == expected
+    assert spec.name == expected
     assert spec.min_size <= spec.max_size
 
 
