@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from clusterscaler.model.common import (
     JsonObject,
@@ -54,7 +54,7 @@ class Node:
     def __hash__(self) -> int:
         return hash((self.name, self.uid))
 
-    def with_(self, **changes: Any) -> Node:
+    def with_(self, **changes: Unpack[NodeChanges]) -> Node:
         return dataclasses.replace(self, **changes)
 
     def with_taint(self, taint: Taint) -> Node:
@@ -111,6 +111,25 @@ class Node:
                 "conditions": conditions,
             },
         }
+
+
+class NodeChanges(TypedDict, total=False):
+    """What `Node.with_` may change: any field of `Node`, of the field's type."""
+
+    name: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    capacity: Resources
+    allocatable: Resources
+    unschedulable: bool
+    ready: bool
+    provider_id: str
+    creation_time: datetime | None
+    deletion_time: datetime | None
+    uid: str
+    conditions: tuple[NodeCondition, ...]
+    csi_volume_limits: Mapping[str, int | None]
 
 
 def parse_node(raw: Mapping[str, object]) -> Node:

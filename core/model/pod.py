@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from clusterscaler.model.common import (
     _CACHE_LIMIT,
@@ -145,7 +145,7 @@ class Pod:
             return None
         return a.node.required
 
-    def with_(self, **changes: Any) -> Pod:
+    def with_(self, **changes: Unpack[PodChanges]) -> Pod:
         return dataclasses.replace(self, **changes)
 
     def claim_name(self, pod_claim: PodResourceClaim) -> str | None:
@@ -230,6 +230,38 @@ class Pod:
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
             ]
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+class PodChanges(TypedDict, total=False):
+    """What `Pod.with_` may change: any field of `Pod`, of the field's type."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    node_name: str
+    phase: str
+    priority: int | None
+    owner: OwnerRef | None
+    requests: Resources
+    tolerations: tuple[Toleration, ...]
+    node_selector: Mapping[str, str]
+    affinity: Affinity | None
+    topology_spread: tuple[TopologySpreadConstraint, ...]
+    host_ports: tuple[HostPort, ...]
+    volumes: tuple[Volume, ...]
+    creation_time: datetime | None
+    deletion_time: datetime | None
+    termination_grace_seconds: int | None
+    nominated_node_name: str
+    unschedulable: bool
+    scheduler_name: str
+    owners: tuple[OwnerRef, ...]
+    priority_class_name: str
+    preemption_policy: str
+    resource_claims: tuple[PodResourceClaim, ...]
+    claim_statuses: Mapping[str, str]
 
 
 def _positional_constructor(cls: type[Any]) -> Callable[..., Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 from clusterscaler.model.common import _CACHE_LIMIT, ModelError
 from clusterscaler.model.quantity import (
@@ -217,8 +217,8 @@ class Resources:
         out.extend(sorted(self.extended))
         return out
 
-    def with_(self, **changes: Any) -> Resources:
-        values: dict[str, Any] = {
+    def with_(self, **changes: Unpack[ResourcesChanges]) -> Resources:
+        values: ResourcesChanges = {
             "cpu": self.cpu,
             "memory": self.memory,
             "pods": self.pods,
@@ -288,6 +288,16 @@ class Resources:
             v = self.extended[k]
             out[k] = format_bytes(v) if k.startswith("hugepages-") else str(v)
         return out
+
+
+class ResourcesChanges(TypedDict, total=False):
+    """What `Resources.with_` may change: any argument of `Resources`, of its type."""
+
+    cpu: int
+    memory: int
+    pods: int
+    ephemeral_storage: int
+    extended: Mapping[str, int] | None
 
 
 ZERO = Resources()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 
 import pytest
@@ -21,6 +22,9 @@ from clusterscaler.model import (
     parse_object,
     parse_pod,
 )
+from clusterscaler.model.node import NodeChanges
+from clusterscaler.model.pod import PodChanges
+from clusterscaler.model.resources import ResourcesChanges
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -298,6 +302,36 @@ def test_node_is_immutable_and_cheap_to_copy():
     assert node.with_taint(Taint("ToBeDeletedByClusterAutoscaler", "1", "NoSchedule")).taints[
         -1
     ].key == ("ToBeDeletedByClusterAutoscaler")
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        (PodChanges, {f.name: f.type for f in dataclasses.fields(Pod)}),
+        (NodeChanges, {f.name: f.type for f in dataclasses.fields(Node)}),
+        (
+            ResourcesChanges,
+            {
+                name: p.annotation
+                for name, p in inspect.signature(Resources.__init__).parameters.items()
+                if name != "self"
+            },
+        ),
+    ],
+    ids=["Pod", "Node", "Resources"],
+)
+def test_with_takes_every_field_as_typed(changes, expected):
+    """`with_` takes each field of its class by name, of the field's own type: a field
+    added to the class can be changed, and a type checker checks the value given."""
+    assert {name: ref.__forward_arg__ for name, ref in changes.__annotations__.items()} == expected
+
+
+def test_resources_with_changes_only_what_it_names():
+    r = Resources(cpu=500, memory=GI, pods=1, extended={"nvidia.com/gpu": 1})
+    assert r.with_(memory=2 * GI) == Resources(
+        cpu=500, memory=2 * GI, pods=1, extended={"nvidia.com/gpu": 1}
+    )
+    assert r.with_(extended=None) == Resources(cpu=500, memory=GI, pods=1)
 
 
 TOLERATIONS = [

@@ -78,8 +78,22 @@ def _expression(annotation: ast.expr) -> ast.expr:
     return annotation
 
 
+def _alias(module: str, name: str) -> tuple[str, ast.expr] | None:
+    """The module and value of the type alias `name` means in `module`: its own, or one
+    of ours it imports (`JsonObject` from the model's `common`)."""
+    if name in _aliases(module):
+        return module, _aliases(module)[name]
+    source, attr = _imported(module).get(name, ("", ""))
+    if source.startswith("clusterscaler") and attr in _aliases(source):
+        return source, _aliases(source)[attr]
+    return None
+
+
 def _problems(
-    annotation: ast.expr, module: str, reached: list[object], expanding: frozenset[str] = frozenset()
+    annotation: ast.expr,
+    module: str,
+    reached: list[object],
+    expanding: frozenset[tuple[str, str]] = frozenset(),
 ) -> list[str]:
     """`expanding`: the aliases being read, so that a recursive alias (`JsonValue`, whose
     lists hold `JsonValue`s) is read once."""
@@ -95,9 +109,10 @@ def _problems(
                 found.append("Any")
             elif name in _BARE and id(node) not in subscripted:
                 found.append(f"bare {name}")
-            elif isinstance(node, ast.Name) and name in _aliases(module):
-                if name not in expanding:
-                    found += _problems(_aliases(module)[name], module, reached, expanding | {name})
+            elif isinstance(node, ast.Name) and (alias := _alias(module, name)) is not None:
+                source, value = alias
+                if (source, name) not in expanding:
+                    found += _problems(value, source, reached, expanding | {(source, name)})
             elif isinstance(node, ast.Name) and _ours(target := _resolve(module, name)):
                 reached.append(target)
         elif isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("Callable"):
