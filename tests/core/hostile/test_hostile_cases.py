@@ -253,6 +253,7 @@ def test_every_yaml_reader_has_the_same_bounds(
 def test_yaml_anchors_a_person_writes_still_read() -> None:
     """Anchors and merge keys, as hand-written scenarios and cloud-configs use them."""
     doc = load_yaml("base: &b {cpu: '1', memory: 1Gi}\ngroups:\n- <<: *b\n  name: a\n- *b\n")
+    assert isinstance(doc, dict)
     assert doc["groups"] == [{"cpu": "1", "memory": "1Gi", "name": "a"},
                              {"cpu": "1", "memory": "1Gi"}]
 

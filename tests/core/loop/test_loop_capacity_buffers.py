@@ -20,6 +20,7 @@ from clusterscaler.model.capacitybuffer import (
     ScalableRef,
     ScopeRequirement,
 )
+from clusterscaler.model.common import JsonObject
 from clusterscaler.model.provisioning import Condition, PodTemplate, parse_pod_template
 from clusterscaler.model.resources import Resources
 from clusterscaler.report.events import ObjectRef, events_for_result
@@ -72,7 +73,7 @@ class BuffersCluster(InMemoryCluster):
 
 def template(name: str = "spare", cpu: str = "1", generation: int = 1) -> PodTemplate:
     pod = make_pod(name, cpu, "1Gi")
-    raw = {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+    raw: JsonObject = {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
         {"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
     ]}}
     return PodTemplate("default", name, pod, generation, raw)
