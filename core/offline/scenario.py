@@ -506,7 +506,7 @@ def load_scenario(path: str | Path) -> Scenario:
         raise InputError(f"{p}: expected a YAML scenario: {exc}") from None
     scenario = parse_scenario(doc, str(p), p.parent)
     cloud = Path(scenario.cloud_config_path)
-    if scenario.cloud_config_path and not cloud.is_file():
+    if scenario.cloud_config_path and not cloud.is_file() and isinstance(doc, dict):
         # Named here, with the scenario and its field: the provider reading it later knows
         # only a path.
         raise InputError(
