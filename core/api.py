@@ -43,7 +43,7 @@ from clusterscaler.framework.nodespecs import (
     parse_nodes_specs,
 )
 from clusterscaler.framework.options import BOOL, AutoscalingOptions, BoolFlag, add_bool_flag
-from clusterscaler.framework.providerdefaults import ProviderDefaults
+from clusterscaler.framework.providerdefaults import ProviderDefaults, problems_by_group
 from clusterscaler.framework.providerhook import cloud_provider_hook
 from clusterscaler.framework.templatedevices import (
     DRA_DRIVER_FORM,
@@ -308,6 +308,7 @@ __all__ = [
     "parse_template_tags",
     "pod_affinity_cannot_reject",
     "prepare_indexes",
+    "problems_by_group",
     "provisioning_request_consumers",
     "read_cloud_config",
     "selected_by_existing_anti_affinity",

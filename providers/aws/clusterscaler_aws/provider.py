@@ -25,6 +25,7 @@ from clusterscaler.api import (
     TtlCache,
     checked_delete,
     checked_increase,
+    problems_by_group,
 )
 
 from clusterscaler_aws import PROVIDER_NAME
@@ -240,11 +241,7 @@ class AwsCloudProvider(ProviderDefaults):
 
     def problems(self) -> list[ProviderProblem]:
         """The same problems in the core's shape, for the status ConfigMap and `explain`."""
-        return [
-            ProviderProblem(node_group=asg, reason="InvalidAutoScalingGroup", message=message)
-            for asg, messages in sorted(self.errors().items())
-            for message in messages
-        ]
+        return problems_by_group(self.errors(), "InvalidAutoScalingGroup")
 
     # --- template inputs -------------------------------------------------------------------
 

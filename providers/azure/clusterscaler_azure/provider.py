@@ -26,6 +26,7 @@ from clusterscaler.api import (
     ProviderProblem,
     checked_delete,
     checked_increase,
+    problems_by_group,
 )
 
 from clusterscaler_azure import PROVIDER_NAME, ids
@@ -356,8 +357,4 @@ class AzureCloudProvider(ProviderDefaults):
 
     def problems(self) -> list[ProviderProblem]:
         """The same problems in the core's shape, for the status ConfigMap and `explain`."""
-        return [
-            ProviderProblem(node_group=vmss, reason="InvalidScaleSet", message=message)
-            for vmss, messages in sorted(self.errors().items())
-            for message in messages
-        ]
+        return problems_by_group(self.errors(), "InvalidScaleSet")

@@ -25,6 +25,7 @@ from clusterscaler.api import (
     NodeGroupSpec,
     ProviderContext,
     ProviderDefaults,
+    ProviderProblem,
     Resources,
     TagScheme,
     Taint,
@@ -40,6 +41,7 @@ from clusterscaler.api import (
     parse_nodes_specs,
     parse_tag_options,
     parse_template_tags,
+    problems_by_group,
     read_cloud_config,
     tag_capacity,
     template_node_info,
@@ -331,6 +333,15 @@ def test_provider_defaults_answer_from_the_class_constants() -> None:
     cloud = Cloud()
     assert (cloud.name, cloud.gpu_label()) == ("mycloud", "example.com/accelerator")
     assert cloud.pricing() is None and cloud.resource_limiter() is None
+
+
+def test_problems_by_group_give_each_message_in_group_order() -> None:
+    found = problems_by_group({"workers": ("a", "b"), "gpu": ("c",), "empty": ()}, "InvalidPool")
+    assert found == [
+        ProviderProblem("gpu", "InvalidPool", "c"),
+        ProviderProblem("workers", "InvalidPool", "a"),
+        ProviderProblem("workers", "InvalidPool", "b"),
+    ]
 
 
 def test_cloud_config_file(tmp_path: Path) -> None:
