@@ -246,9 +246,9 @@ def test_a_failed_cordon_removes_the_taint_again(
     stack = stack_for(max_bulk_soft_taint_count=0)
     now = datetime.now(UTC)
     stack.loop(now)
-    # The first update of n1 (the taint) passes, the second (the cordon) fails.
-    fake_kube.add_fault(method="PUT", path="^/api/v1/nodes/n1$", times=1)
-    fake_kube.add_fault(method="PUT", path="^/api/v1/nodes/n1$", status=503, times=1)
+    # n1 has no taint (no soft taint either), so its taint is read and updated (PUT) and
+    # passes; the cordon, a patch, fails.
+    fake_kube.add_fault(method="PATCH", path="^/api/v1/nodes/n1$", status=503, times=1)
     with capture_logs() as logs:
         result = stack.loop(now + timedelta(minutes=11))
 
@@ -425,7 +425,8 @@ def test_run_loop_goes_on_through_a_failing_node(
     fake_kube.create(node_obj("n1", "blue"))
     fake_kube.create(node_obj("n2", "blue"))
     stack = stack_for(scale_down_unneeded_time=timedelta(0))
-    fake_kube.add_fault(method="PUT", path="^/api/v1/nodes/n1$", status=500)
+    for method in ("PUT", "PATCH"):
+        fake_kube.add_fault(method=method, path="^/api/v1/nodes/n1$", status=500)
     loops: list[str] = []
     exit_code: list[int] = []
 

@@ -136,6 +136,25 @@ def test_taint_patch_keeps_a_change_made_since_the_cache_saw_the_node(fake_kube,
     ]
 
 
+def test_without_patch_permission_nodes_are_read_and_updated(fake_kube, actions):
+    """A ClusterRole written for CA grants nodes get and update, not patch: the taints and
+    cordons still happen, and after the first refusal no patch is tried again."""
+    fake_kube.create(node("n1", [{"key": "other", "effect": "NoExecute"}]))
+    fake_kube.add_fault(method="PATCH", path="^/api/v1/nodes/", status=403)
+    actions.add_taint("n1", TO_BE_DELETED)
+    actions.set_unschedulable("n1", True)
+    stored = fake_kube.get("nodes", "n1")["spec"]
+    assert stored["taints"] == [{"key": "other", "effect": "NoExecute"}, TO_BE_DELETED.to_k8s()]
+    assert stored["unschedulable"] is True
+    assert node_requests(fake_kube) == [
+        ("patch", 403),
+        ("get", 200),
+        ("update", 200),
+        ("get", 200),
+        ("update", 200),
+    ]
+
+
 def test_taint_update_retries_on_conflict(fake_kube, actions):
     fake_kube.create(bare_node("n1"))
     fake_kube.add_fault(method="PUT", path="/api/v1/nodes/n1", status=409, times=2)
@@ -181,6 +200,26 @@ def test_cordon_and_uncordon(fake_kube, actions):
     assert fake_kube.get("nodes", "n1")["spec"]["unschedulable"] is True
     actions.set_unschedulable("n1", False)
     assert "unschedulable" not in fake_kube.get("nodes", "n1")["spec"]
+    # One request each, as CA's cordon goes with its taint in one update.
+    assert node_requests(fake_kube) == [("patch", 200), ("patch", 200)]
+
+
+def test_uncordon_of_a_schedulable_node_writes_nothing(fake_kube, actions):
+    fake_kube.create(node("n1"))
+    actions.set_unschedulable("n1", False)
+    assert "unschedulable" not in fake_kube.get("nodes", "n1")["spec"]
+    assert not [r for r in fake_kube.requests if r.verb == "update"]
+
+
+def test_cordon_keeps_a_taint_added_meanwhile(fake_kube, actions):
+    """The cordon is applied by the server to the node as it is: the rest of the node
+    (a taint another writer just added) is left as it is."""
+    fake_kube.create(node("n1"))
+    fake_kube.patch("nodes", "n1", {"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}})
+    actions.set_unschedulable("n1", True)
+    spec = fake_kube.get("nodes", "n1")["spec"]
+    assert spec["unschedulable"] is True
+    assert spec["taints"] == [{"key": "b", "effect": "NoExecute"}]
 
 
 def test_evict_uses_policy_v1_eviction(fake_kube, actions):
