@@ -45,6 +45,8 @@ from clusterscaler.testing.kwokenv import (
 from clusterscaler.testing.realcluster import RealCluster
 from clusterscaler_externalgrpc.plugin import build_provider
 from clusterscaler_externalgrpc.provider import (
+    DRA_DRIVER_ANNOTATION,
+    GPU_COUNT_ANNOTATION,
     ExternalGrpcCloudProvider,
     ExternalGrpcNodeGroup,
     NotImplementedByService,
@@ -65,16 +67,21 @@ pytestmark = [
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "externalgrpc"
 GPU_LABEL = "k8s.amazonaws.com/accelerator"
 GPU_TYPES = {"nvidia-tesla-k80", "nvidia-tesla-p100"}
+DRA_DRIVER = "gpu.nvidia.com"
 
 
 def kwok_configmaps() -> list[dict[str, Any]]:
     """Three groups at zero: 2-CPU `pool-small`, 8-CPU `pool-large`, and `pool-gpu` with
-    the GPU label; upstream's kwok config with a `gpuConfig`."""
+    the GPU label and two DRA GPUs declared by annotations; upstream's kwok config with a
+    `gpuConfig`."""
+    gpu = template_node("pool-gpu", cpu="2", memory="8Gi", max_count=2,
+                        labels={GPU_LABEL: "nvidia-tesla-k80"})
+    gpu["metadata"]["annotations"].update({DRA_DRIVER_ANNOTATION: DRA_DRIVER,
+                                           GPU_COUNT_ANNOTATION: "2"})
     templates = [
         template_node("pool-small", cpu="2", memory="8Gi", max_count=4),
         template_node("pool-large", cpu="8", memory="32Gi", max_count=4),
-        template_node("pool-gpu", cpu="2", memory="8Gi", max_count=2,
-                      labels={GPU_LABEL: "nvidia-tesla-k80"}),
+        gpu,
     ]
     config, listing = provider_configmaps(templates)
     gpu = ("  gpuConfig:\n"
@@ -249,8 +256,14 @@ def test_the_provider_reads_upstreams_service_as_it_answers(
         ("kwok-provider", "true", "NoSchedule")
     ]
     assert template.annotations["kwok.x-k8s.io/node"] == "fake"
-    gpu_template = groups["pool-gpu"].template_node_info().node
-    assert gpu_template.labels[GPU_LABEL] == "nvidia-tesla-k80"
+    assert large.template_node_info().resource_slices == ()
+    # The template's annotations come through nodeBytes: the DRA GPUs they declare are the
+    # template's ResourceSlice.
+    gpu_info = groups["pool-gpu"].template_node_info()
+    assert gpu_info.node.labels[GPU_LABEL] == "nvidia-tesla-k80"
+    (devices,) = gpu_info.resource_slices
+    assert devices.driver == DRA_DRIVER and devices.node_name == gpu_info.node.name
+    assert [d.name for d in devices.devices] == ["gpu-0", "gpu-1"]
 
     # GPULabel and GetAvailableGPUTypes from the kwok config's gpuConfig (the types' values
     # are empty Any messages).
