@@ -224,6 +224,21 @@ def test_pending_pods_grow_the_right_group_through_upstreams_service_and_empty_n
             assert all(re.search(r'id:\s*"pool-large"', r) for r in deletes), deletes
             assert env.events("default", "ScaleDown"), "no ScaleDown event on the nodes"
         assert run.returncode == 0, run.tail()
+        # What is cached, as upstream's client caches it: a group's template and a node's
+        # group at most once a loop (each loop starts with Refresh), the GPU label and types
+        # at most once.
+        loops = len(service.requests("Refresh"))
+        assert loops > 1
+        for group in ("pool-small", "pool-large", "pool-gpu"):
+            asked = [r for r in service.requests("NodeGroupTemplateNodeInfo")
+                     if re.search(rf'id:\s*"{group}"', r)]
+            assert len(asked) <= loops, (group, len(asked), loops)
+        for node in nodes:
+            name = node["metadata"]["name"]
+            asked = [r for r in service.requests("NodeGroupForNode") if f'name:"{name}"' in r.replace(" ", "")]
+            assert 0 < len(asked) <= loops, (name, len(asked), loops)
+        assert len(service.requests("GPULabel")) <= 1
+        assert len(service.requests("GetAvailableGPUTypes")) <= 1
         assert service.requests("Cleanup"), "no Cleanup when clusterscaler stopped"
     finally:
         env.stop_all()
