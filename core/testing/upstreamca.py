@@ -218,6 +218,7 @@ import (
 	"flag"
 	"net"
 	"os"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -235,7 +236,15 @@ import (
 	_ "k8s.io/autoscaler/cluster-autoscaler/cloudprovider/router"
 )
 
+type multiStringFlag []string
+
+func (f *multiStringFlag) String() string     { return "[" + strings.Join(*f, " ") + "]" }
+func (f *multiStringFlag) Set(v string) error { *f = append(*f, v); return nil }
+
 var (
+	nodeGroups             multiStringFlag
+	nodeGroupAutoDiscovery multiStringFlag
+
 	address       = flag.String("address", ":8086", "The address to expose the grpc service.")
 	keyCert       = flag.String("key-cert", "", "The path to the certificate key file. Empty string for insecure communication.")
 	cert          = flag.String("cert", "", "The path to the certificate file. Empty string for insecure communication.")
@@ -247,6 +256,8 @@ var (
 )
 
 func main() {
+	flag.Var(&nodeGroups, "nodes", "sets min,max size and other configuration data for a node group in a format accepted by cloud provider. Can be used multiple times. Format: <min>:<max>:<other...>")
+	flag.Var(&nodeGroupAutoDiscovery, "node-group-auto-discovery", "One or more definition(s) of node group auto-discovery. Can be used multiple times.")
 	klog.InitFlags(nil)
 	flag.Parse()
 
@@ -284,10 +295,12 @@ func main() {
 
 	options := &coreoptions.AutoscalerOptions{
 		AutoscalingOptions: config.AutoscalingOptions{
-			CloudProviderName: *cloudProvider,
-			CloudConfig:       *cloudConfig,
-			ClusterName:       *clusterName,
-			UserAgent:         "user-agent",
+			CloudProviderName:      *cloudProvider,
+			CloudConfig:            *cloudConfig,
+			NodeGroupAutoDiscovery: nodeGroupAutoDiscovery,
+			NodeGroups:             nodeGroups,
+			ClusterName:            *clusterName,
+			UserAgent:              "user-agent",
 		},
 	}
 	provider := cloudBuilder.NewCloudProvider(options, informerFactory)
