@@ -52,7 +52,12 @@ from clusterscaler.framework.templatedevices import (
     gpu_template_slices,
     is_dra_driver_name,
 )
-from clusterscaler.framework.templatenodes import gpus_as_devices, template_node_info
+from clusterscaler.framework.templatenodes import (
+    KUBELET_MAX_PODS,
+    MachineShape,
+    gpus_as_devices,
+    template_node_info,
+)
 from clusterscaler.framework.templatetags import (
     TagScheme,
     TemplateTagError,
@@ -179,6 +184,7 @@ __all__ = [
     "GPU_RESOURCE",
     "GROUP_OPTION_NAMES",
     "HOSTNAME_LABEL",
+    "KUBELET_MAX_PODS",
     "MAX_SLICE_DEVICES",
     "NODE_CONDITION_TAINTS",
     "POD_SLOT",
@@ -229,6 +235,7 @@ __all__ = [
     "KubeApiClient",
     "KubeClientSettings",
     "ListerSpec",
+    "MachineShape",
     "ModelError",
     "Node",
     "NodeCondition",

@@ -4,11 +4,15 @@ Every provider that predicts a new node from its cloud's description (an instanc
 VM size, a machine type) ends the same way: a Node that is ready, with its capacity also
 allocatable unless the provider reserves some, and, where a tag names a DRA driver, the
 group's GPUs as that driver's devices instead of the `nvidia.com/gpu` extended resource.
+Where the cloud describes a machine type by vCPUs, memory in MiB, GPUs and architecture
+(EC2 instance types, Azure VM sizes), that description is a `MachineShape`, whose
+`capacity()` is what kubelet reports on such a machine with default settings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from clusterscaler.framework.templatedevices import gpu_template_slices
 from clusterscaler.interfaces.cloudprovider import ConfigurationError
@@ -21,6 +25,32 @@ from clusterscaler.model import (
     ResourceSlice,
     Taint,
 )
+
+# Kubelet's default `--max-pods`.
+KUBELET_MAX_PODS = 110
+
+
+@dataclass(frozen=True, slots=True)
+class MachineShape:
+    """One machine type of a cloud (an EC2 instance type, an Azure VM size) in the units a
+    template node is built from. `name` may be empty where the cloud picks the type (EC2
+    attribute-based selection)."""
+
+    name: str
+    vcpu: int
+    memory_mib: int
+    gpu: int  # NVIDIA GPUs, exposed as nvidia.com/gpu
+    architecture: str  # as the kubernetes.io/arch label: amd64, arm64
+
+    def capacity(self, *, gpu_resource: str = GPU_RESOURCE) -> dict[str, str]:
+        """The capacity kubelet reports on such a machine with default settings, as
+        quantities by resource name: its vCPUs, memory, `KUBELET_MAX_PODS` pods and its GPUs
+        (when it has any) as `gpu_resource`. A provider lays its tags over it and turns it
+        into `Resources` with `tag_capacity`."""
+        capacity = {"cpu": str(self.vcpu), "memory": f"{self.memory_mib}Mi", "pods": str(KUBELET_MAX_PODS)}
+        if self.gpu:
+            capacity[gpu_resource] = str(self.gpu)
+        return capacity
 
 
 def template_node_info(

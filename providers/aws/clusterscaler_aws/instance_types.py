@@ -12,27 +12,19 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import structlog
+from clusterscaler.api import MachineShape
 
 log = structlog.get_logger()
 
 STATIC_TABLE = "static_instance_types.json"
 
-
-@dataclass(frozen=True, slots=True)
-class InstanceTypeInfo:
-    """The shape of one EC2 instance type, in the units the template node needs."""
-
-    name: str
-    vcpu: int
-    memory_mib: int
-    gpu: int  # NVIDIA GPUs, exposed as nvidia.com/gpu
-    architecture: str  # as the kubernetes.io/arch label: amd64, arm64
+# The shape of one EC2 instance type, in the provider kit's units.
+InstanceTypeInfo = MachineShape
 
 
 def kube_arch(aws_architectures: Sequence[str]) -> str:

@@ -29,7 +29,6 @@ from clusterscaler_aws.instance_types import InstanceTypeInfo
 from clusterscaler_aws.service import ManagedNodegroup
 from clusterscaler_aws.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX, SCHEME, AsgTemplateTags
 
-DEFAULT_MAX_PODS = 110
 EBS_CSI_ZONE_LABEL = "topology.ebs.csi.aws.com/zone"
 EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
@@ -76,13 +75,7 @@ def generic_labels(data: TemplateInput, node_name: str) -> dict[str, str]:
 
 def capacity(data: TemplateInput) -> Resources:
     """Instance capacity, then `resources/<name>` tags (and EKS node group tags) on top."""
-    raw: dict[str, str] = {
-        "cpu": str(data.instance_type.vcpu),
-        "memory": f"{data.instance_type.memory_mib}Mi",
-        "pods": str(DEFAULT_MAX_PODS),
-    }
-    if data.instance_type.gpu:
-        raw[GPU_RESOURCE] = str(data.instance_type.gpu)
+    raw = data.instance_type.capacity()
     raw.update(data.tags.resources)
     if data.managed_nodegroup is not None:
         # Resource tags of the managed node group win over the ASG's, as upstream.

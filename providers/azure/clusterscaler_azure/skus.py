@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Any
 
 import structlog
-from clusterscaler.api import TtlCache
+from clusterscaler.api import MachineShape, TtlCache
 
 log = structlog.get_logger()
 
@@ -32,14 +32,9 @@ _AMD_GPU_SERIES = re.compile(r"^standard_nv\d+ad?s_v4$", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
-class SkuInfo:
-    """The shape of one VM size, in the units the template node needs."""
-
-    name: str
-    vcpu: int
-    memory_mib: int
-    gpu: int
-    architecture: str  # as the kubernetes.io/arch label: amd64, arm64
+class SkuInfo(MachineShape):
+    """The shape of one VM size, in the provider kit's units, and what its series says of
+    its GPUs."""
 
     @property
     def fpga(self) -> bool:

@@ -29,7 +29,6 @@ from clusterscaler_azure.service import VmssDescription
 from clusterscaler_azure.skus import SkuInfo
 from clusterscaler_azure.tags import DRA_DRIVER_TAG, RESOURCES_PREFIX, SCHEME
 
-DEFAULT_MAX_PODS = 110
 FPGA_RESOURCE = "xilinx.com/fpga-xilinx_u250_gen3x16_xdma_shell_2_1-0"
 AKS_PREFIX = "kubernetes.azure.com/"
 GPU_LABEL = AKS_PREFIX + "accelerator"
@@ -112,13 +111,7 @@ def aks_labels(data: TemplateInput) -> dict[str, str]:
 def capacity(data: TemplateInput) -> Resources:
     """VM size capacity, the OS disk, then `resources_<name>` tags on top."""
     sku = data.sku
-    raw: dict[str, str] = {
-        "cpu": str(sku.vcpu),
-        "memory": f"{sku.memory_mib}Mi",
-        "pods": str(DEFAULT_MAX_PODS),
-    }
-    if sku.gpu:
-        raw[FPGA_RESOURCE if sku.fpga else GPU_RESOURCE] = str(sku.gpu)
+    raw = sku.capacity(gpu_resource=FPGA_RESOURCE if sku.fpga else GPU_RESOURCE)
     if data.vmss.os_disk_size_gb:
         raw["ephemeral-storage"] = f"{data.vmss.os_disk_size_gb}Gi"
     raw.update(data.tags.resources)

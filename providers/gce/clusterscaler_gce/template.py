@@ -23,6 +23,7 @@ import structlog
 from clusterscaler.api import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
+    KUBELET_MAX_PODS,
     ConfigurationError,
     NodeInfo,
     Resources,
@@ -45,7 +46,6 @@ from clusterscaler_gce.reserved import (
 
 log = structlog.get_logger()
 
-DEFAULT_MAX_PODS = 110
 GPU_LABEL = "cloud.google.com/gke-accelerator"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 GKE_ZONE_LABEL = "topology.gke.io/zone"
@@ -128,7 +128,7 @@ def build_template_node_info(data: TemplateInput) -> NodeInfo:
     capacity = Resources(
         cpu=machine.cpu * 1000,
         memory=memory,
-        pods=env.max_pods() or DEFAULT_MAX_PODS,
+        pods=env.max_pods() or KUBELET_MAX_PODS,
         ephemeral_storage=ephemeral_storage(data, env),
         extended=extended,
     )

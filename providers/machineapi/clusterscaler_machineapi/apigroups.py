@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clusterscaler.api import KUBELET_MAX_PODS
+
 CAPI_GROUP = "cluster.x-k8s.io"
 OPENSHIFT_GROUP = "machine.openshift.io"
 CAPI_GROUP_ENV = "CAPI_GROUP"
@@ -61,10 +63,8 @@ OPENSHIFT_MEMORY_MB = OPENSHIFT_GROUP + "/memoryMb"
 OPENSHIFT_GPU = OPENSHIFT_GROUP + "/GPU"
 OPENSHIFT_MAX_PODS = OPENSHIFT_GROUP + "/maxPods"
 
-DEFAULT_GPU_TYPE = "nvidia.com/gpu"
 # OpenShift's kubelet configuration allows 250 pods per node; upstream kubelet 110.
 OPENSHIFT_DEFAULT_MAX_PODS = 250
-DEFAULT_MAX_PODS = 110
 
 OPTION_SCALE_DOWN_UTILIZATION_THRESHOLD = "scaledownutilizationthreshold"
 OPTION_SCALE_DOWN_GPU_UTILIZATION_THRESHOLD = "scaledowngpuutilizationthreshold"
@@ -134,7 +134,7 @@ class ApiGroup:
 
     @property
     def default_max_pods(self) -> int:
-        return OPENSHIFT_DEFAULT_MAX_PODS if self.openshift else DEFAULT_MAX_PODS
+        return OPENSHIFT_DEFAULT_MAX_PODS if self.openshift else KUBELET_MAX_PODS
 
     def option_key(self, option: str) -> str:
         return f"{self.group}/autoscaling-options-{option}"

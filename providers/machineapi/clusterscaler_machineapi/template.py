@@ -17,6 +17,7 @@ from typing import Any
 
 from clusterscaler.api import (
     DRA_DRIVER_FORM,
+    GPU_RESOURCE,
     MAX_SLICE_DEVICES,
     TAINT_EFFECTS,
     ConfigurationError,
@@ -46,7 +47,6 @@ from clusterscaler_machineapi.apigroups import (
     CAPACITY_MEMORY,
     CAPACITY_TAINTS,
     DEFAULT_ARCH,
-    DEFAULT_GPU_TYPE,
     OPENSHIFT_GPU,
     OPENSHIFT_MAX_PODS,
     OPENSHIFT_MEMORY_MB,
@@ -275,7 +275,7 @@ def read_capacity(resource: ScalableResource, template: InfraTemplate | None = N
         )
     if gpus and not dra_driver:
         # With a DRA driver the GPUs are devices of that driver, not an extended resource.
-        gpu_type = (resource.annotations.get(CAPACITY_GPU_TYPE) or "").strip() or DEFAULT_GPU_TYPE
+        gpu_type = (resource.annotations.get(CAPACITY_GPU_TYPE) or "").strip() or GPU_RESOURCE
         extended[gpu_type] = gpus
 
     return Capacity(

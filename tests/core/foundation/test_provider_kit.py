@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from clusterscaler.api import (
+    GPU_RESOURCE,
     AutoscalingOptions,
     CachedNodeGroup,
     CloudProvider,
@@ -19,6 +20,7 @@ from clusterscaler.api import (
     ConfigurationError,
     GroupIndex,
     KeyValueError,
+    MachineShape,
     NodeGroupFlags,
     NodeGroupMemo,
     NodeGroupNotFoundError,
@@ -333,6 +335,14 @@ def test_provider_defaults_answer_from_the_class_constants() -> None:
     cloud = Cloud()
     assert (cloud.name, cloud.gpu_label()) == ("mycloud", "example.com/accelerator")
     assert cloud.pricing() is None and cloud.resource_limiter() is None
+
+
+def test_machine_shape_capacity_is_kubelets_with_default_settings() -> None:
+    gpu = MachineShape("g5.xlarge", vcpu=4, memory_mib=16384, gpu=1, architecture="amd64")
+    assert gpu.capacity() == {"cpu": "4", "memory": "16384Mi", "pods": "110", GPU_RESOURCE: "1"}
+    assert gpu.capacity(gpu_resource="example.com/fpga")["example.com/fpga"] == "1"
+    plain = MachineShape("m6g.large", vcpu=2, memory_mib=8192, gpu=0, architecture="arm64")
+    assert plain.capacity() == {"cpu": "2", "memory": "8192Mi", "pods": "110"}
 
 
 def test_problems_by_group_give_each_message_in_group_order() -> None:
