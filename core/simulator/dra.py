@@ -421,6 +421,8 @@ class DraState:
     # What `copies_fit` found on a node of a fresh layout (`_fresh_layout`), per layout and
     # claim specs (by identity).
     _copies: dict[tuple[object, ...], _Copies] = field(default_factory=dict)
+    # The last of them asked for or found (`_known_copies`): layout, spec ids, copies.
+    _last_copies: tuple[tuple[object, ...], tuple[int, ...], _Copies] | None = None
 
     @classmethod
     def build(
@@ -865,7 +867,7 @@ class DraState:
         specs = tuple([c.spec for c in claims])
         spec_ids = tuple(map(id, specs))
         fresh = self._fresh_devices(node)
-        known = None if fresh is None else self._copies.get((fresh[0], spec_ids))
+        known = None if fresh is None else self._known_copies(fresh[0], spec_ids)
         if fresh is not None and known is not None and known.enough(limit):
             # A node of a layout seen before, read from its slices alone.
             plan = self._from_copies(known, limit, fresh[1], node.name, specs)
@@ -882,12 +884,13 @@ class DraState:
                 found_all = []
             else:
                 layout = self._fresh_layout(entry, node)
-                memo_key = None if layout is None else (layout, spec_ids)
-                known = None if memo_key is None else self._copies.get(memo_key)
+                known = None if layout is None else self._known_copies(layout, spec_ids)
                 if known is None or not known.enough(limit):
                     found_all = self._search_copies(claims, node, entry, limit)
-                    if memo_key is not None:
-                        self._copies[memo_key] = _Copies.of(found_all, entry, limit)
+                    if layout is not None:
+                        found = _Copies.of(found_all, entry, limit)
+                        self._copies[(layout, spec_ids)] = found
+                        self._last_copies = (layout, spec_ids, found)
             if found_all is not None:
                 plan = _Plan(node.name, specs, found_all, len(found_all), self._version)
             else:
@@ -898,6 +901,19 @@ class DraState:
         # The next pod placed there is answered from the plan, not from an earlier filter.
         self._last = None
         return plan.count
+
+    def _known_copies(
+        self, layout: tuple[object, ...], spec_ids: tuple[int, ...]
+    ) -> _Copies | None:
+        """What `copies_fit` found for claims of `spec_ids` on a node of `layout`. The
+        layout of a template's copies is one object: the answer for the last one asked is
+        found without hashing the layout."""
+        last = self._last_copies
+        if last is not None and last[0] is layout and last[1] == spec_ids:
+            return last[2]
+        known = self._copies.get((layout, spec_ids))
+        self._last_copies = None if known is None else (layout, spec_ids, known)
+        return known
 
     def _first_copy(self, claims: Sequence[PodClaim], node: Node) -> dict[str, Allocation] | None:
         """What the search gives `claims` (none allocated) on a fresh node of a layout
