@@ -35,10 +35,12 @@ is allocated. An allocation with admin access takes no device and no counter.
 pod's own, unallocated, asking what the first pod's ask): how many copies get devices on a
 node one after the other, each with what the search finds once the earlier ones hold
 theirs. It keeps those allocations as a plan that the next pods placed on the node take
-(`allocate` answers from it, `reserve_pods` records them in one pass) while nothing else
-changes; on a node of a fresh template layout (its own slices, nothing held) the copies
-are the ones found on the first node of that layout, by position, read from the node's
-slices without building its device candidates.
+(`allocate` and `unfit` answer from it, `reserve_pods` records them in one pass) while
+nothing else changes; on a node of a fresh template layout (its own slices, nothing held)
+the copies are the ones found on the first node of that layout, by position, read from the
+node's slices without building its device candidates. Such copies, each one claim given
+one device, are planned and recorded as their requests and devices: their `Allocation`
+objects are made only when read (`allocation`, `allocations`), which an estimate does not.
 
 `node_pool_utilization` is Cluster Autoscaler's DRA utilization of a node: per resource pool
 of its node-local devices, the share of devices allocated, or, for a pool with shared
