@@ -147,11 +147,41 @@ _KUBECONFIG_ERRORS = (
 )
 
 
+def _check_kubeconfig(path: str) -> None:
+    """Refuse a --kubeconfig whose text is not YAML or whose fields are not of the form
+    kubectl reads, naming the file and the field (`kubeconfig.check_shape`): the client's
+    loader would fail on it naming neither, or not fail until a request."""
+    from clusterscaler.kube.kubeconfig import KubeconfigShapeError, check_shape
+    from clusterscaler.model.yamltext import load_yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KubeConfigError(
+            f"--kubeconfig {path!r}: cannot read it: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    try:
+        doc = load_yaml(text)
+    # ValueError and RecursionError: what PyYAML raises past its own limits.
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise KubeConfigError(
+            f"--kubeconfig {path!r}: (document): expected a kubeconfig in YAML, not valid "
+            f"YAML: {detail[:300]}"
+        ) from None
+    try:
+        check_shape(doc)
+    except KubeconfigShapeError as exc:
+        raise KubeConfigError(f"--kubeconfig {path!r}: {exc}") from None
+
+
 def _load_configuration(settings: ClientSettings) -> Any:
     configuration = k8s_client.Configuration()
     if settings.kubeconfig:
         if not os.path.exists(settings.kubeconfig):
             raise KubeConfigError(f"--kubeconfig: file {settings.kubeconfig!r} does not exist")
+        _check_kubeconfig(settings.kubeconfig)
         try:
             k8s_config.load_kube_config(
                 config_file=settings.kubeconfig, client_configuration=configuration

@@ -26,7 +26,13 @@ from typing import Any
 
 import structlog
 import yaml
-from clusterscaler.api import DURATION_FORM, ConfigurationError, load_yaml, parse_duration
+from clusterscaler.api import (
+    DURATION_FORM,
+    ConfigurationError,
+    describe_value,
+    load_yaml,
+    parse_duration,
+)
 
 __all__ = ["DEFAULT_TIMEOUT", "ExternalGrpcConfig", "load_config", "parse_config", "split_host_port"]
 
@@ -73,8 +79,10 @@ def split_host_port(address: str) -> tuple[str, str]:
             raise ValueError("missing port")
         if ":" in host:
             raise ValueError("too many colons (an IPv6 host is written [host]:port)")
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"port {port!r} is not a number from 1 to 65535")
+    # At most 5 ASCII digits before `int`: `isdigit` takes other scripts' digits, and `int`
+    # refuses a number of more than 4,300.
+    if not (port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536):
+        raise ValueError(f"port {describe_value(port)} is not a number from 1 to 65535")
     return host, port
 
 
@@ -91,7 +99,8 @@ def load_config(path: str) -> ExternalGrpcConfig:
     try:
         with open(os.path.expanduser(path), encoding="utf-8") as f:
             text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
+    # ValueError: a path holding a null byte, which names no file.
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigurationError(
             f"externalgrpc provider: --cloud-config={path}: cannot read it: "
             f"{getattr(exc, 'strerror', None) or exc}"
@@ -126,7 +135,7 @@ def parse_config(text: str, source: str) -> ExternalGrpcConfig:
         host, _ = split_host_port(address)
     except ValueError as exc:
         raise ConfigurationError(
-            f"{where}: address: expected {_ADDRESS_FORM}, got {address!r} ({exc})"
+            f"{where}: address: expected {_ADDRESS_FORM}, got {describe_value(address)} ({exc})"
         ) from None
     return ExternalGrpcConfig(
         address=address, host=host, timeout=_timeout(values, where), tls=_tls(values, where)
@@ -139,7 +148,8 @@ def _string(values: dict[str, Any], key: str, where: str) -> str:
         return ""
     if not isinstance(value, str):
         raise ConfigurationError(
-            f"{where}: {key}: expected a string, got {type(value).__name__} {value!r}"
+            f"{where}: {key}: expected a string, got {type(value).__name__} "
+            f"{describe_value(value)}"
         )
     return value.strip()
 
@@ -149,17 +159,16 @@ def _timeout(values: dict[str, Any], where: str) -> timedelta:
     if raw is None:
         return DEFAULT_TIMEOUT
     expected = f"a positive duration, {DURATION_FORM} (default 5s)"
+    got = describe_value(raw)
     if not isinstance(raw, str):
-        raise ConfigurationError(f"{where}: grpc_timeout: expected {expected}, got {raw!r}")
+        raise ConfigurationError(f"{where}: grpc_timeout: expected {expected}, got {got}")
     try:
         timeout = parse_duration(raw)
     except ValueError:
-        raise ConfigurationError(
-            f"{where}: grpc_timeout: expected {expected}, got {raw!r}"
-        ) from None
+        raise ConfigurationError(f"{where}: grpc_timeout: expected {expected}, got {got}") from None
     if timeout <= timedelta(0):
         # Upstream would give every call a deadline already past.
-        raise ConfigurationError(f"{where}: grpc_timeout: expected {expected}, got {raw!r}")
+        raise ConfigurationError(f"{where}: grpc_timeout: expected {expected}, got {got}")
     return timeout
 
 
@@ -189,17 +198,20 @@ def _tls(values: dict[str, Any], where: str) -> TlsFiles | None:
     # match or a CA that does not parse now, rather than at the first call.
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     try:
-        context.load_cert_chain(os.path.expanduser(cert), os.path.expanduser(key))
+        # An encrypted key is refused, never asked for a password on the terminal.
+        context.load_cert_chain(
+            os.path.expanduser(cert), os.path.expanduser(key), password=lambda: b""
+        )
     except (ssl.SSLError, OSError) as exc:
         raise ConfigurationError(
             f"{where}: cert, key: expected a PEM certificate and its private key, got "
-            f"{cert!r} and {key!r} that do not form a pair ({exc})"
+            f"{describe_value(cert)} and {describe_value(key)} that do not form a pair ({exc})"
         ) from None
     try:
         context.load_verify_locations(cafile=os.path.expanduser(cacert))
     except (ssl.SSLError, OSError) as exc:
         raise ConfigurationError(
-            f"{where}: cacert: expected PEM CA certificates, got {cacert!r} ({exc})"
+            f"{where}: cacert: expected PEM CA certificates, got {describe_value(cacert)} ({exc})"
         ) from None
     return files
 
@@ -208,10 +220,14 @@ def _read_pem(where: str, key: str, path: str) -> bytes:
     try:
         with open(os.path.expanduser(path), "rb") as f:
             data = f.read()
-    except OSError as exc:
+    # ValueError: a path holding a null byte, which names no file.
+    except (OSError, ValueError) as exc:
         raise ConfigurationError(
-            f"{where}: {key}: expected a readable PEM file, got {path!r} ({exc.strerror or exc})"
+            f"{where}: {key}: expected a readable PEM file, got {describe_value(path)} "
+            f"({getattr(exc, 'strerror', None) or exc})"
         ) from None
     if b"-----BEGIN " not in data:
-        raise ConfigurationError(f"{where}: {key}: expected a PEM file, got {path!r} without one")
+        raise ConfigurationError(
+            f"{where}: {key}: expected a PEM file, got {describe_value(path)} without one"
+        )
     return data

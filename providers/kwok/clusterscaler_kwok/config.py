@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from clusterscaler.api import ConfigurationError, load_yaml
+from clusterscaler.api import ConfigurationError, describe_value, load_yaml
 
 MODE_ENV = "KWOK_PROVIDER_MODE"
 CONFIGMAP_ENV = "KWOK_PROVIDER_CONFIGMAP"
@@ -106,7 +106,7 @@ def _string(value: Any, where: str, field: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise _fail(where, field, f"expected a string, got {value!r}")
+        raise _fail(where, field, f"expected a string, got {describe_value(value)}")
     return value
 
 
@@ -122,7 +122,8 @@ def parse_config(text: str, where: str) -> KwokConfig:
     assert root is not None
     read_from = root.get("readNodesFrom")
     if read_from not in ("configmap", "cluster"):
-        raise _fail(where, "readNodesFrom", f"expected configmap or cluster, got {read_from!r}")
+        raise _fail(where, "readNodesFrom",
+                    f"expected configmap or cluster, got {describe_value(read_from)}")
     templates_configmap = ""
     if read_from == "configmap":
         configmap = _mapping(root.get("configmap"), where, "configmap", required=True)
@@ -147,7 +148,8 @@ def parse_config(text: str, where: str) -> KwokConfig:
     nodes = _mapping(root.get("nodes"), where, "nodes", required=False) or {}
     skip_taint = nodes.get("skipTaint", False)
     if not isinstance(skip_taint, bool):
-        raise _fail(where, "nodes.skipTaint", f"expected true or false, got {skip_taint!r}")
+        raise _fail(where, "nodes.skipTaint",
+                    f"expected true or false, got {describe_value(skip_taint)}")
     gpu = None
     gpu_doc = _mapping(nodes.get("gpuConfig"), where, "nodes.gpuConfig", required=False)
     if gpu_doc is not None:

@@ -20,7 +20,10 @@ from clusterscaler.api import (
     CloudProviderError,
     ConfigurationError,
     ProviderContext,
+    ProviderProblem,
+    ResourceSlice,
     cloud_provider_hook,
+    describe_value,
     ignored_node_group_flags,
 )
 
@@ -36,7 +39,7 @@ from clusterscaler_kwok.config import (
 )
 from clusterscaler_kwok.devices import template_slices
 from clusterscaler_kwok.provider import KwokCloudProvider, Raw
-from clusterscaler_kwok.templates import build_groups, parse_templates
+from clusterscaler_kwok.templates import GroupTemplate, build_groups, parse_templates
 
 if TYPE_CHECKING:
     from clusterscaler.api import Informer
@@ -135,6 +138,12 @@ def _read_configmap(core: Any, namespace: str, name: str, key: str) -> str:
     lists its namespace's ConfigMaps already, whatever their names."""
     from kubernetes.client.exceptions import ApiException
 
+    if len(name) > 253:  # no ConfigMap is named so; said in a line
+        raise ConfigurationError(
+            f"kwok provider: ConfigMap {namespace}/{describe_value(name)}: expected a name of "
+            "at most 253 characters"
+        )
+
     try:
         response = core.list_namespaced_config_map(
             namespace, field_selector=f"metadata.name={name}", _preload_content=False
@@ -172,6 +181,23 @@ def _template_nodes(core: Any, config: KwokConfig, namespace: str) -> tuple[list
     return list(json.loads(response.data).get("items") or []), ""
 
 
+def read_node_groups(core: Any, namespace: str, name: str) -> tuple[
+    KwokConfig, list[GroupTemplate], list[ProviderProblem], dict[str, tuple[ResourceSlice, ...]]
+]:
+    """The provider's ConfigMaps as `core` (a `CoreV1Api`) lists them: the config, the
+    node groups of its templates, the problems of the groups that cannot be used, and the
+    groups' ResourceSlices. A ConfigMap that cannot be used at all is a
+    `ConfigurationError` naming it and the field."""
+    config = parse_config(
+        _read_configmap(core, namespace, name, CONFIG_KEY),
+        f"ConfigMap {namespace}/{name}, key {CONFIG_KEY}",
+    )
+    nodes, text = _template_nodes(core, config, namespace)
+    groups, problems = build_groups(nodes, config)
+    slices, slice_problems = template_slices(text, nodes, config)
+    return config, groups, [*problems, *slice_problems], slices
+
+
 def build_provider(context: ProviderContext) -> KwokCloudProvider:
     """The factory registered as `kwok`."""
     from kubernetes import client
@@ -184,14 +210,7 @@ def build_provider(context: ProviderContext) -> KwokCloudProvider:
     core = client.CoreV1Api(api_client)
     namespace = provider_namespace(str(getattr(context.options, "namespace", "kube-system")))
     name = configmap_name()
-    config = parse_config(
-        _read_configmap(core, namespace, name, CONFIG_KEY),
-        f"ConfigMap {namespace}/{name}, key {CONFIG_KEY}",
-    )
-    nodes, text = _template_nodes(core, config, namespace)
-    groups, problems = build_groups(nodes, config)
-    slices, slice_problems = template_slices(text, nodes, config)
-    problems = [*problems, *slice_problems]
+    config, groups, problems, slices = read_node_groups(core, namespace, name)
     for problem in problems:
         log.warning("kwok_node_group_invalid", node_group=problem.node_group,
                     error=problem.message)

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from clusterscaler.api import ConfigurationError, ProviderProblem, load_yaml_documents
+from clusterscaler.api import (
+    ConfigurationError,
+    ProviderProblem,
+    describe_value,
+    load_yaml_documents,
+)
 
 from clusterscaler_kwok.config import KwokConfig
 
@@ -109,7 +114,7 @@ def _count(annotations: Mapping[str, str], key: str, default: int, node: str) ->
         value = -1
     if value < 0:
         raise ValueError(f"template node {node}: annotation {key}: expected a non-negative "
-                         f"integer, got {raw!r}")
+                         f"integer, got {describe_value(raw)}")
     return value
 
 

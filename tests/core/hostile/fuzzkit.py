@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import gc
 import json
+import re
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator, Mapping
@@ -581,6 +582,37 @@ def _parent(obj: Any, path: Path_) -> Any:
     return obj
 
 
+def _mutate(
+    draw: st.DrawFn,
+    seeds: list[dict[str, Any]],
+    keep: Callable[[Path_], bool],
+    values: st.SearchStrategy[Any],
+) -> tuple[dict[str, Any], list[Path_]]:
+    obj = copy.deepcopy(draw(st.sampled_from(seeds)))
+    changed: list[Path_] = []
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        choices = [p for p in paths(obj) if keep(p)]
+        if not choices:
+            break
+        path = draw(st.sampled_from(choices))
+        parent = _parent(obj, path)
+        operation = draw(st.sampled_from(["replace", "replace", "delete", "add"]))
+        if operation == "replace":
+            parent[path[-1]] = draw(values)
+            changed.append(path)
+        elif operation == "delete":
+            del parent[path[-1]]
+            changed.append(path)
+        elif isinstance(parent, dict):
+            key = draw(HOSTILE_STRINGS)
+            parent[key] = draw(values)
+            changed.append((*path[:-1], key))
+        else:
+            parent.append(draw(values))
+            changed.append((*path[:-1], len(parent) - 1))
+    return obj, changed
+
+
 @st.composite
 def mutated(
     draw: st.DrawFn,
@@ -591,23 +623,41 @@ def mutated(
 ) -> dict[str, Any]:
     """A copy of one of `seeds` with one to three mutations at paths `keep` allows:
     a field replaced by a hostile value, a field deleted, or an unknown field added."""
-    obj = copy.deepcopy(draw(st.sampled_from(seeds)))
-    for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        choices = [p for p in paths(obj) if keep(p)]
-        if not choices:
-            break
-        path = draw(st.sampled_from(choices))
-        parent = _parent(obj, path)
-        operation = draw(st.sampled_from(["replace", "replace", "delete", "add"]))
-        if operation == "replace":
-            parent[path[-1]] = draw(values)
-        elif operation == "delete":
-            del parent[path[-1]]
-        elif isinstance(parent, dict):
-            parent[draw(HOSTILE_STRINGS)] = draw(values)
-        else:
-            parent.append(draw(values))
-    return obj
+    return _mutate(draw, seeds, keep, values)[0]
+
+
+@st.composite
+def mutations(
+    draw: st.DrawFn,
+    seeds: list[dict[str, Any]],
+    *,
+    keep: Callable[[Path_], bool] = lambda path: True,
+    values: st.SearchStrategy[Any] = HOSTILE_VALUES,
+) -> tuple[dict[str, Any], list[Path_]]:
+    """`mutated`, drawn alike, with the paths it changed (a field replaced or deleted, the
+    field or list item added): what a reader's error may name."""
+    return _mutate(draw, seeds, keep, values)
+
+
+def names_a_changed_field(message: str, changed: list[Path_]) -> bool:
+    """Whether `message` names the field of one of the `changed` paths: its last key, or
+    the key of the object holding it (an item added to a list, a field of an object that is
+    itself named), as a whole word (`cluster` is not named by `clusters`), or cut as an
+    error clips a long key. A path of list indexes alone is named by its first `[i]`."""
+    for path in changed:
+        keys = [step for step in path if isinstance(step, str)]
+        if not keys:
+            if path and f"[{path[0]}]" in message:
+                return True
+            continue
+        for key in keys[-2:]:
+            shown = key if len(key) <= 80 else key[:20]
+            if shown.strip() and re.search(
+                rf"(?<![\w-]){re.escape(shown)}(?![\w-])" if len(key) <= 80 else re.escape(shown),
+                message,
+            ):
+                return True
+    return False
 
 
 def readable_name(raw: Any) -> tuple[str, str] | None:

@@ -7,13 +7,18 @@ of one group is reported for that group alone. Nothing else escapes."""
 
 from __future__ import annotations
 
+import base64
+import datetime
 import json
 import re
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from clusterscaler.api import ConfigurationError
+from clusterscaler.kube.client import ClientSettings, KubeConfigError, build_api_client
 from clusterscaler.model import ModelError, parse_node
 from clusterscaler.plugins.expanders.priority import PriorityConfigError, parse_priorities
 from clusterscaler.proportional.params import (
@@ -25,17 +30,26 @@ from clusterscaler_aws import tags as aws_tags
 from clusterscaler_aws.cloud_config import parse_cloud_config as parse_aws_config
 from clusterscaler_azure import tags as azure_tags
 from clusterscaler_azure.config import build_config, parse_azure_json
+from clusterscaler_externalgrpc.config import parse_config as parse_externalgrpc_config
 from clusterscaler_gce.cloud_config import parse_cloud_config as parse_gce_config
 from clusterscaler_gce.kube_env import parse_kube_env
 from clusterscaler_kwok.config import parse_config as parse_kwok_config
+from clusterscaler_kwok.plugin import read_node_groups
 from clusterscaler_kwok.templates import build_groups, parse_templates
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from fuzzkit import (
     FUZZ,
     HOSTILE_STRINGS,
     HOSTILE_VALUES,
+    RESOURCE_SLICE,
     RICH_NODE,
     bounded,
     mutated,
+    mutations,
+    names_a_changed_field,
     size_of,
     yaml_text,
 )
@@ -315,3 +329,186 @@ def test_group_tags(module: Any, group: str, data: st.DataObject) -> None:
     for key, value in given_tags.items():
         if key.startswith(scheme.label_prefix) and key not in bad:
             assert parsed.labels[scheme.key(key[len(scheme.label_prefix) :])] == value
+
+
+# ------------------------------------------------------------------ kwok's ConfigMaps, as listed
+
+KWOK_NAMESPACE = "kube-system"
+KWOK_CONFIGMAP = "kwok-provider-config"
+_SMALL_NODE = {
+    **_KWOK_NODE,
+    "metadata": {**_KWOK_NODE["metadata"], "name": "small-template",
+                 "labels": {**_KWOK_NODE["metadata"]["labels"], "kwok-nodegroup": "small"}},
+}
+KWOK_TEMPLATES = {"apiVersion": "v1", "kind": "List",
+                  "items": [_KWOK_NODE, _SMALL_NODE, RESOURCE_SLICE]}
+
+
+class _Listed:
+    """What `list_namespaced_config_map(..., _preload_content=False)` returns."""
+
+    def __init__(self, doc: Any) -> None:
+        self.data = json.dumps(doc).encode()
+
+
+class _ConfigMaps:
+    """A `CoreV1Api` that lists the given ConfigMaps' `data`, by name, and no Nodes."""
+
+    def __init__(self, data: dict[str, dict[str, str]]) -> None:
+        self._data = data
+
+    def list_namespaced_config_map(self, namespace: str, *, field_selector: str,
+                                   _preload_content: bool) -> _Listed:
+        name = field_selector.removeprefix("metadata.name=")
+        items = [{"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": name, "namespace": namespace}, "data": self._data[name]}
+                 ] if name in self._data else []
+        return _Listed({"apiVersion": "v1", "kind": "ConfigMapList", "items": items})
+
+    def list_node(self, *, _preload_content: bool) -> _Listed:
+        return _Listed({"apiVersion": "v1", "kind": "NodeList", "items": []})
+
+
+@FUZZ
+@given(config=mutations([KWOK_CONFIG]), templates=mutations([KWOK_TEMPLATES]),
+       broken=st.sampled_from(["config", "templates", "both"]))
+def test_kwok_provider_configmaps_as_listed(
+    config: tuple[dict[str, Any], list[Any]], templates: tuple[dict[str, Any], list[Any]],
+    broken: str,
+) -> None:
+    """The provider's two ConfigMaps as the API server lists them, one or both mutated, read
+    as the provider reads them at start: node groups (a bad template or ResourceSlice costs
+    only its group), or a `ConfigurationError` naming the ConfigMap and, for its config, the
+    field."""
+    config_doc, config_changes = config if broken != "templates" else (KWOK_CONFIG, [])
+    templates_doc, _ = templates if broken != "config" else (KWOK_TEMPLATES, [])
+    config_text, templates_text = _yaml(config_doc), _yaml(templates_doc)
+    if config_text is None or templates_text is None:
+        return
+    maps = {KWOK_CONFIGMAP: {"config": config_text},
+            "kwok-provider-templates": {"templates": templates_text}}
+    if isinstance(config_doc.get("configmap"), dict):
+        name = config_doc["configmap"].get("name")
+        if isinstance(name, str) and name.strip():
+            maps[name.strip()] = maps.pop("kwok-provider-templates")
+    try:
+        with bounded(len(config_text) + len(templates_text)):
+            _, groups, problems, _ = read_node_groups(
+                _ConfigMaps(maps), KWOK_NAMESPACE, KWOK_CONFIGMAP)
+    except ConfigurationError as error:
+        message = str(error)
+        assert message.startswith(f"kwok provider: ConfigMap {KWOK_NAMESPACE}/"), message
+        assert len(message) < 4_000, f"an error of {len(message)} characters"
+        if f"ConfigMap {KWOK_NAMESPACE}/{KWOK_CONFIGMAP}, key config" in message:
+            assert ("(document)" in message or "not valid YAML" in message
+                    or names_a_changed_field(message, config_changes)), (message, config_changes)
+        return
+    for problem in problems:
+        assert problem.message.startswith("kwok provider: "), problem
+        assert len(problem.message) < 4_000, f"a problem of {len(problem.message)} characters"
+    if broken == "config" and config_doc.get("nodegroups") == KWOK_CONFIG["nodegroups"]:
+        assert {"big", "small"} <= {g.name for g in groups}, (groups, problems)
+
+
+# ------------------------------------------------------------------ externalgrpc cloud-config
+
+
+def _tls_files() -> dict[str, str]:
+    """A self-signed certificate (its own CA) and its key, as PEM files, for the TLS seed."""
+    directory = Path(tempfile.mkdtemp(prefix="fuzz-externalgrpc-"))
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(1)
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    (directory / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "tls.key").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    return {"cert": str(directory / "tls.crt"), "key": str(directory / "tls.key"),
+            "cacert": str(directory / "tls.crt")}
+
+
+EXTERNALGRPC_CONFIGS = [
+    {"address": "external-grpc-provider.kube-system.svc:8086", "grpc_timeout": "10s"},
+    {"address": "[::1]:8086", **_tls_files(), "grpc_timeout": "5s"},
+]
+EXTERNALGRPC_SOURCE = "--cloud-config=/etc/externalgrpc/cloud-config.yaml"
+for _seed in EXTERNALGRPC_CONFIGS:
+    parse_externalgrpc_config(yaml_text(_seed), EXTERNALGRPC_SOURCE)
+
+
+@FUZZ
+@given(given_config=mutations(EXTERNALGRPC_CONFIGS))
+def test_externalgrpc_cloud_config(given_config: tuple[dict[str, Any], list[Any]]) -> None:
+    """The cloud-config, mutated: read (its TLS files loaded), or a `ConfigurationError`
+    naming the file and the field, in a line."""
+    doc, changes = given_config
+    text = _yaml(doc)
+    if text is None:
+        return
+    try:
+        with bounded(len(text)):
+            parse_externalgrpc_config(text, EXTERNALGRPC_SOURCE)
+    except ConfigurationError as error:
+        message = str(error)
+        assert message.startswith(f"externalgrpc provider: {EXTERNALGRPC_SOURCE}: "), message
+        assert len(message) < 4_000, f"an error of {len(message)} characters"
+        # A text the YAML reader refuses (nested too deep) is named by its line.
+        assert "not valid YAML" in message or names_a_changed_field(message, changes), (
+            message, changes)
+
+
+# ------------------------------------------------------------------ --kubeconfig
+
+KUBECONFIG = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "current-context": "admin@prod",
+    "preferences": {},
+    "clusters": [
+        {"name": "prod", "cluster": {
+            "server": "https://203.0.113.10:6443",
+            "certificate-authority-data": base64.b64encode(b"not checked before use").decode(),
+            "tls-server-name": "kubernetes"}},
+        {"name": "dev", "cluster": {"server": "http://127.0.0.1:8080",
+                                    "insecure-skip-tls-verify": True}},
+    ],
+    "users": [
+        {"name": "admin", "user": {"token": "abc.def"}},
+        {"name": "dev", "user": {"username": "u", "password": "p"}},
+    ],
+    "contexts": [
+        {"name": "admin@prod", "context": {"cluster": "prod", "user": "admin",
+                                           "namespace": "kube-system"}},
+        {"name": "dev", "context": {"cluster": "dev", "user": "dev"}},
+    ],
+}
+
+
+@FUZZ
+@given(given_config=mutations([KUBECONFIG]))
+def test_kubeconfig(given_config: tuple[dict[str, Any], list[Any]]) -> None:
+    """A mutated `--kubeconfig`: a client, or a `KubeConfigError` (exit 2) naming the file and
+    the field, in a line. Nothing is dialled: the client is only configured."""
+    doc, changes = given_config
+    text = _yaml(doc)
+    if text is None:
+        return
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "kubeconfig"
+        path.write_text(text)
+        try:
+            with bounded(len(text)):
+                build_api_client(ClientSettings(kubeconfig=str(path)))
+        except KubeConfigError as error:
+            message = str(error)
+            assert message.startswith(f"--kubeconfig {str(path)!r}: "), message
+            assert len(message) < 4_000, f"an error of {len(message)} characters"
+            # A text the YAML reader refuses (nested too deep) is named by its line.
+            assert "not valid YAML" in message or names_a_changed_field(message, changes), (
+                message, changes)

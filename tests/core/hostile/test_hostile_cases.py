@@ -684,3 +684,72 @@ def test_a_scenario_cloud_config_that_is_no_file_names_the_scenario_and_field(
     assert f"{scenario}: cloudConfig: expected a path to a cloud-config file, got '{cloud}'" \
         in error, error
     assert why in error, error
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("address: 'h:" + "9" * 5_000 + "'\n", "address: expected host:port"),
+     ("address: '" + "a" * 5_000 + "'\n", "address: expected host:port"),
+     ("address: 'h:\u0661'\n", "address: expected host:port"),
+     ("address: h:1\ngrpc_timeout: '" + "9" * 5_000 + "'\n", "grpc_timeout: expected a positive"),
+     ("address: h:1\ngrpc_timeout: [" + "9" * 4_000 + "]\n", "grpc_timeout: expected a positive"),
+     ("address: [" + "7" * 4_000 + "]\n", "address: expected a string, got list"),
+     ('address: h:1\ncert: "a\\0b"\nkey: k\ncacert: c\n', "cert: expected a readable PEM file"),
+     ("address: h:1\ncert: /" + "c" * 5_000 + "\nkey: k\ncacert: c\n",
+      "cert: expected a readable PEM file")],
+    ids=["port-5000-digits", "host-5000", "port-arabic-digit", "timeout-5000", "timeout-list",
+         "address-list", "cert-null-byte", "cert-5000"],
+)
+def test_an_externalgrpc_cloud_config_names_the_field_in_a_line(text: str, message: str) -> None:
+    """The externalgrpc cloud-config quoted what it got whole (a 5,000-digit port made a
+    5,000-character error, after `int` had refused it), took any script's digits for a
+    port, and let a path holding a null byte escape as ValueError."""
+    from clusterscaler_externalgrpc.config import parse_config as parse_externalgrpc
+
+    with pytest.raises(ConfigurationError) as caught:
+        parse_externalgrpc(text, "cc.yaml")
+    assert str(caught.value).startswith(f"externalgrpc provider: cc.yaml: {message}"), caught.value
+    # The form expected, and what it got (the address, and its port again) cut to a line.
+    assert len(str(caught.value)) < 600, len(str(caught.value))
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [({"readNodesFrom": "9" * 5_000}, "readNodesFrom: expected configmap or cluster, got '999"),
+     ({"readNodesFrom": "configmap", "configmap": {"name": ["9" * 5_000]}},
+      "configmap.name: expected a string, got ['999"),
+     ({"readNodesFrom": "cluster", "nodegroups": {"fromNodeLabelKey": "x"},
+       "nodes": {"skipTaint": "9" * 5_000}}, "nodes.skipTaint: expected true or false, got '999")],
+    ids=["read-nodes-from", "configmap-name", "skip-taint"],
+)
+def test_a_kwok_config_quotes_a_long_value_in_a_line(doc: dict[str, Any], message: str) -> None:
+    """The kwok provider's config quoted what it got whole: a 5,070-character error."""
+    with pytest.raises(ConfigurationError) as caught:
+        parse_config(json.dumps(doc), "ConfigMap kube-system/kwok-provider-config, key config")
+    assert message in str(caught.value), caught.value
+    assert len(str(caught.value)) < 400, len(str(caught.value))
+
+
+def test_a_kwok_templates_configmap_of_a_5000_character_name_is_named_in_a_line() -> None:
+    from clusterscaler_kwok.plugin import read_node_groups
+
+    class Core:
+        def list_namespaced_config_map(self, namespace: str, **_: Any) -> Any:
+            raise AssertionError("no ConfigMap of such a name is listed")
+
+    config = json.dumps({"readNodesFrom": "configmap", "configmap": {"name": "t" * 5_000},
+                         "nodegroups": {"fromNodeLabelKey": "pool"}})
+
+    class Listed:
+        data = json.dumps({"items": [{"data": {"config": config}}]}).encode()
+
+    class First(Core):
+        def list_namespaced_config_map(self, namespace: str, **kwargs: Any) -> Any:
+            if kwargs["field_selector"] == "metadata.name=kwok-provider-config":
+                return Listed()
+            return super().list_namespaced_config_map(namespace, **kwargs)
+
+    with pytest.raises(ConfigurationError) as caught:
+        read_node_groups(First(), "kube-system", "kwok-provider-config")
+    assert str(caught.value).startswith("kwok provider: ConfigMap kube-system/'ttt"), caught.value
+    assert len(str(caught.value)) < 400, len(str(caught.value))

@@ -270,15 +270,32 @@ def test_kubeconfig_that_is_not_yaml_is_a_named_error(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text",
-    ["apiVersion: v1\nclusters: 7\n", "apiVersion: v1\ncurrent-context: a\ncontexts: [7]\n",
-     "- a\n- b\n", "contexts:\n- name: a\n  context: {cluster: [x]}\ncurrent-context: a\n"],
-    ids=["clusters-int", "context-int", "list", "cluster-name-list"],
+    ("text", "message"),
+    [("apiVersion: v1\nclusters: 7\n", "clusters: expected a list of named clusters, got 7"),
+     ("apiVersion: v1\ncurrent-context: a\ncontexts: [7]\n",
+      "contexts[0]: expected an object, got 7"),
+     ("- a\n- b\n", "(document): expected an object, got ['a', 'b']"),
+     ("contexts:\n- name: a\n  context: {cluster: [x]}\ncurrent-context: a\n",
+      "contexts[0].context.cluster: expected a string, got ['x']"),
+     ("users:\n- name: u\n  user: admin\n", "users[0].user: expected an object, got 'admin'"),
+     ("clusters:\n- name: c\n  cluster: {server: https://h, certificate-authority-data: '%'}\n",
+      "clusters[0].cluster.certificate-authority-data: expected base64 of PEM data, got '%'"),
+     ("current-context: b\ncontexts:\n- {name: a, context: {cluster: c}}\n",
+      "current-context: expected the name of one of the contexts (a), got 'b'"),
+     ("current-context: a\ncontexts:\n- {name: a, context: {cluster: c, user: v}}\n"
+      "clusters:\n- {name: c, cluster: {server: 'https://h'}}\n",
+      "contexts[0].context.user: expected the name of one of the users (none), got 'v'"),
+     ("users:\n- name: u\n  user: {exec: {command: x, env: [{name: A, value: 1}]}}\n",
+      "users[0].user.exec.env[0].value: expected a string, got 1")],
+    ids=["clusters-int", "context-int", "list", "cluster-name-list", "user-string",
+         "ca-data-not-base64", "current-context-missing", "user-missing", "exec-env-int"],
 )
-def test_kubeconfig_of_another_shape_is_a_named_error(tmp_path, text):
+def test_kubeconfig_of_another_shape_is_a_named_error(tmp_path, text, message):
     """The client's loader checks no shape: `clusters: 7` escaped as TypeError, a traceback
-    and exit status 1 instead of 2."""
+    and exit status 1 instead of 2; caught, it still named no field (`TypeError: 'int'
+    object is not iterable`). Each is refused naming the file and the field."""
     bad = tmp_path / "kubeconfig"
     bad.write_text(text)
-    with pytest.raises(KubeConfigError, match=r"--kubeconfig .*: .*expected a kubeconfig"):
+    with pytest.raises(KubeConfigError) as caught:
         build_api_client(ClientSettings(kubeconfig=str(bad)))
+    assert str(caught.value) == f"--kubeconfig {str(bad)!r}: {message}"
