@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.clusteractions import ClusterActions
+from clusterscaler.framework.clusteractions import ClusterActions, TaintsAndCordons
 from clusterscaler.framework.dryrun import GuardedCloudProvider, WriteGuard, dry_run_guard
 from clusterscaler.framework.errors import ErrorType, LoopAbortedError, describe
 from clusterscaler.interfaces.cloudprovider import CloudProvider, CloudProviderError
@@ -81,6 +81,14 @@ class GuardedActions:
     def add_taint(self, node_name: str, taint: Taint) -> None:
         self._check(f"taint node {node_name}")
         self.actions.add_taint(node_name, taint)
+
+    def add_taint_and_cordon(self, node_name: str, taint: Taint) -> None:
+        self._check(f"taint and cordon node {node_name}")
+        if isinstance(self.actions, TaintsAndCordons):
+            self.actions.add_taint_and_cordon(node_name, taint)
+        else:
+            self.actions.add_taint(node_name, taint)
+            self.actions.set_unschedulable(node_name, True)
 
     def remove_taint(self, node_name: str, key: str) -> bool:
         self._check(f"untaint node {node_name}")

@@ -24,6 +24,7 @@ __all__ = [
     "NodePodsSource",
     "StaleSource",
     "SystemClock",
+    "TaintsAndCordons",
 ]
 
 
@@ -115,6 +116,19 @@ class ClusterActions(Protocol):
     def read_node(self, node_name: str) -> Node | None:
         """The node as it is now, read afresh from the source of truth (never a cache);
         None when it is gone: a node is deleted as unready only while it still is."""
+        ...
+
+
+@runtime_checkable
+class TaintsAndCordons(Protocol):
+    """Cluster actions that can taint and cordon a node in one write, as CA's
+    `MarkToBeDeleted` does with one update: each write waits its turn under
+    --kube-client-qps. The actuator uses it where the actions offer it, else it taints,
+    then cordons."""
+
+    def add_taint_and_cordon(self, node_name: str, taint: Taint) -> None:
+        """`add_taint` and `set_unschedulable(True)`; on failure, either may have been
+        written. Raises `NodeNotFoundError` when the node is gone."""
         ...
 
 

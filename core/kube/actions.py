@@ -122,17 +122,31 @@ class KubeClusterActions:
 
         self._update_node(node_name, change, f"add_taint:{taint.key}")
 
-    def _append_taint(self, node_name: str, taint: Taint) -> bool:
-        """Append `taint` with one JSON patch; False when it does not apply (see
-        `add_taint`) and nothing was written."""
+    def add_taint_and_cordon(self, node_name: str, taint: Taint) -> None:
+        """Taint and cordon with one JSON patch where `add_taint` could patch alone; else
+        the two writes one after the other."""
+        if not self.dry_run and self._append_taint(node_name, taint, cordon=True):
+            return
+        self.add_taint(node_name, taint)
+        self.set_unschedulable(node_name, True)
+
+    def _append_taint(self, node_name: str, taint: Taint, *, cordon: bool = False) -> bool:
+        """Append `taint` (and cordon) with one JSON patch; False when it does not apply
+        (see `add_taint`) and nothing was written."""
         known = self.cached_node(node_name) if self.cached_node is not None else None
         if known is not None and (
             not known.taints
             or any((t.key, t.effect) == (taint.key, taint.effect) for t in known.taints)
         ):
             return False
-        patch = [{"op": "add", "path": "/spec/taints/-", "value": taint.to_k8s()}]
-        return self._patch_node(node_name, patch, f"add_taint:{taint.key}")
+        patch: list[dict[str, Any]] = [
+            {"op": "add", "path": "/spec/taints/-", "value": taint.to_k8s()}
+        ]
+        action = f"add_taint:{taint.key}"
+        if cordon:
+            patch.append({"op": "add", "path": "/spec/unschedulable", "value": True})
+            action += "+cordon"
+        return self._patch_node(node_name, patch, action)
 
     def _patch_node(self, node_name: str, patch: list[dict[str, Any]], action: str) -> bool:
         """Apply a JSON patch to the node; False when the server refused it whole (422)

@@ -40,7 +40,12 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import structlog
-from clusterscaler.framework.clusteractions import ClusterActions, EvictionError, NodeNotFoundError
+from clusterscaler.framework.clusteractions import (
+    ClusterActions,
+    EvictionError,
+    NodeNotFoundError,
+    TaintsAndCordons,
+)
 from clusterscaler.framework.errors import (
     ErrorInfo,
     ErrorType,
@@ -487,6 +492,22 @@ class Actuator:
     def _taint(self, name: str, now: datetime) -> bool:
         """Taint (and cordon) a node for deletion; returns whether it was cordoned. On a
         failure nothing of ours is left on the node (as far as the API server lets us)."""
+        if self.options.cordon_node_before_terminating and isinstance(
+            self.actions, TaintsAndCordons
+        ):
+            # One write, as CA's `MarkToBeDeleted`.
+            try:
+                self.actions.add_taint_and_cordon(name, to_be_deleted_taint(now))
+            except LoopAbortedError:
+                raise
+            except Exception as exc:
+                failure = DeletionFailed.of(name, "taint", "tainting and cordoning", exc)
+                if not isinstance(exc, NodeNotFoundError):
+                    # As after a failed cordon: our taint goes; a cordon that may have
+                    # been written with it stays (it may have been there before).
+                    self._rollback(name, True, False)
+                raise failure from exc
+            return True
         try:
             self.actions.add_taint(name, to_be_deleted_taint(now))
         except LoopAbortedError:

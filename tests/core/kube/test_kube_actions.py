@@ -204,6 +204,24 @@ def test_cordon_and_uncordon(fake_kube, actions):
     assert node_requests(fake_kube) == [("patch", 200), ("patch", 200)]
 
 
+def test_taint_and_cordon_is_one_request(fake_kube, actions):
+    """As CA's `MarkToBeDeleted`, one write taints and cordons a node to delete."""
+    fake_kube.create(node("n1", [{"key": "kwok-provider", "value": "true", "effect": "NoSchedule"}]))
+    actions.add_taint_and_cordon("n1", TO_BE_DELETED)
+    spec = fake_kube.get("nodes", "n1")["spec"]
+    assert spec["taints"][-1] == TO_BE_DELETED.to_k8s()
+    assert spec["unschedulable"] is True
+    assert node_requests(fake_kube) == [("patch", 200)]
+
+
+def test_taint_and_cordon_of_a_node_without_taints(fake_kube, actions):
+    fake_kube.create(bare_node("n1"))
+    actions.add_taint_and_cordon("n1", TO_BE_DELETED)
+    spec = fake_kube.get("nodes", "n1")["spec"]
+    assert spec["taints"] == [TO_BE_DELETED.to_k8s()]
+    assert spec["unschedulable"] is True
+
+
 def test_uncordon_of_a_schedulable_node_writes_nothing(fake_kube, actions):
     fake_kube.create(node("n1"))
     actions.set_unschedulable("n1", False)
