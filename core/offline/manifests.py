@@ -544,7 +544,9 @@ class _Applier:
         rs_name = f"{name}-{pod_hash}"
         uid = meta.get("uid") or _uid("Deployment", namespace, name)
         selector = copy.deepcopy(spec["selector"])
-        selector.setdefault("matchLabels", {})["pod-template-hash"] = pod_hash
+        # `matchLabels: null` is no labels, as the API server reads it.
+        selector["matchLabels"] = {**(selector.get("matchLabels") or {}),
+                                   "pod-template-hash": pod_hash}
         pod_labels = {**template.labels, "pod-template-hash": pod_hash}
         rs_raw = {
             "apiVersion": "apps/v1",

@@ -753,3 +753,22 @@ def test_a_kwok_templates_configmap_of_a_5000_character_name_is_named_in_a_line(
         read_node_groups(First(), "kube-system", "kwok-provider-config")
     assert str(caught.value).startswith("kwok provider: ConfigMap kube-system/'ttt"), caught.value
     assert len(str(caught.value)) < 400, len(str(caught.value))
+
+
+def test_an_applied_deployment_whose_match_labels_are_null_is_applied(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`selector: {matchLabels: null, matchExpressions: [...]}` escaped `simulate --apply` as
+    TypeError (its ReplicaSet's selector was built on the null)."""
+    manifest = tmp_path / "deployment.yaml"
+    manifest.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, namespace: shop}\n"
+        "spec:\n  replicas: 2\n  selector:\n    matchLabels: null\n"
+        "    matchExpressions: [{key: app, operator: In, values: [w]}]\n"
+        "  template:\n    metadata: {labels: {app: w}}\n"
+        "    spec: {containers: [{name: c, resources: {requests: {cpu: '1'}}}]}\n"
+    )
+    snapshot = str(EXAMPLES / "snapshots" / "small-cluster.json")
+    code = main(["simulate", "--snapshot", snapshot, "--apply", str(manifest), "--once", "--json"])
+    assert code == 0, capsys.readouterr().err
+    assert "Traceback" not in capsys.readouterr().err
