@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from clusterscaler import ENTRY_POINT_GROUP
 from clusterscaler.framework.cachedgroups import CachedNodeGroup, GroupIndex, NodeGroupMemo
-from clusterscaler.framework.cloudconfigfile import read_cloud_config
+from clusterscaler.framework.cloudconfigfile import config_mapping, read_cloud_config
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.groupoptions import (
     GROUP_OPTION_NAMES,
@@ -284,6 +284,7 @@ __all__ = [
     "checked_delete",
     "checked_increase",
     "cloud_provider_hook",
+    "config_mapping",
     "debug_with",
     "describe_value",
     "discovery_params",

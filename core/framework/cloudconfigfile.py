@@ -1,8 +1,11 @@
 """`--cloud-config`: the file a provider reads its cloud's settings from, read the same
 way by every provider that has one (an empty flag means no file; a file that cannot be
-read is a `ConfigurationError` naming the flag and the path)."""
+read is a `ConfigurationError` naming the flag and the path), and the check every
+provider makes of such a document once parsed: its top level is a mapping."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from clusterscaler.interfaces.cloudprovider import ConfigurationError
 
@@ -16,3 +19,13 @@ def read_cloud_config(path: str) -> str | None:
             return handle.read()
     except OSError as exc:
         raise ConfigurationError(f"--cloud-config={path!r}: cannot be read: {exc}") from exc
+
+
+def config_mapping(document: object, source: str, expected: str) -> Mapping[object, object]:
+    """`document`, a parsed configuration (JSON or YAML), when its top level is a mapping;
+    else a `ConfigurationError` naming `source`, the `expected` form and what it is instead
+    (the type's name, or `an empty file` for the None an empty YAML file loads as)."""
+    if not isinstance(document, Mapping):
+        got = "an empty file" if document is None else type(document).__name__
+        raise ConfigurationError(f"{source}: expected {expected}, got {got}")
+    return document

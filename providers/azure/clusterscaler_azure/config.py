@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from clusterscaler.api import ConfigurationError, read_cloud_config
+from clusterscaler.api import ConfigurationError, config_mapping, read_cloud_config
 
 VM_TYPE_VMSS = "vmss"
 DEFAULT_VMSS_CACHE_TTL = 60
@@ -193,14 +193,10 @@ def _convert(value: Any, kind: str, where: str) -> Any:
 def parse_azure_json(text: str, source: str = "azure.json") -> dict[str, Any]:
     """The fields an azure.json document sets, by dataclass field name."""
     try:
-        document = json.loads(text) if text.strip() else {}
+        parsed = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
         raise ConfigurationError(f"{source}: not valid JSON: {exc}") from exc
-    if not isinstance(document, dict):
-        raise ConfigurationError(
-            f"{source}: expected a JSON object such as {{\"subscriptionId\": ...}}, "
-            f"got {type(document).__name__}"
-        )
+    document = config_mapping(parsed, source, 'a JSON object such as {"subscriptionId": ...}')
     values: dict[str, Any] = {}
     # Current spellings first, so that a legacy spelling never overrides them.
     for key, (name, kind) in JSON_FIELDS.items():

@@ -29,6 +29,7 @@ from clusterscaler.api import (
     NodeGroupOptions,
     QuantityError,
     Taint,
+    config_mapping,
     load_yaml,
     parse_cpu_millis,
     parse_group_option,
@@ -253,15 +254,13 @@ class KubeEnv:
 def parse_kube_env(text: str, source: str) -> KubeEnv:
     """Parse kube-env's YAML and its AUTOSCALER_ENV_VARS."""
     try:
-        loaded = load_yaml(text) if text.strip() else {}
+        parsed = load_yaml(text) if text.strip() else {}
     # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
     # for deep nesting: both are malformed input like any YAML error.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise ConfigurationError(f"{source}: kube-env is not valid YAML: {exc}") from None
-    if loaded is None:
-        loaded = {}
-    if not isinstance(loaded, dict):
-        raise ConfigurationError(f"{source}: kube-env is a {type(loaded).__name__}; expected a YAML mapping of NAME: value")
+    # An empty kube-env (`null`) sets nothing.
+    loaded = config_mapping({} if parsed is None else parsed, f"{source}: kube-env", "a YAML mapping of NAME: value")
     values: dict[str, str] = {}
     for key, value in loaded.items():
         if isinstance(value, (dict, list)):

@@ -34,6 +34,7 @@ from clusterscaler.api import (
     TtlCache,
     checked_delete,
     cloud_provider_hook,
+    config_mapping,
     discovery_params,
     gpus_as_devices,
     ignored_node_group_flags,
@@ -343,6 +344,15 @@ def test_machine_shape_capacity_is_kubelets_with_default_settings() -> None:
     assert gpu.capacity(gpu_resource="example.com/fpga")["example.com/fpga"] == "1"
     plain = MachineShape("m6g.large", vcpu=2, memory_mib=8192, gpu=0, architecture="arm64")
     assert plain.capacity() == {"cpu": "2", "memory": "8192Mi", "pods": "110"}
+
+
+@pytest.mark.parametrize(
+    ("document", "got"), [([1, 2], "got list"), ("text", "got str"), (None, "got an empty file")]
+)
+def test_config_mapping_names_the_source_the_form_and_what_it_got(document: object, got: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"^pool.conf: expected a mapping of pools, {got}$"):
+        config_mapping(document, "pool.conf", "a mapping of pools")
+    assert config_mapping({"a": 1}, "pool.conf", "a mapping of pools") == {"a": 1}
 
 
 def test_problems_by_group_give_each_message_in_group_order() -> None:

@@ -87,7 +87,7 @@ def test_autoscaling_options() -> None:
 @pytest.mark.parametrize(
     ("kube_env", "call", "message"),
     [
-        ("- a\n- b\n", "labels", "kube-env is a list; expected a YAML mapping"),
+        ("- a\n- b\n", "labels", "kube-env: expected a YAML mapping of NAME: value, got list"),
         ("A: [1, 2]\n", "labels", "kube-env A: expected a scalar value"),
         ("A: 'unterminated\n", "labels", "kube-env is not valid YAML"),
         ("AUTOSCALER_ENV_VARS: node_labels=a=b;oops\n", "labels", "AUTOSCALER_ENV_VARS entry 'oops': expected name=value"),
