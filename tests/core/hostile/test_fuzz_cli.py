@@ -14,21 +14,32 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from clusterscaler.commands.cli import main
-from fuzzkit import EXAMPLES, HOSTILE_VALUES, QUICK_FUZZ, mutated, yaml_text
+from fuzzkit import (
+    EXAMPLES,
+    HOSTILE_VALUES,
+    QUICK_FUZZ,
+    mutated,
+    mutations,
+    names_a_changed_field,
+    readable_name,
+    yaml_text,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz_configs import AWS_CONF, AZURE_JSON, GCE_CONF, ini_text
-from test_fuzz_files import CLOUD_CONFIGS, SCENARIOS, hostile_snapshots
+from test_fuzz_files import CLOUD_CONFIGS, SCENARIOS, hostile_snapshots_changed
 
 pytestmark = pytest.mark.fuzz
 
@@ -108,30 +119,81 @@ def assert_exit_2_or_read(code: int, err: str, names: str) -> None:
         assert len(errors[-1]) < 4_000, f"an error line of {len(errors[-1])} characters"
 
 
+@dataclass(frozen=True)
+class CommandInput:
+    """A command, the content of the file it reads (`{file}` in the command), and what the
+    generator broke where it knows: the paths it changed in the document (in each of
+    `--apply`'s documents, in one snapshot item) and the object holding them, by name."""
+
+    command: str
+    content: bytes
+    changes: list[Any] = field(default_factory=list)
+    objects: list[str] = field(default_factory=list)
+
+
+def _named_object(raw: Any) -> list[str]:
+    name = readable_name(raw)
+    return [name[1]] if name is not None and len(name[1]) <= 80 else []
+
+
 @st.composite
-def command_inputs(draw: st.DrawFn) -> tuple[str, bytes]:
-    """A command and the mutated content of the file it reads (`{file}` in the command)."""
+def command_inputs(draw: st.DrawFn) -> CommandInput:
+    """A command and the mutated content of the file it reads."""
     command = draw(st.sampled_from(
         ["simulate-snapshot", "explain-snapshot", "scenario", "apply", "simulate-cloud-config",
          "run-cloud-config", "run-aws", "run-gce", "run-azure", "scheduler-config"]))
     if command.endswith("snapshot"):
-        return command, draw(hostile_snapshots())
+        data, item, changes = draw(hostile_snapshots_changed())
+        return CommandInput(command, data, changes, _named_object(item))
     if command in ("run-aws", "run-gce"):
-        return command, draw(ini_text(AWS_CONF if command == "run-aws" else GCE_CONF)).encode()
+        text = draw(ini_text(AWS_CONF if command == "run-aws" else GCE_CONF))
+        return CommandInput(command, text.encode())
     if command == "run-azure":
-        doc = draw(st.one_of(mutated([AZURE_JSON]), HOSTILE_VALUES))
+        doc, changes = draw(st.one_of(mutations([AZURE_JSON]), HOSTILE_VALUES.map(_unknown)))
         try:
-            return command, json.dumps(doc).encode()
+            return CommandInput(command, json.dumps(doc).encode(), changes)
         except (RecursionError, ValueError):
-            return command, b"[" * 100_000
+            return CommandInput(command, b"[" * 100_000)
     seeds = {"scenario": SCENARIO_SEEDS, "apply": MANIFESTS,
              "scheduler-config": [SCHEDULER_CONFIG]}.get(command, CLOUD_CONFIGS)
+    objects: list[str] = []
     if command == "apply":
-        doc: Any = draw(st.lists(mutated(seeds), min_size=1, max_size=2))
+        drawn = draw(st.lists(mutations(seeds), min_size=1, max_size=2))
+        doc: Any = [d for d, _ in drawn]
+        changes = [path for _, paths in drawn for path in paths]
+        objects = [name for d, _ in drawn for name in _named_object(d)]
     else:
-        doc = draw(st.one_of(mutated(seeds), mutated(seeds), HOSTILE_VALUES))
+        doc, changes = draw(st.one_of(mutations(seeds), mutations(seeds),
+                                      HOSTILE_VALUES.map(_unknown)))
     text = _yaml_text(doc)
-    return command, (text if text is not None else "[" * 100_000).encode()
+    if text is None:
+        return CommandInput(command, b"[" * 100_000)
+    return CommandInput(command, text.encode(), changes, objects)
+
+
+def _unknown(doc: Any) -> tuple[Any, list[Any]]:
+    """A document that is a hostile value as a whole: no field of it is known to be wrong."""
+    return doc, []
+
+
+# What refuses a text as a whole (its YAML or JSON, before any field is read): named by the
+# file, the line or the bound, not by a field.
+TEXT_REFUSALS = ("YAML", "JSON", "nested", "digits", "UTF-8", "gzip")
+
+
+def assert_names_what_was_broken(line: str, given: CommandInput) -> None:
+    """The error line names a field the generator changed and, in a file of several
+    objects, the object holding it; unless it refuses the text as a whole."""
+    if not given.changes or any(refusal in line for refusal in TEXT_REFUSALS):
+        return
+    if "--kubeconfig" in line or "given more than once" in line:
+        # The file read, and the command stopped at the missing kubeconfig; or two of
+        # `--apply`'s mutated documents are the same object, which the error names.
+        return
+    assert names_a_changed_field(line, given.changes), (line, given.changes)
+    if given.objects:
+        assert any(name in line for name in given.objects) or re.search(
+            r"items\[\d+\]|document \d+", line), (line, given.objects)
 
 
 ARGV = {
@@ -157,8 +219,8 @@ ARGV = {
 
 @QUICK_FUZZ
 @given(given_input=command_inputs())
-def test_a_command_given_a_mutated_file_exits_2_naming_it(given_input: tuple[str, bytes]) -> None:
-    command, content = given_input
+def test_a_command_given_a_mutated_file_exits_2_naming_it(given_input: CommandInput) -> None:
+    command, content = given_input.command, given_input.content
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / ("input.json" if "snapshot" in command else "input.yaml")
         path.write_bytes(content)
@@ -177,6 +239,9 @@ def test_a_command_given_a_mutated_file_exits_2_naming_it(given_input: tuple[str
     else:
         names = str(path)
     assert_exit_2_or_read(code, err, names)
+    if code == 2 and names in (str(path), "cloud-config"):
+        line = [line for line in err.splitlines() if "error:" in line][-1]
+        assert_names_what_was_broken(line, given_input)
 
 
 @QUICK_FUZZ

@@ -17,7 +17,16 @@ from clusterscaler.api import ConfigurationError
 from clusterscaler.offline.loader import MAX_COUNT, InputError, parse_snapshot_data
 from clusterscaler.offline.scenario import parse_scenario
 from clusterscaler.plugins.sim.config import parse_cloud_config
-from fuzzkit import EXAMPLES, FUZZ, HOSTILE_VALUES, bounded, mutated, size_of, yaml_text
+from fuzzkit import (
+    EXAMPLES,
+    FUZZ,
+    HOSTILE_VALUES,
+    bounded,
+    mutated,
+    mutations,
+    size_of,
+    yaml_text,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -51,13 +60,15 @@ def _encode(doc: Any, form: str) -> bytes | None:
 
 
 @st.composite
-def hostile_snapshots(draw: st.DrawFn) -> bytes:
-    """A small real snapshot with one item replaced by a mutated copy of itself, written
-    as JSON, YAML or gzipped JSON, and sometimes cut short or with bytes overwritten."""
+def hostile_snapshots_changed(draw: st.DrawFn) -> tuple[bytes, dict[str, Any] | None, list[Any]]:
+    """`hostile_snapshots`, with what was broken where the defect is known: the mutated
+    item as it was written and the paths changed in it (None and none when the text was
+    cut, overwritten or could not be written)."""
     doc = copy.deepcopy(SNAPSHOT)
     i = draw(st.integers(min_value=0, max_value=len(doc["items"]) - 1))
-    doc["items"][i] = draw(mutated([doc["items"][i]]))
+    doc["items"][i], changes = draw(mutations([doc["items"][i]]))
     data = _encode(doc, draw(st.sampled_from(["json", "json", "yaml", "gzip"])))
+    known = data is not None
     if data is None:
         data = b'{"kind": "List", "items": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}"
     damage = draw(st.sampled_from(["none", "none", "cut", "bytes"]))
@@ -66,7 +77,15 @@ def hostile_snapshots(draw: st.DrawFn) -> bytes:
     elif damage == "bytes":
         at = draw(st.integers(min_value=0, max_value=len(data)))
         data = data[:at] + draw(st.binary(min_size=1, max_size=8)) + data[at + 8 :]
-    return data
+    if known and damage == "none":
+        return data, doc["items"][i], changes
+    return data, None, []
+
+
+def hostile_snapshots() -> st.SearchStrategy[bytes]:
+    """A small real snapshot with one item replaced by a mutated copy of itself, written
+    as JSON, YAML or gzipped JSON, and sometimes cut short or with bytes overwritten."""
+    return hostile_snapshots_changed().map(lambda drawn: drawn[0])
 
 
 def _pod(name: str, **spec: Any) -> dict[str, Any]:
