@@ -772,3 +772,25 @@ def test_an_applied_deployment_whose_match_labels_are_null_is_applied(
     code = main(["simulate", "--snapshot", snapshot, "--apply", str(manifest), "--once", "--json"])
     assert code == 0, capsys.readouterr().err
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["run", "--cloud-provider=sim",
+      f"--cloud-config={EXAMPLES / 'cloud-configs' / 'general.yaml'}"],
+     ["simulate", "--from-cluster"]],
+    ids=["run", "simulate-from-cluster"],
+)
+def test_a_kubeconfig_of_a_wrong_field_exits_2_naming_the_file_and_field(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kubeconfig whose user is a string was a TypeError the client's loader raised,
+    caught at the file's boundary as `AttributeError: 'str' object has no attribute 'path'`:
+    the file, but no field."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\ncurrent-context: a\nusers: [{name: u, user: admin}]\n"
+                          "contexts: [{name: a, context: {cluster: c, user: u}}]\n"
+                          "clusters: [{name: c, cluster: {server: 'https://203.0.113.1'}}]\n")
+    assert main([*argv, f"--kubeconfig={kubeconfig}"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"--kubeconfig '{kubeconfig}': users[0].user: expected an object, got 'admin'" in error
