@@ -310,6 +310,9 @@ class _Copies:
     # When each copy is one claim given one device without admin access (the fill's
     # usual copies): the copies' requests and device positions; None otherwise.
     single: tuple[list[str], list[int]] | None
+    # Whether those positions are the first ones in order (0, 1, 2, ...): the copies take
+    # the node's devices as they come.
+    in_order: bool = False
 
     @classmethod
     def of(
@@ -334,13 +337,13 @@ class _Copies:
             for pattern in patterns
             if len(pattern) == 1 and len(results := pattern[0]) == 1 and not results[0][2]
         ]
+        positions = [i for _, i, _ in single]
         return cls(
             entry,
             len(found) < limit,
             patterns,
-            ([r for r, _, _ in single], [i for _, i, _ in single])
-            if len(single) == len(patterns)
-            else None,
+            ([r for r, _, _ in single], positions) if len(single) == len(patterns) else None,
+            positions == list(range(len(positions))),
         )
 
     def enough(self, limit: int) -> bool:
@@ -1113,7 +1116,13 @@ class DraState:
             requests, positions = known.single
             if count < len(positions):
                 requests, positions = requests[:count], positions[:count]
-            taken = [ids[i] for i in positions]
+            if not known.in_order:
+                taken = [ids[i] for i in positions]
+            elif len(positions) < len(ids):
+                taken = list(ids[: len(positions)])
+            else:
+                # Every device of the node, in order: `ids` itself (made for this node).
+                taken = list(ids) if not isinstance(ids, list) else ids
             return _Plan(
                 node_name, specs, None, len(taken), self._version, single=(requests, taken)
             )
@@ -1395,6 +1404,7 @@ class DraState:
                 None,
                 single[1][start:end],
                 single[0][start:end],
+                known_apart=True,
             )
         keys: list[str] = []
         for pod in pods[: plan.count - start]:
@@ -1404,7 +1414,9 @@ class DraState:
             keys.append(claims[0].key)
         end = start + len(keys)
         if single is not None:
-            return self._record_copies(plan, keys, None, single[1][start:end], single[0][start:end])
+            return self._record_copies(
+                plan, keys, None, single[1][start:end], single[0][start:end], known_apart=False
+            )
         assert plan.allocations is not None
         chosen: list[Allocation] = []
         device_ids: list[DeviceId] = []
@@ -1417,7 +1429,7 @@ class DraState:
                 return None
             chosen.append(allocation)
             device_ids.append((r.driver, r.pool, r.device))
-        return self._record_copies(plan, keys, chosen, device_ids, None)
+        return self._record_copies(plan, keys, chosen, device_ids, None, known_apart=False)
 
     def _record_copies(
         self,
@@ -1426,12 +1438,17 @@ class DraState:
         chosen: list[Allocation] | None,
         device_ids: list[DeviceId],
         requests: list[str] | None,
+        *,
+        known_apart: bool,
     ) -> Callable[[], None] | None:
         """Record the plan's next allocations, each of claim `keys[i]` (its pod's own, so
         not listed among consumers) and of device `device_ids[i]`, as one record: the
         allocations `chosen`, or (None) those of the plan's single copies, of `requests`,
         made when read. None, recording nothing, when a claim is allocated or used
-        already, two are one, or a device is held or draws on a counter."""
+        already, two are one, or a device is held or draws on a counter. `known_apart`:
+        the keys are a run's (`claims_alike` found them distinct) and the devices the
+        plan's single copies' (distinct positions of a fresh node, none held when planned
+        and nothing changed since but the plan's records), so neither is checked again."""
         taken = len(keys)
         allocations = self._allocations
         consumers = self.consumers
@@ -1439,12 +1456,17 @@ class DraState:
         device_counters = self.device_counters
         if (
             not taken
-            or len(set(keys)) != taken
-            or len(set(device_ids)) != taken
             or not allocations.keys().isdisjoint(keys)
             or (consumers and any(map(consumers.get, keys)))
-            or not allocated.keys().isdisjoint(device_ids)
             or (device_counters and not device_counters.keys().isdisjoint(device_ids))
+            or not (
+                known_apart
+                or (
+                    len(set(keys)) == taken
+                    and len(set(device_ids)) == taken
+                    and allocated.keys().isdisjoint(device_ids)
+                )
+            )
         ):
             return None
         if chosen is None:
