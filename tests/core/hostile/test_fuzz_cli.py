@@ -5,7 +5,8 @@ SCENARIO`, `explain --snapshot`, `simulate --apply`, `simulate --cloud-config`, 
 --params`, each given a mutated file (or document).
 The command runs in-process through `main`, as the console script does; whatever the file:
 - it exits 0 (the file still reads) or 2, never with a traceback or another status;
-- on 2, its error line names the file (or the flag), in a bounded line.
+- on 2, its error line names the file (or the flag), in a bounded line, and, where the
+  generator knows what it broke, one of the fields it changed and the object holding it.
 A few cases go through a real `clusterscaler` process, for what only a process shows (the
 exit status and stderr the shell sees)."""
 
