@@ -44,7 +44,8 @@ class ProviderContext:
     `--node-group-auto-discovery`, and plugin flags in `options.extra`). `kube_api` is a
     configured Kubernetes client when the autoscaler talks to a real API server, for
     providers that keep state in Kubernetes objects (Machine API, kwok, `sim`); `None`
-    offline. `cluster` is the in-memory cluster and `clock` its virtual clock during
+    offline. `clusterscaler run` gives the provider a client of its own, rate limited by
+    --kube-client-qps apart from the loop's, as upstream's providers build their own. `cluster` is the in-memory cluster and `clock` its virtual clock during
     `clusterscaler simulate` and `explain` of a snapshot; both `None` against a real
     cluster.
     """
