@@ -66,12 +66,6 @@ OPENSHIFT_MAX_PODS = OPENSHIFT_GROUP + "/maxPods"
 # OpenShift's kubelet configuration allows 250 pods per node; upstream kubelet 110.
 OPENSHIFT_DEFAULT_MAX_PODS = 250
 
-OPTION_SCALE_DOWN_UTILIZATION_THRESHOLD = "scaledownutilizationthreshold"
-OPTION_SCALE_DOWN_GPU_UTILIZATION_THRESHOLD = "scaledowngpuutilizationthreshold"
-OPTION_SCALE_DOWN_UNNEEDED_TIME = "scaledownunneededtime"
-OPTION_SCALE_DOWN_UNREADY_TIME = "scaledownunreadytime"
-OPTION_MAX_NODE_PROVISION_TIME = "maxnodeprovisiontime"
-
 
 @dataclass(frozen=True, slots=True)
 class ApiGroup:

@@ -7,20 +7,17 @@ option overrides (`<group>/autoscaling-options-*`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from clusterscaler.api import DURATION_FORM, ConfigurationError, NodeGroupOptions, parse_duration
-
-from clusterscaler_machineapi.apigroups import (
-    OPTION_MAX_NODE_PROVISION_TIME,
-    OPTION_SCALE_DOWN_GPU_UTILIZATION_THRESHOLD,
-    OPTION_SCALE_DOWN_UNNEEDED_TIME,
-    OPTION_SCALE_DOWN_UNREADY_TIME,
-    OPTION_SCALE_DOWN_UTILIZATION_THRESHOLD,
+from clusterscaler.api import (
+    ConfigurationError,
+    GroupOptionError,
+    NodeGroupOptions,
+    parse_group_option,
 )
+
 from clusterscaler_machineapi.objects import ScalableResource
 
 log = structlog.get_logger()
@@ -75,29 +72,14 @@ def size_limits(resource: ScalableResource) -> SizeLimits | None:
     return SizeLimits(min_size=min_size, max_size=max_size)
 
 
-def _threshold(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError("out of range")
-    return value
-
-
-_OPTIONS: tuple[tuple[str, str, Callable[[str], Any], str], ...] = (
-    (
-        OPTION_SCALE_DOWN_UTILIZATION_THRESHOLD,
-        "scale_down_utilization_threshold",
-        _threshold,
-        "a number between 0 and 1",
-    ),
-    (
-        OPTION_SCALE_DOWN_GPU_UTILIZATION_THRESHOLD,
-        "scale_down_gpu_utilization_threshold",
-        _threshold,
-        "a number between 0 and 1",
-    ),
-    (OPTION_SCALE_DOWN_UNNEEDED_TIME, "scale_down_unneeded_time", parse_duration, DURATION_FORM),
-    (OPTION_SCALE_DOWN_UNREADY_TIME, "scale_down_unready_time", parse_duration, DURATION_FORM),
-    (OPTION_MAX_NODE_PROVISION_TIME, "max_node_provision_time", parse_duration, DURATION_FORM),
+# The per-group options upstream's clusterapi provider reads from annotations, of those
+# the provider kit parses (`GROUP_OPTION_NAMES`).
+OPTIONS = (
+    "scaledownutilizationthreshold",
+    "scaledowngpuutilizationthreshold",
+    "scaledownunneededtime",
+    "scaledownunreadytime",
+    "maxnodeprovisiontime",
 )
 
 
@@ -108,21 +90,23 @@ def option_overrides(resource: ScalableResource) -> dict[str, Any]:
     form) and ignored, so the flag's value applies, as upstream.
     """
     out: dict[str, Any] = {}
-    for option, field_name, parse, form in _OPTIONS:
+    for option in OPTIONS:
         key = resource.api.option_key(option)
         raw = resource.annotations.get(key)
         if raw is None:
             continue
         try:
-            out[field_name] = parse(raw.strip())
-        except ValueError:
+            field_name, value = parse_group_option(option, raw.strip())
+        except GroupOptionError as exc:
             log.error(
                 "machineapi_bad_option_annotation",
                 node_group=resource.id,
                 annotation=key,
                 value=raw,
-                expected=form,
+                expected=exc.expected,
             )
+            continue
+        out[field_name] = value
     return out
 
 
