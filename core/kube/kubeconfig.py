@@ -142,10 +142,9 @@ def _names(doc: Mapping[str, Any], list_key: str, body_key: str,
             raise _fail(f"{where}.name", "a non-empty string", name)
         if name in named:
             raise _fail(f"{where}.name", f"a name no other entry of {list_key} has", name)
-        body = entry.get(body_key)
-        if body is None:
-            raise KubeconfigShapeError(f"{where}.{body_key}: required, expected an object")
-        _fields(_mapping(body, f"{where}.{body_key}"), f"{where}.{body_key}", checks)
+        # Absent, it is empty, as kubectl reads it (an entry no context uses may lack it).
+        body = _mapping(entry.get(body_key) or {}, f"{where}.{body_key}")
+        _fields(body, f"{where}.{body_key}", checks)
         named[name] = body
     return named
 
@@ -179,3 +178,11 @@ def check_shape(doc: Any) -> None:
             raise _fail(f"contexts[{i}].context.{key}", f"the name of one of the {list_key} "
                         f"({', '.join(_clip(n) for n in list(named[list_key])[:5]) or 'none'})",
                         ref)
+    cluster = context.get("cluster")
+    if cluster and not named["clusters"][cluster].get("server"):
+        # kubectl refuses it ("no server found"); the client would quietly use localhost.
+        j = list(named["clusters"]).index(cluster)
+        raise KubeconfigShapeError(
+            f"clusters[{j}].cluster.server: required by the current context, expected the "
+            "API server's URL"
+        )

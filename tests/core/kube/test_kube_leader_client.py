@@ -286,9 +286,14 @@ def test_kubeconfig_that_is_not_yaml_is_a_named_error(tmp_path):
       "clusters:\n- {name: c, cluster: {server: 'https://h'}}\n",
       "contexts[0].context.user: expected the name of one of the users (none), got 'v'"),
      ("users:\n- name: u\n  user: {exec: {command: x, env: [{name: A, value: 1}]}}\n",
-      "users[0].user.exec.env[0].value: expected a string, got 1")],
+      "users[0].user.exec.env[0].value: expected a string, got 1"),
+     ("current-context: a\ncontexts:\n- {name: a, context: {cluster: c}}\n"
+      "clusters:\n- {name: b, cluster: {server: 'https://h'}}\n- {name: c}\n",
+      "clusters[1].cluster.server: required by the current context, expected the API "
+      "server's URL")],
     ids=["clusters-int", "context-int", "list", "cluster-name-list", "user-string",
-         "ca-data-not-base64", "current-context-missing", "user-missing", "exec-env-int"],
+         "ca-data-not-base64", "current-context-missing", "user-missing", "exec-env-int",
+         "no-server"],
 )
 def test_kubeconfig_of_another_shape_is_a_named_error(tmp_path, text, message):
     """The client's loader checks no shape: `clusters: 7` escaped as TypeError, a traceback
