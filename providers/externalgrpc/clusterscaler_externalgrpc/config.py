@@ -29,6 +29,7 @@ import yaml
 from clusterscaler.api import (
     DURATION_FORM,
     ConfigurationError,
+    config_mapping,
     describe_value,
     load_yaml,
     parse_duration,
@@ -112,14 +113,10 @@ def parse_config(text: str, source: str) -> ExternalGrpcConfig:
     """Parse the YAML `text`; `source` names the file in errors."""
     where = f"externalgrpc provider: {source}"
     try:
-        raw: Any = load_yaml(text)
+        parsed = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigurationError(f"{where}: not valid YAML: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ConfigurationError(
-            f"{where}: expected a YAML mapping with the keys {', '.join(KEYS)}, got "
-            f"{type(raw).__name__ if raw is not None else 'an empty file'}"
-        )
+    raw = config_mapping(parsed, where, f"a YAML mapping with the keys {', '.join(KEYS)}")
     values: dict[str, Any] = {}
     for key, value in raw.items():
         name = str(key).lower()
