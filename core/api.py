@@ -146,7 +146,7 @@ from clusterscaler.model import (
     parse_node,
     parse_pod,
 )
-from clusterscaler.model.common import describe_value
+from clusterscaler.model.common import JsonObject, JsonValue, describe_value
 from clusterscaler.model.dra import ResourceSlice, parse_resource_slice, parse_template_slice
 from clusterscaler.model.quantity import (
     QuantityError,
@@ -154,7 +154,13 @@ from clusterscaler.model.quantity import (
     parse_int_quantity,
     parse_quantity,
 )
-from clusterscaler.model.yamltext import YAMLBoundError, load_yaml, load_yaml_documents
+from clusterscaler.model.yamltext import (
+    YAMLBoundError,
+    YamlScalar,
+    YamlValue,
+    load_yaml,
+    load_yaml_documents,
+)
 from clusterscaler.simulator.equivalence import PodGroup
 from clusterscaler.simulator.predicates import (
     REASON_ANTI_AFFINITY,
@@ -231,6 +237,8 @@ __all__ = [
     "InstanceErrorClass",
     "InstanceErrorInfo",
     "InstanceState",
+    "JsonObject",
+    "JsonValue",
     "KeyValueError",
     "KubeApiClient",
     "KubeClientSettings",
@@ -276,6 +284,8 @@ __all__ = [
     "Toleration",
     "TtlCache",
     "YAMLBoundError",
+    "YamlScalar",
+    "YamlValue",
     "add_bool_flag",
     "build_kube_api_client",
     "capacity_buffer_pods",

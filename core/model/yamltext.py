@@ -39,6 +39,7 @@ MAX_ALIAS_VALUES = 1_000_000
 # Mapping keys are any scalar (`1: [...]` is an integer key), never a collection: PyYAML
 # refuses unhashable keys. Read into it with `isinstance`.
 YamlScalar: TypeAlias = bool | int | float | str | bytes | date | datetime | None
+# A value read from YAML: a scalar, or a collection of values.
 YamlValue: TypeAlias = (
     YamlScalar
     | list["YamlValue"]

@@ -8,6 +8,7 @@ providers see only the public API, `clusterscaler.api`, as pytest plugins see `p
 from __future__ import annotations
 
 import ast
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,7 +145,34 @@ def test_every_public_name_is_documented(name: str) -> None:
     value = getattr(clusterscaler.api, name)
     if isinstance(value, (str, int, float, tuple, frozenset)):
         return  # constants: documented in the module that defines them
+    if _is_type_alias(value):
+        # An alias has no docstring of its own: the comment right above its definition.
+        assert _alias_comment(name), f"clusterscaler.api.{name}: no comment above its alias"
+        return
     assert (getattr(value, "__doc__", None) or "").strip(), f"clusterscaler.api.{name}"
+
+
+def _is_type_alias(value: object) -> bool:
+    if isinstance(value, type):
+        return False
+    return isinstance(value, (types.UnionType, types.GenericAlias)) or (
+        type(value).__module__ == "typing"
+    )
+
+
+def _alias_comment(name: str) -> str:
+    """The comment lines right above `name: TypeAlias = ...` in the core's sources."""
+    for path in sorted(CORE.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith(f"{name}: TypeAlias"):
+                above = []
+                for previous in reversed(lines[:i]):
+                    if not previous.startswith("#"):
+                        break
+                    above.append(previous)
+                return "\n".join(reversed(above))
+    return ""
 
 
 def test_long_modules_say_why_at_their_top() -> None:
