@@ -174,7 +174,8 @@ def check_shape(doc: Any) -> None:
     i = list(named["contexts"]).index(current)
     for key, list_key in (("cluster", "clusters"), ("user", "users")):
         ref = context.get(key)
-        if ref and ref not in named[list_key]:
+        # A context without a user has no credentials; without a cluster, nothing to reach.
+        if (ref or key == "cluster") and ref not in named[list_key]:
             raise _fail(f"contexts[{i}].context.{key}", f"the name of one of the {list_key} "
                         f"({', '.join(_clip(n) for n in list(named[list_key])[:5]) or 'none'})",
                         ref)

@@ -532,7 +532,8 @@ class SimulatedCluster(InMemoryCluster):
             known = ", ".join(sorted(f"{c.kind}/{c.namespace}/{c.name}" for c in self.controllers))
             why = "no" if not matches else "more than one"
             raise SimulationError(
-                f"workload {ref!r}: {why} such controller; expected one of: {known or '(none)'}"
+                f"workload {ref!r}: {why} such controller; expected one of the workloads: "
+                f"{known or '(none)'}"
             )
         return matches[0]
 

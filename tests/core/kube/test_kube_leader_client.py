@@ -290,10 +290,13 @@ def test_kubeconfig_that_is_not_yaml_is_a_named_error(tmp_path):
      ("current-context: a\ncontexts:\n- {name: a, context: {cluster: c}}\n"
       "clusters:\n- {name: b, cluster: {server: 'https://h'}}\n- {name: c}\n",
       "clusters[1].cluster.server: required by the current context, expected the API "
-      "server's URL")],
+      "server's URL"),
+     ("current-context: a\ncontexts:\n- {name: a, context: {cluster: ''}}\n"
+      "clusters:\n- {name: b, cluster: {server: 'https://h'}}\n",
+      "contexts[0].context.cluster: expected the name of one of the clusters (b), got ''")],
     ids=["clusters-int", "context-int", "list", "cluster-name-list", "user-string",
          "ca-data-not-base64", "current-context-missing", "user-missing", "exec-env-int",
-         "no-server"],
+         "no-server", "cluster-blank"],
 )
 def test_kubeconfig_of_another_shape_is_a_named_error(tmp_path, text, message):
     """The client's loader checks no shape: `clusters: 7` escaped as TypeError, a traceback

@@ -150,7 +150,7 @@ def test_timeline_applies_the_changes_first(capsys: pytest.CaptureFixture[str]) 
         (["simulate", "--snapshot", EKS, "--once", "--scale", "pod/shop/x=1"], "--scale='pod/shop/x=1': expected <kind>/<namespace>/<name>=<replicas>"),
         (["simulate", "--snapshot", EKS, "--once", "--scale", "deployment/shop/x=-1"], "--scale='deployment/shop/x=-1': expected <kind>/<namespace>/<name>=<replicas>"),
         (["simulate", "--snapshot", EKS, "--once", "--scale", "deployment/shop/cart=2"], "--scale='deployment/shop/cart=2': Deployment shop/cart: expected a ReplicaSet of it in the snapshot"),
-        (["simulate", "--snapshot", EKS, "--once", "--scale", "sts/shop/db=2"], "--scale='sts/shop/db=2': workload 'StatefulSet/shop/db': no such controller; expected one of: ReplicaSet/"),
+        (["simulate", "--snapshot", EKS, "--once", "--scale", "sts/shop/db=2"], "--scale='sts/shop/db=2': workload 'StatefulSet/shop/db': no such controller; expected one of the workloads: ReplicaSet/"),
         (["explain", "--snapshot", EKS, "--drain-node", "nope"], "--drain-node nope: node 'nope': expected an existing node; have fargate-ip-"),
         (["explain", "--snapshot", EKS, "--remove-node-group", "ng-gpu"], "--remove-node-group ng-gpu: node group 'ng-gpu': expected one of ng-general, ng-spot"),
         (
