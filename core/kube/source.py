@@ -341,6 +341,8 @@ class KubeClusterSource:
             pvs=get["persistentvolumes"].items(),
             pvcs=get["persistentvolumeclaims"].items(),
             storage_classes=get["storageclasses"].items(),
+            # Listed whole: a claim the cache does not hold does not exist.
+            storage_listed=True,
             csinodes=get["csinodes"].items(),
             config_maps=get["configmaps"].items(),
             namespaces=get["namespaces"].items(),

@@ -391,10 +391,21 @@ class ClusterObjects:
     pod_templates: list[PodTemplate] = field(default_factory=list)
     # CapacityQuotas (autoscaling.x-k8s.io): limits on the nodes a selector picks.
     capacity_quotas: list[CapacityQuota] = field(default_factory=list)
+    # The source lists PersistentVolumeClaims, PersistentVolumes and StorageClasses (the
+    # live cluster's caches do), so a claim it does not hold does not exist; without any
+    # storage object the input says nothing about claims (see `storage_known`).
+    storage_listed: bool = False
     # Kinds present in the input that the model does not cover, with their counts.
     skipped: dict[str, int] = field(default_factory=dict)
     # Objects of the kinds above that could not be read (left out of the lists).
     unreadable: list[UnreadableObject] = field(default_factory=list)
+
+    @property
+    def storage_known(self) -> bool:
+        """Whether the objects tell which claims, volumes and classes exist: the source
+        lists them, or holds at least one. A snapshot file without any says nothing about
+        them, and a pod's claims are then not checked."""
+        return self.storage_listed or bool(self.pvcs or self.pvs or self.storage_classes)
 
     def unreadable_pods_by_node(self) -> dict[str, list[UnreadableObject]]:
         """The unreadable pods bound to each node."""

@@ -20,6 +20,7 @@ from clusterscaler.model.scheduling import (
     LabelSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    _parse_owners,
     parse_label_selector,
     parse_node_selector_terms,
 )
@@ -113,6 +114,11 @@ class PersistentVolumeClaim:
     volume_mode: str = "Filesystem"
     # Which volumes may bind the claim; `None` (absent) means any.
     selector: LabelSelector | None = None
+    # metadata.deletionTimestamp is set: kube-scheduler places no pod using the claim.
+    deleting: bool = False
+    # The UID of the claim's controller owner ("" for none): a generic ephemeral volume's
+    # claim serves only the pod that controls it.
+    controller_uid: str = ""
 
     @property
     def key(self) -> str:
@@ -157,6 +163,8 @@ def parse_pvc(raw: Mapping[str, Any]) -> PersistentVolumeClaim:
         access_modes=tuple(str(m) for m in _list(spec.get("accessModes"), obj, "spec.accessModes")),
         volume_mode=spec.get("volumeMode") or "Filesystem",
         selector=parse_label_selector(spec.get("selector"), obj, "spec.selector"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        controller_uid=next((o.uid for o in _parse_owners(meta, obj) if o.controller), ""),
     )
 
 

@@ -296,6 +296,7 @@ def _load_directory(directory: Path) -> ClusterObjects:
             out.add(item)
         for kind, count in part.skipped.items():
             out.skipped[kind] = out.skipped.get(kind, 0) + count
+        out.storage_listed = out.storage_listed or part.storage_listed
     try:
         check_unique(out, str(directory))
     except InputError as exc:
@@ -320,5 +321,6 @@ def merge(base: ClusterObjects, extra: ClusterObjects, source: str) -> ClusterOb
         out.add(item)
     for kind, count in (*base.skipped.items(), *extra.skipped.items()):
         out.skipped[kind] = out.skipped.get(kind, 0) + count
+    out.storage_listed = base.storage_listed or extra.storage_listed
     check_unique(out, source)
     return out

@@ -192,6 +192,7 @@ class SimulatedCluster(InMemoryCluster):
         self.pvs: list[PersistentVolume] = list(objects.pvs)
         self.pvcs: list[PersistentVolumeClaim] = list(objects.pvcs)
         self.storage_classes: list[StorageClass] = list(objects.storage_classes)
+        self.storage_listed = objects.storage_listed
         self.csinodes: list[CSINode] = list(objects.csinodes)
         # DRA objects, as read (claims are not updated as the simulation binds pods: a pod
         # bound here holds the devices its claims get when the snapshot places it).
@@ -238,6 +239,7 @@ class SimulatedCluster(InMemoryCluster):
         objects.pvs = list(self.pvs)
         objects.pvcs = list(self.pvcs)
         objects.storage_classes = list(self.storage_classes)
+        objects.storage_listed = self.storage_listed
         objects.csinodes = list(self.csinodes)
         slices, classes, claims, templates = self.dra_objects
         objects.resource_slices = list(slices)

@@ -104,6 +104,9 @@ REASON_VOLUME_ZONE_NO_CLASS = "PersistentVolumeClaim had no pv name and storageC
 REASON_VOLUME_NODE_AFFINITY = "node(s) had volume node affinity conflict"
 REASON_VOLUME_BIND = "node(s) didn't find available persistent volumes to bind"
 REASON_VOLUME_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+REASON_VOLUME_PV_MISSING = (
+    "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+)
 REASON_VOLUME_LIMIT = "node(s) exceed max volume count"
 REASON_VOLUME_RWOP = (
     "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
@@ -250,23 +253,68 @@ def scheduling_volumes(pod: Pod) -> tuple[Volume, ...]:
 
 
 def check_volumes(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
-    """Volume zone and volume binding for the pod's claims.
+    """Volume binding and volume zone for the pod's claims.
 
-    A claim the snapshot does not know is not checked: snapshots built without storage
-    objects must not make every stateful pod unschedulable.
+    A claim the snapshot does not hold does not exist, and the pod then fits nowhere, as
+    kube-scheduler judges it, when the snapshot knows the cluster's storage objects
+    (`ClusterSnapshot.storage_known`). A snapshot built without any says nothing about
+    claims: their volumes are then not checked, lest every stateful pod fit nowhere.
     """
     return _check_volumes(pod, ni, snapshot, zone=True, binding=True)
 
 
 def check_volume_zone(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
     """VolumeZone alone: the zone labels of the volumes the pod's claims name (see
-    `_volume_zone`)."""
+    `_zone_volumes` and `_volume_zone`)."""
     return _check_volumes(pod, ni, snapshot, zone=True, binding=False)
 
 
 def check_volume_binding(pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot) -> str | None:
-    """VolumeBinding alone: volume node affinity and claims still to bind."""
+    """VolumeBinding alone: usable claims, volume node affinity and claims still to bind."""
     return _check_volumes(pod, ni, snapshot, zone=False, binding=True)
+
+
+def _claim_not_found(name: str) -> str:
+    """The API's words for a claim that does not exist (kube-scheduler passes them on)."""
+    return f'persistentvolumeclaim "{name}" not found'
+
+
+def _volume_not_found(name: str) -> str:
+    """The API's words for a PersistentVolume that does not exist."""
+    return f'persistentvolume "{name}" not found'
+
+
+def _unusable_claim(
+    pod: Pod, kind: str, name: str, pvc: PersistentVolumeClaim | None
+) -> str | None:
+    """Why the claim `name` of one of the pod's volumes keeps the pod off every node,
+    checked in kube-scheduler's order (VolumeBinding's `podHasPVCs` in
+    `pkg/scheduler/framework/plugins/volumebinding/volume_binding.go`): it does not exist
+    (for a generic ephemeral volume: not made yet), its volume is lost, it is being
+    deleted, or, for an ephemeral volume, another object than the pod controls it
+    (`VolumeIsForPod` in `k8s.io/component-helpers/storage/ephemeral`)."""
+    if pvc is None:
+        if kind == "ephemeral":
+            return (
+                "waiting for ephemeral volume controller to create the persistentvolumeclaim "
+                f'"{name}"'
+            )
+        return _claim_not_found(name)
+    if pvc.phase == "Lost":
+        return (
+            f'persistentvolumeclaim "{pvc.name}" bound to non-existent persistentvolume '
+            f'"{pvc.volume_name}"'
+        )
+    if pvc.deleting:
+        return f'persistentvolumeclaim "{pvc.name}" is being deleted'
+    if kind == "ephemeral" and (
+        pvc.namespace != pod.namespace or not pvc.controller_uid or pvc.controller_uid != pod.uid
+    ):
+        return (
+            f"PVC {pvc.namespace}/{pvc.name} was not created for pod "
+            f"{pod.namespace}/{pod.name} (pod is not owner)"
+        )
+    return None
 
 
 def _check_volumes(
@@ -274,44 +322,70 @@ def _check_volumes(
 ) -> str | None:
     if not pod.volumes:
         return None
-    node = ni.node
+    known = snapshot.storage_known
     claims: list[PersistentVolumeClaim] = []
-    # The claims of `persistentVolumeClaim` volumes: the only ones VolumeZone reads.
-    named: list[PersistentVolumeClaim] = []
+    # The `persistentVolumeClaim` volumes' claims, by name (None: not in the snapshot):
+    # the only ones VolumeZone reads.
+    named: list[tuple[str, PersistentVolumeClaim | None]] = []
     for v in pod.volumes:
-        if v.kind == "persistentVolumeClaim":
+        kind = v.kind
+        if kind == "persistentVolumeClaim":
             claim = v.claim_name
-        elif v.kind == "ephemeral":
+        elif kind == "ephemeral":
             claim = f"{pod.name}-{v.name}"
         else:
             continue
         pvc = snapshot.pvcs.get(f"{pod.namespace}/{claim}")
+        if kind == "persistentVolumeClaim":
+            named.append((claim, pvc))
+        if binding and (pvc is not None or known):
+            reason = _unusable_claim(pod, kind, claim, pvc)
+            if reason is not None:
+                return reason
         if pvc is not None:
             claims.append(pvc)
-            if v.kind == "persistentVolumeClaim":
-                named.append(pvc)
-    if not claims:
+    if not named and not claims:
         return None
-    # kube-scheduler's order: VolumeBinding, then VolumeZone.
+    node = ni.node
+    # kube-scheduler's order: every plugin's PreFilter (VolumeBinding's, then VolumeZone's)
+    # before any Filter.
+    if binding:
+        reason = _unbound_immediate(claims, snapshot)
+        if reason is not None:
+            return reason
+    volumes: list[PersistentVolume] = []
+    if zone:
+        found = _zone_volumes(named, snapshot)
+        if isinstance(found, str):
+            return found
+        volumes = found
     if binding:
         reason = _check_volume_binding(claims, node, snapshot)
         if reason is not None:
             return reason
-    if zone:
-        return _volume_zone(named, node, snapshot)
+    if volumes:
+        return _volume_zone(volumes, node)
     return None
 
 
-def _volume_zone(
-    claims: Sequence[PersistentVolumeClaim], node: Node, snapshot: ClusterSnapshot
-) -> str | None:
-    """kube-scheduler's VolumeZone (`getPVbyPod` and `Filter` in
+def _zone_volumes(
+    claims: Sequence[tuple[str, PersistentVolumeClaim | None]], snapshot: ClusterSnapshot
+) -> list[PersistentVolume] | str:
+    """kube-scheduler's VolumeZone PreFilter (`getPVbyPod` in
     `pkg/scheduler/framework/plugins/volumezone/volume_zone.go`) for the claims of the
-    pod's `persistentVolumeClaim` volumes: the volume a claim names, bound or not, must
-    carry the node's zone and region in its labels (when it has them); a claim naming no
-    volume is VolumeBinding's when its class waits for the first consumer, and otherwise
-    leaves the pod unschedulable on every node, in VolumeZone's words."""
-    for pvc in claims:
+    pod's `persistentVolumeClaim` volumes: the volumes they name, or why the pod fits
+    nowhere. A claim naming no volume is VolumeBinding's when its class waits for the
+    first consumer, and otherwise leaves the pod unschedulable on every node, in
+    VolumeZone's words; so does a claim or volume that does not exist, when the snapshot
+    knows its storage objects (`ClusterSnapshot.storage_known`; otherwise neither is
+    checked)."""
+    known = snapshot.storage_known
+    out: list[PersistentVolume] = []
+    for name, pvc in claims:
+        if pvc is None:
+            if known:
+                return _claim_not_found(name)
+            continue
         if not pvc.volume_name:
             if not pvc.storage_class:
                 return REASON_VOLUME_ZONE_NO_CLASS
@@ -322,9 +396,18 @@ def _volume_zone(
                 return REASON_VOLUME_ZONE_NO_VOLUME
             continue
         pv = snapshot.pvs.get(pvc.volume_name)
-        # A volume the snapshot does not know is not checked (as a claim it does not know).
         if pv is None:
+            if known:
+                return _volume_not_found(pvc.volume_name)
             continue
+        out.append(pv)
+    return out
+
+
+def _volume_zone(volumes: Sequence[PersistentVolume], node: Node) -> str | None:
+    """VolumeZone's Filter: each volume carrying zone or region labels must carry the
+    node's."""
+    for pv in volumes:
         for label in _ZONE_LABELS:
             wanted = pv.labels.get(label)
             if wanted is None:
@@ -336,15 +419,31 @@ def _volume_zone(
     return None
 
 
+def _unbound_immediate(
+    claims: Sequence[PersistentVolumeClaim], snapshot: ClusterSnapshot
+) -> str | None:
+    """VolumeBinding's PreFilter (`GetPodVolumeClaims` in
+    `pkg/scheduler/framework/plugins/volumebinding/binder.go`): an unbound claim that is
+    not of a WaitForFirstConsumer class, one merely naming its volume included, fails
+    everywhere until the persistent-volume controller binds it."""
+    for pvc in claims:
+        if pvc.bound:
+            continue
+        sc = snapshot.storage_classes.get(pvc.storage_class) if pvc.storage_class else None
+        if pvc.volume_name or sc is None or sc.volume_binding_mode != "WaitForFirstConsumer":
+            return REASON_VOLUME_UNBOUND_IMMEDIATE
+    return None
+
+
 def _check_volume_binding(
     claims: Sequence[PersistentVolumeClaim], node: Node, snapshot: ClusterSnapshot
 ) -> str | None:
-    """kube-scheduler's VolumeBinding for a pod's claims on `node` (`GetPodVolumeClaims`,
-    `FindPodVolumes` in `pkg/scheduler/framework/plugins/volumebinding/binder.go`): a bound
-    claim's volume must accept the node; an unbound claim of a WaitForFirstConsumer class
-    needs an available volume that accepts the node (each volume for one claim of the pod),
-    or a class that provisions one there; any other unbound claim, one merely naming its
-    volume included, fails everywhere until the persistent-volume controller binds it.
+    """kube-scheduler's VolumeBinding Filter for a pod's claims on `node` (`FindPodVolumes`
+    in `pkg/scheduler/framework/plugins/volumebinding/binder.go`), the claims having
+    passed `_unbound_immediate`: a bound claim's volume must exist (when the snapshot
+    knows its storage objects) and accept the node; an unbound claim of a
+    WaitForFirstConsumer class needs an available volume that accepts the node (each
+    volume for one claim of the pod), or a class that provisions one there.
 
     As in Cluster Autoscaler, which runs this filter without its Reserve step (upstream
     `simulator/clustersnapshot/predicate/predicate_snapshot.go` reserves only DRA claims),
@@ -352,18 +451,15 @@ def _check_volume_binding(
     binds volumes."""
     delayed: list[PersistentVolumeClaim] = []
     for pvc in claims:
-        if pvc.bound:
-            continue
-        sc = snapshot.storage_classes.get(pvc.storage_class) if pvc.storage_class else None
-        if pvc.volume_name or sc is None or sc.volume_binding_mode != "WaitForFirstConsumer":
-            return REASON_VOLUME_UNBOUND_IMMEDIATE
-        delayed.append(pvc)
-    for pvc in claims:
         if not pvc.bound:
+            delayed.append(pvc)
             continue
         pv = snapshot.pvs.get(pvc.volume_name)
-        # A volume the snapshot does not know is not checked (as a claim it does not know).
-        if pv is not None and not _volume_accepts(pv, node):
+        if pv is None:
+            if snapshot.storage_known:
+                return REASON_VOLUME_PV_MISSING
+            continue
+        if not _volume_accepts(pv, node):
             return REASON_VOLUME_NODE_AFFINITY
     if not delayed:
         return None

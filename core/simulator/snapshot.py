@@ -191,6 +191,7 @@ class ClusterSnapshot:
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
         filters: Sequence[tuple[str, Filter]] | None = None,
         dra: DraState | None = None,
+        storage_known: bool | None = None,
     ) -> None:
         self._nodes: dict[str, SimNodeInfo] = {}
         # The filters `check_predicates` runs, by plugin name, when the scheduler's
@@ -212,6 +213,15 @@ class ClusterSnapshot:
         self.pvcs: dict[str, PersistentVolumeClaim] = {pvc.key: pvc for pvc in pvcs}
         self.storage_classes: dict[str, StorageClass] = {sc.name: sc for sc in storage_classes}
         self.csinodes: dict[str, CSINode] = {c.name: c for c in csinodes}
+        # Whether the claims, volumes and classes above are all there are
+        # (`ClusterObjects.storage_known`; by default: whether there are any), so that a
+        # pod's claim missing here does not exist and the pod fits nowhere. When not, the
+        # volume predicates pass over claims the snapshot does not hold.
+        self.storage_known: bool = (
+            bool(self.pvs or self.pvcs or self.storage_classes)
+            if storage_known is None
+            else storage_known
+        )
         # The volumes of each storage class, by name order (built on first use): what an
         # unbound WaitForFirstConsumer claim may bind to.
         self._pvs_by_class: dict[str, tuple[PersistentVolume, ...]] | None = None
@@ -264,6 +274,7 @@ class ClusterSnapshot:
             csinodes=objects.csinodes,
             namespace_labels=objects.namespace_labels(),
             dra=dra_state(objects),
+            storage_known=objects.storage_known,
         )
         if bound is None:
             by_node: dict[str, list[Pod]] = {node.name: [] for node in objects.nodes}

@@ -201,6 +201,7 @@ class Cluster:
             tuple(parse_pv(v) for v in self.volumes()),
             tuple(parse_pvc(c) for c in self.claims()),
             tuple(parse_storage_class(c) for c in classes),
+            listed=True,
         )
 
     def _named(self, reason: str) -> set[str]:
@@ -236,9 +237,16 @@ class Storage:
     pvs: tuple[PersistentVolume, ...] = ()
     pvcs: tuple[PersistentVolumeClaim, ...] = ()
     classes: tuple[StorageClass, ...] = ()
+    # Read from the cluster's complete lists: a claim not among them does not exist.
+    listed: bool = False
 
     def snapshot(self) -> ClusterSnapshot:
-        return ClusterSnapshot(pvs=self.pvs, pvcs=self.pvcs, storage_classes=self.classes)
+        return ClusterSnapshot(
+            pvs=self.pvs,
+            pvcs=self.pvcs,
+            storage_classes=self.classes,
+            storage_known=True if self.listed else None,
+        )
 
 
 def _unschedulable(pod: Mapping[str, Any]) -> bool:

@@ -245,8 +245,9 @@ def test_volume_zone_reads_no_ephemeral_volume(filters: Any) -> None:
     # volume has no node affinity for VolumeBinding to check.
     pv = PersistentVolume("pv-b", storage_class="local", capacity=5 * GI, labels={ZONE: "b"},
                           claim_ref="default/p-scratch", phase="Bound")
-    snap = ClusterSnapshot(pvs=[pv], pvcs=[bound("p-scratch", "pv-b")],
-                           storage_classes=[LOCAL], filters=filters)
+    # The ephemeral volume controller made the claim for the pod: the pod controls it.
+    claim = replace(bound("p-scratch", "pv-b"), controller_uid=ephemeral_pod().uid)
+    snap = ClusterSnapshot(pvs=[pv], pvcs=[claim], storage_classes=[LOCAL], filters=filters)
     snap.add_node(node("n1", "a"))
     assert check_predicates(ephemeral_pod(), snap.get("n1"), snap) is None
 
