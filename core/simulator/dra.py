@@ -67,6 +67,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from functools import partial
 from itertools import repeat
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -519,13 +520,14 @@ class DraState:
         self.node_slices[node_name] = list(slices)
         for s in slices:
             self._index(s)
+        # A partial, not a closure: made for every node an estimate adds.
+        return partial(self._remove_node_slices, node_name, slices)
 
-        def undo() -> None:
-            self.node_slices.pop(node_name, None)
-            for s in slices:
-                self._unindex(s)
-
-        return undo
+    def _remove_node_slices(self, node_name: str, slices: Sequence[ResourceSlice]) -> None:
+        """Undo `add_node_slices`."""
+        self.node_slices.pop(node_name, None)
+        for s in slices:
+            self._unindex(s)
 
     def slices_of(self, node_name: str) -> list[ResourceSlice]:
         """The node-local slices of a node (a template copies them)."""
@@ -1398,13 +1400,11 @@ class DraState:
         if at is not None and run is not None and single is not None and run.spec is spec:
             # The pods are the run's next ones: their keys are slices of its keys.
             end = start + min(len(pods), plan.count - start)
+            requests, taken = single
+            if start or end < len(taken):
+                requests, taken = requests[start:end], taken[start:end]
             return self._record_copies(
-                plan,
-                run.keys[at : at + end - start],
-                None,
-                single[1][start:end],
-                single[0][start:end],
-                known_apart=True,
+                plan, run.keys[at : at + end - start], None, taken, requests, known_apart=True
             )
         keys: list[str] = []
         for pod in pods[: plan.count - start]:
@@ -1480,16 +1480,19 @@ class DraState:
         plan.version = self._version
         plan.offered = None
         self._planned_count = taken
+        # A partial, not a closure: made for every node an estimate fills.
+        return partial(self._unrecord_copies, keys, device_ids)
 
-        def undo() -> None:
-            # Undone last in, first out: what the record wrote is there to delete.
-            self._version += 1
-            for key in keys:
-                del allocations[key]
-            for device_id in device_ids:
-                del allocated[device_id]
-
-        return undo
+    def _unrecord_copies(self, keys: list[str], device_ids: list[DeviceId]) -> None:
+        """Undo `_record_copies`: undone last in, first out, what the record wrote is
+        there to delete."""
+        self._version += 1
+        allocations = self._allocations
+        allocated = self.allocated
+        for key in keys:
+            del allocations[key]
+        for device_id in device_ids:
+            del allocated[device_id]
 
     def release(self, pod: Pod) -> Callable[[], None]:
         """`pod` leaves its node: it no longer uses its claims, and a claim of its own that
