@@ -58,6 +58,10 @@ class ModelError(ValueError):
 
 
 def _clip(text: str, limit: int = 300) -> str:
+    if not text.isprintable():
+        # A name holding a newline or another control character is shown escaped: the
+        # error stays one line.
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 

@@ -795,3 +795,18 @@ def test_a_kubeconfig_of_a_wrong_field_exits_2_naming_the_file_and_field(
     assert main([*argv, f"--kubeconfig={kubeconfig}"]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"--kubeconfig '{kubeconfig}': users[0].user: expected an object, got 'admin'" in error
+
+
+@pytest.mark.parametrize("kind", ["\x1e", "a\nb", "Pod\u2028"], ids=["record-separator",
+                                                                    "newline", "line-separator"])
+def test_a_name_holding_a_line_break_is_escaped_in_a_one_line_error(kind: str) -> None:
+    """A snapshot item of kind `"\\x1e"` (a character `splitlines` breaks at) made an error of
+    two lines: the first, which a reader of the error line sees, ended in `items[0] (`."""
+    doc = {"kind": "List", "items": [{"apiVersion": "v1", "kind": kind,
+                                      "metadata": {"name": "n\x1c1"}}]}
+    with pytest.raises(InputError) as caught:
+        parse_snapshot_data(json.dumps(doc).encode(), "cluster.json")
+    assert len(str(caught.value).splitlines()) == 1, str(caught.value)
+    escaped = repr(kind)[1:-1]
+    assert str(caught.value).startswith(f"cluster.json: items[0] ({escaped} n\\x1c1): kind: "), (
+        str(caught.value))
