@@ -280,10 +280,11 @@ def _generated_name(cluster: SimulatedCluster, namespace: str, prefix: str) -> s
 
 
 def _clip(name: object) -> str:
-    """A name from the file in an error: whole when short, else cut to a line (a
-    5,000-character name is named in a line, not a page)."""
+    """A name from the file in an error: whole when short and printable, else quoted,
+    escaped and cut to a line (a 5,000-character name is named in a line, not a page; a
+    newline in it does not break the error's line)."""
     text = str(name) if isinstance(name, str) else describe_value(name)
-    return text if len(text) <= 80 else describe_value(text)
+    return text if len(text) <= 80 and text.isprintable() else describe_value(text)
 
 
 def _describe(raw: Mapping[str, Any]) -> str:

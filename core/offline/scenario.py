@@ -164,10 +164,11 @@ def _fail(source: str, where: str, expected: str, value: Any = ...) -> InputErro
 
 
 def _key(key: object) -> str:
-    """A name from the file as part of a field path: whole when short, else cut to a line
-    (a 5,000-character key is named in a line, not a page)."""
+    """A name from the file as part of a field path: whole when short and printable, else
+    quoted, escaped and cut to a line (a 5,000-character key is named in a line, not a
+    page; a newline in it does not break the error's line)."""
     text = str(key)
-    return text if len(text) <= 80 else describe_value(text)
+    return text if len(text) <= 80 and text.isprintable() else describe_value(text)
 
 
 def _mapping(value: Any, source: str, where: str, what: str) -> Mapping[str, Any]:

@@ -810,3 +810,11 @@ def test_a_name_holding_a_line_break_is_escaped_in_a_one_line_error(kind: str) -
     escaped = repr(kind)[1:-1]
     assert str(caught.value).startswith(f"cluster.json: items[0] ({escaped} n\\x1c1): kind: "), (
         str(caught.value))
+
+
+def test_a_scenario_key_holding_a_newline_is_escaped_in_a_one_line_error() -> None:
+    with pytest.raises(InputError) as caught:
+        parse_scenario({**_SCENARIO, "flags": {"a\nb": 1}}, "s.yaml", EXAMPLES / "scenarios")
+    assert str(caught.value).startswith("s.yaml: flags.'a\\nb': unknown autoscaler flag"), (
+        str(caught.value))
+    assert len(str(caught.value).splitlines()) == 1
