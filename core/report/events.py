@@ -34,7 +34,7 @@ import structlog
 from clusterscaler.framework.durations import format_duration
 
 if TYPE_CHECKING:
-    from clusterscaler.loop.decisions import LoopResult, NodeDeletion
+    from clusterscaler.loop.decisions import GroupRejection, LoopResult, NodeDeletion
 
 __all__ = [
     "CLUSTER_AUTOSCALER_CLEANUP",
@@ -339,12 +339,31 @@ class MemoryEventSink:
         self.events.append((event, timestamp))
 
 
+def _event_reasons(rejection: GroupRejection) -> list[str]:
+    """A group's reasons for not helping a pod, in CA's `NotTriggerScaleUp` words: for a
+    template the pod does not fit, the failing filter's reasons (upstream's
+    `SchedulingError.Reasons()`: `Insufficient cpu`, `persistentvolumeclaim "data" not
+    found`), NodeResourcesFit's one per resource; for a quota,
+    `exceeded quota: "CapacityQuota/<name>", resources: <names>`."""
+    from clusterscaler.loop.decisions import NoScaleUpReason
+
+    text = rejection.reason.value
+    if rejection.reason is NoScaleUpReason.NOT_SCHEDULABLE and rejection.detail:
+        parts = rejection.detail.split(", ")
+        if all(p.startswith("Insufficient ") for p in parts):
+            return parts
+        return [rejection.detail]
+    if rejection.reason is NoScaleUpReason.CAPACITY_QUOTA_EXCEEDED:
+        return [f"{text}: {rejection.detail}"]
+    return [text]
+
+
 def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[Event]:
     """The events CA records for one loop's decisions, in CA's words.
 
     Pods are named ``namespace/name`` in the result; their events carry no uid.
     """
-    from clusterscaler.loop.decisions import DeletionKind, NoScaleUpReason
+    from clusterscaler.loop.decisions import DeletionKind
 
     out: list[Event] = []
     if not result.health.healthy:
@@ -395,11 +414,8 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
             continue
         counts: dict[str, int] = {}
         for rejection in rejections:
-            text = rejection.reason.value
-            if rejection.reason is NoScaleUpReason.CAPACITY_QUOTA_EXCEEDED:
-                # As CA: `exceeded quota: "CapacityQuota/<name>", resources: <names>`.
-                text = f"{text}: {rejection.detail}"
-            counts[text] = counts.get(text, 0) + 1
+            for text in _event_reasons(rejection):
+                counts[text] = counts.get(text, 0) + 1
         # As CA: "<count> <reason>" per distinct reason, sorted as strings; with no node
         # group at all CA's message ends after the colon.
         reasons = sorted(f"{n} {text}" for text, n in counts.items())

@@ -38,11 +38,22 @@ def scheduling_key(pod: Pod) -> Hashable:
         pod.topology_spread,
         pod.host_ports,
         scheduling_volumes(pod),
+        _own_claims(pod),
         pod.scheduler_name,
         pod.priority,
         pod.node_name,
         pod.resource_claims,
     )
+
+
+def _own_claims(pod: Pod) -> str:
+    """The pod's name when it has a generic ephemeral volume, else "": such a volume's
+    claim is named after the pod and serves it alone (it may not exist yet, or be
+    another's), so pods with equal ephemeral volumes still differ for scheduling."""
+    volumes = pod.volumes
+    if volumes and any(v.kind == "ephemeral" for v in volumes):
+        return pod.name
+    return ""
 
 
 @dataclass(slots=True)
@@ -127,6 +138,7 @@ def _same_scheduling(a: Pod, b: Pod) -> bool:
         and (a.topology_spread is b.topology_spread or a.topology_spread == b.topology_spread)
         and a.host_ports == b.host_ports
         and (a.volumes is b.volumes or scheduling_volumes(a) == scheduling_volumes(b))
+        and _own_claims(a) == _own_claims(b)
         and a.scheduler_name == b.scheduler_name
         and a.priority == b.priority
         and a.node_name == b.node_name

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from clusterscaler.model import OwnerRef, Toleration
+from clusterscaler.model import OwnerRef, Toleration, Volume
 from clusterscaler.simulator.builders import make_pod
 from clusterscaler.simulator.equivalence import MAX_GROUPS_PER_CONTROLLER, group_pods
 
@@ -38,6 +38,14 @@ CASES = [
             make_pod("b", "1", owner=RS, tolerations=[Toleration("k", "Exists")]),
         ],
         [1, 1],
+    ),
+    (
+        # Each pod's ephemeral volume has its own claim, named after the pod: whether it
+        # exists and is the pod's differs from pod to pod.
+        "equal ephemeral volumes",
+        [make_pod(f"p{i}", "1", owner=RS, volumes=(Volume("scratch", "ephemeral"),))
+         for i in range(3)],
+        [1, 1, 1],
     ),
     (
         "order of first appearance",

@@ -11,10 +11,12 @@ from clusterscaler.loop.decisions import (
     ClusterHealth,
     DeletionKind,
     FailedRevert,
+    GroupRejection,
     LoopResult,
     NodeCounts,
     NodeDeletion,
     NodeGroupStatus,
+    NoScaleUpReason,
     ScaleUpFailure,
     ScaleUpFailureKind,
     ScaleUpResult,
@@ -141,6 +143,27 @@ CASES = [
              "No options filtered."),
         ],
         id="PriorityConfigMap",
+    ),
+    pytest.param(
+        # As CA's scheduling error gives them: the failing filter's reasons, one per
+        # resource short, counted over the groups.
+        _result(
+            scale_up=ScaleUpResult(
+                ScaleUpStatus.NO_OPTIONS_AVAILABLE,
+                pods_remaining={"default/p": (
+                    GroupRejection("a", NoScaleUpReason.NOT_SCHEDULABLE,
+                                   "Insufficient cpu, Insufficient memory"),
+                    GroupRejection("b", NoScaleUpReason.NOT_SCHEDULABLE, "Insufficient cpu"),
+                    GroupRejection("c", NoScaleUpReason.NOT_SCHEDULABLE,
+                                   'persistentvolumeclaim "data" not found'),
+                    GroupRejection("d", NoScaleUpReason.MAX_SIZE_REACHED),
+                )},
+            )
+        ),
+        [("Pod/default/p", "Normal", "NotTriggerScaleUp",
+          "pod didn't trigger scale-up: 1 Insufficient memory, 1 max node group size reached, "
+          '1 persistentvolumeclaim "data" not found, 2 Insufficient cpu')],
+        id="NotTriggerScaleUp",
     ),
 ]  # fmt: skip
 

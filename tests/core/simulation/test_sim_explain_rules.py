@@ -215,14 +215,15 @@ def test_a_pod_the_planned_scale_up_leaves_out_is_told_so() -> None:
         "fits a new node of general, but the scale-up planned for general "
         "(1 new node, capped at its max size 3) is taken by other pending pods",
     )
-    # The event keeps CA's reason, which it gives once the group is at its max size.
+    # The event keeps CA's reason, which it gives once the group is at its max size, and
+    # the other group's filter reason, as CA's scheduling error gives it.
     (event,) = [
         e for e in events_for_result(report.result, ObjectRef.config_map("kube-system", "status"))
         if e.involved.name == "p"
     ]
     assert event.message == (
         "pod didn't trigger scale-up: 1 max node group size reached, "
-        "1 pod does not fit the node group's template"
+        "1 node(s) had untolerated taint {nvidia.com/gpu: }"
     )
 
 
