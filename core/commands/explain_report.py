@@ -73,6 +73,8 @@ class Report:
     nodes: tuple[NodeReport, ...] = ()
     halted: str = ""
     errors: tuple[str, ...] = ()
+    # What the input left unchecked (`output.input_notes`).
+    notes: tuple[str, ...] = ()
 
 
 def _age(pod: Pod, now: datetime) -> timedelta:
@@ -190,6 +192,7 @@ def explain(
         halted=result.halted,
         errors=result.errors,
         result=result,
+        notes=tuple(output.input_notes(objects)),
     )
 
 
@@ -293,6 +296,8 @@ def report_json(report: Report) -> dict[str, Any]:
     ]
     if devices:
         doc["devices"] = devices
+    if report.notes:
+        doc["notes"] = list(report.notes)
     return doc
 
 
@@ -329,6 +334,8 @@ def render(report: Report) -> str:
     lines: list[str] = []
     if report.halted:
         lines += [f"The loop stopped early: {report.halted}", ""]
+    if report.notes:
+        lines += [f"Note: {n}" for n in report.notes] + [""]
     lines.append("Pending pods")
     if report.pods:
         rows = []

@@ -455,6 +455,9 @@ def _once(
         doc = output.decision_json(result)
         if inference is not None:
             doc.update(inference.to_json())
+        notes = output.input_notes(objects)
+        if notes:
+            doc["notes"] = notes
         output.write_json_line(out, doc)
         return OK
     report = explain.explain(result, objects, options, now, sim.provider)
@@ -560,12 +563,17 @@ def _run(
         output.write_json_line(out, {"type": "nodeGroups", **inference.to_json()})
     if args.json and reports:
         output.write_json_line(out, {"type": "changes", "changes": [r.to_json() for r in reports]})
+    notes = output.input_notes(sim.cluster.snapshot())
+    if args.json and notes:
+        output.write_json_line(out, {"type": "notes", "notes": notes})
     if not args.json:
         out.write(f"scenario: {scenario.name}\n")
         if scenario.description:
             out.write(f"{scenario.description}\n")
         if scenario.source == DEMO_SOURCE:
             out.write(f"{OTHER_INPUTS}\n")
+        for note in notes:
+            out.write(f"note: {note}\n")
         out.write("\n")
         if inference is not None:
             out.write(render_groups(inference) + "\n\n")
