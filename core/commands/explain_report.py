@@ -23,6 +23,7 @@ from clusterscaler.loop.decisions import BlockingPod, LoopResult, NoScaleUpReaso
 from clusterscaler.loop.pending import classify_pending, scale_up_delay
 from clusterscaler.model import ClusterObjects, Node, Pod
 from clusterscaler.offline import output
+from clusterscaler.offline.loader import input_notes
 from clusterscaler.simulator.dra import DeviceUse
 from clusterscaler.simulator.snapshot import dra_state
 from clusterscaler.simulator.utilization import node_utilization
@@ -192,7 +193,7 @@ def explain(
         halted=result.halted,
         errors=result.errors,
         result=result,
-        notes=tuple(output.input_notes(objects)),
+        notes=tuple(input_notes(objects)),
     )
 
 

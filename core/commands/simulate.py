@@ -46,7 +46,7 @@ from clusterscaler.offline.cloudgroups import (
     render_groups,
 )
 from clusterscaler.offline.inference import Inference, bounds_from
-from clusterscaler.offline.loader import InputError, load_snapshot
+from clusterscaler.offline.loader import InputError, input_notes, load_snapshot
 from clusterscaler.offline.runner import (
     Simulation,
     SimulationResult,
@@ -455,8 +455,7 @@ def _once(
         doc = output.decision_json(result)
         if inference is not None:
             doc.update(inference.to_json())
-        notes = output.input_notes(objects)
-        if notes:
+        if notes := input_notes(objects):
             doc["notes"] = notes
         output.write_json_line(out, doc)
         return OK
@@ -563,7 +562,7 @@ def _run(
         output.write_json_line(out, {"type": "nodeGroups", **inference.to_json()})
     if args.json and reports:
         output.write_json_line(out, {"type": "changes", "changes": [r.to_json() for r in reports]})
-    notes = output.input_notes(sim.cluster.snapshot())
+    notes = input_notes(sim.cluster.snapshot())
     if args.json and notes:
         output.write_json_line(out, {"type": "notes", "notes": notes})
     if not args.json:

@@ -32,6 +32,7 @@ from clusterscaler.model import (
     gc_paused,
 )
 from clusterscaler.model.yamltext import load_yaml_documents
+from clusterscaler.simulator.predicates import volumes_constrain_scheduling
 
 log = structlog.get_logger()
 
@@ -324,3 +325,24 @@ def merge(base: ClusterObjects, extra: ClusterObjects, source: str) -> ClusterOb
     out.storage_listed = base.storage_listed or extra.storage_listed
     check_unique(out, source)
     return out
+
+
+def input_notes(objects: ClusterObjects) -> list[str]:
+    """What the input leaves unchecked, to say once beside the answers: the claims of the
+    pods, when the input holds no PersistentVolumeClaim, PersistentVolume or StorageClass
+    (a snapshot taken without them), are taken to exist and be usable."""
+    if objects.storage_known:
+        return []
+    count = sum(
+        1
+        for pod in objects.pods
+        if not pod.is_terminal and pod.volumes and volumes_constrain_scheduling(pod)
+    )
+    if not count:
+        return []
+    pods = f"{count} pod" if count == 1 else f"{count} pods"
+    return [
+        "claims not checked: the input has no PersistentVolumeClaims, PersistentVolumes or "
+        f"StorageClasses, so the claims of {pods} are taken to exist and be usable (add "
+        "`pvc,pv,storageclass` to the kubectl get that made the snapshot)"
+    ]

@@ -19,35 +19,13 @@ from typing import Any, Literal, TextIO
 
 from clusterscaler.framework.durations import format_duration
 from clusterscaler.loop.decisions import GroupRejection, LoopResult, UnremovableReason
-from clusterscaler.model import ClusterObjects
 from clusterscaler.model.capacityquota import VALID
 from clusterscaler.model.provisioning import find_condition
-from clusterscaler.simulator.predicates import volumes_constrain_scheduling
 
 # Unremovable reasons that only mean "not yet": the node is unneeded and its timer runs.
 WAITING_REASONS = frozenset(
     {UnremovableReason.NOT_UNNEEDED_LONG_ENOUGH, UnremovableReason.NOT_UNREADY_LONG_ENOUGH}
 )
-
-
-def input_notes(objects: ClusterObjects) -> list[str]:
-    """What the input leaves unchecked, to say once beside the answers: the claims of the
-    pods, when the input holds no PersistentVolumeClaim, PersistentVolume or StorageClass
-    (a snapshot taken without them), are taken to exist and be usable."""
-    if objects.storage_known:
-        return []
-    count = sum(
-        1
-        for pod in objects.pods
-        if not pod.is_terminal and pod.volumes and volumes_constrain_scheduling(pod)
-    )
-    if not count:
-        return []
-    return [
-        f"claims not checked: the input has no PersistentVolumeClaims, PersistentVolumes or "
-        f"StorageClasses, so the claims of {plural(count, 'pod')} are taken to exist and be "
-        "usable (add `pvc,pv,storageclass` to the kubectl get that made the snapshot)"
-    ]
 
 
 def rejection_text(rejection: GroupRejection) -> str:
