@@ -196,7 +196,9 @@ def assert_names_what_was_broken(line: str, given: CommandInput) -> None:
         return
     assert names_a_changed_field(line, given.changes), (line, given.changes)
     if given.objects:
-        assert any(name in line for name in given.objects) or re.search(
+        # A name holding a character that is not printable is shown escaped.
+        shown = [form for name in given.objects for form in (name, repr(name)[1:-1])]
+        assert any(name in line for name in shown) or re.search(
             r"items\[\d+\]|document \d+", line), (line, given.objects)
 
 
