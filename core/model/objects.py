@@ -395,6 +395,10 @@ class ClusterObjects:
     # live cluster's caches do), so a claim it does not hold does not exist; without any
     # storage object the input says nothing about claims (see `storage_known`).
     storage_listed: bool = False
+    # Claims (`namespace/name`) that a controller of the input makes for the pods it makes
+    # (the StatefulSet and ephemeral volume controllers of a simulated cluster), not
+    # modelled: not checked, as if the input said nothing about them.
+    unmodelled_claims: frozenset[str] = frozenset()
     # Kinds present in the input that the model does not cover, with their counts.
     skipped: dict[str, int] = field(default_factory=dict)
     # Objects of the kinds above that could not be read (left out of the lists).

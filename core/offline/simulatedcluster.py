@@ -193,6 +193,9 @@ class SimulatedCluster(InMemoryCluster):
         self.pvcs: list[PersistentVolumeClaim] = list(objects.pvcs)
         self.storage_classes: list[StorageClass] = list(objects.storage_classes)
         self.storage_listed = objects.storage_listed
+        # The claims the StatefulSet and ephemeral volume controllers would make for the
+        # pods created here: not modelled, so not checked (`ClusterObjects.unmodelled_claims`).
+        self.unmodelled_claims: set[str] = set(objects.unmodelled_claims)
         self.csinodes: list[CSINode] = list(objects.csinodes)
         # DRA objects, as read (claims are not updated as the simulation binds pods: a pod
         # bound here holds the devices its claims get when the snapshot places it).
@@ -240,6 +243,7 @@ class SimulatedCluster(InMemoryCluster):
         objects.pvcs = list(self.pvcs)
         objects.storage_classes = list(self.storage_classes)
         objects.storage_listed = self.storage_listed
+        objects.unmodelled_claims = frozenset(self.unmodelled_claims)
         objects.csinodes = list(self.csinodes)
         slices, classes, claims, templates = self.dra_objects
         objects.resource_slices = list(slices)
@@ -450,7 +454,24 @@ class SimulatedCluster(InMemoryCluster):
 
     def add_pod(self, pod: Pod) -> None:
         super().add_pod(pod)
+        if pod.volumes:
+            self._claims_made_for(pod)
         self._changed()
+
+    def _claims_made_for(self, pod: Pod) -> None:
+        """Note the claims a controller makes with `pod` that the cluster does not hold: its
+        generic ephemeral volumes' (the ephemeral volume controller's) and, for a StatefulSet
+        pod, its claims (the StatefulSet controller's, from its volumeClaimTemplates)."""
+        stateful = pod.owner is not None and pod.owner.kind == "StatefulSet"
+        made = {
+            f"{pod.namespace}/{pod.name}-{v.name}"
+            if v.kind == "ephemeral"
+            else f"{pod.namespace}/{v.claim_name}"
+            for v in pod.volumes
+            if v.kind == "ephemeral" or (stateful and v.kind == "persistentVolumeClaim")
+        }
+        if made:
+            self.unmodelled_claims |= made - {c.key for c in self.pvcs}
 
     def bind(self, pod_key: str, node_name: str) -> None:
         super().bind(pod_key, node_name)

@@ -335,7 +335,10 @@ def _check_volumes(
             claim = f"{pod.name}-{v.name}"
         else:
             continue
-        pvc = snapshot.pvcs.get(f"{pod.namespace}/{claim}")
+        key = f"{pod.namespace}/{claim}"
+        pvc = snapshot.pvcs.get(key)
+        if pvc is None and key in snapshot.unmodelled_claims:
+            continue
         if kind == "persistentVolumeClaim":
             named.append((claim, pvc))
         if binding and (pvc is not None or known):

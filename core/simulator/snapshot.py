@@ -192,6 +192,7 @@ class ClusterSnapshot:
         filters: Sequence[tuple[str, Filter]] | None = None,
         dra: DraState | None = None,
         storage_known: bool | None = None,
+        unmodelled_claims: frozenset[str] = frozenset(),
     ) -> None:
         self._nodes: dict[str, SimNodeInfo] = {}
         # The filters `check_predicates` runs, by plugin name, when the scheduler's
@@ -222,6 +223,9 @@ class ClusterSnapshot:
             if storage_known is None
             else storage_known
         )
+        # Claims a controller makes that are not modelled (`ClusterObjects.unmodelled_claims`):
+        # not checked even so.
+        self.unmodelled_claims = unmodelled_claims
         # The volumes of each storage class, by name order (built on first use): what an
         # unbound WaitForFirstConsumer claim may bind to.
         self._pvs_by_class: dict[str, tuple[PersistentVolume, ...]] | None = None
@@ -275,6 +279,7 @@ class ClusterSnapshot:
             namespace_labels=objects.namespace_labels(),
             dra=dra_state(objects),
             storage_known=objects.storage_known,
+            unmodelled_claims=objects.unmodelled_claims,
         )
         if bound is None:
             by_node: dict[str, list[Pod]] = {node.name: [] for node in objects.nodes}

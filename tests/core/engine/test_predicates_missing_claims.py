@@ -190,3 +190,16 @@ def test_claims_read_their_deletion_and_controller() -> None:
                        "metadata": {"name": "data", "namespace": "default"}})
     assert not plain.deleting
     assert plain.controller_uid == ""
+
+
+def test_a_claim_a_controller_makes_unmodelled_is_not_checked() -> None:
+    # A simulated cluster does not model the claims the StatefulSet and ephemeral volume
+    # controllers make for the pods it creates: those claims are taken to exist.
+    snap = ClusterSnapshot(pvs=[PV], storage_classes=[FAST],
+                           unmodelled_claims=frozenset({"default/data", "default/p-scratch"}))
+    snap.add_node(make_node("n1"))
+    assert check_predicates(claim_pod(DATA, SCRATCH), snap.get("n1"), snap) is None
+    other = claim_pod(Volume("other", "persistentVolumeClaim", claim_name="other"))
+    assert check_predicates(other, snap.get("n1"), snap) == (
+        'persistentvolumeclaim "other" not found'
+    )

@@ -97,3 +97,40 @@ def test_simulate_says_once_that_claims_were_not_checked(
     listed = cli(capsys, "simulate", "--snapshot", snapshot(tmp_path, CLASS), "--cloud-config",
                  GENERAL, "--once")
     assert NOTE not in listed
+
+
+STATEFULSET = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers:
+        - name: main
+          image: registry.k8s.io/pause:3.9
+          resources: {requests: {cpu: 3850m, memory: 4Gi}}
+  volumeClaimTemplates:
+    - metadata: {name: data}
+      spec: {storageClassName: fast, resources: {requests: {storage: 1Gi}}}
+"""
+
+
+def test_the_claims_a_statefulset_makes_are_not_checked_in_a_simulated_cluster(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The StatefulSet controller makes each pod's claim; the simulated cluster does not
+    # model it, so the claims it would make are taken to exist, while the snapshot's own
+    # pod whose claim is missing still fits no new node.
+    manifest = tmp_path / "db.yaml"
+    manifest.write_text(STATEFULSET)
+    doc = json.loads(cli(capsys, "simulate", "--snapshot", snapshot(tmp_path, CLASS),
+                         "--cloud-config", GENERAL, "--apply", str(manifest), "--once",
+                         "--json"))
+    (up,) = doc["scaleUp"]
+    assert {"default/db-0", "default/db-1"} <= set(up["pods"])
+    assert "default/stateful" not in up["pods"]
+    assert "notes" not in doc
