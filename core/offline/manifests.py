@@ -284,7 +284,7 @@ def _clip(name: object) -> str:
     escaped and cut to a line (a 5,000-character name is named in a line, not a page; a
     newline in it does not break the error's line)."""
     text = str(name) if isinstance(name, str) else describe_value(name)
-    return text if len(text) <= 80 and text.isprintable() else describe_value(text)
+    return text if 0 < len(text.strip()) <= 80 and text.isprintable() else describe_value(text)
 
 
 def _describe(raw: Mapping[str, Any]) -> str:

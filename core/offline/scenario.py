@@ -168,7 +168,7 @@ def _key(key: object) -> str:
     quoted, escaped and cut to a line (a 5,000-character key is named in a line, not a
     page; a newline in it does not break the error's line)."""
     text = str(key)
-    return text if len(text) <= 80 and text.isprintable() else describe_value(text)
+    return text if 0 < len(text.strip()) <= 80 and text.isprintable() else describe_value(text)
 
 
 def _mapping(value: Any, source: str, where: str, what: str) -> Mapping[str, Any]:

@@ -657,6 +657,12 @@ def build_provider(context: ProviderContext) -> SimCloudProvider:
         # nothing to make nodes from, is bad input, refused before the simulation starts
         # rather than at its first loop.
         provider.check_nodes()
-        for group in provider.node_groups():
-            group.check_template()
+        try:
+            for group in provider.node_groups():
+                group.check_template()
+        except ConfigurationError as exc:
+            # Named with the file (or the scenario's inline cloud-config) it comes from.
+            embedded = EMBEDDED_CONFIG_KEY in context.options.extra
+            source = "scenario cloudConfig" if embedded else context.options.cloud_config
+            raise ConfigurationError(f"{source}: {exc}") from None
     return provider

@@ -651,6 +651,8 @@ def names_a_changed_field(message: str, changed: list[Path_]) -> bool:
                 return True
             continue
         for key in keys[-2:]:
+            if not key.strip() and repr(key) in message:  # a blank key, quoted
+                return True
             shown = key if len(key) <= 80 else key[:20]
             if shown.strip() and re.search(
                 rf"(?<![\w-]){re.escape(shown)}(?![\w-])" if len(key) <= 80 else re.escape(shown),

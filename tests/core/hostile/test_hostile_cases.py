@@ -818,3 +818,25 @@ def test_a_scenario_key_holding_a_newline_is_escaped_in_a_one_line_error() -> No
     assert str(caught.value).startswith("s.yaml: flags.'a\\nb': unknown autoscaler flag"), (
         str(caught.value))
     assert len(str(caught.value).splitlines()) == 1
+
+
+def test_a_sim_group_without_a_template_names_the_cloud_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A group of `simulate --cloud-config` without a template, whose nodeSelector matches
+    no node, was named without the file it came from."""
+    config = tmp_path / "groups.yaml"
+    config.write_text(
+        "nodeGroups:\n- {name: general, minSize: 0, maxSize: 5, "
+        "nodeSelector: {pool: general}}\n"
+    )
+    assert main(["simulate", "--cloud-config", str(config), "--once", "--json"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{config}: node group general: template: required when no node matches" in error
+
+
+def test_a_blank_unknown_scenario_field_is_quoted() -> None:
+    """A scenario's unknown field `""` was named `<scenario>.`, which says nothing."""
+    with pytest.raises(InputError) as caught:
+        parse_scenario({**_SCENARIO, "": 1}, "s.yaml", EXAMPLES / "scenarios")
+    assert str(caught.value).startswith("s.yaml: <scenario>.'': unknown field"), caught.value
