@@ -320,8 +320,43 @@ def _unusable_claim(
 def _check_volumes(
     pod: Pod, ni: SimNodeInfo, snapshot: ClusterSnapshot, *, zone: bool, binding: bool
 ) -> str | None:
-    if not pod.volumes:
+    volumes = pod.volumes
+    if not volumes:
         return None
+    for v in volumes:
+        if v.kind in SCHEDULING_VOLUME_KINDS:
+            break
+    else:
+        return None
+    # The claims, volumes and classes do not change within a snapshot: what the PreFilters
+    # find holds for every node the pod is tried on.
+    key = ("volumes", id(pod), zone, binding)
+    cached = snapshot.cache.get(key)
+    if cached is not None and cached[0] is pod:
+        state: str | tuple[list[PersistentVolumeClaim], list[PersistentVolume]] | None
+        state = cached[1]
+    else:
+        state = _volume_prefilters(pod, snapshot, zone=zone, binding=binding)
+        _remember(snapshot, key, (pod, state))
+    if state is None or isinstance(state, str):
+        return state
+    claims, found = state
+    node = ni.node
+    if binding:
+        reason = _check_volume_binding(claims, node, snapshot)
+        if reason is not None:
+            return reason
+    if found:
+        return _volume_zone(found, node)
+    return None
+
+
+def _volume_prefilters(
+    pod: Pod, snapshot: ClusterSnapshot, *, zone: bool, binding: bool
+) -> str | tuple[list[PersistentVolumeClaim], list[PersistentVolume]] | None:
+    """What VolumeBinding's and VolumeZone's PreFilters find, on no node in particular: why
+    the pod fits nowhere, or the claims for VolumeBinding's Filter and the volumes for
+    VolumeZone's; None when no claim is left to check."""
     known = snapshot.storage_known
     claims: list[PersistentVolumeClaim] = []
     # The `persistentVolumeClaim` volumes' claims, by name (None: not in the snapshot):
@@ -349,26 +384,19 @@ def _check_volumes(
             claims.append(pvc)
     if not named and not claims:
         return None
-    node = ni.node
     # kube-scheduler's order: every plugin's PreFilter (VolumeBinding's, then VolumeZone's)
     # before any Filter.
     if binding:
         reason = _unbound_immediate(claims, snapshot)
         if reason is not None:
             return reason
-    volumes: list[PersistentVolume] = []
+    found: list[PersistentVolume] = []
     if zone:
-        found = _zone_volumes(named, snapshot)
-        if isinstance(found, str):
-            return found
-        volumes = found
-    if binding:
-        reason = _check_volume_binding(claims, node, snapshot)
-        if reason is not None:
-            return reason
-    if volumes:
-        return _volume_zone(volumes, node)
-    return None
+        zoned = _zone_volumes(named, snapshot)
+        if isinstance(zoned, str):
+            return zoned
+        found = zoned
+    return (claims if binding else [], found)
 
 
 def _zone_volumes(
