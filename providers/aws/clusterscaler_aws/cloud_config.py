@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from clusterscaler.api import ConfigurationError, read_cloud_config
+from clusterscaler.api import ConfigurationError, describe_value, read_cloud_config
 
 SERVICES = ("autoscaling", "ec2", "eks")
 
@@ -87,7 +87,7 @@ def _parse_override(source: str, section: str, values: Mapping[str, str]) -> Ser
     service = values["service"].strip().lower()
     if service not in SERVICES:
         raise ConfigurationError(
-            f"{source}: section [{section}] field Service={values['service']!r}; expected one "
+            f"{source}: section [{section}] field Service={describe_value(values['service'])}; expected one "
             f"of {', '.join(SERVICES)}"
         )
     return ServiceOverride(
@@ -125,6 +125,6 @@ def zone_to_region(zone: str) -> str:
     """`us-east-1a` -> `us-east-1` (availability zones are the region plus one letter)."""
     if len(zone) < 2 or not zone[-1].isalpha():
         raise ConfigurationError(
-            f"availability zone {zone!r}: expected a region followed by a letter, e.g. us-east-1a"
+            f"availability zone {describe_value(zone)}: expected a region followed by a letter, e.g. us-east-1a"
         )
     return zone[:-1]

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from clusterscaler.api import ConfigurationError, config_mapping, read_cloud_config
+from clusterscaler.api import ConfigurationError, config_mapping, describe_value, read_cloud_config
 
 VM_TYPE_VMSS = "vmss"
 DEFAULT_VMSS_CACHE_TTL = 60
@@ -170,23 +170,23 @@ def _convert(value: Any, kind: str, where: str) -> Any:
     """`value` as the field's Python type, or an error naming `where` and the form."""
     if kind == _STR:
         if not isinstance(value, str):
-            raise ConfigurationError(f"{where}={value!r}: expected {kind}")
+            raise ConfigurationError(f"{where}={describe_value(value)}: expected {kind}")
         return value.strip()
     if kind == _BOOL:
         if isinstance(value, bool):
             return value
         if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
             return value.strip().lower() in _TRUE
-        raise ConfigurationError(f"{where}={value!r}: expected {kind}")
+        raise ConfigurationError(f"{where}={describe_value(value)}: expected {kind}")
     # A whole number; JSON booleans are ints in Python and are not numbers here.
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ConfigurationError(f"{where}={value!r}: expected {kind}")
+        raise ConfigurationError(f"{where}={describe_value(value)}: expected {kind}")
     try:
         number = int(value)
     except ValueError:
-        raise ConfigurationError(f"{where}={value!r}: expected {kind}") from None
+        raise ConfigurationError(f"{where}={describe_value(value)}: expected {kind}") from None
     if number < 0 or number > 2**32 - 1:
-        raise ConfigurationError(f"{where}={value!r}: expected {kind}")
+        raise ConfigurationError(f"{where}={describe_value(value)}: expected {kind}")
     return number
 
 
@@ -240,20 +240,20 @@ def validate(config: AzureConfig) -> AzureConfig:
     cloud = _canonical_cloud(config.cloud or "AzurePublicCloud")
     if cloud is None:
         raise ConfigurationError(
-            f"azure cloud-config: field cloud (ARM_CLOUD)={config.cloud!r}: expected one of "
+            f"azure cloud-config: field cloud (ARM_CLOUD)={describe_value(config.cloud)}: expected one of "
             f"{', '.join(CLOUDS)}"
         )
     vm_type = (config.vm_type or VM_TYPE_VMSS).lower()
     if vm_type != VM_TYPE_VMSS:
         raise ConfigurationError(
-            f"azure cloud-config: field vmType (ARM_VM_TYPE)={config.vm_type!r}: expected "
+            f"azure cloud-config: field vmType (ARM_VM_TYPE)={describe_value(config.vm_type)}: expected "
             "'vmss' (this provider manages Virtual Machine Scale Sets; availability-set "
             "'standard' clusters are not supported)"
         )
     auth_method = (config.auth_method or "principal").lower()
     if auth_method not in AUTH_METHODS:
         raise ConfigurationError(
-            f"azure cloud-config: field authMethod={config.auth_method!r}: expected one of "
+            f"azure cloud-config: field authMethod={describe_value(config.auth_method)}: expected one of "
             f"{', '.join(AUTH_METHODS)}"
         )
     config = replace(config, cloud=cloud, vm_type=vm_type, auth_method=auth_method)
@@ -315,13 +315,13 @@ def check_endpoint(url: str) -> None:
     )
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigurationError(
-            f"azure cloud-config: field resourceManagerEndpoint={url!r}: expected {form}"
+            f"azure cloud-config: field resourceManagerEndpoint={describe_value(url)}: expected {form}"
         )
     if parts.scheme == "http" and not is_plain_http_loopback(url):
         # A token must never travel in clear text, and a remote endpoint without one is
         # not Azure Resource Manager.
         raise ConfigurationError(
-            f"azure cloud-config: field resourceManagerEndpoint={url!r}: plain http is only "
+            f"azure cloud-config: field resourceManagerEndpoint={describe_value(url)}: plain http is only "
             f"accepted on the loopback interface; expected {form}"
         )
 

@@ -28,7 +28,7 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from clusterscaler.api import ConfigurationError, read_cloud_config
+from clusterscaler.api import ConfigurationError, describe_value, read_cloud_config
 
 from clusterscaler_gce.refs import is_region, is_zone, zone_region
 
@@ -80,7 +80,7 @@ def _unquote(source: str, line_no: int, raw: str) -> str:
     text = raw.strip()
     if text.startswith('"'):
         if len(text) < 2 or not text.endswith('"'):
-            raise ConfigurationError(f"{source}: line {line_no}: unterminated quoted value {raw.strip()!r}")
+            raise ConfigurationError(f"{source}: line {line_no}: unterminated quoted value {describe_value(raw.strip())}")
         return text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
     for marker in (" ;", " #", "\t;", "\t#"):
         cut = text.find(marker)
@@ -99,7 +99,7 @@ def parse_cloud_config(text: str, source: str = "cloud-config") -> CloudConfig:
             continue
         if stripped.startswith("["):
             if not stripped.endswith("]"):
-                raise ConfigurationError(f"{source}: line {line_no}: section header {stripped!r}; expected [global]")
+                raise ConfigurationError(f"{source}: line {line_no}: section header {describe_value(stripped)}; expected [global]")
             section = stripped[1:-1].strip().lower()
             if section != "global":
                 raise ConfigurationError(
@@ -108,22 +108,22 @@ def parse_cloud_config(text: str, source: str = "cloud-config") -> CloudConfig:
                 )
             continue
         if section != "global":
-            raise ConfigurationError(f"{source}: line {line_no}: {stripped!r} outside a section; expected it under [global]")
+            raise ConfigurationError(f"{source}: line {line_no}: {describe_value(stripped)} outside a section; expected it under [global]")
         key, sep, raw_value = stripped.partition("=")
         key = key.strip().lower()
         if key not in KNOWN_KEYS:
             raise ConfigurationError(
-                f"{source}: line {line_no}: unknown key {key!r} in [global]; expected one of "
+                f"{source}: line {line_no}: unknown key {describe_value(key)} in [global]; expected one of "
                 + ", ".join(KNOWN_KEYS)
             )
         if not sep:
             if key not in _BOOL_KEYS:
-                raise ConfigurationError(f"{source}: line {line_no}: key {key!r} has no value; expected {key} = <value>")
+                raise ConfigurationError(f"{source}: line {line_no}: key {describe_value(key)} has no value; expected {key} = <value>")
             value = "true"
         else:
             value = _unquote(source, line_no, raw_value)
         if key in values and key not in _MULTI_KEYS:
-            raise ConfigurationError(f"{source}: line {line_no}: key {key!r} is given more than once")
+            raise ConfigurationError(f"{source}: line {line_no}: key {describe_value(key)} is given more than once")
         values.setdefault(key, []).append(value)
 
     def one(key: str) -> str:
@@ -135,18 +135,18 @@ def parse_cloud_config(text: str, source: str = "cloud-config") -> CloudConfig:
             return True
         if raw in _FALSE or raw == "":
             return False
-        raise ConfigurationError(f"{source}: [global] {key} = {one(key)!r}: expected true or false")
+        raise ConfigurationError(f"{source}: [global] {key} = {describe_value(one(key))}: expected true or false")
 
     local_zone = one("local-zone")
     regional = flag("regional")
     if local_zone and not (is_zone(local_zone) or (regional and is_region(local_zone))):
         expected = "a zone or, with regional = true, a region" if regional else "a zone such as us-central1-b"
-        raise ConfigurationError(f"{source}: [global] local-zone = {local_zone!r}: expected {expected}")
+        raise ConfigurationError(f"{source}: [global] local-zone = {describe_value(local_zone)}: expected {expected}")
     token_url = one("token-url")
     if token_url.lower() == "nil":
         token_url = ""
     if token_url and not token_url.startswith(("https://", "http://")):
-        raise ConfigurationError(f"{source}: [global] token-url = {token_url!r}: expected an http(s) URL")
+        raise ConfigurationError(f"{source}: [global] token-url = {describe_value(token_url)}: expected an http(s) URL")
     endpoint = one("api-endpoint")
     return CloudConfig(
         project_id=one("project-id"),
@@ -177,13 +177,13 @@ def normalise_endpoint(value: str, source: str) -> str:
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         problem = "not an http(s) URL"
     elif parsed.path.strip("/") not in ("", "compute/v1"):
-        problem = f"unexpected path {parsed.path!r}"
+        problem = f"unexpected path {describe_value(parsed.path)}"
     elif parsed.query or parsed.fragment:
         problem = "query or fragment given"
     elif parsed.scheme == "http" and not _is_loopback(parsed.hostname):
         problem = "plain http is only accepted for loopback addresses (emulators); use https"
     if problem:
-        raise ConfigurationError(f"{source}: [global] api-endpoint = {value!r}: {problem}; expected {ENDPOINT_FORM}")
+        raise ConfigurationError(f"{source}: [global] api-endpoint = {describe_value(value)}: {problem}; expected {ENDPOINT_FORM}")
     return f"{parsed.scheme}://{parsed.netloc}"
 
 

@@ -30,6 +30,7 @@ from clusterscaler.api import (
     QuantityError,
     Taint,
     config_mapping,
+    describe_value,
     load_yaml,
     parse_cpu_millis,
     parse_group_option,
@@ -71,7 +72,7 @@ class KubeEnv:
     autoscaler_vars: Mapping[str, str] = field(default_factory=dict)
 
     def _error(self, var: str, value: str, expected: str) -> ConfigurationError:
-        return ConfigurationError(f"{self.source}: kube-env {var}={value!r}: expected {expected}")
+        return ConfigurationError(f"{self.source}: kube-env {var}={describe_value(value)}: expected {expected}")
 
     def var(self, name: str) -> str | None:
         """A variable of AUTOSCALER_ENV_VARS, or None when absent."""
@@ -273,7 +274,7 @@ def parse_kube_env(text: str, source: str) -> KubeEnv:
         pairs = parse_key_values(values.get(AUTOSCALER_ENV_VARS, ""), ";")
     except KeyValueError as exc:
         raise ConfigurationError(
-            f"{source}: kube-env {AUTOSCALER_ENV_VARS} entry {exc.entry!r}: expected name=value "
+            f"{source}: kube-env {AUTOSCALER_ENV_VARS} entry {describe_value(exc.entry)}: expected name=value "
             "(entries separated by ';')"
         ) from exc
     autoscaler_vars = {name: value.strip("\"'") for name, value in pairs.items()}

@@ -840,3 +840,20 @@ def test_a_blank_unknown_scenario_field_is_quoted() -> None:
     with pytest.raises(InputError) as caught:
         parse_scenario({**_SCENARIO, "": 1}, "s.yaml", EXAMPLES / "scenarios")
     assert str(caught.value).startswith("s.yaml: <scenario>.'': unknown field"), caught.value
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["9" * 5_000 + "\n", "[" + "g" * 5_000 + "\n", "[global]\nregional = " + "t" * 5_000 + "\n",
+     "[global]\nlocal-zone = " + "z" * 5_000 + "\n", "[global]\n" + "k" * 5_000 + " = 1\n"],
+    ids=["line-outside-section", "section-header", "regional", "local-zone", "unknown-key"],
+)
+def test_a_gce_cloud_config_quotes_a_long_line_in_a_line(text: str) -> None:
+    """gce.conf quoted the line it refused whole: a 5,129-character error from
+    `run --cloud-provider=gce`."""
+    from clusterscaler_gce.cloud_config import parse_cloud_config as parse_gce_config
+
+    with pytest.raises(ConfigurationError) as caught:
+        parse_gce_config(text, "gce.conf")
+    assert str(caught.value).startswith("gce.conf: "), caught.value
+    assert len(str(caught.value)) < 500, len(str(caught.value))
