@@ -146,6 +146,7 @@ def test_kwok_provider_config(text: str) -> None:
             parse_kwok_config(text, WHERE)
     except ConfigurationError as error:
         assert WHERE in str(error), error
+        assert len(str(error)) < 4_000, f"an error of {len(str(error))} characters"
 
 
 _KWOK_NODE = {
@@ -236,6 +237,7 @@ def test_gce_cloud_config(text: str) -> None:
             parse_gce_config(text, "gce.conf")
     except ConfigurationError as error:
         assert "gce.conf" in str(error), error
+        assert len(str(error)) < 4_000, f"an error of {len(str(error))} characters"
 
 
 KUBE_ENV = {
@@ -254,6 +256,7 @@ def test_gce_kube_env(text: str) -> None:
             parse_kube_env(text, "instance template t-1")
     except ConfigurationError as error:
         assert "instance template t-1" in str(error), error
+        assert len(str(error)) < 4_000, f"an error of {len(str(error))} characters"
 
 
 AZURE_JSON = {
@@ -276,6 +279,7 @@ def test_azure_json(doc: Any) -> None:
             build_config(parse_azure_json(text, "azure.json"), environ={})
     except ConfigurationError as error:
         assert str(error), error
+        assert len(str(error)) < 4_000, f"an error of {len(str(error))} characters"
 
 
 @FUZZ
@@ -286,6 +290,7 @@ def test_aws_cloud_config(text: str) -> None:
             parse_aws_config(text, "aws.conf")
     except ConfigurationError as error:
         assert "aws.conf" in str(error), error
+        assert len(str(error)) < 4_000, f"an error of {len(str(error))} characters"
 
 
 # ------------------------------------------------------------------ tags and annotations
