@@ -295,7 +295,7 @@ def run(ctx: CommandContext) -> int:
     # when the loop starts, so `run --help` and flag errors answer at once.
     from clusterscaler.commands.runtime import KubeRuntime
     from clusterscaler.interfaces.cloudprovider import ConfigurationError
-    from clusterscaler.kube.client import ClientSettings, KubeConfigError, build_api_client
+    from clusterscaler.kube.client import KubeConfigError
 
     options = ctx.options
     # The provider's flags (--nodes, --node-group-auto-discovery, --cloud-config, its own)
@@ -323,12 +323,7 @@ def run(ctx: CommandContext) -> int:
         if not _wait_until_ready(runtime):
             return EXIT_OK
         try:
-            # A client of its own, with its own --kube-client-qps budget, as upstream's
-            # providers build theirs (CA's kwok provider: kubeclient.NewForConfigOrDie): a
-            # provider's calls (kwok's node deletions) do not wait behind the loop's node
-            # writes and events, nor they behind it.
-            provider_api = build_api_client(ClientSettings.from_options(options))
-            provider = build_provider(ctx, provider_api, lambda: _leads(runtime))
+            provider = build_provider(ctx, runtime.provider_api, lambda: _leads(runtime))
         except CloudProviderError as exc:
             print(
                 f"clusterscaler: error: --cloud-provider={options.cloud_provider}: {exc}",

@@ -65,6 +65,12 @@ class KubeRuntime:
     buffer_writer: CapacityBufferWriter | None = None
     # --capacity-buffer-controller-enabled: its reconciliation metric is exported.
     buffer_controller: bool = False
+    # The client the cloud provider is given (`ProviderContext.kube_api`): its own, with
+    # its own --kube-client-qps budget, as upstream's providers build theirs (CA's kwok
+    # provider: `kubeclient.NewForConfigOrDie`), so that a provider's calls (kwok's node
+    # deletions) do not queue behind the loop's taints, the caches and the events, nor
+    # they behind it. None: `api_client`.
+    provider_api_client: Any = None
     shutdown: threading.Event = field(default_factory=threading.Event)
     _initializing_written: bool = field(default=False, repr=False)
 
@@ -155,7 +161,13 @@ class KubeRuntime:
             if buffers
             else None,
             buffer_controller=options.capacity_buffer_controller_enabled,
+            provider_api_client=None if api_client is not None else build_api_client(settings),
         )
+
+    @property
+    def provider_api(self) -> Any:
+        """The Kubernetes client for the cloud provider (see `provider_api_client`)."""
+        return self.provider_api_client if self.provider_api_client is not None else self.api_client
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from datetime import UTC, datetime, timedelta
 
 import yaml
@@ -18,6 +19,7 @@ from clusterscaler.loop.decisions import (
     ScaleUpStatus,
 )
 from clusterscaler.model import Taint, parse_pod
+from kubernetes.client import CoreV1Api
 
 
 def options(tmp_path, fake_kube, **changes):
@@ -173,5 +175,28 @@ def test_the_lease_is_not_held_up_by_the_throttled_caches(fake_kube, tmp_path):
         # The 20-odd caches need 4 s of tokens to list once.
         assert runtime.elector.wait_for_leadership(0.8)
         assert not runtime.source.has_synced
+    finally:
+        runtime.stop()
+
+
+def test_the_cloud_provider_is_not_held_up_by_the_throttled_caches(fake_kube, tmp_path):
+    """As CA's providers, the cloud provider gets a client of its own: with
+    --kube-client-qps so low that the caches' lists queue for seconds, a provider's call
+    (kwok deletes a node) goes at once, and its calls take no tokens of the loop's."""
+    fake_kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    runtime = KubeRuntime.from_options(
+        options(tmp_path, fake_kube, kube_client_qps=5.0, kube_client_burst=1),
+        identity="me",
+        serve=False,
+    )
+    assert runtime.provider_api is not runtime.api_client
+    runtime.start()
+    try:
+        # The 20-odd caches need 4 s of tokens to list once.
+        started = time.monotonic()
+        CoreV1Api(runtime.provider_api).delete_node("n1", _preload_content=False)
+        assert time.monotonic() - started < 0.8
+        assert not runtime.source.has_synced
+        assert fake_kube.get("nodes", "n1") is None
     finally:
         runtime.stop()
