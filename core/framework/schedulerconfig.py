@@ -278,8 +278,11 @@ class _Reader:
         unknown = sorted(str(k) for k in value if k not in allowed)
         if unknown:
             prefix = f"{where}." if where else ""
+            name = unknown[0]
+            # A blank key, or one holding a line break, is quoted: named, on one line.
+            shown = name if name.strip() and name.isprintable() else describe_value(name)
             raise self.error(
-                f"{prefix}{unknown[0]}",
+                f"{prefix}{shown}",
                 "one of the known fields " + ", ".join(sorted(allowed)),
                 "unknown field",
             )

@@ -33,6 +33,7 @@ from clusterscaler.interfaces.providercontext import KubeApiClient, ProviderCont
 from clusterscaler.interfaces.registry import Registry
 from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError
 from clusterscaler.model import ClusterObjects
+from clusterscaler.model.common import describe_value
 from clusterscaler.model.yamltext import load_yaml
 from clusterscaler.offline.clock import DEFAULT_START, VirtualClock
 from clusterscaler.offline.inference import Bounds, Inference, infer_node_groups
@@ -48,6 +49,8 @@ EMBEDDED_CONFIG_KEY = "sim_cloud_config"
 def _scenario_value(spec: FlagSpec, value: Any, source: str) -> Any:
     """A scenario's flag value in the form argparse would have produced."""
     where = f"{source}: flags.{spec.name}"
+    if value is None:  # `expander:` with nothing after it is not the string "None"
+        raise InputError(f"{where}: expected a value, got null")
     try:
         if spec.kind == STRING_SLICE:
             items = value if isinstance(value, list) else [value]
@@ -59,7 +62,7 @@ def _scenario_value(spec: FlagSpec, value: Any, source: str) -> Any:
             return spec.parse("true" if value else "false")
         return spec.parse(str(value))
     except OptionError as exc:
-        raise InputError(f"{where}: expected {exc.expected}, got {value!r}") from None
+        raise InputError(f"{where}: expected {exc.expected}, got {describe_value(value)}") from None
 
 
 def merge_options(

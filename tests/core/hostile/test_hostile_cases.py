@@ -857,3 +857,37 @@ def test_a_gce_cloud_config_quotes_a_long_line_in_a_line(text: str) -> None:
         parse_gce_config(text, "gce.conf")
     assert str(caught.value).startswith("gce.conf: "), caught.value
     assert len(str(caught.value)) < 500, len(str(caught.value))
+
+
+@pytest.mark.parametrize(("flags", "message"),
+                         [("{expander: bogus}", "flags.expander: --expander: unknown expander"),
+                          ("{expander: null}", "flags.expander: expected a value, got null")],
+                         ids=["unknown", "null"])
+def test_a_scenario_expander_flag_that_names_no_expander_exits_2(
+    flags: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scenario's `flags: {expander: bogus}` (or null, read as 'None') escaped `simulate`
+    as ExpanderConfigError, a traceback: the command line's --expander is checked as flags
+    are parsed, a scenario's only when the loop is built."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"name: s\ncloudConfig: {EXAMPLES / 'cloud-configs' / 'general.yaml'}\n"
+                        f"flags: {flags}\n")
+    assert main(["simulate", str(scenario), "--once", "--json"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{scenario}: {message}" in error, error
+
+
+def test_a_blank_unknown_scheduler_config_field_is_quoted(tmp_path: Path) -> None:
+    """An unknown field `""` of a KubeSchedulerConfiguration was named by nothing (`: expected
+    one of the known fields`)."""
+    from clusterscaler.framework.schedulerconfig import (
+        SchedulerConfigError,
+        parse_scheduler_config,
+    )
+
+    doc = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "": 1}
+    with pytest.raises(SchedulerConfigError) as caught:
+        parse_scheduler_config(doc, "sched.yaml")
+    assert str(caught.value).startswith(
+        "--scheduler-config-file sched.yaml: '': expected one of the known fields"), caught.value
