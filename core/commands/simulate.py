@@ -36,7 +36,6 @@ from clusterscaler.interfaces.cloudprovider import (
     ConfigurationError,
 )
 from clusterscaler.loop.decisions import LoopResult
-from clusterscaler.loop.expanderchain import ExpanderConfigError
 from clusterscaler.model import ClusterObjects, gc_paused
 from clusterscaler.offline import output
 from clusterscaler.offline.clock import VirtualClock
@@ -367,12 +366,7 @@ def prepare(
         validate_events(cluster, provider, scenario.events)
     except SimulationError as exc:
         raise SimulationError(f"{scenario.source}: {exc}") from None
-    try:
-        loop = build_loop(ctx.registry, options, provider, cluster, clock)
-    except ExpanderConfigError as exc:
-        # Only a scenario's `flags.expander` gets here: the command line's is checked as
-        # its flags are parsed.
-        raise InputError(f"{scenario.source}: flags.expander: {exc}") from None
+    loop = build_loop(ctx.registry, options, provider, cluster, clock, source=scenario.source)
     duration = args.duration or scenario.duration or DEFAULT_DURATION
     sim = Simulation(
         cluster=cluster,

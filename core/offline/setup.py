@@ -32,6 +32,7 @@ from clusterscaler.interfaces.cloudprovider import CloudProvider
 from clusterscaler.interfaces.providercontext import KubeApiClient, ProviderContext
 from clusterscaler.interfaces.registry import Registry
 from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError
+from clusterscaler.loop.expanderchain import ExpanderConfigError
 from clusterscaler.model import ClusterObjects
 from clusterscaler.model.common import describe_value
 from clusterscaler.model.yamltext import load_yaml
@@ -184,11 +185,18 @@ def build_loop(
     provider: CloudProvider,
     cluster: SimulatedCluster,
     clock: VirtualClock,
+    *,
+    source: str = "",
 ) -> Autoscaler:
-    """The real loop, reading and acting on the in-memory cluster, on the virtual clock."""
+    """The real loop, reading and acting on the in-memory cluster, on the virtual clock.
+    `source` names the scenario whose flags the options hold, in errors."""
     try:
         return Autoscaler.from_registry(
             registry, options=options, provider=provider, source=cluster, actions=cluster, clock=clock
         )
     except AutoscalerError as exc:
         raise InputError(str(exc)) from None
+    except ExpanderConfigError as exc:
+        # Only a scenario's `flags.expander` gets here: the command line's is checked as its
+        # flags are parsed.
+        raise InputError(f"{source or 'scenario'}: flags.expander: {exc}") from None
