@@ -118,7 +118,10 @@ _shown = describe_value
 
 
 def _clip(text: str, limit: int = 120) -> str:
-    """A field name from the file, cut to a line."""
+    """A field name from the file, cut to a line; quoted when blank or holding a line
+    break, so that it is seen and the error stays one line."""
+    if not text.strip() or not text.isprintable():
+        return describe_value(text)
     return text if len(text) <= limit else f"{text[:80]}... ({len(text)} characters)"
 
 

@@ -891,3 +891,12 @@ def test_a_blank_unknown_scheduler_config_field_is_quoted(tmp_path: Path) -> Non
         parse_scheduler_config(doc, "sched.yaml")
     assert str(caught.value).startswith(
         "--scheduler-config-file sched.yaml: '': expected one of the known fields"), caught.value
+
+
+@pytest.mark.parametrize("key", ["", " ", "a\nb"], ids=["empty", "blank", "newline"])
+def test_a_blank_unknown_sim_cloud_config_field_is_quoted(key: str) -> None:
+    """A sim cloud-config's unknown field `""` was named by nothing (`groups.yaml: : unknown
+    field`)."""
+    with pytest.raises(ConfigurationError) as caught:
+        parse_cloud_config({key: None, "nodeGroups": []}, "groups.yaml")
+    assert str(caught.value).startswith(f"groups.yaml: {key!r}: unknown field"), caught.value
