@@ -1,5 +1,10 @@
 """Writes events as core/v1 Event objects, as Cluster Autoscaler's event recorder does.
 
+Each event goes through an ``EventCorrelator`` (``eventcorrelator.py``) first, as client-go's
+recorder passes them: an event already written is patched (its ``count`` plus one) rather
+than created again, a run of similar ones is combined into one, and spam is dropped. A patch
+finding its Event gone (expired, deleted) creates it again, as client-go does.
+
 A failed write loses that one event: it is logged on one line (the event's object and
 reason, the status and reason of the failure) and counted through ``on_error``; the loop
 and the other events go on.
@@ -19,8 +24,10 @@ import structlog
 from clusterscaler.framework.errors import ErrorType, describe
 from clusterscaler.report.events import Event, EventSink
 from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
 
-from .responses import discard
+from .eventcorrelator import Correlation, CorrelatorOptions, EventCorrelator
+from .responses import read_json
 
 __all__ = ["COMPONENT", "BackgroundEventSink", "KubeEventSink"]
 
@@ -38,7 +45,9 @@ class KubeEventSink:
 
     Events about cluster-scoped objects (nodes) go to the ``default`` namespace, as the
     Kubernetes event recorder puts them. ``on_error`` is told the type of each failure
-    (``Metrics.register_error``); it is called from the thread that writes.
+    (``Metrics.register_error``); it is called from the thread that writes. ``correlation``
+    are the correlator's options (client-go's defaults unless given); ``clock`` is the
+    correlator's.
     """
 
     def __init__(
@@ -48,8 +57,15 @@ class KubeEventSink:
         component: str = COMPONENT,
         instance: str = "",
         on_error: Callable[[ErrorType], None] | None = None,
+        correlation: CorrelatorOptions | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.core = k8s.CoreV1Api(api_client)
+        self.correlator = (
+            EventCorrelator(correlation)
+            if clock is None
+            else EventCorrelator(correlation, clock=clock)
+        )
         self.component = component
         self.instance = instance or socket.gethostname()
         self.on_error = on_error
@@ -85,13 +101,11 @@ class KubeEventSink:
         }
 
     def write(self, event: Event, timestamp: datetime) -> None:
-        body = self.body(event, timestamp)
+        correlation = self.correlator.correlate(self.body(event, timestamp))
+        if correlation is None:
+            return
         try:
-            discard(
-                self.core.create_namespaced_event(
-                    body["metadata"]["namespace"], body, _preload_content=False
-                )
-            )
+            written = self._send(correlation)
         except Exception as exc:
             # Events are informational: losing one must never stop the loop, nor (a bug
             # here) the worker writing the next ones.
@@ -99,13 +113,39 @@ class KubeEventSink:
             info = describe(exc)
             log.warning(
                 "event_write_failed",
-                action="create_event",
+                action="patch_event" if correlation.patch is not None else "create_event",
                 object=str(event.involved),
                 event_reason=event.reason,
                 **info.fields(exc),
             )
             if self.on_error is not None:
                 self.on_error(info.type)
+            return
+        self.correlator.update_state(written)
+
+    def _send(self, correlation: Correlation) -> dict[str, Any]:
+        body = correlation.event
+        namespace = body["metadata"]["namespace"]
+        if correlation.patch is not None:
+            try:
+                return read_json(
+                    self.core.patch_namespaced_event(
+                        body["metadata"]["name"],
+                        namespace,
+                        correlation.patch,
+                        _content_type="application/strategic-merge-patch+json",
+                        _preload_content=False,
+                    )
+                )
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        metadata = {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}
+        return read_json(
+            self.core.create_namespaced_event(
+                namespace, {**body, "metadata": metadata}, _preload_content=False
+            )
+        )
 
 
 class BackgroundEventSink:
