@@ -25,6 +25,7 @@ from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.capacitybuffer import CapacityBufferWriter
 from clusterscaler.kube.capacityquota import CapacityQuotaStatusWriter
 from clusterscaler.kube.client import ClientSettings, build_api_client
+from clusterscaler.kube.eventcorrelator import AUTOSCALER_OPTIONS
 from clusterscaler.kube.eventwriter import BackgroundEventSink, KubeEventSink
 from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from clusterscaler.kube.provreq import ProvisioningRequestStatusWriter
@@ -132,7 +133,17 @@ class KubeRuntime:
             # In the background: event writes share the client's QPS limit, and a scale-up
             # that triggers thousands of events must not stall the loop.
             recorder=EventRecorder(
-                BackgroundEventSink(KubeEventSink(api, on_error=metrics.register_error)),
+                BackgroundEventSink(
+                    KubeEventSink(
+                        api,
+                        on_error=metrics.register_error,
+                        # As CA: client-go's defaults when every duplicate is recorded,
+                        # else one event per reason and object every five minutes.
+                        correlation=None
+                        if options.record_duplicated_events
+                        else AUTOSCALER_OPTIONS,
+                    )
+                ),
                 record_duplicates=options.record_duplicated_events,
                 dry_run=options.dry_run,
             ),

@@ -19,6 +19,8 @@ from clusterscaler.loop.decisions import (
     ScaleUpStatus,
 )
 from clusterscaler.model import Taint, parse_pod
+from clusterscaler.report import events as ev
+from clusterscaler.report.events import ObjectRef
 from kubernetes.client import CoreV1Api
 
 
@@ -200,3 +202,33 @@ def test_the_cloud_provider_is_not_held_up_by_the_throttled_caches(fake_kube, tm
         assert fake_kube.get("nodes", "n1") is None
     finally:
         runtime.stop()
+
+
+def pod_messages(fake_kube) -> list[str]:
+    return sorted(e["message"] for e in fake_kube.list("events", "default"))
+
+
+def test_runtime_writes_one_event_per_reason_and_object_every_five_minutes(fake_kube, tmp_path):
+    runtime = KubeRuntime.from_options(
+        options(tmp_path, fake_kube, leader_elect=False), serve=False
+    )
+    pod = ObjectRef.pod("default", "web")
+    runtime.recorder.normal(pod, ev.NOT_TRIGGER_SCALE_UP, "first")
+    runtime.recorder.normal(pod, ev.NOT_TRIGGER_SCALE_UP, "second")
+    runtime.recorder.normal(pod, ev.TRIGGERED_SCALE_UP, "third")
+    assert runtime.recorder.sink.flush(10)
+    assert pod_messages(fake_kube) == ["first", "third"]
+
+
+def test_runtime_recording_duplicates_uses_client_go_defaults(fake_kube, tmp_path):
+    runtime = KubeRuntime.from_options(
+        options(tmp_path, fake_kube, leader_elect=False, record_duplicated_events=True),
+        serve=False,
+    )
+    pod = ObjectRef.pod("default", "web")
+    runtime.recorder.normal(pod, ev.NOT_TRIGGER_SCALE_UP, "first")
+    runtime.recorder.normal(pod, ev.NOT_TRIGGER_SCALE_UP, "second")
+    runtime.recorder.normal(pod, ev.NOT_TRIGGER_SCALE_UP, "second")
+    assert runtime.recorder.sink.flush(10)
+    events = fake_kube.list("events", "default")
+    assert sorted((e["message"], e["count"]) for e in events) == [("first", 1), ("second", 2)]
