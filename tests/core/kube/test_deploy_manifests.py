@@ -7,7 +7,7 @@ provider makes no Kubernetes calls of its own."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -152,7 +152,8 @@ STATUS = "cluster-autoscaler-status"
         (req("delete", "", "pods", "apps", "p"), False),
         (req("update", "", "pods", "apps", "p", "status"), False),
         (req("create", "", "events", "apps"), True),
-        (req("patch", "", "events", "apps", "e"), False),
+        (req("patch", "", "events", "apps", "e"), True),
+        (req("update", "", "events", "apps", "e"), False),
         (req("list", "", "services"), False),
         (req("get", "apps", "replicasets", "apps", "rs"), False),
         (req("get", "", "", ""), True),
@@ -176,7 +177,8 @@ STATUS = "cluster-autoscaler-status"
         "no-pod-deletion",
         "no-pod-status",
         "events",
-        "no-event-patches",
+        "event-patches",
+        "no-event-updates",
         "no-services",
         "caches-are-not-read-by-name",
         "discovery",
@@ -268,6 +270,14 @@ def test_rbac_grants_exactly_the_calls_of_the_kubernetes_integration(fake_kube):
         assert runtime.status_writer.write(AutoscalerStatus(time=datetime.now(UTC)))
 
         recorder = runtime.recorder
+        recorder.normal(
+            ObjectRef.pod("apps", "p1"), "ScaleDown", "deleting pod for node scale down"
+        )
+        # The same event five minutes later patches the first one (its count plus one).
+        sink = recorder.sink
+        assert isinstance(sink, BackgroundEventSink) and sink.flush()
+        later = datetime.now(UTC) + timedelta(minutes=5)
+        recorder.clock = sink.sink.correlator.clock = lambda: later
         recorder.normal(
             ObjectRef.pod("apps", "p1"), "ScaleDown", "deleting pod for node scale down"
         )
