@@ -900,3 +900,21 @@ def test_a_blank_unknown_sim_cloud_config_field_is_quoted(key: str) -> None:
     with pytest.raises(ConfigurationError) as caught:
         parse_cloud_config({key: None, "nodeGroups": []}, "groups.yaml")
     assert str(caught.value).startswith(f"groups.yaml: {key!r}: unknown field"), caught.value
+
+
+@pytest.mark.parametrize("field", [("spec", "nodeName"), ("spec", "schedulerName"),
+                                   ("spec", "priorityClassName"), ("spec", "preemptionPolicy"),
+                                   ("status", "phase"), ("status", "nominatedNodeName")],
+                         ids=lambda f: ".".join(f))
+def test_a_pod_string_field_of_another_type_is_refused_by_both_routes(
+    field: tuple[str, str],
+) -> None:
+    """A snapshot pod whose `spec.nodeName` was a list was read, and `simulate` failed
+    hashing it (TypeError: unhashable type: 'list', a traceback)."""
+    raw = at(RICH_POD, field, ["node-1"])
+    message = f"Pod shop/web-0: {'.'.join(field)}: expected a string, got ['node-1']"
+    with pytest.raises(ModelError, match=re.escape(message)):
+        parse_pod(raw)
+    doc = {"kind": "List", "items": [raw]}
+    with pytest.raises(InputError, match=re.escape(message)):
+        parse_snapshot_data(json.dumps(doc).encode(), "cluster.json")
