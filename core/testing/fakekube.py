@@ -271,6 +271,22 @@ def _validate_node_taints(name: str, node: Obj) -> None:
         seen.add(pair)
 
 
+def _validate_core_event(namespace: str, event: Obj) -> None:
+    """As the API server's validation of core/v1 Events (without an eventTime): the event
+    lives in its object's namespace, or in ``default`` for a cluster-scoped object (a node)."""
+    involved = event.get("involvedObject") or {}
+    wanted = involved.get("namespace") if isinstance(involved, dict) else None
+    allowed = (wanted,) if wanted else ("", "default")
+    if event.get("eventTime") or namespace in allowed:
+        return
+    name = (event.get("metadata") or {}).get("name", "")
+    raise ApiError(
+        422,
+        f'Event "{name}" is invalid: involvedObject.namespace: Invalid value: '
+        f'"{wanted or ""}": does not match event.namespace',
+    )
+
+
 def _pod_is_healthy(pod: Obj) -> bool:
     status = pod.get("status") or {}
     if status.get("phase") != "Running":
@@ -1295,6 +1311,8 @@ class FakeKubeServer(FakeHttpServer):
                 namespace = route.namespace if rtype.namespaced else ""
                 if rtype.namespaced and not namespace:
                     raise ApiError(405, f"{rtype.plural} must be created in a namespace")
+                if rtype.kind == "Event" and not rtype.group:
+                    _validate_core_event(namespace, body)
                 created = self._create(rtype, copy.deepcopy(body), namespace, dry_run=dry_run)
                 return 201, self._versioned(created, route)
             if method == "DELETE" and not route.name:
@@ -1386,6 +1404,8 @@ class FakeKubeServer(FakeHttpServer):
             new.setdefault("metadata", {}).pop("resourceVersion", None)
             if rtype.kind == "Node" and rtype.builtin:
                 _validate_node_taints(route.name, new)
+            if rtype.kind == "Event" and not rtype.group:
+                _validate_core_event(route.namespace, new)
             return 200, self._versioned(self._replace(rtype, current, new, dry_run=dry_run), route)
 
     @staticmethod

@@ -15,6 +15,8 @@ from clusterscaler.kube.eventcorrelator import (
 from clusterscaler.kube.eventwriter import KubeEventSink
 from clusterscaler.report import events as ev
 from clusterscaler.report.events import Event, ObjectRef
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -246,3 +248,30 @@ def test_sink_failed_patch_is_logged_and_counted(fake_kube, status):
     sink.write(node_event(), T0 + timedelta(minutes=1))
     assert sink.failures == 1
     assert [e["count"] for e in fake_kube.list("events", "default")] == [1]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "involved_namespace", "allowed"),
+    [
+        ("apps", "apps", True),
+        ("default", "", True),
+        ("kube-system", "", False),
+        ("default", "apps", False),
+    ],
+    ids=["object-namespace", "cluster-scoped-in-default", "cluster-scoped-elsewhere", "other"],
+)
+def test_fake_api_server_validates_the_event_namespace_as_the_real_one(
+    fake_kube, namespace, involved_namespace, allowed
+):
+    event = body()
+    event["metadata"]["namespace"] = namespace
+    if involved_namespace:
+        event["involvedObject"]["namespace"] = involved_namespace
+    core = k8s.CoreV1Api(fake_kube.api_client())
+    if allowed:
+        core.create_namespaced_event(namespace, event)
+        return
+    with pytest.raises(ApiException) as failure:
+        core.create_namespaced_event(namespace, event)
+    assert failure.value.status == 422
+    assert "does not match event.namespace" in str(failure.value.body)
