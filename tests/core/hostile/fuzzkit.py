@@ -643,7 +643,8 @@ def names_a_changed_field(message: str, changed: list[Path_]) -> bool:
     """Whether `message` names the field of one of the `changed` paths: its last key, or
     the key of the object holding it (an item added to a list, a field of an object that is
     itself named), as a whole word (`cluster` is not named by `clusters`), or cut as an
-    error clips a long key. A path of list indexes alone is named by its first `[i]`."""
+    error clips a long key, or escaped when it holds a character that is not printable. A
+    path of list indexes alone is named by its first `[i]`."""
     for path in changed:
         keys = [step for step in path if isinstance(step, str)]
         if not keys:
@@ -653,6 +654,8 @@ def names_a_changed_field(message: str, changed: list[Path_]) -> bool:
         for key in keys[-2:]:
             if not key.strip() and repr(key) in message:  # a blank key, quoted
                 return True
+            if not key.isprintable():  # shown escaped
+                key = repr(key)[1:-1]
             shown = key if len(key) <= 80 else key[:20]
             if shown.strip() and re.search(
                 rf"(?<![\w-]){re.escape(shown)}(?![\w-])" if len(key) <= 80 else re.escape(shown),
