@@ -492,45 +492,46 @@ class Actuator:
     def _taint(self, name: str, now: datetime) -> bool:
         """Taint (and cordon) a node for deletion; returns whether it was cordoned. On a
         failure nothing of ours is left on the node (as far as the API server lets us)."""
-        if self.options.cordon_node_before_terminating and isinstance(
-            self.actions, TaintsAndCordons
-        ):
-            # One write, as CA's `MarkToBeDeleted`.
-            try:
-                self.actions.add_taint_and_cordon(name, to_be_deleted_taint(now))
-            except LoopAbortedError:
-                raise
-            except Exception as exc:
-                failure = DeletionFailed.of(name, "taint", "tainting and cordoning", exc)
-                if not isinstance(exc, NodeNotFoundError):
-                    # As after a failed cordon: our taint goes; a cordon that may have
-                    # been written with it stays (it may have been there before).
-                    self._rollback(name, True, False)
-                raise failure from exc
+        taint = to_be_deleted_taint(now)
+        cordon = self.options.cordon_node_before_terminating
+        if cordon and isinstance(self.actions, TaintsAndCordons):
+            # One write, as CA's `MarkToBeDeleted`. After a failure our taint goes; a
+            # cordon that may have been written with it stays (it may have been there
+            # before), as after a failed cordon.
+            actions = self.actions
+            self._write_or_undo(
+                name,
+                "taint",
+                "tainting and cordoning",
+                lambda: actions.add_taint_and_cordon(name, taint),
+            )
             return True
+        # The write may have been applied although its answer failed (a timeout, a
+        # proxy's 500): the node must not keep the taint.
+        self._write_or_undo(name, "taint", "tainting", lambda: self.actions.add_taint(name, taint))
+        if cordon:
+            self._write_or_undo(
+                name,
+                "cordon",
+                "cordoning",
+                lambda: self.actions.set_unschedulable(name, True),
+            )
+        return cordon
+
+    def _write_or_undo(
+        self, name: str, action: str, doing: str, write: Callable[[], object]
+    ) -> None:
+        """One write of a deletion's start; on a failure, our taint is taken off the node
+        (unless the node is gone) and the failure raised as a `DeletionFailed`."""
         try:
-            self.actions.add_taint(name, to_be_deleted_taint(now))
+            write()
         except LoopAbortedError:
             raise
         except Exception as exc:
-            failure = DeletionFailed.of(name, "taint", "tainting", exc)
+            failure = DeletionFailed.of(name, action, doing, exc)
             if not isinstance(exc, NodeNotFoundError):
-                # The write may have been applied although its answer failed (a timeout,
-                # a proxy's 500): the node must not keep the taint.
                 self._rollback(name, True, False)
             raise failure from exc
-        if self.options.cordon_node_before_terminating:
-            try:
-                self.actions.set_unschedulable(name, True)
-            except LoopAbortedError:
-                raise
-            except Exception as exc:
-                failure = DeletionFailed.of(name, "cordon", "cordoning", exc)
-                if not isinstance(exc, NodeNotFoundError):
-                    self._rollback(name, True, False)
-                raise failure from exc
-            return True
-        return False
 
     @staticmethod
     def _kind(r: RemovableNode, drain: bool) -> DeletionKind:
