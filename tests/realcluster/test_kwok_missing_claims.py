@@ -28,11 +28,17 @@ def test_a_pod_whose_claim_does_not_exist_gets_no_node(kwok_env: KwokEnv) -> Non
         run.wait_for("the stateful pod told why it triggered no scale-up",
                      lambda: any(NOT_FOUND in e.get("message", "")
                                  for e in env.events(ns, "NotTriggerScaleUp")), 30)
-        # kube-scheduler says the same, and several loops later still one node.
-        (pod,) = env.pending(ns)
-        assert pod["metadata"]["labels"]["app"] == "stateful"
-        scheduled = [c for c in pod["status"].get("conditions") or []
-                     if c.get("type") == "PodScheduled"]
-        assert scheduled and NOT_FOUND in scheduled[0].get("message", ""), scheduled
+        # kube-scheduler says the same once it retries the pod on the new node (its first
+        # attempt, before any node existed, said only "no nodes available"), and several
+        # loops later there is still one node.
+        def scheduler_message() -> str:
+            (pod,) = env.pending(ns)
+            assert pod["metadata"]["labels"]["app"] == "stateful"
+            scheduled = [c for c in pod["status"].get("conditions") or []
+                         if c.get("type") == "PodScheduled"]
+            return str(scheduled[0].get("message", "")) if scheduled else ""
+
+        run.wait_for("kube-scheduler names the missing claim",
+                     lambda: NOT_FOUND in scheduler_message(), 60)
         assert len(env.nodes()) == 1
     assert run.returncode == 0, run.tail()
