@@ -58,7 +58,7 @@ import yaml
 
 from bench import steady
 from bench.scenarios import DEFAULT_SEED, ROWS, Decision, Expected, Scenario, check, generate
-from bench.worker import REPO_ROOT, run_worker
+from bench.worker import REPO_ROOT, run_module, run_worker
 
 GIB = 1024**3
 ALL_ROWS = [*ROWS, steady.NAME]
@@ -115,11 +115,12 @@ SCALING_FAMILIES = {
 @dataclass(frozen=True)
 class Pair:
     """Two rows of one shape measured in the same run: the loop of `row` may cost at most
-    `max_ratio` times the loop of `baseline`. Both rows run in the same command, one
-    worker after the other; the loop's CPU time is compared (on a loaded machine the wall
-    time of one worker moves with the others' jobs far more), run by run (run i against
-    run i), and the median of those ratios decides. The wall-time ratio is printed
-    beside it."""
+    `max_ratio` times the loop of `baseline`. Once both rows ran, one more process runs
+    their loops in turns (`pair_worker`: after a first round kept apart, `--repeat`
+    rounds, the order swapped each round), so that the two loops of a round meet the
+    same load of a shared machine; their CPU times are compared round by round, and the
+    median of those ratios decides. The ratio of the rows' own runs (one worker after
+    the other, minutes apart on a loaded machine) is printed beside it."""
 
     row: str
     baseline: str
@@ -321,39 +322,59 @@ def reference_runs(scenario: Any, repeat: int) -> list[float]:
     return times
 
 
-def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, Any]:
-    """Measure the scenario in `directory` in this process; returns the figures as JSON."""
-    from clusterscaler.commands import cli
-    from clusterscaler.commands import simulate as command
-    from clusterscaler.offline import output
-    from clusterscaler.report.logs import configure_logging
+class SimulateRun:
+    """A scenario directory set up as `clusterscaler simulate --once --json` sets it up
+    (plugins loaded, flags parsed, logs quiet), its phases run one by one."""
 
-    meta = json.loads((directory / "scenario.json").read_text())
-    argv = _simulate_argv(directory, meta["flags"])
-    host, registry = cli.load_plugins(argv)
-    options, ns = cli.parse_autoscaler_args(argv, host, registry, "simulate", command)
-    configure_logging(options.v, options.logging_format)
-    command.quiet_logs(options)
-    ctx = cli.CommandContext(host=host, registry=registry, options=options, args=ns)
+    def __init__(self, directory: Path) -> None:
+        from clusterscaler.commands import cli
+        from clusterscaler.commands import simulate as command
+        from clusterscaler.report.logs import configure_logging
 
-    def one_loop(sim: Any) -> Any:
+        self.meta = json.loads((directory / "scenario.json").read_text())
+        argv = _simulate_argv(directory, self.meta["flags"])
+        host, registry = cli.load_plugins(argv)
+        options, self.ns = cli.parse_autoscaler_args(argv, host, registry, "simulate", command)
+        configure_logging(options.v, options.logging_format)
+        command.quiet_logs(options)
+        self.command = command
+        self.ctx = cli.CommandContext(host=host, registry=registry, options=options, args=self.ns)
+
+    def load(self) -> Any:
+        """The parse phase: the snapshot and cloud-config read into the model."""
+        return self.command.load_inputs(self.ns)
+
+    def prepare(self, scenario: Any) -> Any:
+        """The build phase: the in-memory cluster, the provider and the loop."""
+        sim, _, _ = self.command.prepare(self.ctx, scenario)
+        return sim
+
+    @staticmethod
+    def loop(sim: Any) -> Any:
         """What `simulate --once` does once built: the scheduler's verdicts stand, then one
         loop and its decision document."""
+        from clusterscaler.offline import output
+
         sim.cluster.step(retry_unschedulable=False)
         result = sim.loop.run_once(sim.clock.now())
         json.dumps(output.decision_json(result))
         return result
 
+
+def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, Any]:
+    """Measure the scenario in `directory` in this process; returns the figures as JSON."""
+    run = SimulateRun(directory)
+    meta, command, ns = run.meta, run.command, run.ns
     loop_cpu: list[float] = []
 
     def once() -> tuple[float, float, float, Decision]:
         t0 = time.perf_counter()
-        scenario = command.load_inputs(ns)
+        scenario = run.load()
         t1 = time.perf_counter()
-        sim, _, _ = command.prepare(ctx, scenario)
+        sim = run.prepare(scenario)
         t2 = time.perf_counter()
         c2 = time.process_time()
-        result = one_loop(sim)
+        result = run.loop(sim)
         t3 = time.perf_counter()
         loop_cpu.append(time.process_time() - c2)
         return t1 - t0, t2 - t1, t3 - t2, decision_of(result)
@@ -361,10 +382,10 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
     def loop_calls() -> int:
         """The function calls (Python and built-in) of one loop, counted under cProfile:
         the loop's work, whatever the machine's caches make of its time."""
-        sim, _, _ = command.prepare(ctx, command.load_inputs(ns))
+        sim = run.prepare(run.load())
         profiler = cProfile.Profile()
         profiler.enable()
-        one_loop(sim)
+        run.loop(sim)
         profiler.disable()
         return int(pstats.Stats(profiler).total_calls)  # type: ignore[attr-defined]
 
@@ -473,6 +494,41 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
     }
 
 
+def pair_worker(row_dir: Path, baseline_dir: Path, rounds: int) -> dict[str, Any]:
+    """The loops of a pair's two scenarios measured in turns in this process: a first
+    round (each loop once, its figures kept apart: the process's first loops import and
+    compile what later loops find ready), then `rounds` rounds, the order swapped from
+    one round to the next, so that both sides of a round meet the same machine load.
+    Returns each side's loop CPU time by round, and whether each side decided alike
+    every time."""
+    runs = {"row": SimulateRun(row_dir), "baseline": SimulateRun(baseline_dir)}
+    cpu: dict[str, list[float]] = {"row": [], "baseline": []}
+    first: dict[str, float] = {}
+    decided: dict[str, set[str]] = {"row": set(), "baseline": set()}
+    for i in range(rounds + 1):
+        for side in ("row", "baseline") if i % 2 == 0 else ("baseline", "row"):
+            run = runs[side]
+            sim = run.prepare(run.load())
+            gc.collect()
+            start = time.process_time()
+            result = run.loop(sim)
+            spent = time.process_time() - start
+            if i:
+                cpu[side].append(spent)
+            else:
+                first[side] = spent
+            decided[side].add(json.dumps(decision_of(result).to_json(), sort_keys=True))
+            del sim, result
+            gc.collect()
+    return {
+        "rowCpu": cpu["row"],
+        "baselineCpu": cpu["baseline"],
+        "firstRowCpu": first["row"],
+        "firstBaselineCpu": first["baseline"],
+        "consistent": all(len(d) == 1 for d in decided.values()),
+    }
+
+
 # --------------------------------------------------------------------------- the parent
 
 
@@ -511,7 +567,7 @@ def measure(
     scenario = generate(name, scale, seed)
     m = Measurement(name=name, title=scenario.title, nodes=scenario.nodes, pods=scenario.pods)
     m.expected = scenario.expected
-    directory = data_dir / f"{name}-x{scale:g}-seed{seed}"
+    directory = scenario_dir(data_dir, name, scale, seed)
     m.snapshot_bytes = write_scenario(scenario, directory)
     del scenario
     outcome = run_worker("bench.run", directory, repeat, profile_dir, timeout)
@@ -537,6 +593,68 @@ def measure(
     if problem:
         m.problems.append(problem)
     return m
+
+
+def scenario_dir(data_dir: Path, name: str, scale: float, seed: int) -> Path:
+    return data_dir / f"{name}-x{scale:g}-seed{seed}"
+
+
+@dataclass
+class PairMeasurement:
+    """A pair's loops measured in turns in one process (`pair_worker`)."""
+
+    pair: Pair
+    row_cpu: list[float] = field(default_factory=list)
+    baseline_cpu: list[float] = field(default_factory=list)
+    first_row_cpu: float = 0.0
+    first_baseline_cpu: float = 0.0
+    consistent: bool = True
+    error: str = ""
+
+    def ratios(self) -> list[float]:
+        return [a / b for a, b in zip(self.row_cpu, self.baseline_cpu, strict=True) if b > 0]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "row": self.pair.row,
+            "baseline": self.pair.baseline,
+            "rowCpu": self.row_cpu,
+            "baselineCpu": self.baseline_cpu,
+            "firstRowCpu": self.first_row_cpu,
+            "firstBaselineCpu": self.first_baseline_cpu,
+            "ratios": self.ratios(),
+            "consistent": self.consistent,
+            "error": self.error,
+        }
+
+
+def measure_pairs(
+    results: dict[str, Measurement], *, scale: float, seed: int, repeat: int, data_dir: Path,
+    timeout: float,
+) -> list[PairMeasurement]:
+    """Each pair whose two rows were measured in this run, measured again in turns in one
+    fresh process (`pair_worker`) on the scenarios the rows wrote."""
+    out = []
+    for pair in PAIRS:
+        row, base = results.get(pair.row), results.get(pair.baseline)
+        if row is None or base is None or row.error or base.error:
+            continue
+        m = PairMeasurement(pair)
+        outcome = run_module("bench.run", [
+            "--worker-pair",
+            str(scenario_dir(data_dir, pair.row, scale, seed)),
+            str(scenario_dir(data_dir, pair.baseline, scale, seed)),
+            "--repeat", str(repeat),
+        ], timeout)
+        if outcome.doc is None:
+            m.error = outcome.error
+        else:
+            doc = outcome.doc
+            m.row_cpu, m.baseline_cpu = doc["rowCpu"], doc["baselineCpu"]
+            m.first_row_cpu, m.first_baseline_cpu = doc["firstRowCpu"], doc["firstBaselineCpu"]
+            m.consistent = doc["consistent"]
+        out.append(m)
+    return out
 
 
 def clusterscaler_command() -> list[str]:
@@ -685,25 +803,39 @@ def scaling_verdicts(results: dict[str, Measurement], scale: float = 1.0) -> lis
     return lines
 
 
-def pair_verdicts(results: dict[str, Measurement], scale: float = 1.0) -> list[str]:
-    """Per pair of rows measured in this run, the loop's cost of one over the other."""
+def pair_verdicts(
+    results: dict[str, Measurement], measured: Sequence[PairMeasurement], scale: float = 1.0
+) -> list[str]:
+    """Per pair measured in this run, the loop's cost of one over the other: the verdict
+    from the loops measured in turns (`pair_worker`), the rows' own runs beside it."""
     lines = []
-    for pair in PAIRS:
-        row, base = results.get(pair.row), results.get(pair.baseline)
-        if row is None or base is None or not row.loop_cpu or not base.loop_cpu:
+    for m in measured:
+        pair = m.pair
+        row, base = results[pair.row], results[pair.baseline]
+        head = f"{pair.row} / {pair.baseline} ({pair.text})"
+        if m.error:
+            lines.append(f"{head}: the loops in turns failed: {m.error}")
             continue
-        ratios = [a / b for a, b in zip(row.loop_cpu, base.loop_cpu, strict=False) if b > 0]
-        walls = [a / b for a, b in zip(row.loop, base.loop, strict=False) if b > 0]
+        ratios = m.ratios()
         if not ratios:
             continue
         median = statistics.median(ratios)
         verdict = "MET" if median <= pair.max_ratio else "NOT MET"
+        if not m.consistent:
+            verdict += " (a side decided differently from one round to another)"
+        rows = [a / b for a, b in zip(row.loop_cpu, base.loop_cpu, strict=False) if b > 0]
+        walls = [a / b for a, b in zip(row.loop, base.loop, strict=False) if b > 0]
+        first = m.first_row_cpu / m.first_baseline_cpu if m.first_baseline_cpu > 0 else 0.0
         lines.append(
-            f"{pair.row} / {pair.baseline} ({pair.text}): loop CPU "
-            f"{statistics.median(row.loop_cpu):.3f} s / "
-            f"{statistics.median(base.loop_cpu):.3f} s, {_by_run(ratios)}, median "
+            f"{head}: loop CPU in turns {statistics.median(m.row_cpu):.3f} s / "
+            f"{statistics.median(m.baseline_cpu):.3f} s, {_by_run(ratios)}, median "
             f"x{median:.2f} (<= x{pair.max_ratio:g}): {verdict}{scale_note(scale)}; "
-            f"wall x{statistics.median(walls):.2f}"
+            f"the process's first loops x{first:.2f}"
+            + (
+                f"; the rows' own runs x{statistics.median(rows):.2f} by CPU, "
+                f"x{statistics.median(walls):.2f} by wall"
+                if rows and walls else ""
+            )
         )
     return lines
 
@@ -799,6 +931,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR", help="Write a pyinstrument profile per scenario to DIR.")
     parser.add_argument("--timeout", type=float, default=1800.0, help="Seconds a scenario may take in all.")
     parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-pair", type=Path, nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.scale is None:
         args.scale = 0.1 if args.quick else 1.0
@@ -818,6 +951,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.worker_pair is not None:
+        row_dir, baseline_dir = args.worker_pair
+        doc = pair_worker(row_dir, baseline_dir, args.repeat)
+        sys.stdout.write(json.dumps(doc) + "\n")
+        return 0
     if args.worker is not None:
         doc = worker(args.worker, args.repeat, args.profile)
         sys.stdout.write(json.dumps(doc) + "\n")
@@ -855,7 +993,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     after = machine()
     rows = list(results.values())
     scaling = scaling_verdicts(results, args.scale)
-    pairs = pair_verdicts(results, args.scale)
+    measured_pairs = measure_pairs(
+        results, scale=args.scale, seed=args.seed, repeat=args.repeat,
+        data_dir=args.data_dir, timeout=args.timeout,
+    )
+    pairs = pair_verdicts(results, measured_pairs, args.scale)
     if args.json:
         doc = {
             "machine": before,
@@ -869,6 +1011,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "targets": {m.name: target_verdict(m, args.scale) for m in rows if m.name in TARGETS},
             "scaling": scaling,
             "pairs": pairs,
+            "pairMeasurements": [m.to_json() for m in measured_pairs],
             "steady": None if steady_result is None else steady_result.to_json(),
         }
         print(json.dumps(doc, indent=2))
@@ -891,7 +1034,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for m in rows:
             if m.traceback:
                 print(f"\n{m.name}: the worker failed:\n{m.traceback}")
-    ok = all(m.ok for m in rows) and (steady_result is None or steady_result.ok)
+    ok = (
+        all(m.ok for m in rows)
+        and all(not p.error and p.consistent for p in measured_pairs)
+        and (steady_result is None or steady_result.ok)
+    )
     return 0 if ok else 1
 
 

@@ -26,9 +26,16 @@ def run_worker(
     module: str, directory: Path, repeat: int, profile_dir: Path | None, timeout: float
 ) -> WorkerOutcome:
     """Run `python -m module --worker directory --repeat N` from the repository root."""
-    cmd = [sys.executable, "-m", module, "--worker", str(directory), "--repeat", str(repeat)]
+    args = ["--worker", str(directory), "--repeat", str(repeat)]
     if profile_dir is not None:
-        cmd += ["--profile", str(profile_dir)]
+        args += ["--profile", str(profile_dir)]
+    return run_module(module, args, timeout)
+
+
+def run_module(module: str, args: list[str], timeout: float) -> WorkerOutcome:
+    """Run `python -m module ARGS` from the repository root; its last line of output is
+    the document."""
+    cmd = [sys.executable, "-m", module, *args]
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
     env = {**os.environ, "PYTHONPATH": path}
     try:

@@ -144,3 +144,38 @@ def test_work_growing_per_pod_fails_the_target_whatever_the_time() -> None:
     assert "8.0 -> 9.6 (x1.20, <= x1.1): NOT MET" in verdict
     _, verdict, _ = _burst([7.0, 7.0], [14.0, 14.0], calls_100k=0)
     assert verdict.endswith("function calls per pod not counted: NOT MET")
+
+
+def test_a_pair_is_measured_again_in_turns_in_one_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = run.main([
+        "--only", "dra-claims-10k", "--only", "dra-plain-10k", "--scale", "0.01",
+        "--repeat", "2", "--json", "--data-dir", str(tmp_path),
+    ])
+    doc = json.loads(capsys.readouterr().out)
+    assert status == 0
+    (measured,) = doc["pairMeasurements"]
+    assert (measured["row"], measured["baseline"]) == ("dra-claims-10k", "dra-plain-10k")
+    assert measured["error"] == "" and measured["consistent"] is True
+    # Two rounds after the first, each side's loop timed once per round.
+    assert len(measured["rowCpu"]) == len(measured["baselineCpu"]) == len(measured["ratios"]) == 2
+    assert measured["firstRowCpu"] > 0 and measured["firstBaselineCpu"] > 0
+    (line,) = doc["pairs"]
+    assert line.startswith("dra-claims-10k / dra-plain-10k") and "loop CPU in turns" in line
+
+
+def test_a_pair_is_judged_on_its_loops_in_turns_not_on_the_rows_own_runs() -> None:
+    (pair,) = run.PAIRS
+    # The rows' own runs, minutes apart on a loaded machine, say x3; the loops in turns x1.5.
+    results = {
+        pair.row: run.Measurement(name=pair.row, loop=[0.3] * 3, loop_cpu=[0.3] * 3),
+        pair.baseline: run.Measurement(name=pair.baseline, loop=[0.1] * 3, loop_cpu=[0.1] * 3),
+    }
+    met = run.PairMeasurement(pair, row_cpu=[0.15, 0.16, 0.3], baseline_cpu=[0.1, 0.1, 0.1],
+                              first_row_cpu=0.3, first_baseline_cpu=0.1)
+    (line,) = run.pair_verdicts(results, [met])
+    assert "median x1.60 (<= x2): MET" in line and "the rows' own runs x3.00 by CPU" in line
+    missed = run.PairMeasurement(pair, row_cpu=[0.25, 0.21, 0.1], baseline_cpu=[0.1, 0.1, 0.1])
+    (line,) = run.pair_verdicts(results, [missed])
+    assert "median x2.10 (<= x2): NOT MET" in line
