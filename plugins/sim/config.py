@@ -105,6 +105,9 @@ class SimCloudConfig:
     """The parsed cloud-config: node groups in declaration order."""
 
     node_groups: tuple[NodeGroupSpec, ...]
+    # Where it came from (the file, or the scenario embedding it), as errors found later,
+    # when nodes are listed, name it.
+    source: str = "cloud-config"
 
     def group(self, name: str) -> NodeGroupSpec | None:
         for spec in self.node_groups:
@@ -357,7 +360,7 @@ def parse_cloud_config(doc: Any, source: str = "cloud-config") -> SimCloudConfig
             _check_selector_overlap(spec, i, groups, source)
         seen[spec.name] = i
         groups.append(spec)
-    return SimCloudConfig(tuple(groups))
+    return SimCloudConfig(tuple(groups), source)
 
 
 def _check_selector_overlap(

@@ -563,11 +563,12 @@ class SimCloudProvider:
 
     def check_nodes(self) -> None:
         """Fail when a node matches the nodeSelector of two groups: which group scales it
-        would be a guess. Raises `ConfigurationError` naming the node and both groups."""
+        would be a guess. Raises `ConfigurationError` naming the cloud-config, the node and
+        both groups."""
         conflicts = self.ownership.conflicts(self.backend.list_nodes())
         if conflicts:
             more = f" (and {len(conflicts) - 1} more nodes)" if len(conflicts) > 1 else ""
-            raise ConfigurationError(f"sim cloud-config: {conflicts[0]}{more}")
+            raise ConfigurationError(f"{self.config.source}: {conflicts[0]}{more}")
 
     def has_instance(self, node: Node) -> bool:
         # The Node object is the instance: while it is listed, the instance exists.
@@ -662,7 +663,5 @@ def build_provider(context: ProviderContext) -> SimCloudProvider:
                 group.check_template()
         except ConfigurationError as exc:
             # Named with the file (or the scenario's inline cloud-config) it comes from.
-            embedded = EMBEDDED_CONFIG_KEY in context.options.extra
-            source = "scenario cloudConfig" if embedded else context.options.cloud_config
-            raise ConfigurationError(f"{source}: {exc}") from None
+            raise ConfigurationError(f"{config.source}: {exc}") from None
     return provider

@@ -237,7 +237,7 @@ def test_node_matched_by_two_groups_is_an_error_naming_both() -> None:
     with pytest.raises(ConfigurationError) as err:
         make(config, nodes)
     assert str(err.value) == (
-        "sim cloud-config: node ip-10-0-1-5: matched by the nodeSelector of nodeGroups[0] "
+        "scenario cloudConfig: node ip-10-0-1-5: matched by the nodeSelector of nodeGroups[0] "
         "(on-demand) and nodeGroups[1] (big); expected one group per node: make the "
         f"selectors exclusive, or label the node {NODE_GROUP_LABEL}=<group>"
     )
@@ -385,6 +385,27 @@ def test_group_without_template_or_node_is_bad_input(
         "node group spot: template: required when no node matches the nodeSelector "
         "{eks.amazonaws.com/nodegroup: spot}"
     ) in err
+
+
+def test_node_matched_by_two_groups_names_the_cloud_config_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The error said `sim cloud-config: node ...`, not which file: `--cloud-config` names
+    it, as the other errors of the file do."""
+    config = tmp_path / "groups.yaml"
+    config.write_text(
+        "nodeGroups:\n"
+        "  - {name: general, minSize: 1, maxSize: 10, nodeSelector: {eks.amazonaws.com/nodegroup: general}}\n"
+        "  - {name: m5, minSize: 0, maxSize: 4, nodeSelector: {node.kubernetes.io/instance-type: m5.xlarge}}\n"
+    )
+    code, _, err = simulate(capsys, "--cloud-config", str(config))
+    assert code == 2
+    assert err.strip().splitlines()[-1].endswith(
+        f"{config}: node ip-10-0-1-11.ec2.internal: matched by the nodeSelector of "
+        "nodeGroups[0] (general) and nodeGroups[1] (m5); expected one group per node: make "
+        f"the selectors exclusive, or label the node {NODE_GROUP_LABEL}=<group> "
+        "(and 2 more nodes)"
+    )
 
 
 def test_eks_snapshot_runs_with_selectors_alone(
