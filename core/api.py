@@ -156,10 +156,12 @@ from clusterscaler.model.quantity import (
 )
 from clusterscaler.model.yamltext import (
     YAMLBoundError,
+    YamlFileError,
     YamlScalar,
     YamlValue,
     load_yaml,
     load_yaml_documents,
+    read_yaml_file,
 )
 from clusterscaler.simulator.equivalence import PodGroup
 from clusterscaler.simulator.predicates import (
@@ -284,6 +286,7 @@ __all__ = [
     "Toleration",
     "TtlCache",
     "YAMLBoundError",
+    "YamlFileError",
     "YamlScalar",
     "YamlValue",
     "add_bool_flag",
@@ -329,6 +332,7 @@ __all__ = [
     "problems_by_group",
     "provisioning_request_consumers",
     "read_cloud_config",
+    "read_yaml_file",
     "selected_by_existing_anti_affinity",
     "spread_cannot_reject",
     "tag_capacity",

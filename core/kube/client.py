@@ -152,24 +152,12 @@ def _check_kubeconfig(path: str) -> None:
     kubectl reads, naming the file and the field (`kubeconfig.check_shape`): the client's
     loader would fail on it naming neither, or not fail until a request."""
     from clusterscaler.kube.kubeconfig import KubeconfigShapeError, check_shape
-    from clusterscaler.model.yamltext import load_yaml
+    from clusterscaler.model.yamltext import YamlFileError, read_yaml_file
 
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KubeConfigError(
-            f"--kubeconfig {path!r}: cannot read it: {getattr(exc, 'strerror', None) or exc}"
-        ) from None
-    try:
-        doc = load_yaml(text)
-    # ValueError and RecursionError: what PyYAML raises past its own limits.
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise KubeConfigError(
-            f"--kubeconfig {path!r}: (document): expected a kubeconfig in YAML, not valid "
-            f"YAML: {detail[:300]}"
-        ) from None
+        doc = read_yaml_file(path, f"--kubeconfig {path!r}", "a kubeconfig in YAML")
+    except YamlFileError as exc:
+        raise KubeConfigError(str(exc)) from None
     try:
         check_shape(doc)
     except KubeconfigShapeError as exc:

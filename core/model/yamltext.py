@@ -14,6 +14,10 @@ deeper than `MAX_DEPTH` levels, and aliases repeating more than `MAX_ALIAS_VALUE
 all. No real Kubernetes object comes near either: a pod's deepest field is about 12 levels
 down, and `kubectl` writes no aliases.
 
+`read_yaml_file` reads a file the user named (a scenario, a cloud-config, a kubeconfig) and
+says in one line what is wrong with it, naming the file as the caller names it: cannot be
+read, not UTF-8, not YAML (past a bound included).
+
 The events come from libyaml when PyYAML was built with it (several times faster on large
 snapshots), the composing and the checks are ours, and the values are built by PyYAML's
 safe constructor: the same values `yaml.safe_load` gives.
@@ -22,6 +26,7 @@ safe constructor: the same values `yaml.safe_load` gives.
 from __future__ import annotations
 
 from datetime import date, datetime
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import yaml
@@ -162,3 +167,60 @@ def load_yaml(text: str | bytes) -> YamlValue:
         return None if node is None else _construct(loader, node)
     finally:
         loader.dispose()
+
+
+class YamlFileError(ValueError):
+    """A YAML file that cannot be read, is not UTF-8 text or is not YAML: the message, one
+    line, names the file as the caller named it and says what is wrong."""
+
+
+# A YAML error quoted in a message is clipped: a problem can quote the text it stopped at.
+_DETAIL_LIMIT = 300
+
+
+def _at(mark: Any) -> str:
+    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+
+def describe_yaml_error(exc: BaseException) -> str:
+    """`exc` (a YAML error) in one line: PyYAML's message takes four, naming the text
+    `"<unicode string>"`. The problem and where, then what it was reading and from where:
+    `expected ',' or ']', but got '<stream end>' at line 2, column 1 (while parsing a flow
+    sequence at line 1, column 13)`."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        text = f"{exc.problem}{_at(exc.problem_mark)}"
+        if exc.context:
+            text += f" ({exc.context}{_at(exc.context_mark)})"
+    else:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
+
+
+def read_yaml_file(path: str | Path, where: str, expected: str) -> YamlValue:
+    """The one document of the file at `path` (UTF-8 text), as `load_yaml` reads it.
+
+    Raises `YamlFileError` whose message starts with `where` (how the caller names the file,
+    `--cloud-config 'groups.yaml'`): `<where>: cannot read the file: No such file or
+    directory`, `<where>: expected UTF-8 text, got byte 0xe9 at offset 20`, or `<where>:
+    expected <expected>, got text that is not valid YAML: <describe_yaml_error>`, where
+    `expected` says what the file holds (`a kubeconfig in YAML`).
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise YamlFileError(f"{where}: cannot read the file: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise YamlFileError(
+            f"{where}: expected UTF-8 text, got byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start}"
+        ) from None
+    try:
+        return load_yaml(text)
+    # What PyYAML raises past its own limits, should one be reached before ours.
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        raise YamlFileError(
+            f"{where}: expected {expected}, got text that is not valid YAML: "
+            f"{describe_yaml_error(exc)}"
+        ) from None

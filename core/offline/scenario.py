@@ -32,12 +32,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
 from clusterscaler.framework.durations import DURATION_FORM, parse_duration
 from clusterscaler.framework.options import flag_specs
 from clusterscaler.model import ClusterObjects, ModelError, Pod
 from clusterscaler.model.common import describe_value
-from clusterscaler.model.yamltext import load_yaml
+from clusterscaler.model.yamltext import YamlFileError, read_yaml_file
 from clusterscaler.offline.loader import (
     MAX_COUNT,
     InputError,
@@ -494,17 +493,9 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(
-            f"scenario {str(p)!r}: cannot read the file: {exc.strerror or exc}"
-        ) from None
-    try:
-        doc = load_yaml(text)
-    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
-    # for deep nesting: both are malformed input like any YAML error.
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        raise InputError(f"{p}: expected a YAML scenario: {exc}") from None
+        doc = read_yaml_file(p, f"scenario {str(p)!r}", "a YAML scenario")
+    except YamlFileError as exc:
+        raise InputError(str(exc)) from None
     scenario = parse_scenario(doc, str(p), p.parent)
     cloud = Path(scenario.cloud_config_path)
     if scenario.cloud_config_path and not cloud.is_file() and isinstance(doc, dict):

@@ -9,7 +9,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from clusterscaler.framework.options import (
     BOOL,
     GPU_TOTAL,
@@ -35,7 +34,7 @@ from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError
 from clusterscaler.loop.expanderchain import ExpanderConfigError
 from clusterscaler.model import ClusterObjects
 from clusterscaler.model.common import describe_value
-from clusterscaler.model.yamltext import load_yaml
+from clusterscaler.model.yamltext import YamlFileError, read_yaml_file
 from clusterscaler.offline.clock import DEFAULT_START, VirtualClock
 from clusterscaler.offline.inference import Bounds, Inference, infer_node_groups
 from clusterscaler.offline.loader import InputError, snapshot_time
@@ -133,10 +132,12 @@ def without_node_groups(options: AutoscalingOptions, names: list[str]) -> Autosc
     doc: Any = options.extra.get(EMBEDDED_CONFIG_KEY)
     if doc is None and options.cloud_config:
         try:
-            with open(options.cloud_config, encoding="utf-8") as f:
-                doc = load_yaml(f.read())
-        except (OSError, yaml.YAMLError, ValueError, RecursionError) as exc:
-            raise InputError(f"--cloud-config {options.cloud_config!r}: cannot read it: {exc}") from None
+            doc = read_yaml_file(
+                options.cloud_config, f"--cloud-config {options.cloud_config!r}",
+                "YAML declaring nodeGroups",
+            )
+        except YamlFileError as exc:
+            raise InputError(str(exc)) from None
     if not isinstance(doc, Mapping) or not isinstance(doc.get("nodeGroups"), list):
         return options
     groups = [g for g in doc["nodeGroups"] if not (isinstance(g, Mapping) and g.get("name") in names)]

@@ -47,7 +47,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
 from clusterscaler.api import (
     DURATION_FORM,
     HOSTNAME_LABEL,
@@ -55,11 +54,12 @@ from clusterscaler.api import (
     ModelError,
     Node,
     ResourceSlice,
+    YamlFileError,
     describe_value,
-    load_yaml,
     parse_duration,
     parse_node,
     parse_template_slice,
+    read_yaml_file,
 )
 
 NODE_GROUP_LABEL = "clusterscaler.io/node-group"
@@ -391,15 +391,7 @@ def load_cloud_config(path: str | Path) -> SimCloudConfig:
     """Read and parse a cloud-config file."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigurationError(
-            f"--cloud-config {str(p)!r}: cannot read the file: {exc.strerror or exc}"
-        ) from None
-    try:
-        doc = load_yaml(text)
-    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
-    # for deep nesting: both are malformed input like any YAML error.
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        raise ConfigurationError(f"{p}: expected YAML: {exc}") from None
+        doc = read_yaml_file(p, f"--cloud-config {str(p)!r}", "YAML declaring nodeGroups")
+    except YamlFileError as exc:
+        raise ConfigurationError(str(exc)) from None
     return parse_cloud_config(doc, source=str(p))

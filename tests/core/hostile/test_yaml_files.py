@@ -1,0 +1,67 @@
+"""The YAML files a user names (a scenario, a sim cloud-config, a kubeconfig) are read by one
+reader: a file that cannot be read, is not UTF-8 or is not YAML is an error of one line that
+names the file as its flag does, never a traceback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from clusterscaler.api import ConfigurationError
+from clusterscaler.kube.client import ClientSettings, KubeConfigError, build_api_client
+from clusterscaler.offline.loader import InputError
+from clusterscaler.offline.scenario import load_scenario
+from clusterscaler.plugins.sim.config import load_cloud_config
+
+
+def _kubeconfig(path: Path) -> object:
+    return build_api_client(ClientSettings(kubeconfig=str(path)))
+
+
+# How each reader names its file, the error it raises and what a YAML error says it expected.
+READERS: dict[str, tuple[Callable[[Path], object], str, type[Exception], str]] = {
+    "scenario": (load_scenario, "scenario {!r}", InputError, "a YAML scenario"),
+    "cloud-config": (load_cloud_config, "--cloud-config {!r}", ConfigurationError,
+                     "YAML declaring nodeGroups"),
+    "kubeconfig": (_kubeconfig, "--kubeconfig {!r}", KubeConfigError, "a kubeconfig in YAML"),
+}
+
+CASES = [
+    # A byte of Latin-1 text escaped the scenario and cloud-config readers as
+    # UnicodeDecodeError, a traceback.
+    (b"nodeGroups: [] # caf\xe9\n", "expected UTF-8 text, got byte 0xe9 at offset 20"),
+    # PyYAML's message took four lines, naming the text "<unicode string>".
+    (b"a: [1,\n", "got text that is not valid YAML: did not find expected node content at "
+     "line 2, column 1"),
+    (b"[" * 300, "got text that is not valid YAML: expected YAML nested at most 200 levels "
+     "deep, got deeper nesting at line 1"),
+]
+
+
+@pytest.mark.parametrize("reader", list(READERS))
+@pytest.mark.parametrize(("data", "message"), CASES, ids=["latin-1", "not-yaml", "too-deep"])
+def test_a_malformed_yaml_file_is_one_line_naming_it(
+    reader: str, data: bytes, message: str, tmp_path: Path
+) -> None:
+    read, where, error, expected = READERS[reader]
+    path = tmp_path / "file.yaml"
+    path.write_bytes(data)
+    with pytest.raises(error) as caught:
+        read(path)
+    text = str(caught.value)
+    assert len(text.splitlines()) == 1, text
+    assert text.startswith(f"{where.format(str(path))}: "), text
+    assert message in text, text
+    if "YAML:" in message:
+        assert f": expected {expected}, got text that is not valid YAML: " in text, text
+
+
+@pytest.mark.parametrize("reader", ["scenario", "cloud-config"])
+def test_a_file_that_cannot_be_read_is_named(reader: str, tmp_path: Path) -> None:
+    read, where, error, _ = READERS[reader]
+    with pytest.raises(error) as caught:
+        read(tmp_path)
+    assert str(caught.value) == (
+        f"{where.format(str(tmp_path))}: cannot read the file: Is a directory"
+    )
