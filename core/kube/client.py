@@ -147,21 +147,65 @@ _KUBECONFIG_ERRORS = (
 )
 
 
-def _check_kubeconfig(path: str) -> None:
-    """Refuse a --kubeconfig whose text is not YAML or whose fields are not of the form
-    kubectl reads, naming the file and the field (`kubeconfig.check_shape`): the client's
-    loader would fail on it naming neither, or not fail until a request."""
-    from clusterscaler.kube.kubeconfig import KubeconfigShapeError, check_shape
+def _default_kubeconfigs() -> list[tuple[str, str]]:
+    """The kubeconfig files read without --kubeconfig, as client-go lists them, each with
+    how an error names it: every entry of $KUBECONFIG (a list separated by ':'), else
+    ~/.kube/config. Files that do not exist are left out, as client-go leaves them out,
+    and a file listed twice is read once."""
+    listed = os.environ.get("KUBECONFIG", "")
+    if not listed:
+        path = os.path.expanduser(os.path.join("~", ".kube", "config"))
+        return [(f"kubeconfig {path!r}", path)] if os.path.exists(path) else []
+    entries = [entry for entry in listed.split(os.pathsep) if entry]
+    files: list[tuple[str, str]] = []
+    for i, entry in enumerate(entries, 1):
+        # The client's loader expands `~` in each entry: the file checked is the one it reads.
+        path = os.path.expanduser(entry)
+        if os.path.exists(path) and path not in (p for _, p in files):
+            place = f" entry {i} of {len(entries)}" if len(entries) > 1 else ""
+            files.append((f"KUBECONFIG{place} {path!r}", path))
+    return files
+
+
+def _check_kubeconfigs(files: list[tuple[str, str]]) -> str | None:
+    """Refuse kubeconfig files whose text is not YAML or whose fields are not of the form
+    kubectl reads, naming the file and the field (`kubeconfig.check_files`): the client's
+    loader would fail on them naming neither, or not fail until a request. Returns the
+    current context, as client-go picks it from the files."""
+    from clusterscaler.kube.kubeconfig import KubeconfigShapeError, check_files
     from clusterscaler.model.yamltext import YamlFileError, read_yaml_file
 
+    docs = []
+    for name, path in files:
+        try:
+            docs.append((name, read_yaml_file(path, name, "a kubeconfig in YAML")))
+        except YamlFileError as exc:
+            raise KubeConfigError(str(exc)) from None
     try:
-        doc = read_yaml_file(path, f"--kubeconfig {path!r}", "a kubeconfig in YAML")
-    except YamlFileError as exc:
-        raise KubeConfigError(str(exc)) from None
-    try:
-        check_shape(doc)
+        return check_files(docs)
     except KubeconfigShapeError as exc:
-        raise KubeConfigError(f"--kubeconfig {path!r}: {exc}") from None
+        raise KubeConfigError(str(exc)) from None
+
+
+def _load_kubeconfigs(files: list[tuple[str, str]], configuration: Any) -> None:
+    context = _check_kubeconfigs(files)
+    try:
+        # The current context is passed: the client's loader takes the last file's
+        # current-context, client-go (kubectl, Cluster Autoscaler) the first file's.
+        k8s_config.load_kube_config(
+            config_file=os.pathsep.join(path for _, path in files), context=context,
+            client_configuration=configuration,
+        )
+    except _KUBECONFIG_ERRORS as exc:
+        # What the shape check leaves to the client (an empty file, a certificate file that
+        # cannot be read) is a bad kubeconfig too, not a crash.
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        if not isinstance(exc, k8s_config.ConfigException | OSError | yaml.YAMLError):
+            detail = f"{type(exc).__name__}: {detail[:200]}"
+        raise KubeConfigError(
+            f"{', '.join(name for name, _ in files)}: {detail}; expected a kubeconfig "
+            "(YAML with clusters, users and contexts)"
+        ) from exc
 
 
 def _load_configuration(settings: ClientSettings) -> Any:
@@ -169,22 +213,9 @@ def _load_configuration(settings: ClientSettings) -> Any:
     if settings.kubeconfig:
         if not os.path.exists(settings.kubeconfig):
             raise KubeConfigError(f"--kubeconfig: file {settings.kubeconfig!r} does not exist")
-        _check_kubeconfig(settings.kubeconfig)
-        try:
-            k8s_config.load_kube_config(
-                config_file=settings.kubeconfig, client_configuration=configuration
-            )
-        except _KUBECONFIG_ERRORS as exc:
-            # A file that is not YAML at all, or YAML of another shape (the client's loader
-            # checks none: `clusters: 7` raised TypeError), is a bad --kubeconfig too, not a
-            # crash.
-            detail = str(exc).splitlines()[0] if str(exc) else ""
-            if not isinstance(exc, k8s_config.ConfigException | OSError | yaml.YAMLError):
-                detail = f"{type(exc).__name__}: {detail[:200]}"
-            raise KubeConfigError(
-                f"--kubeconfig {settings.kubeconfig!r}: {detail}; expected a kubeconfig "
-                "(YAML with clusters, users and contexts)"
-            ) from exc
+        _load_kubeconfigs(
+            [(f"--kubeconfig {settings.kubeconfig!r}", settings.kubeconfig)], configuration
+        )
         source = "kubeconfig"
     elif os.environ.get(_SERVICE_ACCOUNT_HOST_ENV):
         try:
@@ -195,13 +226,17 @@ def _load_configuration(settings: ClientSettings) -> Any:
     elif settings.kubernetes:
         source = "flag"
     else:
-        try:
-            k8s_config.load_kube_config(client_configuration=configuration)
-        except _KUBECONFIG_ERRORS as exc:
+        files = _default_kubeconfigs()
+        if not files:
+            listed = os.environ.get("KUBECONFIG", "")
             raise KubeConfigError(
                 "no Kubernetes configuration: pass --kubeconfig or --kubernetes, set "
-                f"KUBECONFIG, or run in a pod with a service account ({exc})"
-            ) from exc
+                "KUBECONFIG, or run in a pod with a service account ("
+                + (f"no file of KUBECONFIG={listed!r} exists" if listed
+                   else f"no file {os.path.expanduser('~/.kube/config')!r}")
+                + ")"
+            )
+        _load_kubeconfigs(files, configuration)
         source = "default-kubeconfig"
     if settings.kubernetes:
         host = settings.kubernetes.rstrip("/")

@@ -5,19 +5,20 @@ a TypeError or AttributeError that names no field. `check_shape` reads the docum
 kubectl's decoder would (each field of the type it has in client-go's `clientcmd/api/v1`)
 and says which field is wrong, and how: `clusters[0].cluster.server: expected a string, got
 7`. What it accepts, the client loads; what the client still refuses (a context naming no
-cluster, a file it cannot read) it refuses with its own message.
+cluster, a file it cannot read) it refuses with its own message. `check_files` checks the
+files of a `$KUBECONFIG` list as client-go merges them, naming the file at fault.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from clusterscaler.model.common import describe_value
 
-__all__ = ["KubeconfigShapeError", "check_shape"]
+__all__ = ["KubeconfigShapeError", "check_files", "check_shape"]
 
 
 class KubeconfigShapeError(ValueError):
@@ -149,12 +150,10 @@ def _names(doc: Mapping[str, Any], list_key: str, body_key: str,
     return named
 
 
-def check_shape(doc: Any) -> None:
-    """Raise `KubeconfigShapeError` naming the first field of `doc` (a loaded kubeconfig)
-    that is not of the form kubectl reads, or the reference of the current context that
-    names nothing. An empty document is left to the client, which says so."""
+def _fields_of(doc: Any) -> tuple[Any, dict[str, dict[str, Mapping[str, Any]]]]:
+    """Check the fields of one document; its current-context and its named entries."""
     if doc is None:
-        return
+        return None, {list_key: {} for list_key, _, _ in _LISTS}
     doc = _mapping(doc, "(document)")
     for key in ("apiVersion", "kind", "current-context"):
         if doc.get(key) is not None:
@@ -163,27 +162,65 @@ def check_shape(doc: Any) -> None:
         _mapping(doc["preferences"], "preferences")
     named = {list_key: _names(doc, list_key, body_key, checks)
              for list_key, body_key, checks in _LISTS}
-    current = doc.get("current-context")
+    return doc.get("current-context"), named
+
+
+def _in(name: str, exc: KubeconfigShapeError) -> KubeconfigShapeError:
+    return KubeconfigShapeError(f"{name}: {exc}" if name else str(exc))
+
+
+def _names_text(named: Mapping[str, object]) -> str:
+    return ", ".join(_clip(n) for n in list(named)[:5]) or "none"
+
+
+def check_files(files: Sequence[tuple[str, Any]]) -> str | None:
+    """Check kubeconfig files read together, as client-go merges a `$KUBECONFIG` list:
+    each file's fields, then the current context and what it names in the merged whole
+    (the first file to set `current-context` sets it; of two entries of one name, the
+    first file's is the one). `files` are (how an error names the file, its loaded
+    document); `KubeconfigShapeError` starts with the name of the file at fault. Returns
+    the current context's name (None when no file sets one: the client asks for it)."""
+    current: tuple[str, Any] | None = None
+    merged: dict[str, dict[str, tuple[str, int, Mapping[str, Any]]]] = {
+        list_key: {} for list_key, _, _ in _LISTS}
+    for name, doc in files:
+        try:
+            doc_current, named = _fields_of(doc)
+        except KubeconfigShapeError as exc:
+            raise _in(name, exc) from None
+        # An empty current-context is unset, as client-go reads it, unless no file sets one.
+        if doc_current is not None and (current is None or (doc_current and not current[1])):
+            current = (name, doc_current)
+        for list_key, entries in named.items():
+            for i, (entry, body) in enumerate(entries.items()):
+                merged[list_key].setdefault(entry, (name, i, body))
     if current is None:
-        return  # the client asks for it by name
-    context = named["contexts"].get(current)
-    if context is None:
-        raise _fail("current-context", "the name of one of the contexts "
-                    f"({', '.join(_clip(n) for n in list(named['contexts'])[:5]) or 'none'})",
-                    current)
-    i = list(named["contexts"]).index(current)
+        return None
+    source, context_name = current
+    if context_name not in merged["contexts"]:
+        raise _in(source, _fail("current-context", "the name of one of the contexts "
+                                f"({_names_text(merged['contexts'])})", context_name))
+    source, i, context = merged["contexts"][context_name]
     for key, list_key in (("cluster", "clusters"), ("user", "users")):
         ref = context.get(key)
         # A context without a user has no credentials; without a cluster, nothing to reach.
-        if (ref or key == "cluster") and ref not in named[list_key]:
-            raise _fail(f"contexts[{i}].context.{key}", f"the name of one of the {list_key} "
-                        f"({', '.join(_clip(n) for n in list(named[list_key])[:5]) or 'none'})",
-                        ref)
+        if (ref or key == "cluster") and ref not in merged[list_key]:
+            raise _in(source, _fail(f"contexts[{i}].context.{key}", f"the name of one of the "
+                                    f"{list_key} ({_names_text(merged[list_key])})", ref))
     cluster = context.get("cluster")
-    if cluster and not named["clusters"][cluster].get("server"):
-        # kubectl refuses it ("no server found"); the client would quietly use localhost.
-        j = list(named["clusters"]).index(cluster)
-        raise KubeconfigShapeError(
-            f"clusters[{j}].cluster.server: required by the current context, expected the "
-            "API server's URL"
-        )
+    if cluster:
+        source, j, body = merged["clusters"][cluster]
+        if not body.get("server"):
+            # kubectl refuses it ("no server found"); the client would quietly use localhost.
+            raise _in(source, KubeconfigShapeError(
+                f"clusters[{j}].cluster.server: required by the current context, expected "
+                "the API server's URL"
+            ))
+    return str(context_name)
+
+
+def check_shape(doc: Any) -> None:
+    """Raise `KubeconfigShapeError` naming the first field of `doc` (a loaded kubeconfig)
+    that is not of the form kubectl reads, or the reference of the current context that
+    names nothing. An empty document is left to the client, which says so."""
+    check_files([("", doc)])
