@@ -13,6 +13,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from clusterscaler.interfaces.hookspecs import hookimpl, hookspec
 
+from clusterscaler.kube.lazyclient import install as _light_kubernetes_client
+
+# Before anything of ours imports the Kubernetes client: its generated classes are then
+# imported as they are used, not all at once (`clusterscaler.kube.lazyclient`).
+_light_kubernetes_client()
+
 PROJECT_NAME = "clusterscaler"
 ENTRY_POINT_GROUP = "clusterscaler"
 
