@@ -52,6 +52,33 @@ class CloudConfig:
         return None
 
 
+def _ini_error(exc: configparser.Error) -> str:
+    """What configparser found wrong, on one line, the line it quotes bounded (its own
+    message quotes every bad line whole)."""
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        return (
+            f"line {exc.lineno}: expected a [section] header before any key, got "
+            f"{describe_value(exc.line.rstrip(chr(10)))}"
+        )
+    if isinstance(exc, configparser.DuplicateOptionError):
+        return (
+            f"line {exc.lineno}: key {describe_value(exc.option)} given twice in section "
+            f"{describe_value(exc.section)}"
+        )
+    if isinstance(exc, configparser.DuplicateSectionError):
+        return f"line {exc.lineno}: section {describe_value(exc.section)} given twice"
+    if isinstance(exc, configparser.ParsingError) and exc.errors:
+        lineno, line = exc.errors[0]
+        # configparser keeps each bad line as its repr: bounded as a value would be.
+        shown = line if len(line) <= 200 else f"{line[:200]}... ({len(line)} characters)"
+        more = len(exc.errors) - 1
+        return (
+            f"line {lineno}: expected `key = value`, a [section] header or a comment, got "
+            f"{shown}" + (f" (and {more} more bad lines)" if more else "")
+        )
+    return describe_value(str(exc))
+
+
 def parse_cloud_config(text: str, source: str = "cloud-config") -> CloudConfig:
     """Parse the INI text of a cloud-config. `source` names the file in errors."""
     # Values are literal in the Kubernetes format (gcfg): no `%` interpolation (`REGION=%`
@@ -62,7 +89,9 @@ def parse_cloud_config(text: str, source: str = "cloud-config") -> CloudConfig:
     try:
         parser.read_string(text, source=source)
     except configparser.Error as exc:
-        raise ConfigurationError(f"{source}: not a valid INI cloud-config: {exc}") from exc
+        raise ConfigurationError(
+            f"{source}: not a valid INI cloud-config: {_ini_error(exc)}"
+        ) from exc
     region = ""
     zone = ""
     overrides: list[ServiceOverride] = []

@@ -205,6 +205,25 @@ def test_bad_cloud_config(text: str, message: str) -> None:
         parse_cloud_config(text, source="/etc/aws.conf")
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("9" * 5000 + "\n", "line 1: expected a [section] header before any key, got '999"),
+        ("[Global]\n" + "9" * 5000 + "\n" + "x\n", "line 2: expected `key = value`"),
+        ("[Global]\nZone = a\nzone = b\n", "line 3: key 'zone' given twice in section 'Global'"),
+        ("[Global]\n[Global]\n", "line 2: section 'Global' given twice"),
+    ],
+    ids=["no-header", "bad-lines", "duplicate-key", "duplicate-section"],
+)
+def test_a_malformed_cloud_config_is_one_bounded_line_naming_where(text: str, message: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        parse_cloud_config(text, source="/etc/aws.conf")
+    error = str(caught.value)
+    assert error.startswith("/etc/aws.conf: not a valid INI cloud-config: "), error
+    assert message in error, error
+    assert "\n" not in error and len(error) < 600, error
+
+
 def test_no_region_anywhere_says_where_to_set_it() -> None:
     with pytest.raises(ConfigurationError, match="AWS_REGION"):
         resolve_region(parse_cloud_config(""), {})
