@@ -68,9 +68,11 @@ from bench.peer.observe import (
 from bench.peer.scenarios import SCALE_DOWN, SCALE_UP, SCENARIOS, STEADY, PeerScenario
 from bench.peer.workload import (
     as_list,
+    bound_pods,
     existing_nodes,
     provider_objects,
     scaled_down,
+    without_replicas,
     workload_objects,
 )
 
@@ -405,8 +407,11 @@ def prepare_existing(scenario: PeerScenario, cluster: controlplane.Cluster, *,
     watch = cluster_watch(cluster, scenario.namespace, GROUP_LABEL)
     watch.start()
     try:
-        apply(cluster.kubeconfig, workload_objects(scenario))
         started = time.monotonic()
+        if scenario.prebound:
+            bind_workload(scenario, cluster, [n["metadata"]["name"] for n in nodes],
+                          progress=progress)
+        apply(cluster.kubeconfig, workload_objects(scenario))
         deadline = started + scenario.timeout_s
         next_report = started + PROGRESS_EVERY
         while watch.bound_and_pending()[0] < scenario.pods:
@@ -420,9 +425,49 @@ def prepare_existing(scenario: PeerScenario, cluster: controlplane.Cluster, *,
                 print(f"  {time.monotonic() - started:5.0f}s setting up: "
                       f"{watch.bound_and_pending()[0]} pods bound", file=sys.stderr, flush=True)
             time.sleep(0.5)
+        if scenario.prebound:
+            # The ReplicaSets own the pods made for them: they make none of their own.
+            time.sleep(5.0)
+            pending = watch.bound_and_pending()[1]
+            if pending:
+                raise ControlPlaneError(
+                    f"{scenario.name}: {pending} pods pending beside the {scenario.pods} "
+                    "bound by the harness: a ReplicaSet made pods of its own")
     finally:
         watch.stop()
     return [n["metadata"]["name"] for n in nodes]
+
+
+# Pods per request when the harness binds a workload itself.
+BIND_CHUNK = 500
+
+
+def bind_workload(scenario: PeerScenario, cluster: controlplane.Cluster, node_names: list[str],
+                  *, progress: bool) -> None:
+    """A `prebound` scenario's workload: each Deployment made with 0 replicas, its pods
+    made as its ReplicaSet's own and bound to `node_names` (`bound_pods`); the caller then
+    applies the Deployments with their replicas, which their ReplicaSets find made."""
+    apply(cluster.kubeconfig, without_replicas(scenario))
+    deadline = time.monotonic() + 120.0
+    replica_sets: dict[str, dict[str, Any]] = {}
+    while len(replica_sets) < len(scenario.workloads):
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"{scenario.name}: no ReplicaSet made for "
+                                    f"{sorted({w.name for w in scenario.workloads} - replica_sets.keys())} in 120s")
+        listed = json.loads(kubectl(cluster.kubeconfig, "get", "replicasets", "-n",
+                                    scenario.namespace, "-o", "json"))
+        for rs in listed.get("items") or []:
+            app = (rs["metadata"].get("labels") or {}).get("app")
+            if app is not None and "pod-template-hash" in rs["metadata"].get("labels", {}):
+                replica_sets[app] = rs
+        time.sleep(0.5)
+    pods = bound_pods(scenario, replica_sets, node_names)
+    for start in range(0, len(pods), BIND_CHUNK):
+        kubectl(cluster.kubeconfig, "create", "-f", "-",
+                input=json.dumps(as_list(pods[start:start + BIND_CHUNK])))
+        if progress:
+            print(f"  setting up: {min(start + BIND_CHUNK, len(pods))} of {len(pods)} pods "
+                  "made and bound", file=sys.stderr, flush=True)
 
 
 def _observe(scenario: PeerScenario, autoscaler: str, process: subprocess.Popen[bytes],

@@ -224,5 +224,47 @@ def scaled_down(scenario: PeerScenario) -> list[dict[str, Any]]:
             for w in scenario.workloads if w.name in remaining]
 
 
+def without_replicas(scenario: PeerScenario) -> list[dict[str, Any]]:
+    """`workload_objects` with every Deployment at 0 replicas: its ReplicaSet is made,
+    none of its pods (a `prebound` scenario binds them itself, `bound_pods`)."""
+    empty = tuple(replace(w, replicas=0) for w in scenario.workloads)
+    return workload_objects(replace(scenario, workloads=empty))
+
+
+def bound_pods(scenario: PeerScenario, replica_sets: dict[str, dict[str, Any]],
+               node_names: list[str]) -> list[dict[str, Any]]:
+    """The pods of each Deployment, made as its ReplicaSet's own (`replica_sets`: the
+    ReplicaSet the Deployment made, by workload name) and bound to `node_names` in turn,
+    as kube-scheduler spreads them (the pod template's preferred anti-affinity on the
+    hostname): the same number on each node."""
+    pods: list[dict[str, Any]] = []
+    i = 0
+    for w in scenario.workloads:
+        template = deployment(scenario.namespace, w)["spec"]["template"]
+        rs = replica_sets[w.name]
+        rs_name = rs["metadata"]["name"]
+        pod_hash = rs["metadata"]["labels"]["pod-template-hash"]
+        for n in range(w.replicas):
+            spec = {**template["spec"], "nodeName": node_names[i % len(node_names)]}
+            i += 1
+            pods.append({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{rs_name}-{_suffix(n)}",
+                    "namespace": scenario.namespace,
+                    "labels": {**template["metadata"]["labels"], "pod-template-hash": pod_hash},
+                    "annotations": dict(template["metadata"]["annotations"]),
+                    "ownerReferences": [{
+                        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs_name,
+                        "uid": rs["metadata"]["uid"], "controller": True,
+                        "blockOwnerDeletion": True,
+                    }],
+                },
+                "spec": spec,
+            })
+    return pods
+
+
 def as_list(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "items": objects}

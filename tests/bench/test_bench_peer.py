@@ -570,3 +570,30 @@ def test_a_watch_resumes_after_the_last_event_read(tmp_path: Path) -> None:
     gone = json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410}}).encode()
     assert watch._consume([_line("ADDED", "web-2", "16", spec={}), gone], handle, "15") == ""
     assert seen[-1] == "ADDED web-2"
+
+
+def test_steady_5k_is_prebound_and_its_pods_are_its_replica_sets_own_spread_evenly() -> None:
+    scenario = SCENARIOS["steady-5k"]
+    assert scenario.prebound and not SCENARIOS["steady-1k"].prebound
+    small = dataclasses.replace(
+        scenario, existing=(("pool-b", 3),),
+        workloads=(dataclasses.replace(scenario.workloads[0], replicas=6),),
+    )
+    # Made with 0 replicas first: the ReplicaSet exists, none of its pods.
+    empty = [o for o in workload.without_replicas(small) if o["kind"] == "Deployment"]
+    assert [d["spec"]["replicas"] for d in empty] == [0]
+    rs = {"metadata": {"name": "web-5d8f7", "uid": "u-1",
+                       "labels": {"app": "web", "pod-template-hash": "5d8f7"}}}
+    nodes = [n["metadata"]["name"] for n in existing_nodes(small)]
+    pods = workload.bound_pods(small, {"web": rs}, nodes)
+    assert len(pods) == 6 and len({p["metadata"]["name"] for p in pods}) == 6
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(nodes * 2)
+    template = workload_objects(small)[-1]["spec"]["template"]
+    for pod in pods:
+        assert pod["metadata"]["name"].startswith("web-5d8f7-")
+        assert pod["metadata"]["labels"] == {**template["metadata"]["labels"],
+                                             "pod-template-hash": "5d8f7"}
+        (owner,) = pod["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+            "ReplicaSet", "web-5d8f7", "u-1", True)
+        assert {k: v for k, v in pod["spec"].items() if k != "nodeName"} == template["spec"]
