@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -216,11 +217,19 @@ class KubeRuntime:
         A process that is not the leader (any more) only updates its own metrics and health:
         the status and events belong to the leader.
         """
-        self.metrics.record_loop(result)
         self.health.update_last_activity()
         self.health.update_stale_caches(result.stale_caches)
-        if not self.may_act():
-            return
+        started = time.monotonic()
+        try:
+            if self.may_act():
+                self._publish(result)
+        finally:
+            # CA's main duration covers RunOnce, whose deferred write of the status
+            # ConfigMap (and of the requests' conditions) is part of it: so is ours.
+            self.metrics.record_loop(result, publish_seconds=time.monotonic() - started)
+
+    def _publish(self, result: LoopResult) -> None:
+        """The leader's part of `report`: what the loop writes to the cluster."""
         if self.provreq_writer is not None:
             self.provreq_writer.write(result.provisioning_requests)
         if self.quota_writer is not None:

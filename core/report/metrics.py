@@ -435,8 +435,10 @@ class Metrics:
         ):
             self.nodes_count.labels(state=state).set(value)
 
-    def record_loop(self, result: LoopResult) -> None:
-        """Update every metric a finished loop informs, as CA's static autoscaler does."""
+    def record_loop(self, result: LoopResult, publish_seconds: float = 0.0) -> None:
+        """Update every metric a finished loop informs, as CA's static autoscaler does.
+        `publish_seconds`: what writing the loop's status to the cluster took after it,
+        counted in the main duration as CA counts its status ConfigMap's write."""
         from clusterscaler.framework.errors import ErrorType, error_type_of
         from clusterscaler.loop.decisions import DeletionKind, ScaleDownStatus, ScaleUpStatus
 
@@ -457,7 +459,7 @@ class Metrics:
         # Pods no scheduler has looked at yet are not counted as pending here.
         self.unschedulable_pods_count.labels(type="scheduler_unprocessed").set(0)
         self.max_nodes_count.set(sum(g.max_size for g in result.node_groups))
-        seconds = result.duration.total_seconds()
+        seconds = result.duration.total_seconds() + publish_seconds
         self.function_duration_seconds.labels(function="main").observe(seconds)
         self.function_duration_quantile_seconds.labels(function="main").observe(seconds)
         gpus = {g.name: (g.gpu_resource_name, g.gpu_name) for g in result.node_groups}

@@ -232,3 +232,21 @@ def test_runtime_recording_duplicates_uses_client_go_defaults(fake_kube, tmp_pat
     assert runtime.recorder.sink.flush(10)
     events = fake_kube.list("events", "default")
     assert sorted((e["message"], e["count"]) for e in events) == [("first", 1), ("second", 2)]
+
+
+def test_the_main_duration_counts_the_status_configmap_write_as_ca_does(fake_kube, tmp_path):
+    """CA observes function_duration_seconds{function="main"} around RunOnce, whose
+    deferred write of the status ConfigMap is part of it."""
+    runtime = KubeRuntime.from_options(
+        options(tmp_path, fake_kube, leader_elect=False), serve=False
+    )
+    fake_kube.add_fault(method="PUT", path="/api/v1/namespaces/kube-system/configmaps",
+                        delay=0.3)
+    fake_kube.add_fault(method="POST", path="/api/v1/namespaces/kube-system/configmaps",
+                        delay=0.3)
+    result = dataclasses.replace(loop_result(), duration=timedelta(seconds=0.1))
+    runtime.report(result)
+    assert fake_kube.get("configmaps", "cluster-autoscaler-status", "kube-system") is not None
+    main = runtime.metrics.function_duration_seconds.labels(function="main")
+    observed = main._sum.get()  # the one observation
+    assert 0.1 + 0.3 <= observed < 0.1 + 0.3 + 2.0, observed
