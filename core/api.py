@@ -155,6 +155,7 @@ from clusterscaler.model.quantity import (
     parse_quantity,
 )
 from clusterscaler.model.yamltext import (
+    MAX_CONFIG_FILE_BYTES,
     YAMLBoundError,
     YamlFileError,
     YamlScalar,
@@ -193,6 +194,7 @@ __all__ = [
     "GROUP_OPTION_NAMES",
     "HOSTNAME_LABEL",
     "KUBELET_MAX_PODS",
+    "MAX_CONFIG_FILE_BYTES",
     "MAX_SLICE_DEVICES",
     "NODE_CONDITION_TAINTS",
     "POD_SLOT",

@@ -173,12 +173,18 @@ def _check_kubeconfigs(files: list[tuple[str, str]]) -> str | None:
     loader would fail on them naming neither, or not fail until a request. Returns the
     current context, as client-go picks it from the files."""
     from clusterscaler.kube.kubeconfig import KubeconfigShapeError, check_files
-    from clusterscaler.model.yamltext import YamlFileError, read_yaml_file
+    from clusterscaler.model.yamltext import (
+        MAX_CONFIG_FILE_BYTES,
+        YamlFileError,
+        read_yaml_file,
+    )
 
     docs = []
     for name, path in files:
         try:
-            docs.append((name, read_yaml_file(path, name, "a kubeconfig in YAML")))
+            docs.append((name, read_yaml_file(
+                path, name, "a kubeconfig in YAML", max_bytes=MAX_CONFIG_FILE_BYTES
+            )))
         except YamlFileError as exc:
             raise KubeConfigError(str(exc)) from None
     try:

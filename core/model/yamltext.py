@@ -16,7 +16,8 @@ down, and `kubectl` writes no aliases.
 
 `read_yaml_file` reads a file the user named (a scenario, a cloud-config, a kubeconfig) and
 says in one line what is wrong with it, naming the file as the caller names it: cannot be
-read, not UTF-8, not YAML (past a bound included).
+read, larger than the caller's bound on its bytes (read no further than that), not UTF-8,
+not YAML (past a bound included).
 
 The events come from libyaml when PyYAML was built with it (several times faster on large
 snapshots), the composing and the checks are ours, and the values are built by PyYAML's
@@ -25,9 +26,11 @@ safe constructor: the same values `yaml.safe_load` gives.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, BinaryIO, TypeAlias, TypeVar
 
 import yaml
 from yaml.composer import Composer
@@ -169,11 +172,6 @@ def load_yaml(text: str | bytes) -> YamlValue:
         loader.dispose()
 
 
-class YamlFileError(ValueError):
-    """A YAML file that cannot be read, is not UTF-8 text or is not YAML: the message, one
-    line, names the file as the caller named it and says what is wrong."""
-
-
 # A YAML error quoted in a message is clipped: a problem can quote the text it stopped at.
 _DETAIL_LIMIT = 300
 
@@ -196,31 +194,118 @@ def describe_yaml_error(exc: BaseException) -> str:
     return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
 
 
-def read_yaml_file(path: str | Path, where: str, expected: str) -> YamlValue:
-    """The one document of the file at `path` (UTF-8 text), as `load_yaml` reads it.
+MiB = 1 << 20
+# The bounds on the bytes of a file a user names, so that `/dev/zero` or a 10 GB file given
+# by mistake is refused after that many bytes instead of read without end. Each caller
+# passes the bound of what its file holds:
+# - settings (a cloud-config, a kubeconfig, a KubeSchedulerConfiguration, node-group
+#   bounds): kilobytes in practice; a kubeconfig of a hundred clusters with their
+#   certificates embedded is under 1 MiB.
+MAX_CONFIG_FILE_BYTES = 16 * MiB
+# - objects written out (a scenario, an `--apply` manifest): a manifest of 10,000 objects
+#   of 3 KB each is 30 MB. The default, which every YAML file a user names fits in.
+MAX_YAML_FILE_BYTES = 256 * MiB
+# - a cluster's snapshot (`kubectl get ... -A -o json` of a 5,000-node cluster with
+#   150,000 pods, managedFields included, is well under 2 GB), bounding the bytes once
+#   gunzipped, so that a small gzip bomb is refused as a large file is.
+MAX_SNAPSHOT_BYTES = 4096 * MiB
 
-    Raises `YamlFileError` whose message starts with `where` (how the caller names the file,
-    `--cloud-config 'groups.yaml'`): `<where>: cannot read the file: No such file or
-    directory`, `<where>: expected UTF-8 text, got byte 0xe9 at offset 20`, or `<where>:
-    expected <expected>, got text that is not valid YAML: <describe_yaml_error>`, where
-    `expected` says what the file holds (`a kubeconfig in YAML`).
-    """
+_CHUNK = 4 * MiB
+
+
+class YamlFileError(ValueError):
+    """A YAML file that cannot be read, is too large, is not UTF-8 text or is not YAML: the
+    message, one line, names the file as the caller named it and says what is wrong."""
+
+
+def too_large(where: str, max_bytes: int, what: str = "a file") -> YamlFileError:
+    """The error for more than `max_bytes` bytes: `<where>: expected a file of at most N
+    MiB, got more`."""
+    size = f"{max_bytes // MiB} MiB" if max_bytes >= MiB else f"{max_bytes} bytes"
+    return YamlFileError(f"{where}: expected {what} of at most {size}, got more")
+
+
+def read_at_most(stream: BinaryIO, max_bytes: int, where: str, what: str = "a file") -> bytes:
+    """The bytes of `stream` to its end, reading at most `max_bytes` + 1 of them: a
+    `YamlFileError` (`too_large`) when there are more. An `OSError` of the stream is the
+    caller's to name."""
+    chunks: list[bytes] = []
+    left = max_bytes + 1
+    while left > 0:
+        chunk = stream.read(min(left, _CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    if left <= 0:
+        raise too_large(where, max_bytes, what)
+    return b"".join(chunks)
+
+
+def read_file_bytes(path: str | Path, where: str, max_bytes: int) -> bytes:
+    """The bytes of the file at `path`, at most `max_bytes` of them (a regular file larger
+    than that is refused before it is read; a device or a pipe after `max_bytes` + 1
+    bytes). Raises `YamlFileError`: `<where>: cannot read the file: <reason>` or
+    `too_large`."""
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise YamlFileError(f"{where}: cannot read the file: {exc.strerror or exc}") from None
+        with open(path, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size > max_bytes:
+                raise too_large(where, max_bytes)
+            return read_at_most(handle, max_bytes, where)
+    # ValueError: a path holding a null byte, which names no file.
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, YamlFileError):
+            raise
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise YamlFileError(f"{where}: cannot read the file: {reason}") from None
+
+
+def read_text_file(path: str | Path, where: str, max_bytes: int) -> str:
+    """The UTF-8 text of the file at `path` (`read_file_bytes`, then decoded). Raises
+    `YamlFileError`, a byte that is not UTF-8 as `<where>: expected UTF-8 text, got byte
+    0xe9 at offset 20`."""
+    data = read_file_bytes(path, where, max_bytes)
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise YamlFileError(
             f"{where}: expected UTF-8 text, got byte 0x{data[exc.start]:02x} at offset "
             f"{exc.start}"
         ) from None
+
+
+_T = TypeVar("_T")
+
+
+def read_parsed_file(
+    path: str | Path, where: str, expected: str, load: Callable[[str], _T], *,
+    max_bytes: int = MAX_YAML_FILE_BYTES, language: str = "YAML",
+) -> _T:
+    """`load` (a parser of text, such as `load_yaml_documents`) of the file at `path` read
+    by `read_text_file`. Raises `YamlFileError`, for text `load` refuses `<where>: expected
+    <expected>, got text that is not valid <language>: <describe_yaml_error>`."""
+    text = read_text_file(path, where, max_bytes)
     try:
-        return load_yaml(text)
+        return load(text)
     # What PyYAML raises past its own limits, should one be reached before ours.
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         raise YamlFileError(
-            f"{where}: expected {expected}, got text that is not valid YAML: "
+            f"{where}: expected {expected}, got text that is not valid {language}: "
             f"{describe_yaml_error(exc)}"
         ) from None
+
+
+def read_yaml_file(
+    path: str | Path, where: str, expected: str, *, max_bytes: int = MAX_YAML_FILE_BYTES
+) -> YamlValue:
+    """The one document of the file at `path` (UTF-8 text of at most `max_bytes` bytes), as
+    `load_yaml` reads it.
+
+    Raises `YamlFileError` whose message starts with `where` (how the caller names the file,
+    `--cloud-config 'groups.yaml'`): `<where>: cannot read the file: No such file or
+    directory`, `<where>: expected a file of at most 16 MiB, got more`, `<where>: expected
+    UTF-8 text, got byte 0xe9 at offset 20`, or `<where>: expected <expected>, got text that
+    is not valid YAML: <describe_yaml_error>`, where `expected` says what the file holds (`a
+    kubeconfig in YAML`).
+    """
+    return read_parsed_file(path, where, expected, load_yaml, max_bytes=max_bytes)

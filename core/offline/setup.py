@@ -34,7 +34,7 @@ from clusterscaler.loop.autoscaler import Autoscaler, AutoscalerError
 from clusterscaler.loop.expanderchain import ExpanderConfigError
 from clusterscaler.model import ClusterObjects
 from clusterscaler.model.common import describe_value
-from clusterscaler.model.yamltext import YamlFileError, read_yaml_file
+from clusterscaler.model.yamltext import MAX_CONFIG_FILE_BYTES, YamlFileError, read_yaml_file
 from clusterscaler.offline.clock import DEFAULT_START, VirtualClock
 from clusterscaler.offline.inference import Bounds, Inference, infer_node_groups
 from clusterscaler.offline.loader import InputError, snapshot_time
@@ -134,7 +134,7 @@ def without_node_groups(options: AutoscalingOptions, names: list[str]) -> Autosc
         try:
             doc = read_yaml_file(
                 options.cloud_config, f"--cloud-config {options.cloud_config!r}",
-                "YAML declaring nodeGroups",
+                "YAML declaring nodeGroups", max_bytes=MAX_CONFIG_FILE_BYTES,
             )
         except YamlFileError as exc:
             raise InputError(str(exc)) from None

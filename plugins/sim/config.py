@@ -50,6 +50,7 @@ from typing import Any
 from clusterscaler.api import (
     DURATION_FORM,
     HOSTNAME_LABEL,
+    MAX_CONFIG_FILE_BYTES,
     ConfigurationError,
     ModelError,
     Node,
@@ -391,7 +392,10 @@ def load_cloud_config(path: str | Path) -> SimCloudConfig:
     """Read and parse a cloud-config file."""
     p = Path(path)
     try:
-        doc = read_yaml_file(p, f"--cloud-config {str(p)!r}", "YAML declaring nodeGroups")
+        doc = read_yaml_file(
+            p, f"--cloud-config {str(p)!r}", "YAML declaring nodeGroups",
+            max_bytes=MAX_CONFIG_FILE_BYTES,
+        )
     except YamlFileError as exc:
         raise ConfigurationError(str(exc)) from None
     return parse_cloud_config(doc, source=str(p))

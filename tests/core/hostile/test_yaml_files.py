@@ -65,3 +65,33 @@ def test_a_file_that_cannot_be_read_is_named(reader: str, tmp_path: Path) -> Non
     assert str(caught.value) == (
         f"{where.format(str(tmp_path))}: cannot read the file: Is a directory"
     )
+
+
+# The bound on each reader's bytes: settings files are small, a scenario holds objects.
+BOUNDS = {"scenario": 256, "cloud-config": 16, "kubeconfig": 16}
+
+
+@pytest.mark.parametrize("reader", ["cloud-config", "kubeconfig"])
+def test_an_endless_file_is_refused_after_its_bound(reader: str) -> None:
+    """`--cloud-config /dev/zero` was read without end."""
+    read, where, error, _ = READERS[reader]
+    with pytest.raises(error) as caught:
+        read(Path("/dev/zero"))
+    assert str(caught.value) == (
+        f"{where.format('/dev/zero')}: expected a file of at most {BOUNDS[reader]} MiB, got more"
+    )
+
+
+@pytest.mark.parametrize("reader", list(READERS))
+def test_a_file_larger_than_its_bound_is_refused_unread(reader: str, tmp_path: Path) -> None:
+    """A file one byte over the bound is refused before it is read (a sparse file: its
+    size is known first)."""
+    read, where, error, _ = READERS[reader]
+    path = tmp_path / "file.yaml"
+    with path.open("wb") as handle:
+        handle.truncate(BOUNDS[reader] * 2**20 + 1)
+    with pytest.raises(error) as caught:
+        read(path)
+    assert str(caught.value) == (
+        f"{where.format(str(path))}: expected a file of at most {BOUNDS[reader]} MiB, got more"
+    )
