@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 import yaml
 from yaml.composer import Composer
@@ -213,19 +213,25 @@ MAX_SNAPSHOT_BYTES = 4096 * MiB
 _CHUNK = 4 * MiB
 
 
+class ByteStream(Protocol):
+    """What `read_at_most` reads: an open binary file, standard input, a `GzipFile`."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
 class YamlFileError(ValueError):
     """A YAML file that cannot be read, is too large, is not UTF-8 text or is not YAML: the
     message, one line, names the file as the caller named it and says what is wrong."""
 
 
-def too_large(where: str, max_bytes: int, what: str = "a file") -> YamlFileError:
+def too_large(where: str, max_bytes: int, what: str = "a file of") -> YamlFileError:
     """The error for more than `max_bytes` bytes: `<where>: expected a file of at most N
-    MiB, got more`."""
-    size = f"{max_bytes // MiB} MiB" if max_bytes >= MiB else f"{max_bytes} bytes"
-    return YamlFileError(f"{where}: expected {what} of at most {size}, got more")
+    MiB, got more` (`what` says of what: `a gzip stream that gunzips to`)."""
+    size = f"{max_bytes // MiB} MiB" if max_bytes % MiB == 0 else f"{max_bytes:,} bytes"
+    return YamlFileError(f"{where}: expected {what} at most {size}, got more")
 
 
-def read_at_most(stream: BinaryIO, max_bytes: int, where: str, what: str = "a file") -> bytes:
+def read_at_most(stream: ByteStream, max_bytes: int, where: str, what: str = "a file of") -> bytes:
     """The bytes of `stream` to its end, reading at most `max_bytes` + 1 of them: a
     `YamlFileError` (`too_large`) when there are more. An `OSError` of the stream is the
     caller's to name."""

@@ -1,6 +1,9 @@
 """Loading cluster snapshots: what `kubectl get nodes,pods,pdb,ds,rs,sts,jobs,cm -A -o json`
 prints, in JSON or YAML (a `List`, a typed `*List`, a plain array or a stream of YAML
 documents), from a file, gzipped or not, a directory of such files, or standard input.
+Each file (or standard input) is read to at most `MAX_SNAPSHOT_BYTES` (4 GiB), once
+gunzipped: a larger one, an endless one (`/dev/zero`) or a gzip bomb is an `InputError`
+naming it, not a read without end.
 
 A snapshot is one moment of one cluster, so it is checked as an API server would hold it:
 an object given twice (two Nodes of one name, two Pods of one namespace and name) is an
@@ -11,6 +14,7 @@ error, as is an item of a kind that is neither read nor known to be safely skipp
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
 import sys
@@ -31,7 +35,13 @@ from clusterscaler.model import (
     decode_json,
     gc_paused,
 )
-from clusterscaler.model.yamltext import load_yaml_documents
+from clusterscaler.model.yamltext import (
+    MAX_SNAPSHOT_BYTES,
+    YamlFileError,
+    load_yaml_documents,
+    read_at_most,
+    read_file_bytes,
+)
 from clusterscaler.simulator.predicates import volumes_constrain_scheduling
 
 log = structlog.get_logger()
@@ -239,9 +249,17 @@ _LEADING_SPACE = re.compile(rb"\s*")
 
 
 def _gunzipped(data: bytes, source: str) -> bytes:
+    """`data` gunzipped when it is gzip, to at most `MAX_SNAPSHOT_BYTES` bytes: a gzip bomb
+    (a few MB that gunzip to terabytes) is refused as a file that large is."""
     if data[:2] == _GZIP_MAGIC:
         try:
-            return gzip.decompress(data)
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+                return read_at_most(
+                    stream, MAX_SNAPSHOT_BYTES, f"--snapshot {source!r}",
+                    "a gzip stream that gunzips to",
+                )
+        except YamlFileError as exc:
+            raise InputError(str(exc)) from None
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(
                 f"--snapshot {source!r}: expected a complete gzip stream: {exc}"
@@ -261,12 +279,18 @@ def _text(data: bytes, source: str) -> str:
 
 
 def _read(p: Path) -> bytes:
+    """The bytes of a snapshot file, at most `MAX_SNAPSHOT_BYTES` of them."""
     try:
-        return p.read_bytes()
-    except OSError as exc:
-        raise InputError(
-            f"--snapshot {str(p)!r}: cannot read the file: {exc.strerror or exc}"
-        ) from None
+        return read_file_bytes(p, f"--snapshot {str(p)!r}", MAX_SNAPSHOT_BYTES)
+    except YamlFileError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _read_stdin() -> bytes:
+    try:
+        return read_at_most(sys.stdin.buffer, MAX_SNAPSHOT_BYTES, "--snapshot '<stdin>'")
+    except YamlFileError as exc:
+        raise InputError(str(exc)) from None
 
 
 def load_snapshot(path: str | Path) -> ClusterObjects:
@@ -274,7 +298,7 @@ def load_snapshot(path: str | Path) -> ClusterObjects:
     (read in name order, as one cluster: an object in two files is an error) or standard
     input (`-`)."""
     if str(path) == STDIN:
-        return parse_snapshot_data(sys.stdin.buffer.read(), "<stdin>")
+        return parse_snapshot_data(_read_stdin(), "<stdin>")
     p = Path(path)
     if p.is_dir():
         return _load_directory(p)

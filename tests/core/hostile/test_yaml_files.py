@@ -1,16 +1,21 @@
 """The YAML files a user names (a scenario, a sim cloud-config, a kubeconfig) are read by one
-reader: a file that cannot be read, is not UTF-8 or is not YAML is an error of one line that
-names the file as its flag does, never a traceback."""
+reader: a file that cannot be read, is larger than its bound, is not UTF-8 or is not YAML is
+an error of one line that names the file as its flag does, never a traceback. A snapshot
+(JSON or YAML, gzipped or not) is read with the same bound on its bytes, gunzipped
+included."""
 
 from __future__ import annotations
 
+import gzip
+import io
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from clusterscaler.api import ConfigurationError
 from clusterscaler.kube.client import ClientSettings, KubeConfigError, build_api_client
-from clusterscaler.offline.loader import InputError
+from clusterscaler.offline import loader
+from clusterscaler.offline.loader import InputError, load_snapshot
 from clusterscaler.offline.scenario import load_scenario
 from clusterscaler.plugins.sim.config import load_cloud_config
 
@@ -94,4 +99,47 @@ def test_a_file_larger_than_its_bound_is_refused_unread(reader: str, tmp_path: P
         read(path)
     assert str(caught.value) == (
         f"{where.format(str(path))}: expected a file of at most {BOUNDS[reader]} MiB, got more"
+    )
+
+
+def test_a_snapshot_larger_than_4_gib_is_refused_unread(tmp_path: Path) -> None:
+    """A 5,000-node cluster's `kubectl get -o json` is hundreds of MB: 4 GiB is the bound."""
+    path = tmp_path / "cluster.json"
+    with path.open("wb") as handle:
+        handle.truncate(4096 * 2**20 + 1)
+    with pytest.raises(InputError) as caught:
+        load_snapshot(path)
+    assert str(caught.value) == (
+        f"--snapshot {str(path)!r}: expected a file of at most 4096 MiB, got more"
+    )
+
+
+def test_an_endless_snapshot_is_refused_after_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "MAX_SNAPSHOT_BYTES", 2**20)
+    with pytest.raises(InputError) as caught:
+        load_snapshot("/dev/zero")
+    assert str(caught.value) == "--snapshot '/dev/zero': expected a file of at most 1 MiB, got more"
+
+
+def test_a_snapshot_on_stdin_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "MAX_SNAPSHOT_BYTES", 2**20)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b" " * (2**20 + 1))))
+    with pytest.raises(InputError) as caught:
+        load_snapshot("-")
+    assert str(caught.value) == "--snapshot '<stdin>': expected a file of at most 1 MiB, got more"
+
+
+def test_a_gzip_bomb_is_bounded_by_what_it_gunzips_to(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """8 KB that gunzip to 8 MiB: the bound is on the gunzipped bytes, not the file's."""
+    monkeypatch.setattr(loader, "MAX_SNAPSHOT_BYTES", 2**20)
+    path = tmp_path / "cluster.json.gz"
+    path.write_bytes(gzip.compress(b" " * 8 * 2**20))
+    assert path.stat().st_size < 2**20
+    with pytest.raises(InputError) as caught:
+        load_snapshot(path)
+    assert str(caught.value) == (
+        f"--snapshot {str(path)!r}: expected a gzip stream that gunzips to at most 1 MiB, "
+        "got more"
     )
