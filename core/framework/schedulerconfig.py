@@ -33,7 +33,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from clusterscaler.model import (
     ModelError,
     NodeSelectorTerm,
@@ -41,7 +40,12 @@ from clusterscaler.model import (
     parse_node_selector_terms,
 )
 from clusterscaler.model.common import describe_value
-from clusterscaler.model.yamltext import load_yaml
+from clusterscaler.model.yamltext import (
+    MAX_CONFIG_FILE_BYTES,
+    YamlFileError,
+    load_yaml,
+    read_parsed_file,
+)
 
 __all__ = [
     "API_VERSIONS",
@@ -224,26 +228,20 @@ def is_extended_resource(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
+def _json_or_yaml(text: str) -> Any:
+    """A JSON document (the text starts with `{`) read as JSON, any other as YAML."""
+    return json.loads(text) if text.lstrip().startswith("{") else load_yaml(text)
+
+
 def load_scheduler_config(path: str) -> SchedulerConfig:
     """Read and check the file at `path`. Raises `SchedulerConfigError`."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise SchedulerConfigError(
-            f"--scheduler-config-file {path}: cannot read the file ({exc.strerror or exc})"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise SchedulerConfigError(
-            f"--scheduler-config-file {path}: not UTF-8 text (byte {exc.object[exc.start]:#04x}"
-            f" at offset {exc.start})"
-        ) from None
-    try:
-        doc = json.loads(text) if text.lstrip().startswith("{") else load_yaml(text)
-    except (ValueError, RecursionError, yaml.YAMLError) as exc:
-        raise SchedulerConfigError(
-            f"--scheduler-config-file {path}: not valid YAML or JSON: {exc}"
-        ) from None
+        doc = read_parsed_file(
+            path, f"--scheduler-config-file {path}", "a KubeSchedulerConfiguration",
+            _json_or_yaml, max_bytes=MAX_CONFIG_FILE_BYTES, language="YAML or JSON",
+        )
+    except YamlFileError as exc:
+        raise SchedulerConfigError(str(exc)) from None
     return parse_scheduler_config(doc, path)
 
 

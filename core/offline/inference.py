@@ -39,12 +39,10 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
 from clusterscaler.model import ClusterObjects, Node
-from clusterscaler.model.yamltext import load_yaml
+from clusterscaler.model.yamltext import MAX_CONFIG_FILE_BYTES, YamlFileError, read_yaml_file
 from clusterscaler.offline.loader import InputError
 from clusterscaler.offline.output import render_table
 
@@ -370,15 +368,12 @@ def _price(value: Any, where: str) -> float | None:
 def load_bounds(path: str) -> dict[str, Bounds]:
     """Read a `--node-group-bounds` file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--node-group-bounds {path!r}: cannot read the file: {exc}") from None
-    try:
-        doc = load_yaml(text)
-    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
-    # for deep nesting: both are malformed input like any YAML error.
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        raise InputError(f"{path}: expected YAML ({BOUNDS_FILE_FORM}): {exc}") from None
+        doc = read_yaml_file(
+            path, f"--node-group-bounds {path!r}", f"YAML ({BOUNDS_FILE_FORM})",
+            max_bytes=MAX_CONFIG_FILE_BYTES,
+        )
+    except YamlFileError as exc:
+        raise InputError(str(exc)) from None
     return parse_bounds_doc(doc, path)
 
 

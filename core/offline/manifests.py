@@ -55,10 +55,8 @@ import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-import yaml
 from clusterscaler.model import (
     Controller,
     DaemonSet,
@@ -88,7 +86,7 @@ from clusterscaler.model.provisioning import (
     parse_pod_template,
     parse_provisioning_request,
 )
-from clusterscaler.model.yamltext import load_yaml_documents
+from clusterscaler.model.yamltext import YamlFileError, load_yaml_documents, read_parsed_file
 from clusterscaler.offline.loader import MAX_COUNT, InputError
 from clusterscaler.offline.simulatedcluster import SimulatedCluster, SimulationError, controller_key
 
@@ -171,20 +169,12 @@ def load_manifests(path: str) -> list[Mapping[str, Any]]:
     document for anything that is not a Kubernetes object of a kind `--apply` creates."""
     where = f"--apply {path!r}"
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read the file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{where}: expected UTF-8 text (YAML or JSON), got byte 0x{exc.object[exc.start]:02x} "
-            f"at offset {exc.start}"
-        ) from None
-    try:
-        docs = [d for d in load_yaml_documents(text) if d is not None]
-    # PyYAML raises ValueError for an integer beyond 4,300 digits and RecursionError
-    # for deep nesting: both are malformed input like any YAML error.
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        raise InputError(f"{where}: expected Kubernetes objects in YAML or JSON: {exc}") from None
+        read = read_parsed_file(
+            path, where, "Kubernetes objects in YAML or JSON", load_yaml_documents
+        )
+    except YamlFileError as exc:
+        raise InputError(str(exc)) from None
+    docs = [d for d in read if d is not None]
     if not docs:
         raise InputError(f"{where}: expected Kubernetes objects in YAML or JSON, got an empty file")
     objects: list[Mapping[str, Any]] = []

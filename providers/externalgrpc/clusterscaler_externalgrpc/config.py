@@ -28,11 +28,15 @@ import structlog
 import yaml
 from clusterscaler.api import (
     DURATION_FORM,
+    MAX_CONFIG_FILE_BYTES,
     ConfigurationError,
+    YamlFileError,
+    YamlValue,
     config_mapping,
     describe_value,
     load_yaml,
     parse_duration,
+    read_yaml_file,
 )
 
 __all__ = ["DEFAULT_TIMEOUT", "ExternalGrpcConfig", "load_config", "parse_config", "split_host_port"]
@@ -41,6 +45,8 @@ log = structlog.get_logger()
 
 DEFAULT_TIMEOUT = timedelta(seconds=5)
 KEYS = ("address", "key", "cert", "cacert", "grpc_timeout")
+_PREFIX = "externalgrpc provider: "
+_EXPECTED = f"a YAML mapping with the keys {', '.join(KEYS)}"
 _ADDRESS_FORM = "host:port or [host]:port, e.g. external-grpc-provider.kube-system.svc:8086"
 
 
@@ -97,26 +103,29 @@ def load_config(path: str) -> ExternalGrpcConfig:
             "the provider service's address (and cert, key, cacert for TLS; grpc_timeout), "
             "got an empty value"
         )
+    source = f"--cloud-config={path}"
     try:
-        with open(os.path.expanduser(path), encoding="utf-8") as f:
-            text = f.read()
-    # ValueError: a path holding a null byte, which names no file.
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ConfigurationError(
-            f"externalgrpc provider: --cloud-config={path}: cannot read it: "
-            f"{getattr(exc, 'strerror', None) or exc}"
-        ) from None
-    return parse_config(text, f"--cloud-config={path}")
+        parsed = read_yaml_file(
+            os.path.expanduser(path), f"{_PREFIX}{source}", _EXPECTED,
+            max_bytes=MAX_CONFIG_FILE_BYTES,
+        )
+    except YamlFileError as exc:
+        raise ConfigurationError(str(exc)) from None
+    return _config(parsed, source)
 
 
 def parse_config(text: str, source: str) -> ExternalGrpcConfig:
     """Parse the YAML `text`; `source` names the file in errors."""
-    where = f"externalgrpc provider: {source}"
     try:
         parsed = load_yaml(text)
     except yaml.YAMLError as exc:
-        raise ConfigurationError(f"{where}: not valid YAML: {exc}") from None
-    raw = config_mapping(parsed, where, f"a YAML mapping with the keys {', '.join(KEYS)}")
+        raise ConfigurationError(f"{_PREFIX}{source}: not valid YAML: {exc}") from None
+    return _config(parsed, source)
+
+
+def _config(parsed: YamlValue, source: str) -> ExternalGrpcConfig:
+    where = f"{_PREFIX}{source}"
+    raw = config_mapping(parsed, where, _EXPECTED)
     values: dict[str, Any] = {}
     for key, value in raw.items():
         name = str(key).lower()

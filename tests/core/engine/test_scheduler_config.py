@@ -143,7 +143,7 @@ def test_a_file_not_utf8_is_named(tmp_path: Path) -> None:
     path.write_bytes(f"apiVersion: {V1}\nkind: KubeSchedulerConfiguration\n# caf\xe9\n".encode("latin-1"))
     with pytest.raises(SchedulerConfigError) as err:
         load_scheduler_config(str(path))
-    assert str(err.value).startswith(f"--scheduler-config-file {path}: not UTF-8 text")
+    assert str(err.value) == f"--scheduler-config-file {path}: expected UTF-8 text, got byte 0xe9 at offset 81"
 
 
 def test_null_defaulting_type_is_system() -> None:

@@ -1,7 +1,8 @@
-"""The YAML files a user names (a scenario, a sim cloud-config, a kubeconfig) are read by one
-reader: a file that cannot be read, is larger than its bound, is not UTF-8 or is not YAML is
-an error of one line that names the file as its flag does, never a traceback. A snapshot
-(JSON or YAML, gzipped or not) is read with the same bound on its bytes, gunzipped
+"""The YAML files a user names (a scenario, a sim cloud-config, a kubeconfig, a scheduler
+configuration, an `--apply` manifest, node-group bounds, the externalgrpc cloud-config) are
+read by one reader: a file that cannot be read, is larger than its bound, is not UTF-8 or is
+not YAML is an error of one line that names the file as its flag does, never a traceback. A
+snapshot (JSON or YAML, gzipped or not) is read with the same bound on its bytes, gunzipped
 included."""
 
 from __future__ import annotations
@@ -9,96 +10,125 @@ from __future__ import annotations
 import gzip
 import io
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from clusterscaler.api import ConfigurationError
+from clusterscaler.framework.schedulerconfig import SchedulerConfigError, load_scheduler_config
 from clusterscaler.kube.client import ClientSettings, KubeConfigError, build_api_client
 from clusterscaler.offline import loader
+from clusterscaler.offline.inference import load_bounds
 from clusterscaler.offline.loader import InputError, load_snapshot
+from clusterscaler.offline.manifests import load_manifests
 from clusterscaler.offline.scenario import load_scenario
 from clusterscaler.plugins.sim.config import load_cloud_config
+from clusterscaler_externalgrpc.config import load_config as load_externalgrpc_config
 
 
-def _kubeconfig(path: Path) -> object:
-    return build_api_client(ClientSettings(kubeconfig=str(path)))
+@dataclass(frozen=True)
+class Reader:
+    read: Callable[[Path], object]
+    # How the reader names its file in an error.
+    where: str
+    error: type[Exception]
+    # What a parse error says the file was expected to hold, and in what language.
+    expected: str
+    # The bound on its bytes, in MiB: settings files are small, a scenario or a manifest
+    # holds objects.
+    bound: int
+    language: str = "YAML"
 
 
-# How each reader names its file, the error it raises and what a YAML error says it expected.
-READERS: dict[str, tuple[Callable[[Path], object], str, type[Exception], str]] = {
-    "scenario": (load_scenario, "scenario {!r}", InputError, "a YAML scenario"),
-    "cloud-config": (load_cloud_config, "--cloud-config {!r}", ConfigurationError,
-                     "YAML declaring nodeGroups"),
-    "kubeconfig": (_kubeconfig, "--kubeconfig {!r}", KubeConfigError, "a kubeconfig in YAML"),
+READERS = {
+    "scenario": Reader(load_scenario, "scenario {!r}", InputError, "a YAML scenario", 256),
+    "cloud-config": Reader(load_cloud_config, "--cloud-config {!r}", ConfigurationError,
+                           "YAML declaring nodeGroups", 16),
+    "kubeconfig": Reader(lambda p: build_api_client(ClientSettings(kubeconfig=str(p))),
+                         "--kubeconfig {!r}", KubeConfigError, "a kubeconfig in YAML", 16),
+    "scheduler-config": Reader(lambda p: load_scheduler_config(str(p)),
+                               "--scheduler-config-file {}", SchedulerConfigError,
+                               "a KubeSchedulerConfiguration", 16, "YAML or JSON"),
+    "apply": Reader(lambda p: load_manifests(str(p)), "--apply {!r}", InputError,
+                    "Kubernetes objects in YAML or JSON", 256),
+    "node-group-bounds": Reader(lambda p: load_bounds(str(p)), "--node-group-bounds {!r}",
+                                InputError, "YAML (nodeGroups: {<node group>: {minSize: "
+                                "<int>, maxSize: <int>, price: <per node-hour>}})", 16),
+    "externalgrpc-cloud-config": Reader(
+        lambda p: load_externalgrpc_config(str(p)),
+        "externalgrpc provider: --cloud-config={}", ConfigurationError,
+        "a YAML mapping with the keys address, key, cert, cacert, grpc_timeout", 16),
 }
 
 CASES = [
     # A byte of Latin-1 text escaped the scenario and cloud-config readers as
     # UnicodeDecodeError, a traceback.
-    (b"nodeGroups: [] # caf\xe9\n", "expected UTF-8 text, got byte 0xe9 at offset 20"),
+    (b"nodeGroups: [] # caf\xe9\n", "expected UTF-8 text, got byte 0xe9 at offset 20", False),
     # PyYAML's message took four lines, naming the text "<unicode string>".
-    (b"a: [1,\n", "got text that is not valid YAML: did not find expected node content at "
-     "line 2, column 1"),
-    (b"[" * 300, "got text that is not valid YAML: expected YAML nested at most 200 levels "
-     "deep, got deeper nesting at line 1"),
+    (b"a: [1,\n", "did not find expected node content at line 2, column 1", True),
+    (b"[" * 300, "expected YAML nested at most 200 levels deep, got deeper nesting at line 1",
+     True),
 ]
 
 
-@pytest.mark.parametrize("reader", list(READERS))
-@pytest.mark.parametrize(("data", "message"), CASES, ids=["latin-1", "not-yaml", "too-deep"])
+@pytest.mark.parametrize("name", list(READERS))
+@pytest.mark.parametrize(("data", "message", "parse_error"), CASES,
+                         ids=["latin-1", "not-yaml", "too-deep"])
 def test_a_malformed_yaml_file_is_one_line_naming_it(
-    reader: str, data: bytes, message: str, tmp_path: Path
+    name: str, data: bytes, message: str, parse_error: bool, tmp_path: Path
 ) -> None:
-    read, where, error, expected = READERS[reader]
+    reader = READERS[name]
     path = tmp_path / "file.yaml"
     path.write_bytes(data)
-    with pytest.raises(error) as caught:
-        read(path)
+    with pytest.raises(reader.error) as caught:
+        reader.read(path)
     text = str(caught.value)
     assert len(text.splitlines()) == 1, text
-    assert text.startswith(f"{where.format(str(path))}: "), text
-    assert message in text, text
-    if "YAML:" in message:
-        assert f": expected {expected}, got text that is not valid YAML: " in text, text
+    where = reader.where.format(str(path))
+    if parse_error:
+        assert text.startswith(
+            f"{where}: expected {reader.expected}, got text that is not valid "
+            f"{reader.language}: {message}"
+        ), text
+    else:
+        assert text == f"{where}: {message}", text
 
 
-@pytest.mark.parametrize("reader", ["scenario", "cloud-config"])
-def test_a_file_that_cannot_be_read_is_named(reader: str, tmp_path: Path) -> None:
-    read, where, error, _ = READERS[reader]
-    with pytest.raises(error) as caught:
-        read(tmp_path)
+@pytest.mark.parametrize("name", [n for n in READERS if n != "kubeconfig"])
+def test_a_file_that_cannot_be_read_is_named(name: str, tmp_path: Path) -> None:
+    reader = READERS[name]
+    with pytest.raises(reader.error) as caught:
+        reader.read(tmp_path)
     assert str(caught.value) == (
-        f"{where.format(str(tmp_path))}: cannot read the file: Is a directory"
+        f"{reader.where.format(str(tmp_path))}: cannot read the file: Is a directory"
     )
 
 
-# The bound on each reader's bytes: settings files are small, a scenario holds objects.
-BOUNDS = {"scenario": 256, "cloud-config": 16, "kubeconfig": 16}
-
-
-@pytest.mark.parametrize("reader", ["cloud-config", "kubeconfig"])
-def test_an_endless_file_is_refused_after_its_bound(reader: str) -> None:
+@pytest.mark.parametrize("name", [n for n in READERS if READERS[n].bound == 16])
+def test_an_endless_file_is_refused_after_its_bound(name: str) -> None:
     """`--cloud-config /dev/zero` was read without end."""
-    read, where, error, _ = READERS[reader]
-    with pytest.raises(error) as caught:
-        read(Path("/dev/zero"))
+    reader = READERS[name]
+    with pytest.raises(reader.error) as caught:
+        reader.read(Path("/dev/zero"))
     assert str(caught.value) == (
-        f"{where.format('/dev/zero')}: expected a file of at most {BOUNDS[reader]} MiB, got more"
+        f"{reader.where.format('/dev/zero')}: expected a file of at most {reader.bound} MiB, "
+        "got more"
     )
 
 
-@pytest.mark.parametrize("reader", list(READERS))
-def test_a_file_larger_than_its_bound_is_refused_unread(reader: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_file_larger_than_its_bound_is_refused_unread(name: str, tmp_path: Path) -> None:
     """A file one byte over the bound is refused before it is read (a sparse file: its
     size is known first)."""
-    read, where, error, _ = READERS[reader]
+    reader = READERS[name]
     path = tmp_path / "file.yaml"
     with path.open("wb") as handle:
-        handle.truncate(BOUNDS[reader] * 2**20 + 1)
-    with pytest.raises(error) as caught:
-        read(path)
+        handle.truncate(reader.bound * 2**20 + 1)
+    with pytest.raises(reader.error) as caught:
+        reader.read(path)
     assert str(caught.value) == (
-        f"{where.format(str(path))}: expected a file of at most {BOUNDS[reader]} MiB, got more"
+        f"{reader.where.format(str(path))}: expected a file of at most {reader.bound} MiB, "
+        "got more"
     )
 
 

@@ -213,7 +213,7 @@ BAD_FILES = [
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    filter:\n      disabled: [TaintToleration]\n",
         "profiles[0].plugins.filter.disabled[0]: expected a mapping, got 'TaintToleration'",
     ),
-    ("profiles: [\n", "not valid YAML or JSON"),
+    ("profiles: [\n", "expected a KubeSchedulerConfiguration, got text that is not valid YAML or JSON"),
     (
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: a\n- schedulerName: b\n",
         "profiles: expected one scheduler profile only (found 2 profiles)",
@@ -243,7 +243,7 @@ def test_file_not_utf8_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     path = tmp_path / "scheduler.yaml"
     path.write_bytes(b"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n# caf\xe9\n")
     assert exit_code(["simulate", "--scheduler-config-file", str(path)]) == 2
-    assert f"--scheduler-config-file {path}: not UTF-8 text" in capsys.readouterr().err
+    assert f"--scheduler-config-file {path}: expected UTF-8 text, got byte 0xe9 at offset" in capsys.readouterr().err
 
 
 def test_empty_profile_entry_is_the_default_profile(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

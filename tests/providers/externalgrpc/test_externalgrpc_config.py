@@ -72,7 +72,7 @@ def test_bad_cloud_configs_name_the_key_and_expected_form(text: str, message: st
 def test_missing_or_unreadable_cloud_config(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="--cloud-config: expected the path of a YAML file"):
         check_options(_options(""))
-    with pytest.raises(ConfigurationError, match=r"--cloud-config=/nonexistent/cc.yaml: cannot read it"):
+    with pytest.raises(ConfigurationError, match=r"^externalgrpc provider: --cloud-config=/nonexistent/cc.yaml: cannot read the file: No such file or directory$"):
         check_options(_options("/nonexistent/cc.yaml"))
 
 
