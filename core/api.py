@@ -246,6 +246,7 @@ __all__ = [
     "KeyValueError",
     "KubeApiClient",
     "KubeClientSettings",
+    "KubeConfigError",
     "ListerSpec",
     "MachineShape",
     "ModelError",
@@ -355,10 +356,15 @@ if TYPE_CHECKING:
 
 # A Kubernetes client of its own, for providers that read another cluster (the Machine API
 # objects of a separate management cluster): also imported on first use.
-_KUBE_CLIENT = {"KubeClientSettings": "ClientSettings", "build_kube_api_client": "build_api_client"}
+_KUBE_CLIENT = {
+    "KubeClientSettings": "ClientSettings",
+    "KubeConfigError": "KubeConfigError",
+    "build_kube_api_client": "build_api_client",
+}
 
 if TYPE_CHECKING:
     from clusterscaler.kube.client import ClientSettings as KubeClientSettings
+    from clusterscaler.kube.client import KubeConfigError
     from clusterscaler.kube.client import build_api_client as build_kube_api_client
 
 

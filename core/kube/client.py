@@ -53,6 +53,10 @@ class ClientSettings:
     # (connect, read) seconds for every request that does not set its own (watches do): a
     # half-open connection must fail the call, not hang the loop or the Lease renewal.
     request_timeout: tuple[float, float] = (10.0, 60.0)
+    # Whether the in-cluster service account is used in a pod when no --kubeconfig is
+    # given. False for a client that must come from the default kubeconfig files (the kwok
+    # provider's KWOK_PROVIDER_MODE=local, as upstream's default loading rules).
+    in_cluster: bool = True
 
     def __post_init__(self) -> None:
         if self.qps < 0:
@@ -223,7 +227,7 @@ def _load_configuration(settings: ClientSettings) -> Any:
             [(f"--kubeconfig {settings.kubeconfig!r}", settings.kubeconfig)], configuration
         )
         source = "kubeconfig"
-    elif os.environ.get(_SERVICE_ACCOUNT_HOST_ENV):
+    elif settings.in_cluster and os.environ.get(_SERVICE_ACCOUNT_HOST_ENV):
         try:
             k8s_config.load_incluster_config(client_configuration=configuration)
         except k8s_config.ConfigException as exc:
@@ -236,8 +240,12 @@ def _load_configuration(settings: ClientSettings) -> Any:
         if not files:
             listed = os.environ.get("KUBECONFIG", "")
             raise KubeConfigError(
-                "no Kubernetes configuration: pass --kubeconfig or --kubernetes, set "
-                "KUBECONFIG, or run in a pod with a service account ("
+                (
+                    "no Kubernetes configuration: pass --kubeconfig or --kubernetes, set "
+                    "KUBECONFIG, or run in a pod with a service account ("
+                    if settings.in_cluster
+                    else "no kubeconfig: set KUBECONFIG or write ~/.kube/config ("
+                )
                 + (f"no file of KUBECONFIG={listed!r} exists" if listed
                    else f"no file {os.path.expanduser('~/.kube/config')!r}")
                 + ")"

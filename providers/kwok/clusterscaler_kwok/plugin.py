@@ -4,8 +4,9 @@ At start the provider reads the `kwok-provider-config` ConfigMap (name from
 `KWOK_PROVIDER_CONFIGMAP`, namespace from `POD_NAMESPACE`) and its templates, then keeps a
 list+watch cache of the cluster's nodes, so a loop costs no request beyond the watch.
 
-Its client: with `KWOK_PROVIDER_MODE=local`, the kubeconfig of `KUBECONFIG` (or
-`~/.kube/config`), as upstream; otherwise the autoscaler's own client (in-cluster in a pod,
+Its client: with `KWOK_PROVIDER_MODE=local`, the kubeconfig files of `KUBECONFIG` (or
+`~/.kube/config`), as upstream, read and checked as the autoscaler's own client reads them
+without `--kubeconfig`; otherwise the autoscaler's own client (in-cluster in a pod,
 or `--kubeconfig`).
 """
 
@@ -116,15 +117,17 @@ def _message(exc: Any) -> str:
 
 def _api_client(context: ProviderContext) -> Any:
     if local_mode():
-        from kubernetes import config
+        # The files of KUBECONFIG (or ~/.kube/config), merged and checked as the
+        # autoscaler's own client reads them without --kubeconfig: a malformed one is
+        # refused naming the file and the field. Never the in-cluster account, as upstream.
+        from clusterscaler.api import KubeClientSettings, KubeConfigError, build_kube_api_client
 
         try:
-            return config.new_client_from_config()
-        except Exception as exc:  # the client raises ConfigException, OSError, YAML errors
-            raise ConfigurationError(
-                f"kwok provider: KWOK_PROVIDER_MODE=local: cannot load the kubeconfig of "
-                f"KUBECONFIG (or ~/.kube/config): {exc}"
-            ) from None
+            return build_kube_api_client(
+                KubeClientSettings(user_agent=context.options.user_agent, in_cluster=False)
+            )
+        except KubeConfigError as exc:
+            raise ConfigurationError(f"kwok provider: KWOK_PROVIDER_MODE=local: {exc}") from None
     if context.kube_api is None:
         raise ConfigurationError(
             "kwok provider: no Kubernetes API client: run in a pod, give --kubeconfig, or set "
