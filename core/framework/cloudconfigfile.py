@@ -1,13 +1,15 @@
 """`--cloud-config`: the file a provider reads its cloud's settings from, read the same
 way by every provider that has one (an empty flag means no file; a file that cannot be
-read is a `ConfigurationError` naming the flag and the path), and the check every
-provider makes of such a document once parsed: its top level is a mapping."""
+read, is larger than `MAX_CONFIG_FILE_BYTES` or is not UTF-8 text is a `ConfigurationError`
+naming the flag and the path, in the words of `yamltext.read_text_file`), and the check
+every provider makes of such a document once parsed: its top level is a mapping."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from clusterscaler.interfaces.cloudprovider import ConfigurationError
+from clusterscaler.model.yamltext import MAX_CONFIG_FILE_BYTES, YamlFileError, read_text_file
 
 
 def read_cloud_config(path: str) -> str | None:
@@ -15,10 +17,9 @@ def read_cloud_config(path: str) -> str | None:
     if not path:
         return None
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise ConfigurationError(f"--cloud-config={path!r}: cannot be read: {exc}") from exc
+        return read_text_file(path, f"--cloud-config={path!r}", MAX_CONFIG_FILE_BYTES)
+    except YamlFileError as exc:
+        raise ConfigurationError(str(exc)) from None
 
 
 def config_mapping(document: object, source: str, expected: str) -> Mapping[object, object]:

@@ -44,6 +44,7 @@ def files(tmp_path: Path) -> Path:
         '[ServiceOverride "1"]\nService = s3\nRegion = eu-west-1\nURL = http://127.0.0.1:1\n'
     )
     (tmp_path / "not-ini.conf").write_text("Region = eu-west-1\n")
+    (tmp_path / "latin-1.ini").write_bytes(b"[Global]\n# caf\xe9\n")
     (tmp_path / "zone.ini").write_text("[Global]\nZone = eu-west-1a\n")
     (tmp_path / "sim-ok.yaml").write_text(yaml.safe_dump(SIM_CONFIG))
     bad = {"nodeGroups": [{**SIM_CONFIG["nodeGroups"][0], "minSize": 3, "maxSize": 1}]}
@@ -60,7 +61,9 @@ BAD_FLAGS = [
     pytest.param("aws", ["--node-group-auto-discovery=mig:namePrefix=x"], True, "--node-group-auto-discovery='mig:namePrefix=x': unsupported discoverer 'mig'; the aws provider supports only asg:tag=", id="aws-discovery-discoverer"),
     pytest.param("aws", ["--node-group-auto-discovery=asg:tag=a,,b"], True, "--node-group-auto-discovery='asg:tag=a,,b': empty tag entry; expected asg:tag=", id="aws-discovery-empty-tag"),
     pytest.param("aws", [], True, "aws provider: no node groups; give --nodes=<min>:<max>:<asg-name> or --node-group-auto-discovery=asg:tag=", id="aws-no-groups"),
-    pytest.param("aws", ["--nodes=1:3:w", "--cloud-config={tmp}/missing.ini"], True, "--cloud-config='{tmp}/missing.ini': cannot be read", id="aws-cloud-config-unreadable"),
+    pytest.param("aws", ["--nodes=1:3:w", "--cloud-config={tmp}/missing.ini"], True, "--cloud-config='{tmp}/missing.ini': cannot read the file: No such file or directory", id="aws-cloud-config-unreadable"),
+    pytest.param("aws", ["--nodes=1:3:w", "--cloud-config={tmp}/latin-1.ini"], True, "--cloud-config='{tmp}/latin-1.ini': expected UTF-8 text, got byte 0xe9 at offset 14", id="aws-cloud-config-latin-1"),
+    pytest.param("aws", ["--nodes=1:3:w", "--cloud-config=/dev/zero"], True, "--cloud-config='/dev/zero': expected a file of at most 16 MiB, got more", id="aws-cloud-config-endless"),
     pytest.param("aws", ["--nodes=1:3:w", "--cloud-config={tmp}/not-ini.conf"], True, "{tmp}/not-ini.conf: not a valid INI cloud-config", id="aws-cloud-config-not-ini"),
     pytest.param("aws", ["--nodes=1:3:w", "--cloud-config={tmp}/bad-service.ini"], True, "{tmp}/bad-service.ini: section [ServiceOverride \"1\"] field Service='s3'; expected one of autoscaling, ec2, eks", id="aws-cloud-config-service"),
     pytest.param("aws", ["--nodes=1:3:w"], False, "aws provider: no region; set AWS_REGION", id="aws-no-region"),

@@ -370,8 +370,12 @@ def test_cloud_config_file(tmp_path: Path) -> None:
     assert read_cloud_config(str(path)) == "[global]\n"
     assert read_cloud_config("") is None
     missing = str(tmp_path / "missing.conf")
-    with pytest.raises(ConfigurationError, match=rf"^--cloud-config={missing!r}: cannot be read: "):
+    with pytest.raises(ConfigurationError, match=rf"^--cloud-config={missing!r}: cannot read the file: "):
         read_cloud_config(missing)
+    # Its read is bounded: /dev/zero was read without end.
+    with pytest.raises(ConfigurationError) as caught:
+        read_cloud_config("/dev/zero")
+    assert str(caught.value) == "--cloud-config='/dev/zero': expected a file of at most 16 MiB, got more"
 
 
 def test_node_group_flags_need_one_group() -> None:

@@ -128,7 +128,7 @@ def test_bad_configuration_names_field_and_form(doc: dict[str, Any], env: dict[s
 
 
 def test_unreadable_and_malformed_files_are_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError, match=r"--cloud-config='/nonexistent/azure\.json': cannot be read"):
+    with pytest.raises(ConfigurationError, match=r"--cloud-config='/nonexistent/azure\.json': cannot read the file: No such file or directory$"):
         load_config("/nonexistent/azure.json", {})
     bad = tmp_path / "azure.json"
     bad.write_text("{not json")

@@ -182,7 +182,7 @@ def test_loopback_http_endpoint_is_anonymous() -> None:
 
 
 def test_unreadable_cloud_config_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError, match=r"--cloud-config='.*missing.conf': cannot be read"):
+    with pytest.raises(ConfigurationError, match=r"--cloud-config='.*missing.conf': cannot read the file: No such file or directory$"):
         load_cloud_config(str(tmp_path / "missing.conf"))
 
 
