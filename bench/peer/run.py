@@ -70,9 +70,9 @@ from bench.peer.workload import (
     as_list,
     bound_pods,
     existing_nodes,
+    prebound_replica_sets,
     provider_objects,
     scaled_down,
-    without_replicas,
     workload_objects,
 )
 
@@ -409,7 +409,7 @@ def prepare_existing(scenario: PeerScenario, cluster: controlplane.Cluster, *,
     try:
         started = time.monotonic()
         if scenario.prebound:
-            bind_workload(scenario, cluster, [n["metadata"]["name"] for n in nodes],
+            bind_workload(scenario, cluster, [n["metadata"]["name"] for n in nodes], watch,
                           progress=progress)
         apply(cluster.kubeconfig, workload_objects(scenario))
         deadline = started + scenario.timeout_s
@@ -443,31 +443,27 @@ BIND_CHUNK = 500
 
 
 def bind_workload(scenario: PeerScenario, cluster: controlplane.Cluster, node_names: list[str],
-                  *, progress: bool) -> None:
-    """A `prebound` scenario's workload: each Deployment made with 0 replicas, its pods
-    made as its ReplicaSet's own and bound to `node_names` (`bound_pods`); the caller then
-    applies the Deployments with their replicas, which their ReplicaSets find made."""
-    apply(cluster.kubeconfig, without_replicas(scenario))
-    deadline = time.monotonic() + 120.0
-    replica_sets: dict[str, dict[str, Any]] = {}
-    while len(replica_sets) < len(scenario.workloads):
-        if time.monotonic() > deadline:
-            raise ControlPlaneError(f"{scenario.name}: no ReplicaSet made for "
-                                    f"{sorted({w.name for w in scenario.workloads} - replica_sets.keys())} in 120s")
-        listed = json.loads(kubectl(cluster.kubeconfig, "get", "replicasets", "-n",
-                                    scenario.namespace, "-o", "json"))
-        for rs in listed.get("items") or []:
-            app = (rs["metadata"].get("labels") or {}).get("app")
-            if app is not None and "pod-template-hash" in rs["metadata"].get("labels", {}):
-                replica_sets[app] = rs
-        time.sleep(0.5)
-    pods = bound_pods(scenario, replica_sets, node_names)
+                  watch: ClusterWatch, *, progress: bool) -> None:
+    """A `prebound` scenario's workload: its pods made bound to `node_names`
+    (`bound_pods`), then, once the watch saw them all, each Deployment's ReplicaSet
+    (which adopts them); the caller then applies the Deployments, which adopt the
+    ReplicaSets."""
+    objects = workload_objects(scenario)
+    apply(cluster.kubeconfig, [o for o in objects if o["kind"] != "Deployment"])
+    pods = bound_pods(scenario, node_names)
     for start in range(0, len(pods), BIND_CHUNK):
         kubectl(cluster.kubeconfig, "create", "-f", "-",
                 input=json.dumps(as_list(pods[start:start + BIND_CHUNK])))
         if progress:
             print(f"  setting up: {min(start + BIND_CHUNK, len(pods))} of {len(pods)} pods "
                   "made and bound", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + 300.0
+    while watch.bound_and_pending()[0] < len(pods):
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"{scenario.name}: the watch saw "
+                                    f"{watch.bound_and_pending()[0]} of {len(pods)} pods made")
+        time.sleep(0.5)
+    apply(cluster.kubeconfig, prebound_replica_sets(scenario))
 
 
 def _observe(scenario: PeerScenario, autoscaler: str, process: subprocess.Popen[bytes],

@@ -224,27 +224,51 @@ def scaled_down(scenario: PeerScenario) -> list[dict[str, Any]]:
             for w in scenario.workloads if w.name in remaining]
 
 
-def without_replicas(scenario: PeerScenario) -> list[dict[str, Any]]:
-    """`workload_objects` with every Deployment at 0 replicas: its ReplicaSet is made,
-    none of its pods (a `prebound` scenario binds them itself, `bound_pods`)."""
-    empty = tuple(replace(w, replicas=0) for w in scenario.workloads)
-    return workload_objects(replace(scenario, workloads=empty))
+# The pod-template-hash of the ReplicaSets a `prebound` scenario makes itself (any label
+# value does: a Deployment takes a ReplicaSet of its template, the hash label aside, as
+# its own).
+PREBOUND_HASH = "harness"
 
 
-def bound_pods(scenario: PeerScenario, replica_sets: dict[str, dict[str, Any]],
-               node_names: list[str]) -> list[dict[str, Any]]:
-    """The pods of each Deployment, made as its ReplicaSet's own (`replica_sets`: the
-    ReplicaSet the Deployment made, by workload name) and bound to `node_names` in turn,
-    as kube-scheduler spreads them (the pod template's preferred anti-affinity on the
-    hostname): the same number on each node."""
+def prebound_replica_sets(scenario: PeerScenario) -> list[dict[str, Any]]:
+    """For a `prebound` scenario, each Deployment's ReplicaSet as the Deployment makes it
+    (its template with the pod-template-hash label), made before the Deployment: it adopts
+    the pods `bound_pods` made, finds them enough and makes none; the Deployment then
+    adopts it as its own."""
+    out = []
+    for w in scenario.workloads:
+        d = deployment(scenario.namespace, w)
+        labels = {**d["metadata"]["labels"], "pod-template-hash": PREBOUND_HASH}
+        template = d["spec"]["template"]
+        out.append({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": f"{w.name}-{PREBOUND_HASH}", "namespace": scenario.namespace,
+                         "labels": labels},
+            "spec": {
+                "replicas": w.replicas,
+                "selector": {"matchLabels": {**d["spec"]["selector"]["matchLabels"],
+                                             "pod-template-hash": PREBOUND_HASH}},
+                "template": {**template, "metadata": {
+                    **template["metadata"],
+                    "labels": {**template["metadata"]["labels"],
+                               "pod-template-hash": PREBOUND_HASH}}},
+            },
+        })
+    return out
+
+
+def bound_pods(scenario: PeerScenario, node_names: list[str]) -> list[dict[str, Any]]:
+    """The pods of each Deployment, as its ReplicaSet (`prebound_replica_sets`) makes them,
+    bound to `node_names` in turn, as kube-scheduler spreads them (the pod template's
+    preferred anti-affinity on the hostname): the same number on each node. Made before
+    their ReplicaSet, which adopts them."""
     pods: list[dict[str, Any]] = []
     i = 0
-    for w in scenario.workloads:
-        template = deployment(scenario.namespace, w)["spec"]["template"]
-        rs = replica_sets[w.name]
+    for rs in prebound_replica_sets(scenario):
+        template = rs["spec"]["template"]
         rs_name = rs["metadata"]["name"]
-        pod_hash = rs["metadata"]["labels"]["pod-template-hash"]
-        for n in range(w.replicas):
+        for n in range(rs["spec"]["replicas"]):
             spec = {**template["spec"], "nodeName": node_names[i % len(node_names)]}
             i += 1
             pods.append({
@@ -253,13 +277,8 @@ def bound_pods(scenario: PeerScenario, replica_sets: dict[str, dict[str, Any]],
                 "metadata": {
                     "name": f"{rs_name}-{_suffix(n)}",
                     "namespace": scenario.namespace,
-                    "labels": {**template["metadata"]["labels"], "pod-template-hash": pod_hash},
+                    "labels": dict(template["metadata"]["labels"]),
                     "annotations": dict(template["metadata"]["annotations"]),
-                    "ownerReferences": [{
-                        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs_name,
-                        "uid": rs["metadata"]["uid"], "controller": True,
-                        "blockOwnerDeletion": True,
-                    }],
                 },
                 "spec": spec,
             })

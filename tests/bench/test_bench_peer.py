@@ -579,21 +579,21 @@ def test_steady_5k_is_prebound_and_its_pods_are_its_replica_sets_own_spread_even
         scenario, existing=(("pool-b", 3),),
         workloads=(dataclasses.replace(scenario.workloads[0], replicas=6),),
     )
-    # Made with 0 replicas first: the ReplicaSet exists, none of its pods.
-    empty = [o for o in workload.without_replicas(small) if o["kind"] == "Deployment"]
-    assert [d["spec"]["replicas"] for d in empty] == [0]
-    rs = {"metadata": {"name": "web-5d8f7", "uid": "u-1",
-                       "labels": {"app": "web", "pod-template-hash": "5d8f7"}}}
+    d = workload_objects(small)[-1]
+    (rs,) = workload.prebound_replica_sets(small)
+    # The ReplicaSet the Deployment would make: its template, the hash label added.
+    assert rs["spec"]["replicas"] == 6
+    assert rs["spec"]["template"]["spec"] == d["spec"]["template"]["spec"]
+    assert rs["spec"]["template"]["metadata"]["labels"] == {
+        **d["spec"]["template"]["metadata"]["labels"], "pod-template-hash": "harness"}
+    assert rs["spec"]["selector"]["matchLabels"] == rs["metadata"]["labels"] == {
+        "app": "web", "pod-template-hash": "harness"}
     nodes = [n["metadata"]["name"] for n in existing_nodes(small)]
-    pods = workload.bound_pods(small, {"web": rs}, nodes)
+    pods = workload.bound_pods(small, nodes)
     assert len(pods) == 6 and len({p["metadata"]["name"] for p in pods}) == 6
     assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(nodes * 2)
-    template = workload_objects(small)[-1]["spec"]["template"]
     for pod in pods:
-        assert pod["metadata"]["name"].startswith("web-5d8f7-")
-        assert pod["metadata"]["labels"] == {**template["metadata"]["labels"],
-                                             "pod-template-hash": "5d8f7"}
-        (owner,) = pod["metadata"]["ownerReferences"]
-        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
-            "ReplicaSet", "web-5d8f7", "u-1", True)
-        assert {k: v for k, v in pod["spec"].items() if k != "nodeName"} == template["spec"]
+        assert pod["metadata"]["name"].startswith("web-harness-")
+        assert pod["metadata"]["labels"] == rs["spec"]["template"]["metadata"]["labels"]
+        assert {k: v for k, v in pod["spec"].items() if k != "nodeName"} == (
+            d["spec"]["template"]["spec"])

@@ -31,15 +31,21 @@ def test_prebound_pods_are_bound_running_and_owned_by_the_deployments_replica_se
     pods = kwok_cluster.items("pods", "-n", scenario.namespace)
     assert len(pods) == 6
     assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(nodes * 2)
-    (rs,) = kwok_cluster.items("replicasets", "-n", scenario.namespace)
-    assert rs["spec"]["replicas"] == 6
-    for pod in pods:
-        (owner,) = pod["metadata"]["ownerReferences"]
-        assert owner["uid"] == rs["metadata"]["uid"] and owner["controller"] is True
-    # The ReplicaSet counts them as its own and the kwok kubelets run them.
-    kwok_cluster.wait_for(
-        lambda: (kwok_cluster.items("replicasets", "-n", scenario.namespace)[0]
-                 .get("status", {}).get("readyReplicas") == 6),
-        "the ReplicaSet to count 6 ready pods", timeout=60,
-    )
-    assert len(kwok_cluster.items("pods", "-n", scenario.namespace)) == 6
+    # The ReplicaSet adopted the pods, the Deployment the ReplicaSet; the kwok kubelets
+    # run them, and nobody made or deleted a pod.
+    def adopted() -> bool:
+        (rs,) = kwok_cluster.items("replicasets", "-n", scenario.namespace)
+        pods = kwok_cluster.items("pods", "-n", scenario.namespace)
+        return (
+            rs.get("status", {}).get("readyReplicas") == 6
+            and [o["kind"] for o in rs["metadata"].get("ownerReferences", [])] == ["Deployment"]
+            and all([o["uid"] for o in p["metadata"].get("ownerReferences", [])]
+                    == [rs["metadata"]["uid"]] for p in pods)
+        )
+
+    kwok_cluster.wait_for(adopted, "the ReplicaSet to adopt 6 ready pods", timeout=60)
+    after = kwok_cluster.items("pods", "-n", scenario.namespace)
+    assert sorted(p["metadata"]["uid"] for p in after) == sorted(
+        p["metadata"]["uid"] for p in pods)
+    (d,) = kwok_cluster.items("deployments", "-n", scenario.namespace)
+    assert d["spec"]["replicas"] == 6
