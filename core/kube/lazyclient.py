@@ -115,11 +115,12 @@ class _Names:
     def resolve(self, attr: str) -> object:
         """`module.attr`, imported now from where the `__init__` imports it, or the
         package's submodule `attr` (as `from package import submodule` finds it)."""
-        if attr.startswith("__"):
-            raise AttributeError(f"module {self.module.__name__!r} has no attribute {attr!r}")
         sources = self._read()
         if attr in self.module.__dict__:
+            # A constant of the `__init__` (`__version__`), bound by reading it.
             return self.module.__dict__[attr]
+        if attr.startswith("__"):
+            raise AttributeError(f"module {self.module.__name__!r} has no attribute {attr!r}")
         source = sources.get(attr)
         if source:
             value = getattr(importlib.import_module(source), attr)

@@ -140,6 +140,13 @@ def test_an_init_of_imports_names_each_source_and_its_submodules_stay_importable
     assert imports_of("from m import *\n", "a") is None
 
 
+def test_the_packages_constants_are_there_before_any_other_name_is_asked_for() -> None:
+    out = _python("import clusterscaler, kubernetes; print(kubernetes.__version__)")
+    from importlib.metadata import version
+
+    assert out.strip() == version("kubernetes")
+
+
 def test_an_unknown_name_is_an_attribute_error() -> None:
     out = _python(textwrap.dedent(
         """
