@@ -39,7 +39,11 @@ with contextlib.redirect_stdout(out):
     except SystemExit as exc:
         code = exc.code
 heavy = json.loads(sys.argv[2])
-loaded = sorted({m.split(".")[0] for m in sys.modules} & set(heavy))
+# The light placeholders of the Kubernetes client's packages (`kube/lazyclient.py`) run
+# none of its code: only its modules imported through them count.
+from clusterscaler.kube.lazyclient import LIGHT_PACKAGES
+loaded = sorted({m.split(".")[0] for m in sys.modules if m not in LIGHT_PACKAGES}
+                & set(heavy))
 providers = sorted(set(sys.modules) & set(json.loads(sys.argv[3])))
 print(json.dumps({"code": code, "stdout": out.getvalue(), "loaded": loaded,
                   "providers": providers}))
