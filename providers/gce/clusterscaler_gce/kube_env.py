@@ -265,7 +265,11 @@ def parse_kube_env(text: str, source: str) -> KubeEnv:
     values: dict[str, str] = {}
     for key, value in loaded.items():
         if isinstance(value, (dict, list)):
-            raise ConfigurationError(f"{source}: kube-env {key!s}: expected a scalar value, got a {type(value).__name__}")
+            # The name quoted bounded: a 5,000-character key is a line, not a page.
+            raise ConfigurationError(
+                f"{source}: kube-env {describe_value(key)}: expected a scalar value, got a "
+                f"{type(value).__name__}"
+            )
         if isinstance(value, bool):
             values[str(key)] = "true" if value else "false"
         else:

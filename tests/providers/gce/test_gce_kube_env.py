@@ -88,7 +88,8 @@ def test_autoscaling_options() -> None:
     ("kube_env", "call", "message"),
     [
         ("- a\n- b\n", "labels", "kube-env: expected a YAML mapping of NAME: value, got list"),
-        ("A: [1, 2]\n", "labels", "kube-env A: expected a scalar value"),
+        ("A: [1, 2]\n", "labels", "kube-env 'A': expected a scalar value"),
+        ("? '" + "9" * 5000 + "'\n: [1]\n", "labels", "kube-env '99999"),
         ("A: 'unterminated\n", "labels", "kube-env is not valid YAML"),
         ("AUTOSCALER_ENV_VARS: node_labels=a=b;oops\n", "labels", "AUTOSCALER_ENV_VARS entry 'oops': expected name=value"),
         ("AUTOSCALER_ENV_VARS: node_labels=a\n", "labels", "AUTOSCALER_ENV_VARS.node_labels='a': expected a list of key=value"),
@@ -115,6 +116,8 @@ def test_bad_kube_env_names_template_variable_and_form(kube_env: str, call: str,
         getattr(env, call)()
     assert str(info.value).startswith(SOURCE + ": kube-env")
     assert message in str(info.value)
+    # A value or name of thousands of characters is quoted bounded.
+    assert len(str(info.value)) < 800, len(str(info.value))
 
 
 @pytest.mark.parametrize(
