@@ -364,7 +364,7 @@ class SimulateRun:
 def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, Any]:
     """Measure the scenario in `directory` in this process; returns the figures as JSON."""
     run = SimulateRun(directory)
-    meta, command, ns = run.meta, run.command, run.ns
+    meta = run.meta
     loop_cpu: list[float] = []
 
     def once() -> tuple[float, float, float, Decision]:
@@ -451,7 +451,7 @@ def worker(directory: Path, repeat: int, profile_dir: Path | None) -> dict[str, 
         raise last_error
     peak = _peak_rss()
     floor_after = floor_runs()
-    reference = reference_runs(command.load_inputs(ns), repeat)
+    reference = reference_runs(run.load(), repeat)
     calls = loop_calls()
     rss_after = _rss_now()
     profile = ""
