@@ -66,11 +66,15 @@ def test_scale_up_until_kube_scheduler_binds_every_pod(kwok_env: KwokEnv) -> Non
         assert "small" in triggered[0]["message"]
         assert triggered[0]["source"]["component"] == "cluster-autoscaler"
 
+        def ready() -> list[float]:
+            return [v for name, labels, v in env.metric_samples(run)
+                    if name == "cluster_autoscaler_nodes_count" and labels.get("state") == "ready"]
+
+        # A loop's metrics are recorded after its status is written (the write counts in the
+        # loop's duration, as in CA): the loop that wrote three nodes may not have set them yet.
+        run.wait_for("/metrics to count three ready nodes", lambda: ready() == [3.0], 20)
         metrics = env.metrics(run)
         assert metrics["cluster_autoscaler_scaled_up_nodes_total"] == 3, metrics
-        ready = [v for name, labels, v in env.metric_samples(run)
-                 if name == "cluster_autoscaler_nodes_count" and labels.get("state") == "ready"]
-        assert ready == [3.0]
         assert metrics["cluster_autoscaler_function_duration_seconds_count"] > 0
     assert run.returncode == 0, run.tail()
     # On exit the provider deletes the nodes it made, as upstream's does.
