@@ -162,6 +162,7 @@ from clusterscaler.model.yamltext import (
     YamlValue,
     load_yaml,
     load_yaml_documents,
+    read_file_bytes,
     read_yaml_file,
 )
 from clusterscaler.simulator.equivalence import PodGroup
@@ -335,6 +336,7 @@ __all__ = [
     "problems_by_group",
     "provisioning_request_consumers",
     "read_cloud_config",
+    "read_file_bytes",
     "read_yaml_file",
     "selected_by_existing_anti_affinity",
     "spread_cannot_reject",

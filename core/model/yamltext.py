@@ -231,16 +231,23 @@ def too_large(where: str, max_bytes: int, what: str = "a file of") -> YamlFileEr
     return YamlFileError(f"{where}: expected {what} at most {size}, got more")
 
 
-def read_at_most(stream: ByteStream, max_bytes: int, where: str, what: str = "a file of") -> bytes:
+def read_at_most(
+    stream: ByteStream, max_bytes: int, where: str, what: str = "a file of",
+    check_start: Callable[[bytes], None] | None = None,
+) -> bytes:
     """The bytes of `stream` to its end, reading at most `max_bytes` + 1 of them: a
-    `YamlFileError` (`too_large`) when there are more. An `OSError` of the stream is the
-    caller's to name."""
+    `YamlFileError` (`too_large`) when there are more. `check_start`, given the first
+    bytes read (up to 4 MiB), raises to refuse what cannot be the file expected before the
+    rest is read: a device such as `/dev/zero` named by mistake is refused at once instead
+    of after `max_bytes`. An `OSError` of the stream is the caller's to name."""
     chunks: list[bytes] = []
     left = max_bytes + 1
     while left > 0:
         chunk = stream.read(min(left, _CHUNK))
         if not chunk:
             break
+        if check_start is not None and not chunks:
+            check_start(chunk)
         chunks.append(chunk)
         left -= len(chunk)
     if left <= 0:
@@ -248,16 +255,19 @@ def read_at_most(stream: ByteStream, max_bytes: int, where: str, what: str = "a 
     return b"".join(chunks)
 
 
-def read_file_bytes(path: str | Path, where: str, max_bytes: int) -> bytes:
+def read_file_bytes(
+    path: str | Path, where: str, max_bytes: int,
+    check_start: Callable[[bytes], None] | None = None,
+) -> bytes:
     """The bytes of the file at `path`, at most `max_bytes` of them (a regular file larger
     than that is refused before it is read; a device or a pipe after `max_bytes` + 1
-    bytes). Raises `YamlFileError`: `<where>: cannot read the file: <reason>` or
-    `too_large`."""
+    bytes, or at its start by `check_start`, as `read_at_most` says). Raises
+    `YamlFileError`: `<where>: cannot read the file: <reason>` or `too_large`."""
     try:
         with open(path, "rb") as handle:
             if os.fstat(handle.fileno()).st_size > max_bytes:
                 raise too_large(where, max_bytes)
-            return read_at_most(handle, max_bytes, where)
+            return read_at_most(handle, max_bytes, where, check_start=check_start)
     # ValueError: a path holding a null byte, which names no file.
     except (OSError, ValueError) as exc:
         if isinstance(exc, YamlFileError):

@@ -13,12 +13,14 @@ error, as is an item of a kind that is neither read nor known to be safely skipp
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
 import re
 import sys
 import zlib
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -257,6 +259,7 @@ def _gunzipped(data: bytes, source: str) -> bytes:
                 return read_at_most(
                     stream, MAX_SNAPSHOT_BYTES, f"--snapshot {source!r}",
                     "a gzip stream that gunzips to",
+                    _check_text_start(f"--snapshot {source!r}", gzip_too=False),
                 )
         except YamlFileError as exc:
             raise InputError(str(exc)) from None
@@ -265,6 +268,31 @@ def _gunzipped(data: bytes, source: str) -> bytes:
                 f"--snapshot {source!r}: expected a complete gzip stream: {exc}"
             ) from None
     return data
+
+
+def _check_text_start(where: str, gzip_too: bool = True) -> Callable[[bytes], None]:
+    """A check of a snapshot's first bytes: a file of text (UTF-8, with no NUL byte, which
+    neither JSON nor YAML allows) or, when `gzip_too`, a gzip stream. So `/dev/zero` or
+    `/dev/urandom` named by mistake is refused at once, not after 4 GiB."""
+
+    def check(start: bytes) -> None:
+        if gzip_too and start[:2] == _GZIP_MAGIC:
+            return
+        nul = start.find(b"\0")
+        text = start if nul < 0 else start[:nul]
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(text, final=False)
+        except UnicodeDecodeError as exc:
+            offset, byte = exc.start, text[exc.start]
+        else:
+            if nul < 0:
+                return
+            offset, byte = nul, 0
+        raise YamlFileError(
+            f"{where}: expected UTF-8 text (JSON or YAML), got byte 0x{byte:02x} at offset {offset}"
+        )
+
+    return check
 
 
 def _text(data: bytes, source: str) -> str:
@@ -281,14 +309,18 @@ def _text(data: bytes, source: str) -> str:
 def _read(p: Path) -> bytes:
     """The bytes of a snapshot file, at most `MAX_SNAPSHOT_BYTES` of them."""
     try:
-        return read_file_bytes(p, f"--snapshot {str(p)!r}", MAX_SNAPSHOT_BYTES)
+        where = f"--snapshot {str(p)!r}"
+        return read_file_bytes(p, where, MAX_SNAPSHOT_BYTES, _check_text_start(where))
     except YamlFileError as exc:
         raise InputError(str(exc)) from None
 
 
 def _read_stdin() -> bytes:
     try:
-        return read_at_most(sys.stdin.buffer, MAX_SNAPSHOT_BYTES, "--snapshot '<stdin>'")
+        where = "--snapshot '<stdin>'"
+        return read_at_most(
+            sys.stdin.buffer, MAX_SNAPSHOT_BYTES, where, check_start=_check_text_start(where)
+        )
     except YamlFileError as exc:
         raise InputError(str(exc)) from None
 

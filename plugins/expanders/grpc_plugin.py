@@ -33,7 +33,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import structlog
-from clusterscaler.api import AutoscalingOptions, ExpanderContext, Option
+from clusterscaler.api import (
+    MAX_CONFIG_FILE_BYTES,
+    AutoscalingOptions,
+    ExpanderContext,
+    Option,
+    YamlFileError,
+    read_file_bytes,
+)
 
 __all__ = ["GRPC_MAX_RECEIVE_BYTES", "GRPC_TIMEOUT_SECONDS", "GrpcExpander", "check_options"]
 
@@ -65,13 +72,14 @@ def _read_certificate(path: str) -> bytes:
             "expander service with --expander=grpc (insecure connections are not allowed), "
             "got an empty value"
         )
+    label = "--grpc-expander-cert"
     try:
-        with open(os.path.expanduser(path), "rb") as f:
-            pem = f.read()
-    except OSError as exc:
+        pem = read_file_bytes(os.path.expanduser(path), label, MAX_CONFIG_FILE_BYTES)
+    # A path holding a null byte names no file: `read_file_bytes` says so too.
+    except YamlFileError as exc:
         raise ValueError(
-            f"--grpc-expander-cert: expected a readable PEM certificate file, got {path!r} "
-            f"({exc.strerror or exc})"
+            f"{label}: expected a readable PEM certificate file, got {path!r} "
+            f"({str(exc).removeprefix(label + ': ')})"
         ) from None
     if _PEM_CERTIFICATE not in pem:
         raise ValueError(

@@ -36,6 +36,7 @@ from clusterscaler.api import (
     describe_value,
     load_yaml,
     parse_duration,
+    read_file_bytes,
     read_yaml_file,
 )
 
@@ -223,14 +224,14 @@ def _tls(values: dict[str, Any], where: str) -> TlsFiles | None:
 
 
 def _read_pem(where: str, key: str, path: str) -> bytes:
+    label = f"{where}: {key}"
     try:
-        with open(os.path.expanduser(path), "rb") as f:
-            data = f.read()
-    # ValueError: a path holding a null byte, which names no file.
-    except (OSError, ValueError) as exc:
+        data = read_file_bytes(os.path.expanduser(path), label, MAX_CONFIG_FILE_BYTES)
+    # A path holding a null byte names no file: `read_file_bytes` says so too.
+    except YamlFileError as exc:
         raise ConfigurationError(
-            f"{where}: {key}: expected a readable PEM file, got {describe_value(path)} "
-            f"({getattr(exc, 'strerror', None) or exc})"
+            f"{label}: expected a readable PEM file, got {describe_value(path)} "
+            f"({str(exc).removeprefix(label + ': ')})"
         ) from None
     if b"-----BEGIN " not in data:
         raise ConfigurationError(

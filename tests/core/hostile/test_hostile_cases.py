@@ -697,9 +697,11 @@ def test_a_scenario_cloud_config_that_is_no_file_names_the_scenario_and_field(
      ("address: [" + "7" * 4_000 + "]\n", "address: expected a string, got list"),
      ('address: h:1\ncert: "a\\0b"\nkey: k\ncacert: c\n', "cert: expected a readable PEM file"),
      ("address: h:1\ncert: /" + "c" * 5_000 + "\nkey: k\ncacert: c\n",
-      "cert: expected a readable PEM file")],
+      "cert: expected a readable PEM file"),
+     ("address: h:1\ncert: /dev/zero\nkey: k\ncacert: c\n",
+      "cert: expected a readable PEM file, got '/dev/zero' (expected a file of at most 16 MiB")],
     ids=["port-5000-digits", "host-5000", "port-arabic-digit", "timeout-5000", "timeout-list",
-         "address-list", "cert-null-byte", "cert-5000"],
+         "address-list", "cert-null-byte", "cert-5000", "cert-device"],
 )
 def test_an_externalgrpc_cloud_config_names_the_field_in_a_line(text: str, message: str) -> None:
     """The externalgrpc cloud-config quoted what it got whole (a 5,000-digit port made a

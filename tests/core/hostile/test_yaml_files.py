@@ -12,6 +12,7 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clusterscaler.api import ConfigurationError
@@ -144,11 +145,58 @@ def test_a_snapshot_larger_than_4_gib_is_refused_unread(tmp_path: Path) -> None:
     )
 
 
+class _EndlessSpaces(io.RawIOBase):
+    """Standard input that never ends: spaces, which a JSON or YAML file may start with."""
+
+    def __init__(self) -> None:
+        self.given = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        buffer[:] = b" " * len(buffer)
+        self.given += len(buffer)
+        return len(buffer)
+
+
 def test_an_endless_snapshot_is_refused_after_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loader, "MAX_SNAPSHOT_BYTES", 2**20)
+    endless = _EndlessSpaces()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BufferedReader(endless)))
+    with pytest.raises(InputError) as caught:
+        load_snapshot("-")
+    assert str(caught.value) == "--snapshot '<stdin>': expected a file of at most 1 MiB, got more"
+    assert endless.given < 2 * 2**20
+
+
+def test_a_device_named_by_mistake_is_refused_at_its_first_bytes() -> None:
+    """`--snapshot /dev/zero` is not text: refused on its first 4 MiB at the 4 GiB bound,
+    not after buffering 4 GiB of zeros."""
     with pytest.raises(InputError) as caught:
         load_snapshot("/dev/zero")
-    assert str(caught.value) == "--snapshot '/dev/zero': expected a file of at most 1 MiB, got more"
+    assert str(caught.value) == (
+        "--snapshot '/dev/zero': expected UTF-8 text (JSON or YAML), got byte 0x00 at offset 0"
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [(b"\xff\xfe{}", "got byte 0xff at offset 0"),
+     (b'{"kind": "List",\0 "items": []}', "got byte 0x00 at offset 16"),
+     (gzip.compress(b"\0" * 100), "got byte 0x00 at offset 0")],
+    ids=["utf16-mark", "nul", "gzip-of-zeros"],
+)
+def test_a_snapshot_that_is_not_text_is_refused_naming_the_byte(
+    data: bytes, message: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "cluster.json"
+    path.write_bytes(data)
+    with pytest.raises(InputError) as caught:
+        load_snapshot(path)
+    assert str(caught.value) == (
+        f"--snapshot {str(path)!r}: expected UTF-8 text (JSON or YAML), {message}"
+    )
 
 
 def test_a_snapshot_on_stdin_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

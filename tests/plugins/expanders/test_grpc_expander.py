@@ -418,6 +418,8 @@ def parse(argv: list[str]) -> AutoscalingOptions:
         pytest.param(["--grpc-expander-url=127.0.0.1:7000"], "--grpc-expander-cert: expected", id="no-cert"),
         pytest.param(["--grpc-expander-url=127.0.0.1:7000", "--grpc-expander-cert={tmp}/missing.crt"], "missing.crt", id="cert-missing"),
         pytest.param(["--grpc-expander-url=127.0.0.1:7000", "--grpc-expander-cert={tmp}/not-pem.crt"], "expected a PEM certificate", id="cert-not-pem"),
+        # A device read without end: refused after the bound, not read until memory runs out.
+        pytest.param(["--grpc-expander-url=127.0.0.1:7000", "--grpc-expander-cert=/dev/zero"], "'/dev/zero' (expected a file of at most 16 MiB, got more)", id="cert-device"),
     ],
 )  # fmt: skip
 def test_bad_flags_are_errors_naming_the_flag(
