@@ -38,6 +38,7 @@ __all__ = [
     "describe_error",
     "error_type_of",
     "format_traceback",
+    "is_transport_error",
 ]
 
 # The server's message is kept to this many characters: enough for "nodes "n1" is
@@ -134,6 +135,16 @@ def _transport_classes() -> tuple[type[BaseException], ...]:
     module = sys.modules.get("urllib3.exceptions")
     http_error = getattr(module, "HTTPError", None)
     return (OSError, http_error) if isinstance(http_error, type) else (OSError,)
+
+
+def is_transport_error(exc: BaseException) -> bool:
+    """Whether `exc` failed talking to the server (no connection, a connection dropped, a
+    timeout) rather than being the server's answer: what client-go retries when it cannot
+    contact the server. A Kubernetes API error is an answer, never a transport error."""
+    api_exception = _api_exception_class()
+    if api_exception is not None and isinstance(exc, api_exception):
+        return False
+    return isinstance(exc, _transport_classes())
 
 
 def _status_message(body: Any) -> str:

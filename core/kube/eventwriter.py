@@ -5,14 +5,19 @@ recorder passes them: an event already written is patched (its ``count`` plus on
 than created again, a run of similar ones is combined into one, and spam is dropped. A patch
 finding its Event gone (expired, deleted) creates it again, as client-go does.
 
-A failed write loses that one event: it is logged on one line (the event's object and
-reason, the status and reason of the failure) and counted through ``on_error``; the loop
-and the other events go on.
+A write that cannot reach the API server (no connection, a connection dropped, a timeout)
+is tried again, as client-go's recorder does: up to 12 tries, 10 seconds apart (the first
+wait a random part of that, so that clients do not retry in step), holding the events
+behind it. A write the server refuses (403, 422, ...) is not tried again. Either way a
+failed write loses that one event: it is logged on one line (the event's object and reason,
+the status and reason of the failure) and counted through ``on_error``; the loop and the
+other events go on.
 """
 
 from __future__ import annotations
 
 import queue
+import random
 import socket
 import threading
 import time
@@ -21,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 import structlog
-from clusterscaler.framework.errors import ErrorType, describe
+from clusterscaler.framework.errors import ErrorType, describe, is_transport_error
 from clusterscaler.report.events import Event, EventSink
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
@@ -34,6 +39,9 @@ __all__ = ["COMPONENT", "BackgroundEventSink", "KubeEventSink"]
 log = structlog.get_logger()
 
 COMPONENT = "cluster-autoscaler"
+# client-go's recorder: maxTriesPerEvent and its sleep between two tries.
+MAX_TRIES_PER_EVENT = 12
+RETRY_INTERVAL_SECONDS = 10.0
 
 
 def _timestamp(value: datetime) -> str:
@@ -47,7 +55,9 @@ class KubeEventSink:
     Kubernetes event recorder puts them. ``on_error`` is told the type of each failure
     (``Metrics.register_error``); it is called from the thread that writes. ``correlation``
     are the correlator's options (client-go's defaults unless given); ``clock`` is the
-    correlator's.
+    correlator's. A write failing for want of the API server is tried `max_tries` times in
+    all, `retry_interval` seconds apart (the first wait a random part of it); `stop()` ends
+    the waiting.
     """
 
     def __init__(
@@ -59,6 +69,8 @@ class KubeEventSink:
         on_error: Callable[[ErrorType], None] | None = None,
         correlation: CorrelatorOptions | None = None,
         clock: Callable[[], datetime] | None = None,
+        max_tries: int = MAX_TRIES_PER_EVENT,
+        retry_interval: float = RETRY_INTERVAL_SECONDS,
     ) -> None:
         self.core = k8s.CoreV1Api(api_client)
         self.correlator = (
@@ -70,6 +82,13 @@ class KubeEventSink:
         self.instance = instance or socket.gethostname()
         self.on_error = on_error
         self.failures = 0
+        self.max_tries = max_tries
+        self.retry_interval = retry_interval
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        """End any wait between two tries: the event being written is given up."""
+        self._stopped.set()
 
     def body(self, event: Event, timestamp: datetime) -> dict[str, Any]:
         ref = event.involved
@@ -104,24 +123,40 @@ class KubeEventSink:
         correlation = self.correlator.correlate(self.body(event, timestamp))
         if correlation is None:
             return
-        try:
-            written = self._send(correlation)
-        except Exception as exc:
-            # Events are informational: losing one must never stop the loop, nor (a bug
-            # here) the worker writing the next ones.
-            self.failures += 1
-            info = describe(exc)
-            log.warning(
-                "event_write_failed",
-                action="patch_event" if correlation.patch is not None else "create_event",
-                object=str(event.involved),
-                event_reason=event.reason,
-                **info.fields(exc),
-            )
-            if self.on_error is not None:
-                self.on_error(info.type)
-            return
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                written = self._send(correlation)
+                break
+            except Exception as exc:
+                # Events are informational: losing one must never stop the loop, nor (a bug
+                # here) the worker writing the next ones.
+                retry = is_transport_error(exc) and tries < self.max_tries
+                info = describe(exc)
+                log.warning(
+                    "event_write_failed",
+                    action="patch_event" if correlation.patch is not None else "create_event",
+                    object=str(event.involved),
+                    event_reason=event.reason,
+                    tries=tries,
+                    retrying=retry,
+                    **info.fields(exc),
+                )
+                if retry and not self._wait_before_try(tries + 1):
+                    continue
+                self.failures += 1
+                if self.on_error is not None:
+                    self.on_error(info.type)
+                return
         self.correlator.update_state(written)
+
+    def _wait_before_try(self, attempt: int) -> bool:
+        """Wait before try number `attempt` (2 or later); True when `stop()` ended the wait."""
+        delay = self.retry_interval
+        if attempt == 2:
+            delay *= random.random()
+        return self._stopped.wait(delay)
 
     def _send(self, correlation: Correlation) -> dict[str, Any]:
         body = correlation.event
@@ -198,9 +233,15 @@ class BackgroundEventSink:
         return True
 
     def close(self, timeout: float = 5.0) -> None:
-        """Flush what is queued (up to `timeout`) and stop the worker."""
+        """Flush what is queued (up to `timeout`) and stop the worker. A sink still waiting
+        to write again to an API server it cannot reach is stopped (`stop()`) after it."""
         try:
             self.queue.put(None, timeout=timeout)
         except queue.Full:
-            return
-        self._thread.join(timeout)
+            pass
+        else:
+            self._thread.join(timeout)
+        stop = getattr(self.sink, "stop", None)
+        if self._thread.is_alive() and callable(stop):
+            stop()
+            self._thread.join(timeout)

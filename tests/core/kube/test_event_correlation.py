@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,9 +13,10 @@ from clusterscaler.kube.eventcorrelator import (
     CorrelatorOptions,
     EventCorrelator,
 )
-from clusterscaler.kube.eventwriter import KubeEventSink
+from clusterscaler.kube.eventwriter import BackgroundEventSink, KubeEventSink
 from clusterscaler.report import events as ev
 from clusterscaler.report.events import Event, ObjectRef
+from clusterscaler.testing.faults import FaultKind
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
@@ -248,6 +250,60 @@ def test_sink_failed_patch_is_logged_and_counted(fake_kube, status):
     sink.write(node_event(), T0 + timedelta(minutes=1))
     assert sink.failures == 1
     assert [e["count"] for e in fake_kube.list("events", "default")] == [1]
+
+
+def test_sink_tries_again_when_the_api_server_cannot_be_reached(fake_kube):
+    """As client-go's recorder: a write that got no answer (the connection dropped) is tried
+    again after a wait, so a short outage of the API server loses no event."""
+    sink = KubeEventSink(fake_kube.api_client(), instance="ca-0", clock=Clock(),
+                         retry_interval=0.01)
+    fake_kube.add_fault(method="POST", path="/events", kind=FaultKind.DROP, times=2)
+    sink.write(node_event(), T0)
+    assert [e["count"] for e in fake_kube.list("events", "default")] == [1]
+    assert sink.failures == 0
+    # Once written, the next one patches it: the correlator learnt of the write.
+    sink.write(node_event(), T0 + timedelta(minutes=1))
+    assert [e["count"] for e in fake_kube.list("events", "default")] == [2]
+
+
+def test_sink_gives_an_event_up_after_twelve_tries(fake_kube):
+    errors: list[object] = []
+    sink = KubeEventSink(fake_kube.api_client(), instance="ca-0", clock=Clock(),
+                         retry_interval=0.001, on_error=errors.append)
+    fake_kube.add_fault(method="POST", path="/events", kind=FaultKind.DROP)
+    sink.write(node_event(), T0)
+    posts = [r for r in fake_kube.requests if r.method == "POST" and "/events" in r.path]
+    # urllib3 may reconnect once on its own for a request it could not send: at least the
+    # twelve tries of the sink, and not more than twice that.
+    assert 12 <= len(posts) <= 24, len(posts)
+    assert sink.failures == 1
+    assert len(errors) == 1
+    assert fake_kube.list("events", "default") == []
+
+
+def test_sink_does_not_try_again_what_the_server_refused(fake_kube):
+    sink = KubeEventSink(fake_kube.api_client(), instance="ca-0", clock=Clock(),
+                         retry_interval=0.001)
+    fake_kube.add_fault(method="POST", path="/events", status=422)
+    sink.write(node_event(), T0)
+    posts = [r for r in fake_kube.requests if r.method == "POST" and "/events" in r.path]
+    assert len(posts) == 1
+    assert sink.failures == 1
+
+
+def test_stopping_the_sink_ends_its_wait_to_try_again(fake_kube):
+    sink = KubeEventSink(fake_kube.api_client(), instance="ca-0", clock=Clock(),
+                         retry_interval=600.0)
+    fake_kube.add_fault(method="POST", path="/events", kind=FaultKind.DROP)
+    background = BackgroundEventSink(sink)
+    background.write(node_event(), T0)
+    deadline = time.monotonic() + 10
+    while not any(r.method == "POST" for r in fake_kube.requests) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    background.close(timeout=5.0)
+    assert time.monotonic() - started < 8
+    assert sink.failures == 1
 
 
 @pytest.mark.parametrize(
