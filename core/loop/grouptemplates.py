@@ -168,10 +168,32 @@ def _disagreeing_resources(node: Resources, template: Resources, ratio: float) -
     return out
 
 
+# Deprecated labels the kubelet still sets beside their stable names (and cloud templates
+# may set or leave out): one missing on a side that holds its stable name with the same
+# value is not a disagreement.
+DEPRECATED_LABEL_ALIASES = {
+    "beta.kubernetes.io/os": "kubernetes.io/os",
+    "beta.kubernetes.io/arch": "kubernetes.io/arch",
+    "beta.kubernetes.io/instance-type": "node.kubernetes.io/instance-type",
+}
+
+
+def _with_deprecated_aliases(labels: Mapping[str, str]) -> Mapping[str, str]:
+    """`labels` with each deprecated alias or stable label it lacks filled from the other."""
+    missing = {}
+    for alias, stable in DEPRECATED_LABEL_ALIASES.items():
+        if alias not in labels and stable in labels:
+            missing[alias] = labels[stable]
+        elif stable not in labels and alias in labels:
+            missing[stable] = labels[alias]
+    return {**labels, **missing} if missing else labels
+
+
 def _disagreeing_labels(
     node: Mapping[str, str], template: Mapping[str, str], ignored: frozenset[str]
 ) -> list[str]:
     out = []
+    node, template = _with_deprecated_aliases(node), _with_deprecated_aliases(template)
     for key in sorted((set(node) | set(template)) - ignored):
         a, b = node.get(key), template.get(key)
         if a != b:

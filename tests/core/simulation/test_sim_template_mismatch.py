@@ -64,6 +64,30 @@ def test_the_fields_that_disagree_are_named() -> None:
     assert template_mismatch("general", node, no_disk, ignoring) is None
 
 
+def test_deprecated_labels_the_kubelet_sets_agree_with_their_stable_names() -> None:
+    """The kubelet labels a node `beta.kubernetes.io/os` and `/arch` beside the stable
+    names; a template holding only the stable ones (kwok's, most clouds') agrees, one whose
+    deprecated value differs does not."""
+    options = AutoscalingOptions()
+    node = live("n1").with_(labels={
+        **LABELS, "kubernetes.io/hostname": "n1", "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "m5.xlarge",
+        "beta.kubernetes.io/instance-type": "m5.xlarge",
+    })
+    stable = {**LABELS, "node.kubernetes.io/instance-type": "m5.xlarge"}
+    template = make_node("t", "4", "16Gi", labels=stable, ephemeral_storage="100Gi")
+    assert template_mismatch("general", node, template, options) is None
+    # An older template holding the deprecated names only agrees too.
+    beta = {**{k: v for k, v in LABELS.items() if k not in ("kubernetes.io/os", "kubernetes.io/arch")},
+            "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/instance-type": "m5.xlarge"}
+    assert template_mismatch("general", node, template.with_(labels=beta), options) is None
+    odd = template.with_(labels={**stable, "beta.kubernetes.io/arch": "arm64"})
+    problem = template_mismatch("general", node, odd, options)
+    assert problem is not None
+    assert "labels beta.kubernetes.io/arch (node 'amd64', template 'arm64')" in problem.message
+
+
 def test_thousands_of_disagreeing_labels_make_a_short_message() -> None:
     """A node with 5,000 labels the template lacks: ten are named, the rest counted."""
     many = {f"example.com/label-{i:04}": "x" for i in range(5000)}
