@@ -189,12 +189,22 @@ class BackgroundEventSink:
     Event writes share the client's rate limit (`--kube-client-qps`); a scale-up that
     triggers thousands of `TriggeredScaleUp` events must not stall the next loop. When the
     queue is full, new events are dropped and counted, as client-go's broadcaster does.
+    Drops are logged on one line at most every `DROP_LOG_INTERVAL` seconds, with their
+    count, and once more when the queue has room again, not a line per event: a scale-up
+    of 5,000 pods drops thousands.
     """
+
+    DROP_LOG_INTERVAL = 10.0
 
     def __init__(self, sink: EventSink, *, max_queued: int = 1000) -> None:
         self.sink = sink
         self.queue: queue.Queue[tuple[Event, datetime] | None] = queue.Queue(max_queued)
         self.dropped = 0
+        self._drops_lock = threading.Lock()
+        # Drops not logged yet, the first of them, and when drops were last logged.
+        self._unlogged = 0
+        self._first_unlogged: Event | None = None
+        self._logged_at = -float("inf")
         self._thread = threading.Thread(target=self._work, name="events", daemon=True)
         self._thread.start()
 
@@ -202,8 +212,32 @@ class BackgroundEventSink:
         try:
             self.queue.put_nowait((event, timestamp))
         except queue.Full:
-            self.dropped += 1
-            log.warning("event_dropped", reason=event.reason, object=str(event.involved))
+            with self._drops_lock:
+                self.dropped += 1
+                self._unlogged += 1
+                if self._first_unlogged is None:
+                    self._first_unlogged = event
+                due = time.monotonic() - self._logged_at >= self.DROP_LOG_INTERVAL
+            if due:
+                self._log_drops()
+
+    def _log_drops(self) -> None:
+        """Log the drops not logged yet, if any, on one line."""
+        with self._drops_lock:
+            count, first = self._unlogged, self._first_unlogged
+            if not count or first is None:
+                return
+            self._unlogged, self._first_unlogged = 0, None
+            self._logged_at = time.monotonic()
+            total = self.dropped
+        log.warning(
+            "events_dropped",
+            count=count,
+            total=total,
+            queue_size=self.queue.maxsize,
+            first_reason=first.reason,
+            first_object=str(first.involved),
+        )
 
     def _work(self) -> None:
         while True:
@@ -222,6 +256,8 @@ class BackgroundEventSink:
                 )
             finally:
                 self.queue.task_done()
+                if self._unlogged and self.queue.empty():
+                    self._log_drops()
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until every queued event was written; False if `timeout` passed first."""
@@ -245,3 +281,4 @@ class BackgroundEventSink:
         if self._thread.is_alive() and callable(stop):
             stop()
             self._thread.join(timeout)
+        self._log_drops()
