@@ -111,6 +111,22 @@ def test_medians_over_runs_and_decisions_run_by_run() -> None:
     assert "run 3" in verdicts["equal decisions"].detail
 
 
+def test_decisions_ca_itself_reached_in_another_run_are_equal() -> None:
+    """CA's own runs can end one node apart (kube-scheduler's timing): a run of ours ending
+    where one of CA's ended is no difference; a decision CA never reached still is."""
+    rows = [_row(CA, 1, groups={"pool-a": 12, "pool-b": 25}), _row(CA, 2),
+            _row(CLUSTERSCALER, 1), _row(CLUSTERSCALER, 2, groups={"pool-a": 12, "pool-b": 25})]
+    verdict = _verdicts(rows)["equal decisions"]
+    assert verdict.met
+    assert "whose own 2 runs differ" in verdict.detail
+    rows[3] = _row(CLUSTERSCALER, 2, groups={"pool-a": 11, "pool-b": 25})
+    assert not _verdicts(rows)["equal decisions"].met
+    # CA the same in every run: any difference is one.
+    same = [_row(CA, 1), _row(CA, 2), _row(CLUSTERSCALER, 1),
+            _row(CLUSTERSCALER, 2, groups={"pool-a": 12, "pool-b": 25})]
+    assert not _verdicts(same)["equal decisions"].met
+
+
 def test_a_failed_run_is_not_met() -> None:
     verdicts = evaluate("scale-up-1k", [_row(CA), _row(CLUSTERSCALER, error="exited 1")])
     assert [(v.target, v.met) for v in verdicts] == [("every run completed", False)]
