@@ -600,9 +600,15 @@ def _parse_owners_uncached(refs: Any, obj: str) -> tuple[OwnerRef, ...]:
             raise ModelError(
                 obj, f"metadata.ownerReferences[{i}]", "an object with kind and name", r
             )
-        out.append(
-            OwnerRef(
-                kind, name, r.get("uid") or "", bool(r.get("controller")), r.get("apiVersion") or ""
+        uid, api_version, controller = r.get("uid"), r.get("apiVersion"), r.get("controller")
+        # A key of the pod's equivalence group and of its controller: strings, as the API
+        # server's validation has them, or left out.
+        for field, value in (("uid", uid), ("apiVersion", api_version)):
+            if value is not None and not isinstance(value, str):
+                raise ModelError(obj, f"metadata.ownerReferences[{i}].{field}", "a string", value)
+        if controller is not None and not isinstance(controller, bool):
+            raise ModelError(
+                obj, f"metadata.ownerReferences[{i}].controller", "true or false", controller
             )
-        )
+        out.append(OwnerRef(kind, name, uid or "", bool(controller), api_version or ""))
     return tuple(out)

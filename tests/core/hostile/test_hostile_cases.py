@@ -920,3 +920,25 @@ def test_a_pod_string_field_of_another_type_is_refused_by_both_routes(
     doc = {"kind": "List", "items": [raw]}
     with pytest.raises(InputError, match=re.escape(message)):
         parse_snapshot_data(json.dumps(doc).encode(), "cluster.json")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [("uid", [[]], "a string, got [[]]"), ("apiVersion", 7, "a string, got 7"),
+     ("controller", "false", "true or false, got 'false'")],
+    ids=["uid-list", "api-version-number", "controller-string"],
+)
+def test_an_owner_reference_field_of_another_type_is_refused_by_both_routes(
+    field: str, value: Any, expected: str
+) -> None:
+    """A snapshot pod whose owner reference's `uid` was a list was read, and `simulate`
+    failed hashing its equivalence group (TypeError: unhashable type: 'list'; found by the
+    command target, seed 3); a `controller` of "false" was read as true."""
+    raw = copy.deepcopy(RICH_POD)
+    raw["metadata"]["ownerReferences"][0][field] = value
+    message = f"Pod shop/web-0: metadata.ownerReferences[0].{field}: expected {expected}"
+    with pytest.raises(ModelError, match=re.escape(message)):
+        parse_pod(raw)
+    doc = {"kind": "List", "items": [raw]}
+    with pytest.raises(InputError, match=re.escape(message)):
+        parse_snapshot_data(json.dumps(doc).encode(), "cluster.json")
