@@ -130,6 +130,10 @@ class KubeEventSink:
                 written = self._send(correlation)
                 break
             except Exception as exc:
+                if tries > 1 and isinstance(exc, ApiException) and exc.status == 409:
+                    # An earlier try was written though its answer was lost: the event is
+                    # there, as client-go takes an AlreadyExists.
+                    return
                 # Events are informational: losing one must never stop the loop, nor (a bug
                 # here) the worker writing the next ones.
                 retry = is_transport_error(exc) and tries < self.max_tries

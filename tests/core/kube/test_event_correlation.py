@@ -266,6 +266,17 @@ def test_sink_tries_again_when_the_api_server_cannot_be_reached(fake_kube):
     assert [e["count"] for e in fake_kube.list("events", "default")] == [2]
 
 
+def test_an_event_written_though_its_answer_was_lost_is_not_written_twice(fake_kube):
+    """The API server creates the event and the connection closes before its answer: the
+    try after it finds the event there (409), which is no failure."""
+    sink = KubeEventSink(fake_kube.api_client(), instance="ca-0", clock=Clock(),
+                         retry_interval=0.01)
+    fake_kube.add_fault(method="POST", path="/events", kind=FaultKind.TIMEOUT, times=1)
+    sink.write(node_event(), T0)
+    assert [e["count"] for e in fake_kube.list("events", "default")] == [1]
+    assert sink.failures == 0
+
+
 def test_sink_gives_an_event_up_after_twelve_tries(fake_kube):
     errors: list[object] = []
     sink = KubeEventSink(fake_kube.api_client(), instance="ca-0", clock=Clock(),
