@@ -12,12 +12,13 @@ real `Autoscaler`. Whatever the object:
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from clusterscaler.framework.inmemorycluster import InMemoryCluster
-from clusterscaler.framework.options import AutoscalingOptions
+from clusterscaler.framework.options import AutoscalingOptions, MinMax
 from clusterscaler.framework.pluginmanager import build_plugin_manager, collect_registry
 from clusterscaler.loop.autoscaler import Autoscaler, build_estimator, build_expander
 from clusterscaler.model import (
@@ -100,7 +101,13 @@ def _autoscaler(cluster: HostileCluster, provider: FakeCloud, clock: VirtualCloc
             },
         )
     )
-    options = AutoscalingOptions()
+    # A node may hold a huge but valid capacity (300,000 cores): counted in the cluster's
+    # totals, as CA counts every node, it can use up --cores-total or --memory-total, and
+    # the scale-up is then refused for the limit, rightly. The limits are set out of reach:
+    # what this target looks for is the loop failing, not the limits doing their work.
+    options = replace(
+        AutoscalingOptions(), cores_total=MinMax(0, 2**62), memory_total=MinMax(0, 2**62)
+    )
     return Autoscaler(
         options=options,
         provider=provider,
