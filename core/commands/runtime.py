@@ -87,12 +87,14 @@ class KubeRuntime:
     ) -> KubeRuntime:
         """Build from an ``AutoscalingOptions``; ``serve=False`` skips the HTTP server."""
         settings = ClientSettings.from_options(options)
-        api = api_client or build_api_client(settings)
         metrics = Metrics(
             emit_per_nodegroup_metrics=options.emit_per_nodegroup_metrics,
             node_removal_latency_tracking=options.node_removal_latency_tracking_enabled,
             max_node_skip_eval_time_tracking=options.max_node_skip_eval_time_tracker_enabled,
         )
+        # Every client of the process counts in the same `rest_client_*` series, as in CA.
+        observe = metrics.observe_request
+        api = api_client or build_api_client(settings, observe)
         health = HealthCheck(
             options.max_inactivity, options.max_failing_time, options.max_startup_time
         )
@@ -101,7 +103,7 @@ class KubeRuntime:
             # As CA: the Lease is renewed through a client of its own, so that the caches'
             # lists and the loop's writes, throttled by --kube-client-qps, never hold a
             # renewal past --leader-elect-renew-deadline.
-            lease_api = api if api_client is not None else build_api_client(settings)
+            lease_api = api if api_client is not None else build_api_client(settings, observe)
             elector = LeaderElector(
                 lease_api, LeaderElectionConfig.from_options(options), identity=identity
             )
@@ -173,7 +175,9 @@ class KubeRuntime:
             if buffers
             else None,
             buffer_controller=options.capacity_buffer_controller_enabled,
-            provider_api_client=None if api_client is not None else build_api_client(settings),
+            provider_api_client=(
+                None if api_client is not None else build_api_client(settings, observe)
+            ),
         )
 
     @property

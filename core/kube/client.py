@@ -5,6 +5,10 @@ account when running in a pod, then the default kubeconfig (``$KUBECONFIG`` or
 ``~/.kube/config``). ``--kubernetes`` overrides the API server URL of whichever was loaded.
 ``--kube-client-qps`` / ``--kube-client-burst`` bound the request rate with a token bucket,
 like client-go's rate limiter; watches are long requests and take one token each.
+
+Each request can be told to an observer (``RequestObserver``): its method, host, status code
+(``<error>`` when no answer came), its duration and the time it waited for a token, which
+``/metrics`` exposes as client-go's ``rest_client_*`` series.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 import structlog
 import yaml
@@ -28,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ClientSettings",
     "KubeConfigError",
+    "RequestObserver",
     "TokenBucket",
     "build_api_client",
 ]
@@ -39,6 +45,17 @@ _SERVICE_ACCOUNT_HOST_ENV = "KUBERNETES_SERVICE_HOST"
 
 class KubeConfigError(ValueError):
     """The Kubernetes client could not be configured; the message says from what."""
+
+
+class RequestObserver(Protocol):
+    """Told of each request once it is answered or failed: the HTTP method, the API
+    server's host:port, the status code (``"200"``, ``"404"``; ``"<error>"`` when no answer
+    came, as client-go labels it), the seconds from sending to the answer's headers, and the
+    seconds it waited for a --kube-client-qps token first. Called on the requesting thread."""
+
+    def __call__(
+        self, method: str, host: str, code: str, seconds: float, throttled: float
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -123,9 +140,13 @@ class TokenBucket:
 
 
 def _rate_limit(
-    rest_client: Any, bucket: TokenBucket, request_timeout: tuple[float, float]
+    rest_client: Any,
+    bucket: TokenBucket,
+    request_timeout: tuple[float, float],
+    observe: RequestObserver | None = None,
 ) -> None:
-    """Make every request of the client's REST object take a token first, and time out.
+    """Make every request of the client's REST object take a token first, and time out;
+    tell `observe` of each.
 
     The verb helpers (``GET``, ``POST``, ...) all go through ``request``, so replacing it on
     the instance covers them all. A request without its own ``_request_timeout`` gets
@@ -133,13 +154,27 @@ def _rate_limit(
     """
     original = rest_client.request
 
-    def request(*args: Any, **kwargs: Any) -> Any:
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("_request_timeout") is None:
             kwargs["_request_timeout"] = request_timeout
         waited = bucket.acquire()
         if waited > 0.5:
             log.debug("kube_client_throttled", waited_seconds=round(waited, 3))
-        return original(*args, **kwargs)
+        if observe is None:
+            return original(method, url, *args, **kwargs)
+        started = time.monotonic()
+        code = "<error>"
+        try:
+            response = original(method, url, *args, **kwargs)
+            code = str(getattr(response, "status", "") or "<error>")
+            return response
+        except k8s_client.ApiException as exc:
+            # The client raises the answers outside 2xx; status 0 is no answer at all.
+            if exc.status:
+                code = str(exc.status)
+            raise
+        finally:
+            observe(method, urlsplit(url).netloc, code, time.monotonic() - started, waited)
 
     rest_client.request = request
 
@@ -268,8 +303,11 @@ def _load_configuration(settings: ClientSettings) -> Any:
     return configuration
 
 
-def build_api_client(settings: ClientSettings) -> KubeApiClient:
-    """An official ``kubernetes.client.ApiClient`` configured and rate limited per settings."""
+def build_api_client(
+    settings: ClientSettings, observe: RequestObserver | None = None
+) -> KubeApiClient:
+    """An official ``kubernetes.client.ApiClient`` configured and rate limited per settings,
+    each request told to `observe` when given."""
     configuration = _load_configuration(settings)
     # The connection pool must hold the long-lived watches plus concurrent requests.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
@@ -279,6 +317,7 @@ def build_api_client(settings: ClientSettings) -> KubeApiClient:
         api_client.rest_client,
         TokenBucket(settings.qps, settings.burst),
         settings.request_timeout,
+        observe,
     )
     client: KubeApiClient = api_client
     return client

@@ -62,6 +62,9 @@ __all__ = [
 log = structlog.get_logger()
 
 NAMESPACE = "cluster_autoscaler"
+# client-go's buckets of rest_client_request_duration_seconds and
+# rest_client_rate_limiter_duration_seconds.
+REST_CLIENT_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
@@ -367,6 +370,29 @@ class Metrics:
             "loop, by kind.",
             ("kind",),
         )
+        # client-go's REST client metrics, which CA's /metrics exposes through
+        # k8s.io/component-base (metrics/prometheus/restclient): without the
+        # cluster_autoscaler_ prefix, the same names, labels and buckets.
+        self.rest_client_requests_total = Counter(
+            "rest_client_requests_total",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ("code", "method", "host"),
+            registry=r,
+        )
+        self.rest_client_request_duration_seconds = Histogram(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.",
+            ("verb", "host"),
+            registry=r,
+            buckets=REST_CLIENT_BUCKETS,
+        )
+        self.rest_client_rate_limiter_duration_seconds = Histogram(
+            "rest_client_rate_limiter_duration_seconds",
+            "Client side rate limiter latency in seconds. Broken down by verb, and host.",
+            ("verb", "host"),
+            registry=r,
+            buckets=REST_CLIENT_BUCKETS,
+        )
         # The drivers the last DRA template comparison found differences for.
         self._dra_mismatch_drivers: set[str] = set()
         self._init_series()
@@ -401,6 +427,17 @@ class Metrics:
             elapsed = time.perf_counter() - started
             self.function_duration_seconds.labels(function=function).observe(elapsed)
             self.function_duration_quantile_seconds.labels(function=function).observe(elapsed)
+
+    def observe_request(
+        self, method: str, host: str, code: str, seconds: float, throttled: float
+    ) -> None:
+        """One request of a Kubernetes client (`clusterscaler.kube.client.RequestObserver`),
+        into the `rest_client_*` series. Safe from any thread."""
+        self.rest_client_requests_total.labels(code=code, method=method, host=host).inc()
+        self.rest_client_request_duration_seconds.labels(verb=method, host=host).observe(seconds)
+        self.rest_client_rate_limiter_duration_seconds.labels(verb=method, host=host).observe(
+            throttled
+        )
 
     def register_error(self, error_type: str) -> None:
         """Count one failure in ``errors_total{type}``, ``type`` being one of CA's error

@@ -76,6 +76,10 @@ def test_scale_up_until_kube_scheduler_binds_every_pod(kwok_env: KwokEnv) -> Non
         metrics = env.metrics(run)
         assert metrics["cluster_autoscaler_scaled_up_nodes_total"] == 3, metrics
         assert metrics["cluster_autoscaler_function_duration_seconds_count"] > 0
+        # client-go's series of the API traffic, as CA's /metrics has them.
+        codes = {labels["code"] for name, labels, _ in env.metric_samples(run)
+                 if name == "rest_client_requests_total"}
+        assert "200" in codes or "201" in codes, codes
     assert run.returncode == 0, run.tail()
     # On exit the provider deletes the nodes it made, as upstream's does.
     cluster.wait_for(lambda: not env.nodes(), "the kwok nodes to be cleaned up on exit", 30)

@@ -66,7 +66,15 @@ OURS: dict[str, tuple[str, tuple[str, ...]]] = {
     # is left out, and its node kept, so an operator needs a number to alert on.
     "unreadable_objects_count": ("gauge", ("kind",)),
 }
-EXPOSED = {**UPSTREAM, **OURS}
+# client-go's REST client metrics, which CA's /metrics carries without its prefix
+# (k8s.io/component-base/metrics/prometheus/restclient): the ones of a request's count,
+# latency and client-side throttling.
+CLIENT_GO: dict[str, tuple[str, tuple[str, ...]]] = {
+    "rest_client_requests_total": ("counter", ("code", "method", "host")),
+    "rest_client_request_duration_seconds": ("histogram", ("verb", "host")),
+    "rest_client_rate_limiter_duration_seconds": ("histogram", ("verb", "host")),
+}
+EXPOSED = {**UPSTREAM, **CLIENT_GO, **OURS}
 PER_NODE_GROUP = {
     "node_group_min_count",
     "node_group_max_count",
