@@ -353,6 +353,33 @@ def main_loop(port: int) -> LoopMetric | None:
     return parse_main_loop(text)
 
 
+REQUESTS = "rest_client_requests_total"
+
+
+def api_requests(port: int) -> dict[str, float] | None:
+    """The requests the process serving /metrics on `port` made to the API server so far,
+    by HTTP method (client-go's `rest_client_requests_total`, summed over codes and hosts;
+    CA and clusterscaler both expose it), or None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except (OSError, ValueError):
+        return None
+    return parse_requests(text)
+
+
+def parse_requests(text: str) -> dict[str, float]:
+    by_method: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith(REQUESTS + "{"):
+            continue
+        labels, value = line[len(REQUESTS) + 1:].rsplit("} ", 1)
+        method = next((part.split("=", 1)[1].strip('"') for part in labels.split(",")
+                       if part.startswith("method=")), "")
+        by_method[method] = by_method.get(method, 0.0) + float(value)
+    return by_method
+
+
 def parse_main_loop(text: str) -> LoopMetric | None:
     count = total = None
     for line in text.splitlines():

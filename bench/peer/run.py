@@ -59,6 +59,7 @@ from clusterscaler.testing.kwokenv import GROUP_LABEL, NAMESPACE
 from bench.peer.observe import (
     ClusterWatch,
     LoopMetric,
+    api_requests,
     cluster_watch,
     cpu_seconds,
     final_state,
@@ -111,6 +112,9 @@ class Row:
     nodes_removed: int = 0
     first_removal_s: float | None = None
     last_removal_s: float | None = None
+    # Requests to the API server in the measured span, by HTTP method (/metrics'
+    # rest_client_requests_total; empty when the process does not expose it).
+    api_requests: dict[str, int] = field(default_factory=dict)
     version: str = ""
     error: str = ""
     note: str = ""  # what the harness noticed without failing the run
@@ -118,6 +122,10 @@ class Row:
     @property
     def ok(self) -> bool:
         return not self.error
+
+    @property
+    def api_requests_total(self) -> int | None:
+        return sum(self.api_requests.values()) if self.api_requests else None
 
     def decision(self) -> tuple[tuple[tuple[str, int], ...], int]:
         """What both autoscalers must agree on: nodes per group and pods left pending."""
@@ -145,7 +153,9 @@ def _median(rows: Sequence[Row], attr: str) -> float | None:
 def _fmt(value: float | None, unit: str = "s") -> str:
     if value is None:
         return "-"
-    return f"{value:.2f} {unit}" if unit else f"{value:.2f}"
+    if not unit:
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    return f"{value:.2f} {unit}"
 
 
 def evaluate(scenario: str, rows: Sequence[Row]) -> list[Verdict]:
@@ -315,11 +325,12 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
         watch = cluster_watch(cluster, scenario.namespace, GROUP_LABEL, ignore_nodes=existing)
         watch.start()
         startup_cpu = cpu_seconds(process.pid)
+        requests_before = api_requests(port) or {}
         started = time.monotonic()
         if scenario.kind == STEADY:
             _observe(scenario, autoscaler, process, log, progress=progress)
             finish(row, watch, process.pid, port, before, startup_cpu, started, None,
-                   dict(scenario.existing))
+                   dict(scenario.existing), requests_before)
             return row
         if scenario.kind == SCALE_DOWN:
             apply(kubeconfig, scaled_down(scenario))
@@ -345,7 +356,7 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
                 break
             time.sleep(0.1)
         finish(row, watch, process.pid, port, before, startup_cpu, started, done_at,
-               dict(scenario.existing))
+               dict(scenario.existing), requests_before)
     finally:
         if watch is not None:
             watch.stop()
@@ -369,11 +380,16 @@ def run_done_at(scenario: PeerScenario, watch: ClusterWatch) -> float | None:
 
 def finish(row: Row, watch: ClusterWatch, pid: int, port: int, before: LoopMetric,
            startup_cpu: float, started: float, done_at: float | None,
-           existing: dict[str, int]) -> None:
+           existing: dict[str, int], requests_before: dict[str, float] | None = None) -> None:
     """Fill `row` at the end of a run: the process's figures first (before anything else
     loads the machine), then the decision from fresh lists."""
     cpu_end = cpu_seconds(pid)
     after = main_loop(port)
+    requests_after = api_requests(port)
+    if requests_after:
+        earlier = requests_before or {}
+        row.api_requests = {m: int(n - earlier.get(m, 0.0))
+                            for m, n in sorted(requests_after.items())}
     row.peak_rss_mib = round(peak_rss_bytes(pid) / MIB, 1)
     row.startup_cpu_s = round(startup_cpu, 2)
     row.cpu_s = round(cpu_end - startup_cpu, 2)
@@ -522,6 +538,7 @@ FIGURES = (
     ("CPU at start-up", "startup_cpu_s", "s"),
     ("peak RSS", "peak_rss_mib", "MiB"),
     ("main loop (mean)", "loop_s", "s"),
+    ("API requests", "api_requests_total", ""),
     ("first node removed", "first_removal_s", "s"),
     ("last node removed", "last_removal_s", "s"),
 )
@@ -554,6 +571,9 @@ def render(rows: Sequence[Row], scenarios: Sequence[str], header: str) -> str:
             for r in group:
                 status = f"error: {r.error.splitlines()[0][:200]}" if r.error else _decision_text(r)
                 lines.append(f"  {label} run {r.run}: {status}")
+                if r.api_requests:
+                    lines.append("    API requests: " + ", ".join(
+                        f"{m} {n}" for m, n in r.api_requests.items()))
                 if r.note:
                     lines.append(f"    note: {r.note}")
         for verdict in evaluate(name, rows):

@@ -238,6 +238,30 @@ def test_main_loop_metric() -> None:
     assert observe.parse_main_loop("cluster_autoscaler_last_activity 1\n") is None
 
 
+def test_api_requests_by_method_from_either_exposition() -> None:
+    """CA's client-go and our prometheus_client print the same series (ints, floats)."""
+    text = """\
+# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="200",host="127.0.0.1:6443",method="GET"} 120
+rest_client_requests_total{code="404",host="127.0.0.1:6443",method="GET"} 3
+rest_client_requests_total{code="<error>",host="127.0.0.1:6443",method="PATCH"} 1.0
+rest_client_requests_total{code="200",host="127.0.0.1:6443",method="PATCH"} 40.0
+rest_client_request_duration_seconds_count{host="127.0.0.1:6443",verb="GET"} 123
+"""
+    assert observe.parse_requests(text) == {"GET": 123.0, "PATCH": 41.0}
+    assert observe.parse_requests(CA_METRICS) == {}
+
+
+def test_render_prints_the_api_requests() -> None:
+    ca = _row(CA)
+    ca.api_requests = {"GET": 10, "PATCH": 4}
+    ours = _row(CLUSTERSCALER)
+    ours.api_requests = {"GET": 12, "PATCH": 4, "POST": 1}
+    text = render([ca, ours], ["scale-up-1k"], "header")
+    assert re.search(r"API requests\s+14\s+17", text), text
+    assert "    API requests: GET 12, PATCH 4, POST 1" in text
+
+
 def test_process_usage_of_this_process() -> None:
     import os
 
