@@ -25,7 +25,7 @@ import structlog
 from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.capacitybuffer import CapacityBufferWriter
 from clusterscaler.kube.capacityquota import CapacityQuotaStatusWriter
-from clusterscaler.kube.client import ClientSettings, build_api_client
+from clusterscaler.kube.client import ClientSettings, build_api_client, observe_all_clients
 from clusterscaler.kube.eventcorrelator import AUTOSCALER_OPTIONS
 from clusterscaler.kube.eventwriter import BackgroundEventSink, KubeEventSink
 from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
@@ -92,8 +92,10 @@ class KubeRuntime:
             node_removal_latency_tracking=options.node_removal_latency_tracking_enabled,
             max_node_skip_eval_time_tracking=options.max_node_skip_eval_time_tracker_enabled,
         )
-        # Every client of the process counts in the same `rest_client_*` series, as in CA.
+        # Every client of the process counts in the same `rest_client_*` series, as in CA:
+        # those built here and any a plugin builds (the kwok provider's, outside a cluster).
         observe = metrics.observe_request
+        observe_all_clients(observe)
         api = api_client or build_api_client(settings, observe)
         health = HealthCheck(
             options.max_inactivity, options.max_failing_time, options.max_startup_time
@@ -271,6 +273,8 @@ class KubeRuntime:
         self.source.stop()
         if self.server is not None:
             self.server.stop()
+        # Clients built after this one stopped are not its to count.
+        observe_all_clients(None)
 
     def _lost_leadership(self) -> None:
         log.error("leadership_lost_stopping")

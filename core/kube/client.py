@@ -36,6 +36,7 @@ __all__ = [
     "RequestObserver",
     "TokenBucket",
     "build_api_client",
+    "observe_all_clients",
 ]
 
 log = structlog.get_logger()
@@ -303,11 +304,25 @@ def _load_configuration(settings: ClientSettings) -> Any:
     return configuration
 
 
+# Told of the requests of every client built without an observer of its own: set once by
+# the autoscaler (`observe_all_clients`), so that a client a plugin builds (the kwok
+# provider's, outside a cluster) counts in /metrics too, as client-go's metrics are the
+# process's.
+_process_observer: RequestObserver | None = None
+
+
+def observe_all_clients(observe: RequestObserver | None) -> None:
+    """Tell `observe` of each request of every client built from now on (None: stop)."""
+    global _process_observer
+    _process_observer = observe
+
+
 def build_api_client(
     settings: ClientSettings, observe: RequestObserver | None = None
 ) -> KubeApiClient:
     """An official ``kubernetes.client.ApiClient`` configured and rate limited per settings,
-    each request told to `observe` when given."""
+    each request told to `observe`, or else to the process's observer
+    (`observe_all_clients`) when one is set."""
     configuration = _load_configuration(settings)
     # The connection pool must hold the long-lived watches plus concurrent requests.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
@@ -317,7 +332,7 @@ def build_api_client(
         api_client.rest_client,
         TokenBucket(settings.qps, settings.burst),
         settings.request_timeout,
-        observe,
+        observe or _process_observer,
     )
     client: KubeApiClient = api_client
     return client

@@ -96,6 +96,10 @@ def test_empty_nodes_are_removed(kwok_env: KwokEnv) -> None:
         cluster.kubectl("delete", "deployment", "web", "-n", ns)
         run.wait_for("every empty node removed", lambda: not env.nodes(), 60)
         assert env.events("default", "ScaleDown"), "no ScaleDown event on the nodes"
+        # The kwok provider's own client (outside a cluster) deleted them: counted too.
+        methods = {labels["method"] for name, labels, _ in env.metric_samples(run)
+                   if name == "rest_client_requests_total"}
+        assert {"GET", "PATCH", "DELETE"} <= methods, methods
     assert run.returncode == 0, run.tail()
 
 

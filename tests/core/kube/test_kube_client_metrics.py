@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from clusterscaler.kube.client import ClientSettings, build_api_client
+from clusterscaler.kube.client import ClientSettings, build_api_client, observe_all_clients
 from clusterscaler.report.metrics import Metrics
 from clusterscaler.testing.faults import FaultKind
 from kubernetes import client as k8s
@@ -59,3 +59,24 @@ def test_the_wait_for_a_token_is_observed(fake_kube, tmp_path: Path) -> None:
     assert 0.6 <= waited[(("host", host), ("verb", "GET"))] <= 3.0
     counts = samples(metrics, "rest_client_rate_limiter_duration_seconds_count")
     assert counts[(("host", host), ("verb", "GET"))] == 3
+
+
+def test_a_client_built_without_an_observer_counts_in_the_process_observer(
+    fake_kube, tmp_path: Path
+) -> None:
+    """The kwok provider outside a cluster builds its own client, as upstream's does: its
+    node deletions count in /metrics as CA's client-go counts every client's."""
+    metrics = Metrics()
+    kubeconfig = fake_kube.kubeconfig(tmp_path / "kubeconfig")
+    observe_all_clients(metrics.observe_request)
+    try:
+        api = build_api_client(ClientSettings(kubeconfig=str(kubeconfig), qps=0))
+    finally:
+        observe_all_clients(None)
+    k8s.CoreV1Api(api).list_node()
+    unobserved = build_api_client(ClientSettings(kubeconfig=str(kubeconfig), qps=0))
+    k8s.CoreV1Api(unobserved).list_node()
+    host = fake_kube.url.split("://", 1)[1]
+    assert samples(metrics, "rest_client_requests_total") == {
+        (("code", "200"), ("host", host), ("method", "GET")): 1.0
+    }
