@@ -1022,14 +1022,14 @@ class Autoscaler:
         groups = {gid: g.group for gid, g in state.groups.items()}
         selected = [*plan.selection.empty, *plan.selection.drain]
         with self._provider_released():
-            if not cooldown:
-                # As in CA, soft taints change only when scale-down may act. Nodes being
-                # deleted are left to their deletion, which writes their taints concurrently.
-                self.actuator.update_soft_taints(
-                    [n for n in objects.nodes if n.name not in state.being_deleted],
-                    (u.node for u in plan.unneeded),
-                    now,
-                )
+            # As in CA (`updateSoftDeletionTaints`, called in cooldown too), the soft taints
+            # follow the unneeded nodes in every loop that plans scale-down. Nodes being
+            # deleted are left to their deletion, which writes their taints concurrently.
+            self.actuator.update_soft_taints(
+                [n for n in objects.nodes if n.name not in state.being_deleted],
+                (u.node for u in plan.unneeded),
+                now,
+            )
             started = self.actuator.start(
                 plan.selection.empty, plan.selection.drain, groups, now
             )

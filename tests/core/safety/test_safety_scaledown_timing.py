@@ -237,6 +237,19 @@ def test_soft_taint_follows_the_unneeded_state() -> None:
     assert w.cluster.nodes["g-2"].taints == ()
 
 
+def test_soft_taint_is_kept_up_in_cooldown_too() -> None:
+    """CA's RunOnce updates the soft taints in cooldown as well (`updateSoftDeletionTaints`
+    in the cooldown branch): new pods are steered off a node unneeded after a scale-up,
+    though it cannot be removed yet."""
+    w = idle_pair()
+    w.autoscaler.last_scale_up = w.clock.now()
+    result = w.run()
+    assert result.scale_down.cooldown_reason == "--scale-down-delay-after-add"
+    assert [(t.key, t.effect) for t in w.cluster.nodes["g-2"].taints] == [
+        ("DeletionCandidateOfClusterAutoscaler", "PreferNoSchedule")
+    ]
+
+
 def test_nodes_outside_node_groups_are_never_removed() -> None:
     """CA: a node no node group owns is NotAutoscaled and stays, however idle."""
     from clusterscaler.simulator.builders import make_node
