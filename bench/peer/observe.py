@@ -345,12 +345,17 @@ class LoopMetric:
 def main_loop(port: int) -> LoopMetric | None:
     """`function_duration_seconds{function="main"}` of the process serving /metrics on
     `port` (CA and clusterscaler both name it so), or None when it does not answer."""
+    text = _metrics_text(port)
+    return None if text is None else parse_main_loop(text)
+
+
+def _metrics_text(port: int) -> str | None:
+    """The /metrics of the process serving it on `port`, or None when it does not answer."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text = response.read().decode()
+            return str(response.read().decode())
     except (OSError, ValueError):
         return None
-    return parse_main_loop(text)
 
 
 REQUESTS = "rest_client_requests_total"
@@ -360,12 +365,8 @@ def api_requests(port: int) -> dict[str, float] | None:
     """The requests the process serving /metrics on `port` made to the API server so far,
     by HTTP method (client-go's `rest_client_requests_total`, summed over codes and hosts;
     CA and clusterscaler both expose it), or None when it does not answer."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text = response.read().decode()
-    except (OSError, ValueError):
-        return None
-    return parse_requests(text)
+    text = _metrics_text(port)
+    return None if text is None else parse_requests(text)
 
 
 def parse_requests(text: str) -> dict[str, float]:

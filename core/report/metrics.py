@@ -379,19 +379,17 @@ class Metrics:
             ("code", "method", "host"),
             registry=r,
         )
-        self.rest_client_request_duration_seconds = Histogram(
+
+        def client_histogram(name: str, doc: str) -> Histogram:
+            return Histogram(name, doc, ("verb", "host"), registry=r, buckets=REST_CLIENT_BUCKETS)
+
+        self.rest_client_request_duration_seconds = client_histogram(
             "rest_client_request_duration_seconds",
             "Request latency in seconds. Broken down by verb, and host.",
-            ("verb", "host"),
-            registry=r,
-            buckets=REST_CLIENT_BUCKETS,
         )
-        self.rest_client_rate_limiter_duration_seconds = Histogram(
+        self.rest_client_rate_limiter_duration_seconds = client_histogram(
             "rest_client_rate_limiter_duration_seconds",
             "Client side rate limiter latency in seconds. Broken down by verb, and host.",
-            ("verb", "host"),
-            registry=r,
-            buckets=REST_CLIENT_BUCKETS,
         )
         # The drivers the last DRA template comparison found differences for.
         self._dra_mismatch_drivers: set[str] = set()
