@@ -175,7 +175,11 @@ def _rate_limit(
                 code = str(exc.status)
             raise
         finally:
-            observe(method, urlsplit(url).netloc, code, time.monotonic() - started, waited)
+            try:
+                observe(method, urlsplit(url).netloc, code, time.monotonic() - started, waited)
+            except Exception as exc:
+                # Counting a request must never fail it.
+                log.warning("kube_request_not_counted", error=f"{type(exc).__name__}: {exc}")
 
     rest_client.request = request
 

@@ -80,3 +80,12 @@ def test_a_client_built_without_an_observer_counts_in_the_process_observer(
     assert samples(metrics, "rest_client_requests_total") == {
         (("code", "200"), ("host", host), ("method", "GET")): 1.0
     }
+
+
+def test_a_failing_observer_never_fails_the_request(fake_kube, tmp_path: Path) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("metrics broke")
+
+    kubeconfig = fake_kube.kubeconfig(tmp_path / "kubeconfig")
+    api = build_api_client(ClientSettings(kubeconfig=str(kubeconfig), qps=0), broken)
+    assert k8s.CoreV1Api(api).list_node().items == []
