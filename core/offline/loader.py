@@ -288,11 +288,14 @@ def _check_text_start(where: str, gzip_too: bool = True) -> Callable[[bytes], No
             if nul < 0:
                 return
             offset, byte = nul, 0
-        raise YamlFileError(
-            f"{where}: expected UTF-8 text (JSON or YAML), got byte 0x{byte:02x} at offset {offset}"
-        )
+        raise YamlFileError(_not_text(where, byte, offset))
 
     return check
+
+
+def _not_text(where: str, byte: int, offset: int) -> str:
+    """The error of a snapshot that is not text, naming the first byte that is not."""
+    return f"{where}: expected UTF-8 text (JSON or YAML), got byte 0x{byte:02x} at offset {offset}"
 
 
 def _text(data: bytes, source: str) -> str:
@@ -301,8 +304,7 @@ def _text(data: bytes, source: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(
-            f"--snapshot {source!r}: expected UTF-8 text (JSON or YAML), "
-            f"got byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+            _not_text(f"--snapshot {source!r}", exc.object[exc.start], exc.start)
         ) from None
 
 
