@@ -4,7 +4,9 @@ Candidates try every ``retry_period`` to acquire the Lease; a Lease held by some
 taken over only after its holder has not renewed it for ``lease_duration`` as observed
 locally (clocks of different machines are never compared). Writes carry the Lease's
 resourceVersion, so of two candidates racing for an expired Lease exactly one wins (the
-other gets 409). The leader renews every ``retry_period``; ``is_leader`` turns false as
+other gets 409). The leader renews every ``retry_period``, as client-go does: one PUT of the
+Lease it last wrote, reading the Lease first only when that write fails (someone else wrote
+it since); ``is_leader`` turns false as
 soon as ``renew_deadline`` passes without a successful renewal, even while a renewal
 request is still hanging, so a leader that cannot renew stops acting at once. ``stop``
 releases the Lease (empty holder), so a successor takes over without waiting.
@@ -96,6 +98,7 @@ class LeaderElector:
         self._observed_record: tuple[str, str, int] | None = None  # holder, renewTime, transitions
         self._observed_at = 0.0
         self._last_renew: float | None = None
+        self._written: dict[str, Any] | None = None  # the Lease as our last write left it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._leading = threading.Event()
@@ -119,6 +122,8 @@ class LeaderElector:
     def try_acquire_or_renew(self) -> bool:
         """One attempt to acquire (or, as leader, renew) the Lease; True when we hold it."""
         now_wall = self.wall_clock()
+        if self.is_leader and self._written is not None and self._renew_written(now_wall):
+            return True
         try:
             response = self.api.read_namespaced_lease(
                 self.config.name, self.config.namespace, _preload_content=False
@@ -152,17 +157,40 @@ class LeaderElector:
         new_spec["renewTime"] = _micro_time(now_wall)
         lease["spec"] = new_spec
         try:
-            discard(
-                self.api.replace_namespaced_lease(
-                    self.config.name, self.config.namespace, lease, _preload_content=False
-                )
-            )
+            written = self._replace(lease)
         except ApiException as exc:
             if exc.status == 409:
                 return False  # somebody else wrote first
             raise
-        self._renewed(now)
+        self._renewed(now, written)
         return True
+
+    def _renew_written(self, now_wall: datetime) -> bool:
+        """client-go's fast path: the leader writes the Lease it last wrote, new renewTime
+        and all, without reading it first; any failure leaves the ordinary path to try."""
+        assert self._written is not None
+        lease = dict(self._written)
+        lease["spec"] = {
+            **(lease.get("spec") or {}),
+            "renewTime": _micro_time(now_wall),
+            "leaseDurationSeconds": int(self.config.lease_duration.total_seconds()),
+        }
+        now = self.clock()
+        try:
+            written = self._replace(lease)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            log.debug("leader_election_renewal_retried", lease=self.config.name, error=str(exc))
+            self._written = None
+            return False
+        self._renewed(now, written)
+        return True
+
+    def _replace(self, lease: dict[str, Any]) -> object:
+        response = self.api.replace_namespaced_lease(
+            self.config.name, self.config.namespace, lease, _preload_content=False
+        )
+        written: object = read_json(response)
+        return written
 
     def _create(self, now_wall: datetime) -> bool:
         body = {
@@ -178,7 +206,7 @@ class LeaderElector:
             },
         }
         try:
-            discard(
+            written = read_json(
                 self.api.create_namespaced_lease(
                     self.config.namespace, body, _preload_content=False
                 )
@@ -187,10 +215,16 @@ class LeaderElector:
             if exc.status == 409:
                 return False
             raise
-        self._renewed(self.clock())
+        self._renewed(self.clock(), written)
         return True
 
-    def _renewed(self, now: float) -> None:
+    def _renewed(self, now: float, written: object) -> None:
+        # The next renewal writes this Lease as it is; an answer without the object's
+        # metadata (and so without its resourceVersion) leaves it to the ordinary path.
+        self._written = (
+            written if isinstance(written, dict) and isinstance(written.get("metadata"), dict)
+            else None
+        )
         with self._lock:
             self._last_renew = now
 
@@ -244,6 +278,7 @@ class LeaderElector:
             self._thread.join(5)
             self._thread = None
         was_leader = self.is_leader
+        self._written = None
         with self._lock:
             self._last_renew = None
         self._leading.clear()

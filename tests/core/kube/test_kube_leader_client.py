@@ -81,6 +81,48 @@ def test_renewals_keep_the_lease(fake_kube):
     assert holder(fake_kube) == "a"
 
 
+def test_the_leader_renews_with_one_write_as_client_go_does(fake_kube):
+    # client-go's leader writes the Lease it last wrote, reading it only when that write
+    # fails: one request a renewal on the Lease's client, not two.
+    tick = Ticker()
+    a, _ = electors(fake_kube, tick)
+    assert a.try_acquire_or_renew()
+    requests: list[tuple[str, str]] = []
+    fake_kube.on_request = lambda method, path: requests.append((method, path))
+    for _ in range(5):
+        tick.t += 2
+        assert a.try_acquire_or_renew()
+    assert [method for method, _ in requests] == ["PUT"] * 5
+    assert holder(fake_kube) == "a"
+    assert a.is_leader
+
+
+def test_a_renewal_after_someone_else_wrote_the_lease_reads_it_first(fake_kube):
+    tick = Ticker()
+    a, b = electors(fake_kube, tick)
+    assert a.try_acquire_or_renew()
+    # Somebody else's write (here a label): the Lease a last wrote is stale, its PUT is 409.
+    fake_kube.patch(
+        "leases", "cluster-autoscaler", {"metadata": {"labels": {"team": "x"}}}, "kube-system"
+    )
+    requests: list[str] = []
+    fake_kube.on_request = lambda method, path: requests.append(method)
+    tick.t += 2
+    assert a.try_acquire_or_renew()
+    assert requests == ["PUT", "GET", "PUT"]
+    lease = fake_kube.get("leases", "cluster-autoscaler", "kube-system")
+    assert lease["metadata"]["labels"] == {"team": "x"}
+    assert lease["spec"]["holderIdentity"] == "a"
+    # A Lease taken over while a could not renew is not written back by a's fast path.
+    tick.t += 20
+    assert not a.is_leader
+    assert b.try_acquire_or_renew() is False  # b observes the record now
+    tick.t += 16
+    assert b.try_acquire_or_renew()
+    assert not a.try_acquire_or_renew()
+    assert holder(fake_kube) == "b"
+
+
 def test_leader_that_cannot_renew_stops_leading_at_renew_deadline(fake_kube):
     tick = Ticker()
     a, _ = electors(fake_kube, tick)
