@@ -218,6 +218,17 @@ class NodeDeletion:
     # CA records when a deletion starts have been recorded already.
     start_reported: bool = False
     error_type: ErrorType | None = None
+    # Removed with a drain (CA's drain set: pods to move) rather than as empty; an
+    # unready node is either.
+    drain: bool = False
+    # On a failure: the step that failed (taint, cordon, evict, wait, delete, ...), and the
+    # pods whose eviction failed.
+    failed_step: str = ""
+    failed_pods: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind is DeletionKind.DRAIN and not self.drain:
+            object.__setattr__(self, "drain", True)
 
     @property
     def ok(self) -> bool:

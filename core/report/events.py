@@ -15,7 +15,9 @@ Where CA records them:
 
 Node deletions run in the background: ``ScaleDown``/``ScaleDownEmpty`` on the ConfigMap and
 "marked the node as toBeDeleted/unschedulable" are recorded when a deletion starts; pod
-evictions and ``ScaleDownFailed`` when it finishes. Each is recorded once.
+evictions, then "nodes removed by cluster autoscaler" on the node and "Scale-down: (empty)
+node <n> removed" on the ConfigMap, or ``ScaleDownFailed`` (on the node, and on each pod
+that could not be evicted), when it finishes. Each is recorded once.
 
 An event equal to one recorded less than five minutes ago (same object, type, reason and
 message) is dropped unless ``--record-duplicated-events``. In ``--dry-run`` every message is
@@ -208,15 +210,24 @@ class messages:
 
     @staticmethod
     def node_deleted() -> str:
-        return "node removed by cluster autoscaler"
+        return "nodes removed by cluster autoscaler"
+
+    @staticmethod
+    def node_removed(node: str, *, drain: bool) -> str:
+        """On the status ConfigMap once the node is gone."""
+        if drain:
+            return f"Scale-down: node {node} removed with drain"
+        return f"Scale-down: empty node {node} removed"
 
     @staticmethod
     def pod_evicted() -> str:
         return "deleting pod for node scale down"
 
     @staticmethod
-    def scale_down_failed(error: str) -> str:
-        return f"failed to delete the node: {error}"
+    def scale_down_failed(error: str, *, drain: bool) -> str:
+        if drain:
+            return f"failed to drain and delete node: {error}"
+        return f"failed to delete empty node: {error}"
 
     @staticmethod
     def taint_failed(error: str) -> str:
@@ -224,12 +235,8 @@ class messages:
 
     @staticmethod
     def pod_eviction_failed() -> str:
-        """On the pod whose eviction timed out (ScaleDownFailed, Warning)."""
+        """On each pod whose eviction failed (ScaleDownFailed, Warning)."""
         return "failed to delete pod for ScaleDown"
-
-    @staticmethod
-    def drain_failed(error: str) -> str:
-        return f"failed to drain the node, aborting ScaleDown: {error}"
 
     @staticmethod
     def failed_to_scale_up_group(group: str, error: str) -> str:
@@ -474,9 +481,7 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
     for deletion in result.scale_down.deletions:
         node = ObjectRef.node(deletion.node)
         if deletion.error:
-            out.append(
-                Event(node, WARNING, SCALE_DOWN_FAILED, messages.scale_down_failed(deletion.error))
-            )
+            out.extend(_deletion_failed_events(deletion))
             continue
         if not deletion.start_reported and deletion.node not in started_nodes:
             # A finished deletion whose start no result reported (a result built by hand,
@@ -484,6 +489,34 @@ def events_for_result(result: LoopResult, status_config_map: ObjectRef) -> list[
             out.extend(started_events(deletion, deletion.evicted_pods))
         for pod in deletion.evicted_pods:
             out.append(Event(_pod_ref(pod), NORMAL, SCALE_DOWN, messages.pod_evicted()))
+        # As CA's RegisterAndRecordSuccessfulScaleDownEvent: on the node (which CA's spam
+        # filter usually drops, "marked" having used the node's ScaleDown token), then on
+        # the status ConfigMap.
+        out.append(Event(node, NORMAL, SCALE_DOWN, messages.node_deleted()))
+        out.append(
+            Event(
+                status_config_map,
+                NORMAL,
+                SCALE_DOWN if deletion.drain else SCALE_DOWN_EMPTY,
+                messages.node_removed(deletion.node, drain=deletion.drain),
+            )
+        )
+    return out
+
+
+def _deletion_failed_events(deletion: NodeDeletion) -> list[Event]:
+    """CA's events for a node it did not remove: a taint it could not write
+    (actuator.go), each pod it could not evict (drain.go), or the removal that failed after
+    (CleanUpAndRecordFailedScaleDownEvent)."""
+    node = ObjectRef.node(deletion.node)
+    if deletion.failed_step in ("taint", "cordon"):
+        return [Event(node, WARNING, SCALE_DOWN_FAILED, messages.taint_failed(deletion.error))]
+    out = [
+        Event(_pod_ref(pod), WARNING, SCALE_DOWN_FAILED, messages.pod_eviction_failed())
+        for pod in deletion.failed_pods
+    ]
+    message = messages.scale_down_failed(deletion.error, drain=deletion.drain)
+    out.append(Event(node, WARNING, SCALE_DOWN_FAILED, message))
     return out
 
 

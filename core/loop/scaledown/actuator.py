@@ -126,7 +126,8 @@ class DeletionFailed(Exception):
     `action` is the step (taint, cordon, evict, wait, delete, ...), `objects` what it
     acted on besides the node (`pod=`), `info` the failure: CA's error type, the status
     and the reason, for the log line and errors_total; `exc` the exception it came from,
-    if any (a bug's traceback)."""
+    if any (a bug's traceback); `pods` the pods that could not be evicted, if that is
+    what failed."""
 
     def __init__(self, message: str, info: ErrorInfo, action: str, **objects: str) -> None:
         super().__init__(message)
@@ -134,6 +135,7 @@ class DeletionFailed(Exception):
         self.action = action
         self.objects = objects
         self.exc: BaseException | None = None
+        self.pods: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -350,8 +352,7 @@ class Actuator:
         """
         if self.options.dry_run:
             dry = [
-                NodeDeletion(r.node.name, r.node_group, self._kind(r, not r.empty))
-                for r in (*empty, *drain)
+                self._deletion(r, not r.empty) for r in (*empty, *drain)
             ]
             for d in dry:
                 self.tracker.finish(d)
@@ -400,19 +401,9 @@ class Actuator:
         for tainted in tainted_groups:
             self._submit_group(tainted, groups)
         return [
-            *(
-                NodeDeletion(r.node.name, r.node_group, self._kind(r, False))
-                for r, _ in tainted_empty
-            ),
-            *(
-                NodeDeletion(r.node.name, r.node_group, self._kind(r, True))
-                for r, _ in tainted_drain
-            ),
-            *(
-                NodeDeletion(t.r.node.name, t.r.node_group, self._kind(t.r, t.drain))
-                for tainted in tainted_groups
-                for t in tainted
-            ),
+            *(self._deletion(r, False) for r, _ in tainted_empty),
+            *(self._deletion(r, True) for r, _ in tainted_drain),
+            *(self._deletion(t.r, t.drain) for tainted in tainted_groups for t in tainted),
         ]
 
     def _start_one(self, r: RemovableNode, now: datetime, *, drain: bool) -> bool | None:
@@ -420,7 +411,7 @@ class Actuator:
         try:
             cordoned = self._taint(r.node.name, now)
         except DeletionFailed as exc:
-            self.tracker.finish(self._failed(r, self._kind(r, drain), [], exc))
+            self.tracker.finish(self._failed(r, drain, [], exc))
             return None
         self.tracker.start(r.node.name, r.node_group, drain=drain, now=now)
         log.info(
@@ -441,6 +432,7 @@ class Actuator:
                 self._kind(r, drain),
                 error=f"interrupted: {why}" if why else "interrupted",
                 error_type=ErrorType.TRANSIENT,
+                drain=drain,
             )
         )
 
@@ -480,7 +472,7 @@ class Actuator:
                 info = ErrorInfo(ErrorType.NODE_GROUP_DOES_NOT_EXIST, "NodeGroupNotFound")
                 message = f"node {name}: node group {r.node_group} is gone"
                 failure = DeletionFailed(message, info, "delete")
-                self.tracker.finish(self._failed(r, self._kind(r, drain), [], failure))
+                self.tracker.finish(self._failed(r, drain, [], failure))
             else:
                 self._finish(r, group, cordoned, drain=drain)
         finally:
@@ -539,10 +531,20 @@ class Actuator:
             return DeletionKind.UNREADY
         return DeletionKind.DRAIN if drain else DeletionKind.EMPTY
 
+    @classmethod
+    def _deletion(
+        cls, r: RemovableNode, drain: bool, evicted: Sequence[str] = ()
+    ) -> NodeDeletion:
+        """Node `r`'s deletion, started or done (evicting `evicted`)."""
+        return NodeDeletion(
+            r.node.name, r.node_group, cls._kind(r, drain), tuple(evicted), drain=drain
+        )
+
     def _failed(
-        self, r: RemovableNode, kind: DeletionKind, evicted: list[str], failure: DeletionFailed
+        self, r: RemovableNode, drain: bool, evicted: list[str], failure: DeletionFailed
     ) -> NodeDeletion:
         """The one log line of a failed deletion, and its outcome for the tracker."""
+        kind = self._kind(r, drain)
         log.error(
             "scale_down_failed",
             node=r.node.name,
@@ -559,6 +561,9 @@ class Actuator:
             tuple(evicted),
             str(failure),
             error_type=failure.info.type,
+            drain=drain,
+            failed_step=failure.action,
+            failed_pods=failure.pods,
         )
 
     def _finish(self, r: RemovableNode, group: NodeGroup, cordoned: bool, *, drain: bool) -> None:
@@ -594,16 +599,16 @@ class Actuator:
                     kind=kind.value,
                     evicted=len(evicted),
                 )
-                self.tracker.finish(NodeDeletion(name, r.node_group, kind, tuple(evicted)))
+                self.tracker.finish(self._deletion(r, drain, evicted))
         except DeletionFailed as exc:
             self._rollback(name, True, cordoned)
-            self.tracker.finish(self._failed(r, kind, evicted, exc))
+            self.tracker.finish(self._failed(r, drain, evicted, exc))
         except Exception as exc:
             # Whatever failed (an API error, leadership lost, a bug), the node must not stay
             # tainted.
             self._rollback(name, True, cordoned)
             failure = DeletionFailed.of(name, "drain" if drain else "delete", "deleting", exc)
-            self.tracker.finish(self._failed(r, kind, evicted, failure))
+            self.tracker.finish(self._failed(r, drain, evicted, failure))
 
     def _prepare(self, r: RemovableNode, *, drain: bool, evicted: list[str]) -> None:
         """What comes before the cloud call: evict the pods that must go (their keys are
@@ -676,7 +681,7 @@ class Actuator:
                 cordoned = self._taint(r.node.name, now)
             except DeletionFailed as exc:
                 started.remove(tainted)
-                self.tracker.finish(self._failed(r, self._kind(r, drain), [], exc))
+                self.tracker.finish(self._failed(r, drain, [], exc))
                 why = f"node {r.node.name}: {exc.action} failed"
                 for t in tainted:
                     self._rollback(t.r.node.name, True, t.cordoned)
@@ -752,7 +757,7 @@ class Actuator:
                 failure = DeletionFailed.of(name, "drain" if t.drain else "delete", "deleting", exc)
             if failure is not None:
                 self._rollback(name, True, t.cordoned)
-                self.tracker.finish(self._failed(r, self._kind(r, t.drain), t.evicted, failure))
+                self.tracker.finish(self._failed(r, t.drain, t.evicted, failure))
                 why = f"node {name}: {failure.action} failed"
                 for w in deletion.fail(why):
                     self._rollback(w.name, True, w.item.cordoned)
@@ -802,9 +807,7 @@ class Actuator:
                             evicted=len(t.evicted),
                             atomic=atomic,
                         )
-                        self.tracker.finish(
-                            NodeDeletion(t.r.node.name, t.r.node_group, kind, tuple(t.evicted))
-                        )
+                        self.tracker.finish(self._deletion(t.r, t.drain, t.evicted))
             if error is not None:
                 for t in items:
                     # As CA: whatever the provider raises is a cloud provider error.
@@ -818,7 +821,7 @@ class Actuator:
                     )
                     self._rollback(t.r.node.name, True, t.cordoned)
                     self.tracker.finish(
-                        self._failed(t.r, self._kind(t.r, t.drain), t.evicted, failure)
+                        self._failed(t.r, t.drain, t.evicted, failure)
                     )
         finally:
             in_flight = self.tracker.in_flight()
@@ -836,7 +839,7 @@ class Actuator:
             ErrorInfo(ErrorType.TRANSIENT, "AtomicScaleDownFailed"),
             "atomic",
         )
-        self.tracker.finish(self._failed(r, self._kind(r, drain), evicted, failure))
+        self.tracker.finish(self._failed(r, drain, evicted, failure))
 
     def _confirm_unready(self, name: str) -> None:
         """A node removed as unready (for --scale-down-unready-time) must still be unready
@@ -976,6 +979,7 @@ class Actuator:
                             node, "evict", f"evicting pod {pod.key}", exc, pod=pod.key
                         )
                         if required:
+                            failure.pods = (pod.key,)
                             raise failure from exc
                         # Best effort (DaemonSet pods): logged, and the node goes on.
                         log.warning(
@@ -994,13 +998,15 @@ class Actuator:
                 if required and last is not None:
                     refused, refusal = last
                     info = describe(refusal)
-                    raise DeletionFailed(
+                    timed_out = DeletionFailed(
                         f"node {node}: failed to evict {len(pending)} pods within "
                         f"--max-pod-eviction-time: pod {refused.key}: {info}",
                         info,
                         "evict",
                         pod=refused.key,
                     )
+                    timed_out.pods = tuple(p.key for p in pending)
+                    raise timed_out
                 break
             clock.sleep(EVICTION_RETRY_SECONDS)
         if required and pods:

@@ -223,6 +223,22 @@ def test_a_500_on_one_nodes_update_fails_that_node_only(
         if e["reason"] == "ScaleDownFailed" and e["involvedObject"]["name"] == "n1"
     ]
     assert failures and all("HTTP response" not in m for m in failures)
+    # In CA's words for a taint that could not be written.
+    assert all(
+        m.startswith("failed to mark the node as toBeDeleted/unschedulable: ") for m in failures
+    )
+    # n2's removal on the status ConfigMap, as CA records it; on the node, "nodes removed by
+    # cluster autoscaler" is dropped as CA's spam filter drops it: one ScaleDown event a node
+    # every 5 minutes, and "marked the node as toBeDeleted/unschedulable" came first.
+    events = fake_kube.list("events")
+    assert [e["message"] for e in events if e["involvedObject"]["name"] == "n2"] == [
+        "marked the node as toBeDeleted/unschedulable"
+    ]
+    assert any(
+        e["involvedObject"]["name"] == "cluster-autoscaler-status"
+        and (e["reason"], e["message"]) == ("ScaleDownEmpty", "Scale-down: empty node n2 removed")
+        for e in events
+    )
     # One line about n1's failure: action, node, status, reason; no headers, no traceback.
     [line] = lines_about(logs, node="n1")
     assert line["event"] == "scale_down_failed"

@@ -78,7 +78,14 @@ def result() -> LoopResult:
             deletions=(
                 NodeDeletion("n2", "ng-a", DeletionKind.DRAIN, evicted_pods=("default/db-0",)),
                 NodeDeletion("n3", "ng-a", DeletionKind.EMPTY),
-                NodeDeletion("n4", "ng-a", DeletionKind.DRAIN, error="eviction timed out"),
+                NodeDeletion(
+                    "n4",
+                    "ng-a",
+                    DeletionKind.DRAIN,
+                    error="eviction timed out",
+                    failed_step="evict",
+                    failed_pods=("default/db-1",),
+                ),
             ),
         ),
         pending_pods=("default/web-1", "default/big"),
@@ -173,9 +180,54 @@ def test_events_for_result_in_cluster_autoscaler_words():
         ),
         ("Node/n2", "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable"),
         ("Pod/default/db-0", "Normal", "ScaleDown", "deleting pod for node scale down"),
+        ("Node/n2", "Normal", "ScaleDown", "nodes removed by cluster autoscaler"),
+        (str(STATUS_CM), "Normal", "ScaleDown", "Scale-down: node n2 removed with drain"),
         (str(STATUS_CM), "Normal", "ScaleDownEmpty", 'Scale-down: removing empty node "n3"'),
         ("Node/n3", "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable"),
-        ("Node/n4", "Warning", "ScaleDownFailed", "failed to delete the node: eviction timed out"),
+        ("Node/n3", "Normal", "ScaleDown", "nodes removed by cluster autoscaler"),
+        (str(STATUS_CM), "Normal", "ScaleDownEmpty", "Scale-down: empty node n3 removed"),
+        ("Pod/default/db-1", "Warning", "ScaleDownFailed", "failed to delete pod for ScaleDown"),
+        (
+            "Node/n4",
+            "Warning",
+            "ScaleDownFailed",
+            "failed to drain and delete node: eviction timed out",
+        ),
+    ]
+
+
+def test_a_failed_taint_and_a_failed_empty_removal_in_cluster_autoscaler_words():
+    r = LoopResult(
+        time=NOW,
+        health=ClusterHealth(True, NodeCounts()),
+        scale_down=ScaleDownResult(
+            status=ScaleDownStatus.ERROR,
+            deletions=(
+                NodeDeletion(
+                    "n5", "ng-a", DeletionKind.EMPTY, error="409 Conflict", failed_step="taint"
+                ),
+                NodeDeletion(
+                    "n6", "ng-a", DeletionKind.UNREADY, error="quota", failed_step="delete"
+                ),
+                NodeDeletion(
+                    "n7",
+                    "ng-a",
+                    DeletionKind.UNREADY,
+                    error="quota",
+                    failed_step="delete",
+                    drain=True,
+                ),
+            ),
+        ),
+    )
+    assert [(str(e.involved), e.reason, e.message) for e in events_for_result(r, STATUS_CM)] == [
+        (
+            "Node/n5",
+            "ScaleDownFailed",
+            "failed to mark the node as toBeDeleted/unschedulable: 409 Conflict",
+        ),
+        ("Node/n6", "ScaleDownFailed", "failed to delete empty node: quota"),
+        ("Node/n7", "ScaleDownFailed", "failed to drain and delete node: quota"),
     ]
 
 

@@ -164,13 +164,18 @@ def test_slow_drain_does_not_hold_up_the_next_loop(bg_factory: Any) -> None:
     assert done.scale_down.in_flight == ()
     assert "g-2" not in b.cluster.nodes
     assert ("delete_nodes", ["g-2"]) in b.group.calls
-    # As in CA, the node's ScaleDown event came when the deletion started; the finish brings
-    # the evicted pod's.
-    assert [e.reason for e in events_for_result(started, STATUS) if e.involved.name == "g-2"] == [
-        SCALE_DOWN
+    # As in CA, the node's "marked" event came when the deletion started; the finish brings
+    # the evicted pod's, then the node's "removed" ones.
+    assert [e.message for e in events_for_result(started, STATUS) if e.involved.name == "g-2"] == [
+        "marked the node as toBeDeleted/unschedulable"
     ]
     finished_events = events_for_result(done, STATUS)
-    assert [e.reason for e in finished_events if e.involved.name == "g-2"] == []
+    assert [e.message for e in finished_events if e.involved.name == "g-2"] == [
+        "nodes removed by cluster autoscaler"
+    ]
+    assert [e.message for e in finished_events if e.involved == STATUS] == [
+        "Scale-down: node g-2 removed with drain"
+    ]
     assert [e.reason for e in finished_events if e.involved.name == "small-2"] == [SCALE_DOWN]
     # Reported once: the loop after that has nothing more to say about g-2.
     assert b.run(RETRY).scale_down.deletions == ()

@@ -259,6 +259,12 @@ def test_eviction_refused_fails_after_max_pod_eviction_time_and_rolls_back() -> 
     (deletion,) = result.scale_down.deletions
     assert not deletion.ok
     assert "--max-pod-eviction-time" in deletion.error
+    # What CA's events name: the step, the pod still there, and that it was a drain.
+    assert (deletion.failed_step, deletion.failed_pods, deletion.drain) == (
+        "evict",
+        ("default/small",),
+        True,
+    )
     # Retried every 10s for up to --max-pod-eviction-time (2m) on the virtual clock.
     assert timedelta(minutes=1, seconds=50) <= h.clock.now() - started <= timedelta(minutes=2)
     node = h.cluster.nodes["g-2"]
