@@ -63,9 +63,9 @@ class LocalServer:
 
     def __init__(self, handler: type[BaseHTTPRequestHandler], *, name: str = "fake-http-server") -> None:
         self._httpd = _QuietServer(handler)
-        # A short poll interval: `stop()` returns within it.
+        # A short poll interval: `stop()` returns within it (tests start and stop thousands).
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name=name
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True, name=name
         )
         self._thread.start()
 
