@@ -54,10 +54,12 @@ class ModelError(ValueError):
         after = f"; {hint}" if hint else ""
         # The object and field are clipped in the message (a 5,000-character name is a
         # line, not a page); `obj` and `field` keep them whole.
-        super().__init__(f"{_clip(obj)}: {_clip(field)}: expected {expected}{got}{after}")
+        super().__init__(f"{clip_text(obj)}: {clip_text(field)}: expected {expected}{got}{after}")
 
 
-def _clip(text: str, limit: int = 300) -> str:
+def clip_text(text: str, limit: int = 300) -> str:
+    """`text` as an error shows a name or a field path from the input: control characters
+    escaped (the error stays one line), cut to `limit` characters with its length said."""
     if not text.isprintable():
         # A name holding a newline or another control character is shown escaped: the
         # error stays one line.

@@ -73,7 +73,7 @@ from clusterscaler.model import (
 )
 from clusterscaler.model.capacitybuffer import parse_capacity_buffer
 from clusterscaler.model.capacityquota import CAPACITY_QUOTA_API_VERSION, parse_capacity_quota
-from clusterscaler.model.common import describe_value
+from clusterscaler.model.common import clip_text, describe_value
 from clusterscaler.model.dra import (
     parse_device_class,
     parse_resource_claim,
@@ -286,13 +286,14 @@ def _describe(raw: Mapping[str, Any]) -> str:
 
 
 def _fail(obj: str, where: str, field_path: str, expected: str, value: Any = ...) -> InputError:
+    # The path may hold keys from the file (a resource name of 5,000 digits): cut to a line.
     got = "" if value is ... else f", got {describe_value(value)}"
-    return InputError(f"{where}: {obj}: {field_path}: expected {expected}{got}")
+    return InputError(f"{where}: {obj}: {clip_text(field_path)}: expected {expected}{got}")
 
 
 def _model(exc: ModelError, where: str, obj: str, prefix: str = "") -> InputError:
     field_path = f"{prefix}{exc.field}" if prefix else exc.field
-    return InputError(f"{where}: {obj}: {field_path}: expected {exc.expected}")
+    return InputError(f"{where}: {obj}: {clip_text(field_path)}: expected {exc.expected}")
 
 
 def _mapping(value: Any, obj: str, where: str, field_path: str, expected: str) -> dict[str, Any]:

@@ -430,6 +430,30 @@ def test_an_applied_workload_count_no_cluster_holds_is_refused(
     assert len(error) < 400, error
 
 
+def test_an_applied_resource_name_of_5000_digits_is_named_in_a_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The field path of an applied workload's error holds the file's keys: a resource
+    name of 5,000 digits made a 5,214-character error line (fuzz seed 7 of the commands)."""
+    manifest = tmp_path / "workload.yaml"
+    manifest.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, namespace: shop}\n"
+        "spec:\n  replicas: 1\n  selector: {matchLabels: {app: w}}\n"
+        "  template:\n    metadata: {labels: {app: w}}\n"
+        "    spec:\n      containers:\n      - name: c\n        resources:\n"
+        "          requests:\n            ? '" + "9" * 5_000 + "'\n            : null\n"
+    )
+    code = main(["simulate", "--apply", str(manifest), "--once", "--json"])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2, error
+    assert error.startswith(
+        f"clusterscaler simulate: error: --apply '{manifest}': Deployment shop/w: "
+        "spec.template.spec.containers[0].resources.requests.999"
+    ), error
+    assert "... (5052 characters): expected a Kubernetes quantity" in error, error
+    assert len(error) < 600, error
+
+
 @pytest.mark.parametrize("duration", ["99999999999999999h", "1" + "0" * 400 + "s"])
 def test_a_scenario_duration_beyond_go_is_refused(duration: str) -> None:
     """A duration of 10**17 hours escaped the scenario reader as OverflowError."""
