@@ -17,6 +17,7 @@ import codecs
 import gzip
 import io
 import json
+import os
 import re
 import sys
 import zlib
@@ -308,10 +309,18 @@ def _text(data: bytes, source: str) -> str:
         ) from None
 
 
-def _read(p: Path) -> bytes:
-    """The bytes of a snapshot file, at most `MAX_SNAPSHOT_BYTES` of them."""
+def path_label(path: str | Path) -> str:
+    """A file's path as an error names it: quoted, and cut to a line past 300 characters
+    (a name of 5,000 digits is no file, but the error naming it stays a line)."""
+    text = str(path)
+    return repr(text) if len(text) <= 300 else f"{text[:300]!r}... ({len(text)} characters)"
+
+
+def _read(p: Path, where: str | None = None) -> bytes:
+    """The bytes of a snapshot file, at most `MAX_SNAPSHOT_BYTES` of them; errors begin
+    with `where` (default: `--snapshot '<path>'`)."""
     try:
-        where = f"--snapshot {str(p)!r}"
+        where = where or f"--snapshot {path_label(p)}"
         return read_file_bytes(p, where, MAX_SNAPSHOT_BYTES, _check_text_start(where))
     except YamlFileError as exc:
         raise InputError(str(exc)) from None
@@ -327,30 +336,34 @@ def _read_stdin() -> bytes:
         raise InputError(str(exc)) from None
 
 
-def load_snapshot(path: str | Path) -> ClusterObjects:
+def load_snapshot(path: str | Path, where: str | None = None) -> ClusterObjects:
     """A snapshot from a file (JSON or YAML, gzipped or not), a directory of such files
     (read in name order, as one cluster: an object in two files is an error) or standard
-    input (`-`)."""
+    input (`-`). An error reading the file begins with `where` (default: the
+    `--snapshot` flag and the path)."""
     if str(path) == STDIN:
         return parse_snapshot_data(_read_stdin(), "<stdin>")
     p = Path(path)
-    if p.is_dir():
-        return _load_directory(p)
-    return parse_snapshot_data(_read(p), str(p))
+    # os.path.isdir, not Path.is_dir: a name too long for the system is no directory
+    # (Path.is_dir raises it), and `_read` names the file that cannot be read.
+    if os.path.isdir(p):
+        return _load_directory(p, where)
+    return parse_snapshot_data(_read(p, where), str(p))
 
 
-def _load_directory(directory: Path) -> ClusterObjects:
+def _load_directory(directory: Path, where: str | None = None) -> ClusterObjects:
     files = sorted(
         f for f in directory.rglob("*") if f.is_file() and f.name.endswith(SNAPSHOT_SUFFIXES)
     )
     if not files:
         raise InputError(
-            f"--snapshot {str(directory)!r}: expected a directory holding snapshot files "
+            f"{where or f'--snapshot {path_label(directory)}'}: expected a directory "
+            "holding snapshot files "
             f"({', '.join(SNAPSHOT_SUFFIXES)}), found none"
         )
     out = ClusterObjects()
     for f in files:
-        part = parse_snapshot_data(_read(f), str(f))
+        part = parse_snapshot_data(_read(f, where and f"{where} file {path_label(f)}"), str(f))
         for item in part:
             out.add(item)
         for kind, count in part.skipped.items():

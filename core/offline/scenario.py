@@ -26,6 +26,8 @@ Errors name the file, the field path and the expected form.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -43,6 +45,7 @@ from clusterscaler.offline.loader import (
     load_snapshot,
     merge,
     parse_snapshot_doc,
+    path_label,
 )
 from clusterscaler.offline.output import plural
 from clusterscaler.offline.simulatedcluster import controller_key
@@ -450,7 +453,7 @@ def parse_scenario(doc: Any, source: str, base_dir: Path | None = None) -> Scena
     if snap is not None:
         if not isinstance(snap, str) or "\x00" in snap:
             raise _fail(source, "snapshot", "a path to a Kubernetes List file", snap)
-        objects = load_snapshot(base / snap)
+        objects = load_snapshot(base / snap, f"{source}: snapshot {path_label(base / snap)}")
     inline = spec.get("objects")
     if inline is not None:
         if not isinstance(inline, list):
@@ -498,12 +501,24 @@ def load_scenario(path: str | Path) -> Scenario:
         raise InputError(str(exc)) from None
     scenario = parse_scenario(doc, str(p), p.parent)
     cloud = Path(scenario.cloud_config_path)
-    if scenario.cloud_config_path and not cloud.is_file() and isinstance(doc, dict):
+    problem = _not_a_file(cloud) if scenario.cloud_config_path else ""
+    if problem and isinstance(doc, dict):
         # Named here, with the scenario and its field: the provider reading it later knows
         # only a path.
         raise InputError(
             f"{p}: cloudConfig: expected a path to a cloud-config file, got "
-            f"{describe_value(doc.get('cloudConfig'))} "
-            f"({'not a file' if cloud.exists() else 'no such file'}: {_key(cloud)})"
+            f"{describe_value(doc.get('cloudConfig'))} ({problem}: {_key(cloud)})"
         )
     return scenario
+
+
+def _not_a_file(path: Path) -> str:
+    """Why `path` names no regular file ("" when it does). Any error of the system counts
+    (a name too long for it, a folder not searchable), not only a missing file."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return (exc.strerror or type(exc).__name__).lower()
+    return "" if stat.S_ISREG(mode) else "not a file"
