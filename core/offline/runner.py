@@ -19,6 +19,7 @@ from clusterscaler.framework.durations import format_duration
 from clusterscaler.interfaces.cloudprovider import CloudProvider, CloudProviderError, PricingModel
 from clusterscaler.loop.decisions import DeletionKind, LoopResult, NodeDeletion
 from clusterscaler.model import Node
+from clusterscaler.model.common import describe_value
 from clusterscaler.offline.clock import VirtualClock
 from clusterscaler.offline.output import Sample, Summary, TimelineRow, pending_stats, plural
 from clusterscaler.offline.scenario import (
@@ -162,11 +163,13 @@ def validate_events(
             try:
                 cluster.find_controller(action.workload)
             except SimulationError as exc:
-                raise SimulationError(f"event at {event.at} ({event.text}): scale.{exc}") from None
+                raise SimulationError(
+                    f"event at {event.at} ({event.text}): {event.field or 'scale'}.{exc}"
+                ) from None
         elif isinstance(action, FailGroup | RecoverGroup) and action.node_group not in groups:
             raise SimulationError(
-                f"event at {event.at} ({event.text}): nodeGroup: expected one of "
-                f"{', '.join(groups) or '(none)'}, got {action.node_group!r}"
+                f"event at {event.at} ({event.text}): {event.field or 'nodeGroup'}: expected "
+                f"one of {', '.join(groups) or '(none)'}, got {describe_value(action.node_group)}"
             )
 
 

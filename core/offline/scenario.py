@@ -133,11 +133,15 @@ Action = ScaleWorkload | AddPods | DeletePods | Cordon | FailGroup | RecoverGrou
 
 @dataclass(frozen=True, slots=True)
 class ScenarioEvent:
-    """One timed event: at `at` after the start, do `action`; `text` for the timeline."""
+    """One timed event: at `at` after the start, do `action`; `text` for the timeline;
+    `field` the file's field naming the workload or node group it acts on
+    (`events[2].failGroup.nodeGroup`), for an error found when the scenario's cluster is
+    built."""
 
     at: timedelta
     action: Action
     text: str
+    field: str = ""
 
 
 @dataclass
@@ -343,6 +347,7 @@ def _parse_event(raw: Any, index: int, source: str) -> ScenarioEvent:
     kind = actions[0]
     value = spec[kind]
     where = f"{where}.{kind}"
+    field_path = ""  # the field naming a workload or a node group, checked with the cluster
     action: Action
     if kind == "scale":
         body = _mapping(value, source, where, "an object with workload and replicas")
@@ -350,6 +355,7 @@ def _parse_event(raw: Any, index: int, source: str) -> ScenarioEvent:
         workload = body.get("workload")
         if not isinstance(workload, str) or not workload:
             raise _fail(source, f"{where}.workload", "namespace/name of a workload", workload)
+        field_path = where
         action = ScaleWorkload(workload, _count(body.get("replicas"), source, f"{where}.replicas"))
         text = f"scale {workload} to {action.replicas} replicas"
     elif kind == "addPods":
@@ -371,6 +377,7 @@ def _parse_event(raw: Any, index: int, source: str) -> ScenarioEvent:
         action = Cordon(value, unschedulable=kind == "cordon")
         text = f"{kind} {value}"
     elif kind == "failGroup":
+        field_path = where if isinstance(value, str) else f"{where}.nodeGroup"
         if isinstance(value, str):
             value = {"nodeGroup": value}
         body = _mapping(value, source, where, "an object with nodeGroup and errorCode")
@@ -387,9 +394,10 @@ def _parse_event(raw: Any, index: int, source: str) -> ScenarioEvent:
         action = FailGroup(group, code, str(body.get("message", "")), oor)
         text = f"{group} fails to provision ({code})"
     else:
+        field_path = where
         action = RecoverGroup(_name(value, source, where))
         text = f"{action.node_group} provisions again"
-    return ScenarioEvent(at, action, text)
+    return ScenarioEvent(at, action, text, field_path)
 
 
 def _parse_flags(value: Any, source: str) -> dict[str, Any]:

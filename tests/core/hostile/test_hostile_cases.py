@@ -519,7 +519,8 @@ def test_a_scenario_event_scaling_a_workload_it_lacks_names_the_file(
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error == (
         f"clusterscaler simulate: error: {path}: event at 0:01:00 (scale default/web to 40 "
-        "replicas): scale.workload 'default/web': no such controller; expected one of the "
+        "replicas): events[0].scale.workload 'default/web': no such controller; expected one "
+        "of the "
         "workloads: (none)"
     )
 

@@ -272,13 +272,19 @@ def test_spot_outage_backs_off_and_falls_back_to_on_demand(capsys: pytest.Captur
     ("event", "message"),
     [
         ("{at: 1m, scale: {workload: default/nope, replicas: 3}}",
-         "event at 0:01:00 (scale default/nope to 3 replicas): scale.workload 'default/nope': "
-         "no such controller"),
+         "event at 0:01:00 (scale default/nope to 3 replicas): events[0].scale.workload "
+         "'default/nope': no such controller"),
         ("{at: 1m, failGroup: {nodeGroup: nope}}",
-         "event at 0:01:00 (nope fails to provision (OutOfCapacity)): nodeGroup: expected one of "
-         "general, got 'nope'"),
+         "event at 0:01:00 (nope fails to provision (OutOfCapacity)): "
+         "events[0].failGroup.nodeGroup: expected one of general, got 'nope'"),
+        ("{at: 1m, failGroup: nope}",
+         "event at 0:01:00 (nope fails to provision (OutOfCapacity)): events[0].failGroup: "
+         "expected one of general, got 'nope'"),
+        ("{at: 1m, recoverGroup: ' '}",
+         "event at 0:01:00 (  provisions again): events[0].recoverGroup: expected one of "
+         "general, got ' '"),
     ],
-    ids=["unknown-workload", "unknown-group"],
+    ids=["unknown-workload", "unknown-group", "unknown-group-short-form", "blank-group"],
 )
 def test_events_that_can_never_apply_are_bad_input(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, event: str, message: str
