@@ -879,6 +879,18 @@ def _git(*args: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
+def measured_commit() -> str:
+    """The short commit of the clusterscaler under measurement: the checkout's HEAD, else
+    (a tree unpacked onto PYTHONPATH, a wheel) the commit its build recorded."""
+    head = _git("rev-parse", "--short", "HEAD")
+    if head:
+        return head
+    from clusterscaler.buildinfo import commit
+
+    recorded = commit()
+    return recorded[:7] if recorded != "unknown" else recorded
+
+
 def machine() -> dict[str, Any]:
     cpu = ""
     try:
@@ -890,7 +902,7 @@ def machine() -> dict[str, Any]:
         pass
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {
-        "commit": _git("rev-parse", "--short", "HEAD"),
+        "commit": measured_commit(),
         # The code under measurement may differ from the commit in a shared working tree.
         "uncommittedFiles": len(_git("status", "--porcelain", "--", "core", "plugins").splitlines()),
         "cpu": cpu or platform.processor(),

@@ -281,13 +281,9 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 def _version(autoscaler: str) -> str:
     if autoscaler == CA:
         return upstreamca.RELEASE
-    return f"clusterscaler {_git_commit()}"
+    from bench.run import measured_commit
 
-
-def _git_commit() -> str:
-    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, check=False, cwd=Path(__file__).resolve().parents[2])
-    return proc.stdout.strip() or "unknown"
+    return f"clusterscaler {measured_commit()}"
 
 
 def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
