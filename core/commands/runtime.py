@@ -25,7 +25,12 @@ import structlog
 from clusterscaler.kube.actions import KubeClusterActions
 from clusterscaler.kube.capacitybuffer import CapacityBufferWriter
 from clusterscaler.kube.capacityquota import CapacityQuotaStatusWriter
-from clusterscaler.kube.client import ClientSettings, build_api_client, observe_all_clients
+from clusterscaler.kube.client import (
+    ClientSettings,
+    build_api_client,
+    load_configuration,
+    observe_all_clients,
+)
 from clusterscaler.kube.eventcorrelator import AUTOSCALER_OPTIONS
 from clusterscaler.kube.eventwriter import BackgroundEventSink, KubeEventSink
 from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
@@ -96,7 +101,9 @@ class KubeRuntime:
         # those built here and any a plugin builds (the kwok provider's, outside a cluster).
         observe = metrics.observe_request
         observe_all_clients(observe)
-        api = api_client or build_api_client(settings, observe)
+        # One reading of the kubeconfig for the three clients below.
+        configuration = None if api_client is not None else load_configuration(settings)
+        api = api_client or build_api_client(settings, observe, configuration)
         health = HealthCheck(
             options.max_inactivity, options.max_failing_time, options.max_startup_time
         )
@@ -105,7 +112,10 @@ class KubeRuntime:
             # As CA: the Lease is renewed through a client of its own, so that the caches'
             # lists and the loop's writes, throttled by --kube-client-qps, never hold a
             # renewal past --leader-elect-renew-deadline.
-            lease_api = api if api_client is not None else build_api_client(settings, observe)
+            lease_api = (
+                api if api_client is not None
+                else build_api_client(settings, observe, configuration)
+            )
             elector = LeaderElector(
                 lease_api, LeaderElectionConfig.from_options(options), identity=identity
             )
@@ -178,7 +188,8 @@ class KubeRuntime:
             else None,
             buffer_controller=options.capacity_buffer_controller_enabled,
             provider_api_client=(
-                None if api_client is not None else build_api_client(settings, observe)
+                None if api_client is not None
+                else build_api_client(settings, observe, configuration)
             ),
         )
 

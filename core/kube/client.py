@@ -13,6 +13,7 @@ Each request can be told to an observer (``RequestObserver``): its method, host,
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
@@ -258,7 +259,9 @@ def _load_kubeconfigs(files: list[tuple[str, str]], configuration: Any) -> None:
         ) from exc
 
 
-def _load_configuration(settings: ClientSettings) -> Any:
+def load_configuration(settings: ClientSettings) -> Any:
+    """The client configuration `settings` give (a kubeconfig read and checked, in-cluster
+    or --kubernetes), for `build_api_client`; KubeConfigError names what is wrong."""
     configuration = k8s_client.Configuration()
     if settings.kubeconfig:
         if not os.path.exists(settings.kubeconfig):
@@ -322,12 +325,20 @@ def observe_all_clients(observe: RequestObserver | None) -> None:
 
 
 def build_api_client(
-    settings: ClientSettings, observe: RequestObserver | None = None
+    settings: ClientSettings,
+    observe: RequestObserver | None = None,
+    configuration: Any | None = None,
 ) -> KubeApiClient:
     """An official ``kubernetes.client.ApiClient`` configured and rate limited per settings,
     each request told to `observe`, or else to the process's observer
-    (`observe_all_clients`) when one is set."""
-    configuration = _load_configuration(settings)
+    (`observe_all_clients`) when one is set.
+
+    `configuration` (from `load_configuration`) is copied, so that the clients of one
+    process share one reading of the kubeconfig, not one each of a file that may change
+    between them; without it the settings' configuration is loaded."""
+    configuration = (
+        load_configuration(settings) if configuration is None else copy.deepcopy(configuration)
+    )
     # The connection pool must hold the long-lived watches plus concurrent requests.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
     api_client = k8s_client.ApiClient(configuration)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import yaml
 from clusterscaler.commands.runtime import KubeRuntime
@@ -250,3 +251,29 @@ def test_the_main_duration_counts_the_status_configmap_write_as_ca_does(fake_kub
     main = runtime.metrics.function_duration_seconds.labels(function="main")
     observed = main._sum.get()  # the one observation
     assert 0.1 + 0.3 <= observed < 0.1 + 0.3 + 2.0, observed
+
+
+def test_the_clients_of_one_start_share_one_reading_of_the_kubeconfig(
+    fake_kube, tmp_path, monkeypatch
+):
+    """The loop's, the Lease's and the cloud provider's clients are configured from one
+    reading of the kubeconfig: a file rewritten while the autoscaler starts (a rotated
+    credential, a moved server) cannot leave them talking to different servers."""
+    import clusterscaler.kube.client as kube_client
+
+    opts = options(tmp_path, fake_kube, kube_client_qps=5.0, kube_client_burst=1)
+    load = kube_client.k8s_config.load_kube_config
+
+    def load_then_rewrite(*args, **kwargs):
+        load(*args, **kwargs)
+        path = Path(opts.kubeconfig)
+        moved = yaml.safe_load(path.read_text())
+        moved["clusters"][0]["cluster"]["server"] = "https://192.0.2.1:6443"
+        path.write_text(yaml.safe_dump(moved))
+
+    monkeypatch.setattr(kube_client.k8s_config, "load_kube_config", load_then_rewrite)
+    runtime = KubeRuntime.from_options(opts, identity="me", serve=False)
+    assert runtime.elector is not None
+    clients = [runtime.api_client, runtime.elector.api.api_client, runtime.provider_api]
+    assert len({id(c) for c in clients}) == 3
+    assert {c.configuration.host for c in clients} == {fake_kube.url}
