@@ -27,7 +27,7 @@ from clusterscaler.kube.capacitybuffer import CapacityBufferWriter
 from clusterscaler.kube.capacityquota import CapacityQuotaStatusWriter
 from clusterscaler.kube.client import (
     ClientSettings,
-    build_api_client,
+    api_client_from,
     load_configuration,
     observe_all_clients,
 )
@@ -103,7 +103,7 @@ class KubeRuntime:
         observe_all_clients(observe)
         # One reading of the kubeconfig for the three clients below.
         configuration = None if api_client is not None else load_configuration(settings)
-        api = api_client or build_api_client(settings, observe, configuration)
+        api = api_client or api_client_from(settings, configuration, observe)
         health = HealthCheck(
             options.max_inactivity, options.max_failing_time, options.max_startup_time
         )
@@ -114,7 +114,7 @@ class KubeRuntime:
             # renewal past --leader-elect-renew-deadline.
             lease_api = (
                 api if api_client is not None
-                else build_api_client(settings, observe, configuration)
+                else api_client_from(settings, configuration, observe)
             )
             elector = LeaderElector(
                 lease_api, LeaderElectionConfig.from_options(options), identity=identity
@@ -189,7 +189,7 @@ class KubeRuntime:
             buffer_controller=options.capacity_buffer_controller_enabled,
             provider_api_client=(
                 None if api_client is not None
-                else build_api_client(settings, observe, configuration)
+                else api_client_from(settings, configuration, observe)
             ),
         )
 

@@ -13,11 +13,11 @@ Each request can be told to an observer (``RequestObserver``): its method, host,
 
 from __future__ import annotations
 
-import copy
 import os
 import threading
 import time
 from collections.abc import Callable
+from copy import deepcopy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
@@ -325,20 +325,26 @@ def observe_all_clients(observe: RequestObserver | None) -> None:
 
 
 def build_api_client(
-    settings: ClientSettings,
-    observe: RequestObserver | None = None,
-    configuration: Any | None = None,
+    settings: ClientSettings, observe: RequestObserver | None = None
 ) -> KubeApiClient:
     """An official ``kubernetes.client.ApiClient`` configured and rate limited per settings,
     each request told to `observe`, or else to the process's observer
-    (`observe_all_clients`) when one is set.
+    (`observe_all_clients`) when one is set."""
+    return api_client_from(settings, load_configuration(settings), observe, copy=False)
 
-    `configuration` (from `load_configuration`) is copied, so that the clients of one
-    process share one reading of the kubeconfig, not one each of a file that may change
-    between them; without it the settings' configuration is loaded."""
-    configuration = (
-        load_configuration(settings) if configuration is None else copy.deepcopy(configuration)
-    )
+
+def api_client_from(
+    settings: ClientSettings,
+    configuration: Any,
+    observe: RequestObserver | None = None,
+    *,
+    copy: bool = True,
+) -> KubeApiClient:
+    """`build_api_client` from a configuration `load_configuration` gave, copied: the
+    clients of one process share one reading of the kubeconfig, not one each of a file
+    that may change between them."""
+    if copy:
+        configuration = deepcopy(configuration)
     # The connection pool must hold the long-lived watches plus concurrent requests.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
     api_client = k8s_client.ApiClient(configuration)
