@@ -38,6 +38,7 @@ from clusterscaler.model import (
     decode_json,
     gc_paused,
 )
+from clusterscaler.model.common import clip_text
 from clusterscaler.model.yamltext import (
     MAX_SNAPSHOT_BYTES,
     YamlFileError,
@@ -312,8 +313,7 @@ def _text(data: bytes, source: str) -> str:
 def path_label(path: str | Path) -> str:
     """A file's path as an error names it: quoted, and cut to a line past 300 characters
     (a name of 5,000 digits is no file, but the error naming it stays a line)."""
-    text = str(path)
-    return repr(text) if len(text) <= 300 else f"{text[:300]!r}... ({len(text)} characters)"
+    return clip_text(repr(str(path)))
 
 
 def _read(p: Path, where: str | None = None) -> bytes:
