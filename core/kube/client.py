@@ -330,7 +330,7 @@ def build_api_client(
     """An official ``kubernetes.client.ApiClient`` configured and rate limited per settings,
     each request told to `observe`, or else to the process's observer
     (`observe_all_clients`) when one is set."""
-    return api_client_from(settings, load_configuration(settings), observe)
+    return _configured_client(settings, load_configuration(settings), observe)
 
 
 def api_client_from(
@@ -339,7 +339,13 @@ def api_client_from(
     """`build_api_client` from a configuration `load_configuration` gave, copied: the
     clients of one process share one reading of the kubeconfig, not one each of a file
     that may change between them."""
-    configuration = deepcopy(configuration)
+    return _configured_client(settings, deepcopy(configuration), observe)
+
+
+def _configured_client(
+    settings: ClientSettings, configuration: Any, observe: RequestObserver | None
+) -> KubeApiClient:
+    """The client over `configuration`, which it takes and changes (a fresh one or a copy)."""
     # The connection pool must hold the long-lived watches plus concurrent requests.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
     api_client = k8s_client.ApiClient(configuration)
