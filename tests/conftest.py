@@ -21,6 +21,7 @@ one worker that starts the control plane once, while the other workers take the 
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 import structlog
@@ -71,3 +72,22 @@ def _structlog_configuration_restored():  # type: ignore[no-untyped-def]
     saved = structlog.get_config()
     yield
     structlog.configure(**saved)
+
+
+@pytest.fixture(autouse=True)
+def _no_event_writer_left_running(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A test leaves no event writer (`BackgroundEventSink`'s worker) running: one left
+    behind retries its writes for minutes against a server the test stopped, and its log
+    lines land in whatever a later test in the same worker captures."""
+    before = set(threading.enumerate())
+    yield
+    left = [
+        t for t in threading.enumerate()
+        if t.name == "events" and t not in before and t.is_alive()
+    ]  # fmt: skip
+    if left:
+        pytest.fail(
+            f"{request.node.nodeid} left {len(left)} event writer(s) running: stop the "
+            "KubeRuntime (or close the BackgroundEventSink) it started",
+            pytrace=False,
+        )

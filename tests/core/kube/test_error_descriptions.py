@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -218,13 +219,15 @@ class Failing:
 
 
 @pytest.fixture
-def runtime(fake_kube: FakeKubeServer, tmp_path: Path) -> KubeRuntime:
+def runtime(fake_kube: FakeKubeServer, tmp_path: Path) -> Iterator[KubeRuntime]:
     options = dataclasses.replace(
         AutoscalingOptions(),
         kubeconfig=str(fake_kube.kubeconfig(tmp_path / "kubeconfig")),
         leader_elect=False,
     )
-    return KubeRuntime.from_options(options, serve=False)
+    runtime = KubeRuntime.from_options(options, serve=False)
+    yield runtime
+    runtime.stop()
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 import yaml
 from clusterscaler.commands.runtime import KubeRuntime
 from clusterscaler.framework.options import AutoscalingOptions
@@ -37,6 +38,22 @@ def options(tmp_path, fake_kube, **changes):
         leader_elect_retry_period=timedelta(seconds=0.2),
     )
     return dataclasses.replace(base, **changes)
+
+
+@pytest.fixture
+def started():
+    """Builds runtimes as `KubeRuntime.from_options` does and stops them after the test: a
+    runtime left running keeps its event writer retrying against the stopped server."""
+    runtimes = []
+
+    def build(*args, **kwargs):
+        runtime = KubeRuntime.from_options(*args, **kwargs)
+        runtimes.append(runtime)
+        return runtime
+
+    yield build
+    for runtime in runtimes:
+        runtime.stop()
 
 
 def loop_result() -> LoopResult:
@@ -111,7 +128,7 @@ def test_standby_does_not_act_until_leader_releases(fake_kube, tmp_path):
         second.stop()
 
 
-def test_dry_run_runtime_never_changes_the_cluster(fake_kube, tmp_path):
+def test_dry_run_runtime_never_changes_the_cluster(fake_kube, tmp_path, started):
     fake_kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "spec": {}})
     fake_kube.create(
         {
@@ -122,7 +139,7 @@ def test_dry_run_runtime_never_changes_the_cluster(fake_kube, tmp_path):
             "status": {"phase": "Running"},
         }
     )
-    runtime = KubeRuntime.from_options(
+    runtime = started(
         options(tmp_path, fake_kube, dry_run=True, leader_elect=False), serve=False
     )
     runtime.actions.add_taint("n1", Taint("ToBeDeletedByClusterAutoscaler", "1"))
@@ -136,8 +153,8 @@ def test_dry_run_runtime_never_changes_the_cluster(fake_kube, tmp_path):
     assert fake_kube.get("configmaps", "cluster-autoscaler-status", "kube-system") is not None
 
 
-def test_without_status_configmap_flag_nothing_is_written(fake_kube, tmp_path):
-    runtime = KubeRuntime.from_options(
+def test_without_status_configmap_flag_nothing_is_written(fake_kube, tmp_path, started):
+    runtime = started(
         options(tmp_path, fake_kube, write_status_configmap=False, leader_elect=False), serve=False
     )
     runtime.report(loop_result())
@@ -209,8 +226,8 @@ def pod_messages(fake_kube) -> list[str]:
     return sorted(e["message"] for e in fake_kube.list("events", "default"))
 
 
-def test_runtime_writes_one_event_per_reason_and_object_every_five_minutes(fake_kube, tmp_path):
-    runtime = KubeRuntime.from_options(
+def test_runtime_writes_one_event_per_reason_and_object_every_five_minutes(fake_kube, tmp_path, started):
+    runtime = started(
         options(tmp_path, fake_kube, leader_elect=False), serve=False
     )
     pod = ObjectRef.pod("default", "web")
@@ -221,8 +238,8 @@ def test_runtime_writes_one_event_per_reason_and_object_every_five_minutes(fake_
     assert pod_messages(fake_kube) == ["first", "third"]
 
 
-def test_runtime_recording_duplicates_uses_client_go_defaults(fake_kube, tmp_path):
-    runtime = KubeRuntime.from_options(
+def test_runtime_recording_duplicates_uses_client_go_defaults(fake_kube, tmp_path, started):
+    runtime = started(
         options(tmp_path, fake_kube, leader_elect=False, record_duplicated_events=True),
         serve=False,
     )
@@ -235,10 +252,10 @@ def test_runtime_recording_duplicates_uses_client_go_defaults(fake_kube, tmp_pat
     assert sorted((e["message"], e["count"]) for e in events) == [("first", 1), ("second", 2)]
 
 
-def test_the_main_duration_counts_the_status_configmap_write_as_ca_does(fake_kube, tmp_path):
+def test_the_main_duration_counts_the_status_configmap_write_as_ca_does(fake_kube, tmp_path, started):
     """CA observes function_duration_seconds{function="main"} around RunOnce, whose
     deferred write of the status ConfigMap is part of it."""
-    runtime = KubeRuntime.from_options(
+    runtime = started(
         options(tmp_path, fake_kube, leader_elect=False), serve=False
     )
     fake_kube.add_fault(method="PUT", path="/api/v1/namespaces/kube-system/configmaps",
@@ -254,7 +271,7 @@ def test_the_main_duration_counts_the_status_configmap_write_as_ca_does(fake_kub
 
 
 def test_the_clients_of_one_start_share_one_reading_of_the_kubeconfig(
-    fake_kube, tmp_path, monkeypatch
+    fake_kube, tmp_path, monkeypatch, started
 ):
     """The loop's, the Lease's and the cloud provider's clients are configured from one
     reading of the kubeconfig: a file rewritten while the autoscaler starts (a rotated
@@ -272,7 +289,7 @@ def test_the_clients_of_one_start_share_one_reading_of_the_kubeconfig(
         path.write_text(yaml.safe_dump(moved))
 
     monkeypatch.setattr(kube_client.k8s_config, "load_kube_config", load_then_rewrite)
-    runtime = KubeRuntime.from_options(opts, identity="me", serve=False)
+    runtime = started(opts, identity="me", serve=False)
     assert runtime.elector is not None
     clients = [runtime.api_client, runtime.elector.api.api_client, runtime.provider_api]
     assert len({id(c) for c in clients}) == 3
