@@ -7,10 +7,12 @@ of one group is reported for that group alone. Nothing else escapes."""
 
 from __future__ import annotations
 
+import atexit
 import base64
 import datetime
 import json
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -419,8 +421,10 @@ def test_kwok_provider_configmaps_as_listed(
 
 
 def _tls_files() -> dict[str, str]:
-    """A self-signed certificate (its own CA) and its key, as PEM files, for the TLS seed."""
+    """A self-signed certificate (its own CA) and its key, as PEM files, for the TLS seed;
+    made when the module is read, removed when the process ends."""
     directory = Path(tempfile.mkdtemp(prefix="fuzz-externalgrpc-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
