@@ -25,6 +25,7 @@ import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from clusterscaler.testing import controlplane
@@ -395,3 +396,37 @@ def parse_main_loop(text: str) -> LoopMetric | None:
     if count is None or total is None:
         return None
     return LoopMetric(count, total)
+
+
+# ---------------------------------------------------------------------------------------------
+# Events
+
+# Both autoscalers record their events as this component (CA's `EventSource`, kept by ours).
+EVENT_COMPONENT = "cluster-autoscaler"
+
+
+def event_counts(event_list: dict[str, Any]) -> dict[str, tuple[str, int]]:
+    """The autoscaler's Event objects in a list of core/v1 Events (`kubectl get events -A
+    -o json`): uid -> ("<involved kind> <reason>", count). An Event's `count` is the writes
+    it took: 1 for its create, one more for each patch (a repeat, or one more event folded
+    into a combined one); an event the recorder dropped (spam, a full queue) is not there."""
+    counts: dict[str, tuple[str, int]] = {}
+    for item in event_list.get("items") or ():
+        if (item.get("source") or {}).get("component") != EVENT_COMPONENT:
+            continue
+        key = f"{(item.get('involvedObject') or {}).get('kind', '')} {item.get('reason', '')}"
+        uid = str((item.get("metadata") or {}).get("uid", ""))
+        counts[uid] = (key, int(item.get("count") or 1))
+    return counts
+
+
+def events_written(before: dict[str, tuple[str, int]],
+                   after: dict[str, tuple[str, int]]) -> dict[str, int]:
+    """The event writes between two `event_counts` of one cluster, by involved kind and
+    reason (an Event there before counts only its writes since)."""
+    written: dict[str, int] = {}
+    for uid, (key, count) in after.items():
+        n = count - before.get(uid, (key, 0))[1]
+        if n > 0:
+            written[key] = written.get(key, 0) + n
+    return dict(sorted(written.items()))

@@ -21,7 +21,10 @@ applied with one `kubectl apply`. From that moment the harness watches Nodes and
 - `peak_rss_mib`: the process's peak resident set (`VmHWM`) over its whole life;
 - `loop_s`: its mean main-loop duration while the workload was handled, from /metrics;
 - on scale-down, `nodes_removed`, and `first_removal_s` and `last_removal_s`: from the
-  Deployments' scale-down to the first and the last Node deleted.
+  Deployments' scale-down to the first and the last Node deleted;
+- `api_requests`: the requests it made in the measured span, by HTTP method, from its
+  /metrics; `events`: the event writes it made from its start to the end, by the involved
+  object's kind and the reason, from the Events' counts (`observe.events_written`).
 
 The two autoscalers alternate (CA first) so that a drift of the shared machine does not
 favour one. Text output prints both side by side with MET / NOT MET per target; `--json`
@@ -62,6 +65,8 @@ from bench.peer.observe import (
     api_requests,
     cluster_watch,
     cpu_seconds,
+    event_counts,
+    events_written,
     final_state,
     main_loop,
     peak_rss_bytes,
@@ -115,6 +120,9 @@ class Row:
     # Requests to the API server in the measured span, by HTTP method (/metrics'
     # rest_client_requests_total; empty when the process does not expose it).
     api_requests: dict[str, int] = field(default_factory=dict)
+    # The events the autoscaler wrote from its start to the end of the run, by the
+    # involved object's kind and the reason (`events_written`).
+    events: dict[str, int] = field(default_factory=dict)
     version: str = ""
     error: str = ""
     note: str = ""  # what the harness noticed without failing the run
@@ -126,6 +134,10 @@ class Row:
     @property
     def api_requests_total(self) -> int | None:
         return sum(self.api_requests.values()) if self.api_requests else None
+
+    @property
+    def events_total(self) -> int | None:
+        return sum(self.events.values()) if self.events else None
 
     def decision(self) -> tuple[tuple[tuple[str, int], ...], int]:
         """What both autoscalers must agree on: nodes per group and pods left pending."""
@@ -258,6 +270,12 @@ def apply(kubeconfig: Path, objects: list[dict[str, Any]]) -> None:
             input=json.dumps(as_list(objects)))
 
 
+def _events(kubeconfig: Path) -> dict[str, tuple[str, int]]:
+    """The autoscaler's Events in the cluster now (`event_counts`)."""
+    return event_counts(json.loads(kubectl(kubeconfig, "get", "events", "--all-namespaces",
+                                           "-o", "json")))
+
+
 def _log_tail(path: Path, chars: int = 2000) -> str:
     try:
         return path.read_text(errors="replace")[-chars:]
@@ -298,6 +316,7 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
     if scenario.kind in (STEADY, SCALE_DOWN):
         existing = prepare_existing(scenario, cluster, progress=progress)
     port = controlplane.free_port()
+    events_before = _events(kubeconfig)
     log = workdir / f"{scenario.name}-{autoscaler}-{run}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -327,6 +346,7 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
             _observe(scenario, autoscaler, process, log, progress=progress)
             finish(row, watch, process.pid, port, before, startup_cpu, started, None,
                    dict(scenario.existing), requests_before)
+            row.events = events_written(events_before, _events(kubeconfig))
             return row
         if scenario.kind == SCALE_DOWN:
             apply(kubeconfig, scaled_down(scenario))
@@ -353,6 +373,7 @@ def run_on_cluster(scenario: PeerScenario, autoscaler: str, run: int,
             time.sleep(0.1)
         finish(row, watch, process.pid, port, before, startup_cpu, started, done_at,
                dict(scenario.existing), requests_before)
+        row.events = events_written(events_before, _events(kubeconfig))
     finally:
         if watch is not None:
             watch.stop()
@@ -535,6 +556,7 @@ FIGURES = (
     ("peak RSS", "peak_rss_mib", "MiB"),
     ("main loop (mean)", "loop_s", "s"),
     ("API requests", "api_requests_total", ""),
+    ("events written", "events_total", ""),
     ("first node removed", "first_removal_s", "s"),
     ("last node removed", "last_removal_s", "s"),
 )
@@ -570,6 +592,9 @@ def render(rows: Sequence[Row], scenarios: Sequence[str], header: str) -> str:
                 if r.api_requests:
                     lines.append("    API requests: " + ", ".join(
                         f"{m} {n}" for m, n in r.api_requests.items()))
+                if r.events:
+                    lines.append("    events written: " + ", ".join(
+                        f"{k} {n}" for k, n in r.events.items()))
                 if r.note:
                     lines.append(f"    note: {r.note}")
         for verdict in evaluate(name, rows):

@@ -14,6 +14,7 @@ import pytest
 from clusterscaler.testing import upstreamca
 
 from bench.peer import observe, run, workload
+from bench.peer.observe import event_counts, events_written
 from bench.peer.run import CA, CLUSTERSCALER, Row, evaluate, render
 from bench.peer.scenarios import POOL_LABEL, SCENARIOS, Workload
 from bench.peer.workload import existing_nodes, provider_objects, workload_objects
@@ -637,3 +638,36 @@ def test_steady_5k_is_prebound_and_its_pods_are_its_replica_sets_own_spread_even
         assert pod["metadata"]["labels"] == rs["spec"]["template"]["metadata"]["labels"]
         assert {k: v for k, v in pod["spec"].items() if k != "nodeName"} == (
             d["spec"]["template"]["spec"])
+
+
+def _core_event(uid: str, kind: str, reason: str, count: int,
+           component: str = "cluster-autoscaler") -> dict[str, object]:
+    return {"metadata": {"uid": uid}, "involvedObject": {"kind": kind}, "reason": reason,
+            "count": count, "source": {"component": component}}
+
+
+def test_events_written_by_kind_and_reason_since_the_start() -> None:
+    before = event_counts({"items": [
+        _core_event("a", "ConfigMap", "ScaleDownEmpty", 3),
+        _core_event("k", "Pod", "Scheduled", 1, component="default-scheduler"),
+    ]})
+    after = event_counts({"items": [
+        # Patched twice more since: two writes in the span.
+        _core_event("a", "ConfigMap", "ScaleDownEmpty", 5),
+        _core_event("b", "Node", "ScaleDown", 1),
+        _core_event("c", "Node", "ScaleDown", 1),
+        _core_event("d", "ConfigMap", "ScaleDownEmpty", 4),
+        _core_event("k", "Pod", "Scheduled", 9, component="default-scheduler"),
+    ]})
+    assert events_written(before, after) == {"ConfigMap ScaleDownEmpty": 6, "Node ScaleDown": 2}
+    assert events_written(after, after) == {}
+
+
+def test_render_prints_the_events_written() -> None:
+    ca = _row(CA)
+    ca.events = {"Node ScaleDown": 800, "ConfigMap ScaleDownEmpty": 20}
+    ours = _row(CLUSTERSCALER)
+    ours.events = {"Node ScaleDown": 800, "ConfigMap ScaleDownEmpty": 30}
+    text = render([ca, ours], ["scale-up-1k"], "header")
+    assert re.search(r"events written\s+820\s+830", text), text
+    assert "    events written: Node ScaleDown 800, ConfigMap ScaleDownEmpty 30" in text

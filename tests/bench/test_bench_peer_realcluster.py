@@ -52,6 +52,10 @@ def test_both_autoscalers_scale_up_the_same_and_are_measured(
         assert row.cpu_s is not None and row.cpu_s > 0, row
         assert row.peak_rss_mib is not None and row.peak_rss_mib > 10, row
         assert row.loops >= 1 and row.loop_s is not None, row
+        # Each announced its scale-up on the pods it helps (CA's TriggeredScaleUp), once a
+        # pod.
+        assert row.events.get("Pod TriggeredScaleUp", 0) >= 1, row
+        assert row.events.get("Pod TriggeredScaleUp", 0) <= SMOKE.workloads[0].replicas, row
     assert rows[0].autoscaler == CA and rows[0].version == upstreamca.RELEASE
     verdicts = {v.target: v for v in evaluate("smoke", rows)}
     assert set(verdicts) == {"decision latency <= CA", "end to end <= CA",
