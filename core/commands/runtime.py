@@ -30,6 +30,7 @@ from clusterscaler.kube.client import (
     api_client_from,
     load_configuration,
     observe_all_clients,
+    spare_capacity_client,
 )
 from clusterscaler.kube.eventcorrelator import AUTOSCALER_OPTIONS
 from clusterscaler.kube.eventwriter import BackgroundEventSink, KubeEventSink
@@ -145,12 +146,15 @@ class KubeRuntime:
             actions=KubeClusterActions(
                 api, dry_run=options.dry_run, cached_node=source.cached_node
             ),
-            # In the background: event writes share the client's QPS limit, and a scale-up
-            # that triggers thousands of events must not stall the loop.
+            # In the background: a scale-up that triggers thousands of events must not
+            # stall the loop. Event writes share the loop's --kube-client-qps, taking only
+            # the tokens its requests leave: a scale-down of hundreds of nodes is not
+            # slowed by its own events (those that find the queue full are dropped,
+            # counted and logged, as client-go's recorder drops them).
             recorder=EventRecorder(
                 BackgroundEventSink(
                     KubeEventSink(
-                        api,
+                        spare_capacity_client(api, settings, observe),
                         on_error=metrics.register_error,
                         # As CA: client-go's defaults when every duplicate is recorded,
                         # else one event per reason and object every five minutes.

@@ -38,6 +38,7 @@ __all__ = [
     "TokenBucket",
     "build_api_client",
     "observe_all_clients",
+    "spare_capacity_client",
 ]
 
 log = structlog.get_logger()
@@ -107,7 +108,9 @@ class ClientSettings:
 class TokenBucket:
     """A token bucket: ``qps`` tokens per second, at most ``burst`` saved up.
 
-    ``qps == 0`` disables the limit. ``acquire`` blocks until a token is available.
+    ``qps == 0`` disables the limit. ``acquire`` blocks until a token is available, taking
+    its place in line (the tokens of the requests already waiting are theirs);
+    ``acquire_spare`` takes only a token that nobody waits for.
     """
 
     def __init__(
@@ -140,26 +143,51 @@ class TokenBucket:
             self._sleep(wait)
         return wait
 
+    def acquire_spare(self) -> float:
+        """Take one token that no `acquire` waits for, waiting until there is one; return
+        the seconds waited. While `acquire` callers ask for more than ``qps`` tokens a
+        second this waits for their demand to fall: it never delays them."""
+        if self.qps <= 0:
+            return 0.0
+        waited = 0.0
+        while True:
+            with self._lock:
+                now = self._clock()
+                self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+                self._last = now
+                # (A whole token, but for the rounding of the refill's arithmetic.)
+                if self._tokens >= 1.0 - 1e-9:
+                    self._tokens -= 1.0
+                    return waited
+                # When one whole token is free, unless `acquire` callers take it first.
+                wait = max((1.0 - self._tokens) / self.qps, 0.001)
+            self._sleep(wait)
+            waited += wait
+
 
 def _rate_limit(
     rest_client: Any,
     bucket: TokenBucket,
     request_timeout: tuple[float, float],
     observe: RequestObserver | None = None,
+    *,
+    spare: bool = False,
 ) -> None:
-    """Make every request of the client's REST object take a token first, and time out;
-    tell `observe` of each.
+    """Make every request of the client's REST object take a token first (`spare`: only a
+    token nobody else waits for, `TokenBucket.acquire_spare`), and time out; tell
+    `observe` of each.
 
     The verb helpers (``GET``, ``POST``, ...) all go through ``request``, so replacing it on
     the instance covers them all. A request without its own ``_request_timeout`` gets
     ``request_timeout``.
     """
     original = rest_client.request
+    take = bucket.acquire_spare if spare else bucket.acquire
 
     def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("_request_timeout") is None:
             kwargs["_request_timeout"] = request_timeout
-        waited = bucket.acquire()
+        waited = take()
         if waited > 0.5:
             log.debug("kube_client_throttled", waited_seconds=round(waited, 3))
         if observe is None:
@@ -342,6 +370,36 @@ def api_client_from(
     return _configured_client(settings, deepcopy(configuration), observe)
 
 
+def spare_capacity_client(
+    client: KubeApiClient, settings: ClientSettings, observe: RequestObserver | None = None
+) -> KubeApiClient:
+    """A client over `client`'s configuration whose requests take from `client`'s
+    --kube-client-qps tokens only those its own requests leave (`acquire_spare`): for
+    writes that can wait, events, so that under a steady demand above the limit (a
+    scale-down of hundreds of nodes) they never hold up the loop's reads or the taints and
+    deletions. `client` itself when it was not built here (it has no bucket to share)."""
+    bucket = getattr(client, _BUCKET_ATTRIBUTE, None)
+    if not isinstance(bucket, TokenBucket):
+        return client
+    # Built here (it has a bucket): an official ApiClient, with its configuration.
+    official: Any = client
+    spare = k8s_client.ApiClient(official.configuration)
+    spare.user_agent = settings.user_agent
+    _rate_limit(
+        spare.rest_client,
+        bucket,
+        settings.request_timeout,
+        observe or _process_observer,
+        spare=True,
+    )
+    built: KubeApiClient = spare
+    return built
+
+
+# Where a client built here keeps its token bucket, for `spare_capacity_client`.
+_BUCKET_ATTRIBUTE = "_clusterscaler_token_bucket"
+
+
 def _configured_client(
     settings: ClientSettings, configuration: Any, observe: RequestObserver | None
 ) -> KubeApiClient:
@@ -350,11 +408,9 @@ def _configured_client(
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
     api_client = k8s_client.ApiClient(configuration)
     api_client.user_agent = settings.user_agent
-    _rate_limit(
-        api_client.rest_client,
-        TokenBucket(settings.qps, settings.burst),
-        settings.request_timeout,
-        observe or _process_observer,
-    )
+    bucket = TokenBucket(settings.qps, settings.burst)
+    _rate_limit(api_client.rest_client, bucket, settings.request_timeout,
+                observe or _process_observer)
+    setattr(api_client, _BUCKET_ATTRIBUTE, bucket)
     client: KubeApiClient = api_client
     return client

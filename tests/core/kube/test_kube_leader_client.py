@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from datetime import timedelta
 
 import pytest
 from clusterscaler.framework.options import AutoscalingOptions
-from clusterscaler.kube.client import ClientSettings, KubeConfigError, TokenBucket, build_api_client
+from clusterscaler.kube.client import (
+    ClientSettings,
+    KubeConfigError,
+    TokenBucket,
+    build_api_client,
+    spare_capacity_client,
+)
 from clusterscaler.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from kubernetes import client
 
@@ -252,6 +259,62 @@ def test_token_bucket_allows_burst_then_paces_at_qps():
     assert waits[:3] == [0, 0, 0]
     assert waits[3] == pytest.approx(0.2)
     assert waits[4] == pytest.approx(0.2)
+
+
+def test_a_spare_token_goes_to_the_requests_in_line_first():
+    """`acquire_spare` takes only a token nobody waits for: requests arriving while it
+    waits go first, at the bucket's pace, and it gets the first token left over."""
+    now = [0.0]
+    competitor_waits: list[float] = []
+    arrivals = [2]
+    competing = [False]
+
+    def sleep(seconds: float) -> None:
+        if competing[0]:
+            return  # a competitor's wait: its token is reserved, the clock is the spare's
+        if arrivals[0]:
+            arrivals[0] -= 1
+            competing[0] = True
+            competitor_waits.append(bucket.acquire())
+            competing[0] = False
+        now[0] += seconds
+
+    bucket = TokenBucket(qps=5, burst=1, clock=lambda: now[0], sleep=sleep)
+    assert bucket.acquire_spare() == 0  # a free token: at once
+    waited = bucket.acquire_spare()
+    # Two requests arrived while it waited: each got the next token, 0.2 s after it
+    # arrived, as if the spare one were not there; the spare one got the third.
+    assert competitor_waits == [pytest.approx(0.2), pytest.approx(0.2)]
+    assert waited == pytest.approx(0.6)
+    assert bucket.acquire_spare() == pytest.approx(0.2)  # nobody in line: the next token
+
+
+def test_a_spare_capacity_client_waits_for_the_clients_own_requests(fake_kube, tmp_path):
+    """Events go through a client sharing the loop client's --kube-client-qps: while the
+    loop's requests use every token, an event waits for them instead of delaying them."""
+    settings = ClientSettings(kubeconfig=str(fake_kube.kubeconfig(tmp_path / "config")),
+                              qps=2, burst=1)
+    api = build_api_client(settings)
+    spare = spare_capacity_client(api, settings)
+    assert spare is not api
+    starts: list[float] = []
+
+    def busy() -> None:
+        for _ in range(4):  # tokens at 0, 0.5, 1.0 and 1.5 s
+            starts.append(time.monotonic())
+            client.CoreV1Api(api).list_node()
+
+    worker = threading.Thread(target=busy)
+    began = time.monotonic()
+    worker.start()
+    time.sleep(0.1)
+    client.CoreV1Api(spare).list_namespaced_event("default")
+    spare_done = time.monotonic() - began
+    worker.join()
+    # Behind the four (the last took its token at 1.5 s), not between them.
+    assert spare_done >= 1.9, (spare_done, [round(t - began, 2) for t in starts])
+    # A client not built here has no bucket to share: it is used as it is.
+    assert spare_capacity_client(object(), settings) is not None
 
 
 def test_client_requests_are_rate_limited(fake_kube, tmp_path):

@@ -230,6 +230,8 @@ def test_runtime_writes_one_event_per_reason_and_object_every_five_minutes(fake_
     runtime = started(
         options(tmp_path, fake_kube, leader_elect=False), serve=False
     )
+    # Events go through a client of their own, on the loop's spare tokens.
+    assert runtime.recorder.sink.sink.core.api_client is not runtime.api_client
     pod = ObjectRef.pod("default", "web")
     runtime.recorder.normal(pod, ev.NOT_TRIGGER_SCALE_UP, "first")
     runtime.recorder.normal(pod, ev.NOT_TRIGGER_SCALE_UP, "second")
