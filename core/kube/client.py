@@ -129,14 +129,18 @@ class TokenBucket:
         self._last = clock()
         self._lock = threading.Lock()
 
+    def _refill(self) -> None:
+        """Add the tokens earned since the last call, up to ``burst`` (the lock held)."""
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+
     def acquire(self) -> float:
         """Take one token, waiting if needed; return the seconds waited."""
         if self.qps <= 0:
             return 0.0
         with self._lock:
-            now = self._clock()
-            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
-            self._last = now
+            self._refill()
             self._tokens -= 1.0
             wait = 0.0 if self._tokens >= 0 else -self._tokens / self.qps
         if wait > 0:
@@ -152,9 +156,7 @@ class TokenBucket:
         waited = 0.0
         while True:
             with self._lock:
-                now = self._clock()
-                self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
-                self._last = now
+                self._refill()
                 # (A whole token, but for the rounding of the refill's arithmetic.)
                 if self._tokens >= 1.0 - 1e-9:
                     self._tokens -= 1.0
@@ -383,17 +385,7 @@ def spare_capacity_client(
         return client
     # Built here (it has a bucket): an official ApiClient, with its configuration.
     official: Any = client
-    spare = k8s_client.ApiClient(official.configuration)
-    spare.user_agent = settings.user_agent
-    _rate_limit(
-        spare.rest_client,
-        bucket,
-        settings.request_timeout,
-        observe or _process_observer,
-        spare=True,
-    )
-    built: KubeApiClient = spare
-    return built
+    return _configured_client(settings, official.configuration, observe, bucket, spare=True)
 
 
 # Where a client built here keeps its token bucket, for `spare_capacity_client`.
@@ -401,16 +393,24 @@ _BUCKET_ATTRIBUTE = "_clusterscaler_token_bucket"
 
 
 def _configured_client(
-    settings: ClientSettings, configuration: Any, observe: RequestObserver | None
+    settings: ClientSettings,
+    configuration: Any,
+    observe: RequestObserver | None,
+    bucket: TokenBucket | None = None,
+    *,
+    spare: bool = False,
 ) -> KubeApiClient:
-    """The client over `configuration`, which it takes and changes (a fresh one or a copy)."""
+    """The client over `configuration`, which it takes and changes (a fresh one or a copy),
+    taking its tokens from `bucket` (a new one per settings when None; `spare`: only the
+    tokens its owner's requests leave)."""
     # The connection pool must hold the long-lived watches plus concurrent requests.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
     api_client = k8s_client.ApiClient(configuration)
     api_client.user_agent = settings.user_agent
-    bucket = TokenBucket(settings.qps, settings.burst)
+    if bucket is None:
+        bucket = TokenBucket(settings.qps, settings.burst)
+        setattr(api_client, _BUCKET_ATTRIBUTE, bucket)
     _rate_limit(api_client.rest_client, bucket, settings.request_timeout,
-                observe or _process_observer)
-    setattr(api_client, _BUCKET_ATTRIBUTE, bucket)
+                observe or _process_observer, spare=spare)
     client: KubeApiClient = api_client
     return client
